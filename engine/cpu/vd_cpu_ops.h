@@ -1,0 +1,89 @@
+/* Internal: the small operations of the CPU backend (plain C, OpenMP where it
+ * pays). Their per-element arithmetic comes from kernels/vd_math.h, which the
+ * CUDA kernels share, so that the CPU tests exercise the very arithmetic the
+ * GPU runs. Conventions: boxes are float32 (x1, y1, x2, y2) quadruples,
+ * feature maps are NHWC float32 (one image), every function is reentrant. */
+#ifndef VD_CPU_OPS_H
+#define VD_CPU_OPS_H
+
+#include <stdint.h>
+#include "visiondetect/vd.h"
+
+G_BEGIN_DECLS
+
+/* torchvision GeneralizedRCNNTransform size rule (spec §1.3, §1.4) with the scale
+ * min(min_size/min(h,w), max_size/max(h,w)) computed in double precision (current
+ * torchvision); padded sizes are the next multiples of @size_divisible. */
+void vd_transform_sizes(int height, int width, int min_size, int max_size,
+                        int size_divisible, int *resized_h, int *resized_w,
+                        int *padded_h, int *padded_w);
+
+/* Converts @image to RGB in [0,1] (true division by 255), normalises with
+ * (x - mean[c]) / std[c] in float32, resizes bilinearly to resized_h x resized_w
+ * exactly as torch 1.13's CPU upsample_bilinear2d (align_corners=False, no
+ * antialias; source index and lambdas in double, blend with the FMA order of spec
+ * §1.3), and writes the result into the top-left corner of @dst, an NHWC
+ * [padded_h][padded_w][3] buffer whose remaining pixels are set to 0.
+ * YUV formats are converted to RGB (matrix/range from the image) before
+ * normalising. Returns FALSE with @error set for an invalid image description. */
+gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
+                           int resized_h, int resized_w, int padded_h, int padded_w,
+                           float *dst, GError **error);
+
+/* Cell anchors of one level (spec §3.1): for each ratio (outer) and size (inner),
+ * round-half-even([-w, -h, w, h] / 2), ratio-major order. Writes
+ * 4 * n_sizes * n_ratios floats. */
+void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios,
+                     float *out);
+
+/* Grid anchors of one level (spec §3.2): stride_h = padded_h / grid_h (integer
+ * division), idem for w; anchor[(y*grid_w + x)*A + a] = cell[a] + (x*sw, y*sh, x*sw,
+ * y*sh). Writes grid_h * grid_w * A * 4 floats. */
+void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w,
+                     int grid_h, int grid_w, float *out);
+
+/* Indices of the @k largest values of @values[0..n), sorted descending; ties in
+ * ascending index order. k is clamped to n. Returns the number written. */
+int vd_topk(const float *values, int n, int k, int *indices);
+
+/* BoxCoder.decode for @n boxes (spec §4.3): @deltas [n][4], @refs [n][4],
+ * @weights (wx, wy, ww, wh), clip log(1000/16); separate roundings, no FMA. */
+void vd_decode_boxes(const float *refs, const float *deltas, int n, const float weights[4],
+                     float *out);
+
+/* Clips boxes to [0, width] x [0, height] in place. */
+void vd_clip_boxes(float *boxes, int n, float height, float width);
+
+/* Greedy NMS (spec §7.1): order by score descending, stable (ties by ascending
+ * index); a kept box suppresses later boxes with IoU > @threshold (strict).
+ * Writes the kept indices in descending-score order into @keep (capacity n) and
+ * returns their count. */
+int vd_nms(const float *boxes, const float *scores, int n, float threshold, int *keep);
+
+/* NMS independently per group id (@groups[i]); the kept indices of all groups
+ * merged in descending-score order (ties by ascending index). Exact per-group
+ * arithmetic (torchvision's per-class loop, spec §7.2). Returns the count. */
+int vd_batched_nms(const float *boxes, const float *scores, const int *groups, int n,
+                   float threshold, int *keep);
+
+/* torchvision LevelMapper (spec §5.3) for one box: returns the level index
+ * (0-based from k_min) for canonical scale 224, level 4, eps 1e-6. */
+int vd_roi_level(const float *box, int k_min, int k_max);
+
+/* roi_align, aligned=False (spec §5.5) for @n_rois boxes over one NHWC float32
+ * feature map [height][width][channels]; @rois [n][4] in image pixels, scaled by
+ * @spatial_scale. Writes [n][pooled][pooled][channels] at @out with row stride
+ * @out_roi_stride floats between consecutive RoIs (>= pooled*pooled*channels), so a
+ * caller can scatter RoIs of several levels into one buffer. @roi_index maps the
+ * i-th RoI to its output row (NULL: identity). */
+void vd_roi_align_nhwc(const float *features, int height, int width, int channels,
+                       const float *rois, const int *roi_index, int n_rois,
+                       float spatial_scale, int pooled, int sampling_ratio,
+                       float *out, int64_t out_roi_stride);
+
+/* Softmax over @n_classes for each of @n rows, float32, in place. */
+void vd_softmax_rows(float *logits, int n, int n_classes);
+
+G_END_DECLS
+
+#endif /* VD_CPU_OPS_H */

@@ -1,0 +1,221 @@
+/* visiondetect engine: torchvision-compatible Faster R-CNN inference.
+ *
+ * The one public header of the engine library. It depends on GLib only (GError);
+ * never on GStreamer or CUDA.
+ *
+ * Objects:
+ *   vd_model    weights and configuration loaded from a .safetensors file.
+ *               Immutable once loaded; reference counted; may be shared by any
+ *               number of contexts and threads.
+ *   vd_context  a model bound to one backend/device with its workspace. A context
+ *               may be used by one thread at a time (any thread, not concurrently).
+ *   vd_image    a borrowed view of one frame; the engine never keeps the pointers
+ *               beyond the call that receives them.
+ *
+ * Errors are reported through GError in the VD_ERROR domain. Library code never
+ * aborts, exits or prints.
+ */
+#ifndef VISIONDETECT_VD_H
+#define VISIONDETECT_VD_H
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+#if defined(VD_BUILDING_LIBRARY) && defined(__GNUC__)
+#define VD_API __attribute__((visibility("default")))
+#else
+#define VD_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+#define VD_ERROR (vd_error_quark())
+
+typedef enum {
+    VD_ERROR_FILE,           /* a file could not be opened, read or mapped */
+    VD_ERROR_FORMAT,         /* a model file is malformed or inconsistent */
+    VD_ERROR_UNSUPPORTED,    /* valid, but not supported (architecture, dtype, pixel format) */
+    VD_ERROR_DEVICE,         /* no device, or a device/driver error */
+    VD_ERROR_OUT_OF_MEMORY,  /* host or device memory exhausted */
+    VD_ERROR_INVALID_ARGUMENT, /* a bad parameter or image description */
+    VD_ERROR_INTERNAL,       /* a backend library failed unexpectedly */
+} vd_error_code;
+
+VD_API GQuark vd_error_quark(void);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                    */
+
+typedef struct vd_model vd_model;
+
+/* Loads a model from a .safetensors file written by tools/export_torchvision.py.
+ * The file is memory-mapped, every tensor's name, shape and dtype is checked
+ * against the architecture in the header metadata, and batch-norm is folded into
+ * the convolutions. Returns a new reference (free with vd_model_unref) or NULL
+ * with @error set. Thread-safe. */
+VD_API vd_model *vd_model_load(const char *path, GError **error);
+
+/* Reference counting; both are thread-safe. unref(NULL) is a no-op. */
+VD_API vd_model *vd_model_ref(vd_model *model);
+VD_API void vd_model_unref(vd_model *model);
+
+/* Number of classes including the background class 0. */
+VD_API int vd_model_num_classes(const vd_model *model);
+
+/* Class name of @label (0 <= label < num_classes), or NULL when out of range.
+ * The string is owned by the model and valid as long as the model is. */
+VD_API const char *vd_model_class_name(const vd_model *model, int label);
+
+/* A short human-readable description ("fasterrcnn resnet50-fpn, 91 classes").
+ * Owned by the model. */
+VD_API const char *vd_model_description(const vd_model *model);
+
+/* Default score threshold of the box head (torchvision's box_score_thresh). */
+VD_API float vd_model_score_threshold(const vd_model *model);
+
+/* ------------------------------------------------------------------------ */
+/* Contexts                                                                  */
+
+typedef enum {
+    VD_DEVICE_AUTO = 0, /* CUDA when a device is usable, else the CPU */
+    VD_DEVICE_CPU,
+    VD_DEVICE_CUDA,
+} vd_device_type;
+
+typedef enum {
+    VD_PRECISION_AUTO = 0, /* fp16 on CUDA, fp32 on the CPU */
+    VD_PRECISION_FP32,
+    VD_PRECISION_FP16,
+    VD_PRECISION_BF16,
+} vd_precision;
+
+typedef struct {
+    vd_device_type device;
+    int device_index;       /* CUDA ordinal; ignored on the CPU */
+    vd_precision precision;
+    int n_threads;          /* CPU threads; 0 = all cores */
+    float score_threshold;  /* < 0: the model's (strict '>' as torchvision) */
+    float nms_threshold;    /* < 0: the model's box-head NMS IoU threshold */
+    int max_detections;     /* <= 0: the model's detections_per_img */
+} vd_context_params;
+
+VD_API vd_context_params vd_context_default_params(void);
+
+typedef struct vd_context vd_context;
+
+/* Binds @model to a backend. The context takes its own reference to the model.
+ * Returns NULL with @error set when the device or precision is not available:
+ * VD_DEVICE_AUTO never fails for lack of a GPU (it falls back to the CPU; see
+ * vd_context_device()). */
+VD_API vd_context *vd_context_new(vd_model *model, const vd_context_params *params,
+                                  GError **error);
+VD_API void vd_context_free(vd_context *ctx);
+
+/* What the context actually runs on (never VD_DEVICE_AUTO / VD_PRECISION_AUTO). */
+VD_API vd_device_type vd_context_device(const vd_context *ctx);
+VD_API vd_precision vd_context_precision(const vd_context *ctx);
+VD_API const vd_model *vd_context_model(const vd_context *ctx);
+
+/* Thresholds may be changed between frames (same thread as vd_detect). */
+VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,
+                                      float nms_threshold, int max_detections);
+
+/* ------------------------------------------------------------------------ */
+/* Images                                                                    */
+
+typedef enum {
+    VD_FORMAT_RGB = 0, /* packed 8-bit, 3 bytes per pixel */
+    VD_FORMAT_BGR,
+    VD_FORMAT_RGBA,    /* packed 8-bit, 4 bytes per pixel */
+    VD_FORMAT_BGRA,
+    VD_FORMAT_RGBX,
+    VD_FORMAT_BGRX,
+    VD_FORMAT_NV12,    /* Y plane + interleaved UV plane, 4:2:0 */
+    VD_FORMAT_I420,    /* Y, U, V planes, 4:2:0 */
+} vd_pixel_format;
+
+typedef enum {
+    VD_COLOR_MATRIX_BT601 = 0,
+    VD_COLOR_MATRIX_BT709,
+    VD_COLOR_MATRIX_BT2020,
+} vd_color_matrix;
+
+typedef struct {
+    vd_pixel_format format;
+    int width;
+    int height;
+    const uint8_t *planes[3]; /* borrowed; only read during the call */
+    int strides[3];           /* bytes per row of each plane */
+    vd_color_matrix matrix;   /* YUV formats only */
+    gboolean full_range;      /* YUV formats only: TRUE for 0..255 luma */
+} vd_image;
+
+/* Fills an RGB image view of a packed buffer (stride = 3 * width). */
+VD_API vd_image vd_image_rgb(const uint8_t *pixels, int width, int height);
+
+/* ------------------------------------------------------------------------ */
+/* Detection                                                                 */
+
+typedef struct {
+    float x1, y1, x2, y2; /* original-frame pixels, continuous coordinates */
+    float score;
+    int label;            /* class id (1..num_classes-1) */
+} vd_detection;
+
+typedef struct {
+    int width, height;          /* the frame's size */
+    int n_detections;
+    vd_detection *detections;   /* sorted by score, descending; owned, see below */
+} vd_result;
+
+/* Runs detection on @n_images frames. @results must point to @n_images vd_result
+ * structures; each is filled with newly allocated detections that the caller
+ * releases with vd_result_clear(). Returns FALSE with @error set on failure, in
+ * which case no result needs clearing. Not thread-safe per context. */
+VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
+                          vd_result *results, GError **error);
+
+/* Asynchronous pair: vd_submit() starts the work on a batch (copying what it needs
+ * from the images before returning, so the frames may be released at once);
+ * vd_collect() waits for it and fills @results as vd_detect() would. One batch may
+ * be in flight per context. On the CPU, submit does the work and collect returns
+ * it. */
+VD_API gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images,
+                          GError **error);
+VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results,
+                           GError **error);
+
+VD_API void vd_result_clear(vd_result *result);
+
+/* ------------------------------------------------------------------------ */
+/* Debugging: intermediate tensors                                           */
+
+/* Called synchronously from vd_detect() with named intermediate tensors of the
+ * first image of a batch, all float32 and contiguous:
+ *   "image_size"   [2] resized (H', W')          "input"      [1,3,Hp,Wp] (NCHW)
+ *   "fpn.<name>"   [1,C,H,W] (NCHW)              "anchors"    [N,4]
+ *   "proposals"    [K,4] (resized-image pixels)  "proposal_scores" [K]
+ *   "box_logits"   [K,num_classes]               "box_regression" [K,4*num_classes]
+ * @data and @shape are valid only during the call. */
+typedef void (*vd_tensor_observer)(const char *name, const float *data,
+                                   const int64_t *shape, int ndim, void *user_data);
+
+VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer,
+                                    void *user_data);
+
+/* Per-stage wall-clock times of the last vd_detect() in milliseconds, for
+ * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
+ * postprocess. Returns the number of stages written (at most @max). */
+typedef struct {
+    const char *name;
+    double ms;
+} vd_stage_time;
+
+VD_API int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max);
+
+G_END_DECLS
+
+#endif /* VISIONDETECT_VD_H */

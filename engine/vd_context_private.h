@@ -1,0 +1,62 @@
+/* Internal: the context and the backend interface. Not installed. */
+#ifndef VD_CONTEXT_PRIVATE_H
+#define VD_CONTEXT_PRIVATE_H
+
+#include "vd_model_private.h"
+
+G_BEGIN_DECLS
+
+#define VD_MAX_STAGES 8
+
+/* A backend runs a batch of frames on one device. @create builds its state for
+ * ctx->model (weights converted to what the device wants), @detect fills one
+ * vd_result per image (detections g_malloc'ed), reporting failures through
+ * @error. Backends read ctx->params for thresholds and call vd_context_observe()
+ * and vd_context_stage_*() for the debugging hooks. */
+typedef struct {
+    const char *name;
+    void *(*create)(vd_context *ctx, GError **error);
+    void (*destroy)(void *state);
+    gboolean (*detect)(void *state, vd_context *ctx, const vd_image *images, int n_images,
+                       vd_result *results, GError **error);
+} vd_backend;
+
+struct vd_context {
+    vd_model *model;
+    vd_context_params params;   /* resolved: no AUTO, thresholds filled from the model */
+    const vd_backend *backend;
+    void *state;
+
+    vd_tensor_observer observer;
+    void *observer_data;
+
+    vd_stage_time stages[VD_MAX_STAGES];
+    int n_stages;
+    gint64 stage_start_us;
+
+    /* vd_submit()/vd_collect() on backends without an asynchronous path */
+    vd_result *pending;
+    int n_pending;
+    GError *pending_error;
+    gboolean has_pending;
+};
+
+extern const vd_backend vd_cpu_backend;
+#ifdef HAVE_CUDA
+extern const vd_backend vd_cuda_backend;
+/* TRUE when a CUDA device is present and usable; never fails loudly. */
+gboolean vd_cuda_available(int device_index);
+#endif
+
+/* Passes a tensor to the observer, if any. Cheap when none is set. */
+void vd_context_observe(vd_context *ctx, const char *name, const float *data,
+                        const int64_t *shape, int ndim);
+static inline gboolean vd_context_observing(const vd_context *ctx) { return ctx->observer != NULL; }
+
+/* Stage timing: begin resets the list, mark closes the running stage. */
+void vd_context_stages_begin(vd_context *ctx);
+void vd_context_stage_mark(vd_context *ctx, const char *name);
+
+G_END_DECLS
+
+#endif /* VD_CONTEXT_PRIVATE_H */

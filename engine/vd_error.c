@@ -1,0 +1,3 @@
+#include "visiondetect/vd.h"
+
+G_DEFINE_QUARK(vd-error-quark, vd_error)

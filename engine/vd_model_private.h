@@ -1,0 +1,131 @@
+/* Internal: the loaded model (configuration and folded float32 weights), shared by
+ * the loader and every backend. Not installed. */
+#ifndef VD_MODEL_PRIVATE_H
+#define VD_MODEL_PRIVATE_H
+
+#include "visiondetect/vd.h"
+
+G_BEGIN_DECLS
+
+#define VD_MAX_FPN_LEVELS 5     /* returned backbone layers (at most 4) + the pool level */
+#define VD_MAX_ANCHORS_PER_LEVEL 16
+#define VD_MAX_BLOCKS 64
+
+typedef enum {
+    VD_BLOCK_BASIC = 0, /* resnet18/34 */
+    VD_BLOCK_BOTTLENECK, /* resnet50/101/152 */
+} vd_block_type;
+
+/* A convolution with batch-norm folded in (or its own bias). Weights are float32,
+ * torchvision's OIHW order; bias always present (zeros when the layer had none). */
+typedef struct {
+    int out_channels;
+    int in_channels;
+    int kernel;       /* square kernels only */
+    int stride;
+    int padding;
+    float *weight;    /* [out][in][kernel][kernel] */
+    float *bias;      /* [out] */
+} vd_conv;
+
+/* A linear layer: weight [out][in] as torchvision stores it, bias [out]. */
+typedef struct {
+    int out_features;
+    int in_features;
+    float *weight;
+    float *bias;
+} vd_linear;
+
+/* One ResNet block: relu(conv2(relu(conv1 x)) + shortcut) for BasicBlock,
+ * relu(conv3(relu(conv2(relu(conv1 x)))) + shortcut) for Bottleneck. */
+typedef struct {
+    vd_conv conv1, conv2, conv3; /* conv3 unused (out_channels 0) for BasicBlock */
+    gboolean has_downsample;
+    vd_conv downsample;          /* 1x1, stride of the block */
+} vd_block;
+
+/* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
+ * for the writer and vd_model.c for the accepted keys). Field meanings and defaults
+ * follow torchvision's FasterRCNN constructor arguments. */
+typedef struct {
+    /* transform */
+    int min_size;             /* torchvision uses the last entry of its tuple */
+    int max_size;
+    float image_mean[3];
+    float image_std[3];
+    int size_divisible;
+
+    /* backbone */
+    int depth;                /* 18, 34, 50, 101, 152; informational */
+    vd_block_type block;
+    int layers[4];            /* blocks per stage */
+    int stem_channels;        /* 64 */
+    int width_per_group;      /* 64 */
+    int returned_layers[4];   /* 1-based stage numbers feeding the FPN, ascending */
+    int n_returned_layers;
+    float norm_eps;           /* batch-norm eps used when folding (0 for COCO_V1) */
+
+    /* FPN */
+    int fpn_channels;         /* out_channels, 256 */
+    gboolean fpn_pool_level;  /* LastLevelMaxPool present ('pool' level) */
+    int n_fpn_levels;         /* n_returned_layers + (pool ? 1 : 0) */
+
+    /* anchors: per FPN level (same count of anchors per location on every level) */
+    int n_anchor_sizes[VD_MAX_FPN_LEVELS];
+    float anchor_sizes[VD_MAX_FPN_LEVELS][VD_MAX_ANCHORS_PER_LEVEL];
+    int n_aspect_ratios[VD_MAX_FPN_LEVELS];
+    float aspect_ratios[VD_MAX_FPN_LEVELS][VD_MAX_ANCHORS_PER_LEVEL];
+    int anchors_per_location;
+
+    /* RPN (test-time values) */
+    int rpn_pre_nms_top_n;
+    int rpn_post_nms_top_n;
+    float rpn_nms_thresh;
+    float rpn_score_thresh;
+    float rpn_min_size;       /* torchvision hard-codes 1e-3 */
+
+    /* RoI heads */
+    int roi_output_size;      /* 7 */
+    int roi_sampling_ratio;   /* 2 */
+    int n_roi_levels;         /* how many of the FPN levels '0','1',.. the pooler uses */
+    int representation_size;  /* 1024 */
+    float box_score_thresh;   /* 0.05, strict */
+    float box_nms_thresh;     /* 0.5 */
+    int detections_per_img;   /* 100 */
+    float bbox_reg_weights[4]; /* 10, 10, 5, 5 */
+    float box_min_size;       /* torchvision hard-codes 1e-2 */
+
+    int num_classes;          /* including background */
+    char **class_names;       /* num_classes entries */
+} vd_config;
+
+struct vd_model {
+    gint ref_count;
+    vd_config config;
+    char *description;
+
+    vd_conv stem;                     /* conv1 + bn1, 7x7 stride 2 */
+    vd_block blocks[VD_MAX_BLOCKS];   /* stage after stage */
+    int n_blocks;
+    int stage_first_block[4];         /* index into blocks */
+    int n_stages_used;                /* stages computed: up to the last returned one */
+
+    vd_conv fpn_inner[4];             /* 1x1 lateral, per returned layer */
+    vd_conv fpn_layer[4];             /* 3x3 output, per returned layer */
+
+    vd_conv rpn_conv;                 /* 3x3 + ReLU */
+    vd_conv rpn_cls;                  /* 1x1 -> A */
+    vd_conv rpn_bbox;                 /* 1x1 -> 4A */
+
+    vd_linear fc6;                    /* C*P*P -> representation, input order c*P*P + y*P + x */
+    vd_linear fc7;
+    vd_linear cls_score;              /* -> num_classes */
+    vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
+};
+
+/* Number of channels of ResNet stage @stage (1..4) output. */
+int vd_config_stage_channels(const vd_config *config, int stage);
+
+G_END_DECLS
+
+#endif /* VD_MODEL_PRIVATE_H */
