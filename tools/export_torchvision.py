@@ -1,0 +1,662 @@
+#!/usr/bin/python3
+"""Export a torchvision Faster R-CNN (ResNet-FPN backbone) to a visiondetect model file.
+
+The output is one .safetensors file written by hand (struct + json, no safetensors
+package): an 8-byte little-endian header length, a JSON header, then the tensor data.
+Tensors are named by the model's state_dict() keys (num_batches_tracked is skipped)
+and stored as F32 (default), F16 or BF16. The architecture goes into the header's
+"__metadata__" map:
+
+    {"format": "visiondetect", "format_version": "1", "config": "<JSON string>"}
+
+The config JSON is read by engine/vd_model.c; every value below comes from the model
+object itself, not from the builder's defaults:
+
+    {
+      "architecture": "fasterrcnn",
+      "transform": {"min_size": 800, "max_size": 1333,
+                    "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+                    "size_divisible": 32},
+      "backbone": {"type": "resnet", "depth": 50, "block": "bottleneck",
+                   "layers": [3, 4, 6, 3], "stem_channels": 64, "width_per_group": 64,
+                   "groups": 1, "returned_layers": [1, 2, 3, 4],
+                   "norm": "frozen_batch_norm", "norm_eps": 0.0},
+                   # + "norm_eps_per_module": {"backbone.body.bn1": 1e-05, ...} when the
+                   #   batch-norm modules disagree (the map then lists every one of them)
+      "fpn": {"in_channels": [256, 512, 1024, 2048], "out_channels": 256,
+              "extra_block": "maxpool"},                      # or "none"
+      "anchors": {"sizes": [[32], [64], [128], [256], [512]],
+                  "aspect_ratios": [[0.5, 1.0, 2.0], ...one list per level]},
+      "rpn": {"pre_nms_top_n": 1000, "post_nms_top_n": 1000, "nms_thresh": 0.7,
+              "score_thresh": 0.0, "min_size": 0.001},
+      "roi_heads": {"output_size": 7, "sampling_ratio": 2,
+                    "featmap_names": ["0", "1", "2", "3"], "representation_size": 1024,
+                    "score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 100,
+                    "bbox_reg_weights": [10.0, 10.0, 5.0, 5.0], "min_size": 0.01},
+      "num_classes": 91,
+      "class_names": ["__background__", "person", ...]
+    }
+
+Usage (Debian's interpreter, which has torch and torchvision):
+
+    /usr/bin/python3 tools/export_torchvision.py --builder fasterrcnn_resnet50_fpn \\
+        --pretrained --coco-names fasterrcnn_resnet50_fpn_coco.safetensors
+    /usr/bin/python3 tools/export_torchvision.py --builder resnet_fpn:18 --num-classes 3 \\
+        --state-dict my_training.pth --class-names names.txt my_model.safetensors
+
+As a module:
+
+    sys.path.insert(0, "tools"); import export_torchvision
+    export_torchvision.export(model, "model.safetensors", class_names=None, dtype="f32")
+
+Only the Faster R-CNN family with a torchvision ResNet + FPN backbone, TwoMLPHead box
+head and FastRCNNPredictor is supported; anything else (MobileNetV3 backbones, the v2
+model's conv box head, ResNeXt/wide ResNets, Mask/Keypoint R-CNN) raises ExportError.
+"""
+
+import argparse
+import collections
+import json
+import math
+import struct
+import sys
+
+FORMAT = "visiondetect"
+FORMAT_VERSION = "1"
+
+_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
+
+# Blocks per stage of the standard torchvision ResNets, to name the depth.
+_RESNET_LAYERS = {
+    ("basic", (2, 2, 2, 2)): 18,
+    ("basic", (3, 4, 6, 3)): 34,
+    ("bottleneck", (3, 4, 6, 3)): 50,
+    ("bottleneck", (3, 4, 23, 3)): 101,
+    ("bottleneck", (3, 8, 36, 3)): 152,
+}
+
+
+class ExportError(Exception):
+    """The model cannot be represented in a visiondetect model file."""
+
+
+def _import_torch():
+    try:
+        import torch
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        raise ExportError(
+            f"cannot import torch/torchvision ({e}); run this script with /usr/bin/python3 "
+            "(Debian's python3-torchvision)") from e
+    return torch
+
+
+def _default_class_names(num_classes):
+    return ["__background__"] + [f"class{i}" for i in range(1, num_classes)]
+
+
+def coco_class_names():
+    """The 91 COCO category names torchvision's detection weights use (index = label)."""
+    from torchvision.models._meta import _COCO_CATEGORIES
+    return list(_COCO_CATEGORIES)
+
+
+def _check_conv(conv, name, kernel, stride, padding, bias=None):
+    import torch.nn as nn
+    if type(conv) is not nn.Conv2d:
+        raise ExportError(f"{name}: expected a Conv2d, found {type(conv).__name__}")
+    ks = tuple(conv.kernel_size)
+    if ks != (kernel, kernel) or tuple(conv.stride) != (stride, stride) \
+            or tuple(conv.padding) != (padding, padding):
+        raise ExportError(
+            f"{name}: expected a {kernel}x{kernel} convolution with stride {stride} and padding "
+            f"{padding}, found kernel {ks}, stride {tuple(conv.stride)}, padding {tuple(conv.padding)}")
+    if tuple(conv.dilation) != (1, 1):
+        raise ExportError(f"{name}: dilated convolutions (replace_stride_with_dilation) are not supported")
+    if conv.groups != 1:
+        raise ExportError(f"{name}: grouped convolutions (ResNeXt, groups={conv.groups}) are not supported")
+    if conv.padding_mode != "zeros":
+        raise ExportError(f"{name}: padding mode {conv.padding_mode!r} is not supported")
+    if bias is not None and (conv.bias is not None) != bias:
+        raise ExportError(f"{name}: expected a convolution {'with' if bias else 'without'} bias")
+
+
+def _norm_eps(bn, name):
+    import torch.nn as nn
+    from torchvision.ops.misc import FrozenBatchNorm2d
+    if isinstance(bn, FrozenBatchNorm2d):
+        return float(bn.eps)
+    if isinstance(bn, nn.BatchNorm2d):
+        if not bn.affine or not bn.track_running_stats:
+            raise ExportError(f"{name}: BatchNorm2d without affine parameters or running statistics "
+                              "is not supported")
+        return float(bn.eps)
+    raise ExportError(f"{name}: expected FrozenBatchNorm2d or BatchNorm2d, found {type(bn).__name__}")
+
+
+def _sequence_conv(module, name, relu=False):
+    """The Conv2d inside a torchvision >= 0.13 Conv2dNormActivation (or a bare Conv2d of
+    older models), rejecting any norm in it and any activation but the RPN's ReLU."""
+    import torch.nn as nn
+    if isinstance(module, nn.Conv2d):
+        return module
+    if isinstance(module, nn.Sequential):
+        children = list(module.children())
+        if relu and len(children) == 2 and type(children[1]) is nn.ReLU:
+            children = children[:1]
+        if len(children) == 1 and isinstance(children[0], nn.Conv2d):
+            return children[0]
+        kinds = ", ".join(type(c).__name__ for c in children)
+        raise ExportError(f"{name}: expected a plain convolution, found a block of [{kinds}] "
+                          "(FPN/RPN with normalisation, as in fasterrcnn_resnet50_fpn_v2, "
+                          "is not supported)")
+    raise ExportError(f"{name}: expected a convolution, found {type(module).__name__}")
+
+
+def _describe_backbone(model):
+    """Checks the ResNet body and returns the backbone config (without norm eps) and a
+    list of (module name, batch-norm module)."""
+    import torch.nn as nn
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.resnet import BasicBlock, Bottleneck
+    from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork
+
+    backbone = model.backbone
+    if not isinstance(backbone, BackboneWithFPN):
+        raise ExportError(f"backbone {type(backbone).__name__} is not a torchvision BackboneWithFPN; "
+                          "only ResNet-FPN backbones are supported")
+    body = backbone.body
+    children = dict(body.named_children())
+    if "conv1" not in children or "layer1" not in children:
+        raise ExportError("backbone is not a ResNet (MobileNetV3 and other backbones are not "
+                          "supported yet); modules: " + ", ".join(children))
+    expected_order = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4"]
+    names = list(children)
+    if names != expected_order[:len(names)]:
+        raise ExportError(f"backbone body has unexpected modules {names}; expected a torchvision ResNet")
+    _check_conv(body.conv1, "backbone.body.conv1", 7, 2, 3, bias=False)
+    if body.conv1.in_channels != 3 or body.conv1.out_channels != 64:
+        raise ExportError("backbone.body.conv1: expected 3 -> 64 channels (stem_channels 64)")
+    mp = body.maxpool
+    if not isinstance(mp, nn.MaxPool2d) or mp.kernel_size not in (3, (3, 3)) \
+            or mp.stride not in (2, (2, 2)) or mp.padding not in (1, (1, 1)) \
+            or mp.dilation not in (1, (1, 1)) or mp.ceil_mode:
+        raise ExportError("backbone.body.maxpool: expected MaxPool2d(3, stride 2, padding 1)")
+
+    norms = [("backbone.body.bn1", body.bn1)]
+    block_type = None
+    layers = []
+    inplanes = 64
+    for stage in range(1, 5):
+        lname = f"layer{stage}"
+        if lname not in children:
+            break
+        layer = children[lname]
+        blocks = list(layer.children())
+        if not isinstance(layer, nn.Sequential) or not blocks:
+            raise ExportError(f"backbone.body.{lname}: expected a non-empty Sequential of ResNet blocks")
+        planes = 64 << (stage - 1)
+        for bi, block in enumerate(blocks):
+            prefix = f"backbone.body.{lname}.{bi}"
+            if type(block) is BasicBlock:
+                kind, expansion = "basic", 1
+            elif type(block) is Bottleneck:
+                kind, expansion = "bottleneck", 4
+            else:
+                raise ExportError(f"{prefix}: block type {type(block).__name__} is not a torchvision "
+                                  "BasicBlock or Bottleneck")
+            if block_type is None:
+                block_type = kind
+            elif block_type != kind:
+                raise ExportError(f"{prefix}: mixed block types in one ResNet")
+            stride = 2 if (stage > 1 and bi == 0) else 1
+            if kind == "basic":
+                _check_conv(block.conv1, prefix + ".conv1", 3, stride, 1, bias=False)
+                _check_conv(block.conv2, prefix + ".conv2", 3, 1, 1, bias=False)
+                convs = [(block.conv1, inplanes, planes), (block.conv2, planes, planes)]
+                norms += [(prefix + ".bn1", block.bn1), (prefix + ".bn2", block.bn2)]
+            else:
+                if block.conv2.groups != 1:
+                    raise ExportError(f"{prefix}.conv2: groups={block.conv2.groups}; ResNeXt "
+                                      "(groups != 1) is not supported")
+                if block.conv2.out_channels != planes:
+                    raise ExportError(f"{prefix}.conv2: width {block.conv2.out_channels} instead of "
+                                      f"{planes}; wide ResNets (width_per_group != 64) are not supported")
+                _check_conv(block.conv1, prefix + ".conv1", 1, 1, 0, bias=False)
+                _check_conv(block.conv2, prefix + ".conv2", 3, stride, 1, bias=False)
+                _check_conv(block.conv3, prefix + ".conv3", 1, 1, 0, bias=False)
+                convs = [(block.conv1, inplanes, planes), (block.conv2, planes, planes),
+                         (block.conv3, planes, planes * 4)]
+                norms += [(prefix + ".bn1", block.bn1), (prefix + ".bn2", block.bn2),
+                          (prefix + ".bn3", block.bn3)]
+            for ci, (conv, cin, cout) in enumerate(convs):
+                if conv.in_channels != cin or conv.out_channels != cout:
+                    raise ExportError(f"{prefix}.conv{ci + 1}: {conv.in_channels} -> {conv.out_channels} "
+                                      f"channels, expected {cin} -> {cout}")
+            out_channels = planes * expansion
+            needs_downsample = stride != 1 or inplanes != out_channels
+            if block.downsample is None:
+                if needs_downsample:
+                    raise ExportError(f"{prefix}: missing the downsample shortcut")
+            else:
+                ds = list(block.downsample.children())
+                if not needs_downsample or len(ds) != 2:
+                    raise ExportError(f"{prefix}.downsample: unexpected shortcut (expected conv1x1 + norm "
+                                      "on the first block of a stage only)")
+                _check_conv(ds[0], prefix + ".downsample.0", 1, stride, 0, bias=False)
+                if ds[0].in_channels != inplanes or ds[0].out_channels != out_channels:
+                    raise ExportError(f"{prefix}.downsample.0: wrong channel counts")
+                norms.append((prefix + ".downsample.1", ds[1]))
+            inplanes = out_channels
+        layers.append(len(blocks))
+
+    n_present = len(layers)
+    full = None
+    for (kind, std), depth in _RESNET_LAYERS.items():
+        if kind == block_type and tuple(std[:n_present]) == tuple(layers):
+            if n_present == 4 or full is None:
+                full = (depth, list(std))
+            if n_present == 4:
+                break
+    if n_present == 4:
+        all_layers = layers
+        depth = 2 + (2 if block_type == "basic" else 3) * sum(layers)
+    elif full is not None:
+        # IntermediateLayerGetter drops the stages after the last returned one: name the
+        # standard ResNet they came from; the loader reads only the stages it computes.
+        depth, std = full
+        all_layers = layers + std[n_present:]
+    else:
+        depth = 0
+        all_layers = layers + [0] * (4 - n_present)
+
+    fpn = backbone.fpn
+    if not isinstance(fpn, FeaturePyramidNetwork):
+        raise ExportError(f"backbone.fpn is {type(fpn).__name__}, not a torchvision FeaturePyramidNetwork")
+    return_layers = body.return_layers  # {"layer1": "0", ...}
+    returned = []
+    for lname, out_name in return_layers.items():
+        if not lname.startswith("layer") or not lname[5:].isdigit():
+            raise ExportError(f"backbone returns {lname!r}; only ResNet stages layer1..layer4 are supported")
+        returned.append((int(lname[5:]), out_name))
+    returned.sort()
+    if [name for _, name in returned] != [str(i) for i in range(len(returned))]:
+        raise ExportError(f"backbone return_layers {return_layers} do not name the stages '0', '1', ... "
+                          "in order")
+    returned_layers = [s for s, _ in returned]
+    if max(returned_layers) != n_present:
+        raise ExportError("backbone body keeps stages after the last returned one")
+
+    expansion = 1 if block_type == "basic" else 4
+    in_channels = [(64 << (s - 1)) * expansion for s in returned_layers]
+    if len(fpn.inner_blocks) != len(returned_layers) or len(fpn.layer_blocks) != len(returned_layers):
+        raise ExportError("FPN level count does not match the returned backbone layers")
+    fpn_channels = backbone.out_channels
+    for i, cin in enumerate(in_channels):
+        inner = _sequence_conv(fpn.inner_blocks[i], f"backbone.fpn.inner_blocks.{i}")
+        outer = _sequence_conv(fpn.layer_blocks[i], f"backbone.fpn.layer_blocks.{i}")
+        _check_conv(inner, f"backbone.fpn.inner_blocks.{i}", 1, 1, 0, bias=True)
+        _check_conv(outer, f"backbone.fpn.layer_blocks.{i}", 3, 1, 1, bias=True)
+        if inner.in_channels != cin or inner.out_channels != fpn_channels \
+                or outer.in_channels != fpn_channels or outer.out_channels != fpn_channels:
+            raise ExportError(f"backbone.fpn level {i}: channel counts do not match the backbone "
+                              f"({cin} -> {fpn_channels})")
+
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+    extra = fpn.extra_blocks
+    if extra is None:
+        extra_block = "none"
+    elif type(extra) is LastLevelMaxPool:
+        extra_block = "maxpool"
+    else:
+        raise ExportError(f"FPN extra block {type(extra).__name__} is not supported (only LastLevelMaxPool "
+                          "or none)")
+
+    backbone_cfg = {
+        "type": "resnet",
+        "depth": depth,
+        "block": block_type,
+        "layers": all_layers,
+        "stem_channels": 64,
+        "width_per_group": 64,
+        "groups": 1,
+        "returned_layers": returned_layers,
+    }
+    fpn_cfg = {"in_channels": in_channels, "out_channels": fpn_channels, "extra_block": extra_block}
+    return backbone_cfg, fpn_cfg, norms
+
+
+def _floats(values):
+    return [float(v) for v in values]
+
+
+def model_config(model, class_names=None):
+    """The visiondetect config dict of a torchvision FasterRCNN; raises ExportError when
+    the model cannot be represented."""
+    from torchvision.models.detection.faster_rcnn import FasterRCNN, FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.rpn import RPNHead
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+    from torchvision.ops.poolers import MultiScaleRoIAlign
+
+    if not isinstance(model, FasterRCNN):
+        raise ExportError(f"{type(model).__name__} is not a torchvision FasterRCNN")
+    roi = model.roi_heads
+    if roi.has_mask() or roi.has_keypoint() or type(model).__name__ in ("MaskRCNN", "KeypointRCNN"):
+        raise ExportError(f"{type(model).__name__}: mask and keypoint heads are not supported yet")
+
+    # transform
+    tr = model.transform
+    if type(tr) is not GeneralizedRCNNTransform:
+        raise ExportError(f"transform {type(tr).__name__} is not GeneralizedRCNNTransform")
+    if getattr(tr, "fixed_size", None) is not None:
+        raise ExportError("GeneralizedRCNNTransform with fixed_size is not supported")
+    min_size = tr.min_size
+    if isinstance(min_size, (list, tuple)):
+        min_size = min_size[-1]
+    transform_cfg = {
+        "min_size": int(min_size),
+        "max_size": int(tr.max_size),
+        "image_mean": _floats(tr.image_mean),
+        "image_std": _floats(tr.image_std),
+        "size_divisible": int(tr.size_divisible),
+    }
+    if len(transform_cfg["image_mean"]) != 3 or len(transform_cfg["image_std"]) != 3:
+        raise ExportError("image_mean and image_std must have 3 entries (RGB)")
+
+    backbone_cfg, fpn_cfg, norms = _describe_backbone(model)
+    eps_by_module = collections.OrderedDict((name, _norm_eps(bn, name)) for name, bn in norms)
+    counts = collections.Counter(eps_by_module.values())
+    backbone_cfg["norm_eps"] = counts.most_common(1)[0][0]
+    if len(counts) > 1:
+        backbone_cfg["norm_eps_per_module"] = dict(eps_by_module)
+
+    n_fpn_levels = len(backbone_cfg["returned_layers"]) + (1 if fpn_cfg["extra_block"] == "maxpool" else 0)
+    fpn_names = [str(i) for i in range(len(backbone_cfg["returned_layers"]))]
+    if fpn_cfg["extra_block"] == "maxpool":
+        fpn_names.append("pool")
+
+    # anchors and RPN
+    rpn = model.rpn
+    ag = rpn.anchor_generator
+    sizes = [_floats(s) for s in ag.sizes]
+    ratios = [_floats(r) for r in ag.aspect_ratios]
+    if len(sizes) != n_fpn_levels or len(ratios) != n_fpn_levels:
+        raise ExportError(f"the anchor generator has {len(sizes)} size levels and {len(ratios)} ratio "
+                          f"levels but the FPN gives {n_fpn_levels} feature maps")
+    per_location = {len(s) * len(r) for s, r in zip(sizes, ratios)}
+    if len(per_location) != 1:
+        raise ExportError("the anchor count per location differs between levels; the shared RPN head "
+                          "needs the same count everywhere")
+    anchors_per_location = per_location.pop()
+    head = rpn.head
+    if type(head) is not RPNHead:
+        raise ExportError(f"RPN head {type(head).__name__} is not torchvision's RPNHead")
+    import torch.nn as nn
+    convs = [head.conv] if isinstance(head.conv, nn.Conv2d) else list(head.conv.children())
+    if len(convs) != 1:
+        raise ExportError(f"RPN head with {len(convs)} convolutions (fasterrcnn_resnet50_fpn_v2) is not "
+                          "supported")
+    rpn_conv = _sequence_conv(convs[0], "rpn.head.conv.0", relu=True)
+    c = fpn_cfg["out_channels"]
+    _check_conv(rpn_conv, "rpn.head.conv.0", 3, 1, 1, bias=True)
+    _check_conv(head.cls_logits, "rpn.head.cls_logits", 1, 1, 0, bias=True)
+    _check_conv(head.bbox_pred, "rpn.head.bbox_pred", 1, 1, 0, bias=True)
+    if rpn_conv.in_channels != c or rpn_conv.out_channels != c \
+            or head.cls_logits.out_channels != anchors_per_location \
+            or head.bbox_pred.out_channels != 4 * anchors_per_location:
+        raise ExportError("RPN head channel counts do not match the FPN channels and anchors")
+    if tuple(float(w) for w in rpn.box_coder.weights) != (1.0, 1.0, 1.0, 1.0):
+        raise ExportError(f"RPN box coder weights {rpn.box_coder.weights} are not (1, 1, 1, 1)")
+    for name, coder in (("rpn", rpn.box_coder), ("roi_heads", roi.box_coder)):
+        if not math.isclose(coder.bbox_xform_clip, math.log(1000.0 / 16), rel_tol=0, abs_tol=1e-12):
+            raise ExportError(f"{name} box coder clip {coder.bbox_xform_clip} is not log(1000/16)")
+    rpn_cfg = {
+        "pre_nms_top_n": int(rpn._pre_nms_top_n["testing"]),
+        "post_nms_top_n": int(rpn._post_nms_top_n["testing"]),
+        "nms_thresh": float(rpn.nms_thresh),
+        "score_thresh": float(rpn.score_thresh),
+        "min_size": float(rpn.min_size),
+    }
+
+    # RoI heads
+    pool = roi.box_roi_pool
+    if type(pool) is not MultiScaleRoIAlign:
+        raise ExportError(f"box RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
+    out_size = pool.output_size
+    if isinstance(out_size, int):
+        out_size = (out_size, out_size)
+    if len(out_size) != 2 or out_size[0] != out_size[1]:
+        raise ExportError(f"RoI output size {tuple(out_size)} is not square")
+    if getattr(pool, "canonical_scale", 224) != 224 or getattr(pool, "canonical_level", 4) != 4:
+        raise ExportError("MultiScaleRoIAlign with a canonical scale/level other than 224/4 is not supported")
+    featmap_names = [str(n) for n in pool.featmap_names]
+    used = [n for n in fpn_names if n in featmap_names]
+    if not used or used != fpn_names[:len(used)]:
+        raise ExportError(f"the box pooler's featmap_names {featmap_names} do not select the first FPN "
+                          f"levels of {fpn_names}")
+    box_head = roi.box_head
+    if type(box_head) is not TwoMLPHead:
+        raise ExportError(f"box head {type(box_head).__name__} is not supported (only TwoMLPHead; "
+                          "FastRCNNConvFCHead of fasterrcnn_resnet50_fpn_v2 is not)")
+    predictor = roi.box_predictor
+    if type(predictor) is not FastRCNNPredictor:
+        raise ExportError(f"box predictor {type(predictor).__name__} is not FastRCNNPredictor")
+    rep = box_head.fc7.out_features
+    if box_head.fc6.in_features != c * out_size[0] * out_size[1] or box_head.fc6.out_features != rep \
+            or box_head.fc7.in_features != rep or predictor.cls_score.in_features != rep \
+            or predictor.bbox_pred.in_features != rep:
+        raise ExportError("box head feature sizes are inconsistent")
+    num_classes = predictor.cls_score.out_features
+    if predictor.bbox_pred.out_features != 4 * num_classes:
+        raise ExportError("class-agnostic box regression is not supported (bbox_pred must give "
+                          "4 * num_classes outputs)")
+    roi_cfg = {
+        "output_size": int(out_size[0]),
+        "sampling_ratio": int(pool.sampling_ratio),
+        "featmap_names": featmap_names,
+        "representation_size": int(rep),
+        "score_thresh": float(roi.score_thresh),
+        "nms_thresh": float(roi.nms_thresh),
+        "detections_per_img": int(roi.detections_per_img),
+        "bbox_reg_weights": _floats(roi.box_coder.weights),
+        "min_size": 1e-2,  # hard-coded in RoIHeads.postprocess_detections
+    }
+
+    if class_names is None:
+        class_names = _default_class_names(num_classes)
+    class_names = [str(n) for n in class_names]
+    if len(class_names) == num_classes - 1:
+        class_names = ["__background__"] + class_names
+    if len(class_names) != num_classes:
+        raise ExportError(f"{len(class_names)} class names given for {num_classes} classes "
+                          "(give num_classes names, or num_classes - 1 without the background)")
+
+    return {
+        "architecture": "fasterrcnn",
+        "transform": transform_cfg,
+        "backbone": backbone_cfg,
+        "fpn": fpn_cfg,
+        "anchors": {"sizes": sizes, "aspect_ratios": ratios},
+        "rpn": rpn_cfg,
+        "roi_heads": roi_cfg,
+        "num_classes": int(num_classes),
+        "class_names": class_names,
+    }
+
+
+def _tensor_bytes(torch, tensor, dtype):
+    t = tensor.detach().to("cpu").contiguous()
+    if not t.is_floating_point():
+        raise ExportError(f"tensor of dtype {t.dtype} is not floating point")
+    if dtype == "F32":
+        t = t.to(torch.float32)
+        view = torch.int32
+    elif dtype == "F16":
+        t = t.to(torch.float16)
+        view = torch.int16
+    else:
+        t = t.to(torch.bfloat16)
+        view = torch.int16
+    # little-endian raw bytes, whatever the host (safetensors is little-endian)
+    arr = t.view(view).numpy()
+    return arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def export(model, path, class_names=None, dtype="f32"):
+    """Writes @model (a torchvision FasterRCNN with a ResNet-FPN backbone) to @path as a
+    visiondetect .safetensors file. @class_names: None ("__background__", "class1", ...)
+    or a list of num_classes names (or num_classes - 1, background then added).
+    @dtype: "f32", "f16" or "bf16". Returns the config dict written."""
+    torch = _import_torch()
+    if dtype not in _DTYPES:
+        raise ExportError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
+    st_dtype = _DTYPES[dtype]
+    config = model_config(model, class_names)
+
+    tensors = []
+    for name, value in model.state_dict().items():
+        if name.endswith("num_batches_tracked"):
+            continue
+        tensors.append((name, list(value.shape), _tensor_bytes(torch, value, st_dtype)))
+
+    header = {"__metadata__": {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "config": json.dumps(config, separators=(",", ":")),
+    }}
+    offset = 0
+    for name, shape, data in tensors:
+        header[name] = {"dtype": st_dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    header_bytes += b" " * (-len(header_bytes) % 8)  # data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)))
+        f.write(header_bytes)
+        for _, _, data in tensors:
+            f.write(data)
+    return config
+
+
+def _build(args):
+    torch = _import_torch()
+    from torchvision.models.detection import FasterRCNN, fasterrcnn_resnet50_fpn
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+
+    kwargs = {}
+    if args.min_size is not None:
+        kwargs["min_size"] = args.min_size
+    if args.max_size is not None:
+        kwargs["max_size"] = args.max_size
+    num_classes = args.num_classes if args.num_classes is not None else 91
+
+    if args.builder == "fasterrcnn_resnet50_fpn":
+        from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights
+        weights = FasterRCNN_ResNet50_FPN_Weights.COCO_V1 if args.pretrained else None
+        if weights is not None and num_classes != 91:
+            raise ExportError("--pretrained COCO weights have 91 classes; drop --num-classes")
+        model = fasterrcnn_resnet50_fpn(weights=weights, weights_backbone=None,
+                                        num_classes=num_classes, **kwargs)
+    elif args.builder.startswith("resnet_fpn:"):
+        depth = args.builder.split(":", 1)[1]
+        if depth not in ("18", "34", "50", "101", "152"):
+            raise ExportError(f"resnet_fpn depth {depth!r} is not one of 18, 34, 50, 101, 152")
+        weights = None
+        if args.pretrained:
+            from torchvision.models import get_model_weights
+            weights = get_model_weights(f"resnet{depth}").IMAGENET1K_V1
+        backbone = resnet_fpn_backbone(backbone_name=f"resnet{depth}", weights=weights,
+                                       trainable_layers=5 if weights is None else 3)
+        model = FasterRCNN(backbone, num_classes=num_classes, **kwargs)
+    else:
+        raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn or resnet_fpn:<depth>)")
+
+    if args.state_dict:
+        sd = torch.load(args.state_dict, map_location="cpu")
+        if isinstance(sd, dict) and "model" in sd and isinstance(sd["model"], dict):
+            sd = sd["model"]
+        if not isinstance(sd, dict):
+            raise ExportError(f"{args.state_dict} does not hold a state dict")
+        result = model.load_state_dict(sd, strict=True)
+        del result
+    if args.norm_eps is not None:
+        import torch.nn as nn
+        from torchvision.ops.misc import FrozenBatchNorm2d
+        for module in model.backbone.body.modules():
+            if isinstance(module, (FrozenBatchNorm2d, nn.BatchNorm2d)):
+                module.eps = args.norm_eps
+    return model.eval()
+
+
+def _download_failed(exc):
+    import urllib.error
+    e = exc
+    while e is not None:
+        if isinstance(e, (urllib.error.URLError, ConnectionError, TimeoutError)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Export a torchvision Faster R-CNN (ResNet-FPN) to a visiondetect .safetensors "
+                    "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
+    parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
+                        help="fasterrcnn_resnet50_fpn (default) or resnet_fpn:<depth> "
+                             "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN)")
+    parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")
+    parser.add_argument("--state-dict", metavar="FILE",
+                        help="weights to load (torch.save'd state dict, or a checkpoint dict with "
+                             "'model'); a COCO_V1 checkpoint also needs --norm-eps 0")
+    parser.add_argument("--pretrained", action="store_true",
+                        help="torchvision's pretrained weights (COCO_V1 for fasterrcnn_resnet50_fpn, "
+                             "ImageNet backbone for resnet_fpn); needs network or a cached download")
+    parser.add_argument("--min-size", type=int, help="transform min_size (default 800)")
+    parser.add_argument("--max-size", type=int, help="transform max_size (default 1333)")
+    parser.add_argument("--norm-eps", type=float,
+                        help="override the eps of every backbone batch-norm (0 for COCO_V1 weights)")
+    parser.add_argument("--class-names", metavar="FILE",
+                        help="one class name per line: num_classes lines, or num_classes - 1 "
+                             "without the background")
+    parser.add_argument("--coco-names", action="store_true",
+                        help="use COCO's 91 category names (needs 91 classes)")
+    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="f32",
+                        help="storage type of the tensors (default f32)")
+    parser.add_argument("output", help="the .safetensors file to write")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.class_names and args.coco_names:
+            raise ExportError("--class-names and --coco-names are exclusive")
+        try:
+            model = _build(args)
+        except ExportError:
+            raise
+        except Exception as e:
+            if args.pretrained and _download_failed(e):
+                raise ExportError(f"cannot download the pretrained weights ({e}); connect to the "
+                                  "network, or put the file in torch's hub cache (~/.cache/torch/hub/"
+                                  "checkpoints), or pass --state-dict") from e
+            raise
+        names = None
+        num_classes = model.roi_heads.box_predictor.cls_score.out_features
+        if args.coco_names:
+            if num_classes != 91:
+                raise ExportError(f"--coco-names needs 91 classes, the model has {num_classes}")
+            names = coco_class_names()
+        elif args.class_names:
+            with open(args.class_names, encoding="utf-8") as f:
+                names = [line.strip() for line in f if line.strip()]
+        config = export(model, args.output, class_names=names, dtype=args.dtype)
+    except (ExportError, OSError, RuntimeError) as e:
+        print(f"export_torchvision: error: {e}", file=sys.stderr)
+        return 1
+    bb = config["backbone"]
+    print(f"wrote {args.output}: fasterrcnn resnet{bb['depth']}-fpn, {config['num_classes']} classes, "
+          f"{args.dtype}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
