@@ -1,19 +1,322 @@
-/* PLACEHOLDER: small ops being written (issue 2). */
+/* The small operations of the CPU backend. The per-element arithmetic is in
+ * kernels/vd_math.h (shared with CUDA); this file adds the loops, the
+ * orderings and the memory layout. Compiled with -ffp-contract=off: see
+ * vd_math.h for why. */
 #include "vd_cpu_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "vd_math.h"
+
 void vd_transform_sizes(int height, int width, int min_size, int max_size, int size_divisible,
-                        int *resized_h, int *resized_w, int *padded_h, int *padded_w) {}
-void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios, float *out) {}
+                        int *resized_h, int *resized_w, int *padded_h, int *padded_w)
+{
+    vd_math_transform_size(height, width, min_size, max_size, size_divisible, resized_h,
+                           resized_w, padded_h, padded_w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Anchors                                                                    */
+
+void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios,
+                     float *out)
+{
+    for (int ri = 0; ri < n_ratios; ri++)
+        for (int si = 0; si < n_sizes; si++)
+            vd_math_cell_anchor(sizes[si], ratios[ri], out + 4 * (ri * n_sizes + si));
+}
+
 void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w, int grid_h,
-                     int grid_w, float *out) {}
-int vd_topk(const float *values, int n, int k, int *indices) { return 0; }
+                     int grid_w, float *out)
+{
+    if (grid_h <= 0 || grid_w <= 0 || n_cell <= 0)
+        return;
+    /* floor division: the pool level of an 800-row input has 13 rows, stride 61 */
+    int stride_h = padded_h / grid_h;
+    int stride_w = padded_w / grid_w;
+    for (int y = 0; y < grid_h; y++) {
+        float sy = (float)(y * stride_h);
+        for (int x = 0; x < grid_w; x++) {
+            float sx = (float)(x * stride_w);
+            float *dst = out + ((size_t)y * grid_w + x) * n_cell * 4;
+            for (int a = 0; a < n_cell; a++) {
+                dst[4 * a + 0] = vd_math_fadd(sx, cell[4 * a + 0]);
+                dst[4 * a + 1] = vd_math_fadd(sy, cell[4 * a + 1]);
+                dst[4 * a + 2] = vd_math_fadd(sx, cell[4 * a + 2]);
+                dst[4 * a + 3] = vd_math_fadd(sy, cell[4 * a + 3]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ranking: score descending, ties by ascending index, NaN first (torch sorts */
+/* NaN as the largest value); optionally grouped (group id ascending first).  */
+
+typedef struct {
+    const float *scores;
+    const int *groups; /* NULL: no grouping */
+} rank_order;
+
+/* TRUE when @a comes after @b in the output order. */
+static inline gboolean rank_after(const rank_order *order, int a, int b)
+{
+    if (order->groups && order->groups[a] != order->groups[b])
+        return order->groups[a] > order->groups[b];
+    float sa = order->scores[a];
+    float sb = order->scores[b];
+    if (sa < sb)
+        return TRUE;
+    if (sa > sb)
+        return FALSE;
+    gboolean nan_a = isnan(sa), nan_b = isnan(sb);
+    if (nan_a != nan_b)
+        return nan_b;
+    return a > b; /* equal scores (+0 == -0 included) */
+}
+
+/* Heap of indices whose root is the element that comes last in the order. */
+static void heap_sift_down(const rank_order *order, int *heap, int root, int size)
+{
+    int value = heap[root];
+    for (;;) {
+        int child = 2 * root + 1;
+        if (child >= size)
+            break;
+        if (child + 1 < size && rank_after(order, heap[child + 1], heap[child]))
+            child++;
+        if (!rank_after(order, heap[child], value))
+            break;
+        heap[root] = heap[child];
+        root = child;
+    }
+    heap[root] = value;
+}
+
+static void heap_build(const rank_order *order, int *heap, int size)
+{
+    for (int i = size / 2 - 1; i >= 0; i--)
+        heap_sift_down(order, heap, i, size);
+}
+
+/* Sorts @idx[0..n) in place into the order (first = highest score). The order
+ * is total, so an unstable sort gives a deterministic result. */
+static void rank_sort(const rank_order *order, int *idx, int n)
+{
+    heap_build(order, idx, n);
+    for (int end = n - 1; end > 0; end--) {
+        int last = idx[0];
+        idx[0] = idx[end];
+        idx[end] = last;
+        heap_sift_down(order, idx, 0, end);
+    }
+}
+
+int vd_topk(const float *values, int n, int k, int *indices)
+{
+    if (k > n)
+        k = n;
+    if (k <= 0)
+        return 0;
+    rank_order order = { values, NULL };
+    for (int i = 0; i < k; i++)
+        indices[i] = i;
+    /* keep the k best in a heap whose root is the worst of them: O(n log k) */
+    heap_build(&order, indices, k);
+    for (int i = k; i < n; i++) {
+        if (rank_after(&order, indices[0], i)) {
+            indices[0] = i;
+            heap_sift_down(&order, indices, 0, k);
+        }
+    }
+    rank_sort(&order, indices, k);
+    return k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Boxes                                                                      */
+
 void vd_decode_boxes(const float *refs, const float *deltas, int n, const float weights[4],
-                     float *out) {}
-void vd_clip_boxes(float *boxes, int n, float height, float width) {}
-int vd_nms(const float *boxes, const float *scores, int n, float threshold, int *keep) { return 0; }
+                     float *out)
+{
+    float wx = weights[0], wy = weights[1], ww = weights[2], wh = weights[3];
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (int i = 0; i < n; i++)
+        vd_math_box_decode(refs + 4 * (size_t)i, deltas + 4 * (size_t)i, wx, wy, ww, wh,
+                           VD_MATH_BBOX_XFORM_CLIP, out + 4 * (size_t)i);
+}
+
+void vd_clip_boxes(float *boxes, int n, float height, float width)
+{
+    for (int i = 0; i < n; i++)
+        vd_math_box_clip(boxes + 4 * (size_t)i, height, width);
+}
+
+int vd_roi_level(const float *box, int k_min, int k_max)
+{
+    return vd_math_roi_level(box, k_min, k_max);
+}
+
+/* ------------------------------------------------------------------------ */
+/* NMS                                                                        */
+
+/* Greedy NMS over order[begin..end), already sorted. Works in place: suppressed
+ * entries are overwritten with -1, and kept indices are compacted to
+ * order[*n_kept..], which never passes the entry being read because
+ * *n_kept <= begin on entry. @areas may be NULL (computed on the fly). */
+static void nms_sorted_run(const float *boxes, const float *areas, int *order, int begin,
+                           int end, float threshold, int *n_kept)
+{
+    for (int oi = begin; oi < end; oi++) {
+        int i = order[oi];
+        if (i < 0)
+            continue;
+        order[(*n_kept)++] = i;
+        const float *box_i = boxes + 4 * (size_t)i;
+        float area_i = areas ? areas[i] : vd_math_box_area(box_i);
+        for (int oj = oi + 1; oj < end; oj++) {
+            int j = order[oj];
+            if (j < 0)
+                continue;
+            const float *box_j = boxes + 4 * (size_t)j;
+            float area_j = areas ? areas[j] : vd_math_box_area(box_j);
+            /* strict: an IoU equal to the threshold is kept */
+            if (vd_math_box_iou_areas(box_i, area_i, box_j, area_j) > threshold)
+                order[oj] = -1;
+        }
+    }
+}
+
+/* torchvision precomputes the areas; without memory for them the same values
+ * are recomputed per pair (identical results, a little slower). */
+static float *nms_areas(const float *boxes, int n)
+{
+    float *areas = g_try_new(float, n);
+    if (areas)
+        for (int i = 0; i < n; i++)
+            areas[i] = vd_math_box_area(boxes + 4 * (size_t)i);
+    return areas;
+}
+
+int vd_nms(const float *boxes, const float *scores, int n, float threshold, int *keep)
+{
+    if (n <= 0)
+        return 0;
+    rank_order order = { scores, NULL };
+    for (int i = 0; i < n; i++)
+        keep[i] = i;
+    rank_sort(&order, keep, n);
+    float *areas = nms_areas(boxes, n);
+    int n_kept = 0;
+    nms_sorted_run(boxes, areas, keep, 0, n, threshold, &n_kept);
+    g_free(areas);
+    return n_kept;
+}
+
 int vd_batched_nms(const float *boxes, const float *scores, const int *groups, int n,
-                   float threshold, int *keep) { return 0; }
-int vd_roi_level(const float *box, int k_min, int k_max) { return 0; }
+                   float threshold, int *keep)
+{
+    if (n <= 0)
+        return 0;
+    /* group-major sort, so each group is a contiguous run in its own score
+     * order, then exact NMS per run, then one merge by score */
+    rank_order grouped = { scores, groups };
+    for (int i = 0; i < n; i++)
+        keep[i] = i;
+    rank_sort(&grouped, keep, n);
+    float *areas = nms_areas(boxes, n);
+    int n_kept = 0;
+    int begin = 0;
+    while (begin < n) {
+        int group = groups[keep[begin]];
+        int end = begin + 1;
+        while (end < n && groups[keep[end]] == group)
+            end++;
+        nms_sorted_run(boxes, areas, keep, begin, end, threshold, &n_kept);
+        begin = end;
+    }
+    g_free(areas);
+    rank_order by_score = { scores, NULL };
+    rank_sort(&by_score, keep, n_kept);
+    return n_kept;
+}
+
+/* ------------------------------------------------------------------------ */
+/* roi_align                                                                  */
+
+/* acc[c] += ((w1*v1[c] + w2*v2[c]) + w3*v3[c]) + w4*v4[c]: the four-term sum is
+ * formed first and then added, as torchvision's CPU kernel does. */
+static void roi_accumulate(float *restrict acc, const float *restrict v1,
+                           const float *restrict v2, const float *restrict v3,
+                           const float *restrict v4, const vd_math_roi_sample *s, int channels)
+{
+    float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
+#pragma omp simd
+    for (int c = 0; c < channels; c++)
+        acc[c] += ((w1 * v1[c] + w2 * v2[c]) + w3 * v3[c]) + w4 * v4[c];
+}
+
 void vd_roi_align_nhwc(const float *features, int height, int width, int channels,
                        const float *rois, const int *roi_index, int n_rois, float spatial_scale,
-                       int pooled, int sampling_ratio, float *out, int64_t out_roi_stride) {}
-void vd_softmax_rows(float *logits, int n, int n_classes) {}
+                       int pooled, int sampling_ratio, float *out, int64_t out_roi_stride)
+{
+    if (n_rois <= 0 || channels <= 0 || pooled <= 0 || height <= 0 || width <= 0)
+        return;
+    size_t pixel_stride = (size_t)channels;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (int r = 0; r < n_rois; r++) {
+        int row = roi_index ? roi_index[r] : r;
+        float *dst = out + (int64_t)row * out_roi_stride;
+        vd_math_roi_geometry g =
+            vd_math_roi_geometry_of(rois + 4 * (size_t)r, spatial_scale, pooled, pooled,
+                                    sampling_ratio);
+        for (int ph = 0; ph < pooled; ph++) {
+            for (int pw = 0; pw < pooled; pw++) {
+                float *acc = dst + ((size_t)ph * pooled + pw) * pixel_stride;
+                memset(acc, 0, pixel_stride * sizeof(float));
+                /* the indices and weights of a sample are computed once and
+                 * shared by all channels (contiguous in NHWC) */
+                for (int iy = 0; iy < g.grid_h; iy++) {
+                    float y = vd_math_roi_sample_coord(g.start_y, ph, g.bin_h, iy, g.grid_h);
+                    for (int ix = 0; ix < g.grid_w; ix++) {
+                        float x = vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
+                        vd_math_roi_sample s = vd_math_roi_bilinear(y, x, height, width);
+                        roi_accumulate(acc, features + s.pos[0] * pixel_stride,
+                                       features + s.pos[1] * pixel_stride,
+                                       features + s.pos[2] * pixel_stride,
+                                       features + s.pos[3] * pixel_stride, &s, channels);
+                    }
+                }
+                float count = g.count;
+#pragma omp simd
+                for (int c = 0; c < channels; c++)
+                    acc[c] = acc[c] / count; /* a division, not a reciprocal product */
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax                                                                    */
+
+void vd_softmax_rows(float *logits, int n, int n_classes)
+{
+    if (n_classes <= 0)
+        return;
+#pragma omp parallel for schedule(static) if (n > 256)
+    for (int r = 0; r < n; r++) {
+        float *row = logits + (size_t)r * n_classes;
+        float max = row[0];
+        for (int c = 1; c < n_classes; c++)
+            if (row[c] > max)
+                max = row[c];
+        float sum = 0.0f;
+        for (int c = 0; c < n_classes; c++) {
+            row[c] = expf(row[c] - max);
+            sum += row[c];
+        }
+        for (int c = 0; c < n_classes; c++)
+            row[c] = row[c] / sum;
+    }
+}

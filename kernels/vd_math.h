@@ -1,0 +1,495 @@
+/* Per-element maths of the small detection ops, shared by the CPU backend
+ * (engine/cpu/) and the CUDA kernels (kernels/<op>.cu), so that the CPU unit tests
+ * run the very arithmetic the GPU runs. Every function is `static inline` and
+ * host/device (VD_HD); the header is plain C99 that C++/nvcc also accepts and
+ * needs nothing beyond <math.h>.
+ *
+ * Rounding rules (the point of this header). torchvision evaluates each
+ * operation of these formulas as its own tensor kernel, so every product and
+ * every sum is rounded separately; reproducing its bits means no FMA
+ * contraction:
+ *   - host: translation units that include this header must be compiled with
+ *     -ffp-contract=off (engine/meson.build sets it). GCC ignores
+ *     `#pragma STDC FP_CONTRACT`, so the flag is the only reliable switch.
+ *   - device: the vd_math_f* helpers below use the __f*_rn intrinsics, which
+ *     nvcc never contracts, whatever --fmad says.
+ * The one place where torch itself fuses (its CPU bilinear resize, compiled with
+ * -mfma) uses fmaf() explicitly: vd_math_resize_blend().
+ *
+ * Transcendentals (expf, log2f, sqrtf) are the platform's: glibc's expf and
+ * log2f and CUDA's differ in the last ulp for some inputs, and torch's CPU
+ * kernels use their own vectorised exp. Only near-ties (top-k order, a level
+ * boundary) can notice; sqrtf is correctly rounded on both.
+ *
+ * Conventions: boxes are (x1, y1, x2, y2) float32 in continuous pixel
+ * coordinates with no +1 anywhere; "spec §n" refers to
+ * shared/spec/fasterrcnn.md. */
+#ifndef VD_MATH_H
+#define VD_MATH_H
+
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define VD_HD __host__ __device__
+#else
+#define VD_HD
+#endif
+
+#define VD_MATH_FN static inline VD_HD
+
+/* log(1000/16) as float32: the upper clamp of dw/dh in BoxCoder.decode (spec §4.3). */
+#define VD_MATH_BBOX_XFORM_CLIP 4.135166556742356f
+
+/* ------------------------------------------------------------------------ */
+/* Separately rounded float32 arithmetic                                     */
+
+VD_MATH_FN float vd_math_fmul(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+VD_MATH_FN float vd_math_fadd(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+VD_MATH_FN float vd_math_fsub(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+VD_MATH_FN float vd_math_fdiv(float a, float b)
+{
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b); /* IEEE division even under --use_fast_math */
+#else
+    return a / b;
+#endif
+}
+
+/* std::max / std::min exactly as C++ defines them ((a < b) ? b : a): torch's
+ * kernels use these, and the NaN behaviour follows from the operand order. */
+VD_MATH_FN float vd_math_std_max(float a, float b)
+{
+    return (a < b) ? b : a;
+}
+
+VD_MATH_FN float vd_math_std_min(float a, float b)
+{
+    return (b < a) ? b : a;
+}
+
+/* torch.clamp(x, lo, hi): NaN stays NaN. */
+VD_MATH_FN float vd_math_clamp(float x, float lo, float hi)
+{
+    if (x < lo)
+        return lo;
+    if (x > hi)
+        return hi;
+    return x;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Boxes                                                                      */
+
+VD_MATH_FN float vd_math_box_area(const float *box)
+{
+    return vd_math_fmul(vd_math_fsub(box[2], box[0]), vd_math_fsub(box[3], box[1]));
+}
+
+/* IoU of @a and @b given their areas (spec §7.1, torchvision's CPU nms kernel):
+ * inter = max(0, min(x2) - max(x1)) * max(0, min(y2) - max(y1)),
+ * iou = inter / ((area_a + area_b) - inter). Two empty boxes give 0/0 = NaN,
+ * which never exceeds a threshold (torchvision keeps both as well). */
+VD_MATH_FN float vd_math_box_iou_areas(const float *a, float area_a, const float *b, float area_b)
+{
+    float xx1 = vd_math_std_max(a[0], b[0]);
+    float yy1 = vd_math_std_max(a[1], b[1]);
+    float xx2 = vd_math_std_min(a[2], b[2]);
+    float yy2 = vd_math_std_min(a[3], b[3]);
+    float w = vd_math_std_max(0.0f, vd_math_fsub(xx2, xx1));
+    float h = vd_math_std_max(0.0f, vd_math_fsub(yy2, yy1));
+    float inter = vd_math_fmul(w, h);
+    return vd_math_fdiv(inter, vd_math_fsub(vd_math_fadd(area_a, area_b), inter));
+}
+
+VD_MATH_FN float vd_math_box_iou(const float *a, const float *b)
+{
+    return vd_math_box_iou_areas(a, vd_math_box_area(a), b, vd_math_box_area(b));
+}
+
+/* BoxCoder.decode of one box (spec §4.3): @ref the reference box (anchor or
+ * proposal), @d the four deltas (dx, dy, dw, dh), weights (wx, wy, ww, wh),
+ * dw/dh clamped from above at @clip (VD_MATH_BBOX_XFORM_CLIP). Every operation
+ * rounded on its own, in torchvision's order. @out may alias @ref or @d: every
+ * input is read before the first output is written. */
+VD_MATH_FN void vd_math_box_decode(const float *ref, const float *d, float wx, float wy,
+                                   float ww, float wh, float clip, float *out)
+{
+    float w = vd_math_fsub(ref[2], ref[0]);
+    float h = vd_math_fsub(ref[3], ref[1]);
+    float cx = vd_math_fadd(ref[0], vd_math_fmul(0.5f, w));
+    float cy = vd_math_fadd(ref[1], vd_math_fmul(0.5f, h));
+    float dx = vd_math_fdiv(d[0], wx);
+    float dy = vd_math_fdiv(d[1], wy);
+    float dw = vd_math_fdiv(d[2], ww);
+    float dh = vd_math_fdiv(d[3], wh);
+    /* torch.clamp(max=clip): upper bound only, NaN propagates */
+    if (dw > clip)
+        dw = clip;
+    if (dh > clip)
+        dh = clip;
+    float pcx = vd_math_fadd(vd_math_fmul(dx, w), cx);
+    float pcy = vd_math_fadd(vd_math_fmul(dy, h), cy);
+    float pw = vd_math_fmul(expf(dw), w);
+    float ph = vd_math_fmul(expf(dh), h);
+    float half_w = vd_math_fmul(0.5f, pw);
+    float half_h = vd_math_fmul(0.5f, ph);
+    out[0] = vd_math_fsub(pcx, half_w);
+    out[1] = vd_math_fsub(pcy, half_h);
+    out[2] = vd_math_fadd(pcx, half_w);
+    out[3] = vd_math_fadd(pcy, half_h);
+}
+
+/* clip_boxes_to_image: x to [0, width], y to [0, height], in place. */
+VD_MATH_FN void vd_math_box_clip(float *box, float height, float width)
+{
+    box[0] = vd_math_clamp(box[0], 0.0f, width);
+    box[1] = vd_math_clamp(box[1], 0.0f, height);
+    box[2] = vd_math_clamp(box[2], 0.0f, width);
+    box[3] = vd_math_clamp(box[3], 0.0f, height);
+}
+
+/* sigmoid as torch's CPU kernel evaluates it: 1 / (1 + exp(-x)). */
+VD_MATH_FN float vd_math_sigmoid(float x)
+{
+    return vd_math_fdiv(1.0f, vd_math_fadd(1.0f, expf(-x)));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Anchors (spec §3.1)                                                        */
+
+/* The cell anchor of one (size, ratio) pair, ratio = height / width:
+ * hr = sqrt(ratio), wr = 1 / hr, w = wr * size, h = hr * size,
+ * round-half-to-even([-w, -h, w, h] / 2). rintf rounds half to even in the
+ * default rounding mode, like torch.round. */
+VD_MATH_FN void vd_math_cell_anchor(float size, float ratio, float *out)
+{
+    float hr = sqrtf(ratio);
+    float wr = vd_math_fdiv(1.0f, hr);
+    float w = vd_math_fmul(wr, size);
+    float h = vd_math_fmul(hr, size);
+    out[0] = rintf(vd_math_fdiv(-w, 2.0f));
+    out[1] = rintf(vd_math_fdiv(-h, 2.0f));
+    out[2] = rintf(vd_math_fdiv(w, 2.0f));
+    out[3] = rintf(vd_math_fdiv(h, 2.0f));
+}
+
+/* ------------------------------------------------------------------------ */
+/* MultiScaleRoIAlign level mapper (spec §5.3)                                */
+
+/* Level index (0-based from @k_min) of a box for canonical scale 224, canonical
+ * level 4, eps 1e-6: floor((4 + log2(sqrt(area) / 224)) + 1e-6) clamped to
+ * [k_min, k_max]. A zero-area box (log2(0) = -inf) maps to index 0; so does a
+ * NaN (torchvision's int64 cast of NaN is undefined; index 0 keeps every caller
+ * in bounds). */
+VD_MATH_FN int vd_math_roi_level(const float *box, int k_min, int k_max)
+{
+    float s = sqrtf(vd_math_box_area(box));
+    float lvl = floorf(vd_math_fadd(vd_math_fadd(4.0f, log2f(vd_math_fdiv(s, 224.0f))), 1e-6f));
+    if (!(lvl >= (float)k_min))
+        return 0; /* also NaN */
+    if (lvl > (float)k_max)
+        lvl = (float)k_max;
+    return (int)lvl - k_min;
+}
+
+/* ------------------------------------------------------------------------ */
+/* roi_align (spec §5.5, aligned=False)                                       */
+
+/* Per-RoI geometry in feature-map coordinates. */
+typedef struct {
+    float start_x, start_y; /* x1 * scale, y1 * scale */
+    float bin_w, bin_h;     /* max(extent, 1) / pooled */
+    int grid_h, grid_w;     /* samples per bin along y / x */
+    float count;            /* max(grid_h * grid_w, 1), the divisor */
+} vd_math_roi_geometry;
+
+/* Largest adaptive sampling grid; only reached by absurd RoIs (torchvision has
+ * no limit, but an unbounded int product would overflow). */
+#define VD_MATH_ROI_MAX_GRID 1024
+
+VD_MATH_FN int vd_math_roi_adaptive_grid(float extent, int pooled)
+{
+    float g = ceilf(vd_math_fdiv(extent, (float)pooled));
+    if (!(g >= 1.0f))
+        return 1; /* NaN; an extent >= 1 never gets here */
+    if (g > (float)VD_MATH_ROI_MAX_GRID)
+        return VD_MATH_ROI_MAX_GRID;
+    return (int)g;
+}
+
+/* @box (x1, y1, x2, y2) in image pixels. sampling_ratio <= 0 selects the
+ * adaptive grid ceil(extent / pooled). */
+VD_MATH_FN vd_math_roi_geometry vd_math_roi_geometry_of(const float *box, float spatial_scale,
+                                                        int pooled_h, int pooled_w,
+                                                        int sampling_ratio)
+{
+    vd_math_roi_geometry g;
+    float sx1 = vd_math_fmul(box[0], spatial_scale);
+    float sy1 = vd_math_fmul(box[1], spatial_scale);
+    float sx2 = vd_math_fmul(box[2], spatial_scale);
+    float sy2 = vd_math_fmul(box[3], spatial_scale);
+    /* aligned=False: a RoI is at least one feature pixel wide (std::max) */
+    float rw = vd_math_std_max(vd_math_fsub(sx2, sx1), 1.0f);
+    float rh = vd_math_std_max(vd_math_fsub(sy2, sy1), 1.0f);
+    g.start_x = sx1;
+    g.start_y = sy1;
+    g.bin_w = vd_math_fdiv(rw, (float)pooled_w);
+    g.bin_h = vd_math_fdiv(rh, (float)pooled_h);
+    g.grid_h = sampling_ratio > 0 ? sampling_ratio : vd_math_roi_adaptive_grid(rh, pooled_h);
+    g.grid_w = sampling_ratio > 0 ? sampling_ratio : vd_math_roi_adaptive_grid(rw, pooled_w);
+    int count = g.grid_h * g.grid_w;
+    g.count = (float)(count > 1 ? count : 1);
+    return g;
+}
+
+/* Sample coordinate of sample @i (of @grid) in bin @bin along one axis:
+ * (start + bin*bin_size) + ((i + 0.5) * bin_size) / grid. */
+VD_MATH_FN float vd_math_roi_sample_coord(float start, int bin, float bin_size, int i, int grid)
+{
+    return vd_math_fadd(vd_math_fadd(start, vd_math_fmul((float)bin, bin_size)),
+                        vd_math_fdiv(vd_math_fmul((float)i + 0.5f, bin_size), (float)grid));
+}
+
+/* One bilinear sample: pixel indices (y * width + x) of the four neighbours and
+ * their weights w1 = hy*hx, w2 = hy*lx, w3 = ly*hx, w4 = ly*lx, to be combined
+ * as ((w1*v1 + w2*v2) + w3*v3) + w4*v4. */
+typedef struct {
+    int pos[4];
+    float w[4];
+} vd_math_roi_sample;
+
+/* Samples strictly outside [-1, height] x [-1, width] get all-zero weights at
+ * pixel 0 (torchvision's CPU kernel reads them as 0 * v[0]); y == height is
+ * still sampled, clamped to the last row. NaN coordinates count as outside
+ * (torchvision would cast NaN to int and read out of bounds). */
+VD_MATH_FN vd_math_roi_sample vd_math_roi_bilinear(float y, float x, int height, int width)
+{
+    vd_math_roi_sample s;
+    int k;
+    if (!(y >= -1.0f && y <= (float)height && x >= -1.0f && x <= (float)width)) {
+        for (k = 0; k < 4; k++) {
+            s.pos[k] = 0;
+            s.w[k] = 0.0f;
+        }
+        return s;
+    }
+    if (y <= 0.0f)
+        y = 0.0f;
+    if (x <= 0.0f)
+        x = 0.0f;
+    int y_low = (int)y;
+    int x_low = (int)x;
+    int y_high, x_high;
+    if (y_low >= height - 1) {
+        y_high = y_low = height - 1;
+        y = (float)y_low;
+    } else {
+        y_high = y_low + 1;
+    }
+    if (x_low >= width - 1) {
+        x_high = x_low = width - 1;
+        x = (float)x_low;
+    } else {
+        x_high = x_low + 1;
+    }
+    float ly = vd_math_fsub(y, (float)y_low);
+    float lx = vd_math_fsub(x, (float)x_low);
+    float hy = vd_math_fsub(1.0f, ly);
+    float hx = vd_math_fsub(1.0f, lx);
+    s.pos[0] = y_low * width + x_low;
+    s.pos[1] = y_low * width + x_high;
+    s.pos[2] = y_high * width + x_low;
+    s.pos[3] = y_high * width + x_high;
+    s.w[0] = vd_math_fmul(hy, hx);
+    s.w[1] = vd_math_fmul(hy, lx);
+    s.w[2] = vd_math_fmul(ly, hx);
+    s.w[3] = vd_math_fmul(ly, lx);
+    return s;
+}
+
+/* ((w1*v1 + w2*v2) + w3*v3) + w4*v4 */
+VD_MATH_FN float vd_math_roi_blend(const vd_math_roi_sample *s, float v1, float v2, float v3,
+                                   float v4)
+{
+    return vd_math_fadd(vd_math_fadd(vd_math_fadd(vd_math_fmul(s->w[0], v1),
+                                                  vd_math_fmul(s->w[1], v2)),
+                                     vd_math_fmul(s->w[2], v3)),
+                        vd_math_fmul(s->w[3], v4));
+}
+
+/* ------------------------------------------------------------------------ */
+/* GeneralizedRCNNTransform (spec §1.3, §1.4)                                 */
+
+/* Resized and padded size of an @height x @width image: scale =
+ * min(min_size / min(h, w), max_size / max(h, w)) in double (current
+ * torchvision's eager path), resized = floor(double(size) * scale), padded =
+ * ceil(resized / divisible) * divisible. */
+VD_MATH_FN void vd_math_transform_size(int height, int width, int min_size, int max_size,
+                                       int size_divisible, int *resized_h, int *resized_w,
+                                       int *padded_h, int *padded_w)
+{
+    double short_side = (double)(height < width ? height : width);
+    double long_side = (double)(height < width ? width : height);
+    double scale_short = (double)min_size / short_side;
+    double scale_long = (double)max_size / long_side;
+    double scale = scale_short < scale_long ? scale_short : scale_long;
+    int rh = (int)floor((double)height * scale);
+    int rw = (int)floor((double)width * scale);
+    *resized_h = rh;
+    *resized_w = rw;
+    if (size_divisible > 1) {
+        *padded_h = (int)ceil((double)rh / (double)size_divisible) * size_divisible;
+        *padded_w = (int)ceil((double)rw / (double)size_divisible) * size_divisible;
+    } else {
+        *padded_h = rh;
+        *padded_w = rw;
+    }
+}
+
+/* The float32 ratio of one resize axis: f32(n) / f32(o) (not 1/scale). */
+VD_MATH_FN float vd_math_resize_ratio(int in_size, int out_size)
+{
+    return vd_math_fdiv((float)in_size, (float)out_size);
+}
+
+/* Source indices and lambdas of output index @d along one axis (torch 1.13 CPU
+ * upsample_bilinear2d, align_corners=False): src = max(r*(d+0.5) - 0.5, 0) and
+ * l1 = clamp(src - i0, 0, 1) in double, l1 rounded to float32, l0 =
+ * f32(1 - l1). An axis with out == in is a copy (i0 = i1 = d, l0 = 1, l1 = 0).
+ * r*(d+0.5) is exact in double (24 + 13 significant bits), so the result does
+ * not depend on FMA contraction, on the host or the device. */
+VD_MATH_FN void vd_math_resize_source(float ratio, int d, int in_size, int out_size, int *i0,
+                                      int *i1, float *l0, float *l1)
+{
+    if (in_size == out_size) {
+        *i0 = d;
+        *i1 = d;
+        *l0 = 1.0f;
+        *l1 = 0.0f;
+        return;
+    }
+    double src = (double)ratio * ((double)d + 0.5) - 0.5;
+    if (src < 0.0)
+        src = 0.0;
+    int lo = (int)src;
+    *i0 = lo;
+    *i1 = lo + (lo < in_size - 1 ? 1 : 0);
+    double lambda = src - (double)lo;
+    if (lambda < 0.0)
+        lambda = 0.0;
+    if (lambda > 1.0)
+        lambda = 1.0;
+    float l1f = (float)lambda;
+    *l1 = l1f;
+    *l0 = vd_math_fsub(1.0f, l1f);
+}
+
+/* Bilinear blend of the four neighbours a<row><col>, height weight outermost,
+ * with the FMAs torch 1.13's AVX2 kernel ends up with:
+ *   t0 = fma(l0w, a00, l1w*a01), t1 = fma(l0w, a10, l1w*a11),
+ *   out = fma(l0h, t0, l1h*t1). */
+VD_MATH_FN float vd_math_resize_blend(float l0h, float l1h, float l0w, float l1w, float a00,
+                                      float a01, float a10, float a11)
+{
+    float t0 = fmaf(l0w, a00, vd_math_fmul(l1w, a01));
+    float t1 = fmaf(l0w, a10, vd_math_fmul(l1w, a11));
+    return fmaf(l0h, t0, vd_math_fmul(l1h, t1));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Colour conversion (YUV 4:2:0 to RGB)                                       */
+
+/* Matrix identifiers (the values of vd_color_matrix in visiondetect/vd.h). */
+#define VD_MATH_MATRIX_BT601 0
+#define VD_MATH_MATRIX_BT709 1
+#define VD_MATH_MATRIX_BT2020 2
+
+/* Y'CbCr -> R'G'B' coefficients in Q16 fixed point. Integer arithmetic makes
+ * the CPU and the GPU agree bit for bit. Derived from Kr/Kb as GStreamer's
+ * video-color does (BT.601 0.299/0.114, BT.709 0.2126/0.0722, BT.2020
+ * 0.2627/0.0593): limited range scales luma by 255/219 after subtracting 16
+ * and chroma by 255/224; full range uses luma as is and chroma / 255 * 255;
+ * chroma is centred on 128 in both:
+ *   R = Y' + 2(1-Kr) Cr,  B = Y' + 2(1-Kb) Cb,
+ *   G = Y' - 2Kb(1-Kb)/Kg Cb - 2Kr(1-Kr)/Kg Cr,  Kg = 1 - Kr - Kb. */
+typedef struct {
+    int y_offset; /* 16 (limited range) or 0 (full range) */
+    int y_gain;   /* Q16 */
+    int r_v, g_u, g_v, b_u;
+} vd_math_yuv_coeffs;
+
+VD_MATH_FN vd_math_yuv_coeffs vd_math_yuv_coeffs_for(int matrix, int full_range)
+{
+    vd_math_yuv_coeffs c;
+    c.y_offset = full_range ? 0 : 16;
+    c.y_gain = full_range ? 65536 : 76309;
+    switch (matrix) {
+    case VD_MATH_MATRIX_BT709:
+        c.r_v = full_range ? 103206 : 117489;
+        c.g_u = full_range ? -12276 : -13975;
+        c.g_v = full_range ? -30679 : -34925;
+        c.b_u = full_range ? 121609 : 138438;
+        break;
+    case VD_MATH_MATRIX_BT2020:
+        c.r_v = full_range ? 96639 : 110014;
+        c.g_u = full_range ? -10784 : -12277;
+        c.g_v = full_range ? -37444 : -42626;
+        c.b_u = full_range ? 123299 : 140363;
+        break;
+    default: /* BT.601 */
+        c.r_v = full_range ? 91881 : 104597;
+        c.g_u = full_range ? -22553 : -25675;
+        c.g_v = full_range ? -46802 : -53279;
+        c.b_u = full_range ? 116130 : 132201;
+        break;
+    }
+    return c;
+}
+
+/* Q16 to 0..255: round half up, clamp (negative sums never reach the shift). */
+VD_MATH_FN unsigned char vd_math_q16_to_u8(int v)
+{
+    v += 1 << 15;
+    if (v < 0)
+        return 0;
+    v >>= 16;
+    return (unsigned char)(v > 255 ? 255 : v);
+}
+
+/* One pixel: @y, @u (Cb), @v (Cr) in 0..255 to 8-bit R, G, B in @rgb. */
+VD_MATH_FN void vd_math_yuv_to_rgb(const vd_math_yuv_coeffs *c, int y, int u, int v,
+                                   unsigned char *rgb)
+{
+    int luma = c->y_gain * (y - c->y_offset);
+    int cb = u - 128;
+    int cr = v - 128;
+    rgb[0] = vd_math_q16_to_u8(luma + c->r_v * cr);
+    rgb[1] = vd_math_q16_to_u8(luma + c->g_u * cb + c->g_v * cr);
+    rgb[2] = vd_math_q16_to_u8(luma + c->b_u * cb);
+}
+
+#endif /* VD_MATH_H */
