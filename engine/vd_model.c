@@ -1,15 +1,1427 @@
-/* PLACEHOLDER: the model loader is being written (issue 2). */
+/* The model loader: a .safetensors file written by tools/export_torchvision.py.
+ *
+ * File layout (safetensors): an 8-byte little-endian header length N, N bytes of JSON
+ * header, then the tensor data. The header maps each tensor name (torchvision's
+ * state_dict() key) to {"dtype", "shape", "data_offsets": [begin, end]} with offsets
+ * relative to the first data byte, and holds "__metadata__", a string->string map:
+ *
+ *   "format": "visiondetect", "format_version": "1",
+ *   "config": the architecture as a JSON string (schema: tools/export_torchvision.py)
+ *
+ * Everything is validated before anything is used: the header's structure, every
+ * tensor's dtype, shape and byte range, the configuration's keys and ranges, then the
+ * exact set of tensors the configuration implies, each with its exact shape. Weights
+ * are converted to float32 (F16 and BF16 exactly) and batch-norm is folded into the
+ * preceding convolution; the model owns copies, the mapping is released before
+ * returning. Errors name the file, the cause and, where there is one, the tensor.
+ */
 #include "vd_model_private.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VD_FORMAT_NAME "visiondetect"
+#define VD_FORMAT_VERSION 1
+#define VD_MAX_DIMS 8
+#define VD_MAX_CLASSES 100000
+
+typedef enum {
+    DTYPE_F32,
+    DTYPE_F16,
+    DTYPE_BF16,
+    DTYPE_OTHER, /* a valid safetensors dtype that the engine does not read */
+} tensor_dtype;
+
+/* One entry of the header. Strings point into the parsed JSON, which outlives it. */
+typedef struct {
+    const char *name;
+    const char *dtype_name;
+    tensor_dtype dtype;
+    int ndim;
+    gint64 shape[VD_MAX_DIMS];
+    guint64 begin, end;
+    gboolean used;
+} tensor_entry;
+
+typedef struct {
+    const char *path;
+    const guint8 *data;        /* first byte after the header */
+    guint64 data_size;
+    tensor_entry *entries;     /* header order */
+    int n_entries;
+    GHashTable *by_name;       /* name -> tensor_entry* */
+    JsonObject *eps_per_module; /* optional: batch-norm module prefix -> eps */
+    int n_eps_used;
+    float norm_eps;
+} loader;
+
+/* ------------------------------------------------------------------------ */
+/* Number conversion                                                         */
+
+static float float_from_bits(guint32 bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IEEE binary16 to binary32: exact for every value, NaN payloads kept (as torch does). */
+static float half_to_float(guint16 h)
+{
+    guint32 sign = (guint32)(h & 0x8000u) << 16;
+    guint32 exponent = (h >> 10) & 0x1fu;
+    guint32 mantissa = h & 0x3ffu;
+    guint32 bits;
+
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        bits = sign;
+    } else {
+        /* subnormal half: mantissa * 2^-24, a normal float once the leading 1 is found */
+        guint32 e = 127 - 15 + 1;
+        while (!(mantissa & 0x400u)) {
+            mantissa <<= 1;
+            e--;
+        }
+        bits = sign | (e << 23) | ((mantissa & 0x3ffu) << 13);
+    }
+    return float_from_bits(bits);
+}
+
+static float bf16_to_float(guint16 b)
+{
+    return float_from_bits((guint32)b << 16);
+}
+
+static void convert_to_float(const tensor_entry *t, const guint8 *src, gsize n, float *dst)
+{
+    for (gsize i = 0; i < n; i++) {
+        if (t->dtype == DTYPE_F32) {
+            guint32 v;
+            memcpy(&v, src + 4 * i, 4);
+            dst[i] = float_from_bits(GUINT32_FROM_LE(v));
+        } else {
+            guint16 v;
+            memcpy(&v, src + 2 * i, 2);
+            v = GUINT16_FROM_LE(v);
+            dst[i] = t->dtype == DTYPE_F16 ? half_to_float(v) : bf16_to_float(v);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON with duplicate-key detection                                         */
+
+/* json-glib keeps the last of duplicated members silently; a duplicated tensor name
+ * or config key would then be ignored, so the parser's member signal counts them. */
+typedef struct {
+    GHashTable *seen; /* "object pointer/name" */
+    char *duplicate;  /* first duplicated key */
+} duplicate_check;
+
+static void on_object_member(JsonParser *parser, JsonObject *object, const char *name,
+                             gpointer user_data)
+{
+    duplicate_check *dc = user_data;
+    char *key;
+
+    if (dc->duplicate)
+        return;
+    key = g_strdup_printf("%p/%s", (void *)object, name);
+    if (!g_hash_table_add(dc->seen, key))
+        dc->duplicate = g_strdup(name);
+}
+
+/* Parses @len bytes as a JSON object. Returns a new reference to the root node. */
+static JsonNode *parse_json_object(const char *path, const char *what, const char *text,
+                                   gssize len, GError **error)
+{
+    JsonParser *parser = json_parser_new();
+    duplicate_check dc = { g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), NULL };
+    GError *json_error = NULL;
+    JsonNode *root = NULL;
+
+    g_signal_connect(parser, "object-member", G_CALLBACK(on_object_member), &dc);
+    if (!json_parser_load_from_data(parser, text, len, &json_error)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: %s is not valid JSON: %s", path, what,
+                    json_error->message);
+        g_error_free(json_error);
+        goto out_free_parser;
+    }
+    if (dc.duplicate) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: %s has the key '%s' more than once",
+                    path, what, dc.duplicate);
+        goto out_free_parser;
+    }
+    if (!json_parser_get_root(parser) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: %s is not a JSON object", path, what);
+        goto out_free_parser;
+    }
+    root = json_node_ref(json_parser_get_root(parser));
+
+out_free_parser:
+    g_signal_handlers_disconnect_by_data(parser, &dc);
+    g_object_unref(parser);
+    g_free(dc.duplicate);
+    g_hash_table_destroy(dc.seen);
+    return root;
+}
+
+static gboolean node_is_int(JsonNode *node)
+{
+    return node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64;
+}
+
+static gboolean node_is_number(JsonNode *node)
+{
+    return node && JSON_NODE_HOLDS_VALUE(node) &&
+           (json_node_get_value_type(node) == G_TYPE_INT64 ||
+            json_node_get_value_type(node) == G_TYPE_DOUBLE);
+}
+
+static gboolean node_is_string(JsonNode *node)
+{
+    return node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The configuration                                                         */
+
+static gboolean config_error(GError **error, const char *path, const char *format, ...)
+    G_GNUC_PRINTF(3, 4);
+
+static gboolean config_error(GError **error, const char *path, const char *format, ...)
+{
+    va_list args;
+    char *message;
+
+    va_start(args, format);
+    message = g_strdup_vprintf(format, args);
+    va_end(args);
+    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: invalid model config: %s", path, message);
+    g_free(message);
+    return FALSE;
+}
+
+/* Rejects keys outside @allowed (NULL-terminated), so that a misspelt key is an error
+ * rather than a silently used default. */
+static gboolean check_keys(const char *path, JsonObject *object, const char *section,
+                           const char *const *allowed, GError **error)
+{
+    GList *members = json_object_get_members(object);
+    gboolean ok = TRUE;
+
+    for (GList *l = members; l && ok; l = l->next) {
+        if (!g_strv_contains(allowed, l->data))
+            ok = config_error(error, path, "unknown key '%s%s%s'", section, *section ? "." : "",
+                              (const char *)l->data);
+    }
+    g_list_free(members);
+    return ok;
+}
+
+static JsonObject *get_section(const char *path, JsonObject *config, const char *name,
+                               GError **error)
+{
+    JsonNode *node = json_object_get_member(config, name);
+
+    if (!node) {
+        config_error(error, path, "missing section '%s'", name);
+        return NULL;
+    }
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        config_error(error, path, "'%s' is not an object", name);
+        return NULL;
+    }
+    return json_node_get_object(node);
+}
+
+static gboolean get_int(const char *path, JsonObject *o, const char *section, const char *key,
+                        gint64 min, gint64 max, int *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(o, key);
+    gint64 v;
+
+    if (!node)
+        return config_error(error, path, "missing '%s.%s'", section, key);
+    if (!node_is_int(node))
+        return config_error(error, path, "'%s.%s' is not an integer", section, key);
+    v = json_node_get_int(node);
+    if (v < min || v > max)
+        return config_error(error, path, "'%s.%s' is %" G_GINT64_FORMAT ", outside [%" G_GINT64_FORMAT
+                            ", %" G_GINT64_FORMAT "]", section, key, v, min, max);
+    *out = (int)v;
+    return TRUE;
+}
+
+/* A finite number in [min, max], stored as float32 (torchvision keeps these values as
+ * Python floats and rounds them to float32 where they meet float32 tensors). */
+static gboolean number_in_range(const char *path, JsonNode *node, const char *what, double min,
+                                double max, gboolean min_exclusive, float *out, GError **error)
+{
+    double v;
+
+    if (!node_is_number(node))
+        return config_error(error, path, "'%s' is not a number", what);
+    v = json_node_get_double(node);
+    if (!isfinite(v) || v < min || v > max || (min_exclusive && v == min))
+        return config_error(error, path, "'%s' is %g, outside %s%g, %g]", what, v,
+                            min_exclusive ? "(" : "[", min, max);
+    *out = (float)v;
+    return TRUE;
+}
+
+static gboolean get_float(const char *path, JsonObject *o, const char *section, const char *key,
+                          double min, double max, gboolean min_exclusive, float *out,
+                          GError **error)
+{
+    JsonNode *node = json_object_get_member(o, key);
+    char *what = g_strdup_printf("%s.%s", section, key);
+    gboolean ok;
+
+    if (!node)
+        ok = config_error(error, path, "missing '%s'", what);
+    else
+        ok = number_in_range(path, node, what, min, max, min_exclusive, out, error);
+    g_free(what);
+    return ok;
+}
+
+static JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
+                            guint min_len, guint max_len, GError **error)
+{
+    JsonNode *node = json_object_get_member(o, key);
+    JsonArray *array;
+
+    if (!node) {
+        config_error(error, path, "missing '%s.%s'", section, key);
+        return NULL;
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(node)) {
+        config_error(error, path, "'%s.%s' is not an array", section, key);
+        return NULL;
+    }
+    array = json_node_get_array(node);
+    if (json_array_get_length(array) < min_len || json_array_get_length(array) > max_len) {
+        config_error(error, path, "'%s.%s' has %u entries, expected %u to %u", section, key,
+                     json_array_get_length(array), min_len, max_len);
+        return NULL;
+    }
+    return array;
+}
+
+static gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
+                                double max, gboolean min_exclusive, float *out, GError **error)
+{
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        char *item = g_strdup_printf("%s[%u]", what, i);
+        gboolean ok = number_in_range(path, json_array_get_element(array, i), item, min, max,
+                                      min_exclusive, &out[i], error);
+        g_free(item);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static const char *get_string(const char *path, JsonObject *o, const char *section,
+                              const char *key, GError **error)
+{
+    JsonNode *node = json_object_get_member(o, key);
+
+    if (!node) {
+        config_error(error, path, "missing '%s%s%s'", section, *section ? "." : "", key);
+        return NULL;
+    }
+    if (!node_is_string(node)) {
+        config_error(error, path, "'%s%s%s' is not a string", section, *section ? "." : "", key);
+        return NULL;
+    }
+    return json_node_get_string(node);
+}
+
+static int stage_out_channels(vd_block_type block, int stage)
+{
+    return (64 << (stage - 1)) * (block == VD_BLOCK_BOTTLENECK ? 4 : 1);
+}
+
+int vd_config_stage_channels(const vd_config *config, int stage)
+{
+    if (!config || stage < 1 || stage > 4)
+        return 0;
+    return stage_out_channels(config->block, stage);
+}
+
+static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    static const char *const keys[] = { "min_size", "max_size", "image_mean", "image_std",
+                                        "size_divisible", NULL };
+    JsonObject *o = get_section(path, config, "transform", error);
+    JsonArray *mean, *std;
+
+    if (!o || !check_keys(path, o, "transform", keys, error) ||
+        !get_int(path, o, "transform", "min_size", 1, 100000, &c->min_size, error) ||
+        !get_int(path, o, "transform", "max_size", 1, 100000, &c->max_size, error) ||
+        !get_int(path, o, "transform", "size_divisible", 1, 4096, &c->size_divisible, error))
+        return FALSE;
+    mean = get_array(path, o, "transform", "image_mean", 3, 3, error);
+    if (!mean || !get_float_array(path, mean, "transform.image_mean", -1e6, 1e6, FALSE,
+                                  c->image_mean, error))
+        return FALSE;
+    std = get_array(path, o, "transform", "image_std", 3, 3, error);
+    return std && get_float_array(path, std, "transform.image_std", 0.0, 1e6, TRUE, c->image_std,
+                                  error);
+}
+
+static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *c,
+                               JsonObject **eps_per_module, int *n_stages_used, GError **error)
+{
+    static const char *const keys[] = { "type", "depth", "block", "layers", "stem_channels",
+                                        "width_per_group", "groups", "returned_layers",
+                                        "norm_eps", "norm_eps_per_module", NULL };
+    JsonObject *o = get_section(path, config, "backbone", error);
+    const char *type, *block;
+    JsonArray *layers, *returned;
+    JsonNode *eps_node;
+    int groups, total_blocks = 0;
+
+    if (!o || !check_keys(path, o, "backbone", keys, error))
+        return FALSE;
+    if (!(type = get_string(path, o, "backbone", "type", error)))
+        return FALSE;
+    if (strcmp(type, "resnet") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: backbone type '%s' is not supported (only 'resnet')", path, type);
+        return FALSE;
+    }
+    if (!(block = get_string(path, o, "backbone", "block", error)))
+        return FALSE;
+    if (strcmp(block, "basic") == 0) {
+        c->block = VD_BLOCK_BASIC;
+    } else if (strcmp(block, "bottleneck") == 0) {
+        c->block = VD_BLOCK_BOTTLENECK;
+    } else {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: ResNet block '%s' is not supported ('basic' or 'bottleneck')", path, block);
+        return FALSE;
+    }
+    /* depth is informational (0 when the exporter could not name the ResNet) */
+    if (!get_int(path, o, "backbone", "depth", 0, 1000, &c->depth, error) ||
+        !get_int(path, o, "backbone", "stem_channels", 1, 4096, &c->stem_channels, error) ||
+        !get_int(path, o, "backbone", "width_per_group", 1, 4096, &c->width_per_group, error) ||
+        !get_int(path, o, "backbone", "groups", 1, 4096, &groups, error) ||
+        !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
+        return FALSE;
+    if (c->stem_channels != 64 || c->width_per_group != 64 || groups != 1) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: ResNet with stem_channels %d, width_per_group %d, groups %d is not "
+                    "supported (only 64, 64, 1: no ResNeXt or wide ResNet)",
+                    path, c->stem_channels, c->width_per_group, groups);
+        return FALSE;
+    }
+
+    returned = get_array(path, o, "backbone", "returned_layers", 1, 4, error);
+    if (!returned)
+        return FALSE;
+    c->n_returned_layers = (int)json_array_get_length(returned);
+    for (int i = 0; i < c->n_returned_layers; i++) {
+        JsonNode *node = json_array_get_element(returned, i);
+        gint64 v = node_is_int(node) ? json_node_get_int(node) : 0;
+        if (v < 1 || v > 4 || (i > 0 && v <= c->returned_layers[i - 1]))
+            return config_error(error, path,
+                                "'backbone.returned_layers' must be ascending stage numbers in 1..4");
+        c->returned_layers[i] = (int)v;
+    }
+    *n_stages_used = c->returned_layers[c->n_returned_layers - 1];
+
+    /* Stages after the last returned one are not in the file (torchvision's
+     * IntermediateLayerGetter drops them); their counts are informational. */
+    layers = get_array(path, o, "backbone", "layers", 4, 4, error);
+    if (!layers)
+        return FALSE;
+    for (int i = 0; i < 4; i++) {
+        JsonNode *node = json_array_get_element(layers, i);
+        gint64 v = node_is_int(node) ? json_node_get_int(node) : -1;
+        gint64 min = i < *n_stages_used ? 1 : 0;
+        if (v < min || v > VD_MAX_BLOCKS)
+            return config_error(error, path, "'backbone.layers[%d]' must be an integer in [%" G_GINT64_FORMAT
+                                ", %d]", i, min, VD_MAX_BLOCKS);
+        c->layers[i] = (int)v;
+        if (i < *n_stages_used)
+            total_blocks += (int)v;
+    }
+    if (total_blocks > VD_MAX_BLOCKS)
+        return config_error(error, path, "%d ResNet blocks, more than the %d supported",
+                            total_blocks, VD_MAX_BLOCKS);
+
+    eps_node = json_object_get_member(o, "norm_eps_per_module");
+    if (eps_node) {
+        GList *members;
+        gboolean ok = TRUE;
+        if (!JSON_NODE_HOLDS_OBJECT(eps_node))
+            return config_error(error, path, "'backbone.norm_eps_per_module' is not an object");
+        *eps_per_module = json_node_get_object(eps_node);
+        members = json_object_get_members(*eps_per_module);
+        for (GList *l = members; l && ok; l = l->next) {
+            char *what = g_strdup_printf("backbone.norm_eps_per_module.%s", (const char *)l->data);
+            float eps;
+            ok = number_in_range(path, json_object_get_member(*eps_per_module, l->data), what, 0.0,
+                                 1.0, FALSE, &eps, error);
+            g_free(what);
+        }
+        g_list_free(members);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    static const char *const keys[] = { "in_channels", "out_channels", "extra_block", NULL };
+    JsonObject *o = get_section(path, config, "fpn", error);
+    JsonArray *in_channels;
+    const char *extra;
+
+    if (!o || !check_keys(path, o, "fpn", keys, error) ||
+        !get_int(path, o, "fpn", "out_channels", 1, 65536, &c->fpn_channels, error))
+        return FALSE;
+    if (!(extra = get_string(path, o, "fpn", "extra_block", error)))
+        return FALSE;
+    if (strcmp(extra, "maxpool") == 0) {
+        c->fpn_pool_level = TRUE;
+    } else if (strcmp(extra, "none") == 0) {
+        c->fpn_pool_level = FALSE;
+    } else {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: FPN extra block '%s' is not supported ('maxpool' or 'none')", path, extra);
+        return FALSE;
+    }
+    c->n_fpn_levels = c->n_returned_layers + (c->fpn_pool_level ? 1 : 0);
+
+    /* redundant with the backbone, but a mismatch means a broken writer */
+    in_channels = get_array(path, o, "fpn", "in_channels", c->n_returned_layers,
+                            c->n_returned_layers, error);
+    if (!in_channels)
+        return FALSE;
+    for (int i = 0; i < c->n_returned_layers; i++) {
+        JsonNode *node = json_array_get_element(in_channels, i);
+        int expected = stage_out_channels(c->block, c->returned_layers[i]);
+        if (!node_is_int(node) || json_node_get_int(node) != expected)
+            return config_error(error, path, "'fpn.in_channels[%d]' should be %d (output of ResNet "
+                                "stage %d)", i, expected, c->returned_layers[i]);
+    }
+    return TRUE;
+}
+
+static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    static const char *const keys[] = { "sizes", "aspect_ratios", NULL };
+    JsonObject *o = get_section(path, config, "anchors", error);
+    JsonArray *sizes, *ratios;
+
+    if (!o || !check_keys(path, o, "anchors", keys, error))
+        return FALSE;
+    /* torchvision requires one entry per feature map */
+    sizes = get_array(path, o, "anchors", "sizes", c->n_fpn_levels, c->n_fpn_levels, error);
+    if (!sizes)
+        return FALSE;
+    ratios = get_array(path, o, "anchors", "aspect_ratios", c->n_fpn_levels, c->n_fpn_levels, error);
+    if (!ratios)
+        return FALSE;
+    for (int l = 0; l < c->n_fpn_levels; l++) {
+        JsonNode *sn = json_array_get_element(sizes, l), *rn = json_array_get_element(ratios, l);
+        JsonArray *s, *r;
+        char *what;
+        gboolean ok;
+        int per_location;
+
+        if (!JSON_NODE_HOLDS_ARRAY(sn) || !JSON_NODE_HOLDS_ARRAY(rn))
+            return config_error(error, path, "anchors level %d: sizes and aspect_ratios must be "
+                                "arrays of numbers", l);
+        s = json_node_get_array(sn);
+        r = json_node_get_array(rn);
+        c->n_anchor_sizes[l] = (int)json_array_get_length(s);
+        c->n_aspect_ratios[l] = (int)json_array_get_length(r);
+        per_location = c->n_anchor_sizes[l] * c->n_aspect_ratios[l];
+        if (per_location < 1 || per_location > VD_MAX_ANCHORS_PER_LEVEL)
+            return config_error(error, path, "anchors level %d: %d sizes x %d ratios, expected 1 to "
+                                "%d anchors per location", l, c->n_anchor_sizes[l],
+                                c->n_aspect_ratios[l], VD_MAX_ANCHORS_PER_LEVEL);
+        if (l > 0 && per_location != c->anchors_per_location)
+            return config_error(error, path, "anchors level %d has %d anchors per location, level 0 "
+                                "has %d (the RPN head is shared)", l, per_location,
+                                c->anchors_per_location);
+        c->anchors_per_location = per_location;
+        what = g_strdup_printf("anchors.sizes[%d]", l);
+        ok = get_float_array(path, s, what, 0.0, 1e6, TRUE, c->anchor_sizes[l], error);
+        g_free(what);
+        if (!ok)
+            return FALSE;
+        what = g_strdup_printf("anchors.aspect_ratios[%d]", l);
+        ok = get_float_array(path, r, what, 0.0, 1e6, TRUE, c->aspect_ratios[l], error);
+        g_free(what);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    static const char *const keys[] = { "pre_nms_top_n", "post_nms_top_n", "nms_thresh",
+                                        "score_thresh", "min_size", NULL };
+    JsonObject *o = get_section(path, config, "rpn", error);
+
+    return o && check_keys(path, o, "rpn", keys, error) &&
+           get_int(path, o, "rpn", "pre_nms_top_n", 1, 1000000, &c->rpn_pre_nms_top_n, error) &&
+           get_int(path, o, "rpn", "post_nms_top_n", 1, 1000000, &c->rpn_post_nms_top_n, error) &&
+           get_float(path, o, "rpn", "nms_thresh", 0.0, 1.0, FALSE, &c->rpn_nms_thresh, error) &&
+           get_float(path, o, "rpn", "score_thresh", 0.0, 1.0, FALSE, &c->rpn_score_thresh,
+                     error) &&
+           get_float(path, o, "rpn", "min_size", 0.0, 1e6, FALSE, &c->rpn_min_size, error);
+}
+
+static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c,
+                                GError **error)
+{
+    static const char *const keys[] = { "output_size", "sampling_ratio", "featmap_names",
+                                        "representation_size", "score_thresh", "nms_thresh",
+                                        "detections_per_img", "bbox_reg_weights", "min_size",
+                                        NULL };
+    JsonObject *o = get_section(path, config, "roi_heads", error);
+    JsonArray *names, *weights;
+
+    if (!o || !check_keys(path, o, "roi_heads", keys, error) ||
+        !get_int(path, o, "roi_heads", "output_size", 1, 64, &c->roi_output_size, error) ||
+        !get_int(path, o, "roi_heads", "sampling_ratio", -1, 64, &c->roi_sampling_ratio, error) ||
+        !get_int(path, o, "roi_heads", "representation_size", 1, 1 << 20,
+                 &c->representation_size, error) ||
+        !get_float(path, o, "roi_heads", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
+                   error) ||
+        !get_float(path, o, "roi_heads", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh,
+                   error) ||
+        !get_int(path, o, "roi_heads", "detections_per_img", 1, 1000000, &c->detections_per_img,
+                 error) ||
+        !get_float(path, o, "roi_heads", "min_size", 0.0, 1e6, FALSE, &c->box_min_size, error))
+        return FALSE;
+    weights = get_array(path, o, "roi_heads", "bbox_reg_weights", 4, 4, error);
+    if (!weights || !get_float_array(path, weights, "roi_heads.bbox_reg_weights", 0.0, 1e6, TRUE,
+                                     c->bbox_reg_weights, error))
+        return FALSE;
+
+    /* MultiScaleRoIAlign keeps the FPN maps whose name is in featmap_names, in the FPN's
+     * order ('0', '1', ..., 'pool'); the engine needs them to be the first levels. */
+    names = get_array(path, o, "roi_heads", "featmap_names", 1, 64, error);
+    if (!names)
+        return FALSE;
+    c->n_roi_levels = 0;
+    for (int l = 0; l < c->n_fpn_levels; l++) {
+        char level_name[16];
+        gboolean listed = FALSE;
+
+        if (l < c->n_returned_layers)
+            g_snprintf(level_name, sizeof level_name, "%d", l);
+        else
+            g_strlcpy(level_name, "pool", sizeof level_name);
+        for (guint i = 0; i < json_array_get_length(names); i++) {
+            JsonNode *node = json_array_get_element(names, i);
+            if (!node_is_string(node))
+                return config_error(error, path, "'roi_heads.featmap_names' must hold strings");
+            if (strcmp(json_node_get_string(node), level_name) == 0)
+                listed = TRUE;
+        }
+        if (listed && c->n_roi_levels != l)
+            return config_error(error, path, "'roi_heads.featmap_names' must select the first FPN "
+                                "levels ('0', '1', ...); it skips level %d", c->n_roi_levels);
+        if (listed)
+            c->n_roi_levels++;
+    }
+    if (c->n_roi_levels == 0)
+        return config_error(error, path, "'roi_heads.featmap_names' selects none of the FPN levels");
+    return TRUE;
+}
+
+static gboolean parse_classes(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    JsonNode *node = json_object_get_member(config, "class_names");
+    JsonArray *names;
+
+    if (!get_int(path, config, "config", "num_classes", 2, VD_MAX_CLASSES, &c->num_classes, error))
+        return FALSE;
+    c->class_names = g_new0(char *, c->num_classes + 1);
+    if (!node) {
+        /* optional: the names tools/export_torchvision.py writes by default */
+        c->class_names[0] = g_strdup("__background__");
+        for (int i = 1; i < c->num_classes; i++)
+            c->class_names[i] = g_strdup_printf("class%d", i);
+        return TRUE;
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return config_error(error, path, "'class_names' is not an array");
+    names = json_node_get_array(node);
+    if ((int)json_array_get_length(names) != c->num_classes)
+        return config_error(error, path, "%u class names for %d classes",
+                            json_array_get_length(names), c->num_classes);
+    for (int i = 0; i < c->num_classes; i++) {
+        JsonNode *name = json_array_get_element(names, i);
+        if (!node_is_string(name))
+            return config_error(error, path, "'class_names[%d]' is not a string", i);
+        c->class_names[i] = g_strdup(json_node_get_string(name));
+    }
+    return TRUE;
+}
+
+static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c,
+                             JsonNode **config_root, JsonObject **eps_per_module,
+                             int *n_stages_used, GError **error)
+{
+    static const char *const keys[] = { "architecture", "transform", "backbone", "fpn",
+                                        "anchors", "rpn", "roi_heads", "num_classes",
+                                        "class_names", NULL };
+    JsonNode *node = json_object_get_member(metadata, "config");
+    JsonObject *config;
+    const char *architecture;
+
+    if (!node_is_string(node)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: __metadata__ has no \"config\" string (the architecture)", path);
+        return FALSE;
+    }
+    *config_root = parse_json_object(path, "the metadata config", json_node_get_string(node), -1,
+                                     error);
+    if (!*config_root)
+        return FALSE;
+    config = json_node_get_object(*config_root);
+
+    if (!(architecture = get_string(path, config, "", "architecture", error)))
+        return FALSE;
+    if (strcmp(architecture, "fasterrcnn") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: architecture '%s' is not supported (only 'fasterrcnn')", path, architecture);
+        return FALSE;
+    }
+    return check_keys(path, config, "", keys, error) && parse_transform(path, config, c, error) &&
+           parse_backbone(path, config, c, eps_per_module, n_stages_used, error) &&
+           parse_fpn(path, config, c, error) && parse_anchors(path, config, c, error) &&
+           parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error) &&
+           parse_classes(path, config, c, error);
+}
+
+static gboolean parse_metadata(const char *path, JsonObject *header, JsonObject **metadata,
+                               GError **error)
+{
+    JsonNode *node = json_object_get_member(header, "__metadata__");
+    JsonNode *format, *version;
+    GList *members;
+    gboolean ok = TRUE;
+
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: %s: not a visiondetect model (export one with "
+                    "tools/export_torchvision.py)", path,
+                    node ? "__metadata__ is not an object" : "the header has no __metadata__");
+        return FALSE;
+    }
+    *metadata = json_node_get_object(node);
+    members = json_object_get_members(*metadata);
+    for (GList *l = members; l && ok; l = l->next) {
+        if (!node_is_string(json_object_get_member(*metadata, l->data))) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                        "%s: __metadata__ value '%s' is not a string", path, (const char *)l->data);
+            ok = FALSE;
+        }
+    }
+    g_list_free(members);
+    if (!ok)
+        return FALSE;
+
+    format = json_object_get_member(*metadata, "format");
+    if (!format) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: __metadata__ has no \"format\": not a visiondetect model (export one with "
+                    "tools/export_torchvision.py)", path);
+        return FALSE;
+    }
+    if (strcmp(json_node_get_string(format), VD_FORMAT_NAME) != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: model format '%s' is not supported (expected '%s')", path,
+                    json_node_get_string(format), VD_FORMAT_NAME);
+        return FALSE;
+    }
+    version = json_object_get_member(*metadata, "format_version");
+    if (!version) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: __metadata__ has no \"format_version\"",
+                    path);
+        return FALSE;
+    }
+    if (strcmp(json_node_get_string(version), G_STRINGIFY(VD_FORMAT_VERSION)) != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: format_version '%s' is not supported (this build reads version %d)", path,
+                    json_node_get_string(version), VD_FORMAT_VERSION);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensor directory                                                          */
+
+static gboolean is_num_batches_tracked(const char *name)
+{
+    return g_str_has_suffix(name, "num_batches_tracked");
+}
+
+static gboolean dtype_from_name(const char *name, tensor_dtype *dtype, guint *size)
+{
+    static const struct {
+        const char *name;
+        tensor_dtype dtype;
+        guint size;
+    } table[] = {
+        { "F32", DTYPE_F32, 4 },       { "F16", DTYPE_F16, 2 },     { "BF16", DTYPE_BF16, 2 },
+        { "F64", DTYPE_OTHER, 8 },     { "I64", DTYPE_OTHER, 8 },   { "U64", DTYPE_OTHER, 8 },
+        { "I32", DTYPE_OTHER, 4 },     { "U32", DTYPE_OTHER, 4 },   { "I16", DTYPE_OTHER, 2 },
+        { "U16", DTYPE_OTHER, 2 },     { "I8", DTYPE_OTHER, 1 },    { "U8", DTYPE_OTHER, 1 },
+        { "BOOL", DTYPE_OTHER, 1 },    { "F8_E4M3", DTYPE_OTHER, 1 },
+        { "F8_E5M2", DTYPE_OTHER, 1 },
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(table); i++) {
+        if (strcmp(name, table[i].name) == 0) {
+            *dtype = table[i].dtype;
+            *size = table[i].size;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static char *shape_string(const gint64 *shape, int ndim)
+{
+    GString *s = g_string_new("[");
+    for (int i = 0; i < ndim; i++)
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? ", " : "", shape[i]);
+    g_string_append_c(s, ']');
+    return g_string_free(s, FALSE);
+}
+
+static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor_entry *t,
+                            GError **error)
+{
+    JsonObject *o;
+    JsonNode *dtype, *shape, *offsets;
+    JsonArray *shape_array, *offset_array;
+    guint element_size;
+    guint64 n_bytes;
+
+    t->name = name;
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: header entry of tensor '%s' is not an "
+                    "object", ld->path, name);
+        return FALSE;
+    }
+    o = json_node_get_object(node);
+    dtype = json_object_get_member(o, "dtype");
+    shape = json_object_get_member(o, "shape");
+    offsets = json_object_get_member(o, "data_offsets");
+    if (!node_is_string(dtype) || !shape || !JSON_NODE_HOLDS_ARRAY(shape) || !offsets ||
+        !JSON_NODE_HOLDS_ARRAY(offsets) || json_object_get_size(o) != 3) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s': the header entry needs exactly \"dtype\" (string), \"shape\" "
+                    "and \"data_offsets\" (arrays)", ld->path, name);
+        return FALSE;
+    }
+    t->dtype_name = json_node_get_string(dtype);
+    if (!dtype_from_name(t->dtype_name, &t->dtype, &element_size)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "%s: tensor '%s' has unknown dtype '%s'",
+                    ld->path, name, t->dtype_name);
+        return FALSE;
+    }
+    if (t->dtype == DTYPE_OTHER && !is_num_batches_tracked(name)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 are supported", ld->path,
+                    name, t->dtype_name);
+        return FALSE;
+    }
+
+    shape_array = json_node_get_array(shape);
+    if (json_array_get_length(shape_array) > VD_MAX_DIMS) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: tensor '%s' has %u dimensions (at most %d)",
+                    ld->path, name, json_array_get_length(shape_array), VD_MAX_DIMS);
+        return FALSE;
+    }
+    t->ndim = (int)json_array_get_length(shape_array);
+    n_bytes = element_size;
+    for (int i = 0; i < t->ndim; i++) {
+        JsonNode *dim = json_array_get_element(shape_array, i);
+        if (!node_is_int(dim) || json_node_get_int(dim) < 0) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                        "%s: tensor '%s': shape entries must be non-negative integers", ld->path,
+                        name);
+            return FALSE;
+        }
+        t->shape[i] = json_node_get_int(dim);
+        /* a size that does not fit the file cannot be right; stop before overflowing */
+        if (t->shape[i] != 0 && n_bytes > G_MAXUINT64 / (guint64)t->shape[i]) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: tensor '%s': shape too large",
+                        ld->path, name);
+            return FALSE;
+        }
+        n_bytes *= (guint64)t->shape[i];
+    }
+
+    offset_array = json_node_get_array(offsets);
+    if (json_array_get_length(offset_array) != 2 ||
+        !node_is_int(json_array_get_element(offset_array, 0)) ||
+        !node_is_int(json_array_get_element(offset_array, 1)) ||
+        json_array_get_int_element(offset_array, 0) < 0 ||
+        json_array_get_int_element(offset_array, 1) < 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s': data_offsets must be two non-negative integers", ld->path, name);
+        return FALSE;
+    }
+    t->begin = (guint64)json_array_get_int_element(offset_array, 0);
+    t->end = (guint64)json_array_get_int_element(offset_array, 1);
+    if (t->begin > t->end) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s': data_offsets begin %" G_GUINT64_FORMAT " > end %" G_GUINT64_FORMAT,
+                    ld->path, name, t->begin, t->end);
+        return FALSE;
+    }
+    if (t->end > ld->data_size) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s': data_offsets [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                    "] out of range: the data section has %" G_GUINT64_FORMAT " bytes (truncated "
+                    "file?)", ld->path, name, t->begin, t->end, ld->data_size);
+        return FALSE;
+    }
+    if (t->end - t->begin != n_bytes) {
+        char *s = shape_string(t->shape, t->ndim);
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s': %" G_GUINT64_FORMAT " bytes of data for shape %s of %s (%"
+                    G_GUINT64_FORMAT " bytes)", ld->path, name, t->end - t->begin, s, t->dtype_name,
+                    n_bytes);
+        g_free(s);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static int compare_begin(const void *a, const void *b)
+{
+    const tensor_entry *ta = *(tensor_entry *const *)a, *tb = *(tensor_entry *const *)b;
+    if (ta->begin != tb->begin)
+        return ta->begin < tb->begin ? -1 : 1;
+    return ta->end < tb->end ? -1 : ta->end > tb->end;
+}
+
+static gboolean check_overlaps(loader *ld, GError **error)
+{
+    tensor_entry **sorted = g_new(tensor_entry *, ld->n_entries > 0 ? ld->n_entries : 1);
+    const tensor_entry *reach = NULL; /* the entry ending furthest so far */
+    gboolean ok = TRUE;
+
+    for (int i = 0; i < ld->n_entries; i++)
+        sorted[i] = &ld->entries[i];
+    qsort(sorted, (size_t)ld->n_entries, sizeof *sorted, compare_begin);
+    for (int i = 0; i < ld->n_entries && ok; i++) {
+        const tensor_entry *t = sorted[i];
+        if (t->begin == t->end)
+            continue;
+        if (reach && t->begin < reach->end) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                        "%s: tensors '%s' and '%s' overlap in the data section", ld->path,
+                        reach->name, t->name);
+            ok = FALSE;
+        }
+        if (!reach || t->end > reach->end)
+            reach = t;
+    }
+    g_free(sorted);
+    return ok;
+}
+
+static gboolean parse_entries(loader *ld, JsonObject *header, GError **error)
+{
+    GList *members = json_object_get_members(header);
+    gboolean ok = TRUE;
+
+    ld->entries = g_new0(tensor_entry, g_list_length(members) + 1);
+    for (GList *l = members; l && ok; l = l->next) {
+        const char *name = l->data;
+        if (strcmp(name, "__metadata__") == 0)
+            continue;
+        ok = parse_entry(ld, name, json_object_get_member(header, name),
+                         &ld->entries[ld->n_entries], error);
+        if (ok) {
+            g_hash_table_insert(ld->by_name, (gpointer)name, &ld->entries[ld->n_entries]);
+            ld->n_entries++;
+        }
+    }
+    g_list_free(members);
+    return ok && check_overlaps(ld, error);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Weights                                                                   */
+
+/* The entry named @name (or @alt_name, the older torchvision key of the same tensor),
+ * checked against the expected shape. */
+static tensor_entry *find_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
+                                 const gint64 *shape, GError **error)
+{
+    tensor_entry *t = g_hash_table_lookup(ld->by_name, name);
+    tensor_entry *alt = alt_name ? g_hash_table_lookup(ld->by_name, alt_name) : NULL;
+    gboolean same = TRUE;
+
+    if (t && alt) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: both '%s' and '%s' are present (the same tensor in two torchvision "
+                    "naming schemes)", ld->path, name, alt_name);
+        return NULL;
+    }
+    if (!t)
+        t = alt;
+    if (!t) {
+        char *s = shape_string(shape, ndim);
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: missing tensor '%s' (expected shape %s)",
+                    ld->path, name, s);
+        g_free(s);
+        return NULL;
+    }
+    same = t->ndim == ndim;
+    for (int i = 0; i < ndim && same; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        char *expected = shape_string(shape, ndim), *actual = shape_string(t->shape, t->ndim);
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s' has shape %s, the model config implies %s", ld->path, t->name,
+                    actual, expected);
+        g_free(expected);
+        g_free(actual);
+        return NULL;
+    }
+    t->used = TRUE;
+    return t;
+}
+
+/* A float32 copy of a checked tensor (NULL with @error set on failure). */
+static float *read_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
+                          const gint64 *shape, GError **error)
+{
+    tensor_entry *t = find_tensor(ld, name, alt_name, ndim, shape, error);
+    gsize n = 1;
+    float *values;
+
+    if (!t)
+        return NULL;
+    for (int i = 0; i < ndim; i++)
+        n *= (gsize)shape[i];
+    values = g_try_malloc_n(n ? n : 1, sizeof(float));
+    if (!values) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "%s: out of memory reading tensor '%s' (%" G_GSIZE_FORMAT " floats)", ld->path,
+                    t->name, n);
+        return NULL;
+    }
+    convert_to_float(t, ld->data + t->begin, n, values);
+    return values;
+}
+
+static float norm_eps_of(loader *ld, const char *bn_prefix)
+{
+    JsonNode *node = ld->eps_per_module ? json_object_get_member(ld->eps_per_module, bn_prefix)
+                                        : NULL;
+    if (!node)
+        return ld->norm_eps;
+    ld->n_eps_used++;
+    return (float)json_node_get_double(node);
+}
+
+/* A bias-free convolution followed by batch-norm @bn_prefix, folded as torchvision's
+ * FrozenBatchNorm2d computes it in float32: scale = w * rsqrt(rv + eps),
+ * shift = b - rm * scale; then weight[o] *= scale[o], bias[o] = shift[o]. */
+static gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix,
+                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
+                             GError **error)
+{
+    const gint64 wshape[4] = { out, in, kernel, kernel }, vshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", conv_prefix);
+    float *gamma = NULL, *beta = NULL, *mean = NULL, *var = NULL;
+    gsize per_output = (gsize)in * kernel * kernel;
+    float eps = norm_eps_of(ld, bn_prefix);
+    gboolean ok = FALSE;
+
+    conv->out_channels = out;
+    conv->in_channels = in;
+    conv->kernel = kernel;
+    conv->stride = stride;
+    conv->padding = padding;
+    conv->weight = read_tensor(ld, name, NULL, 4, wshape, error);
+    if (!conv->weight)
+        goto out_free_name;
+
+#define READ_BN(var_, field)                                                                    \
+    g_free(name);                                                                               \
+    name = g_strdup_printf("%s." field, bn_prefix);                                             \
+    if (!(var_ = read_tensor(ld, name, NULL, 1, vshape, error)))                                \
+        goto out_free_bn;
+    READ_BN(gamma, "weight")
+    READ_BN(beta, "bias")
+    READ_BN(mean, "running_mean")
+    READ_BN(var, "running_var")
+#undef READ_BN
+
+    conv->bias = g_try_new(float, out);
+    if (!conv->bias) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "%s: out of memory", ld->path);
+        goto out_free_bn;
+    }
+    for (int o = 0; o < out; o++) {
+        float scale = gamma[o] * (1.0f / sqrtf(var[o] + eps));
+        /* two roundings as in torch (no FMA contraction of b - rm * scale) */
+        volatile float mean_scale = mean[o] * scale;
+        conv->bias[o] = beta[o] - mean_scale;
+        for (gsize i = 0; i < per_output; i++)
+            conv->weight[o * per_output + i] *= scale;
+    }
+    ok = TRUE;
+
+out_free_bn:
+    g_free(gamma);
+    g_free(beta);
+    g_free(mean);
+    g_free(var);
+out_free_name:
+    g_free(name);
+    return ok;
+}
+
+/* A convolution with its own bias; @alt_prefix is the older torchvision name. */
+static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix,
+                               vd_conv *conv, int out, int in, int kernel, int stride, int padding,
+                               GError **error)
+{
+    const gint64 wshape[4] = { out, in, kernel, kernel }, bshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", prefix);
+    char *alt = g_strdup_printf("%s.weight", alt_prefix);
+    gboolean ok;
+
+    conv->out_channels = out;
+    conv->in_channels = in;
+    conv->kernel = kernel;
+    conv->stride = stride;
+    conv->padding = padding;
+    conv->weight = read_tensor(ld, name, alt, 4, wshape, error);
+    g_free(name);
+    g_free(alt);
+    name = g_strdup_printf("%s.bias", prefix);
+    alt = g_strdup_printf("%s.bias", alt_prefix);
+    ok = conv->weight && (conv->bias = read_tensor(ld, name, alt, 1, bshape, error)) != NULL;
+    g_free(name);
+    g_free(alt);
+    return ok;
+}
+
+static gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, int out, int in,
+                            GError **error)
+{
+    const gint64 wshape[2] = { out, in }, bshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", prefix);
+    gboolean ok;
+
+    linear->out_features = out;
+    linear->in_features = in;
+    linear->weight = read_tensor(ld, name, NULL, 2, wshape, error);
+    g_free(name);
+    name = g_strdup_printf("%s.bias", prefix);
+    ok = linear->weight && (linear->bias = read_tensor(ld, name, NULL, 1, bshape, error)) != NULL;
+    g_free(name);
+    return ok;
+}
+
+static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    gboolean bottleneck = c->block == VD_BLOCK_BOTTLENECK;
+    int in_channels = c->stem_channels;
+    char conv[64], bn[64];
+
+    if (!load_conv_bn(ld, "backbone.body.conv1", "backbone.body.bn1", &model->stem,
+                      c->stem_channels, 3, 7, 2, 3, error))
+        return FALSE;
+    model->n_blocks = 0;
+    for (int s = 0; s < 4; s++)
+        model->stage_first_block[s] = 0;
+    for (int s = 0; s < model->n_stages_used; s++) {
+        int planes = 64 << s;
+        int out_channels = stage_out_channels(c->block, s + 1);
+
+        model->stage_first_block[s] = model->n_blocks;
+        for (int b = 0; b < c->layers[s]; b++) {
+            vd_block *block = &model->blocks[model->n_blocks++];
+            int stride = (s > 0 && b == 0) ? 2 : 1;
+            char prefix[48];
+
+            g_snprintf(prefix, sizeof prefix, "backbone.body.layer%d.%d", s + 1, b);
+#define CONV_BN(field, index, out_, in_, k_, stride_, pad_)                                      \
+    g_snprintf(conv, sizeof conv, "%s.conv%d", prefix, index);                                  \
+    g_snprintf(bn, sizeof bn, "%s.bn%d", prefix, index);                                        \
+    if (!load_conv_bn(ld, conv, bn, &block->field, out_, in_, k_, stride_, pad_, error))        \
+        return FALSE;
+            if (bottleneck) {
+                CONV_BN(conv1, 1, planes, in_channels, 1, 1, 0)
+                CONV_BN(conv2, 2, planes, planes, 3, stride, 1)
+                CONV_BN(conv3, 3, out_channels, planes, 1, 1, 0)
+            } else {
+                CONV_BN(conv1, 1, planes, in_channels, 3, stride, 1)
+                CONV_BN(conv2, 2, planes, planes, 3, 1, 1)
+            }
+#undef CONV_BN
+            /* torchvision's _make_layer adds the shortcut conv exactly in this case */
+            block->has_downsample = stride != 1 || in_channels != out_channels;
+            if (block->has_downsample) {
+                g_snprintf(conv, sizeof conv, "%s.downsample.0", prefix);
+                g_snprintf(bn, sizeof bn, "%s.downsample.1", prefix);
+                if (!load_conv_bn(ld, conv, bn, &block->downsample, out_channels, in_channels, 1,
+                                  stride, 0, error))
+                    return FALSE;
+            }
+            in_channels = out_channels;
+        }
+    }
+    for (int s = model->n_stages_used; s < 4; s++)
+        model->stage_first_block[s] = model->n_blocks;
+    return TRUE;
+}
+
+static gboolean load_heads(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    int C = c->fpn_channels, A = c->anchors_per_location;
+    int P = c->roi_output_size;
+    char name[64], alt[64];
+
+    for (int i = 0; i < c->n_returned_layers; i++) {
+        int in = stage_out_channels(c->block, c->returned_layers[i]);
+        /* torchvision >= 0.13 wraps the FPN convs in Conv2dNormActivation ('.0') */
+        g_snprintf(name, sizeof name, "backbone.fpn.inner_blocks.%d.0", i);
+        g_snprintf(alt, sizeof alt, "backbone.fpn.inner_blocks.%d", i);
+        if (!load_conv_bias(ld, name, alt, &model->fpn_inner[i], C, in, 1, 1, 0, error))
+            return FALSE;
+        g_snprintf(name, sizeof name, "backbone.fpn.layer_blocks.%d.0", i);
+        g_snprintf(alt, sizeof alt, "backbone.fpn.layer_blocks.%d", i);
+        if (!load_conv_bias(ld, name, alt, &model->fpn_layer[i], C, C, 3, 1, 1, error))
+            return FALSE;
+    }
+    return load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1,
+                          1, error) &&
+           load_conv_bias(ld, "rpn.head.cls_logits", NULL, &model->rpn_cls, A, C, 1, 1, 0,
+                          error) &&
+           load_conv_bias(ld, "rpn.head.bbox_pred", NULL, &model->rpn_bbox, 4 * A, C, 1, 1, 0,
+                          error) &&
+           load_linear(ld, "roi_heads.box_head.fc6", &model->fc6, c->representation_size,
+                       C * P * P, error) &&
+           load_linear(ld, "roi_heads.box_head.fc7", &model->fc7, c->representation_size,
+                       c->representation_size, error) &&
+           load_linear(ld, "roi_heads.box_predictor.cls_score", &model->cls_score, c->num_classes,
+                       c->representation_size, error) &&
+           load_linear(ld, "roi_heads.box_predictor.bbox_pred", &model->bbox_pred,
+                       4 * c->num_classes, c->representation_size, error);
+}
+
+static gboolean check_leftovers(loader *ld, GError **error)
+{
+    for (int i = 0; i < ld->n_entries; i++) {
+        const tensor_entry *t = &ld->entries[i];
+        if (!t->used && !is_num_batches_tracked(t->name)) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                        "%s: unexpected tensor '%s': not part of the architecture in the model "
+                        "config (unsupported head or layer, or a config that does not match the "
+                        "weights)", ld->path, t->name);
+            return FALSE;
+        }
+    }
+    if (ld->eps_per_module && ld->n_eps_used != (int)json_object_get_size(ld->eps_per_module)) {
+        GList *members = json_object_get_members(ld->eps_per_module);
+        const char *unknown = NULL;
+        for (GList *l = members; l && !unknown; l = l->next) {
+            char *gamma = g_strdup_printf("%s.weight", (const char *)l->data);
+            tensor_entry *t = g_hash_table_lookup(ld->by_name, gamma);
+            if (!t || !t->used)
+                unknown = l->data;
+            g_free(gamma);
+        }
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: invalid model config: 'backbone.norm_eps_per_module' names '%s', which is "
+                    "not a batch-norm module of the model", ld->path, unknown ? unknown : "?");
+        g_list_free(members);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The model object                                                          */
+
+static void conv_clear(vd_conv *conv)
+{
+    g_free(conv->weight);
+    g_free(conv->bias);
+}
+
+static void linear_clear(vd_linear *linear)
+{
+    g_free(linear->weight);
+    g_free(linear->bias);
+}
+
+static void model_free(vd_model *model)
+{
+    conv_clear(&model->stem);
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        conv_clear(&model->blocks[b].conv1);
+        conv_clear(&model->blocks[b].conv2);
+        conv_clear(&model->blocks[b].conv3);
+        conv_clear(&model->blocks[b].downsample);
+    }
+    for (int i = 0; i < 4; i++) {
+        conv_clear(&model->fpn_inner[i]);
+        conv_clear(&model->fpn_layer[i]);
+    }
+    conv_clear(&model->rpn_conv);
+    conv_clear(&model->rpn_cls);
+    conv_clear(&model->rpn_bbox);
+    linear_clear(&model->fc6);
+    linear_clear(&model->fc7);
+    linear_clear(&model->cls_score);
+    linear_clear(&model->bbox_pred);
+    g_strfreev(model->config.class_names);
+    g_free(model->description);
+    g_free(model);
+}
 
 vd_model *vd_model_load(const char *path, GError **error)
 {
-    g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "model loading not built yet: %s", path);
-    return NULL;
+    GError *map_error = NULL;
+    GMappedFile *file;
+    const guint8 *contents;
+    guint64 size, header_len;
+    JsonNode *header_root = NULL, *config_root = NULL;
+    JsonObject *metadata = NULL;
+    vd_model *model = NULL;
+    loader ld = { 0 };
+    gboolean ok = FALSE;
+
+    if (!path) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "no model file given");
+        return NULL;
+    }
+    ld.path = path;
+    file = g_mapped_file_new(path, FALSE, &map_error);
+    if (!file) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FILE, "cannot open model file %s: %s", path,
+                    map_error->message);
+        g_error_free(map_error);
+        return NULL;
+    }
+    contents = (const guint8 *)g_mapped_file_get_contents(file);
+    size = g_mapped_file_get_length(file);
+    if (size < 8) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: file too short (%" G_GUINT64_FORMAT " bytes) for the 8-byte safetensors "
+                    "header length", path, size);
+        goto out_unmap;
+    }
+    memcpy(&header_len, contents, 8);
+    header_len = GUINT64_FROM_LE(header_len);
+    if (header_len > size - 8 || header_len > G_MAXSSIZE) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: header length %" G_GUINT64_FORMAT " goes beyond the end of the file (%"
+                    G_GUINT64_FORMAT " bytes): truncated or not a safetensors file", path,
+                    header_len, size);
+        goto out_unmap;
+    }
+    header_root = parse_json_object(path, "the safetensors header", (const char *)contents + 8,
+                                    (gssize)header_len, error);
+    if (!header_root)
+        goto out_unmap;
+
+    model = g_new0(vd_model, 1);
+    model->ref_count = 1;
+    ld.data = contents + 8 + header_len;
+    ld.data_size = size - 8 - header_len;
+    ld.by_name = g_hash_table_new(g_str_hash, g_str_equal);
+
+    if (!parse_metadata(path, json_node_get_object(header_root), &metadata, error) ||
+        !parse_config(path, metadata, &model->config, &config_root, &ld.eps_per_module,
+                      &model->n_stages_used, error) ||
+        !parse_entries(&ld, json_node_get_object(header_root), error))
+        goto out_free_loader;
+    ld.norm_eps = model->config.norm_eps;
+    if (!load_backbone(&ld, model, error) || !load_heads(&ld, model, error) ||
+        !check_leftovers(&ld, error))
+        goto out_free_loader;
+
+    if (model->config.depth > 0)
+        model->description = g_strdup_printf("fasterrcnn resnet%d-fpn, %d classes",
+                                             model->config.depth, model->config.num_classes);
+    else
+        model->description = g_strdup_printf("fasterrcnn resnet-fpn, %d classes",
+                                             model->config.num_classes);
+    ok = TRUE;
+
+out_free_loader:
+    g_hash_table_destroy(ld.by_name);
+    g_free(ld.entries);
+    if (config_root)
+        json_node_unref(config_root);
+    json_node_unref(header_root);
+    if (!ok) {
+        model_free(model);
+        model = NULL;
+    }
+out_unmap:
+    g_mapped_file_unref(file);
+    return model;
 }
-vd_model *vd_model_ref(vd_model *model) { g_atomic_int_inc(&model->ref_count); return model; }
-void vd_model_unref(vd_model *model) { (void)model; }
-int vd_model_num_classes(const vd_model *model) { return model->config.num_classes; }
-const char *vd_model_class_name(const vd_model *model, int label) { return NULL; }
-const char *vd_model_description(const vd_model *model) { return model->description; }
-float vd_model_score_threshold(const vd_model *model) { return model->config.box_score_thresh; }
-int vd_config_stage_channels(const vd_config *config, int stage) { return 0; }
+
+vd_model *vd_model_ref(vd_model *model)
+{
+    if (model)
+        g_atomic_int_inc(&model->ref_count);
+    return model;
+}
+
+void vd_model_unref(vd_model *model)
+{
+    if (model && g_atomic_int_dec_and_test(&model->ref_count))
+        model_free(model);
+}
+
+int vd_model_num_classes(const vd_model *model)
+{
+    return model ? model->config.num_classes : 0;
+}
+
+const char *vd_model_class_name(const vd_model *model, int label)
+{
+    if (!model || label < 0 || label >= model->config.num_classes)
+        return NULL;
+    return model->config.class_names[label];
+}
+
+const char *vd_model_description(const vd_model *model)
+{
+    return model ? model->description : NULL;
+}
+
+float vd_model_score_threshold(const vd_model *model)
+{
+    return model ? model->config.box_score_thresh : 0.0f;
+}
