@@ -1,0 +1,1118 @@
+/* visiondetect: runs the detection engine on every video frame and attaches the
+ * detections to the buffer as metadata. */
+
+/**
+ * SECTION:element-visiondetect
+ * @title: visiondetect
+ *
+ * visiondetect runs a torchvision-compatible Faster R-CNN detector (a model file
+ * written by tools/export_torchvision.py) on each video frame and attaches one
+ * #GstVideoRegionOfInterestMeta per detection: roi_type is the class name and a
+ * "detection" parameter structure holds `x_min`, `y_min`, `x_max`, `y_max`
+ * (normalised 0..1), `confidence`, `label_id` and `label`, as DL Streamer's
+ * elements read them. A companion meta (GstVisionDetectMeta) keeps every field
+ * through a downstream videoscale. The video itself passes unchanged.
+ *
+ * The engine runs on CUDA when a device is available and on the CPU otherwise
+ * (with a warning on the bus). Inference is synchronous: on a live source, use
+ * #GstVisionDetect:interval or a leaky queue in front of the element to keep
+ * up; the element reports its processing time as latency and drops frames that
+ * downstream reports as too late (QoS).
+ *
+ * Without the #GstVisionDetect:model property, the bundled model
+ * visiondetect-shapes.safetensors is used, looked up in $VISIONDETECT_MODEL
+ * (a file path), the source tree's models/ directory, then the installed
+ * data directory.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
+ *     visiondetect model=fasterrcnn.safetensors threshold=0.6 ! \
+ *     visionoverlay ! videoconvert ! autovideosink
+ * ]| Shows a video with the detected objects' boxes and labels.
+ * |[
+ * gst-launch-1.0 v4l2src ! videoconvert ! queue leaky=downstream max-size-buffers=1 ! \
+ *     visiondetect interval=2 classes=person,car ! visionjson location=out.jsonl ! fakesink
+ * ]| Detects people and cars on every second camera frame and writes them as JSON Lines.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "vd_config.h"
+
+#include "gstvisiondetect.h"
+#include "gstvisiondetectmeta.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gst/video/video.h>
+#include <visiondetect/vd.h>
+
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
+
+GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
+#define GST_CAT_DEFAULT gst_vision_detect_debug
+
+#define DEFAULT_MODEL_NAME "visiondetect-shapes.safetensors"
+
+#ifdef HAVE_CUDA
+#define NO_CUDA_REASON "no CUDA device was found"
+#else
+#define NO_CUDA_REASON "this build has no CUDA backend"
+#endif
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_DEVICE "auto"
+#define DEFAULT_PRECISION GST_VISION_DETECT_PRECISION_AUTO
+#define DEFAULT_THRESHOLD 0.5f
+#define DEFAULT_IOU_THRESHOLD -1.0f
+#define DEFAULT_MAX_DETECTIONS 0
+#define DEFAULT_INTERVAL 1
+#define DEFAULT_CLASSES NULL
+#define DEFAULT_LABELS NULL
+#define DEFAULT_THREADS 0
+
+enum
+{
+  PROP_0,
+  PROP_MODEL,
+  PROP_DEVICE,
+  PROP_PRECISION,
+  PROP_THRESHOLD,
+  PROP_IOU_THRESHOLD,
+  PROP_MAX_DETECTIONS,
+  PROP_INTERVAL,
+  PROP_CLASSES,
+  PROP_LABELS,
+  PROP_THREADS,
+};
+
+struct _GstVisionDetect
+{
+  GstBaseTransform parent;
+
+  /* properties, protected by the object lock */
+  gchar *model_path;
+  gchar *device;
+  GstVisionDetectPrecision precision;
+  gfloat threshold;
+  gfloat iou_threshold;
+  gint max_detections;
+  guint interval;
+  gchar *classes;
+  gchar *labels_path;
+  gint threads;
+  gboolean thresholds_changed;  /* set by the property setters, read when streaming */
+  gboolean classes_changed;
+  gboolean started;             /* between start() and stop() */
+
+  /* streaming state: created in start(), released in stop(); only the streaming
+   * thread touches it in between */
+  vd_model *model;
+  vd_context *ctx;
+  gchar **class_names;          /* num_classes names: the model's or the labels file's */
+  gint num_classes;
+  gboolean *keep_class;         /* num_classes flags; NULL keeps every class */
+  GstVideoInfo info;
+  gboolean have_info;
+  guint64 frame_count;
+  GstClockTime inference_time;  /* moving average of vd_detect(), for the latency */
+  guint n_inferences;
+
+  /* the latency we report, protected by the object lock */
+  GstClockTime latency;
+};
+
+#define VIDEO_FORMATS "{ RGB, BGR, RGBA, BGRA, RGBx, BGRx, NV12, I420 }"
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+
+#define gst_vision_detect_parent_class parent_class
+G_DEFINE_TYPE (GstVisionDetect, gst_vision_detect, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE (visiondetect, "visiondetect", GST_RANK_NONE,
+    GST_TYPE_VISION_DETECT);
+
+#define GST_TYPE_VISION_DETECT_PRECISION (gst_vision_detect_precision_get_type ())
+static GType
+gst_vision_detect_precision_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_VISION_DETECT_PRECISION_AUTO,
+        "fp16 on CUDA, fp32 on the CPU", "auto"},
+    {GST_VISION_DETECT_PRECISION_FP32,
+        "32-bit floats (reproduces torchvision on the CPU)", "fp32"},
+    {GST_VISION_DETECT_PRECISION_FP16,
+        "16-bit floats with 32-bit accumulation (CUDA)", "fp16"},
+    {GST_VISION_DETECT_PRECISION_BF16,
+        "bfloat16 (CPUs with AVX512-BF16)", "bf16"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstVisionDetectPrecision", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Settings                                                                  */
+
+/* "auto", "cpu", "cuda" or "cuda:N" */
+static gboolean
+parse_device (const gchar * device, vd_device_type * type, gint * index)
+{
+  *index = 0;
+  if (device == NULL || g_ascii_strcasecmp (device, "auto") == 0) {
+    *type = VD_DEVICE_AUTO;
+    return TRUE;
+  }
+  if (g_ascii_strcasecmp (device, "cpu") == 0) {
+    *type = VD_DEVICE_CPU;
+    return TRUE;
+  }
+  if (g_ascii_strncasecmp (device, "cuda", 4) == 0) {
+    const gchar *rest = device + 4;
+    guint64 n;
+
+    *type = VD_DEVICE_CUDA;
+    if (*rest == '\0')
+      return TRUE;
+    if (*rest != ':' || !g_ascii_string_to_unsigned (rest + 1, 10, 0, 1023, &n,
+            NULL))
+      return FALSE;
+    *index = (gint) n;
+    return TRUE;
+  }
+  return FALSE;
+}
+
+static vd_precision
+to_vd_precision (GstVisionDetectPrecision precision)
+{
+  switch (precision) {
+    case GST_VISION_DETECT_PRECISION_FP32:
+      return VD_PRECISION_FP32;
+    case GST_VISION_DETECT_PRECISION_FP16:
+      return VD_PRECISION_FP16;
+    case GST_VISION_DETECT_PRECISION_BF16:
+      return VD_PRECISION_BF16;
+    case GST_VISION_DETECT_PRECISION_AUTO:
+    default:
+      return VD_PRECISION_AUTO;
+  }
+}
+
+static const gchar *
+precision_name (vd_precision precision)
+{
+  switch (precision) {
+    case VD_PRECISION_FP32:
+      return "fp32";
+    case VD_PRECISION_FP16:
+      return "fp16";
+    case VD_PRECISION_BF16:
+      return "bf16";
+    case VD_PRECISION_AUTO:
+    default:
+      return "auto";
+  }
+}
+
+/* The model used when the property is unset: $VISIONDETECT_MODEL, then the
+ * source tree's models/ (a build that is not installed), then the installed
+ * data directory. Returns NULL when none exists, with @searched listing where
+ * it looked. */
+static gchar *
+find_default_model (gchar ** searched)
+{
+  const gchar *env = g_getenv ("VISIONDETECT_MODEL");
+  const gchar *dirs[] = { VD_BUILD_MODELDIR, VD_MODELDIR };
+  GString *where = g_string_new (NULL);
+  guint i;
+
+  if (env != NULL && *env != '\0') {
+    g_string_free (where, TRUE);
+    *searched = NULL;
+    return g_strdup (env);
+  }
+  for (i = 0; i < G_N_ELEMENTS (dirs); i++) {
+    gchar *path = g_build_filename (dirs[i], DEFAULT_MODEL_NAME, NULL);
+
+    if (g_file_test (path, G_FILE_TEST_IS_REGULAR)) {
+      g_string_free (where, TRUE);
+      *searched = NULL;
+      return path;
+    }
+    g_string_append_printf (where, "%s%s", i > 0 ? ", " : "", dirs[i]);
+    g_free (path);
+  }
+  *searched = g_string_free (where, FALSE);
+  return NULL;
+}
+
+/* A labels file: one class name per line, either num_classes lines (line 1 is
+ * the background class) or num_classes - 1 lines (class 1 first). */
+static gchar **
+load_labels (const gchar * path, gint num_classes, GError ** error)
+{
+  gchar *contents = NULL;
+  gchar **lines = NULL, **names = NULL;
+  guint n_lines, i, first;
+
+  if (!g_file_get_contents (path, &contents, NULL, error))
+    return NULL;
+
+  lines = g_strsplit (contents, "\n", -1);
+  for (i = 0; lines[i] != NULL; i++)
+    g_strchomp (lines[i]);
+  n_lines = g_strv_length (lines);
+  while (n_lines > 0 && lines[n_lines - 1][0] == '\0')
+    n_lines--;
+
+  if (n_lines == (guint) num_classes)
+    first = 0;
+  else if (n_lines + 1 == (guint) num_classes)
+    first = 1;
+  else {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+        "it has %u names, the model has %d classes (%d lines with the "
+        "background class, or %d without)", n_lines, num_classes - 1,
+        num_classes, num_classes - 1);
+    goto out_free_lines;
+  }
+
+  names = g_new0 (gchar *, num_classes + 1);
+  names[0] = g_strdup (first == 1 ? "__background__" : lines[0]);
+  for (i = 1; i < (guint) num_classes; i++) {
+    const gchar *line = lines[i - first];
+
+    if (line[0] == '\0') {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+          "line %u is empty", i - first + 1);
+      g_clear_pointer (&names, g_strfreev);
+      goto out_free_lines;
+    }
+    names[i] = g_strdup (line);
+  }
+
+out_free_lines:
+  g_strfreev (lines);
+  g_free (contents);
+  return names;
+}
+
+/* Resolves the classes property ("car, person" or class ids "3,1") against the
+ * class names; NULL when every class is kept. Posts a warning naming the
+ * entries that match no class. Streaming thread or start(). */
+static gboolean *
+resolve_classes (GstVisionDetect * self, const gchar * classes)
+{
+  gboolean *keep;
+  gchar **entries;
+  GString *unknown = NULL;
+  guint i, n_entries = 0;
+
+  if (classes == NULL)
+    return NULL;
+
+  keep = g_new0 (gboolean, self->num_classes);
+  entries = g_strsplit (classes, ",", -1);
+  for (i = 0; entries[i] != NULL; i++) {
+    gchar *entry = g_strstrip (entries[i]);
+    gboolean found = FALSE;
+    guint64 id;
+    gint c;
+
+    if (*entry == '\0')
+      continue;
+    n_entries++;
+    for (c = 1; c < self->num_classes; c++) {
+      if (g_ascii_strcasecmp (entry, self->class_names[c]) == 0) {
+        keep[c] = TRUE;
+        found = TRUE;
+      }
+    }
+    if (!found && g_ascii_string_to_unsigned (entry, 10, 1,
+            self->num_classes - 1, &id, NULL)) {
+      keep[id] = TRUE;
+      found = TRUE;
+    }
+    if (!found) {
+      if (unknown == NULL)
+        unknown = g_string_new (entry);
+      else
+        g_string_append_printf (unknown, ", %s", entry);
+    }
+  }
+  g_strfreev (entries);
+  if (n_entries == 0) {
+    g_free (keep);
+    return NULL;
+  }
+
+  if (unknown != NULL) {
+    GString *known = g_string_new (NULL);
+    gint c;
+
+    for (c = 1; c < self->num_classes; c++)
+      g_string_append_printf (known, "%s%s", c > 1 ? ", " : "",
+          self->class_names[c]);
+    GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+        ("The model has no class named %s (its classes: %s)", unknown->str,
+            known->str), ("classes=\"%s\"", classes));
+    g_string_free (known, TRUE);
+    g_string_free (unknown, TRUE);
+  }
+  return keep;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GObject                                                                   */
+
+static gboolean
+warn_if_started (GstVisionDetect * self, const GParamSpec * pspec)
+{
+  gboolean started;
+
+  GST_OBJECT_LOCK (self);
+  started = self->started;
+  GST_OBJECT_UNLOCK (self);
+  if (started) {
+    GST_ELEMENT_WARNING (self, CORE, STATE_CHANGE,
+        ("The \"%s\" property can only be changed in the NULL or READY state; "
+            "the new value is ignored", pspec->name), (NULL));
+  }
+  return started;
+}
+
+static void
+gst_vision_detect_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (object);
+
+  switch (prop_id) {
+    case PROP_MODEL:
+    case PROP_DEVICE:
+    case PROP_PRECISION:
+    case PROP_LABELS:
+    case PROP_THREADS:
+      if (warn_if_started (self, pspec))
+        return;
+      break;
+    default:
+      break;
+  }
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model_path);
+      self->model_path = g_value_dup_string (value);
+      break;
+    case PROP_DEVICE:
+      g_free (self->device);
+      self->device = g_value_dup_string (value);
+      break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
+    case PROP_THRESHOLD:
+      self->threshold = g_value_get_float (value);
+      self->thresholds_changed = TRUE;
+      break;
+    case PROP_IOU_THRESHOLD:
+      self->iou_threshold = g_value_get_float (value);
+      self->thresholds_changed = TRUE;
+      break;
+    case PROP_MAX_DETECTIONS:
+      self->max_detections = g_value_get_int (value);
+      self->thresholds_changed = TRUE;
+      break;
+    case PROP_INTERVAL:
+      self->interval = g_value_get_uint (value);
+      break;
+    case PROP_CLASSES:
+      g_free (self->classes);
+      self->classes = g_value_dup_string (value);
+      self->classes_changed = TRUE;
+      break;
+    case PROP_LABELS:
+      g_free (self->labels_path);
+      self->labels_path = g_value_dup_string (value);
+      break;
+    case PROP_THREADS:
+      self->threads = g_value_get_int (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_detect_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model_path);
+      break;
+    case PROP_DEVICE:
+      g_value_set_string (value, self->device);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
+      break;
+    case PROP_THRESHOLD:
+      g_value_set_float (value, self->threshold);
+      break;
+    case PROP_IOU_THRESHOLD:
+      g_value_set_float (value, self->iou_threshold);
+      break;
+    case PROP_MAX_DETECTIONS:
+      g_value_set_int (value, self->max_detections);
+      break;
+    case PROP_INTERVAL:
+      g_value_set_uint (value, self->interval);
+      break;
+    case PROP_CLASSES:
+      g_value_set_string (value, self->classes);
+      break;
+    case PROP_LABELS:
+      g_value_set_string (value, self->labels_path);
+      break;
+    case PROP_THREADS:
+      g_value_set_int (value, self->threads);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_detect_finalize (GObject * object)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (object);
+
+  g_free (self->model_path);
+  g_free (self->device);
+  g_free (self->classes);
+  g_free (self->labels_path);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Start and stop                                                            */
+
+static void
+release_engine (GstVisionDetect * self)
+{
+  g_clear_pointer (&self->ctx, vd_context_free);
+  g_clear_pointer (&self->model, vd_model_unref);
+  g_clear_pointer (&self->class_names, g_strfreev);
+  g_clear_pointer (&self->keep_class, g_free);
+  self->num_classes = 0;
+}
+
+static gboolean
+gst_vision_detect_start (GstBaseTransform * trans)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+  gchar *model_path, *device, *labels_path, *classes;
+  gchar *path = NULL, *searched = NULL;
+  vd_context_params params = vd_context_default_params ();
+  GstVisionDetectPrecision precision;
+  GError *err = NULL;
+  gboolean ok = FALSE;
+  gint c;
+
+  GST_OBJECT_LOCK (self);
+  model_path = g_strdup (self->model_path);
+  device = g_strdup (self->device);
+  labels_path = g_strdup (self->labels_path);
+  classes = g_strdup (self->classes);
+  precision = self->precision;
+  params.score_threshold = self->threshold;
+  params.nms_threshold = self->iou_threshold;
+  params.max_detections = self->max_detections;
+  params.n_threads = self->threads;
+  self->thresholds_changed = FALSE;
+  self->classes_changed = FALSE;
+  GST_OBJECT_UNLOCK (self);
+
+  if (!parse_device (device, &params.device, &params.device_index)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("Invalid device \"%s\": expected auto, cpu, cuda or cuda:N", device),
+        (NULL));
+    goto out_free_settings;
+  }
+  params.precision = to_vd_precision (precision);
+
+  if (model_path != NULL && *model_path != '\0')
+    path = g_strdup (model_path);
+  else
+    path = find_default_model (&searched);
+  if (path == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("No model: set the \"model\" property to a .safetensors file "
+            "(the default model %s is not in %s, and VISIONDETECT_MODEL is "
+            "not set)", DEFAULT_MODEL_NAME, searched), (NULL));
+    goto out_free_settings;
+  }
+  if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\": the file does not exist", path), (NULL));
+    goto out_free_settings;
+  }
+
+  GST_DEBUG_OBJECT (self, "loading model %s", path);
+  self->model = vd_model_load (path, &err);
+  if (self->model == NULL) {
+    if (err->domain == VD_ERROR && err->code == VD_ERROR_FILE)
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
+          ("Could not load model \"%s\": %s", path, err->message), (NULL));
+    else
+      GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+          ("Could not load model \"%s\": %s", path, err->message),
+          ("engine error code %d", err->code));
+    goto out_free_error;
+  }
+
+  self->num_classes = vd_model_num_classes (self->model);
+  if (labels_path != NULL && *labels_path != '\0') {
+    self->class_names = load_labels (labels_path, self->num_classes, &err);
+    if (self->class_names == NULL) {
+      GST_ELEMENT_ERROR (self, RESOURCE, READ,
+          ("Could not use labels file \"%s\": %s", labels_path, err->message),
+          (NULL));
+      goto out_release_engine;
+    }
+  } else {
+    self->class_names = g_new0 (gchar *, self->num_classes + 1);
+    for (c = 0; c < self->num_classes; c++) {
+      const gchar *name = vd_model_class_name (self->model, c);
+
+      self->class_names[c] = name != NULL && *name != '\0' ?
+          g_strdup (name) : g_strdup_printf ("class%d", c);
+    }
+  }
+
+  self->ctx = vd_context_new (self->model, &params, &err);
+  if (self->ctx == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
+        ("Could not run model \"%s\" on device \"%s\" with precision %s: %s",
+            path, device, precision_name (params.precision), err->message),
+        ("engine error code %d", err->code));
+    goto out_release_engine;
+  }
+  if (params.device == VD_DEVICE_AUTO
+      && vd_context_device (self->ctx) == VD_DEVICE_CPU) {
+    GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
+        ("No usable CUDA device: running on the CPU, which is much slower"),
+        ("device=auto; %s", NO_CUDA_REASON));
+  }
+  self->keep_class = resolve_classes (self, classes);
+
+  GST_INFO_OBJECT (self, "model %s (%s), %d classes, on %s in %s", path,
+      vd_model_description (self->model), self->num_classes,
+      vd_context_device (self->ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
+      precision_name (vd_context_precision (self->ctx)));
+
+  self->frame_count = 0;
+  self->inference_time = GST_CLOCK_TIME_NONE;
+  self->n_inferences = 0;
+  GST_OBJECT_LOCK (self);
+  self->started = TRUE;
+  self->latency = 0;
+  GST_OBJECT_UNLOCK (self);
+  ok = TRUE;
+  goto out_free_settings;
+
+out_release_engine:
+  release_engine (self);
+out_free_error:
+  g_clear_error (&err);
+out_free_settings:
+  g_free (path);
+  g_free (searched);
+  g_free (model_path);
+  g_free (device);
+  g_free (labels_path);
+  g_free (classes);
+  return ok;
+}
+
+static gboolean
+gst_vision_detect_stop (GstBaseTransform * trans)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+
+  release_engine (self);
+  self->have_info = FALSE;
+  GST_OBJECT_LOCK (self);
+  self->started = FALSE;
+  GST_OBJECT_UNLOCK (self);
+  return TRUE;
+}
+
+static gboolean
+gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
+    GstCaps * outcaps)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+  GstVideoInfo info;
+
+  if (!gst_video_info_from_caps (&info, incaps)) {
+    GST_ERROR_OBJECT (self, "invalid caps %" GST_PTR_FORMAT, incaps);
+    return FALSE;
+  }
+  /* The engine sizes its work per frame (the CUDA backend rebuilds what
+   * depends on the size when it changes); only the frame layout is ours. */
+  if (self->have_info && (GST_VIDEO_INFO_WIDTH (&info) !=
+          GST_VIDEO_INFO_WIDTH (&self->info)
+          || GST_VIDEO_INFO_HEIGHT (&info) != GST_VIDEO_INFO_HEIGHT (&self->info)))
+    GST_INFO_OBJECT (self, "frame size changes from %dx%d to %dx%d",
+        GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
+        GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info));
+  self->info = info;
+  self->have_info = TRUE;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streaming                                                                 */
+
+static gboolean
+fill_image (const GstVideoFrame * frame, vd_image * image)
+{
+  const GstVideoInfo *info = &frame->info;
+  guint i;
+
+  memset (image, 0, sizeof (*image));
+  switch (GST_VIDEO_FRAME_FORMAT (frame)) {
+    case GST_VIDEO_FORMAT_RGB:
+      image->format = VD_FORMAT_RGB;
+      break;
+    case GST_VIDEO_FORMAT_BGR:
+      image->format = VD_FORMAT_BGR;
+      break;
+    case GST_VIDEO_FORMAT_RGBA:
+      image->format = VD_FORMAT_RGBA;
+      break;
+    case GST_VIDEO_FORMAT_BGRA:
+      image->format = VD_FORMAT_BGRA;
+      break;
+    case GST_VIDEO_FORMAT_RGBx:
+      image->format = VD_FORMAT_RGBX;
+      break;
+    case GST_VIDEO_FORMAT_BGRx:
+      image->format = VD_FORMAT_BGRX;
+      break;
+    case GST_VIDEO_FORMAT_NV12:
+      image->format = VD_FORMAT_NV12;
+      break;
+    case GST_VIDEO_FORMAT_I420:
+      image->format = VD_FORMAT_I420;
+      break;
+    default:
+      return FALSE;
+  }
+  image->width = GST_VIDEO_FRAME_WIDTH (frame);
+  image->height = GST_VIDEO_FRAME_HEIGHT (frame);
+  for (i = 0; i < GST_VIDEO_FRAME_N_PLANES (frame) && i < 3; i++) {
+    image->planes[i] = GST_VIDEO_FRAME_PLANE_DATA (frame, i);
+    image->strides[i] = GST_VIDEO_FRAME_PLANE_STRIDE (frame, i);
+  }
+  switch (info->colorimetry.matrix) {
+    case GST_VIDEO_COLOR_MATRIX_BT709:
+    case GST_VIDEO_COLOR_MATRIX_SMPTE240M:
+      image->matrix = VD_COLOR_MATRIX_BT709;
+      break;
+    case GST_VIDEO_COLOR_MATRIX_BT2020:
+      image->matrix = VD_COLOR_MATRIX_BT2020;
+      break;
+    default:
+      image->matrix = VD_COLOR_MATRIX_BT601;
+      break;
+  }
+  image->full_range = info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
+  return TRUE;
+}
+
+static gint
+next_roi_id (GstBuffer * buffer)
+{
+  GstVideoRegionOfInterestMeta *roi;
+  gpointer state = NULL;
+  gint next = 0;
+
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL)
+    next = MAX (next, roi->id + 1);
+  return next;
+}
+
+static void
+attach_detections (GstVisionDetect * self, GstBuffer * buffer,
+    const vd_result * result)
+{
+  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
+  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
+  GstVisionDetectMeta *meta = NULL;
+  gint roi_id = next_roi_id (buffer);
+  gint i;
+#ifdef HAVE_GST_ANALYTICS
+  GstAnalyticsRelationMeta *relations = NULL;
+#endif
+
+  for (i = 0; i < result->n_detections; i++) {
+    const vd_detection *det = &result->detections[i];
+    GstVideoRegionOfInterestMeta *roi;
+    GstVisionDetection d;
+    const gchar *label;
+    gdouble x1, y1, x2, y2;
+    guint ix1, iy1, ix2, iy2;
+
+    if (det->label <= 0 || det->label >= self->num_classes)
+      continue;
+    if (self->keep_class != NULL && !self->keep_class[det->label])
+      continue;
+    label = self->class_names[det->label];
+
+    x1 = CLAMP (det->x1, 0.0, width);
+    y1 = CLAMP (det->y1, 0.0, height);
+    x2 = CLAMP (det->x2, x1, width);
+    y2 = CLAMP (det->y2, y1, height);
+    ix1 = (guint) lround (x1);
+    iy1 = (guint) lround (y1);
+    ix2 = MAX ((guint) lround (x2), ix1);
+    iy2 = MAX ((guint) lround (y2), iy1);
+
+    roi = gst_buffer_add_video_region_of_interest_meta (buffer, label,
+        ix1, iy1, ix2 - ix1, iy2 - iy1);
+    roi->id = roi_id;
+    roi->parent_id = -1;
+    gst_video_region_of_interest_meta_add_param (roi,
+        gst_structure_new ("detection",
+            "x_min", G_TYPE_DOUBLE, x1 / width,
+            "y_min", G_TYPE_DOUBLE, y1 / height,
+            "x_max", G_TYPE_DOUBLE, x2 / width,
+            "y_max", G_TYPE_DOUBLE, y2 / height,
+            "confidence", G_TYPE_DOUBLE, (gdouble) det->score,
+            "label_id", G_TYPE_INT, det->label,
+            "label", G_TYPE_STRING, label, NULL));
+
+    if (meta == NULL)
+      meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
+    d.x = x1;
+    d.y = y1;
+    d.w = x2 - x1;
+    d.h = y2 - y1;
+    d.confidence = det->score;
+    d.label_id = det->label;
+    d.label = g_quark_from_string (label);
+    d.roi_id = roi_id;
+    gst_vision_detect_meta_add_detection (meta, &d);
+
+#ifdef HAVE_GST_ANALYTICS
+    {
+      GstAnalyticsODMtd od;
+
+      if (relations == NULL) {
+        relations = gst_buffer_get_analytics_relation_meta (buffer);
+        if (relations == NULL)
+          relations = gst_buffer_add_analytics_relation_meta (buffer);
+      }
+      if (relations != NULL)
+        gst_analytics_relation_meta_add_od_mtd (relations, d.label,
+            (gint) ix1, (gint) iy1, (gint) (ix2 - ix1), (gint) (iy2 - iy1),
+            det->score, &od);
+    }
+#endif
+    roi_id++;
+  }
+}
+
+/* Keeps the reported latency at least the typical inference time, so that a
+ * live pipeline's sinks wait for detected frames instead of dropping them. */
+static void
+update_latency (GstVisionDetect * self, GstClockTime elapsed)
+{
+  gboolean post = FALSE;
+  GstClockTime wanted;
+
+  self->n_inferences++;
+  /* the first inference also creates the backend's primitives: not typical */
+  if (self->n_inferences == 1)
+    return;
+  if (!GST_CLOCK_TIME_IS_VALID (self->inference_time))
+    self->inference_time = elapsed;
+  else
+    self->inference_time = (7 * self->inference_time + elapsed) / 8;
+
+  wanted = self->inference_time + self->inference_time / 2;
+  GST_OBJECT_LOCK (self);
+  if (wanted > self->latency + self->latency / 4) {
+    self->latency = wanted;
+    post = TRUE;
+  }
+  GST_OBJECT_UNLOCK (self);
+  if (post) {
+    GST_INFO_OBJECT (self, "inference takes %" GST_TIME_FORMAT
+        ", reporting a latency of %" GST_TIME_FORMAT,
+        GST_TIME_ARGS (self->inference_time), GST_TIME_ARGS (wanted));
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_latency (GST_OBJECT (self)));
+  }
+}
+
+static GstFlowReturn
+gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+  guint64 frame_index = self->frame_count++;
+  gboolean thresholds_changed, classes_changed;
+  gfloat threshold, iou_threshold;
+  gint max_detections;
+  gchar *classes = NULL;
+  guint interval;
+  GstVideoFrame frame;
+  vd_image image;
+  vd_result result;
+  GError *err = NULL;
+  GstClockTime start;
+
+  if (G_UNLIKELY (!self->have_info || self->ctx == NULL)) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("frame before caps or before the engine started"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+
+  GST_OBJECT_LOCK (self);
+  interval = self->interval;
+  thresholds_changed = self->thresholds_changed;
+  threshold = self->threshold;
+  iou_threshold = self->iou_threshold;
+  max_detections = self->max_detections;
+  self->thresholds_changed = FALSE;
+  classes_changed = self->classes_changed;
+  if (classes_changed)
+    classes = g_strdup (self->classes);
+  self->classes_changed = FALSE;
+  GST_OBJECT_UNLOCK (self);
+
+  if (thresholds_changed)
+    vd_context_set_thresholds (self->ctx, threshold, iou_threshold,
+        max_detections);
+  if (classes_changed) {
+    g_free (self->keep_class);
+    self->keep_class = resolve_classes (self, classes);
+    g_free (classes);
+  }
+
+  if (interval > 1 && frame_index % interval != 0)
+    return GST_FLOW_OK;
+  if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
+    return GST_FLOW_OK;
+
+  /* read only: the frame passes unchanged, the metas are on the buffer */
+  if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Could not map video frame %" G_GUINT64_FORMAT, frame_index), (NULL));
+    return GST_FLOW_ERROR;
+  }
+  if (!fill_image (&frame, &image)) {
+    gst_video_frame_unmap (&frame);
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("Unsupported video format %s",
+            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info))),
+        (NULL));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+
+  start = gst_util_get_timestamp ();
+  if (!vd_detect (self->ctx, &image, 1, &result, &err)) {
+    gst_video_frame_unmap (&frame);
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d %s): %s",
+            frame_index, image.width, image.height,
+            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info)),
+            err->message), ("engine error code %d", err->code));
+    g_clear_error (&err);
+    return GST_FLOW_ERROR;
+  }
+  update_latency (self, gst_util_get_timestamp () - start);
+  gst_video_frame_unmap (&frame);
+
+  GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
+      frame_index, result.n_detections);
+  attach_detections (self, buffer, &result);
+  vd_result_clear (&result);
+  return GST_FLOW_OK;
+}
+
+static gboolean
+gst_vision_detect_query (GstBaseTransform * trans, GstPadDirection direction,
+    GstQuery * query)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+  gboolean ret;
+
+  ret = GST_BASE_TRANSFORM_CLASS (parent_class)->query (trans, direction,
+      query);
+  if (ret && direction == GST_PAD_SRC
+      && GST_QUERY_TYPE (query) == GST_QUERY_LATENCY) {
+    GstClockTime min, max, latency;
+    gboolean live;
+
+    GST_OBJECT_LOCK (self);
+    latency = self->latency;
+    GST_OBJECT_UNLOCK (self);
+    gst_query_parse_latency (query, &live, &min, &max);
+    min += latency;
+    if (GST_CLOCK_TIME_IS_VALID (max))
+      max += latency;
+    gst_query_set_latency (query, live, min, max);
+    GST_DEBUG_OBJECT (self, "added %" GST_TIME_FORMAT " of latency",
+        GST_TIME_ARGS (latency));
+  }
+  return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Class                                                                     */
+
+static void
+gst_vision_detect_class_init (GstVisionDetectClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+
+  gobject_class->set_property = gst_vision_detect_set_property;
+  gobject_class->get_property = gst_vision_detect_get_property;
+  gobject_class->finalize = gst_vision_detect_finalize;
+
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "Model file (.safetensors, written by tools/export_torchvision.py). "
+          "Unset: $VISIONDETECT_MODEL, else the bundled " DEFAULT_MODEL_NAME
+          " from the build tree's or the installed models directory",
+          DEFAULT_MODEL, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_DEVICE,
+      g_param_spec_string ("device", "Device",
+          "Where inference runs: auto (CUDA when a device is usable, else the "
+          "CPU with a warning), cpu, cuda or cuda:N (the Nth CUDA device)",
+          DEFAULT_DEVICE, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Arithmetic of convolutions and linear layers",
+          GST_TYPE_VISION_DETECT_PRECISION, DEFAULT_PRECISION,
+          rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_THRESHOLD,
+      g_param_spec_float ("threshold", "Score threshold",
+          "Keep detections whose confidence is above this; a negative value "
+          "uses the model's own box_score_thresh (torchvision's 0.05)",
+          -1.0f, 1.0f, DEFAULT_THRESHOLD, rw | GST_PARAM_MUTABLE_PLAYING
+          | GST_PARAM_CONTROLLABLE));
+  g_object_class_install_property (gobject_class, PROP_IOU_THRESHOLD,
+      g_param_spec_float ("iou-threshold", "IoU threshold",
+          "Non-maximum suppression: of two boxes of a class overlapping more "
+          "than this (intersection over union), keep the better; a negative "
+          "value uses the model's box_nms_thresh (torchvision's 0.5)",
+          -1.0f, 1.0f, DEFAULT_IOU_THRESHOLD, rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_MAX_DETECTIONS,
+      g_param_spec_int ("max-detections", "Maximum detections",
+          "Most detections per frame (the best ones); 0 uses the model's "
+          "detections_per_img (torchvision's 100)", 0, 100000,
+          DEFAULT_MAX_DETECTIONS, rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_INTERVAL,
+      g_param_spec_uint ("interval", "Interval",
+          "Run inference on every Nth frame only (1: every frame); the frames "
+          "in between pass without detections", 1, G_MAXUINT, DEFAULT_INTERVAL,
+          rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_CLASSES,
+      g_param_spec_string ("classes", "Classes",
+          "Comma-separated class names (or class ids) to keep, e.g. "
+          "\"person,car\"; unset or empty keeps every class",
+          DEFAULT_CLASSES, rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_LABELS,
+      g_param_spec_string ("labels", "Labels file",
+          "Text file of class names, one per line, replacing the model's: "
+          "num_classes lines (the first for the background) or one fewer "
+          "(class 1 first)", DEFAULT_LABELS, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_THREADS,
+      g_param_spec_int ("threads", "CPU threads",
+          "Threads of the CPU backend (0: all cores)", 0, 1024,
+          DEFAULT_THREADS, rw | GST_PARAM_MUTABLE_READY));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class,
+      "Vision object detector", "Filter/Analyzer/Video",
+      "Detects objects in video frames with a torchvision Faster R-CNN model "
+      "and attaches them as region-of-interest metadata",
+      "visiondetect developers");
+
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_vision_detect_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_detect_stop);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_detect_set_caps);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
+  trans_class->query = GST_DEBUG_FUNCPTR (gst_vision_detect_query);
+  trans_class->passthrough_on_same_caps = FALSE;
+  trans_class->transform_ip_on_passthrough = FALSE;
+
+  gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_PRECISION, 0);
+  GST_DEBUG_CATEGORY_INIT (gst_vision_detect_debug, "visiondetect", 0,
+      "visiondetect object detector");
+}
+
+static void
+gst_vision_detect_init (GstVisionDetect * self)
+{
+  GstBaseTransform *trans = GST_BASE_TRANSFORM (self);
+
+  self->model_path = g_strdup (DEFAULT_MODEL);
+  self->device = g_strdup (DEFAULT_DEVICE);
+  self->precision = DEFAULT_PRECISION;
+  self->threshold = DEFAULT_THRESHOLD;
+  self->iou_threshold = DEFAULT_IOU_THRESHOLD;
+  self->max_detections = DEFAULT_MAX_DETECTIONS;
+  self->interval = DEFAULT_INTERVAL;
+  self->classes = g_strdup (DEFAULT_CLASSES);
+  self->labels_path = g_strdup (DEFAULT_LABELS);
+  self->threads = DEFAULT_THREADS;
+  self->inference_time = GST_CLOCK_TIME_NONE;
+
+  /* in place, never passthrough: the metas need a writable buffer (basetransform
+   * makes a shallow copy when it is shared; the pixels are never copied) */
+  gst_base_transform_set_in_place (trans, TRUE);
+  gst_base_transform_set_passthrough (trans, FALSE);
+  /* like GstVideoFilter: drop frames that downstream reports as too late */
+  gst_base_transform_set_qos_enabled (trans, TRUE);
+}

@@ -1,0 +1,33 @@
+/* visiondetect: the detection element. */
+#ifndef __GST_VISION_DETECT_H__
+#define __GST_VISION_DETECT_H__
+
+#include <gst/gst.h>
+#include <gst/base/gstbasetransform.h>
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_VISION_DETECT (gst_vision_detect_get_type ())
+G_DECLARE_FINAL_TYPE (GstVisionDetect, gst_vision_detect, GST, VISION_DETECT,
+    GstBaseTransform);
+
+/**
+ * GstVisionDetectPrecision:
+ * @GST_VISION_DETECT_PRECISION_AUTO: fp16 on CUDA, fp32 on the CPU
+ * @GST_VISION_DETECT_PRECISION_FP32: 32-bit floats (the CPU's exact torchvision path)
+ * @GST_VISION_DETECT_PRECISION_FP16: 16-bit floats with fp32 accumulation (CUDA)
+ * @GST_VISION_DETECT_PRECISION_BF16: bfloat16 (CPUs with AVX512-BF16)
+ */
+typedef enum
+{
+  GST_VISION_DETECT_PRECISION_AUTO,
+  GST_VISION_DETECT_PRECISION_FP32,
+  GST_VISION_DETECT_PRECISION_FP16,
+  GST_VISION_DETECT_PRECISION_BF16,
+} GstVisionDetectPrecision;
+
+GST_ELEMENT_REGISTER_DECLARE (visiondetect);
+
+G_END_DECLS
+
+#endif /* __GST_VISION_DETECT_H__ */

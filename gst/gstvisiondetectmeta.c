@@ -1,0 +1,234 @@
+/* visiondetect: the companion detection meta (see gstvisiondetectmeta.h). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstvisiondetectmeta.h"
+
+GST_DEBUG_CATEGORY_STATIC (vision_detect_meta_debug);
+#define GST_CAT_DEFAULT vision_detect_meta_debug
+
+GType
+gst_vision_detect_meta_api_get_type (void)
+{
+  static GType type = 0;
+  /* "size" makes videoscale/videoconvertscale call our transform with a scale
+   * request instead of dropping the meta; no "orientation": a flip or rotation
+   * we do not handle drops it (videoflip keeps only metas it understands). */
+  static const gchar *tags[] = { GST_META_TAG_VIDEO_STR,
+    GST_META_TAG_VIDEO_SIZE_STR, NULL
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType api = gst_meta_api_type_register ("GstVisionDetectMetaAPI", tags);
+    g_once_init_leave (&type, api);
+  }
+  return type;
+}
+
+static gboolean
+gst_vision_detect_meta_init (GstMeta * meta, gpointer params, GstBuffer * buffer)
+{
+  GstVisionDetectMeta *dmeta = (GstVisionDetectMeta *) meta;
+
+  dmeta->width = 0;
+  dmeta->height = 0;
+  dmeta->detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
+  return TRUE;
+}
+
+static void
+gst_vision_detect_meta_free (GstMeta * meta, GstBuffer * buffer)
+{
+  GstVisionDetectMeta *dmeta = (GstVisionDetectMeta *) meta;
+
+  g_clear_pointer (&dmeta->detections, g_array_unref);
+}
+
+static gboolean
+gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
+    GstBuffer * buffer, GQuark type, gpointer data)
+{
+  GstVisionDetectMeta *smeta = (GstVisionDetectMeta *) meta;
+  GstVisionDetectMeta *dmeta;
+  gdouble sx = 1.0, sy = 1.0;
+  guint width = smeta->width, height = smeta->height;
+  guint i;
+
+  if (GST_META_TRANSFORM_IS_COPY (type)) {
+    /* a region copy of a video frame still holds the whole frame's detections */
+  } else if (GST_VIDEO_META_TRANSFORM_IS_SCALE (type)) {
+    GstVideoMetaTransform *trans = data;
+    gint in_w = GST_VIDEO_INFO_WIDTH (trans->in_info);
+    gint in_h = GST_VIDEO_INFO_HEIGHT (trans->in_info);
+
+    width = GST_VIDEO_INFO_WIDTH (trans->out_info);
+    height = GST_VIDEO_INFO_HEIGHT (trans->out_info);
+    if (in_w <= 0 || in_h <= 0)
+      return FALSE;
+    sx = (gdouble) width / in_w;
+    sy = (gdouble) height / in_h;
+    GST_DEBUG ("scaling %u detections %dx%d -> %ux%u",
+        smeta->detections->len, in_w, in_h, width, height);
+  } else {
+    return FALSE;
+  }
+
+  dmeta = gst_buffer_add_vision_detect_meta (dest, width, height);
+  if (dmeta == NULL)
+    return FALSE;
+  for (i = 0; i < smeta->detections->len; i++) {
+    GstVisionDetection d =
+        g_array_index (smeta->detections, GstVisionDetection, i);
+
+    d.x *= sx;
+    d.w *= sx;
+    d.y *= sy;
+    d.h *= sy;
+    g_array_append_val (dmeta->detections, d);
+  }
+  return TRUE;
+}
+
+const GstMetaInfo *
+gst_vision_detect_meta_get_info (void)
+{
+  static const GstMetaInfo *info = NULL;
+
+  if (g_once_init_enter ((GstMetaInfo **) & info)) {
+    const GstMetaInfo *mi = gst_meta_register (GST_VISION_DETECT_META_API_TYPE,
+        "GstVisionDetectMeta", sizeof (GstVisionDetectMeta),
+        gst_vision_detect_meta_init, gst_vision_detect_meta_free,
+        gst_vision_detect_meta_transform);
+
+    GST_DEBUG_CATEGORY_INIT (vision_detect_meta_debug, "visiondetectmeta", 0,
+        "visiondetect companion meta");
+    g_once_init_leave ((GstMetaInfo **) & info, (GstMetaInfo *) mi);
+  }
+  return info;
+}
+
+GstVisionDetectMeta *
+gst_buffer_add_vision_detect_meta (GstBuffer * buffer, guint width,
+    guint height)
+{
+  GstVisionDetectMeta *meta;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
+
+  meta = (GstVisionDetectMeta *) gst_buffer_add_meta (buffer,
+      GST_VISION_DETECT_META_INFO, NULL);
+  if (meta == NULL)
+    return NULL;
+  meta->width = width;
+  meta->height = height;
+  return meta;
+}
+
+void
+gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
+    const GstVisionDetection * detection)
+{
+  g_return_if_fail (meta != NULL && detection != NULL);
+
+  g_array_append_vals (meta->detections, detection, 1);
+}
+
+static gboolean
+has_roi_id (GArray * detections, guint n, gint roi_id)
+{
+  guint i;
+
+  for (i = 0; i < n; i++)
+    if (g_array_index (detections, GstVisionDetection, i).roi_id == roi_id)
+      return TRUE;
+  return FALSE;
+}
+
+/* Adds the ROI metas that no companion meta already described (the first
+ * @n_companion entries of @detections). */
+static void
+detections_from_roi_metas (GstBuffer * buffer, guint width, guint height,
+    GArray * detections, guint n_companion)
+{
+  GstVideoRegionOfInterestMeta *roi;
+  gpointer state = NULL;
+
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+    GstStructure *s;
+    GstVisionDetection d;
+
+    if (has_roi_id (detections, n_companion, roi->id))
+      continue;
+    s = gst_video_region_of_interest_meta_get_param (roi,
+        "detection");
+    d.x = roi->x;
+    d.y = roi->y;
+    d.w = roi->w;
+    d.h = roi->h;
+    d.confidence = -1.0;
+    d.label_id = -1;
+    d.label = roi->roi_type;
+    d.roi_id = roi->id;
+
+    if (s != NULL) {
+      gdouble x_min, y_min, x_max, y_max;
+      const gchar *label;
+
+      /* the normalised box is exact; the ROI's integer pixels are rounded */
+      if (gst_structure_get (s, "x_min", G_TYPE_DOUBLE, &x_min,
+              "y_min", G_TYPE_DOUBLE, &y_min, "x_max", G_TYPE_DOUBLE, &x_max,
+              "y_max", G_TYPE_DOUBLE, &y_max, NULL)) {
+        d.x = x_min * width;
+        d.y = y_min * height;
+        d.w = (x_max - x_min) * width;
+        d.h = (y_max - y_min) * height;
+      }
+      gst_structure_get_double (s, "confidence", &d.confidence);
+      gst_structure_get_int (s, "label_id", &d.label_id);
+      label = gst_structure_get_string (s, "label");
+      if (label != NULL)
+        d.label = g_quark_from_string (label);
+    }
+    g_array_append_val (detections, d);
+  }
+}
+
+GArray *
+gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
+    guint height)
+{
+  GArray *detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
+  GstVisionDetectMeta *meta;
+  gpointer state = NULL;
+
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), detections);
+
+  /* several visiondetect elements in a row each add their own meta */
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL) {
+    gdouble sx = 1.0, sy = 1.0;
+    guint i;
+
+    if (meta->width > 0 && meta->height > 0) {
+      sx = (gdouble) width / meta->width;
+      sy = (gdouble) height / meta->height;
+    }
+    for (i = 0; i < meta->detections->len; i++) {
+      GstVisionDetection d =
+          g_array_index (meta->detections, GstVisionDetection, i);
+
+      d.x *= sx;
+      d.w *= sx;
+      d.y *= sy;
+      d.h *= sy;
+      g_array_append_val (detections, d);
+    }
+  }
+  detections_from_roi_metas (buffer, width, height, detections,
+      detections->len);
+  return detections;
+}

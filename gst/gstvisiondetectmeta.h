@@ -1,0 +1,88 @@
+/* visiondetect: the companion detection meta.
+ *
+ * GstVideoRegionOfInterestMeta is the standard place for detections, but its
+ * scale transform (videoscale, videoconvertscale) drops the "detection" params.
+ * GstVisionDetectMeta carries every detection of a buffer with all its fields and
+ * rescales them when the frame is scaled, so that the detections survive a
+ * downstream resize. visionoverlay and visionjson read it first and fall back to
+ * ROI metas (from this or another element) when it is absent.
+ */
+#ifndef __GST_VISION_DETECT_META_H__
+#define __GST_VISION_DETECT_META_H__
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+G_BEGIN_DECLS
+
+/**
+ * GstVisionDetection:
+ * @x: left edge in pixels of the frame the meta describes (continuous coordinates)
+ * @y: top edge in pixels
+ * @w: width in pixels
+ * @h: height in pixels
+ * @confidence: detection score, 0..1
+ * @label_id: class id of the model (1..num_classes-1)
+ * @label: class name, as a quark
+ * @roi_id: id of the GstVideoRegionOfInterestMeta added for the same detection
+ */
+typedef struct
+{
+  gdouble x, y, w, h;
+  gdouble confidence;
+  gint label_id;
+  GQuark label;
+  gint roi_id;
+} GstVisionDetection;
+
+/**
+ * GstVisionDetectMeta:
+ * @meta: parent
+ * @width: width of the frame the boxes refer to
+ * @height: height of the frame the boxes refer to
+ * @detections: (element-type GstVisionDetection): the detections, by descending score
+ */
+typedef struct
+{
+  GstMeta meta;
+  guint width;
+  guint height;
+  GArray *detections;
+} GstVisionDetectMeta;
+
+GType gst_vision_detect_meta_api_get_type (void);
+#define GST_VISION_DETECT_META_API_TYPE (gst_vision_detect_meta_api_get_type ())
+
+const GstMetaInfo *gst_vision_detect_meta_get_info (void);
+#define GST_VISION_DETECT_META_INFO (gst_vision_detect_meta_get_info ())
+
+#define gst_buffer_get_vision_detect_meta(b) \
+  ((GstVisionDetectMeta *) gst_buffer_get_meta ((b), GST_VISION_DETECT_META_API_TYPE))
+
+GstVisionDetectMeta *gst_buffer_add_vision_detect_meta (GstBuffer * buffer,
+    guint width, guint height);
+
+void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
+    const GstVisionDetection * detection);
+
+/* Reading detections back, for visionoverlay, visionjson and the tests. */
+
+/**
+ * gst_vision_detections_from_buffer:
+ * @buffer: a video buffer
+ * @width: the buffer's frame width
+ * @height: the buffer's frame height
+ *
+ * Collects the detections of @buffer in pixels of a @width x @height frame: from
+ * the GstVisionDetectMeta when there is one (rescaled if it describes another
+ * size), else from the GstVideoRegionOfInterestMetas (their "detection" param
+ * when present, else their roi_type and box with confidence -1).
+ *
+ * Returns: (transfer full) (element-type GstVisionDetection): a new array.
+ */
+GArray *gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
+    guint height);
+
+G_END_DECLS
+
+#endif /* __GST_VISION_DETECT_META_H__ */

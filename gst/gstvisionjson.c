@@ -1,0 +1,377 @@
+/* visionjson: a passthrough element that writes one JSON object per frame
+ * (JSON Lines) with the frame's detections. */
+
+/**
+ * SECTION:element-visionjson
+ * @title: visionjson
+ *
+ * visionjson writes one line of JSON per frame to #GstVisionJson:location
+ * (standard output when unset) and, with #GstVisionJson:post-messages, posts
+ * it as an element message named "visionjson" on the bus (fields `frame`,
+ * `pts` and `json`). The video passes unchanged. Each line is:
+ *
+ * |[
+ * {"frame":0,"pts":0,"width":640,"height":480,"objects":[
+ *   {"id":0,"label":"ball","label_id":1,"confidence":0.97,
+ *    "box":{"x_min":0.41,"y_min":0.33,"x_max":0.59,"y_max":0.57},
+ *    "rect":{"x":262.4,"y":158.4,"w":115.2,"h":115.2}}]}
+ * ]|
+ *
+ * (on one line). `pts` is in nanoseconds (null when the buffer has none), `box`
+ * is normalised to 0..1, `rect` is in pixels of this frame; `confidence` and
+ * `label_id` are -1 for regions of interest that carry no detection
+ * parameters.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
+ *     visiondetect ! visionjson location=detections.jsonl ! fakesink
+ * ]|
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstvisionjson.h"
+#include "gstvisiondetectmeta.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <gst/video/video.h>
+#include <json-glib/json-glib.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_vision_json_debug);
+#define GST_CAT_DEFAULT gst_vision_json_debug
+
+#define DEFAULT_LOCATION NULL
+#define DEFAULT_POST_MESSAGES FALSE
+
+enum
+{
+  PROP_0,
+  PROP_LOCATION,
+  PROP_POST_MESSAGES,
+};
+
+struct _GstVisionJson
+{
+  GstBaseTransform parent;
+
+  /* properties, protected by the object lock */
+  gchar *location;
+  gboolean post_messages;
+
+  /* streaming state */
+  FILE *file;                   /* stdout when no location is set */
+  GstVideoInfo info;
+  gboolean have_info;
+  guint64 frame_count;
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+
+#define gst_vision_json_parent_class parent_class
+G_DEFINE_TYPE (GstVisionJson, gst_vision_json, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE (visionjson, "visionjson", GST_RANK_NONE,
+    GST_TYPE_VISION_JSON);
+
+/* JSON numbers without float noise: pixels to 1/100, the rest to 1e-6 */
+static void
+add_rounded (JsonBuilder * builder, const gchar * name, gdouble value,
+    gdouble scale)
+{
+  json_builder_set_member_name (builder, name);
+  json_builder_add_double_value (builder, round (value * scale) / scale);
+}
+
+static gchar *
+frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
+{
+  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
+  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
+  GArray *detections = gst_vision_detections_from_buffer (buffer, width,
+      height);
+  JsonBuilder *builder = json_builder_new ();
+  JsonGenerator *generator;
+  JsonNode *root;
+  gchar *json;
+  guint i;
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "frame");
+  json_builder_add_int_value (builder, (gint64) frame_index);
+  json_builder_set_member_name (builder, "pts");
+  if (GST_BUFFER_PTS_IS_VALID (buffer))
+    json_builder_add_int_value (builder, (gint64) GST_BUFFER_PTS (buffer));
+  else
+    json_builder_add_null_value (builder);
+  json_builder_set_member_name (builder, "width");
+  json_builder_add_int_value (builder, width);
+  json_builder_set_member_name (builder, "height");
+  json_builder_add_int_value (builder, height);
+
+  json_builder_set_member_name (builder, "objects");
+  json_builder_begin_array (builder);
+  for (i = 0; i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+
+    json_builder_begin_object (builder);
+    json_builder_set_member_name (builder, "id");
+    json_builder_add_int_value (builder, d->roi_id);
+    json_builder_set_member_name (builder, "label");
+    json_builder_add_string_value (builder,
+        d->label ? g_quark_to_string (d->label) : "");
+    json_builder_set_member_name (builder, "label_id");
+    json_builder_add_int_value (builder, d->label_id);
+    add_rounded (builder, "confidence", d->confidence, 1e6);
+
+    json_builder_set_member_name (builder, "box");
+    json_builder_begin_object (builder);
+    add_rounded (builder, "x_min", d->x / width, 1e6);
+    add_rounded (builder, "y_min", d->y / height, 1e6);
+    add_rounded (builder, "x_max", (d->x + d->w) / width, 1e6);
+    add_rounded (builder, "y_max", (d->y + d->h) / height, 1e6);
+    json_builder_end_object (builder);
+
+    json_builder_set_member_name (builder, "rect");
+    json_builder_begin_object (builder);
+    add_rounded (builder, "x", d->x, 100);
+    add_rounded (builder, "y", d->y, 100);
+    add_rounded (builder, "w", d->w, 100);
+    add_rounded (builder, "h", d->h, 100);
+    json_builder_end_object (builder);
+
+    json_builder_end_object (builder);
+  }
+  json_builder_end_array (builder);
+  json_builder_end_object (builder);
+
+  root = json_builder_get_root (builder);
+  generator = json_generator_new ();
+  json_generator_set_root (generator, root);
+  json = json_generator_to_data (generator, NULL);
+
+  g_object_unref (generator);
+  json_node_unref (root);
+  g_object_unref (builder);
+  g_array_unref (detections);
+  return json;
+}
+
+static GstFlowReturn
+gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+{
+  GstVisionJson *self = GST_VISION_JSON (trans);
+  guint64 frame_index = self->frame_count++;
+  gboolean post_messages;
+  gchar *json;
+
+  if (G_UNLIKELY (!self->have_info)) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("frame before caps"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+
+  json = frame_to_json (self, buffer, frame_index);
+
+  if (fputs (json, self->file) == EOF || fputc ('\n', self->file) == EOF
+      || fflush (self->file) != 0) {
+    gchar *location;
+
+    GST_OBJECT_LOCK (self);
+    location = g_strdup (self->location ? self->location : "standard output");
+    GST_OBJECT_UNLOCK (self);
+    GST_ELEMENT_ERROR (self, RESOURCE, WRITE,
+        ("Could not write to \"%s\": %s", location, g_strerror (errno)),
+        (NULL));
+    g_free (location);
+    g_free (json);
+    return GST_FLOW_ERROR;
+  }
+
+  GST_OBJECT_LOCK (self);
+  post_messages = self->post_messages;
+  GST_OBJECT_UNLOCK (self);
+  if (post_messages) {
+    GstStructure *s = gst_structure_new ("visionjson",
+        "frame", G_TYPE_UINT64, frame_index,
+        "pts", G_TYPE_UINT64, GST_BUFFER_PTS (buffer),
+        "json", G_TYPE_STRING, json, NULL);
+
+    gst_element_post_message (GST_ELEMENT (self),
+        gst_message_new_element (GST_OBJECT (self), s));
+  }
+  g_free (json);
+  return GST_FLOW_OK;
+}
+
+static gboolean
+gst_vision_json_set_caps (GstBaseTransform * trans, GstCaps * incaps,
+    GstCaps * outcaps)
+{
+  GstVisionJson *self = GST_VISION_JSON (trans);
+
+  if (!gst_video_info_from_caps (&self->info, incaps)) {
+    GST_ERROR_OBJECT (self, "invalid caps %" GST_PTR_FORMAT, incaps);
+    return FALSE;
+  }
+  self->have_info = TRUE;
+  return TRUE;
+}
+
+static gboolean
+gst_vision_json_start (GstBaseTransform * trans)
+{
+  GstVisionJson *self = GST_VISION_JSON (trans);
+  gchar *location;
+
+  GST_OBJECT_LOCK (self);
+  location = g_strdup (self->location);
+  GST_OBJECT_UNLOCK (self);
+
+  if (location == NULL || *location == '\0') {
+    self->file = stdout;
+  } else {
+    self->file = g_fopen (location, "w");
+    if (self->file == NULL) {
+      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
+          ("Could not open \"%s\" for writing: %s", location,
+              g_strerror (errno)), (NULL));
+      g_free (location);
+      return FALSE;
+    }
+  }
+  g_free (location);
+  self->frame_count = 0;
+  return TRUE;
+}
+
+static gboolean
+gst_vision_json_stop (GstBaseTransform * trans)
+{
+  GstVisionJson *self = GST_VISION_JSON (trans);
+  gboolean ok = TRUE;
+
+  if (self->file != NULL && self->file != stdout && fclose (self->file) != 0) {
+    GST_ELEMENT_ERROR (self, RESOURCE, CLOSE, ("Could not close the JSON file: "
+            "%s", g_strerror (errno)), (NULL));
+    ok = FALSE;
+  }
+  self->file = NULL;
+  self->have_info = FALSE;
+  return ok;
+}
+
+static void
+gst_vision_json_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstVisionJson *self = GST_VISION_JSON (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_LOCATION:
+      g_free (self->location);
+      self->location = g_value_dup_string (value);
+      break;
+    case PROP_POST_MESSAGES:
+      self->post_messages = g_value_get_boolean (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_json_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstVisionJson *self = GST_VISION_JSON (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_LOCATION:
+      g_value_set_string (value, self->location);
+      break;
+    case PROP_POST_MESSAGES:
+      g_value_set_boolean (value, self->post_messages);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_json_finalize (GObject * object)
+{
+  GstVisionJson *self = GST_VISION_JSON (object);
+
+  g_free (self->location);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_vision_json_class_init (GstVisionJsonClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+
+  gobject_class->set_property = gst_vision_json_set_property;
+  gobject_class->get_property = gst_vision_json_get_property;
+  gobject_class->finalize = gst_vision_json_finalize;
+
+  g_object_class_install_property (gobject_class, PROP_LOCATION,
+      g_param_spec_string ("location", "Location",
+          "File to write the JSON Lines to (truncated when the element "
+          "starts); unset: standard output", DEFAULT_LOCATION,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+          | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_POST_MESSAGES,
+      g_param_spec_boolean ("post-messages", "Post messages",
+          "Also post each frame's JSON as an element message named "
+          "\"visionjson\" (fields frame, pts, json) on the bus",
+          DEFAULT_POST_MESSAGES, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+          | GST_PARAM_MUTABLE_PLAYING));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class,
+      "Vision detections to JSON", "Filter/Analyzer/Video",
+      "Writes each frame's detections as one line of JSON (JSON Lines) to a "
+      "file or the bus", "visiondetect developers");
+
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_vision_json_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_json_stop);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_json_set_caps);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_json_transform_ip);
+  trans_class->transform_ip_on_passthrough = TRUE;
+
+  GST_DEBUG_CATEGORY_INIT (gst_vision_json_debug, "visionjson", 0,
+      "visiondetect JSON Lines writer");
+}
+
+static void
+gst_vision_json_init (GstVisionJson * self)
+{
+  self->location = g_strdup (DEFAULT_LOCATION);
+  self->post_messages = DEFAULT_POST_MESSAGES;
+  gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), TRUE);
+}

@@ -1,0 +1,480 @@
+/* visionoverlay: draws the detections of each frame (box, class name and
+ * confidence) with Cairo and Pango. */
+
+/**
+ * SECTION:element-visionoverlay
+ * @title: visionoverlay
+ *
+ * visionoverlay draws each detection found in a buffer's metadata onto the
+ * frame: a box in a colour chosen per class and, above it, the class name and
+ * the confidence. It reads the detections visiondetect attaches (its companion
+ * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
+ * "detection" parameters DL Streamer uses when present.
+ *
+ * It draws on packed RGB formats (BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR,
+ * RGB, BGR); put a videoconvert in front of it for YUV video.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 videotestsrc pattern=ball ! videoconvert ! visiondetect ! \
+ *     visionoverlay line-width=3 font-desc="Sans 14" ! videoconvert ! autovideosink
+ * ]|
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstvisionoverlay.h"
+#include "gstvisiondetectmeta.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cairo.h>
+#include <pango/pangocairo.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_vision_overlay_debug);
+#define GST_CAT_DEFAULT gst_vision_overlay_debug
+
+#define DEFAULT_LINE_WIDTH 0.0
+#define DEFAULT_FONT_DESC NULL
+#define DEFAULT_TEXT GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE
+
+enum
+{
+  PROP_0,
+  PROP_LINE_WIDTH,
+  PROP_FONT_DESC,
+  PROP_TEXT,
+};
+
+struct _GstVisionOverlay
+{
+  GstVideoFilter parent;
+
+  /* properties, protected by the object lock */
+  gdouble line_width;
+  gchar *font_desc;
+  GstVisionOverlayText text;
+
+  /* streaming thread: the drawing surface for formats Cairo cannot draw on
+   * directly, blended onto the frame afterwards */
+  cairo_surface_t *scratch;
+};
+
+#define VIDEO_FORMATS \
+  "{ BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR, RGB, BGR }"
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+
+#define gst_vision_overlay_parent_class parent_class
+G_DEFINE_TYPE (GstVisionOverlay, gst_vision_overlay, GST_TYPE_VIDEO_FILTER);
+GST_ELEMENT_REGISTER_DEFINE (visionoverlay, "visionoverlay", GST_RANK_NONE,
+    GST_TYPE_VISION_OVERLAY);
+
+#define GST_TYPE_VISION_OVERLAY_TEXT (gst_vision_overlay_text_get_type ())
+static GType
+gst_vision_overlay_text_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_VISION_OVERLAY_TEXT_NONE, "Boxes only", "none"},
+    {GST_VISION_OVERLAY_TEXT_LABEL, "The class name", "label"},
+    {GST_VISION_OVERLAY_TEXT_CONFIDENCE, "The confidence", "confidence"},
+    {GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE,
+        "The class name and the confidence", "label-confidence"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstVisionOverlayText", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+/* Distinct, saturated colours (Tableau 10 and a few more), picked by class id. */
+static const guint8 palette[][3] = {
+  {0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
+  {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
+  {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}, {0xff, 0xd7, 0x00}, {0x00, 0xff, 0x7f},
+};
+
+static void
+class_colour (const GstVisionDetection * d, gdouble rgb[3])
+{
+  guint index;
+
+  if (d->label_id >= 0)
+    index = (guint) d->label_id;
+  else
+    index = g_str_hash (d->label ? g_quark_to_string (d->label) : "");
+  index %= G_N_ELEMENTS (palette);
+  rgb[0] = palette[index][0] / 255.0;
+  rgb[1] = palette[index][1] / 255.0;
+  rgb[2] = palette[index][2] / 255.0;
+}
+
+static gchar *
+detection_text (const GstVisionDetection * d, GstVisionOverlayText text)
+{
+  const gchar *label = d->label ? g_quark_to_string (d->label) : NULL;
+  gboolean show_label = text == GST_VISION_OVERLAY_TEXT_LABEL
+      || text == GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE;
+  gboolean show_confidence = d->confidence >= 0.0
+      && (text == GST_VISION_OVERLAY_TEXT_CONFIDENCE
+      || text == GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE);
+
+  if (label == NULL)
+    show_label = FALSE;
+  if (show_label && show_confidence)
+    return g_strdup_printf ("%s %.2f", label, d->confidence);
+  if (show_label)
+    return g_strdup (label);
+  if (show_confidence)
+    return g_strdup_printf ("%.2f", d->confidence);
+  return NULL;
+}
+
+/* Draws the detections with colours given as seen by Cairo; @swap_rb when the
+ * frame's bytes hold red where Cairo puts blue. */
+static void
+draw_detections (cairo_t * cr, GArray * detections, gint width, gint height,
+    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
+    gboolean swap_rb)
+{
+  PangoLayout *layout = NULL;
+  guint i;
+
+  if (text != GST_VISION_OVERLAY_TEXT_NONE) {
+    layout = pango_cairo_create_layout (cr);
+    pango_layout_set_font_description (layout, font);
+  }
+
+  cairo_set_line_width (cr, line_width);
+  cairo_set_line_join (cr, CAIRO_LINE_JOIN_MITER);
+  for (i = 0; i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+    gdouble rgb[3], x, y, w, h;
+    gchar *str;
+
+    /* whole pixels, and the stroke inside the box: nothing is drawn outside
+     * the detection's pixels but its label */
+    x = CLAMP (floor (d->x + 0.5), 0, width);
+    y = CLAMP (floor (d->y + 0.5), 0, height);
+    w = CLAMP (floor (d->x + d->w + 0.5), x, width) - x;
+    h = CLAMP (floor (d->y + d->h + 0.5), y, height) - y;
+    if (w < 1 || h < 1)
+      continue;
+
+    class_colour (d, rgb);
+    if (swap_rb)
+      cairo_set_source_rgb (cr, rgb[2], rgb[1], rgb[0]);
+    else
+      cairo_set_source_rgb (cr, rgb[0], rgb[1], rgb[2]);
+
+    if (w <= 2 * line_width || h <= 2 * line_width) {
+      cairo_rectangle (cr, x, y, w, h);
+      cairo_fill (cr);
+    } else {
+      cairo_rectangle (cr, x + line_width / 2, y + line_width / 2,
+          w - line_width, h - line_width);
+      cairo_stroke (cr);
+    }
+
+    str = layout ? detection_text (d, text) : NULL;
+    if (str != NULL) {
+      PangoRectangle ink, logical;
+      gdouble tx, ty, tw, th, pad = 2;
+      gdouble luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
+
+      pango_layout_set_text (layout, str, -1);
+      pango_layout_get_pixel_extents (layout, &ink, &logical);
+      tw = logical.width + 2 * pad;
+      th = logical.height;
+      /* above the box when it fits, else inside its top edge */
+      tx = x;
+      ty = y - th >= 0 ? y - th : y;
+      if (tx + tw > width)
+        tx = MAX (0, width - tw);
+      cairo_rectangle (cr, tx, ty, tw, th);
+      cairo_fill (cr);
+      if (luma > 0.55)
+        cairo_set_source_rgb (cr, 0, 0, 0);
+      else
+        cairo_set_source_rgb (cr, 1, 1, 1);
+      cairo_move_to (cr, tx + pad, ty);
+      pango_cairo_show_layout (cr, layout);
+      g_free (str);
+    }
+  }
+  g_clear_object (&layout);
+}
+
+/* Whether Cairo's native-endian ARGB32 word matches the format's bytes, and
+ * whether red and blue are exchanged. */
+static gboolean
+cairo_compatible (GstVideoFormat format, gboolean * swap_rb)
+{
+  switch (format) {
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+    case GST_VIDEO_FORMAT_BGRx:
+    case GST_VIDEO_FORMAT_BGRA:
+      *swap_rb = FALSE;
+      return TRUE;
+    case GST_VIDEO_FORMAT_RGBx:
+    case GST_VIDEO_FORMAT_RGBA:
+      *swap_rb = TRUE;
+      return TRUE;
+#else
+    case GST_VIDEO_FORMAT_xRGB:
+    case GST_VIDEO_FORMAT_ARGB:
+      *swap_rb = FALSE;
+      return TRUE;
+    case GST_VIDEO_FORMAT_xBGR:
+    case GST_VIDEO_FORMAT_ABGR:
+      *swap_rb = TRUE;
+      return TRUE;
+#endif
+    default:
+      return FALSE;
+  }
+}
+
+/* Blends the premultiplied ARGB32 @scratch onto a packed RGB frame. */
+static void
+blend_scratch (cairo_surface_t * scratch, GstVideoFrame * frame)
+{
+  const GstVideoFormatInfo *finfo = frame->info.finfo;
+  const gint width = GST_VIDEO_FRAME_WIDTH (frame);
+  const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
+  const gint pstride = GST_VIDEO_FRAME_COMP_PSTRIDE (frame, 0);
+  const gint r_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_R);
+  const gint g_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_G);
+  const gint b_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_B);
+  const guint8 *src = cairo_image_surface_get_data (scratch);
+  const gint src_stride = cairo_image_surface_get_stride (scratch);
+  guint8 *dst = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
+  const gint dst_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
+  gint x, y;
+
+  cairo_surface_flush (scratch);
+  for (y = 0; y < height; y++) {
+    const guint32 *s = (const guint32 *) (src + (gsize) y * src_stride);
+    guint8 *row = dst + (gsize) y * dst_stride;
+
+    for (x = 0; x < width; x++) {
+      guint32 argb = s[x];
+      guint a = argb >> 24, inv;
+      guint8 *p;
+
+      if (a == 0)
+        continue;
+      inv = 255 - a;
+      p = row + x * pstride;
+      p[r_off] = ((argb >> 16) & 0xff) + (p[r_off] * inv + 127) / 255;
+      p[g_off] = ((argb >> 8) & 0xff) + (p[g_off] * inv + 127) / 255;
+      p[b_off] = (argb & 0xff) + (p[b_off] * inv + 127) / 255;
+    }
+  }
+}
+
+static GstFlowReturn
+gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
+    GstVideoFrame * frame)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (filter);
+  const gint width = GST_VIDEO_FRAME_WIDTH (frame);
+  const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
+  GArray *detections;
+  PangoFontDescription *font;
+  GstVisionOverlayText text;
+  gdouble line_width;
+  gboolean swap_rb = FALSE, direct;
+  cairo_surface_t *surface;
+  cairo_t *cr;
+
+  detections = gst_vision_detections_from_buffer (frame->buffer, width, height);
+  if (detections->len == 0) {
+    g_array_unref (detections);
+    return GST_FLOW_OK;
+  }
+
+  GST_OBJECT_LOCK (self);
+  line_width = self->line_width > 0 ? self->line_width :
+      MAX (2.0, round (height / 240.0));
+  text = self->text;
+  font = pango_font_description_from_string (self->font_desc ?
+      self->font_desc : "Sans Bold");
+  GST_OBJECT_UNLOCK (self);
+  if (!(pango_font_description_get_set_fields (font) & PANGO_FONT_MASK_SIZE))
+    pango_font_description_set_absolute_size (font,
+        MAX (9.0, height / 36.0) * PANGO_SCALE);
+
+  direct = cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
+      && GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) % 4 == 0;
+  if (direct) {
+    surface = cairo_image_surface_create_for_data (
+        GST_VIDEO_FRAME_PLANE_DATA (frame, 0), CAIRO_FORMAT_RGB24, width,
+        height, GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0));
+  } else {
+    if (self->scratch == NULL
+        || cairo_image_surface_get_width (self->scratch) != width
+        || cairo_image_surface_get_height (self->scratch) != height) {
+      g_clear_pointer (&self->scratch, cairo_surface_destroy);
+      self->scratch = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width,
+          height);
+    }
+    surface = cairo_surface_reference (self->scratch);
+  }
+
+  cr = cairo_create (surface);
+  if (!direct) {
+    cairo_set_operator (cr, CAIRO_OPERATOR_CLEAR);
+    cairo_paint (cr);
+    cairo_set_operator (cr, CAIRO_OPERATOR_OVER);
+  }
+  draw_detections (cr, detections, width, height, line_width, font, text,
+      swap_rb);
+  if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
+    GST_WARNING_OBJECT (self, "drawing failed: %s",
+        cairo_status_to_string (cairo_status (cr)));
+  cairo_destroy (cr);
+  cairo_surface_flush (surface);
+  if (!direct)
+    blend_scratch (surface, frame);
+  cairo_surface_destroy (surface);
+
+  pango_font_description_free (font);
+  g_array_unref (detections);
+  return GST_FLOW_OK;
+}
+
+static gboolean
+gst_vision_overlay_stop (GstBaseTransform * trans)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
+
+  g_clear_pointer (&self->scratch, cairo_surface_destroy);
+  return TRUE;
+}
+
+static void
+gst_vision_overlay_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_LINE_WIDTH:
+      self->line_width = g_value_get_double (value);
+      break;
+    case PROP_FONT_DESC:
+      g_free (self->font_desc);
+      self->font_desc = g_value_dup_string (value);
+      break;
+    case PROP_TEXT:
+      self->text = g_value_get_enum (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_overlay_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_LINE_WIDTH:
+      g_value_set_double (value, self->line_width);
+      break;
+    case PROP_FONT_DESC:
+      g_value_set_string (value, self->font_desc);
+      break;
+    case PROP_TEXT:
+      g_value_set_enum (value, self->text);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_overlay_finalize (GObject * object)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (object);
+
+  g_free (self->font_desc);
+  g_clear_pointer (&self->scratch, cairo_surface_destroy);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+  GstVideoFilterClass *filter_class = GST_VIDEO_FILTER_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+      | GST_PARAM_MUTABLE_PLAYING;
+
+  gobject_class->set_property = gst_vision_overlay_set_property;
+  gobject_class->get_property = gst_vision_overlay_get_property;
+  gobject_class->finalize = gst_vision_overlay_finalize;
+
+  g_object_class_install_property (gobject_class, PROP_LINE_WIDTH,
+      g_param_spec_double ("line-width", "Line width",
+          "Width of the box outlines in pixels (0: scaled with the frame "
+          "height, at least 2)", 0.0, 100.0, DEFAULT_LINE_WIDTH, rw));
+  g_object_class_install_property (gobject_class, PROP_FONT_DESC,
+      g_param_spec_string ("font-desc", "Font description",
+          "Pango font description of the labels, e.g. \"Sans Bold 12\" (unset: "
+          "Sans Bold, sized with the frame height)", DEFAULT_FONT_DESC, rw));
+  g_object_class_install_property (gobject_class, PROP_TEXT,
+      g_param_spec_enum ("text", "Text",
+          "What to write above each box", GST_TYPE_VISION_OVERLAY_TEXT,
+          DEFAULT_TEXT, rw));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class,
+      "Vision detection overlay", "Filter/Editor/Video",
+      "Draws detected objects (boxes, class names, confidences) from the "
+      "frames' region-of-interest metadata", "visiondetect developers");
+
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_overlay_stop);
+  filter_class->transform_frame_ip =
+      GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_frame_ip);
+
+  gst_type_mark_as_plugin_api (GST_TYPE_VISION_OVERLAY_TEXT, 0);
+  GST_DEBUG_CATEGORY_INIT (gst_vision_overlay_debug, "visionoverlay", 0,
+      "visiondetect overlay");
+}
+
+static void
+gst_vision_overlay_init (GstVisionOverlay * self)
+{
+  self->line_width = DEFAULT_LINE_WIDTH;
+  self->font_desc = g_strdup (DEFAULT_FONT_DESC);
+  self->text = DEFAULT_TEXT;
+}

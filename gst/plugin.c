@@ -1,0 +1,33 @@
+/* visiondetect: the GStreamer plugin (visiondetect, visionoverlay, visionjson). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "vd_config.h"
+
+#include <gst/gst.h>
+
+#include "gstvisiondetect.h"
+#include "gstvisionjson.h"
+#include "gstvisionoverlay.h"
+
+#define PACKAGE "visiondetect"
+
+static gboolean
+plugin_init (GstPlugin * plugin)
+{
+  gboolean ret = FALSE;
+
+  /* the default model may be given through the environment: rescan when it changes */
+  gst_plugin_add_dependency_simple (plugin, "VISIONDETECT_MODEL", NULL, NULL,
+      GST_PLUGIN_DEPENDENCY_FLAG_NONE);
+
+  ret |= GST_ELEMENT_REGISTER (visiondetect, plugin);
+  ret |= GST_ELEMENT_REGISTER (visionoverlay, plugin);
+  ret |= GST_ELEMENT_REGISTER (visionjson, plugin);
+  return ret;
+}
+
+GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, visiondetect,
+    "Object detection with torchvision-compatible Faster R-CNN models",
+    plugin_init, VD_VERSION, "LGPL", "visiondetect", "https://github.com/visiondetect")
