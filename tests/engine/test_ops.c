@@ -1,0 +1,660 @@
+/* Unit tests of the CPU small ops (engine/cpu/vd_cpu_ops.c) and of the shared
+ * per-element maths (kernels/vd_math.h). Expected values are worked out by hand
+ * in the comments; comparisons are exact unless a tolerance is stated with its
+ * reason. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/vd_cpu_ops.h"
+#include "vd_math.h"
+
+/* ------------------------------------------------------------------------ */
+/* IoU                                                                        */
+
+static void test_iou(void)
+{
+    float a[4] = { 0, 0, 2, 2 };
+    float disjoint[4] = { 3, 3, 5, 5 };
+    float touching[4] = { 2, 0, 4, 2 }; /* shares the edge x = 2: zero area */
+    float corner[4] = { 2, 2, 4, 4 };
+    float overlap[4] = { 1, 1, 3, 3 }; /* inter 1, union 4 + 4 - 1 = 7 */
+    float inside[4] = { 0, 0, 2, 1 };  /* inter 2, union 4: exactly 0.5 */
+
+    g_assert_cmpfloat(vd_math_box_iou(a, disjoint), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_box_iou(a, touching), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_box_iou(a, corner), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_box_iou(a, a), ==, 1.0f);
+    g_assert_cmpfloat(vd_math_box_iou(a, overlap), ==, 1.0f / 7.0f);
+    g_assert_cmpfloat(vd_math_box_iou(overlap, a), ==, 1.0f / 7.0f);
+    g_assert_cmpfloat(vd_math_box_iou(a, inside), ==, 0.5f);
+    /* no +1 convention: a 1x1 box has area 1, not 4 */
+    float unit[4] = { 5, 5, 6, 6 };
+    g_assert_cmpfloat(vd_math_box_area(unit), ==, 1.0f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* NMS                                                                        */
+
+static void test_nms_ties(void)
+{
+    /* three identical boxes with equal scores: the lowest index survives */
+    float same[12] = { 0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10 };
+    float equal[3] = { 0.5f, 0.5f, 0.5f };
+    int keep[3];
+    g_assert_cmpint(vd_nms(same, equal, 3, 0.5f, keep), ==, 1);
+    g_assert_cmpint(keep[0], ==, 0);
+
+    /* disjoint boxes: all kept, score descending, equal scores by index */
+    float disjoint[16] = { 0, 0, 1, 1, 2, 0, 3, 1, 4, 0, 5, 1, 6, 0, 7, 1 };
+    float scores[4] = { 0.5f, 0.9f, 0.5f, 0.7f };
+    int keep4[4];
+    g_assert_cmpint(vd_nms(disjoint, scores, 4, 0.5f, keep4), ==, 4);
+    g_assert_cmpint(keep4[0], ==, 1);
+    g_assert_cmpint(keep4[1], ==, 3);
+    g_assert_cmpint(keep4[2], ==, 0);
+    g_assert_cmpint(keep4[3], ==, 2);
+}
+
+static void test_nms_threshold_strict(void)
+{
+    /* IoU of these two is exactly 0.5 (inter 2, union 4) */
+    float boxes[8] = { 0, 0, 4, 1, 0, 0, 2, 1 };
+    float scores[2] = { 0.9f, 0.8f };
+    int keep[2];
+    g_assert_cmpint(vd_nms(boxes, scores, 2, 0.5f, keep), ==, 2); /* not > 0.5 */
+    g_assert_cmpint(keep[0], ==, 0);
+    g_assert_cmpint(keep[1], ==, 1);
+    g_assert_cmpint(vd_nms(boxes, scores, 2, 0.49f, keep), ==, 1);
+    g_assert_cmpint(keep[0], ==, 0);
+}
+
+static void test_nms_suppressed_do_not_suppress(void)
+{
+    /* A suppresses B (IoU 3/5), B would suppress C (IoU 3/5) but is gone, and
+     * IoU(A, C) = 2/6 stays below 0.5: A and C are kept. */
+    float boxes[12] = { 0, 0, 4, 1, 1, 0, 5, 1, 2, 0, 6, 1 };
+    float scores[3] = { 0.9f, 0.8f, 0.7f };
+    int keep[3];
+    g_assert_cmpint(vd_nms(boxes, scores, 3, 0.5f, keep), ==, 2);
+    g_assert_cmpint(keep[0], ==, 0);
+    g_assert_cmpint(keep[1], ==, 2);
+}
+
+static void test_nms_empty(void)
+{
+    int keep[1] = { 42 };
+    g_assert_cmpint(vd_nms(NULL, NULL, 0, 0.5f, keep), ==, 0);
+    g_assert_cmpint(vd_batched_nms(NULL, NULL, NULL, 0, 0.5f, keep), ==, 0);
+    g_assert_cmpint(keep[0], ==, 42);
+}
+
+static void test_batched_nms(void)
+{
+    /* 0 and 1 identical but in different groups: both kept; 2 is identical to 0
+     * in group 0 with a lower score: suppressed; 3 and 4 are disjoint in group 1.
+     * Merged by score: 4 (0.9), 0 (0.6), 1 (0.6, tie: higher index), 3 (0.3). */
+    float boxes[20] = { 0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10, 20, 20, 30, 30, 40, 40, 50, 50 };
+    float scores[5] = { 0.6f, 0.6f, 0.5f, 0.3f, 0.9f };
+    int groups[5] = { 7, 3, 7, 3, 3 };
+    int keep[5];
+    g_assert_cmpint(vd_batched_nms(boxes, scores, groups, 5, 0.5f, keep), ==, 4);
+    g_assert_cmpint(keep[0], ==, 4);
+    g_assert_cmpint(keep[1], ==, 0);
+    g_assert_cmpint(keep[2], ==, 1);
+    g_assert_cmpint(keep[3], ==, 3);
+}
+
+/* Straightforward reference: insertion sort (stable) and the greedy loop. */
+static int reference_nms(const float *boxes, const float *scores, const int *groups, int n,
+                         float threshold, int *keep)
+{
+    int *order = g_new(int, n);
+    gboolean *suppressed = g_new0(gboolean, n);
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        while (j > 0 && scores[order[j - 1]] < scores[i]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    int n_keep = 0;
+    for (int a = 0; a < n; a++) {
+        int i = order[a];
+        if (suppressed[i])
+            continue;
+        keep[n_keep++] = i;
+        for (int b = a + 1; b < n; b++) {
+            int j = order[b];
+            if (!suppressed[j] && (!groups || groups[i] == groups[j]) &&
+                vd_math_box_iou(boxes + 4 * i, boxes + 4 * j) > threshold)
+                suppressed[j] = TRUE;
+        }
+    }
+    g_free(order);
+    g_free(suppressed);
+    return n_keep;
+}
+
+static void test_nms_random_against_reference(void)
+{
+    GRand *rand = g_rand_new_with_seed(1234);
+    for (int round = 0; round < 20; round++) {
+        int n = 50 + 40 * round;
+        float *boxes = g_new(float, 4 * n);
+        float *scores = g_new(float, n);
+        int *groups = g_new(int, n);
+        for (int i = 0; i < n; i++) {
+            float x = (float)g_rand_double_range(rand, 0, 100);
+            float y = (float)g_rand_double_range(rand, 0, 100);
+            boxes[4 * i + 0] = x;
+            boxes[4 * i + 1] = y;
+            boxes[4 * i + 2] = x + (float)g_rand_double_range(rand, 0, 40);
+            boxes[4 * i + 3] = y + (float)g_rand_double_range(rand, 0, 40);
+            /* coarse scores so that many tie */
+            scores[i] = (float)g_rand_int_range(rand, 0, 20) / 20.0f;
+            groups[i] = g_rand_int_range(rand, 0, 4);
+        }
+        int *keep = g_new(int, n), *expected = g_new(int, n);
+        int n_keep = vd_nms(boxes, scores, n, 0.5f, keep);
+        int n_expected = reference_nms(boxes, scores, NULL, n, 0.5f, expected);
+        g_assert_cmpint(n_keep, ==, n_expected);
+        g_assert_cmpmem(keep, n_keep * sizeof(int), expected, n_expected * sizeof(int));
+
+        n_keep = vd_batched_nms(boxes, scores, groups, n, 0.3f, keep);
+        n_expected = reference_nms(boxes, scores, groups, n, 0.3f, expected);
+        g_assert_cmpint(n_keep, ==, n_expected);
+        g_assert_cmpmem(keep, n_keep * sizeof(int), expected, n_expected * sizeof(int));
+        g_free(boxes);
+        g_free(scores);
+        g_free(groups);
+        g_free(keep);
+        g_free(expected);
+    }
+    g_rand_free(rand);
+}
+
+/* ------------------------------------------------------------------------ */
+/* top-k                                                                      */
+
+static void test_topk(void)
+{
+    float values[6] = { 1, 3, 3, 2, 3, -1 };
+    int idx[6];
+    g_assert_cmpint(vd_topk(values, 6, 3, idx), ==, 3);
+    g_assert_cmpint(idx[0], ==, 1);
+    g_assert_cmpint(idx[1], ==, 2);
+    g_assert_cmpint(idx[2], ==, 4);
+    g_assert_cmpint(vd_topk(values, 6, 4, idx), ==, 4);
+    g_assert_cmpint(idx[3], ==, 3);
+    /* k clamped to n, full descending order */
+    g_assert_cmpint(vd_topk(values, 6, 100, idx), ==, 6);
+    int all[6] = { 1, 2, 4, 3, 0, 5 };
+    g_assert_cmpmem(idx, sizeof(all), all, sizeof(all));
+    g_assert_cmpint(vd_topk(values, 6, 0, idx), ==, 0);
+    g_assert_cmpint(vd_topk(values, 0, 3, idx), ==, 0);
+    /* NaN ranks above everything (as in torch.topk); -0 ties with +0 */
+    float special[4] = { 0.0f, NAN, -0.0f, INFINITY };
+    g_assert_cmpint(vd_topk(special, 4, 4, idx), ==, 4);
+    g_assert_cmpint(idx[0], ==, 1);
+    g_assert_cmpint(idx[1], ==, 3);
+    g_assert_cmpint(idx[2], ==, 0);
+    g_assert_cmpint(idx[3], ==, 2);
+}
+
+static void test_topk_random(void)
+{
+    GRand *rand = g_rand_new_with_seed(99);
+    int n = 5000, k = 300;
+    float *values = g_new(float, n);
+    for (int i = 0; i < n; i++)
+        values[i] = (float)g_rand_int_range(rand, 0, 500); /* ~10 ties per value */
+    int *idx = g_new(int, k);
+    g_assert_cmpint(vd_topk(values, n, k, idx), ==, k);
+    /* reference: scan values from high to low, indices ascending */
+    int m = 0;
+    for (int v = 499; v >= 0 && m < k; v--)
+        for (int i = 0; i < n && m < k; i++)
+            if (values[i] == (float)v) {
+                g_assert_cmpint(idx[m], ==, i);
+                m++;
+            }
+    g_assert_cmpint(m, ==, k);
+    g_free(values);
+    g_free(idx);
+    g_rand_free(rand);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Anchors                                                                    */
+
+static void test_cell_anchors_table(void)
+{
+    /* spec §3.1, ratios 0.5, 1, 2 per size */
+    static const float table[5][3][4] = {
+        { { -23, -11, 23, 11 }, { -16, -16, 16, 16 }, { -11, -23, 11, 23 } },
+        { { -45, -23, 45, 23 }, { -32, -32, 32, 32 }, { -23, -45, 23, 45 } },
+        { { -91, -45, 91, 45 }, { -64, -64, 64, 64 }, { -45, -91, 45, 91 } },
+        { { -181, -91, 181, 91 }, { -128, -128, 128, 128 }, { -91, -181, 91, 181 } },
+        { { -362, -181, 362, 181 }, { -256, -256, 256, 256 }, { -181, -362, 181, 362 } },
+    };
+    const float sizes[5] = { 32, 64, 128, 256, 512 };
+    const float ratios[3] = { 0.5f, 1.0f, 2.0f };
+    for (int s = 0; s < 5; s++) {
+        float out[12];
+        vd_cell_anchors(&sizes[s], 1, ratios, 3, out);
+        g_assert_cmpmem(out, sizeof(out), table[s], sizeof(table[s]));
+    }
+    /* several sizes in one level: ratio-major, a = ri * n_sizes + si */
+    float out[60];
+    vd_cell_anchors(sizes, 5, ratios, 3, out);
+    for (int ri = 0; ri < 3; ri++)
+        for (int si = 0; si < 5; si++)
+            g_assert_cmpmem(out + 4 * (ri * 5 + si), 4 * sizeof(float), table[si][ri],
+                            4 * sizeof(float));
+}
+
+static void test_cell_anchor_half_even(void)
+{
+    /* ratio 1 and size 3: [-1.5, -1.5, 1.5, 1.5] rounds half to even: -2, 2;
+     * size 5: 2.5 -> 2 */
+    float out[4];
+    vd_math_cell_anchor(3.0f, 1.0f, out);
+    g_assert_cmpfloat(out[0], ==, -2.0f);
+    g_assert_cmpfloat(out[2], ==, 2.0f);
+    vd_math_cell_anchor(5.0f, 1.0f, out);
+    g_assert_cmpfloat(out[0], ==, -2.0f);
+    g_assert_cmpfloat(out[3], ==, 2.0f);
+}
+
+static void test_grid_anchors_pool_level(void)
+{
+    /* pool level of an 800x1216 padded input: 13x19 cells, stride 800/13 = 61
+     * rows and 1216/19 = 64 columns */
+    const float sizes[1] = { 512 };
+    const float ratios[3] = { 0.5f, 1.0f, 2.0f };
+    float cell[12];
+    vd_cell_anchors(sizes, 1, ratios, 3, cell);
+    int gh = 13, gw = 19, a = 3;
+    float *anchors = g_new(float, gh * gw * a * 4);
+    vd_grid_anchors(cell, a, 800, 1216, gh, gw, anchors);
+    /* first cell: the cell anchors themselves */
+    g_assert_cmpmem(anchors, sizeof(cell), cell, sizeof(cell));
+    /* (y=12, x=18, a=1): [-256,-256,256,256] + (18*64, 12*61) = (1152, 732) */
+    const float *last = anchors + ((12 * gw + 18) * a + 1) * 4;
+    g_assert_cmpfloat(last[0], ==, 896.0f);
+    g_assert_cmpfloat(last[1], ==, 476.0f);
+    g_assert_cmpfloat(last[2], ==, 1408.0f);
+    g_assert_cmpfloat(last[3], ==, 988.0f);
+    /* (y=1, x=0, a=0): [-362,-181,362,181] + (0, 61) */
+    const float *second_row = anchors + ((1 * gw + 0) * a + 0) * 4;
+    g_assert_cmpfloat(second_row[0], ==, -362.0f);
+    g_assert_cmpfloat(second_row[1], ==, 61.0f - 181.0f);
+    g_assert_cmpfloat(second_row[3], ==, 61.0f + 181.0f);
+    /* (y=0, x=1, a=2): [-181,-362,181,362] + (64, 0) */
+    const float *second_col = anchors + ((0 * gw + 1) * a + 2) * 4;
+    g_assert_cmpfloat(second_col[0], ==, 64.0f - 181.0f);
+    g_assert_cmpfloat(second_col[2], ==, 64.0f + 181.0f);
+    g_assert_cmpfloat(second_col[1], ==, -362.0f);
+    g_free(anchors);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Box decoding, clipping, level mapping                                      */
+
+static void test_decode(void)
+{
+    /* ref w=20 h=40 cx=20 cy=40; dx=0.5 dy=-0.25 -> centre (30, 30), size kept */
+    float refs[8] = { 10, 20, 30, 60, 10, 20, 30, 60 };
+    float deltas[8] = { 0.5f, -0.25f, 0, 0, 5.0f, -2.5f, 0, 0 };
+    float out[8];
+    const float unit[4] = { 1, 1, 1, 1 };
+    vd_decode_boxes(refs, deltas, 1, unit, out);
+    const float expected[4] = { 20, 10, 40, 50 };
+    g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
+    /* RoI-head weights (10, 10, 5, 5): 5 / 10 = 0.5, -2.5 / 10 = -0.25 */
+    const float roi_weights[4] = { 10, 10, 5, 5 };
+    vd_decode_boxes(refs + 4, deltas + 4, 1, roi_weights, out + 4);
+    g_assert_cmpmem(out + 4, sizeof(expected), expected, sizeof(expected));
+    /* in place */
+    memcpy(out, refs, sizeof(refs));
+    vd_decode_boxes(out, deltas, 2, unit, out);
+    g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
+}
+
+static void test_decode_clip(void)
+{
+    /* dw = 10 is clamped to log(1000/16): w = 16 * 62.5 = 1000 around cx = 8;
+     * dh = -100 is not clamped (upper bound only): the height collapses. */
+    float ref[4] = { 0, 0, 16, 16 };
+    float delta[4] = { 0, 0, 10, -100 };
+    float out[4];
+    const float unit[4] = { 1, 1, 1, 1 };
+    vd_decode_boxes(ref, delta, 1, unit, out);
+    /* 1e-3 absolute on 500: expf(4.1351666f) is 62.5 to within a few ulp */
+    g_assert_cmpfloat_with_epsilon(out[0], 8.0f - 500.0f, 1e-3);
+    g_assert_cmpfloat_with_epsilon(out[2], 8.0f + 500.0f, 1e-3);
+    g_assert_cmpfloat(out[3] - out[1], <, 1e-30f);
+    g_assert_cmpfloat(out[1], ==, 8.0f);
+    /* the clamp value itself: dw exactly at the clip gives the same box */
+    float at_clip[4] = { 0, 0, VD_MATH_BBOX_XFORM_CLIP, 0 };
+    float out2[4];
+    vd_decode_boxes(ref, at_clip, 1, unit, out2);
+    g_assert_cmpfloat(out2[0], ==, out[0]);
+    g_assert_cmpfloat(out2[2], ==, out[2]);
+    g_assert_cmpfloat(VD_MATH_BBOX_XFORM_CLIP, ==, (float)log(1000.0 / 16.0));
+}
+
+static void test_clip_boxes(void)
+{
+    float boxes[8] = { -5, -1, 700, 30, 10, 480.5f, 20, 700 };
+    vd_clip_boxes(boxes, 2, 480, 640);
+    const float expected[8] = { 0, 0, 640, 30, 10, 480, 20, 480 };
+    g_assert_cmpmem(boxes, sizeof(expected), expected, sizeof(expected));
+}
+
+static void test_roi_level(void)
+{
+    float box224[4] = { 10, 10, 234, 234 };        /* s = 224: level 4 */
+    float box223[4] = { 0, 0, 223, 223 };          /* just below: level 3 */
+    float box112[4] = { 0, 0, 112, 112 };          /* level 3 */
+    float box111[4] = { 0, 0, 111, 111 };          /* level 2 (log2 < -1) */
+    float box448[4] = { 0, 0, 448, 448 };          /* level 5 */
+    float huge[4] = { 0, 0, 5000, 5000 };          /* clamped to 5 */
+    float tiny[4] = { 0, 0, 1, 1 };                /* clamped to 2 */
+    float zero[4] = { 5, 5, 5, 9 };                /* area 0: log2(0) = -inf */
+    g_assert_cmpint(vd_roi_level(box224, 2, 5), ==, 2);
+    g_assert_cmpint(vd_roi_level(box223, 2, 5), ==, 1);
+    g_assert_cmpint(vd_roi_level(box112, 2, 5), ==, 1);
+    g_assert_cmpint(vd_roi_level(box111, 2, 5), ==, 0);
+    g_assert_cmpint(vd_roi_level(box448, 2, 5), ==, 3);
+    g_assert_cmpint(vd_roi_level(huge, 2, 5), ==, 3);
+    g_assert_cmpint(vd_roi_level(tiny, 2, 5), ==, 0);
+    g_assert_cmpint(vd_roi_level(zero, 2, 5), ==, 0);
+    /* MobileNet: k_min = k_max = 5, everything on index 0 */
+    g_assert_cmpint(vd_roi_level(box448, 5, 5), ==, 0);
+    g_assert_cmpint(vd_roi_level(tiny, 5, 5), ==, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* roi_align                                                                  */
+
+/* 3x3 map, 2 channels: channel 0 = (y*3+x)^2, channel 1 = 1 + 2 * channel 0 */
+static void square_map(float *map)
+{
+    for (int p = 0; p < 9; p++) {
+        map[2 * p + 0] = (float)(p * p);
+        map[2 * p + 1] = 1.0f + 2.0f * (float)(p * p);
+    }
+}
+
+static void test_roi_align_hand(void)
+{
+    float map[18];
+    square_map(map);
+    /* channel 0 as an image: [[0,1,4],[9,16,25],[36,49,64]]. RoI [0,0,2,2],
+     * 2x2 bins of 1 pixel, 1 sample at each bin centre (0.5 / 1.5): the mean
+     * of the 4 neighbours. */
+    float roi[4] = { 0, 0, 2, 2 };
+    float out[8];
+    vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 2, 1, out, 8);
+    const float expected[8] = { 6.5f, 14.0f, 11.5f, 24.0f, 27.5f, 56.0f, 38.5f, 78.0f };
+    g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
+    /* the same through spatial_scale 1/4 */
+    float roi4[4] = { 0, 0, 8, 8 };
+    vd_roi_align_nhwc(map, 3, 3, 2, roi4, NULL, 1, 0.25f, 2, 1, out, 8);
+    g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
+    /* sampling_ratio 2, one bin: samples at 0.5 and 1.5 per axis: the mean of
+     * the four bin values above */
+    float pooled1[2];
+    vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 2, pooled1, 2);
+    g_assert_cmpfloat(pooled1[0], ==, (6.5f + 11.5f + 27.5f + 38.5f) / 4.0f);
+    g_assert_cmpfloat(pooled1[1], ==, (14.0f + 24.0f + 56.0f + 78.0f) / 4.0f);
+    /* a sample off the pixel grid: RoI [0.5,0,1.5,0.5], 1 bin, 1 sample: rh is
+     * raised to 1, so the sample is (y, x) = (0.5, 1.0): between rows 0 and 1
+     * of column 1: (1 + 16) / 2 */
+    float roi_off[4] = { 0.5f, 0, 1.5f, 0.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, roi_off, NULL, 1, 1.0f, 1, 1, pooled1, 2);
+    g_assert_cmpfloat(pooled1[0], ==, 8.5f);
+}
+
+static void test_roi_align_small_roi(void)
+{
+    float map[18];
+    square_map(map);
+    /* 0.25 pixel wide: max(extent, 1) makes it 1 pixel from (1,1): the single
+     * sample is at (1.5, 1.5), mean of 16, 25, 49, 64 = 38.5. Without the rule
+     * it would sample (1.125, 1.125). */
+    float roi[4] = { 1, 1, 1.25f, 1.25f };
+    float out[2];
+    vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 38.5f);
+    g_assert_cmpfloat(out[1], ==, 78.0f);
+}
+
+static void test_roi_align_edges(void)
+{
+    float map[18];
+    square_map(map);
+    float out[2];
+    /* samples exactly at -1 in both axes are still sampled, clamped to 0 */
+    float at_minus1[4] = { -1.5f, -1.5f, -0.5f, -0.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, at_minus1, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 0.0f);
+    g_assert_cmpfloat(out[1], ==, 1.0f);
+    /* just beyond -1 in x only: zero */
+    float below[4] = { -1.625f, -1.5f, -0.625f, -0.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, below, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 0.0f);
+    g_assert_cmpfloat(out[1], ==, 0.0f);
+    /* y exactly H = 3 is sampled (clamped to the last row); x = 1 */
+    float at_h[4] = { 0.5f, 2.5f, 1.5f, 3.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, at_h, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 49.0f);
+    g_assert_cmpfloat(out[1], ==, 99.0f);
+    /* x exactly W = 3 (last column), y = 0 */
+    float at_w[4] = { 2.5f, -0.5f, 3.5f, 0.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, at_w, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 4.0f);
+    /* y = H + 0.25: outside */
+    float beyond_h[4] = { 0.5f, 2.75f, 1.5f, 3.75f };
+    vd_roi_align_nhwc(map, 3, 3, 2, beyond_h, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 0.0f);
+    /* y between H-1 and H: clamped to the last row too (no weight beyond) */
+    float between[4] = { 0.5f, 2.1f, 1.5f, 3.1f };
+    vd_roi_align_nhwc(map, 3, 3, 2, between, NULL, 1, 1.0f, 1, 1, out, 2);
+    g_assert_cmpfloat(out[0], ==, 49.0f);
+    /* half the samples outside: 2x2 samples of a bin, those at x = 3.5 count
+     * as 0 but still divide: RoI x [2.5, 4.5] samples x = 3 and 4 (out), y = 0
+     * both times (RoI y [-0.5, 1.5] samples y = 0 and 1) */
+    float half_out[4] = { 2.5f, -0.5f, 4.5f, 1.5f };
+    vd_roi_align_nhwc(map, 3, 3, 2, half_out, NULL, 1, 1.0f, 1, 2, out, 2);
+    /* x = 3 -> column 2: values 4 (y=0) and 25 (y=1); x = 4.0 > W: 0 */
+    g_assert_cmpfloat(out[0], ==, (4.0f + 25.0f) / 4.0f);
+}
+
+static void test_roi_align_constant(void)
+{
+    /* any RoI inside a constant map gives the constant: exactly for dyadic
+     * weights; for arbitrary ones within 4 ulp (the 4 weights sum to 1 up to
+     * the rounding of their products) */
+    int h = 20, w = 30, c = 5;
+    float *map = g_new(float, h * w * c);
+    for (int i = 0; i < h * w * c; i++)
+        map[i] = 3.25f;
+    /* RoI 0: 14x14 pixels, bins of 2, samples on pixel centres + 0.5: weights
+     * 0.25 (dyadic); RoI 1: arbitrary */
+    float rois[8] = { 1, 2, 15, 16, 3.3f, 1.7f, 21.9f, 13.1f };
+    float out[2 * 7 * 7 * 5];
+    vd_roi_align_nhwc(map, h, w, c, rois, NULL, 2, 1.0f, 7, 2, out, 7 * 7 * 5);
+    for (int i = 0; i < 7 * 7 * 5; i++)
+        g_assert_cmpfloat(out[i], ==, 3.25f);
+    for (int i = 7 * 7 * 5; i < 2 * 7 * 7 * 5; i++)
+        g_assert_cmpfloat_with_epsilon(out[i], 3.25f, 4 * 3.25f * FLT_EPSILON);
+    g_free(map);
+}
+
+static void test_roi_align_scatter(void)
+{
+    /* roi_index sends RoI 0 to row 2 and RoI 1 to row 0; rows are 3 floats
+     * apart although one RoI writes 2 (1x1 bin, 2 channels); other floats are
+     * left alone */
+    float map[18];
+    square_map(map);
+    float rois[8] = { 0, 0, 1, 1, 1, 1, 2, 2 }; /* samples (0.5,0.5) and (1.5,1.5) */
+    int index[2] = { 2, 0 };
+    float out[9];
+    for (int i = 0; i < 9; i++)
+        out[i] = -7.0f;
+    vd_roi_align_nhwc(map, 3, 3, 2, rois, index, 2, 1.0f, 1, 1, out, 3);
+    const float expected[9] = { 38.5f, 78.0f, -7.0f, -7.0f, -7.0f, -7.0f, 6.5f, 14.0f, -7.0f };
+    g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
+}
+
+static void test_roi_align_adaptive(void)
+{
+    /* sampling_ratio 0: ceil(extent / pooled) samples; RoI [0,0,2,2] pooled 1
+     * has 2x2 samples (0.5, 1.5): same as sampling_ratio 2 */
+    float map[18];
+    square_map(map);
+    float roi[4] = { 0, 0, 2, 2 };
+    float adaptive[2], fixed[2];
+    vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 0, adaptive, 2);
+    vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 2, fixed, 2);
+    g_assert_cmpmem(adaptive, sizeof(adaptive), fixed, sizeof(fixed));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax, sigmoid                                                           */
+
+static void test_softmax(void)
+{
+    float rows[9] = { 1, 1, 0, 1000, 1000, 0, 0, 0, 0 };
+    vd_softmax_rows(rows, 3, 3);
+    /* e^1, e^1, 1 / (2e + 1): compare with double within 2 ulp (expf and the
+     * sum are rounded) */
+    double e = exp(1.0);
+    g_assert_cmpfloat_with_epsilon(rows[0], e / (2 * e + 1), 2 * FLT_EPSILON);
+    g_assert_cmpfloat(rows[0], ==, rows[1]);
+    g_assert_cmpfloat_with_epsilon(rows[2], 1 / (2 * e + 1), 2 * FLT_EPSILON);
+    /* large logits do not overflow: max is subtracted first */
+    g_assert_cmpfloat(rows[3], ==, 0.5f);
+    g_assert_cmpfloat(rows[4], ==, 0.5f);
+    g_assert_cmpfloat(rows[5], ==, 0.0f);
+    for (int i = 6; i < 9; i++)
+        g_assert_cmpfloat(rows[i], ==, 1.0f / 3.0f);
+}
+
+static void test_sigmoid(void)
+{
+    g_assert_cmpfloat(vd_math_sigmoid(0.0f), ==, 0.5f);
+    g_assert_cmpfloat(vd_math_sigmoid(-200.0f), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_sigmoid(200.0f), ==, 1.0f);
+    g_assert_cmpfloat_with_epsilon(vd_math_sigmoid(2.0f), 1.0 / (1.0 + exp(-2.0)), 2 * FLT_EPSILON);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transform sizes                                                            */
+
+static void test_transform_sizes(void)
+{
+    /* spec §1.3 table, "newest" (double-precision scale) column */
+    static const int cases[][6] = {
+        /* h, w, resized h, resized w, padded h, padded w */
+        { 427, 640, 800, 1199, 800, 1216 },
+        { 375, 500, 800, 1066, 800, 1088 },
+        { 333, 500, 800, 1201, 800, 1216 },
+        { 640, 427, 1199, 800, 1216, 800 },
+        { 480, 640, 800, 1066, 800, 1088 },
+        { 1000, 300, 1333, 399, 1344, 416 },
+        { 800, 1216, 800, 1216, 800, 1216 },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        int rh, rw, ph, pw;
+        vd_transform_sizes(cases[i][0], cases[i][1], 800, 1333, 32, &rh, &rw, &ph, &pw);
+        g_assert_cmpint(rh, ==, cases[i][2]);
+        g_assert_cmpint(rw, ==, cases[i][3]);
+        g_assert_cmpint(ph, ==, cases[i][4]);
+        g_assert_cmpint(pw, ==, cases[i][5]);
+    }
+    /* MobileNet-320: 480x640 -> scale min(320/480, 640/640) = 2/3 -> 320x426 */
+    int rh, rw, ph, pw;
+    vd_transform_sizes(480, 640, 320, 640, 32, &rh, &rw, &ph, &pw);
+    g_assert_cmpint(rh, ==, 320);
+    g_assert_cmpint(rw, ==, 426);
+    g_assert_cmpint(ph, ==, 320);
+    g_assert_cmpint(pw, ==, 448);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Resize coefficients (vd_math.h)                                            */
+
+static void test_resize_source(void)
+{
+    /* upsample 2 -> 4: r = 0.5, src = 0.5 (d + 0.5) - 0.5 = -0.25 (-> 0),
+     * 0.25, 0.75, 1.25 (i0 = 1 = n - 1, so i1 = i0) */
+    static const struct {
+        int i0, i1;
+        float l1;
+    } up[4] = { { 0, 1, 0.0f }, { 0, 1, 0.25f }, { 0, 1, 0.75f }, { 1, 1, 0.25f } };
+    float r = vd_math_resize_ratio(2, 4);
+    for (int d = 0; d < 4; d++) {
+        int i0, i1;
+        float l0, l1;
+        vd_math_resize_source(r, d, 2, 4, &i0, &i1, &l0, &l1);
+        g_assert_cmpint(i0, ==, up[d].i0);
+        g_assert_cmpint(i1, ==, up[d].i1);
+        g_assert_cmpfloat(l1, ==, up[d].l1);
+        g_assert_cmpfloat(l0, ==, 1.0f - up[d].l1);
+    }
+    /* the ratio is f32(n)/f32(o), not 1/scale; the index is in double:
+     * 640 -> 1199, d = 1000: r = f32(640/1199), src = r * 1000.5 - 0.5 */
+    float r2 = vd_math_resize_ratio(640, 1199);
+    g_assert_cmpfloat(r2, ==, 640.0f / 1199.0f);
+    int i0, i1;
+    float l0, l1;
+    vd_math_resize_source(r2, 1000, 640, 1199, &i0, &i1, &l0, &l1);
+    double src = (double)r2 * 1000.5 - 0.5;
+    g_assert_cmpint(i0, ==, (int)src);
+    g_assert_cmpint(i1, ==, (int)src + 1);
+    g_assert_cmpfloat(l1, ==, (float)(src - (int)src));
+    /* equal sizes: a copy */
+    vd_math_resize_source(1.0f, 7, 10, 10, &i0, &i1, &l0, &l1);
+    g_assert_cmpint(i0, ==, 7);
+    g_assert_cmpint(i1, ==, 7);
+    g_assert_cmpfloat(l0, ==, 1.0f);
+    g_assert_cmpfloat(l1, ==, 0.0f);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/ops/iou", test_iou);
+    g_test_add_func("/ops/nms/ties", test_nms_ties);
+    g_test_add_func("/ops/nms/threshold-strict", test_nms_threshold_strict);
+    g_test_add_func("/ops/nms/suppressed-do-not-suppress", test_nms_suppressed_do_not_suppress);
+    g_test_add_func("/ops/nms/empty", test_nms_empty);
+    g_test_add_func("/ops/nms/batched", test_batched_nms);
+    g_test_add_func("/ops/nms/random-vs-reference", test_nms_random_against_reference);
+    g_test_add_func("/ops/topk/ties", test_topk);
+    g_test_add_func("/ops/topk/random", test_topk_random);
+    g_test_add_func("/ops/anchors/cell-table", test_cell_anchors_table);
+    g_test_add_func("/ops/anchors/half-even", test_cell_anchor_half_even);
+    g_test_add_func("/ops/anchors/grid-pool-level", test_grid_anchors_pool_level);
+    g_test_add_func("/ops/decode/basic", test_decode);
+    g_test_add_func("/ops/decode/clip", test_decode_clip);
+    g_test_add_func("/ops/clip-boxes", test_clip_boxes);
+    g_test_add_func("/ops/roi-level", test_roi_level);
+    g_test_add_func("/ops/roi-align/hand", test_roi_align_hand);
+    g_test_add_func("/ops/roi-align/small-roi", test_roi_align_small_roi);
+    g_test_add_func("/ops/roi-align/edges", test_roi_align_edges);
+    g_test_add_func("/ops/roi-align/constant", test_roi_align_constant);
+    g_test_add_func("/ops/roi-align/scatter", test_roi_align_scatter);
+    g_test_add_func("/ops/roi-align/adaptive", test_roi_align_adaptive);
+    g_test_add_func("/ops/softmax", test_softmax);
+    g_test_add_func("/ops/sigmoid", test_sigmoid);
+    g_test_add_func("/ops/transform-sizes", test_transform_sizes);
+    g_test_add_func("/ops/resize-source", test_resize_source);
+    return g_test_run();
+}

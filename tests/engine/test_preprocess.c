@@ -1,0 +1,484 @@
+/* Unit tests of vd_cpu_preprocess (engine/cpu/vd_cpu_preprocess.c): resize
+ * values worked out by hand, every pixel format against RGB, YUV conversion
+ * against a double-precision reference, and the validation errors. The
+ * bit-exact comparison with torch is tests/engine/preprocess_vs_torch.py. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/vd_cpu_ops.h"
+
+static const float zero_mean[3] = { 0, 0, 0 };
+static const float unit_std[3] = { 1, 1, 1 };
+static const float imagenet_mean[3] = { 0.485f, 0.456f, 0.406f };
+static const float imagenet_std[3] = { 0.229f, 0.224f, 0.225f };
+
+static float *run_preprocess(const vd_image *image, const float mean[3], const float std[3],
+                             int rh, int rw, int ph, int pw)
+{
+    float *out = g_new(float, (size_t)ph * pw * 3);
+    for (size_t i = 0; i < (size_t)ph * pw * 3; i++)
+        out[i] = NAN; /* every float must be written */
+    GError *error = NULL;
+    gboolean ok = vd_cpu_preprocess(image, mean, std, rh, rw, ph, pw, out, &error);
+    g_assert_no_error(error);
+    g_assert_true(ok);
+    return out;
+}
+
+static void assert_padding_zero(const float *out, int rh, int rw, int ph, int pw)
+{
+    for (int y = 0; y < ph; y++)
+        for (int x = 0; x < pw; x++)
+            if (y >= rh || x >= rw)
+                for (int c = 0; c < 3; c++)
+                    g_assert_cmpfloat(out[((size_t)y * pw + x) * 3 + c], ==, 0.0f);
+}
+
+static uint8_t *random_rgb(GRand *rand, int w, int h)
+{
+    uint8_t *rgb = g_new(uint8_t, (size_t)w * h * 3);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+        rgb[i] = (uint8_t)g_rand_int_range(rand, 0, 256);
+    return rgb;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_identity_size(void)
+{
+    /* output size == input size: both axes copied, so the output is exactly
+     * the normalised input (f32(v)/255 - mean) / std, then zero padding */
+    GRand *rand = g_rand_new_with_seed(5);
+    int w = 7, h = 5;
+    uint8_t *rgb = random_rgb(rand, w, h);
+    vd_image image = vd_image_rgb(rgb, w, h);
+    float *out = run_preprocess(&image, imagenet_mean, imagenet_std, h, w, 32, 32);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++) {
+                float v = ((float)rgb[(y * w + x) * 3 + c] / 255.0f - imagenet_mean[c]) /
+                          imagenet_std[c];
+                g_assert_cmpfloat(out[(y * 32 + x) * 3 + c], ==, v);
+            }
+    assert_padding_zero(out, h, w, 32, 32);
+    g_free(out);
+    g_free(rgb);
+    g_rand_free(rand);
+}
+
+static void test_upsample_2x(void)
+{
+    /* 2x2 -> 4x4. Per axis (r = 0.5): output d samples src = 0.5(d+0.5) - 0.5
+     * = -0.25 (-> 0), 0.25, 0.75, 1.25 (i0 = 1 = n-1, so both taps are 1);
+     * the weight f of pixel 1 is therefore 0, 0.25, 0.75, 1. With the input
+     * [[0, 1], [1, 0]] (bytes 0 and 255, mean 0, std 1) the output is
+     * (1-fy) fx + fy (1-fx), all dyadic hence exact. Channel 1 uses mean 0.5,
+     * std 0.5, i.e. values -1 and 1: 2 * table - 1. */
+    const uint8_t rgb[12] = { 0, 0, 0, 255, 255, 255, 255, 255, 255, 0, 0, 0 };
+    static const float table[4][4] = {
+        { 0.0f, 0.25f, 0.75f, 1.0f },
+        { 0.25f, 0.375f, 0.625f, 0.75f },
+        { 0.75f, 0.625f, 0.375f, 0.25f },
+        { 1.0f, 0.75f, 0.25f, 0.0f },
+    };
+    const float mean[3] = { 0, 0.5f, 0 };
+    const float std[3] = { 1, 0.5f, 1 };
+    vd_image image = vd_image_rgb(rgb, 2, 2);
+    float *out = run_preprocess(&image, mean, std, 4, 4, 4, 4);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++) {
+            g_assert_cmpfloat(out[(y * 4 + x) * 3 + 0], ==, table[y][x]);
+            g_assert_cmpfloat(out[(y * 4 + x) * 3 + 1], ==, 2.0f * table[y][x] - 1.0f);
+            g_assert_cmpfloat(out[(y * 4 + x) * 3 + 2], ==, table[y][x]);
+        }
+    g_free(out);
+}
+
+static void test_downsample(void)
+{
+    /* width 5 -> 2 (r = 2.5): d = 0 samples src 0.75 (taps 0, 1, weight of 1:
+     * 0.75), d = 1 samples 3.25 (taps 3, 4, weight of 4: 0.25). Height 3 -> 3
+     * is copied. Rows of 0/1 values:
+     *   [0,1,0,1,0] -> [0.75, 0.75]
+     *   [1,1,1,0,0] -> [1, 0]
+     *   [0,0,0,0,1] -> [0, 0.25] */
+    static const int rows[3][5] = { { 0, 1, 0, 1, 0 }, { 1, 1, 1, 0, 0 }, { 0, 0, 0, 0, 1 } };
+    static const float expected[3][2] = { { 0.75f, 0.75f }, { 1.0f, 0.0f }, { 0.0f, 0.25f } };
+    uint8_t rgb[3 * 5 * 3];
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 5; x++)
+            for (int c = 0; c < 3; c++)
+                rgb[(y * 5 + x) * 3 + c] = rows[y][x] ? 255 : 0;
+    vd_image image = vd_image_rgb(rgb, 5, 3);
+    float *out = run_preprocess(&image, zero_mean, unit_std, 3, 2, 32, 32);
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 2; x++)
+            for (int c = 0; c < 3; c++)
+                g_assert_cmpfloat(out[(y * 32 + x) * 3 + c], ==, expected[y][x]);
+    assert_padding_zero(out, 3, 2, 32, 32);
+    g_free(out);
+
+    /* both axes 5 -> 2 on the same columns pattern repeated in rows 0/1 (5
+     * rows: 0 1 0 1 0 with the row weights 0.75 of row 1 and 0.25 of row 4):
+     * value(y, x) = a[y] * b[x] with a = b = [0,1,0,1,0]: out[0][0] = 0.75 *
+     * 0.75 = 0.5625; out[1][1] = (0.75 * 1 + 0.25 * 0) ^ 2 = 0.5625 too;
+     * out[0][1] = 0.75 * 0.75 */
+    uint8_t grid[5 * 5 * 3];
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 5; x++)
+            for (int c = 0; c < 3; c++)
+                grid[(y * 5 + x) * 3 + c] = (rows[0][y] && rows[0][x]) ? 255 : 0;
+    image = vd_image_rgb(grid, 5, 5);
+    out = run_preprocess(&image, zero_mean, unit_std, 2, 2, 2, 2);
+    for (int i = 0; i < 12; i++)
+        g_assert_cmpfloat(out[i], ==, 0.5625f);
+    g_free(out);
+}
+
+static void test_blend_fma_order(void)
+{
+    /* a non-dyadic upsample cross-checked against the spec's formula written
+     * out here: t_r = fma(l0w, a[r][i0w], l1w * a[r][i1w]), out = fma(l0h,
+     * t_i0h, l1h * t_i1h), with src and l1 in double */
+    GRand *rand = g_rand_new_with_seed(11);
+    int w = 6, h = 4, ow = 13, oh = 9;
+    uint8_t *rgb = random_rgb(rand, w, h);
+    vd_image image = vd_image_rgb(rgb, w, h);
+    float *out = run_preprocess(&image, imagenet_mean, imagenet_std, oh, ow, oh, ow);
+    float rx = (float)w / (float)ow, ry = (float)h / (float)oh;
+    for (int y = 0; y < oh; y++) {
+        double sy = fmax((double)ry * (y + 0.5) - 0.5, 0.0);
+        int y0 = (int)sy, y1 = y0 + (y0 < h - 1);
+        float l1h = (float)(sy - y0), l0h = 1.0f - l1h;
+        for (int x = 0; x < ow; x++) {
+            double sx = fmax((double)rx * (x + 0.5) - 0.5, 0.0);
+            int x0 = (int)sx, x1 = x0 + (x0 < w - 1);
+            float l1w = (float)(sx - x0), l0w = 1.0f - l1w;
+            for (int c = 0; c < 3; c++) {
+#define A(yy, xx) (((float)rgb[((yy) * w + (xx)) * 3 + c] / 255.0f - imagenet_mean[c]) / imagenet_std[c])
+                float t0 = fmaf(l0w, A(y0, x0), l1w * A(y0, x1));
+                float t1 = fmaf(l0w, A(y1, x0), l1w * A(y1, x1));
+                float v = fmaf(l0h, t0, l1h * t1);
+#undef A
+                g_assert_cmpfloat(out[(y * ow + x) * 3 + c], ==, v);
+            }
+        }
+    }
+    g_free(out);
+    g_free(rgb);
+    g_rand_free(rand);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_packed_formats(void)
+{
+    /* every packed format, with row padding, gives exactly the RGB result */
+    GRand *rand = g_rand_new_with_seed(7);
+    int w = 11, h = 7, rh = 17, rw = 9, ph = 32, pw = 32;
+    uint8_t *rgb = random_rgb(rand, w, h);
+    vd_image image = vd_image_rgb(rgb, w, h);
+    float *reference = run_preprocess(&image, imagenet_mean, imagenet_std, rh, rw, ph, pw);
+    static const struct {
+        vd_pixel_format format;
+        int bpp, r, g, b;
+    } formats[] = {
+        { VD_FORMAT_RGB, 3, 0, 1, 2 },  { VD_FORMAT_BGR, 3, 2, 1, 0 },
+        { VD_FORMAT_RGBA, 4, 0, 1, 2 }, { VD_FORMAT_BGRA, 4, 2, 1, 0 },
+        { VD_FORMAT_RGBX, 4, 0, 1, 2 }, { VD_FORMAT_BGRX, 4, 2, 1, 0 },
+    };
+    for (size_t f = 0; f < G_N_ELEMENTS(formats); f++) {
+        int stride = w * formats[f].bpp + 5;
+        uint8_t *packed = g_new(uint8_t, (size_t)stride * h);
+        memset(packed, 0xa5, (size_t)stride * h); /* alpha and row padding */
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                uint8_t *p = packed + y * stride + x * formats[f].bpp;
+                p[formats[f].r] = rgb[(y * w + x) * 3 + 0];
+                p[formats[f].g] = rgb[(y * w + x) * 3 + 1];
+                p[formats[f].b] = rgb[(y * w + x) * 3 + 2];
+            }
+        vd_image view = { 0 };
+        view.format = formats[f].format;
+        view.width = w;
+        view.height = h;
+        view.planes[0] = packed;
+        view.strides[0] = stride;
+        float *out = run_preprocess(&view, imagenet_mean, imagenet_std, rh, rw, ph, pw);
+        g_assert_cmpmem(out, (size_t)ph * pw * 3 * sizeof(float), reference,
+                        (size_t)ph * pw * 3 * sizeof(float));
+        g_free(out);
+        g_free(packed);
+    }
+    g_free(reference);
+    g_free(rgb);
+    g_rand_free(rand);
+}
+
+/* ------------------------------------------------------------------------ */
+/* YUV                                                                        */
+
+/* Reference conversion in double from Kr/Kb (BT.601/709/2020) and the range. */
+static void reference_yuv_to_rgb(vd_color_matrix matrix, gboolean full, int y, int u, int v,
+                                 uint8_t *rgb)
+{
+    static const double kr_kb[3][2] = { { 0.299, 0.114 }, { 0.2126, 0.0722 }, { 0.2627, 0.0593 } };
+    double kr = kr_kb[matrix][0], kb = kr_kb[matrix][1], kg = 1 - kr - kb;
+    double yn = full ? y / 255.0 : (y - 16) / 219.0;
+    double pb = full ? (u - 128) / 255.0 : (u - 128) / 224.0;
+    double pr = full ? (v - 128) / 255.0 : (v - 128) / 224.0;
+    double r = yn + 2 * (1 - kr) * pr;
+    double b = yn + 2 * (1 - kb) * pb;
+    double g = yn - 2 * kb * (1 - kb) / kg * pb - 2 * kr * (1 - kr) / kg * pr;
+    double values[3] = { r, g, b };
+    for (int c = 0; c < 3; c++) {
+        double s = floor(values[c] * 255.0 + 0.5);
+        rgb[c] = (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
+    }
+}
+
+typedef struct {
+    int w, h;
+    uint8_t *y_plane, *u_plane, *v_plane, *uv_plane;
+    int y_stride, u_stride, v_stride, uv_stride;
+} yuv_frame;
+
+/* Random 4:2:0 frame with odd-size-safe chroma (ceil(w/2) x ceil(h/2)) and
+ * padded strides; fills @rgb (w*h*3) with the reference conversion. */
+static yuv_frame make_yuv(GRand *rand, int w, int h, vd_color_matrix matrix, gboolean full,
+                          uint8_t *rgb)
+{
+    yuv_frame f;
+    int cw = (w + 1) / 2, ch = (h + 1) / 2;
+    f.w = w;
+    f.h = h;
+    f.y_stride = w + 3;
+    f.u_stride = cw + 1;
+    f.v_stride = cw + 2;
+    f.uv_stride = 2 * cw + 4;
+    f.y_plane = g_new0(uint8_t, (size_t)f.y_stride * h);
+    f.u_plane = g_new0(uint8_t, (size_t)f.u_stride * ch);
+    f.v_plane = g_new0(uint8_t, (size_t)f.v_stride * ch);
+    f.uv_plane = g_new0(uint8_t, (size_t)f.uv_stride * ch);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            f.y_plane[y * f.y_stride + x] = (uint8_t)g_rand_int_range(rand, 0, 256);
+    for (int y = 0; y < ch; y++)
+        for (int x = 0; x < cw; x++) {
+            uint8_t u = (uint8_t)g_rand_int_range(rand, 0, 256);
+            uint8_t v = (uint8_t)g_rand_int_range(rand, 0, 256);
+            f.u_plane[y * f.u_stride + x] = u;
+            f.v_plane[y * f.v_stride + x] = v;
+            f.uv_plane[y * f.uv_stride + 2 * x] = u;
+            f.uv_plane[y * f.uv_stride + 2 * x + 1] = v;
+        }
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            reference_yuv_to_rgb(matrix, full, f.y_plane[y * f.y_stride + x],
+                                 f.u_plane[(y / 2) * f.u_stride + x / 2],
+                                 f.v_plane[(y / 2) * f.v_stride + x / 2], rgb + (y * w + x) * 3);
+    return f;
+}
+
+static void free_yuv(yuv_frame *f)
+{
+    g_free(f->y_plane);
+    g_free(f->u_plane);
+    g_free(f->v_plane);
+    g_free(f->uv_plane);
+}
+
+static void test_yuv_formats(void)
+{
+    /* NV12 and I420 against the RGB frame converted in double: the 8-bit
+     * results may differ by one level where the Q16 coefficients and the double
+     * reference round a value near .5 differently, so the tolerance is one
+     * level in normalised units (1/255/std) plus float rounding. Identity size
+     * so that each output value is one pixel. */
+    GRand *rand = g_rand_new_with_seed(3);
+    int w = 9, h = 7;
+    for (int m = VD_COLOR_MATRIX_BT601; m <= VD_COLOR_MATRIX_BT2020; m++)
+        for (int full = 0; full <= 1; full++) {
+            uint8_t *rgb = g_new(uint8_t, w * h * 3);
+            yuv_frame f = make_yuv(rand, w, h, (vd_color_matrix)m, full, rgb);
+            vd_image rgb_view = vd_image_rgb(rgb, w, h);
+            float *reference = run_preprocess(&rgb_view, zero_mean, unit_std, h, w, 32, 32);
+            vd_image nv12 = { 0 }, i420 = { 0 };
+            nv12.format = VD_FORMAT_NV12;
+            i420.format = VD_FORMAT_I420;
+            nv12.width = i420.width = w;
+            nv12.height = i420.height = h;
+            nv12.matrix = i420.matrix = (vd_color_matrix)m;
+            nv12.full_range = i420.full_range = full;
+            nv12.planes[0] = i420.planes[0] = f.y_plane;
+            nv12.strides[0] = i420.strides[0] = f.y_stride;
+            nv12.planes[1] = f.uv_plane;
+            nv12.strides[1] = f.uv_stride;
+            i420.planes[1] = f.u_plane;
+            i420.strides[1] = f.u_stride;
+            i420.planes[2] = f.v_plane;
+            i420.strides[2] = f.v_stride;
+            float *out_nv12 = run_preprocess(&nv12, zero_mean, unit_std, h, w, 32, 32);
+            float *out_i420 = run_preprocess(&i420, zero_mean, unit_std, h, w, 32, 32);
+            int off_by_one = 0;
+            for (int i = 0; i < 32 * 32 * 3; i++) {
+                g_assert_cmpfloat_with_epsilon(out_nv12[i], reference[i], 1.0 / 255 + 1e-6);
+                /* the two layouts carry the same samples: identical output */
+                g_assert_cmpfloat(out_i420[i], ==, out_nv12[i]);
+                off_by_one += out_nv12[i] != reference[i];
+            }
+            /* rounding ties are rare: most values must match exactly */
+            g_assert_cmpint(off_by_one, <, w * h * 3 / 10);
+            g_free(out_nv12);
+            g_free(out_i420);
+            g_free(reference);
+            free_yuv(&f);
+            g_free(rgb);
+        }
+    g_rand_free(rand);
+}
+
+static void test_yuv_known_values(void)
+{
+    /* limited-range black/white/grey map to 0/255/128 on every matrix, and
+     * BT.601 limited red (81, 90, 240) is (255, 0, 0) within one level */
+    for (int m = VD_COLOR_MATRIX_BT601; m <= VD_COLOR_MATRIX_BT2020; m++) {
+        static const int cases[][4] = { { 16, 0, 0, 0 }, { 235, 255, 255, 255 }, { 126, 128, 128, 128 } };
+        for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+            uint8_t y = (uint8_t)cases[i][0], u = 128, v = 128;
+            vd_image image = { 0 };
+            image.format = VD_FORMAT_I420;
+            image.width = image.height = 1;
+            image.planes[0] = &y;
+            image.planes[1] = &u;
+            image.planes[2] = &v;
+            image.strides[0] = image.strides[1] = image.strides[2] = 1;
+            image.matrix = (vd_color_matrix)m;
+            float *out = run_preprocess(&image, zero_mean, unit_std, 1, 1, 1, 1);
+            for (int c = 0; c < 3; c++)
+                g_assert_cmpfloat(out[c], ==, (float)cases[i][1 + c] / 255.0f);
+            g_free(out);
+        }
+    }
+    uint8_t y = 81, u = 90, v = 240;
+    vd_image image = { 0 };
+    image.format = VD_FORMAT_I420;
+    image.width = image.height = 1;
+    image.planes[0] = &y;
+    image.planes[1] = &u;
+    image.planes[2] = &v;
+    image.strides[0] = image.strides[1] = image.strides[2] = 1;
+    float *out = run_preprocess(&image, zero_mean, unit_std, 1, 1, 1, 1);
+    g_assert_cmpfloat(out[0], >=, 254.0f / 255.0f);
+    g_assert_cmpfloat(out[1], <=, 1.0f / 255.0f);
+    g_assert_cmpfloat(out[2], <=, 1.0f / 255.0f);
+    g_free(out);
+    /* full range: Y 255 is white, Y 0 black */
+    image.full_range = TRUE;
+    y = 255, u = v = 128;
+    out = run_preprocess(&image, zero_mean, unit_std, 1, 1, 1, 1);
+    for (int c = 0; c < 3; c++)
+        g_assert_cmpfloat(out[c], ==, 1.0f);
+    g_free(out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation                                                                 */
+
+static void expect_invalid(const vd_image *image, const float *mean, const float *std, int rh,
+                           int rw, int ph, int pw, float *dst, const char *fragment)
+{
+    GError *error = NULL;
+    g_assert_false(vd_cpu_preprocess(image, mean, std, rh, rw, ph, pw, dst, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    if (!strstr(error->message, fragment))
+        g_error("message \"%s\" does not mention \"%s\"", error->message, fragment);
+    g_error_free(error);
+}
+
+static void test_invalid(void)
+{
+    uint8_t pixels[64] = { 0 };
+    float dst[32 * 32 * 3];
+    vd_image good = vd_image_rgb(pixels, 4, 4);
+    /* sanity: the base description is accepted */
+    GError *error = NULL;
+    g_assert_true(vd_cpu_preprocess(&good, zero_mean, unit_std, 4, 4, 32, 32, dst, &error));
+    g_assert_no_error(error);
+
+    expect_invalid(NULL, zero_mean, unit_std, 4, 4, 32, 32, dst, "NULL");
+    vd_image bad = good;
+    bad.width = 0;
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "0x4");
+    bad = good;
+    bad.height = -3;
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "not positive");
+    bad = good;
+    bad.strides[0] = 11; /* 4 RGB pixels need 12 */
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "stride 11");
+    bad = good;
+    bad.format = VD_FORMAT_BGRX; /* 4 bytes per pixel: 16 > 12 */
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "16 bytes");
+    bad = good;
+    bad.planes[0] = NULL;
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "plane 0");
+    bad = good;
+    bad.format = (vd_pixel_format)42;
+    expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "format 42");
+
+    /* 5x3 NV12: chroma rows need 2 * ceil(5/2) = 6 bytes */
+    vd_image nv12 = { 0 };
+    nv12.format = VD_FORMAT_NV12;
+    nv12.width = 5;
+    nv12.height = 3;
+    nv12.planes[0] = pixels;
+    nv12.strides[0] = 5;
+    nv12.planes[1] = pixels;
+    nv12.strides[1] = 6;
+    g_assert_true(vd_cpu_preprocess(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, &error));
+    nv12.strides[1] = 5;
+    expect_invalid(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, "UV");
+    nv12.strides[1] = 6;
+    nv12.planes[1] = NULL;
+    expect_invalid(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, "plane 1");
+    nv12.planes[1] = pixels;
+    nv12.matrix = (vd_color_matrix)9;
+    expect_invalid(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, "matrix 9");
+
+    /* I420: U and V rows of ceil(5/2) = 3 bytes */
+    vd_image i420 = nv12;
+    i420.format = VD_FORMAT_I420;
+    i420.matrix = VD_COLOR_MATRIX_BT709;
+    i420.strides[1] = 3;
+    i420.planes[2] = pixels;
+    i420.strides[2] = 3;
+    g_assert_true(vd_cpu_preprocess(&i420, zero_mean, unit_std, 3, 5, 32, 32, dst, &error));
+    g_assert_no_error(error);
+    i420.strides[2] = 2;
+    expect_invalid(&i420, zero_mean, unit_std, 3, 5, 32, 32, dst, "(V)");
+    i420.strides[2] = 3;
+    i420.planes[2] = NULL;
+    expect_invalid(&i420, zero_mean, unit_std, 3, 5, 32, 32, dst, "plane 2");
+
+    /* sizes, normalisation, output */
+    expect_invalid(&good, zero_mean, unit_std, 0, 4, 32, 32, dst, "resized");
+    expect_invalid(&good, zero_mean, unit_std, 40, 4, 32, 32, dst, "padded");
+    const float zero_std[3] = { 1, 0, 1 };
+    expect_invalid(&good, zero_mean, zero_std, 4, 4, 32, 32, dst, "channel 1");
+    expect_invalid(&good, NULL, unit_std, 4, 4, 32, 32, dst, "mean");
+    expect_invalid(&good, zero_mean, unit_std, 4, 4, 32, 32, NULL, "output");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/preprocess/identity-size", test_identity_size);
+    g_test_add_func("/preprocess/upsample-2x", test_upsample_2x);
+    g_test_add_func("/preprocess/downsample", test_downsample);
+    g_test_add_func("/preprocess/blend-fma-order", test_blend_fma_order);
+    g_test_add_func("/preprocess/packed-formats", test_packed_formats);
+    g_test_add_func("/preprocess/yuv-formats", test_yuv_formats);
+    g_test_add_func("/preprocess/yuv-known-values", test_yuv_known_values);
+    g_test_add_func("/preprocess/invalid", test_invalid);
+    return g_test_run();
+}
