@@ -308,8 +308,12 @@ static JsonArray *get_array(const char *path, JsonObject *o, const char *section
     }
     array = json_node_get_array(node);
     if (json_array_get_length(array) < min_len || json_array_get_length(array) > max_len) {
-        config_error(error, path, "'%s.%s' has %u entries, expected %u to %u", section, key,
-                     json_array_get_length(array), min_len, max_len);
+        if (min_len == max_len)
+            config_error(error, path, "'%s.%s' has %u entries, expected %u", section, key,
+                         json_array_get_length(array), min_len);
+        else
+            config_error(error, path, "'%s.%s' has %u entries, expected %u to %u", section, key,
+                         json_array_get_length(array), min_len, max_len);
         return NULL;
     }
     return array;

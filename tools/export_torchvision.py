@@ -168,8 +168,9 @@ def _describe_backbone(model):
     body = backbone.body
     children = dict(body.named_children())
     if "conv1" not in children or "layer1" not in children:
-        raise ExportError("backbone is not a ResNet (MobileNetV3 and other backbones are not "
-                          "supported yet); modules: " + ", ".join(children))
+        shown = ", ".join(list(children)[:6]) + (", ..." if len(children) > 6 else "")
+        raise ExportError(f"backbone is not a ResNet (MobileNetV3 and other backbones are not "
+                          f"supported yet); its body has the modules {shown}")
     expected_order = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4"]
     names = list(children)
     if names != expected_order[:len(names)]:
