@@ -1,14 +1,1515 @@
-/* PLACEHOLDER: the CUDA backend is being written (issue 4). */
+/* The CUDA backend: torchvision's Faster R-CNN inference (spec/fasterrcnn.md)
+ * with cuDNN convolutions, cuBLASLt linear layers and the kernels of kernels/,
+ * in the stage structure of the CPU backend (preprocess, backbone, FPN, RPN,
+ * RoIAlign, box head, postprocess) and with its observer tensor names, so that
+ * the two can be compared tensor by tensor.
+ *
+ * One stream per context. Everything that depends on the padded input size
+ * (activations, convolution algorithms, anchors, NMS workspaces) lives in a plan
+ * built on the first frame of a size. A frame then is: its pixels copied into
+ * pinned memory and uploaded once, every stage enqueued with device-side counts
+ * between them (proposals kept by NMS, detections), one asynchronous copy of the
+ * result (count + detections) into pinned memory, and one event wait: exactly
+ * one host synchronisation per frame, through the counted wrapper of
+ * vd_cuda_util.c. Optionally the device work of a frame is captured once into a
+ * CUDA graph and replayed.
+ *
+ * Precision: fp16 (default) stores activations and weights in half with fp32
+ * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
+ * fp32, and the box head's last layer, softmax, box decoding and NMS are fp32.
+ * fp32 mode is fp32 throughout (no TF32), to compare with the CPU backend. */
 #include "vd_config.h"
-#include "vd_context_private.h"
+#include "cpu/vd_cpu_ops.h"
+#include "cuda/vd_cuda_debug.h"
+#include "cuda/vd_cuda_private.h"
 
-gboolean vd_cuda_available(int device_index) { return FALSE; }
-static void *cuda_create(vd_context *ctx, GError **error)
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The box head's NMS looks at the best VD_CUDA_BOX_NMS_CANDIDATES candidates.
+ * With a score threshold t > 0 a proposal has at most floor(1/t) classes above
+ * it (probabilities sum to 1), so with 1000 proposals this is exact for
+ * t >= 1/32; below that the lowest scored candidates beyond the cap are dropped. */
+#define VD_CUDA_BOX_NMS_CANDIDATES 32768
+#define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
+
+G_STATIC_ASSERT(sizeof(vd_kernel_detection) == sizeof(vd_detection));
+G_STATIC_ASSERT(G_STRUCT_OFFSET(vd_kernel_detection, label) == G_STRUCT_OFFSET(vd_detection, label));
+
+typedef struct {
+    vd_cuda_conv conv1, conv2, conv3, downsample;
+    vd_cuda_tensor *shortcut; /* the downsample output, or the block input */
+    gboolean has_downsample;
+} cuda_block;
+
+/* Everything that depends on the padded input size. */
+typedef struct {
+    int padded_h, padded_w;
+    vd_cuda_pool pool;
+    GPtrArray *tensors;
+
+    vd_cuda_tensor *input; /* [Hp][Wp][input_channels] */
+    vd_cuda_tensor *stem_out, *pool_out;
+    vd_cuda_tensor *stage_out[4];
+    vd_cuda_conv stem;
+    cuda_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+
+    int n_levels, n_returned;
+    vd_cuda_tensor *fpn_sum[4];
+    vd_cuda_tensor *fpn_out[VD_MAX_FPN_LEVELS];
+    vd_cuda_conv fpn_inner[4], fpn_layer[4];
+    vd_cuda_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];
+    vd_cuda_tensor *rpn_out[VD_MAX_FPN_LEVELS];
+    vd_cuda_conv rpn_conv[VD_MAX_FPN_LEVELS], rpn_head[VD_MAX_FPN_LEVELS];
+
+    /* RPN */
+    float *anchors; /* [n_anchors][4], generated on the device at plan time */
+    int n_anchors;
+    vd_rpn_levels rpn;
+    float *logit_keys, *logit_keys_sorted;
+    int *logit_index, *logit_index_sorted;
+    void *sort_workspace;
+    size_t sort_workspace_bytes;
+    float *candidate_boxes, *candidate_scores;
+    int *candidate_levels;
+    vd_nms_shape rpn_nms;
+    void *rpn_nms_workspace;
+    size_t rpn_nms_workspace_bytes;
+    int *rpn_keep;
+    int *n_proposals; /* device count */
+    float *proposals, *proposal_scores;
+    int proposal_capacity;
+
+    /* RoI pooler (spec §5.2), cached per resized height as the CPU does */
+    int roi_k_min, roi_k_max;
+    float roi_scales[VD_MAX_FPN_LEVELS];
+    int resized_h_for_scales;
+
+    /* box head */
+    void *pooled;
+    void *fc6_out, *fc7_out;
+    float *head; /* [proposal_capacity][predictor_stride] float32 */
+    float *box_boxes, *box_scores;
+    int *box_labels;
+    vd_nms_shape box_nms;
+    void *box_nms_workspace;
+    size_t box_nms_workspace_bytes;
+    int *n_box_keep;
+} cuda_plan;
+
+/* A captured frame, valid for one plan, frame layout and set of thresholds. */
+typedef struct {
+    cudaGraphExec_t exec;
+    cuda_plan *plan;
+    int format, width, height, resized_h, resized_w;
+    int strides[3];
+    float score_threshold, nms_threshold;
+    int max_detections;
+    int times_seen;
+} cuda_graph;
+
+typedef struct {
+    const vd_model *model;
+    int device;
+    vd_dtype dtype;
+    vd_cuda_layers layers;
+    vd_cuda_pool weights_pool;
+    int input_channels;   /* the first convolution's input channels (padded) */
+    int head_stride;      /* RPN head output channels (5A, padded) */
+    int predictor_stride; /* box predictor outputs (5K, padded) */
+
+    vd_cuda_conv_weights stem;
+    vd_cuda_conv_weights block_weights[VD_MAX_BLOCKS][4]; /* conv1..3, downsample */
+    vd_cuda_conv_weights fpn_inner[4], fpn_layer[4];
+    vd_cuda_conv_weights rpn_conv, rpn_head;
+    vd_cuda_linear fc6, fc7, predictor;
+
+    cuda_plan *plan;
+
+    /* the frame upload: pinned staging and its device copy */
+    uint8_t *staging;
+    uint8_t *raw;
+    size_t raw_bytes;
+
+    /* the one readback of a frame */
+    vd_kernel_result *result_device;
+    vd_kernel_result *result_host; /* pinned */
+    int *box_keep;                 /* [result_capacity] */
+    int result_capacity;
+
+    cudaEvent_t frame_done;
+    cudaEvent_t stage_events[VD_MAX_STAGES + 1];
+    guint64 sync_count;
+
+    gboolean use_graphs;
+    cuda_graph graph;
+    gboolean graph_replayed;
+    gboolean inject_sync;
+} cuda_state;
+
+static const char *const stage_names[] = {"preprocess", "backbone", "fpn", "rpn",
+                                          "roi_align", "box_head", "postprocess"};
+#define N_STAGES 7
+
+#define CUDA_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        if (!vd_cuda_check((call), (what), error))                                                 \
+            goto out_fail;                                                                         \
+    } while (0)
+
+#define CUDNN_TRY(call, what)                                                                      \
+    do {                                                                                           \
+        if (!vd_cudnn_check((call), (what), error))                                                \
+            goto out_fail;                                                                         \
+    } while (0)
+
+static int round_up(int n, int multiple)
 {
-    g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "the CUDA backend is not built yet");
+    return (n + multiple - 1) / multiple * multiple;
+}
+
+static int conv_out_size(int n, int kernel, int stride, int padding)
+{
+    return (n + 2 * padding - kernel) / stride + 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device availability                                                       */
+
+static gboolean device_usable(int device_index, GError **error)
+{
+    int count = 0, major = 0, minor = 0;
+    cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "no usable CUDA device: %s",
+                    cudaGetErrorString(status));
+        return FALSE;
+    }
+    if (device_index < 0 || device_index >= count) {
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE,
+                    "CUDA device %d requested but %d device%s found", device_index, count,
+                    count == 1 ? " was" : "s were");
+        return FALSE;
+    }
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "cannot query CUDA device %d",
+                    device_index);
+        return FALSE;
+    }
+    if (major * 10 + minor < VD_CUDA_MIN_ARCH) {
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE,
+                    "CUDA device %d has compute capability %d.%d; this build needs %d.%d or "
+                    "newer (meson option gpu_arch)",
+                    device_index, major, minor, VD_CUDA_MIN_ARCH / 10, VD_CUDA_MIN_ARCH % 10);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean vd_cuda_available(int device_index)
+{
+    return device_usable(device_index, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plans                                                                     */
+
+static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w, int c,
+                                   void *data, GError **error)
+{
+    vd_cuda_tensor *t = g_new0(vd_cuda_tensor, 1);
+    g_ptr_array_add(plan->tensors, t);
+    t->h = h;
+    t->w = w;
+    t->c = c;
+    t->data = data != NULL ? data
+                           : vd_cuda_pool_alloc(&plan->pool,
+                                                (size_t)h * w * c * vd_dtype_size(st->dtype),
+                                                st->layers.stream, "an activation", error);
+    return t->data != NULL ? t : NULL;
+}
+
+static void plan_free(cuda_plan *plan)
+{
+    if (plan == NULL)
+        return;
+    vd_cuda_conv_clear(&plan->stem);
+    for (int b = 0; b < plan->n_blocks; b++) {
+        vd_cuda_conv_clear(&plan->blocks[b].conv1);
+        vd_cuda_conv_clear(&plan->blocks[b].conv2);
+        vd_cuda_conv_clear(&plan->blocks[b].conv3);
+        vd_cuda_conv_clear(&plan->blocks[b].downsample);
+    }
+    for (int i = 0; i < 4; i++) {
+        vd_cuda_conv_clear(&plan->fpn_inner[i]);
+        vd_cuda_conv_clear(&plan->fpn_layer[i]);
+    }
+    for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
+        vd_cuda_conv_clear(&plan->rpn_conv[l]);
+        vd_cuda_conv_clear(&plan->rpn_head[l]);
+    }
+    vd_cuda_pool_free(&plan->pool);
+    if (plan->tensors != NULL)
+        g_ptr_array_unref(plan->tensors);
+    g_free(plan);
+}
+
+static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
+{
+    const vd_model *model = st->model;
+    gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
+    vd_cuda_layers *L = &st->layers;
+
+    int h = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
+                          model->stem.padding);
+    int w = conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride,
+                          model->stem.padding);
+    plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
+    if (plan->stem_out == NULL ||
+        !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input, plan->stem_out, NULL, TRUE, ws,
+                           error))
+        return FALSE;
+    plan->pool_out = plan_tensor(st, plan, conv_out_size(h, 3, 2, 1), conv_out_size(w, 3, 2, 1),
+                                 st->stem.out_c, NULL, error);
+    if (plan->pool_out == NULL)
+        return FALSE;
+
+    /* block intermediates share two buffers sized for the largest */
+    size_t max_temp = 0;
+    {
+        int th = plan->pool_out->h, tw = plan->pool_out->w;
+        for (int b = 0; b < model->n_blocks; b++) {
+            const vd_block *mb = &model->blocks[b];
+            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
+            int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
+            size_t c1 = bottleneck ? (size_t)th * tw * mb->conv1.out_channels
+                                   : (size_t)oh * ow * mb->conv1.out_channels;
+            size_t c2 = (size_t)oh * ow * mb->conv2.out_channels;
+            max_temp = MAX(max_temp, MAX(c1, c2));
+            th = oh;
+            tw = ow;
+        }
+    }
+    size_t esize = vd_dtype_size(st->dtype);
+    void *temp1 = vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
+                                     "block intermediates", error);
+    void *temp2 = temp1 == NULL ? NULL
+                                : vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
+                                                     "block intermediates", error);
+    if (temp2 == NULL)
+        return FALSE;
+
+    vd_cuda_tensor *x = plan->pool_out;
+    for (int s = 0; s < model->n_stages_used; s++) {
+        int first = model->stage_first_block[s];
+        int last_block =
+            s + 1 < model->n_stages_used ? model->stage_first_block[s + 1] : model->n_blocks;
+        for (int b = first; b < last_block; b++) {
+            const vd_block *mb = &model->blocks[b];
+            cuda_block *pb = &plan->blocks[b];
+            vd_cuda_conv_weights *bw = st->block_weights[b];
+            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
+            int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
+            int out_c = bottleneck ? mb->conv3.out_channels : mb->conv2.out_channels;
+
+            pb->has_downsample = mb->has_downsample;
+            if (mb->has_downsample) {
+                pb->shortcut = plan_tensor(st, plan, oh, ow, out_c, NULL, error);
+                if (pb->shortcut == NULL ||
+                    !vd_cuda_conv_init(L, &pb->downsample, &bw[3], x, pb->shortcut, NULL, FALSE,
+                                       ws, error))
+                    return FALSE;
+            } else {
+                if (x->c != out_c || stride != 1) {
+                    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                                "block %d changes its shape without a downsample", b);
+                    return FALSE;
+                }
+                pb->shortcut = x;
+            }
+            vd_cuda_tensor *out = plan_tensor(st, plan, oh, ow, out_c, NULL, error);
+            if (out == NULL)
+                return FALSE;
+            if (bottleneck) {
+                vd_cuda_tensor *t1 =
+                    plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, temp1, error);
+                vd_cuda_tensor *t2 =
+                    t1 == NULL ? NULL
+                               : plan_tensor(st, plan, oh, ow, mb->conv2.out_channels, temp2, error);
+                if (t2 == NULL ||
+                    !vd_cuda_conv_init(L, &pb->conv1, &bw[0], x, t1, NULL, TRUE, ws, error) ||
+                    !vd_cuda_conv_init(L, &pb->conv2, &bw[1], t1, t2, NULL, TRUE, ws, error) ||
+                    !vd_cuda_conv_init(L, &pb->conv3, &bw[2], t2, out, pb->shortcut, TRUE, ws,
+                                       error))
+                    return FALSE;
+            } else {
+                vd_cuda_tensor *t1 =
+                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, temp1, error);
+                if (t1 == NULL ||
+                    !vd_cuda_conv_init(L, &pb->conv1, &bw[0], x, t1, NULL, TRUE, ws, error) ||
+                    !vd_cuda_conv_init(L, &pb->conv2, &bw[1], t1, out, pb->shortcut, TRUE, ws,
+                                       error))
+                    return FALSE;
+            }
+            x = out;
+        }
+        plan->stage_out[s] = x;
+    }
+    plan->n_blocks = model->n_blocks;
+    return TRUE;
+}
+
+static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    vd_cuda_layers *L = &st->layers;
+    int n_ret = cfg->n_returned_layers;
+    int fc = cfg->fpn_channels;
+    int A = cfg->anchors_per_location;
+
+    plan->n_returned = n_ret;
+    plan->n_levels = cfg->n_fpn_levels;
+    for (int i = 0; i < n_ret; i++) {
+        vd_cuda_tensor *c = plan->stage_out[cfg->returned_layers[i] - 1];
+        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
+        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
+        if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL ||
+            !vd_cuda_conv_init(L, &plan->fpn_inner[i], &st->fpn_inner[i], c, plan->fpn_sum[i],
+                               NULL, FALSE, ws, error) ||
+            !vd_cuda_conv_init(L, &plan->fpn_layer[i], &st->fpn_layer[i], plan->fpn_sum[i],
+                               plan->fpn_out[i], NULL, FALSE, ws, error))
+            return FALSE;
+    }
+    if (cfg->fpn_pool_level) {
+        vd_cuda_tensor *top = plan->fpn_out[n_ret - 1];
+        plan->fpn_out[n_ret] =
+            plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc, NULL, error);
+        if (plan->fpn_out[n_ret] == NULL)
+            return FALSE;
+    }
+
+    /* the RPN head's hidden activation is consumed level by level: one buffer */
+    void *hidden = vd_cuda_pool_alloc(&plan->pool,
+                                      (size_t)plan->fpn_out[0]->h * plan->fpn_out[0]->w * fc *
+                                          vd_dtype_size(st->dtype),
+                                      L->stream, "RPN head", error);
+    if (hidden == NULL)
+        return FALSE;
+    for (int l = 0; l < plan->n_levels; l++) {
+        vd_cuda_tensor *p = plan->fpn_out[l];
+        plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, hidden, error);
+        plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, st->head_stride, NULL, error);
+        if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL ||
+            !vd_cuda_conv_init(L, &plan->rpn_conv[l], &st->rpn_conv, p, plan->rpn_hidden[l], NULL,
+                               TRUE, ws, error) ||
+            !vd_cuda_conv_init(L, &plan->rpn_head[l], &st->rpn_head, plan->rpn_hidden[l],
+                               plan->rpn_out[l], NULL, FALSE, ws, error))
+            return FALSE;
+    }
+
+    /* anchors, once per size, on the device (spec §3) */
+    vd_rpn_levels *rpn = &plan->rpn;
+    memset(rpn, 0, sizeof(*rpn));
+    rpn->n_levels = plan->n_levels;
+    rpn->anchors_per_location = A;
+    rpn->head_stride = st->head_stride;
+    int total = 0, candidates = 0, max_level = 0;
+    for (int l = 0; l < plan->n_levels; l++) {
+        int n_l = plan->fpn_out[l]->h * plan->fpn_out[l]->w * A;
+        rpn->head[l] = plan->rpn_out[l]->data;
+        rpn->n_anchors[l] = n_l;
+        rpn->anchor_offset[l] = total;
+        rpn->top_n[l] = MIN(cfg->rpn_pre_nms_top_n, n_l);
+        rpn->candidate_offset[l] = candidates;
+        total += n_l;
+        candidates += rpn->top_n[l];
+        max_level = MAX(max_level, n_l);
+    }
+    rpn->anchor_offset[plan->n_levels] = total;
+    rpn->candidate_offset[plan->n_levels] = candidates;
+    plan->n_anchors = total;
+    plan->anchors = vd_cuda_pool_alloc(&plan->pool, (size_t)total * 4 * sizeof(float), L->stream,
+                                       "anchors", error);
+    if (plan->anchors == NULL)
+        return FALSE;
+    for (int l = 0; l < plan->n_levels; l++) {
+        float cell[VD_MAX_ANCHORS_PER_LEVEL * VD_MAX_ANCHORS_PER_LEVEL * 4];
+        if (A > VD_KERNEL_MAX_CELL_ANCHORS) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "%d anchors per location; the CUDA backend takes at most %d", A,
+                        VD_KERNEL_MAX_CELL_ANCHORS);
+            return FALSE;
+        }
+        vd_cell_anchors(cfg->anchor_sizes[l], cfg->n_anchor_sizes[l], cfg->aspect_ratios[l],
+                        cfg->n_aspect_ratios[l], cell);
+        if (!vd_cuda_check(vd_grid_anchors_device(cell, A, plan->padded_h, plan->padded_w,
+                                                  plan->fpn_out[l]->h, plan->fpn_out[l]->w,
+                                                  plan->anchors + (size_t)rpn->anchor_offset[l] * 4,
+                                                  L->stream),
+                           "anchors", error))
+            return FALSE;
+    }
+
+    /* RPN top-k, candidates, NMS and proposals */
+    plan->logit_keys = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(float), L->stream,
+                                          "RPN logits", error);
+    plan->logit_keys_sorted = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(float),
+                                                 L->stream, "RPN logits", error);
+    plan->logit_index = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(int), L->stream,
+                                           "RPN logits", error);
+    plan->logit_index_sorted = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(int),
+                                                  L->stream, "RPN logits", error);
+    plan->sort_workspace_bytes = vd_sort_workspace_size(max_level);
+    plan->sort_workspace = vd_cuda_pool_alloc(&plan->pool, plan->sort_workspace_bytes, L->stream,
+                                              "RPN top-k", error);
+    if (plan->logit_keys == NULL || plan->logit_keys_sorted == NULL ||
+        plan->logit_index == NULL || plan->logit_index_sorted == NULL ||
+        plan->sort_workspace == NULL)
+        return FALSE;
+    if (plan->sort_workspace_bytes == 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "CUB could not size the RPN top-k");
+        return FALSE;
+    }
+
+    plan->candidate_boxes = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * 4 * sizeof(float),
+                                               L->stream, "RPN candidates", error);
+    plan->candidate_scores = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * sizeof(float),
+                                                L->stream, "RPN candidates", error);
+    plan->candidate_levels = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * sizeof(int),
+                                                L->stream, "RPN candidates", error);
+    plan->rpn_nms.capacity = candidates;
+    plan->rpn_nms.max_candidates = candidates;
+    plan->rpn_nms.max_keep = MIN(cfg->rpn_post_nms_top_n, candidates);
+    plan->rpn_nms_workspace_bytes = vd_nms_workspace_size(&plan->rpn_nms);
+    plan->rpn_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->rpn_nms_workspace_bytes,
+                                                 L->stream, "RPN NMS", error);
+    plan->proposal_capacity = MAX(cfg->rpn_post_nms_top_n, 1);
+    plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool, (size_t)plan->proposal_capacity * sizeof(int),
+                                        L->stream, "RPN NMS", error);
+    plan->n_proposals = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "RPN NMS", error);
+    plan->proposals = vd_cuda_pool_alloc(&plan->pool,
+                                         (size_t)plan->proposal_capacity * 4 * sizeof(float),
+                                         L->stream, "proposals", error);
+    plan->proposal_scores = vd_cuda_pool_alloc(&plan->pool,
+                                               (size_t)plan->proposal_capacity * sizeof(float),
+                                               L->stream, "proposals", error);
+    return plan->candidate_boxes != NULL && plan->candidate_scores != NULL &&
+           plan->candidate_levels != NULL && plan->rpn_nms_workspace != NULL &&
+           plan->rpn_keep != NULL && plan->n_proposals != NULL && plan->proposals != NULL &&
+           plan->proposal_scores != NULL;
+}
+
+static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    vd_cuda_layers *L = &st->layers;
+    int R = plan->proposal_capacity;
+    int P = cfg->roi_output_size;
+    int K = cfg->num_classes;
+    int rep = cfg->representation_size;
+    size_t esize = vd_dtype_size(st->dtype);
+    size_t n_flat = (size_t)R * (K - 1);
+
+    plan->pooled = vd_cuda_pool_alloc(&plan->pool, (size_t)R * P * P * cfg->fpn_channels * esize,
+                                      L->stream, "RoI features", error);
+    plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->fc6.out_stride * esize,
+                                       L->stream, "box head", error);
+    plan->fc7_out = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->fc7.out_stride * esize,
+                                       L->stream, "box head", error);
+    plan->head = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->predictor_stride * sizeof(float),
+                                    L->stream, "box head", error);
+    plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_flat * 4 * sizeof(float), L->stream,
+                                         "detection candidates", error);
+    plan->box_scores = vd_cuda_pool_alloc(&plan->pool, n_flat * sizeof(float), L->stream,
+                                          "detection candidates", error);
+    plan->box_labels = vd_cuda_pool_alloc(&plan->pool, n_flat * sizeof(int), L->stream,
+                                          "detection candidates", error);
+    if (plan->pooled == NULL || plan->fc6_out == NULL || plan->fc7_out == NULL ||
+        plan->head == NULL || plan->box_boxes == NULL || plan->box_scores == NULL ||
+        plan->box_labels == NULL)
+        return FALSE;
+    (void)rep;
+    plan->box_nms.capacity = (int)n_flat;
+    plan->box_nms.max_candidates = (int)MIN(n_flat, (size_t)VD_CUDA_BOX_NMS_CANDIDATES);
+    plan->box_nms.max_keep = 0; /* per frame: the context's max_detections */
+    {
+        vd_nms_shape sized = plan->box_nms;
+        sized.max_keep = 1;
+        plan->box_nms_workspace_bytes = vd_nms_workspace_size(&sized);
+    }
+    plan->box_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->box_nms_workspace_bytes,
+                                                 L->stream, "detection NMS", error);
+    plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "detection NMS",
+                                          error);
+    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL)
+        return FALSE;
+    /* the linear layers' algorithms for R rows */
+    return vd_cuda_linear_plan(L, &st->fc6, R, error) &&
+           vd_cuda_linear_plan(L, &st->fc7, R, error) &&
+           vd_cuda_linear_plan(L, &st->predictor, R, error);
+}
+
+/* Frees the current plan after the device is done with it (a size change). */
+static gboolean drop_plan(cuda_state *st, GError **error)
+{
+    if (st->plan == NULL)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        return FALSE;
+    if (st->graph.exec != NULL) {
+        cudaGraphExecDestroy(st->graph.exec);
+        memset(&st->graph, 0, sizeof(st->graph));
+    }
+    plan_free(st->plan);
+    st->plan = NULL;
+    return TRUE;
+}
+
+static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **error)
+{
+    vd_cuda_layers *L = &st->layers;
+    cuda_plan *plan = g_new0(cuda_plan, 1);
+    size_t ws = 0;
+    plan->padded_h = padded_h;
+    plan->padded_w = padded_w;
+    plan->resized_h_for_scales = -1;
+    vd_cuda_pool_init(&plan->pool);
+    plan->tensors = g_ptr_array_new_with_free_func(g_free);
+
+    plan->input = plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
+    if (plan->input == NULL || !plan_backbone(st, plan, &ws, error) ||
+        !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, error))
+        goto out_fail;
+
+    /* the convolutions' shared workspace grows to the largest need */
+    if (ws > L->workspace_bytes) {
+        if (!vd_cuda_sync_stream(&st->sync_count, L->stream, error))
+            goto out_fail;
+        cudaFree(L->workspace);
+        L->workspace = NULL;
+        L->workspace_bytes = 0;
+        if (!vd_cuda_check(cudaMalloc(&L->workspace, ws), "the convolution workspace", error)) {
+            cudaGetLastError();
+            goto out_fail;
+        }
+        L->workspace_bytes = ws;
+    }
+    return plan;
+
+out_fail:
+    /* nothing of the failed plan may be in use: wait before freeing */
+    vd_cuda_sync_stream(&st->sync_count, L->stream, NULL);
+    plan_free(plan);
     return NULL;
 }
-static void cuda_destroy(void *state) {}
-static gboolean cuda_detect(void *state, vd_context *ctx, const vd_image *images, int n,
-                            vd_result *results, GError **error) { return FALSE; }
-const vd_backend vd_cuda_backend = {"cuda", cuda_create, cuda_destroy, cuda_detect};
+
+/* spec §5.2, as the CPU backend computes it */
+static void pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
+{
+    const vd_config *cfg = &st->model->config;
+    if (plan->resized_h_for_scales == resized_h)
+        return;
+    for (int l = 0; l < cfg->n_roi_levels; l++) {
+        double approx = (double)plan->fpn_out[l]->h / (double)resized_h;
+        float lg = log2f((float)approx);
+        plan->roi_scales[l] = exp2f(nearbyintf(lg));
+    }
+    plan->roi_k_min = (int)(-log2f(plan->roi_scales[0]));
+    plan->roi_k_max = (int)(-log2f(plan->roi_scales[cfg->n_roi_levels - 1]));
+    plan->resized_h_for_scales = resized_h;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Frames                                                                    */
+
+/* Bytes of each plane of @image once rows are packed, and their total. */
+static size_t frame_layout(const vd_image *image, size_t plane_bytes[3], int row_bytes[3],
+                           int plane_rows[3])
+{
+    int w = image->width, h = image->height;
+    int cw = (w + 1) / 2, ch = (h + 1) / 2;
+    memset(plane_bytes, 0, 3 * sizeof(size_t));
+    memset(row_bytes, 0, 3 * sizeof(int));
+    memset(plane_rows, 0, 3 * sizeof(int));
+    switch (image->format) {
+    case VD_FORMAT_RGB:
+    case VD_FORMAT_BGR:
+        row_bytes[0] = 3 * w;
+        plane_rows[0] = h;
+        break;
+    case VD_FORMAT_NV12:
+        row_bytes[0] = w;
+        plane_rows[0] = h;
+        row_bytes[1] = 2 * cw;
+        plane_rows[1] = ch;
+        break;
+    case VD_FORMAT_I420:
+        row_bytes[0] = w;
+        plane_rows[0] = h;
+        row_bytes[1] = row_bytes[2] = cw;
+        plane_rows[1] = plane_rows[2] = ch;
+        break;
+    default:
+        row_bytes[0] = 4 * w;
+        plane_rows[0] = h;
+        break;
+    }
+    size_t total = 0;
+    for (int p = 0; p < 3; p++) {
+        plane_bytes[p] = (size_t)row_bytes[p] * plane_rows[p];
+        total += (plane_bytes[p] + 255) / 256 * 256;
+    }
+    return total;
+}
+
+static gboolean validate_image(const vd_image *image, GError **error)
+{
+    if (image->width <= 0 || image->height <= 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is not positive",
+                    image->width, image->height);
+        return FALSE;
+    }
+    if ((int)image->format < VD_FORMAT_RGB || (int)image->format > VD_FORMAT_I420) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown pixel format %d",
+                    (int)image->format);
+        return FALSE;
+    }
+    if ((image->format == VD_FORMAT_NV12 || image->format == VD_FORMAT_I420) &&
+        (int)image->matrix != VD_COLOR_MATRIX_BT601 && (int)image->matrix != VD_COLOR_MATRIX_BT709 &&
+        (int)image->matrix != VD_COLOR_MATRIX_BT2020) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown colour matrix %d",
+                    (int)image->matrix);
+        return FALSE;
+    }
+    size_t plane_bytes[3];
+    int row_bytes[3], rows[3];
+    frame_layout(image, plane_bytes, row_bytes, rows);
+    for (int p = 0; p < 3; p++) {
+        if (row_bytes[p] == 0)
+            continue;
+        if (image->planes[p] == NULL || image->strides[p] < row_bytes[p]) {
+            g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                        "image plane %d is NULL or its stride %d is less than a row (%d bytes)",
+                        p, image->strides[p], row_bytes[p]);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Makes room for a frame of @bytes in the pinned staging buffer and its device
+ * copy; growing them waits for the device (a new, larger frame size only). */
+static gboolean ensure_frame_buffers(cuda_state *st, size_t bytes, GError **error)
+{
+    if (bytes <= st->raw_bytes)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        return FALSE;
+    if (st->graph.exec != NULL) {
+        cudaGraphExecDestroy(st->graph.exec);
+        memset(&st->graph, 0, sizeof(st->graph));
+    }
+    cudaFreeHost(st->staging);
+    cudaFree(st->raw);
+    st->staging = NULL;
+    st->raw = NULL;
+    st->raw_bytes = 0;
+    if (!vd_cuda_check(cudaMallocHost((void **)&st->staging, bytes), "pinned frame staging",
+                       error) ||
+        !vd_cuda_check(cudaMalloc((void **)&st->raw, bytes), "the device frame buffer", error)) {
+        cudaGetLastError();
+        cudaFreeHost(st->staging);
+        st->staging = NULL;
+        return FALSE;
+    }
+    st->raw_bytes = bytes;
+    return TRUE;
+}
+
+static gboolean ensure_result_capacity(cuda_state *st, int capacity, GError **error)
+{
+    if (capacity <= st->result_capacity)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        return FALSE;
+    if (st->graph.exec != NULL) {
+        cudaGraphExecDestroy(st->graph.exec);
+        memset(&st->graph, 0, sizeof(st->graph));
+    }
+    cudaFree(st->result_device);
+    cudaFreeHost(st->result_host);
+    cudaFree(st->box_keep);
+    st->result_device = NULL;
+    st->result_host = NULL;
+    st->box_keep = NULL;
+    st->result_capacity = 0;
+    size_t bytes = sizeof(vd_kernel_result) + (size_t)capacity * sizeof(vd_kernel_detection);
+    if (!vd_cuda_check(cudaMalloc((void **)&st->result_device, bytes), "the result buffer",
+                       error) ||
+        !vd_cuda_check(cudaMalloc((void **)&st->box_keep, (size_t)capacity * sizeof(int)),
+                       "the detection NMS", error) ||
+        !vd_cuda_check(cudaMallocHost((void **)&st->result_host, bytes), "the pinned result",
+                       error)) {
+        cudaGetLastError();
+        return FALSE;
+    }
+    st->result_capacity = capacity;
+    return TRUE;
+}
+
+/* Packs the frame's rows into pinned memory; returns the device view of the
+ * uploaded copy (the copy itself is enqueued by enqueue_frame). */
+static vd_device_frame stage_frame(cuda_state *st, const vd_image *image)
+{
+    size_t plane_bytes[3];
+    int row_bytes[3], rows[3];
+    frame_layout(image, plane_bytes, row_bytes, rows);
+    vd_device_frame frame;
+    memset(&frame, 0, sizeof(frame));
+    frame.format = (int)image->format;
+    frame.width = image->width;
+    frame.height = image->height;
+    frame.matrix = (int)image->matrix;
+    frame.full_range = image->full_range ? 1 : 0;
+    size_t offset = 0;
+    for (int p = 0; p < 3; p++) {
+        if (row_bytes[p] == 0)
+            continue;
+        uint8_t *dst = st->staging + offset;
+        if (image->strides[p] == row_bytes[p]) {
+            memcpy(dst, image->planes[p], plane_bytes[p]);
+        } else {
+            for (int y = 0; y < rows[p]; y++)
+                memcpy(dst + (size_t)y * row_bytes[p],
+                       image->planes[p] + (size_t)y * image->strides[p], (size_t)row_bytes[p]);
+        }
+        frame.planes[p] = st->raw + offset;
+        frame.strides[p] = row_bytes[p];
+        offset += (plane_bytes[p] + 255) / 256 * 256;
+    }
+    return frame;
+}
+
+static gboolean record_stage(cuda_state *st, int index, gboolean timing, GError **error)
+{
+    if (!timing)
+        return TRUE;
+    return vd_cuda_check(cudaEventRecord(st->stage_events[index], st->layers.stream),
+                         "stage event", error);
+}
+
+/* Enqueues the device work of one frame, from the upload to the readback of
+ * the result into pinned memory. No host synchronisation. */
+static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
+                              size_t frame_bytes, int rh, int rw, gboolean timing, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    cuda_plan *plan = st->plan;
+    vd_cuda_layers *L = &st->layers;
+    cudaStream_t s = L->stream;
+    vd_dtype dt = st->dtype;
+    gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
+
+    if (!record_stage(st, 0, timing, error))
+        return FALSE;
+    /* preprocess */
+    CUDA_TRY(cudaMemcpyAsync(st->raw, st->staging, frame_bytes, cudaMemcpyHostToDevice, s),
+             "uploading the frame");
+    CUDA_TRY(vd_preprocess(frame, cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
+                           plan->padded_w, st->input_channels, dt, plan->input->data, s),
+             "pre-processing");
+    if (!record_stage(st, 1, timing, error))
+        return FALSE;
+
+    /* backbone */
+    if (!vd_cuda_conv_run(L, &plan->stem, error))
+        return FALSE;
+    CUDA_TRY(vd_max_pool_3x3s2(plan->stem_out->data, plan->stem_out->h, plan->stem_out->w,
+                               plan->stem_out->c, plan->pool_out->data, plan->pool_out->h,
+                               plan->pool_out->w, dt, s),
+             "max pooling");
+    for (int b = 0; b < plan->n_blocks; b++) {
+        cuda_block *pb = &plan->blocks[b];
+        if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
+            return FALSE;
+        if (!vd_cuda_conv_run(L, &pb->conv1, error) || !vd_cuda_conv_run(L, &pb->conv2, error))
+            return FALSE;
+        if (bottleneck && !vd_cuda_conv_run(L, &pb->conv3, error))
+            return FALSE;
+    }
+    if (!record_stage(st, 2, timing, error))
+        return FALSE;
+
+    /* FPN: lateral, then the upsampled chain added, then the 3x3 */
+    for (int i = plan->n_returned - 1; i >= 0; i--) {
+        if (!vd_cuda_conv_run(L, &plan->fpn_inner[i], error))
+            return FALSE;
+        if (i + 1 < plan->n_returned) {
+            vd_cuda_tensor *up = plan->fpn_sum[i + 1], *dst = plan->fpn_sum[i];
+            CUDA_TRY(vd_upsample_nearest_add(up->data, up->h, up->w, dst->data, dst->h, dst->w,
+                                             dst->c, dt, s),
+                     "FPN top-down sum");
+        }
+        if (!vd_cuda_conv_run(L, &plan->fpn_layer[i], error))
+            return FALSE;
+    }
+    if (plan->n_levels > plan->n_returned) {
+        vd_cuda_tensor *top = plan->fpn_out[plan->n_returned - 1];
+        CUDA_TRY(vd_subsample2(top->data, top->h, top->w, top->c,
+                               plan->fpn_out[plan->n_returned]->data, dt, s),
+                 "FPN pool level");
+    }
+    if (!record_stage(st, 3, timing, error))
+        return FALSE;
+
+    /* RPN */
+    for (int l = 0; l < plan->n_levels; l++)
+        if (!vd_cuda_conv_run(L, &plan->rpn_conv[l], error) ||
+            !vd_cuda_conv_run(L, &plan->rpn_head[l], error))
+            return FALSE;
+    CUDA_TRY(vd_rpn_gather_logits(&plan->rpn, dt, plan->logit_keys, plan->logit_index, s),
+             "RPN logits");
+    CUDA_TRY(vd_rpn_topk(&plan->rpn, plan->logit_keys, plan->logit_index, plan->logit_keys_sorted,
+                         plan->logit_index_sorted, plan->sort_workspace,
+                         plan->sort_workspace_bytes, s),
+             "RPN top-k");
+    CUDA_TRY(vd_rpn_decode(&plan->rpn, dt, plan->logit_keys_sorted, plan->logit_index_sorted,
+                           plan->anchors, (float)rh, (float)rw, cfg->rpn_min_size,
+                           cfg->rpn_score_thresh, plan->candidate_boxes, plan->candidate_scores,
+                           plan->candidate_levels, s),
+             "RPN decode");
+    if (st->inject_sync && !vd_cuda_sync_stream(&st->sync_count, s, error))
+        return FALSE;
+    CUDA_TRY(vd_batched_nms_device(plan->candidate_boxes, plan->candidate_scores, VD_DTYPE_F32,
+                                   plan->candidate_levels, &plan->rpn_nms, cfg->rpn_nms_thresh,
+                                   plan->rpn_keep, plan->n_proposals, plan->rpn_nms_workspace,
+                                   plan->rpn_nms_workspace_bytes, s),
+             "RPN NMS");
+    CUDA_TRY(vd_gather_proposals(plan->candidate_boxes, plan->candidate_scores, plan->rpn_keep,
+                                 plan->n_proposals, plan->proposal_capacity, plan->proposals,
+                                 plan->proposal_scores, s),
+             "proposals");
+    if (!record_stage(st, 4, timing, error))
+        return FALSE;
+
+    /* MultiScaleRoIAlign */
+    {
+        vd_roi_levels lv;
+        memset(&lv, 0, sizeof(lv));
+        lv.n_levels = cfg->n_roi_levels;
+        for (int l = 0; l < cfg->n_roi_levels; l++) {
+            lv.features[l] = plan->fpn_out[l]->data;
+            lv.height[l] = plan->fpn_out[l]->h;
+            lv.width[l] = plan->fpn_out[l]->w;
+            lv.scale[l] = plan->roi_scales[l];
+        }
+        lv.k_min = plan->roi_k_min;
+        lv.k_max = plan->roi_k_max;
+        lv.channels = cfg->fpn_channels;
+        CUDA_TRY(vd_multiscale_roi_align(&lv, dt, plan->proposals, plan->n_proposals,
+                                         plan->proposal_capacity, cfg->roi_output_size,
+                                         cfg->roi_sampling_ratio, plan->pooled, dt, s),
+                 "RoIAlign");
+    }
+    if (!record_stage(st, 5, timing, error))
+        return FALSE;
+
+    /* box head */
+    if (!vd_cuda_linear_run(L, &st->fc6, plan->pooled, plan->fc6_out, error) ||
+        !vd_cuda_linear_run(L, &st->fc7, plan->fc6_out, plan->fc7_out, error) ||
+        !vd_cuda_linear_run(L, &st->predictor, plan->fc7_out, plan->head, error))
+        return FALSE;
+    if (!record_stage(st, 6, timing, error))
+        return FALSE;
+
+    /* post-processing and the readback */
+    {
+        const vd_context_params *p = &ctx->params;
+        vd_box_shape shape;
+        memset(&shape, 0, sizeof(shape));
+        shape.capacity = plan->proposal_capacity;
+        shape.num_classes = cfg->num_classes;
+        shape.head_stride = st->predictor_stride;
+        memcpy(shape.weights, cfg->bbox_reg_weights, sizeof(shape.weights));
+        shape.resized_h = (float)rh;
+        shape.resized_w = (float)rw;
+        shape.score_threshold = p->score_threshold;
+        shape.min_size = cfg->box_min_size;
+        CUDA_TRY(vd_box_candidates(&shape, plan->head, plan->proposals, plan->n_proposals,
+                                   plan->box_boxes, plan->box_scores, plan->box_labels, s),
+                 "detection candidates");
+        vd_nms_shape nms = plan->box_nms;
+        nms.max_keep = p->max_detections;
+        CUDA_TRY(vd_batched_nms_device(plan->box_boxes, plan->box_scores, VD_DTYPE_F32,
+                                       plan->box_labels, &nms, p->nms_threshold, st->box_keep,
+                                       plan->n_box_keep, plan->box_nms_workspace,
+                                       plan->box_nms_workspace_bytes, s),
+                 "detection NMS");
+        float ry = (float)frame->height / (float)rh;
+        float rx = (float)frame->width / (float)rw;
+        CUDA_TRY(vd_finalize_detections(plan->box_boxes, plan->box_scores, plan->box_labels,
+                                        st->box_keep, plan->n_box_keep, plan->n_proposals,
+                                        p->max_detections, rx, ry, st->result_device, s),
+                 "detections");
+        size_t bytes = sizeof(vd_kernel_result) +
+                       (size_t)p->max_detections * sizeof(vd_kernel_detection);
+        CUDA_TRY(cudaMemcpyAsync(st->result_host, st->result_device, bytes,
+                                 cudaMemcpyDeviceToHost, s),
+                 "reading back the detections");
+    }
+    if (!record_stage(st, 7, timing, error))
+        return FALSE;
+    return TRUE;
+
+out_fail:
+    return FALSE;
+}
+
+static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const vd_context *ctx,
+                              const vd_device_frame *frame, int rh, int rw)
+{
+    return g->exec != NULL && g->plan == st->plan && g->format == frame->format &&
+           g->width == frame->width && g->height == frame->height && g->resized_h == rh &&
+           g->resized_w == rw && memcmp(g->strides, frame->strides, sizeof(g->strides)) == 0 &&
+           g->score_threshold == ctx->params.score_threshold &&
+           g->nms_threshold == ctx->params.nms_threshold &&
+           g->max_detections == ctx->params.max_detections;
+}
+
+/* Captures the frame's work into st->graph. FALSE without @error set means
+ * the capture is not possible (the caller runs the frame eagerly instead). */
+static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
+                              size_t frame_bytes, int rh, int rw, GError **error)
+{
+    cudaStream_t s = st->layers.stream;
+    cudaGraph_t graph = NULL;
+    GError *local = NULL;
+    if (st->graph.exec != NULL) {
+        cudaGraphExecDestroy(st->graph.exec);
+        memset(&st->graph, 0, sizeof(st->graph));
+    }
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return FALSE;
+    }
+    gboolean ok = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (ok && end == cudaSuccess && graph != NULL &&
+        cudaGraphInstantiate(&st->graph.exec, graph, 0) == cudaSuccess) {
+        cuda_graph *g = &st->graph;
+        g->plan = st->plan;
+        g->format = frame->format;
+        g->width = frame->width;
+        g->height = frame->height;
+        g->resized_h = rh;
+        g->resized_w = rw;
+        memcpy(g->strides, frame->strides, sizeof(g->strides));
+        g->score_threshold = ctx->params.score_threshold;
+        g->nms_threshold = ctx->params.nms_threshold;
+        g->max_detections = ctx->params.max_detections;
+    } else {
+        st->graph.exec = NULL;
+        ok = FALSE;
+    }
+    if (graph != NULL)
+        cudaGraphDestroy(graph);
+    cudaGetLastError(); /* a refused capture leaves no sticky error */
+    g_clear_error(&local);
+    (void)error;
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observer (debugging only: these downloads synchronise)                    */
+
+static void observe_device(cuda_state *st, vd_context *ctx, const char *name, const void *data,
+                           vd_dtype dtype, int h, int w, int c, int c_stride, gboolean nchw,
+                           const int64_t *shape, int ndim)
+{
+    size_t n = (size_t)h * w * c;
+    float *dev = NULL, *host = g_try_malloc(MAX(n, 1) * sizeof(float));
+    cudaStream_t s = st->layers.stream;
+    if (host == NULL || cudaMalloc((void **)&dev, MAX(n, 1) * sizeof(float)) != cudaSuccess)
+        goto out_free;
+    if (nchw) {
+        if (vd_nhwc_to_nchw_f32(data, h, w, c, c_stride, dtype, dev, s) != cudaSuccess)
+            goto out_free;
+    } else if (vd_convert_from_f32(data, n, VD_DTYPE_F32, dev, s) != cudaSuccess) {
+        goto out_free;
+    }
+    if (cudaMemcpyAsync(host, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+        !vd_cuda_sync_stream(&st->sync_count, s, NULL))
+        goto out_free;
+    vd_context_observe(ctx, name, host, shape, ndim);
+out_free:
+    cudaGetLastError();
+    cudaFree(dev);
+    g_free(host);
+}
+
+static void observe_frame(cuda_state *st, vd_context *ctx, int rh, int rw, int n_props)
+{
+    cuda_plan *plan = st->plan;
+    const vd_config *cfg = &st->model->config;
+    float size[2] = {(float)rh, (float)rw};
+    int64_t size_shape[1] = {2};
+    vd_context_observe(ctx, "image_size", size, size_shape, 1);
+    {
+        int64_t shape[4] = {1, 3, plan->padded_h, plan->padded_w};
+        observe_device(st, ctx, "input", plan->input->data, st->dtype, plan->padded_h,
+                       plan->padded_w, 3, st->input_channels, TRUE, shape, 4);
+    }
+    for (int l = 0; l < plan->n_levels; l++) {
+        char name[32];
+        vd_cuda_tensor *t = plan->fpn_out[l];
+        if (l < plan->n_returned)
+            g_snprintf(name, sizeof(name), "fpn.%d", l);
+        else
+            g_snprintf(name, sizeof(name), "fpn.pool");
+        int64_t shape[4] = {1, t->c, t->h, t->w};
+        observe_device(st, ctx, name, t->data, st->dtype, t->h, t->w, t->c, t->c, TRUE, shape, 4);
+    }
+    {
+        int64_t shape[2] = {plan->n_anchors, 4};
+        observe_device(st, ctx, "anchors", plan->anchors, VD_DTYPE_F32, plan->n_anchors, 1, 4, 4,
+                       FALSE, shape, 2);
+    }
+    {
+        int64_t shape[2] = {n_props, 4};
+        observe_device(st, ctx, "proposals", plan->proposals, VD_DTYPE_F32, n_props, 1, 4, 4,
+                       FALSE, shape, 2);
+        observe_device(st, ctx, "proposal_scores", plan->proposal_scores, VD_DTYPE_F32, n_props, 1,
+                       1, 1, FALSE, shape, 1);
+    }
+    {
+        int K = cfg->num_classes, stride = st->predictor_stride;
+        size_t n = (size_t)n_props * stride;
+        float *head = g_try_malloc(MAX(n, 1) * sizeof(float));
+        float *split = g_try_malloc((size_t)MAX(n_props, 1) * 5 * K * sizeof(float));
+        if (head != NULL && split != NULL &&
+            cudaMemcpyAsync(head, plan->head, n * sizeof(float), cudaMemcpyDeviceToHost,
+                            st->layers.stream) == cudaSuccess &&
+            vd_cuda_sync_stream(&st->sync_count, st->layers.stream, NULL)) {
+            for (int i = 0; i < n_props; i++) {
+                memcpy(split + (size_t)i * K, head + (size_t)i * stride, K * sizeof(float));
+                memcpy(split + (size_t)n_props * K + (size_t)i * 4 * K,
+                       head + (size_t)i * stride + K, 4 * K * sizeof(float));
+            }
+            int64_t s1[2] = {n_props, K}, s2[2] = {n_props, 4 * K};
+            vd_context_observe(ctx, "box_logits", split, s1, 2);
+            vd_context_observe(ctx, "box_regression", split + (size_t)n_props * K, s2, 2);
+        }
+        cudaGetLastError();
+        g_free(head);
+        g_free(split);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Detection                                                                 */
+
+static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *image,
+                           vd_result *result, gboolean observe, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    int rh, rw, ph, pw;
+
+    if (!validate_image(image, error))
+        return FALSE;
+    if (ctx->params.max_detections <= 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "max_detections must be positive");
+        return FALSE;
+    }
+    vd_transform_sizes(image->height, image->width, cfg->min_size, cfg->max_size,
+                       cfg->size_divisible, &rh, &rw, &ph, &pw);
+    if (rh <= 0 || rw <= 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "image %dx%d resizes to an empty image", image->width, image->height);
+        return FALSE;
+    }
+    if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
+        if (!drop_plan(st, error))
+            return FALSE;
+        st->plan = plan_new(st, ph, pw, error);
+        if (st->plan == NULL)
+            return FALSE;
+    }
+    size_t plane_bytes[3];
+    int row_bytes[3], rows[3];
+    size_t frame_bytes = frame_layout(image, plane_bytes, row_bytes, rows);
+    if (!ensure_frame_buffers(st, frame_bytes, error) ||
+        !ensure_result_capacity(st, ctx->params.max_detections, error))
+        return FALSE;
+    pooler_scales(st, st->plan, rh);
+
+    vd_device_frame frame = stage_frame(st, image);
+    st->graph_replayed = FALSE;
+    if (st->use_graphs && !st->inject_sync) {
+        if (!graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
+            /* the first frame of a layout runs eagerly; the second is captured */
+            if (st->graph.times_seen == 0 || st->graph.plan != st->plan) {
+                cudaGraphExec_t old = st->graph.exec;
+                if (old != NULL)
+                    cudaGraphExecDestroy(old);
+                memset(&st->graph, 0, sizeof(st->graph));
+                st->graph.plan = st->plan;
+                st->graph.times_seen = 1;
+            } else if (!capture_frame(st, ctx, &frame, frame_bytes, rh, rw, error)) {
+                st->use_graphs = FALSE; /* not capturable here: stay eager */
+            }
+        }
+        if (graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
+            if (!vd_cuda_check(cudaGraphLaunch(st->graph.exec, st->layers.stream),
+                               "replaying the frame graph", error))
+                return FALSE;
+            st->graph_replayed = TRUE;
+        }
+    }
+    gboolean timing = !st->graph_replayed;
+    if (!st->graph_replayed) {
+        if (!enqueue_frame(st, ctx, &frame, frame_bytes, rh, rw, timing, error)) {
+            /* leave nothing half done behind */
+            vd_cuda_sync_stream(&st->sync_count, st->layers.stream, NULL);
+            return FALSE;
+        }
+    }
+    if (!vd_cuda_check(cudaEventRecord(st->frame_done, st->layers.stream), "frame event", error) ||
+        !vd_cuda_sync_event(&st->sync_count, st->frame_done, error))
+        return FALSE;
+
+    const vd_kernel_result *r = st->result_host;
+    int count = CLAMP(r->count, 0, ctx->params.max_detections);
+    result->width = image->width;
+    result->height = image->height;
+    result->n_detections = count;
+    result->detections = g_new0(vd_detection, MAX(count, 1));
+    memcpy(result->detections, r->detections, (size_t)count * sizeof(vd_detection));
+
+    ctx->n_stages = 0;
+    if (timing) {
+        for (int i = 0; i < N_STAGES && i < VD_MAX_STAGES; i++) {
+            float ms = 0.0f;
+            /* stage i runs between events i and i + 1 */
+            if (cudaEventElapsedTime(&ms, st->stage_events[i], st->stage_events[i + 1]) !=
+                cudaSuccess) {
+                cudaGetLastError();
+                break;
+            }
+            ctx->stages[ctx->n_stages].name = stage_names[i];
+            ctx->stages[ctx->n_stages].ms = ms;
+            ctx->n_stages++;
+        }
+    }
+    if (observe)
+        observe_frame(st, ctx, rh, rw, CLAMP(r->n_proposals, 0, st->plan->proposal_capacity));
+    return TRUE;
+}
+
+static gboolean cuda_detect(void *p, vd_context *ctx, const vd_image *images, int n_images,
+                            vd_result *results, GError **error)
+{
+    cuda_state *st = p;
+    /* the context may move between threads: the device is per thread */
+    if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error))
+        return FALSE;
+    for (int i = 0; i < n_images; i++)
+        if (!detect_one(st, ctx, &images[i], &results[i], i == 0 && vd_context_observing(ctx),
+                        error))
+            return FALSE;
+    return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                  */
+
+static void cuda_destroy(void *p)
+{
+    cuda_state *st = p;
+    if (st == NULL)
+        return;
+    cudaSetDevice(st->device);
+    if (st->layers.stream != NULL)
+        cudaStreamSynchronize(st->layers.stream);
+    if (st->graph.exec != NULL)
+        cudaGraphExecDestroy(st->graph.exec);
+    plan_free(st->plan);
+    vd_cuda_linear_clear(&st->fc6);
+    vd_cuda_linear_clear(&st->fc7);
+    vd_cuda_linear_clear(&st->predictor);
+    vd_cuda_pool_free(&st->weights_pool);
+    cudaFree(st->layers.workspace);
+    cudaFree(st->layers.lt_workspace);
+    cudaFree(st->raw);
+    cudaFreeHost(st->staging);
+    cudaFree(st->result_device);
+    cudaFreeHost(st->result_host);
+    cudaFree(st->box_keep);
+    if (st->frame_done != NULL)
+        cudaEventDestroy(st->frame_done);
+    for (int i = 0; i <= VD_MAX_STAGES; i++)
+        if (st->stage_events[i] != NULL)
+            cudaEventDestroy(st->stage_events[i]);
+    if (st->layers.relu != NULL)
+        cudnnDestroyActivationDescriptor(st->layers.relu);
+    if (st->layers.identity != NULL)
+        cudnnDestroyActivationDescriptor(st->layers.identity);
+    if (st->layers.cudnn != NULL)
+        cudnnDestroy(st->layers.cudnn);
+    if (st->layers.cublaslt != NULL)
+        cublasLtDestroy(st->layers.cublaslt);
+    if (st->layers.stream != NULL)
+        cudaStreamDestroy(st->layers.stream);
+    cudaGetLastError();
+    g_free(st);
+}
+
+static gboolean upload_conv(cuda_state *st, vd_cuda_conv_weights *dst, const vd_conv *c,
+                            int padded_in, int padded_out, GError **error)
+{
+    return vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, dst, c->weight, c->bias,
+                                       c->out_channels, c->in_channels, c->kernel, c->stride,
+                                       c->padding, padded_out, padded_in, error);
+}
+
+/* Size-independent weights: every convolution as NHWC filters in the context's
+ * dtype, the RPN head's two 1x1 convolutions merged (as the CPU does), fc6
+ * permuted to the NHWC flatten order of our RoIAlign output, the box predictor
+ * merged into one product with fp32 output. */
+static gboolean upload_weights(cuda_state *st, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    int A = cfg->anchors_per_location, C = cfg->fpn_channels;
+    int P = cfg->roi_output_size, K = cfg->num_classes, rep = cfg->representation_size;
+    gboolean ok = FALSE;
+    float *rpn_w = NULL, *rpn_b = NULL, *fc6_w = NULL, *pred_w = NULL, *pred_b = NULL;
+
+    if (!upload_conv(st, &st->stem, &m->stem, st->input_channels, m->stem.out_channels, error))
+        return FALSE;
+    for (int b = 0; b < m->n_blocks; b++) {
+        const vd_block *mb = &m->blocks[b];
+        const vd_conv *convs[4] = {&mb->conv1, &mb->conv2, &mb->conv3, &mb->downsample};
+        for (int i = 0; i < 4; i++) {
+            if (convs[i]->out_channels == 0 || (i == 3 && !mb->has_downsample))
+                continue;
+            if (!upload_conv(st, &st->block_weights[b][i], convs[i], convs[i]->in_channels,
+                             convs[i]->out_channels, error))
+                return FALSE;
+        }
+    }
+    for (int i = 0; i < cfg->n_returned_layers; i++)
+        if (!upload_conv(st, &st->fpn_inner[i], &m->fpn_inner[i], m->fpn_inner[i].in_channels,
+                         m->fpn_inner[i].out_channels, error) ||
+            !upload_conv(st, &st->fpn_layer[i], &m->fpn_layer[i], m->fpn_layer[i].in_channels,
+                         m->fpn_layer[i].out_channels, error))
+            return FALSE;
+    if (!upload_conv(st, &st->rpn_conv, &m->rpn_conv, C, C, error))
+        return FALSE;
+
+    rpn_w = g_try_malloc((size_t)5 * A * C * sizeof(float));
+    rpn_b = g_try_malloc((size_t)5 * A * sizeof(float));
+    fc6_w = g_try_malloc((size_t)m->fc6.out_features * m->fc6.in_features * sizeof(float));
+    pred_w = g_try_malloc((size_t)5 * K * rep * sizeof(float));
+    pred_b = g_try_malloc((size_t)5 * K * sizeof(float));
+    if (rpn_w == NULL || rpn_b == NULL || fc6_w == NULL || pred_w == NULL || pred_b == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory preparing weights");
+        goto out_free;
+    }
+    memcpy(rpn_w, m->rpn_cls.weight, sizeof(float) * A * C);
+    memcpy(rpn_w + (size_t)A * C, m->rpn_bbox.weight, sizeof(float) * 4 * A * C);
+    memcpy(rpn_b, m->rpn_cls.bias, sizeof(float) * A);
+    memcpy(rpn_b + A, m->rpn_bbox.bias, sizeof(float) * 4 * A);
+    if (!vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->rpn_head, rpn_w, rpn_b,
+                                     5 * A, C, 1, 1, 0, st->head_stride, C, error))
+        goto out_free;
+
+    for (int o = 0; o < m->fc6.out_features; o++) {
+        const float *src = m->fc6.weight + (size_t)o * m->fc6.in_features;
+        float *dst = fc6_w + (size_t)o * m->fc6.in_features;
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < P * P; p++)
+                dst[(size_t)p * C + c] = src[(size_t)c * P * P + p];
+    }
+    memcpy(pred_w, m->cls_score.weight, sizeof(float) * K * rep);
+    memcpy(pred_w + (size_t)K * rep, m->bbox_pred.weight, sizeof(float) * 4 * K * rep);
+    memcpy(pred_b, m->cls_score.bias, sizeof(float) * K);
+    memcpy(pred_b + K, m->bbox_pred.bias, sizeof(float) * 4 * K);
+    ok = vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc6, fc6_w, m->fc6.bias,
+                               m->fc6.out_features, m->fc6.in_features,
+                               round_up(m->fc6.out_features, 8), st->dtype, TRUE, error) &&
+         vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc7, m->fc7.weight,
+                               m->fc7.bias, m->fc7.out_features, m->fc7.in_features,
+                               round_up(m->fc7.out_features, 8), st->dtype, TRUE, error) &&
+         vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->predictor, pred_w, pred_b,
+                               5 * K, rep, st->predictor_stride, VD_DTYPE_F32, FALSE, error);
+out_free:
+    g_free(rpn_w);
+    g_free(rpn_b);
+    g_free(fc6_w);
+    g_free(pred_w);
+    g_free(pred_b);
+    return ok;
+}
+
+static void *cuda_create(vd_context *ctx, GError **error)
+{
+    const vd_config *cfg = &ctx->model->config;
+    if (ctx->params.precision == VD_PRECISION_AUTO)
+        ctx->params.precision = VD_PRECISION_FP16;
+    if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "precision bf16 is not supported on the CUDA backend (fp16 or fp32)");
+        return NULL;
+    }
+    if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
+            ctx->model->fc6.in_features ||
+        ctx->model->fc7.in_features != ctx->model->fc6.out_features ||
+        cfg->representation_size != ctx->model->fc7.out_features) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "the box head's shapes do not chain (fc6 %d->%d, fc7 %d->%d, pooler %d)",
+                    ctx->model->fc6.in_features, ctx->model->fc6.out_features,
+                    ctx->model->fc7.in_features, ctx->model->fc7.out_features,
+                    cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size);
+        return NULL;
+    }
+    if (cfg->n_fpn_levels > VD_KERNEL_MAX_LEVELS || cfg->n_roi_levels > cfg->n_fpn_levels ||
+        cfg->n_roi_levels < 1) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%d FPN levels (%d pooled) are not supported by the CUDA backend",
+                    cfg->n_fpn_levels, cfg->n_roi_levels);
+        return NULL;
+    }
+    if (!device_usable(ctx->params.device_index, error))
+        return NULL;
+
+    cuda_state *st = g_new0(cuda_state, 1);
+    st->model = ctx->model;
+    st->device = ctx->params.device_index;
+    st->dtype = ctx->params.precision == VD_PRECISION_FP16 ? VD_DTYPE_F16 : VD_DTYPE_F32;
+    st->layers.dtype = st->dtype;
+    /* fp16 tensor-core convolutions want channel counts in multiples of 8 */
+    st->input_channels = st->dtype == VD_DTYPE_F16 ? 8 : 3;
+    st->head_stride = round_up(5 * cfg->anchors_per_location, 8);
+    st->predictor_stride = round_up(5 * cfg->num_classes, 8);
+    vd_cuda_pool_init(&st->weights_pool);
+    const char *graphs = g_getenv("VD_CUDA_GRAPHS");
+    st->use_graphs = graphs != NULL && g_strcmp0(graphs, "0") != 0 && graphs[0] != '\0';
+
+    if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error) ||
+        !vd_cuda_check(cudaStreamCreateWithFlags(&st->layers.stream, cudaStreamNonBlocking),
+                       "creating a stream", error) ||
+        !vd_cuda_check(cudaEventCreateWithFlags(&st->frame_done, cudaEventDisableTiming),
+                       "creating an event", error))
+        goto out_fail;
+    for (int i = 0; i <= VD_MAX_STAGES; i++)
+        if (!vd_cuda_check(cudaEventCreate(&st->stage_events[i]), "creating an event", error))
+            goto out_fail;
+    CUDNN_TRY(cudnnCreate(&st->layers.cudnn), "creating a handle");
+    CUDNN_TRY(cudnnSetStream(st->layers.cudnn, st->layers.stream), "setting the stream");
+    CUDNN_TRY(cudnnCreateActivationDescriptor(&st->layers.relu), "activation descriptor");
+    CUDNN_TRY(cudnnSetActivationDescriptor(st->layers.relu, CUDNN_ACTIVATION_RELU,
+                                           CUDNN_PROPAGATE_NAN, 0.0),
+              "activation descriptor");
+    CUDNN_TRY(cudnnCreateActivationDescriptor(&st->layers.identity), "activation descriptor");
+    CUDNN_TRY(cudnnSetActivationDescriptor(st->layers.identity, CUDNN_ACTIVATION_IDENTITY,
+                                           CUDNN_PROPAGATE_NAN, 0.0),
+              "activation descriptor");
+    if (!vd_cublas_check(cublasLtCreate(&st->layers.cublaslt), "creating a cuBLASLt handle",
+                         error))
+        goto out_fail;
+    st->layers.lt_workspace_bytes = VD_CUDA_LT_WORKSPACE;
+    if (!vd_cuda_check(cudaMalloc(&st->layers.lt_workspace, st->layers.lt_workspace_bytes),
+                       "the cuBLASLt workspace", error)) {
+        cudaGetLastError();
+        st->layers.lt_workspace = NULL;
+        goto out_fail;
+    }
+    if (!upload_weights(st, error) ||
+        !ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
+                                error))
+        goto out_fail;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        goto out_fail;
+    return st;
+
+out_fail:
+    cuda_destroy(st);
+    return NULL;
+}
+
+const vd_backend vd_cuda_backend = {
+    .name = "cuda",
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .detect = cuda_detect,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Debugging hooks (vd_cuda_debug.h)                                         */
+
+static cuda_state *state_of(const vd_context *ctx)
+{
+    return ctx != NULL && ctx->backend == &vd_cuda_backend ? ctx->state : NULL;
+}
+
+guint64 vd_cuda_context_sync_count(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL ? st->sync_count : 0;
+}
+
+gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable)
+{
+    cuda_state *st = state_of(ctx);
+    if (st == NULL)
+        return FALSE;
+    st->use_graphs = enable;
+    return TRUE;
+}
+
+gboolean vd_cuda_context_graph_replayed(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL && st->graph_replayed;
+}
+
+void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable)
+{
+    cuda_state *st = state_of(ctx);
+    if (st != NULL)
+        st->inject_sync = enable;
+}
+
+int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    int n = 0;
+    if (st == NULL || st->plan == NULL)
+        return 0;
+    cuda_plan *plan = st->plan;
+    n += plan->stem.mode == VD_CUDA_CONV_UNFUSED;
+    for (int b = 0; b < plan->n_blocks; b++) {
+        cuda_block *pb = &plan->blocks[b];
+        n += pb->conv1.mode == VD_CUDA_CONV_UNFUSED;
+        n += pb->conv2.mode == VD_CUDA_CONV_UNFUSED;
+        n += pb->conv3.weights != NULL && pb->conv3.mode == VD_CUDA_CONV_UNFUSED;
+        n += pb->has_downsample && pb->downsample.mode == VD_CUDA_CONV_UNFUSED;
+    }
+    for (int i = 0; i < plan->n_returned; i++) {
+        n += plan->fpn_inner[i].mode == VD_CUDA_CONV_UNFUSED;
+        n += plan->fpn_layer[i].mode == VD_CUDA_CONV_UNFUSED;
+    }
+    for (int l = 0; l < plan->n_levels; l++) {
+        n += plan->rpn_conv[l].mode == VD_CUDA_CONV_UNFUSED;
+        n += plan->rpn_head[l].mode == VD_CUDA_CONV_UNFUSED;
+    }
+    return n;
+}

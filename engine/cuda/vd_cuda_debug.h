@@ -1,0 +1,37 @@
+/* Internal: observation and test hooks of the CUDA backend, for tests/gpu and
+ * the GPU benchmark. Declared without CUDA types so that plain C test programs
+ * can include it. Every function accepts a context of any backend and does
+ * nothing useful (returns 0/FALSE) for a non-CUDA one. Same threading rule as
+ * vd_detect(): the thread that uses the context. */
+#ifndef VD_CUDA_DEBUG_H
+#define VD_CUDA_DEBUG_H
+
+#include "vd_context_private.h"
+
+G_BEGIN_DECLS
+
+/* Host synchronisations made by this context so far (every one goes through
+ * the backend's counted wrapper): exactly one per frame after the first frame
+ * of an input size, which plans its workspace. */
+guint64 vd_cuda_context_sync_count(const vd_context *ctx);
+
+/* Capture each frame's device work (upload to readback) in a CUDA graph per
+ * input size and thresholds, and replay it (from the second frame of a size
+ * on). Also enabled at creation by the environment variable VD_CUDA_GRAPHS=1.
+ * Returns FALSE for a non-CUDA context. */
+gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable);
+
+/* TRUE when the last frame was replayed from a captured graph. */
+gboolean vd_cuda_context_graph_replayed(const vd_context *ctx);
+
+/* Negative test of the sync count: with @enable, every frame makes one more,
+ * deliberate, host synchronisation in the middle of its work (through the
+ * wrapper, as any added sync must), so a test can check that the count sees it. */
+void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable);
+
+/* Convolutions that cuDNN refused in their fused form and now run unfused. */
+int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
+
+G_END_DECLS
+
+#endif /* VD_CUDA_DEBUG_H */

@@ -1,0 +1,153 @@
+/* Internal to the CUDA backend (engine/cuda/): error mapping, the counted
+ * synchronisation wrapper, device memory, and the cuDNN / cuBLASLt layers. Not
+ * installed; only the engine's .c files under cuda/ include it. */
+#ifndef VD_CUDA_PRIVATE_H
+#define VD_CUDA_PRIVATE_H
+
+#include "vd_context_private.h"
+#include "vd_kernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+G_BEGIN_DECLS
+
+/* ------------------------------------------------------------------------ */
+/* Errors: each returns TRUE on success, else sets @error once, naming @what. */
+
+gboolean vd_cuda_check(cudaError_t status, const char *what, GError **error);
+gboolean vd_cudnn_check(cudnnStatus_t status, const char *what, GError **error);
+gboolean vd_cublas_check(cublasStatus_t status, const char *what, GError **error);
+
+/* ------------------------------------------------------------------------ */
+/* Synchronisation: every host wait of the backend goes through these two, and
+ * each increments @count (per context), so that tests and benchmarks can assert
+ * the number of host synchronisations per frame. */
+
+gboolean vd_cuda_sync_event(guint64 *count, cudaEvent_t event, GError **error);
+gboolean vd_cuda_sync_stream(guint64 *count, cudaStream_t stream, GError **error);
+
+/* ------------------------------------------------------------------------ */
+/* Device memory: a list of cudaMalloc'ed blocks freed together. */
+
+typedef struct {
+    GPtrArray *blocks;
+    size_t bytes;
+} vd_cuda_pool;
+
+void vd_cuda_pool_init(vd_cuda_pool *pool);
+/* A new zero-filled block of @bytes (asynchronously zeroed on @stream), or NULL
+ * with VD_ERROR_OUT_OF_MEMORY. */
+void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, const char *what,
+                         GError **error);
+/* Frees every block; the caller has synchronised the work that used them.
+ * clear keeps the pool usable, free releases it. */
+void vd_cuda_pool_clear(vd_cuda_pool *pool);
+void vd_cuda_pool_free(vd_cuda_pool *pool);
+
+/* ------------------------------------------------------------------------ */
+/* Layers */
+
+/* An activation of one image: NHWC, @c channels, in the context's dtype. */
+typedef struct {
+    int h, w, c;
+    void *data;
+} vd_cuda_tensor;
+
+/* A convolution's device weights: [out][k][k][in] (cuDNN's NHWC filter layout)
+ * in the context's dtype, bias [out] in the same dtype. in_c may exceed the
+ * model's input channels (zero weights), out_c its output channels (zero rows). */
+typedef struct {
+    int out_c, in_c, kernel, stride, padding;
+    void *weight;
+    void *bias;
+} vd_cuda_conv_weights;
+
+typedef enum {
+    VD_CUDA_CONV_FUSED = 0, /* cudnnConvolutionBiasActivationForward */
+    VD_CUDA_CONV_UNFUSED,   /* convolution, then bias / residual / ReLU passes */
+} vd_cuda_conv_mode;
+
+#define VD_CUDA_MAX_ALGOS 8
+
+/* One convolution of a plan: dst = act(conv(src) + bias (+ residual)). */
+typedef struct {
+    const vd_cuda_conv_weights *weights;
+    vd_cuda_tensor *src, *dst, *residual;
+    gboolean relu;
+    cudnnTensorDescriptor_t x_desc, y_desc, bias_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    vd_cuda_conv_mode mode;
+    cudnnConvolutionFwdAlgo_t algos[VD_CUDA_MAX_ALGOS]; /* candidates, best first */
+    size_t algo_bytes[VD_CUDA_MAX_ALGOS];
+    int n_algos, algo;
+    cudnnConvolutionFwdAlgo_t unfused_algo;
+    size_t unfused_bytes;
+} vd_cuda_conv;
+
+typedef struct {
+    cudnnHandle_t cudnn;
+    cublasLtHandle_t cublaslt;
+    cudaStream_t stream;
+    vd_dtype dtype;
+    cudnnActivationDescriptor_t relu, identity;
+    void *workspace; /* shared by the convolutions, grown at plan time */
+    size_t workspace_bytes;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+} vd_cuda_layers;
+
+/* Uploads one convolution (float32 OIHW from the model) as NHWC weights padded
+ * to @in_c / @out_c channels. */
+gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
+                                     vd_cuda_conv_weights *dst, const float *weight,
+                                     const float *bias, int out_c, int in_c, int kernel,
+                                     int stride, int padding, int padded_out_c, int padded_in_c,
+                                     GError **error);
+
+/* Describes the convolution and picks its algorithm candidates; *workspace_bytes
+ * is raised to what they need. */
+gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
+                           const vd_cuda_conv_weights *weights, vd_cuda_tensor *src,
+                           vd_cuda_tensor *dst, vd_cuda_tensor *residual, gboolean relu,
+                           size_t *workspace_bytes, GError **error);
+/* Enqueues the convolution. A configuration cuDNN refuses (NOT_SUPPORTED) falls
+ * back to the next candidate, then to the unfused path, and stays there. */
+gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **error);
+void vd_cuda_conv_clear(vd_cuda_conv *conv);
+
+/* A linear layer through cuBLASLt: Y[rows][out_stride] = act(X[rows][in] W^T + b),
+ * fp16 operands with fp32 accumulation (fp32 throughout in fp32 mode). */
+typedef struct {
+    int in, out, out_stride; /* out_stride >= out, multiple of 8 */
+    void *weight;            /* [out_stride][in], context dtype (padded rows zero) */
+    void *bias;              /* [out_stride], in the output dtype */
+    vd_dtype out_dtype;
+    gboolean relu;
+    int rows;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a_layout, b_layout, c_layout;
+    cublasLtMatmulAlgo_t algo;
+    gboolean has_algo;
+} vd_cuda_linear;
+
+gboolean vd_cuda_linear_upload(vd_cuda_layers *layers, vd_cuda_pool *pool, vd_cuda_linear *lin,
+                               const float *weight, const float *bias, int out, int in,
+                               int out_stride, vd_dtype out_dtype, gboolean relu, GError **error);
+/* Plans the product for @rows rows of input (the proposal capacity). */
+gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int rows,
+                             GError **error);
+gboolean vd_cuda_linear_run(vd_cuda_layers *layers, vd_cuda_linear *lin, const void *x, void *y,
+                            GError **error);
+void vd_cuda_linear_clear(vd_cuda_linear *lin);
+
+/* Host float32 -> device in @dtype (through a temporary device buffer for fp16;
+ * synchronises: setup only). */
+gboolean vd_cuda_upload_floats(vd_cuda_layers *layers, void *dst, const float *src, size_t n,
+                               vd_dtype dtype, GError **error);
+
+G_END_DECLS
+
+#endif /* VD_CUDA_PRIVATE_H */

@@ -1,0 +1,116 @@
+/* CUDA backend utilities: error mapping (each failure reported once, as a GError
+ * naming the operation), the counted synchronisation wrapper, and device memory
+ * pools. */
+#include "vd_config.h"
+#include "cuda/vd_cuda_private.h"
+
+static int cuda_error_code(cudaError_t status)
+{
+    switch (status) {
+    case cudaErrorMemoryAllocation:
+        return VD_ERROR_OUT_OF_MEMORY;
+    case cudaErrorInvalidValue:
+        return VD_ERROR_INTERNAL;
+    default:
+        return VD_ERROR_DEVICE;
+    }
+}
+
+gboolean vd_cuda_check(cudaError_t status, const char *what, GError **error)
+{
+    if (status == cudaSuccess)
+        return TRUE;
+    g_set_error(error, VD_ERROR, cuda_error_code(status), "CUDA failed in %s: %s (%s)", what,
+                cudaGetErrorString(status), cudaGetErrorName(status));
+    return FALSE;
+}
+
+gboolean vd_cudnn_check(cudnnStatus_t status, const char *what, GError **error)
+{
+    if (status == CUDNN_STATUS_SUCCESS)
+        return TRUE;
+    int code = VD_ERROR_INTERNAL;
+    if (status == CUDNN_STATUS_ALLOC_FAILED)
+        code = VD_ERROR_OUT_OF_MEMORY;
+    else if (status == CUDNN_STATUS_NOT_SUPPORTED)
+        code = VD_ERROR_UNSUPPORTED;
+    else if (status == CUDNN_STATUS_EXECUTION_FAILED)
+        code = VD_ERROR_DEVICE;
+    g_set_error(error, VD_ERROR, code, "cuDNN failed in %s: %s", what,
+                cudnnGetErrorString(status));
+    return FALSE;
+}
+
+gboolean vd_cublas_check(cublasStatus_t status, const char *what, GError **error)
+{
+    if (status == CUBLAS_STATUS_SUCCESS)
+        return TRUE;
+    int code = VD_ERROR_INTERNAL;
+    if (status == CUBLAS_STATUS_ALLOC_FAILED)
+        code = VD_ERROR_OUT_OF_MEMORY;
+    else if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+        code = VD_ERROR_UNSUPPORTED;
+    else if (status == CUBLAS_STATUS_EXECUTION_FAILED)
+        code = VD_ERROR_DEVICE;
+    g_set_error(error, VD_ERROR, code, "cuBLAS failed in %s: status %d", what, (int)status);
+    return FALSE;
+}
+
+gboolean vd_cuda_sync_event(guint64 *count, cudaEvent_t event, GError **error)
+{
+    (*count)++;
+    return vd_cuda_check(cudaEventSynchronize(event), "waiting for the frame", error);
+}
+
+gboolean vd_cuda_sync_stream(guint64 *count, cudaStream_t stream, GError **error)
+{
+    (*count)++;
+    return vd_cuda_check(cudaStreamSynchronize(stream), "stream synchronisation", error);
+}
+
+static void free_block(gpointer p)
+{
+    cudaFree(p);
+}
+
+void vd_cuda_pool_init(vd_cuda_pool *pool)
+{
+    pool->blocks = g_ptr_array_new_with_free_func(free_block);
+    pool->bytes = 0;
+}
+
+void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, const char *what,
+                         GError **error)
+{
+    void *p = NULL;
+    if (bytes == 0)
+        bytes = 256;
+    cudaError_t status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        g_set_error(error, VD_ERROR, cuda_error_code(status),
+                    "CUDA could not allocate %zu bytes of device memory for %s: %s", bytes, what,
+                    cudaGetErrorString(status));
+        return NULL;
+    }
+    g_ptr_array_add(pool->blocks, p);
+    pool->bytes += bytes;
+    if (!vd_cuda_check(cudaMemsetAsync(p, 0, bytes, stream), what, error))
+        return NULL;
+    return p;
+}
+
+void vd_cuda_pool_clear(vd_cuda_pool *pool)
+{
+    if (pool->blocks != NULL)
+        g_ptr_array_set_size(pool->blocks, 0);
+    pool->bytes = 0;
+}
+
+void vd_cuda_pool_free(vd_cuda_pool *pool)
+{
+    if (pool->blocks != NULL)
+        g_ptr_array_unref(pool->blocks);
+    pool->blocks = NULL;
+    pool->bytes = 0;
+}

@@ -1,0 +1,141 @@
+/* MultiScaleRoIAlign (spec §5): each RoI goes to its FPN level by the
+ * LevelMapper, then roi_align with aligned=False on that level. Features are NHWC
+ * and read in their storage dtype (fp16 or fp32); sample coordinates, bilinear
+ * weights, the blend and the accumulation are fp32 (vd_math.h, the arithmetic of
+ * vd_roi_align_nhwc), so fp16 features lose nothing beyond their own rounding
+ * (torchvision's native half kernel accumulates in half).
+ *
+ * Threads: one per (RoI, bin, group of V channels), V = 8 for fp16 (16-byte
+ * loads) and 4 for fp32, so the threads of one bin read whole pixel rows of
+ * channels contiguously. Output [capacity][pooled][pooled][channels], the
+ * order fc6's permuted weights expect. */
+#include "vd_kernels_common.cuh"
+
+template <typename T, int V>
+struct vec_io;
+
+template <>
+struct vec_io<__half, 8> {
+    static __device__ __forceinline__ void load(const __half *p, float *v)
+    {
+        uint4 raw = *(const uint4 *)p;
+        const __half2 *h = (const __half2 *)&raw;
+        for (int k = 0; k < 4; k++) {
+            float2 f = __half22float2(h[k]);
+            v[2 * k] = f.x;
+            v[2 * k + 1] = f.y;
+        }
+    }
+};
+
+template <>
+struct vec_io<float, 4> {
+    static __device__ __forceinline__ void load(const float *p, float *v)
+    {
+        float4 raw = *(const float4 *)p;
+        v[0] = raw.x;
+        v[1] = raw.y;
+        v[2] = raw.z;
+        v[3] = raw.w;
+    }
+};
+
+template <typename T>
+struct vec_io<T, 1> {
+    static __device__ __forceinline__ void load(const T *p, float *v) { v[0] = vd_load(p); }
+};
+
+template <typename T, int V, typename O>
+__global__ void roi_align_kernel(vd_roi_levels lv, const float *rois, const int *n_rois,
+                                 int capacity, int pooled, int sampling_ratio, O *out)
+{
+    int n = n_rois != NULL ? *n_rois : capacity;
+    int groups = lv.channels / V;
+    long long total = (long long)capacity * pooled * pooled * groups;
+    VD_GRID_LOOP(idx, total)
+    {
+        int g = (int)(idx % groups);
+        long long rest = idx / groups;
+        int pw = (int)(rest % pooled);
+        rest /= pooled;
+        int ph = (int)(rest % pooled);
+        int r = (int)(rest / pooled);
+        O *dst = out + (((size_t)r * pooled + ph) * pooled + pw) * lv.channels + g * V;
+        if (r >= n) {
+            for (int k = 0; k < V; k++)
+                vd_store(dst + k, 0.0f);
+            continue;
+        }
+        float box[4] = {rois[4 * r], rois[4 * r + 1], rois[4 * r + 2], rois[4 * r + 3]};
+        int level = lv.n_levels > 1 ? vd_math_roi_level(box, lv.k_min, lv.k_max) : 0;
+        const T *feat = (const T *)lv.features[level];
+        int H = lv.height[level], W = lv.width[level];
+        vd_math_roi_geometry geo =
+            vd_math_roi_geometry_of(box, lv.scale[level], pooled, pooled, sampling_ratio);
+
+        float acc[V];
+        for (int k = 0; k < V; k++)
+            acc[k] = 0.0f;
+        for (int iy = 0; iy < geo.grid_h; iy++) {
+            float y = vd_math_roi_sample_coord(geo.start_y, ph, geo.bin_h, iy, geo.grid_h);
+            for (int ix = 0; ix < geo.grid_w; ix++) {
+                float x = vd_math_roi_sample_coord(geo.start_x, pw, geo.bin_w, ix, geo.grid_w);
+                vd_math_roi_sample s = vd_math_roi_bilinear(y, x, H, W);
+                float v[4][V];
+                for (int q = 0; q < 4; q++)
+                    vec_io<T, V>::load(feat + (size_t)s.pos[q] * lv.channels + g * V, v[q]);
+                for (int k = 0; k < V; k++)
+                    acc[k] = vd_math_fadd(acc[k],
+                                          vd_math_roi_blend(&s, v[0][k], v[1][k], v[2][k], v[3][k]));
+            }
+        }
+        for (int k = 0; k < V; k++)
+            vd_store(dst + k, vd_math_fdiv(acc[k], geo.count));
+    }
+}
+
+template <typename T, int V>
+static cudaError_t launch_typed(const vd_roi_levels *lv, const float *rois, const int *n_rois,
+                                int capacity, int pooled, int sampling_ratio, void *out,
+                                vd_dtype out_dtype, cudaStream_t stream)
+{
+    long long total = (long long)capacity * pooled * pooled * (lv->channels / V);
+    unsigned blocks = vd_blocks_for(total, 256, 65535);
+    if (out_dtype == VD_DTYPE_F16)
+        roi_align_kernel<T, V, __half><<<blocks, 256, 0, stream>>>(
+            *lv, rois, n_rois, capacity, pooled, sampling_ratio, (__half *)out);
+    else
+        roi_align_kernel<T, V, float><<<blocks, 256, 0, stream>>>(
+            *lv, rois, n_rois, capacity, pooled, sampling_ratio, (float *)out);
+    return vd_launch_status();
+}
+
+extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels,
+                                               vd_dtype feature_dtype, const float *rois,
+                                               const int *n_rois, int capacity, int pooled,
+                                               int sampling_ratio, void *out, vd_dtype out_dtype,
+                                               cudaStream_t stream)
+{
+    if (levels->n_levels < 1 || levels->n_levels > VD_KERNEL_MAX_LEVELS || capacity < 0 ||
+        pooled < 1 || levels->channels < 1)
+        return cudaErrorInvalidValue;
+    if (capacity == 0)
+        return cudaSuccess;
+    /* vector loads need aligned channel groups: every level pointer is a
+     * cudaMalloc'ed buffer (256-byte aligned) and channels a multiple of V */
+    bool aligned = true;
+    for (int l = 0; l < levels->n_levels; l++)
+        aligned = aligned && ((uintptr_t)levels->features[l] % 16) == 0;
+    if (feature_dtype == VD_DTYPE_F16) {
+        if (aligned && levels->channels % 8 == 0)
+            return launch_typed<__half, 8>(levels, rois, n_rois, capacity, pooled,
+                                           sampling_ratio, out, out_dtype, stream);
+        return launch_typed<__half, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio,
+                                       out, out_dtype, stream);
+    }
+    if (aligned && levels->channels % 4 == 0)
+        return launch_typed<float, 4>(levels, rois, n_rois, capacity, pooled, sampling_ratio,
+                                      out, out_dtype, stream);
+    return launch_typed<float, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio, out,
+                                  out_dtype, stream);
+}

@@ -1,0 +1,138 @@
+/* RPN proposal filtering (spec §4.4) on the device: logits gathered per level,
+ * per-level top-k by a stable descending sort (ties in ascending anchor order,
+ * as vd_topk), then decode (weights 1), clip to the resized image, sigmoid and
+ * the small-box / score filters in one kernel. The candidates then go through
+ * vd_batched_nms_device grouped by level, and vd_gather_proposals. */
+#include "vd_kernels_common.cuh"
+
+static __device__ __forceinline__ int level_of(const vd_rpn_levels &lv, const int *offsets,
+                                               long long i)
+{
+    int l = 0;
+    while (l + 1 < lv.n_levels && i >= offsets[l + 1])
+        l++;
+    return l;
+}
+
+template <typename T>
+__global__ void gather_logits_kernel(vd_rpn_levels lv, float *keys, int *values)
+{
+    long long total = lv.anchor_offset[lv.n_levels];
+    VD_GRID_LOOP(g, total)
+    {
+        int l = level_of(lv, lv.anchor_offset, g);
+        int i = (int)(g - lv.anchor_offset[l]);
+        const T *head = (const T *)lv.head[l];
+        int A = lv.anchors_per_location;
+        keys[g] = vd_load(head + (size_t)(i / A) * lv.head_stride + i % A);
+        values[g] = i;
+    }
+}
+
+extern "C" cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype,
+                                            float *keys, int *values, cudaStream_t stream)
+{
+    long long total = levels->anchor_offset[levels->n_levels];
+    unsigned blocks = vd_blocks_for(total, 256, 8192);
+    if (dtype == VD_DTYPE_F16)
+        gather_logits_kernel<__half><<<blocks, 256, 0, stream>>>(*levels, keys, values);
+    else
+        gather_logits_kernel<float><<<blocks, 256, 0, stream>>>(*levels, keys, values);
+    return vd_launch_status();
+}
+
+extern "C" cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *keys,
+                                   const int *values, float *keys_sorted, int *values_sorted,
+                                   void *workspace, size_t workspace_size, cudaStream_t stream)
+{
+    for (int l = 0; l < levels->n_levels; l++) {
+        int off = levels->anchor_offset[l];
+        cudaError_t err = vd_sort_descending(keys + off, values + off, keys_sorted + off,
+                                             values_sorted + off, levels->n_anchors[l], workspace,
+                                             workspace_size, stream);
+        if (err != cudaSuccess)
+            return err;
+    }
+    return cudaSuccess;
+}
+
+template <typename T>
+__global__ void decode_kernel(vd_rpn_levels lv, const float *keys_sorted,
+                              const int *values_sorted, const float *anchors, float resized_h,
+                              float resized_w, float min_size, float score_threshold,
+                              float *boxes, float *scores, int *groups)
+{
+    long long total = lv.candidate_offset[lv.n_levels];
+    VD_GRID_LOOP(slot, total)
+    {
+        int l = level_of(lv, lv.candidate_offset, slot);
+        int j = (int)(slot - lv.candidate_offset[l]);
+        int A = lv.anchors_per_location;
+        int src = lv.anchor_offset[l] + j;
+        int i = values_sorted[src];
+        float logit = keys_sorted[src];
+        const T *d = (const T *)lv.head[l] + (size_t)(i / A) * lv.head_stride + A + (i % A) * 4;
+        float deltas[4] = {vd_load(d), vd_load(d + 1), vd_load(d + 2), vd_load(d + 3)};
+        const float *anchor = anchors + 4 * ((size_t)lv.anchor_offset[l] + i);
+        float ref[4] = {anchor[0], anchor[1], anchor[2], anchor[3]};
+        float box[4];
+        vd_math_box_decode(ref, deltas, 1.0f, 1.0f, 1.0f, 1.0f, VD_MATH_BBOX_XFORM_CLIP, box);
+        vd_math_box_clip(box, resized_h, resized_w);
+        float score = vd_math_sigmoid(logit);
+        bool keep = vd_math_fsub(box[2], box[0]) >= min_size &&
+                    vd_math_fsub(box[3], box[1]) >= min_size && score >= score_threshold;
+        for (int k = 0; k < 4; k++)
+            boxes[4 * slot + k] = box[k];
+        scores[slot] = keep ? score : -INFINITY;
+        groups[slot] = l;
+    }
+}
+
+extern "C" cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype,
+                                     const float *keys_sorted, const int *values_sorted,
+                                     const float *anchors, float resized_h, float resized_w,
+                                     float min_size, float score_threshold, float *boxes,
+                                     float *scores, int *groups, cudaStream_t stream)
+{
+    long long total = levels->candidate_offset[levels->n_levels];
+    unsigned blocks = vd_blocks_for(total, 128, 4096);
+    if (dtype == VD_DTYPE_F16)
+        decode_kernel<__half><<<blocks, 128, 0, stream>>>(*levels, keys_sorted, values_sorted,
+                                                          anchors, resized_h, resized_w, min_size,
+                                                          score_threshold, boxes, scores, groups);
+    else
+        decode_kernel<float><<<blocks, 128, 0, stream>>>(*levels, keys_sorted, values_sorted,
+                                                         anchors, resized_h, resized_w, min_size,
+                                                         score_threshold, boxes, scores, groups);
+    return vd_launch_status();
+}
+
+__global__ void gather_proposals_kernel(const float *boxes, const float *scores, const int *keep,
+                                        const int *n_keep, int capacity, float *proposals,
+                                        float *proposal_scores)
+{
+    int n = *n_keep;
+    VD_GRID_LOOP(j, capacity)
+    {
+        if (j < n) {
+            int src = keep[j];
+            for (int k = 0; k < 4; k++)
+                proposals[4 * j + k] = boxes[4 * (size_t)src + k];
+            proposal_scores[j] = scores[src];
+        } else {
+            for (int k = 0; k < 4; k++)
+                proposals[4 * j + k] = 0.0f;
+            proposal_scores[j] = 0.0f;
+        }
+    }
+}
+
+extern "C" cudaError_t vd_gather_proposals(const float *boxes, const float *scores,
+                                           const int *keep, const int *n_keep, int capacity,
+                                           float *proposals, float *proposal_scores,
+                                           cudaStream_t stream)
+{
+    gather_proposals_kernel<<<vd_blocks_for(capacity, 256, 1024), 256, 0, stream>>>(
+        boxes, scores, keep, n_keep, capacity, proposals, proposal_scores);
+    return vd_launch_status();
+}

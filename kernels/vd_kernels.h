@@ -1,0 +1,235 @@
+/* visiondetect CUDA kernels: C launchers, each taking a stream.
+ *
+ * Conventions (shared by every launcher):
+ *  - Every pointer is a device pointer unless its comment says "host".
+ *  - Nothing here synchronises: every launcher only enqueues work on @stream and
+ *    returns the launch status (cudaGetLastError after the launch). Device-side
+ *    counts (n_* pointers to int) are produced and consumed on the device; the
+ *    host never reads them inside a frame.
+ *  - Feature maps are NHWC of one image, fp16 (__half) or fp32 as @dtype says.
+ *  - Boxes are float32 (x1, y1, x2, y2) quadruples in resized-image pixels.
+ *  - Variable-length results live in fixed-capacity buffers with a device count.
+ *  - The per-element arithmetic comes from vd_math.h, shared with the CPU ops of
+ *    engine/cpu/vd_cpu_ops.h, and each launcher names the CPU op it mirrors.
+ *
+ * Thread-safety: launchers are reentrant; concurrent use of one workspace is not. */
+#ifndef VD_KERNELS_H
+#define VD_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VD_KERNEL_MAX_LEVELS 5
+#define VD_KERNEL_MAX_CELL_ANCHORS 16
+
+typedef enum {
+    VD_DTYPE_F32 = 0,
+    VD_DTYPE_F16 = 1,
+} vd_dtype;
+
+static inline size_t vd_dtype_size(vd_dtype dtype) { return dtype == VD_DTYPE_F16 ? 2 : 4; }
+
+/* ------------------------------------------------------------------------ */
+/* Pre-processing (mirrors vd_cpu_preprocess)                               */
+
+/* A raw frame already in device memory. format, matrix and full_range take the
+ * values of vd.h's vd_pixel_format, vd_color_matrix and gboolean. */
+typedef struct {
+    int format;
+    int width, height;
+    const uint8_t *planes[3];
+    int strides[3];
+    int matrix;
+    int full_range;
+} vd_device_frame;
+
+/* One kernel: colour conversion to RGB, /255, (x - mean) / std, bilinear resize
+ * to resized_h x resized_w (torchvision's rule, same arithmetic as the CPU), zero
+ * padding to padded_h x padded_w, written NHWC with @channels channels (>= 3;
+ * channels 3.. are zero, for tensor-core friendly convolutions). @mean and @std
+ * are host arrays passed by value. */
+cudaError_t vd_preprocess(const vd_device_frame *frame, const float mean[3], const float std[3],
+                          int resized_h, int resized_w, int padded_h, int padded_w, int channels,
+                          vd_dtype dtype, void *out, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Anchors (mirrors vd_grid_anchors)                                         */
+
+/* Grid anchors of one level from @n_cell host cell anchors (passed by value,
+ * n_cell <= VD_KERNEL_MAX_CELL_ANCHORS): out[(y*grid_w + x)*A + a]. Run once per
+ * input size; the result is cached by the caller. */
+cudaError_t vd_grid_anchors_device(const float *cell, int n_cell, int padded_h, int padded_w,
+                                   int grid_h, int grid_w, float *out, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Small element-wise and layout kernels                                     */
+
+/* 3x3 stride-2 padding-1 max pooling with -inf padding (torchvision's stem). */
+cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, void *out, int out_h,
+                              int out_w, vd_dtype dtype, cudaStream_t stream);
+
+/* dst[y][x] += src[y * src_h / dst_h][...] : the FPN top-down nearest upsampling
+ * and lateral sum (spec §2.3; the general nearest rule, not only 2x). */
+cudaError_t vd_upsample_nearest_add(const void *src, int src_h, int src_w, void *dst, int dst_h,
+                                    int dst_w, int c, vd_dtype dtype, cudaStream_t stream);
+
+/* LastLevelMaxPool: out = in[::2, ::2]. */
+cudaError_t vd_subsample2(const void *in, int h, int w, int c, void *out, vd_dtype dtype,
+                          cudaStream_t stream);
+
+/* out[i] = in[i] converted to @dtype (weights at setup). */
+cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype dtype, void *out,
+                                cudaStream_t stream);
+
+/* NHWC (any dtype) -> NCHW float32, for the debugging observer. */
+cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, int c_stride,
+                                vd_dtype dtype, float *out, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Top-k and NMS                                                             */
+
+/* Workspace for vd_sort_descending of up to @capacity (key, value) pairs. */
+size_t vd_sort_workspace_size(int capacity);
+
+/* Stable sort by key, descending (ties keep ascending input order, like
+ * vd_topk): CUB radix sort. keys_in/values_in are not modified. */
+cudaError_t vd_sort_descending(const float *keys_in, const int *values_in, float *keys_out,
+                               int *values_out, int n, void *workspace, size_t workspace_size,
+                               cudaStream_t stream);
+
+/* Greedy NMS per group (mirrors vd_batched_nms, and vd_nms when @groups is NULL):
+ * candidates are sorted by score descending (stable), a kept candidate suppresses
+ * later candidates of its group with IoU > @iou_threshold (fp32 IoU). Candidates
+ * whose score is -INFINITY (or NaN) are not candidates. At most @max_candidates
+ * candidates (the best scored) enter the suppression, and the first @max_keep
+ * kept indices (into the input, descending score) are written to @keep with their
+ * count in *n_keep (device). */
+typedef struct {
+    int capacity;       /* input entries */
+    int max_candidates; /* <= capacity */
+    int max_keep;
+} vd_nms_shape;
+
+size_t vd_nms_workspace_size(const vd_nms_shape *shape);
+
+cudaError_t vd_batched_nms_device(const void *boxes, const void *scores, vd_dtype dtype,
+                                  const int *groups, const vd_nms_shape *shape,
+                                  float iou_threshold, int *keep, int *n_keep, void *workspace,
+                                  size_t workspace_size, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* RPN (mirrors run_rpn of the CPU backend)                                  */
+
+/* The RPN head output of every level: NHWC [h*w][head_stride] with channel a the
+ * objectness logit of anchor a and A + 4a + k its delta k (cls and bbox 1x1 convs
+ * merged, as the CPU backend does). */
+typedef struct {
+    int n_levels;
+    int anchors_per_location;                    /* A */
+    int head_stride;                             /* >= 5A */
+    const void *head[VD_KERNEL_MAX_LEVELS];
+    int n_anchors[VD_KERNEL_MAX_LEVELS];         /* h * w * A */
+    int anchor_offset[VD_KERNEL_MAX_LEVELS + 1]; /* into the concatenated anchors */
+    int top_n[VD_KERNEL_MAX_LEVELS];             /* min(pre_nms_top_n, n_anchors) */
+    int candidate_offset[VD_KERNEL_MAX_LEVELS + 1];
+} vd_rpn_levels;
+
+/* keys[anchor_offset[l] + i] = logit i of level l (float32), values = i. */
+cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype, float *keys,
+                                 int *values, cudaStream_t stream);
+
+/* Per-level top-k: sorts each level's keys descending (stable). */
+cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *keys, const int *values,
+                        float *keys_sorted, int *values_sorted, void *workspace,
+                        size_t workspace_size, cudaStream_t stream);
+
+/* For the top_n[l] best anchors of every level: decode (weights 1, clip
+ * log(1000/16)), clip to the resized image, sigmoid, and mark as non-candidates
+ * (score -INFINITY) the boxes smaller than @min_size or scored under
+ * @score_threshold. Writes candidate_offset[l] + j slots of boxes [.][4], scores
+ * and groups (= level). */
+cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype, const float *keys_sorted,
+                          const int *values_sorted, const float *anchors, float resized_h,
+                          float resized_w, float min_size, float score_threshold, float *boxes,
+                          float *scores, int *groups, cudaStream_t stream);
+
+/* proposals[j] = boxes[keep[j]], proposal_scores[j] = scores[keep[j]] for
+ * j < *n_keep; rows up to @capacity beyond the count are zeroed. */
+cudaError_t vd_gather_proposals(const float *boxes, const float *scores, const int *keep,
+                                const int *n_keep, int capacity, float *proposals,
+                                float *proposal_scores, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* MultiScaleRoIAlign (mirrors vd_roi_level + vd_roi_align_nhwc)            */
+
+typedef struct {
+    int n_levels;                        /* feature maps used by the pooler */
+    const void *features[VD_KERNEL_MAX_LEVELS];
+    int height[VD_KERNEL_MAX_LEVELS];
+    int width[VD_KERNEL_MAX_LEVELS];
+    float scale[VD_KERNEL_MAX_LEVELS];
+    int k_min, k_max;
+    int channels;
+} vd_roi_levels;
+
+/* For RoI r < *n_rois (rois [capacity][4]), its level by the LevelMapper, then
+ * roi_align (aligned=False) on that level: out [capacity][pooled][pooled][channels]
+ * in @out_dtype. Features are read in @feature_dtype and interpolated and
+ * accumulated in fp32. Rows >= *n_rois are zeroed. n_rois NULL means @capacity. */
+cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype feature_dtype,
+                                    const float *rois, const int *n_rois, int capacity,
+                                    int pooled, int sampling_ratio, void *out,
+                                    vd_dtype out_dtype, cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
+/* Box head post-processing (mirrors postprocess of the CPU backend)        */
+
+/* Same layout as vd.h's vd_detection. */
+typedef struct {
+    float x1, y1, x2, y2;
+    float score;
+    int label;
+} vd_kernel_detection;
+
+/* What the host reads back once per frame. */
+typedef struct {
+    int count;
+    int n_proposals;
+    int reserved[2];
+    vd_kernel_detection detections[];
+} vd_kernel_result;
+
+typedef struct {
+    int capacity;            /* proposal rows */
+    int num_classes;         /* K, including background */
+    int head_stride;         /* >= 5K: [K logits][4K deltas] per row, float32 */
+    float weights[4];        /* 10, 10, 5, 5 */
+    float resized_h, resized_w;
+    float score_threshold;   /* strict '>' */
+    float min_size;          /* '>=' */
+} vd_box_shape;
+
+/* For each proposal row r < *n_props and class c >= 1: softmax over the K logits,
+ * decode with the proposal, clip; candidate (r*(K-1) + c-1) gets its box, label c
+ * and its probability as score, or -INFINITY when it fails a threshold. */
+cudaError_t vd_box_candidates(const vd_box_shape *shape, const float *head, const float *proposals,
+                              const int *n_props, float *boxes, float *scores, int *labels,
+                              cudaStream_t stream);
+
+/* result->count = min(*n_keep, max_detections); detection j = candidate keep[j]
+ * with its box scaled by (rx, ry) (spec §1.5); result->n_proposals = *n_props. */
+cudaError_t vd_finalize_detections(const float *boxes, const float *scores, const int *labels,
+                                   const int *keep, const int *n_keep, const int *n_props,
+                                   int max_detections, float rx, float ry,
+                                   vd_kernel_result *result, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VD_KERNELS_H */
