@@ -40,6 +40,8 @@ typedef struct {
     char *format_version;
     gboolean no_metadata;
     char *raw_header;        /* replaces the whole header JSON when set */
+    const char *header_old;  /* text replaced by header_new in the header JSON */
+    const char *header_new;
     gint64 header_len_delta; /* added to the header length written in the first 8 bytes */
     gssize truncate;         /* cut the file to this many bytes (-1: no) */
 } fixture;
@@ -420,6 +422,14 @@ static char *fx_write(fixture *fx, const char *file_name)
     g_string_append_c(header, '}');
     if (fx->raw_header)
         g_string_assign(header, fx->raw_header);
+    if (fx->header_old) {
+        const char *at = strstr(header->str, fx->header_old);
+        gssize pos;
+        g_assert_nonnull(at);
+        pos = at - header->str;
+        g_string_erase(header, pos, (gssize)strlen(fx->header_old));
+        g_string_insert(header, pos, fx->header_new);
+    }
 
     header_len = header->len + fx->header_len_delta;
     for (int i = 0; i < 8; i++)
@@ -986,6 +996,14 @@ static void test_duplicate_tensor(void)
     const gint64 shape[1] = { 4 };
     fixture *fx = fx_tiny_default();
     fx_add(fx, "roi_heads.box_head.fc7.bias", 1, shape);
+    expect_error(fx, VD_ERROR_FORMAT, "header has the key 'roi_heads.box_head.fc7.bias' more than "
+                 "once", NULL);
+
+    /* distinct JSON keys that are the same C string ("a\u0000junk" is "a") */
+    fx = fx_tiny_default();
+    fx_add(fx, "roi_heads.box_head.fc7.bias@", 1, shape);
+    fx->header_old = "@\"";
+    fx->header_new = "\\u0000junk\"";
     expect_error(fx, VD_ERROR_FORMAT, "header has the key 'roi_heads.box_head.fc7.bias' more than "
                  "once", NULL);
 
