@@ -1,0 +1,937 @@
+"""Shared code of the parity tests: visiondetect's CPU engine against torchvision.
+
+A parity test
+  1. builds a torchvision Faster R-CNN with random weights (fixed seeds),
+  2. calibrates it so that its outputs are not degenerate (calibrate()),
+  3. exports it with tools/export_torchvision.py,
+  4. writes deterministic synthetic test images as .npy (synthetic_image()),
+  5. runs `vd-detect --json --dump` on them and torchvision step by step on the same
+     input (reference()), and
+  6. compares every stage in pipeline order (compare_image()): resized size, padded
+     input, anchors, FPN features, RPN proposals, box-head outputs, final detections.
+
+All stages are compared even when an early one fails, and the report names the first
+diverging tensor, so a failure says where the engine leaves torchvision.
+
+Resize scale precision: torchvision 0.14.1 computes the resize scale in float32
+(spec/fasterrcnn.md 1.3 and 9.1), which loses a pixel for many input sizes; the engine
+computes it in double, as current torchvision does. resize_scale_in_double() patches
+torchvision's _resize_image_and_masks to use the double-precision scale; each test says
+which of its images are run with the patch, and every test suite keeps sizes where
+both agree that run unpatched.
+
+Runs with /usr/bin/python3 (Debian's torch 1.13 / torchvision 0.14.1). Exit status 77
+(meson: skipped) when torch or torchvision cannot be imported.
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import types
+
+SKIP = 77
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    import torchvision
+    from torchvision.models.detection import transform as tv_transform
+    from torchvision.ops import misc as tv_misc
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    print(f"SKIP: parity tests need numpy, torch and torchvision in {sys.executable}: {exc}")
+    sys.exit(SKIP)
+
+SRCDIR = os.path.dirname(os.path.abspath(__file__))
+TOOLSDIR = os.path.normpath(os.path.join(SRCDIR, "..", "..", "tools"))
+
+# ---------------------------------------------------------------------------------
+# Tolerances. Each is explained where it is used (compare_image); collected here so
+# the numbers are in one place.
+# ---------------------------------------------------------------------------------
+
+# Normalised, resized and padded input: the resize is specified bit-exactly
+# (spec 1.3) and the normalisation is one subtract and one divide in float32, so only
+# a different evaluation order may move the last bit. Values are O(2.5); 1e-5 is a
+# few ulps of that, far below any indexing or weight error (which moves values by
+# O(0.01) or more).
+INPUT_ABS_TOL = 1e-5
+
+# FPN features: max|ours - ref| <= FEATURE_REL_TOL * max|ref| per level. The engine
+# folds batch-norm into the convolutions and runs oneDNN's convolution algorithms
+# (blocked layouts, Winograd/direct, another summation order), torch runs unfolded BN
+# after its own convolutions: each changes the last bits (about 1e-6 relative per
+# layer), and the ResNet-50 body stacks 53 layers. Measured (see the report in the
+# test logs) at ~1e-6..1e-5 of max|ref|; 1e-4 leaves a margin of ~10x, while a real
+# bug (a wrong weight, a missing bias, an off-by-one pixel, a wrong eps with
+# calibrated variances ~1e-3..1) moves features by 1e-2 of max|ref| or more.
+FEATURE_REL_TOL = 1e-4
+
+# Box head outputs (class logits and box regression) for the proposals that both
+# sides share (IoU > 0.9999): they sit downstream of RoIAlign on slightly different
+# features and of two 12544/1024-input linears; relative to max|ref| they stay in the
+# same range as the features. 1e-3 of max|ref| still catches a wrong layout of the
+# flattened RoI features (a change of O(1) relative).
+HEAD_REL_TOL = 1e-3
+
+# Proposals and detections: the brief's criteria.
+PROPOSAL_IOU = 0.99
+PROPOSAL_MIN_MATCHED = 0.97
+DETECTION_IOU = 0.99
+DETECTION_SCORE_TOL = 1e-3
+DETECTION_MIN_MATCHED = 0.97
+COUNT_REL_TOL = 0.03
+
+# Non-degenerate reference: a test must not pass on (near-)empty output.
+MIN_REF_DETECTIONS = 20
+MIN_REF_LOW = 5     # scores in [threshold, 0.5)
+MIN_REF_HIGH = 5    # scores >= 0.5
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def setup_torch(threads=2):
+    torch.set_num_threads(threads)
+    torch.set_grad_enabled(False)
+
+
+def parse_args(description, dtype=False, size=False, engine=True):
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--vd-detect", required=engine, help="path of the vd-detect executable")
+    p.add_argument("--workdir", required=True,
+                   help="folder for the model file, images, our dumps and the reference tensors")
+    p.add_argument("--threads", type=int, default=2, help="threads for torch and vd-detect (2)")
+    p.add_argument("--keep", action="store_true", help="keep the model file even on success")
+    if dtype:
+        p.add_argument("--dtype", choices=["f16", "bf16"], required=True, help="model file dtype")
+    if size:
+        p.add_argument("--size", required=True, type=_parse_size, help="image size HxW, e.g. 480x640")
+    return p.parse_args()
+
+
+def _parse_size(text):
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HxW, got {text!r}")
+    return h, w
+
+
+# ---------------------------------------------------------------------------------
+# Test images
+# ---------------------------------------------------------------------------------
+
+def synthetic_image(h, w, seed):
+    """A deterministic natural-ish RGB uint8 image [h, w, 3]: smooth colour gradients
+    and low-frequency waves, a few dozen filled shapes (rectangles, ellipses,
+    triangles) with shading and soft edges, fine texture and sensor-like noise.
+    Depends only on (h, w, seed) through numpy's legacy RandomState."""
+    rng = np.random.RandomState(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    v = yy / max(h - 1, 1)
+    u = xx / max(w - 1, 1)
+    img = np.empty((h, w, 3), np.float64)
+    for c in range(3):
+        a, bx, by = rng.uniform(40, 200), rng.uniform(-60, 60), rng.uniform(-60, 60)
+        fx, fy, ph = rng.uniform(1, 4), rng.uniform(1, 4), rng.uniform(0, 2 * np.pi)
+        img[..., c] = a + bx * u + by * v + 25 * np.sin(2 * np.pi * (fx * u + fy * v) + ph)
+    n_shapes = rng.randint(18, 30)
+    for _ in range(n_shapes):
+        kind = rng.randint(3)
+        cx, cy = rng.uniform(0, w), rng.uniform(0, h)
+        sx = rng.uniform(0.03, 0.25) * w
+        sy = rng.uniform(0.03, 0.25) * h
+        colour = rng.uniform(0, 255, 3)
+        shade = rng.uniform(-40, 40, 2)
+        if kind == 0:      # axis-aligned rectangle
+            d = np.maximum(np.abs(xx - cx) / sx, np.abs(yy - cy) / sy)
+        elif kind == 1:    # ellipse
+            d = np.sqrt(((xx - cx) / sx) ** 2 + ((yy - cy) / sy) ** 2)
+        else:              # triangle-ish: a rotated wedge clipped by a disc
+            ang = rng.uniform(0, 2 * np.pi)
+            rx = (xx - cx) * np.cos(ang) + (yy - cy) * np.sin(ang)
+            ry = -(xx - cx) * np.sin(ang) + (yy - cy) * np.cos(ang)
+            d = np.maximum(np.abs(ry) / (sy * np.clip(1 - rx / sx, 0, None) + 1e-9), np.abs(rx) / sx)
+        edge = rng.uniform(0.02, 0.15)
+        alpha = np.clip((1.0 - d) / edge, 0, 1) * rng.uniform(0.7, 1.0)
+        fill = colour[None, None, :] + (shade[0] * (xx - cx) / sx + shade[1] * (yy - cy) / sy)[..., None]
+        img = img * (1 - alpha[..., None]) + fill * alpha[..., None]
+    texture = rng.normal(0, 1, (h // 4 + 2, w // 4 + 2, 3))
+    texture = np.repeat(np.repeat(texture, 4, 0), 4, 1)[:h, :w]
+    img += 6 * texture + rng.normal(0, 3, (h, w, 3))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def to_tensor(img_u8):
+    """uint8 HxWx3 -> float [3,H,W] in [0,1], as torchvision's ObjectDetection preset:
+    a true division by 255 (spec 1.1)."""
+    return torch.from_numpy(np.ascontiguousarray(img_u8)).permute(2, 0, 1).contiguous().to(torch.float32) / 255.0
+
+
+# ---------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------
+
+def build_resnet_fpn(depth, num_classes, min_size, max_size, seed, norm="frozen", eps=None):
+    """FasterRCNN on resnet_fpn_backbone('resnet<depth>') with all layers trainable (so
+    nothing is special-cased by freezing). norm: 'frozen' (FrozenBatchNorm2d, the
+    builder's default) or 'bn' (nn.BatchNorm2d); eps overrides every norm layer's eps
+    (0.0 as the COCO_V1 models after overwrite_eps)."""
+    from torchvision.models.detection import FasterRCNN
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    torch.manual_seed(seed)
+    norm_layer = tv_misc.FrozenBatchNorm2d if norm == "frozen" else torch.nn.BatchNorm2d
+    backbone = resnet_fpn_backbone(backbone_name=f"resnet{depth}", weights=None,
+                                   norm_layer=norm_layer, trainable_layers=5)
+    model = FasterRCNN(backbone, num_classes=num_classes, min_size=min_size, max_size=max_size)
+    if eps is not None:
+        for m in model.modules():
+            if isinstance(m, (tv_misc.FrozenBatchNorm2d, torch.nn.BatchNorm2d)):
+                m.eps = eps
+    return model.eval()
+
+
+def build_resnet50_fpn_coco(seed):
+    """fasterrcnn_resnet50_fpn with random weights and 91 classes at the default sizes
+    (800/1333); without pretrained weights the builder uses nn.BatchNorm2d (eps 1e-5)."""
+    torch.manual_seed(seed)
+    model = torchvision.models.detection.fasterrcnn_resnet50_fpn(
+        weights=None, weights_backbone=None, num_classes=91)
+    return model.eval()
+
+
+def convs_before_norms(model):
+    """The convolution feeding each norm layer of a torchvision ResNet body (conv1/bn1,
+    convK/bnK, downsample.0/downsample.1)."""
+    modules = dict(model.named_modules())
+    convs = []
+    for name, m in modules.items():
+        if not isinstance(m, (tv_misc.FrozenBatchNorm2d, torch.nn.BatchNorm2d)):
+            continue
+        head, _, last = name.rpartition(".")
+        if last.startswith("bn"):
+            conv_name = f"{head}.conv{last[2:]}"
+        elif head.endswith("downsample") and last == "1":
+            conv_name = f"{head}.0"
+        else:
+            raise ValueError(f"no convolution known before norm layer {name}")
+        convs.append(modules[conv_name])
+    return convs
+
+
+def norm_layers(model):
+    return [m for m in model.modules()
+            if isinstance(m, (tv_misc.FrozenBatchNorm2d, torch.nn.BatchNorm2d))]
+
+
+# ---------------------------------------------------------------------------------
+# The resize-scale patch (see the module docstring)
+# ---------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def resize_scale_in_double(enabled=True):
+    """While active, torchvision's GeneralizedRCNNTransform computes the resize scale
+    as min(S/m, L/M) in Python doubles, as current torchvision's eager path does,
+    instead of 0.14.1's float32 tensor division. The interpolation itself is
+    unchanged (torch computes floor(double(H) * scale))."""
+    if not enabled:
+        yield
+        return
+    original = tv_transform._resize_image_and_masks
+
+    def patched(image, self_min_size, self_max_size, target=None, fixed_size=None):
+        if target is not None or fixed_size is not None:
+            return original(image, self_min_size, self_max_size, target, fixed_size)
+        h, w = image.shape[-2:]
+        scale = min(float(self_min_size) / float(min(h, w)), float(self_max_size) / float(max(h, w)))
+        image = F.interpolate(image[None], size=None, scale_factor=scale, mode="bilinear",
+                              recompute_scale_factor=True, align_corners=False)[0]
+        return image, target
+
+    tv_transform._resize_image_and_masks = patched
+    try:
+        yield
+    finally:
+        tv_transform._resize_image_and_masks = original
+
+
+def resized_size(h, w, min_size, max_size, double):
+    """(H', W') as torchvision computes it: float32 scale (0.14.1) or double."""
+    if double:
+        s = min(float(min_size) / min(h, w), float(max_size) / max(h, w))
+    else:
+        # 0.14.1's expression, literally: Python float / float32 tensor (which torch
+        # evaluates as a reciprocal and a multiplication, both float32).
+        shape = torch.tensor([h, w])
+        m = torch.min(shape).to(dtype=torch.float32)
+        big = torch.max(shape).to(dtype=torch.float32)
+        s = torch.min(float(min_size) / m, float(max_size) / big).item()
+    return int(math.floor(h * s)), int(math.floor(w * s))
+
+
+# ---------------------------------------------------------------------------------
+# Box-head linears through oneDNN
+# ---------------------------------------------------------------------------------
+
+# Debian's torch is built with BLAS_INFO=generic and runs nn.Linear on the netlib
+# reference BLAS: about 1 GFLOP/s, 12 s for fc6 on 1000 RoIs (12544x1024), which alone
+# would take most of the suite's time budget. Inside the reference and the calibration
+# the box head's linears therefore run through torch's oneDNN convolution as 1x1
+# convolutions: the same maths in float32 with another summation order (torch builds
+# with MKL differ from netlib in the same way; measured on fc6-sized data: 1.2e-5 vs
+# 4e-6 max error against float64 on outputs of magnitude 5 for netlib vs oneDNN).
+# VD_PARITY_NETLIB_LINEAR=1 in the environment runs torch's own nn.Linear instead.
+NETLIB_LINEAR = os.environ.get("VD_PARITY_NETLIB_LINEAR", "") not in ("", "0")
+
+
+def _linear_as_conv(self, x):
+    return F.conv2d(x[:, :, None, None], self.weight[:, :, None, None], self.bias)[:, :, 0, 0]
+
+
+@contextlib.contextmanager
+def box_head_linears_on_onednn(model):
+    linears = [] if NETLIB_LINEAR else [m for m in model.roi_heads.modules()
+                                         if isinstance(m, torch.nn.Linear)]
+    for m in linears:
+        m.forward = types.MethodType(_linear_as_conv, m)
+    try:
+        yield
+    finally:
+        for m in linears:
+            del m.forward
+
+
+# ---------------------------------------------------------------------------------
+# The reference: torchvision step by step (mirrors GeneralizedRCNN.forward in eval)
+# ---------------------------------------------------------------------------------
+
+def reference(model, img_u8, double_scale):
+    """Runs model on one uint8 HxWx3 image the way GeneralizedRCNN.forward does in
+    eval mode, but step by step so the internals can be compared. Returns a dict of
+    numpy arrays named as vd-detect's --dump files, plus 'boxes', 'scores', 'labels'
+    (final detections in original-image pixels, torchvision's order)."""
+    h0, w0 = img_u8.shape[:2]
+    x = to_tensor(img_u8)
+    with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+        images, _ = model.transform([x])
+        features = model.backbone(images.tensors)
+        feats = list(features.values())
+        rpn = model.rpn
+        objectness, deltas = rpn.head(feats)
+        anchors = rpn.anchor_generator(images, feats)
+        num_anchors_per_level = [o[0].shape[0] * o[0].shape[1] * o[0].shape[2] for o in objectness]
+        from torchvision.models.detection.rpn import concat_box_prediction_layers
+        obj_flat, deltas_flat = concat_box_prediction_layers(objectness, deltas)
+        proposals = rpn.box_coder.decode(deltas_flat, anchors).view(1, -1, 4)
+        boxes, scores = rpn.filter_proposals(proposals, obj_flat, images.image_sizes, num_anchors_per_level)
+        roi = model.roi_heads
+        box_features = roi.box_head(roi.box_roi_pool(features, boxes, images.image_sizes))
+        class_logits, box_regression = roi.box_predictor(box_features)
+        dboxes, dscores, dlabels = roi.postprocess_detections(class_logits, box_regression, boxes,
+                                                              images.image_sizes)
+        dets = model.transform.postprocess(
+            [{"boxes": dboxes[0], "scores": dscores[0], "labels": dlabels[0]}],
+            images.image_sizes, [(h0, w0)])[0]
+    out = {
+        "image_size": np.array(images.image_sizes[0], np.float32),
+        "input": images.tensors.numpy(),
+        "anchors": anchors[0].numpy(),
+        "proposals": boxes[0].numpy(),
+        "proposal_scores": scores[0].numpy(),
+        "box_logits": class_logits.numpy(),
+        "box_regression": box_regression.numpy(),
+        "boxes": dets["boxes"].numpy(),
+        "scores": dets["scores"].numpy(),
+        "labels": dets["labels"].numpy(),
+        "_levels": num_anchors_per_level,
+    }
+    for name, f in features.items():
+        out["fpn." + name] = f.numpy()
+    return out
+
+
+def reference_matches_model(model, img_u8, ref):
+    """Self-check of reference(): the plain model(image) must give the same detections
+    bit for bit (without the resize patch only; the patch changes sizes)."""
+    with torch.no_grad(), box_head_linears_on_onednn(model):
+        det = model([to_tensor(img_u8)])[0]
+    return (np.array_equal(det["boxes"].numpy(), ref["boxes"])
+            and np.array_equal(det["scores"].numpy(), ref["scores"])
+            and np.array_equal(det["labels"].numpy(), ref["labels"]))
+
+
+# ---------------------------------------------------------------------------------
+# Calibration
+# ---------------------------------------------------------------------------------
+
+def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
+              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 12)):
+    """Makes a random-weight model produce non-degenerate outputs on images_u8.
+
+    1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)), then the
+       running mean/variance of every BN/FrozenBN are set to the batch statistics of
+       its actual input on the first image. A forward pre-hook does this in one eval
+       forward of the body: each layer sees the output of the already calibrated
+       layers before it, so activations stay O(1) through the whole depth.
+    2. RPN: scales the objectness conv so the logits have std rpn_logit_std (sigmoid
+       scores spread over (0, 1) instead of all ~0.5) and the delta conv so the deltas
+       have std rpn_delta_std (proposals move off the anchor grid).
+    3. Box predictor: scales bbox_pred so the class deltas have std box_delta_std
+       (before the 10/10/5/5 weights), then grid-searches a gain a on cls_score and a
+       shift b of the background logit so that the detections on every image number
+       about target[0] with at least target[1] scores in [threshold, 0.5) and
+       target[2] above 0.5 (never capped at detections_per_img).
+    Returns a short description of what was chosen."""
+    g = torch.Generator().manual_seed(seed)
+    norms = norm_layers(model)
+    for m in norms:
+        m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+        m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
+    # Log-uniform gains in [0.01, 1] on the output channels of the convolution before
+    # each norm layer: the variances the norm layers then measure spread over about
+    # 1e-4..1, as in trained models, so eps is visible (eps 1e-5 against 0 changes a
+    # channel of variance 1e-4 by 5 %) while the normalised activations stay O(1).
+    for conv in convs_before_norms(model):
+        gains = 10.0 ** (-2.0 * torch.rand(conv.out_channels, generator=g))
+        conv.weight.mul_(gains[:, None, None, None])
+
+    def set_stats(module, inputs):
+        x = inputs[0]
+        module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
+        # Clamped so that eps = 0 cannot divide by an exactly zero variance.
+        module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False).clamp_min(1e-10))
+
+    handles = [m.register_forward_pre_hook(set_stats) for m in norms]
+    try:
+        with torch.no_grad(), resize_scale_in_double(double_scale):
+            batch, _ = model.transform([to_tensor(images_u8[0])])
+            model.backbone(batch.tensors)
+    finally:
+        for h in handles:
+            h.remove()
+
+    # Features of every calibration image with the calibrated body.
+    per_image = []
+    with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+        for img in images_u8:
+            batch, _ = model.transform([to_tensor(img)])
+            feats = model.backbone(batch.tensors)
+            per_image.append((batch, feats))
+
+        head = model.rpn.head
+        logits, deltas = [], []
+        for batch, feats in per_image:
+            o, d = head(list(feats.values()))
+            logits += [t.flatten() for t in o]
+            deltas += [t.flatten() for t in d]
+        lstd = torch.cat(logits).std().item()
+        dstd = torch.cat(deltas).std().item()
+        head.cls_logits.weight.mul_(rpn_logit_std / lstd)
+        head.cls_logits.bias.mul_(rpn_logit_std / lstd)
+        head.bbox_pred.weight.mul_(rpn_delta_std / dstd)
+        head.bbox_pred.bias.mul_(rpn_delta_std / dstd)
+
+        roi = model.roi_heads
+        pred = roi.box_predictor
+        cached = []
+        for batch, feats in per_image:
+            proposals, _ = model.rpn(batch, feats)
+            x = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+            cached.append((x, proposals, batch.image_sizes))
+        reg = torch.cat([pred.bbox_pred(x) for x, _, _ in cached])
+        gain = box_delta_std / reg.std().item()
+        pred.bbox_pred.weight.mul_(gain)
+        pred.bbox_pred.bias.mul_(gain)
+
+        # Standardise every class logit over the proposals of all images, then search
+        # logits = a * z + b * [class == background]. The candidate boxes do not depend
+        # on (a, b): decode them once and rerun only softmax, threshold and NMS (the
+        # steps of postprocess_detections).
+        from torchvision.ops import boxes as box_ops
+        x_all = torch.cat([x for x, _, _ in cached])
+        raw = pred.cls_score(x_all)
+        mu, sigma = raw.mean(0), raw.std(0).clamp_min(1e-6)
+        w0 = pred.cls_score.weight / sigma[:, None]
+        b0 = (pred.cls_score.bias - mu) / sigma
+        per_image_z = []
+        for x, proposals, sizes in cached:
+            z = (pred.cls_score(x) - mu) / sigma
+            boxes = roi.box_coder.decode(pred.bbox_pred(x), proposals)
+            boxes = box_ops.clip_boxes_to_image(boxes, sizes[0])[:, 1:].reshape(-1, 4)
+            labels = torch.arange(1, z.shape[1]).repeat(z.shape[0])
+            per_image_z.append((z, boxes, labels))
+        thr = roi.score_thresh
+        want_total, want_low, want_high = target
+        onehot = torch.zeros(raw.shape[1])
+        onehot[0] = 1
+        best = None
+        for a in [1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12]:
+            for b in [-2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12]:
+                cost = 0.0
+                counts = []
+                for z, boxes, labels in per_image_z:
+                    scores = torch.softmax(a * z + b * onehot, -1)[:, 1:].reshape(-1)
+                    keep = torch.where(scores > thr)[0]
+                    bx, sc, lb = boxes[keep], scores[keep], labels[keep]
+                    small = box_ops.remove_small_boxes(bx, min_size=1e-2)
+                    bx, sc, lb = bx[small], sc[small], lb[small]
+                    s = sc[box_ops.batched_nms(bx, sc, lb, roi.nms_thresh)][: roi.detections_per_img]
+                    n, low, high = len(s), int(((s >= thr) & (s < 0.5)).sum()), int((s >= 0.5).sum())
+                    counts.append((n, low, high))
+                    cost += (abs(n - want_total) / want_total + 4 * max(0, want_low - low) / want_low
+                             + 4 * max(0, want_high - high) / want_high
+                             + (10 if n >= roi.detections_per_img else 0))
+                if best is None or cost < best[0]:
+                    best = (cost, a, b, counts)
+        _, a, b, counts = best
+        pred.cls_score.weight.copy_(w0 * a)
+        pred.cls_score.bias.copy_(b0 * a)
+        pred.cls_score.bias[0] += b
+    return (f"calibrated: {len(norms)} norm layers; rpn logits x{rpn_logit_std / lstd:.3g}, "
+            f"rpn deltas x{rpn_delta_std / dstd:.3g}; box deltas x{gain:.3g}; cls_score gain {a}, "
+            f"background shift {b}; detections (total, <0.5, >=0.5) per image {counts}")
+
+
+# ---------------------------------------------------------------------------------
+# Export and the engine
+# ---------------------------------------------------------------------------------
+
+def export_model(model, path, class_names=None, dtype="f32"):
+    sys.path.insert(0, TOOLSDIR)
+    try:
+        import export_torchvision
+    finally:
+        sys.path.pop(0)
+    export_torchvision.export(model, path, class_names=class_names, dtype=dtype)
+
+
+_ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2), "F64": ("<f8", 8),
+              "I64": ("<i8", 8), "I32": ("<i4", 4)}
+
+
+def read_safetensors(path):
+    """{name: float32/int numpy array} and the header's __metadata__, read with numpy
+    only (the safetensors package is not in Debian)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    tensors = {}
+    for name, info in header.items():
+        np_dtype, size = _ST_DTYPES[info["dtype"]]
+        begin, end = info["data_offsets"]
+        a = np.frombuffer(data[begin:end], dtype=np_dtype).reshape(info["shape"])
+        if info["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        elif info["dtype"] == "F16":
+            a = a.astype(np.float32)
+        tensors[name] = a
+    return tensors, meta
+
+
+def load_back(model, tensors):
+    """Loads the (rounded) tensors of an exported file back into model, so torchvision
+    runs exactly the weights the engine reads. Returns how many tensors were loaded."""
+    sd = model.state_dict()
+    n = 0
+    for name, a in tensors.items():
+        if name in sd and sd[name].is_floating_point():
+            sd[name].copy_(torch.from_numpy(np.array(a, dtype=np.float32)).reshape(sd[name].shape))
+            n += 1
+    return n
+
+
+def run_engine(vd_detect, model_path, image_paths, dump_dir, threads, threshold, timeout):
+    """Runs vd-detect --json --dump on image_paths. Returns (list of parsed JSON lines,
+    seconds, stderr). Raises RuntimeError with the output on failure."""
+    if os.path.isdir(dump_dir):
+        shutil.rmtree(dump_dir)
+    os.makedirs(dump_dir)
+    cmd = [vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(threads),
+           "--threshold", repr(float(threshold)), "--json", "--dump", dump_dir] + list(image_paths)
+    log("$ " + " ".join(cmd))
+    t = time.monotonic()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"vd-detect timed out after {timeout} s")
+    dt = time.monotonic() - t
+    out = p.stdout.decode(errors="replace")
+    err = p.stderr.decode(errors="replace")
+    if p.returncode != 0:
+        raise RuntimeError(f"vd-detect exited with {p.returncode}\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}")
+    lines = [l for l in out.splitlines() if l.strip()]
+    if len(lines) != len(image_paths):
+        raise RuntimeError(f"vd-detect printed {len(lines)} JSON lines for {len(image_paths)} images:\n{out[-2000:]}")
+    try:
+        results = [json.loads(l) for l in lines]
+    except ValueError as exc:
+        raise RuntimeError(f"vd-detect printed invalid JSON ({exc}):\n{out[-2000:]}")
+    return results, dt, err
+
+
+def load_dump(dump_dir, index):
+    d = os.path.join(dump_dir, str(index))
+    out = {}
+    if os.path.isdir(d):
+        for f in os.listdir(d):
+            if f.endswith(".npy"):
+                out[f[:-4]] = np.load(os.path.join(d, f))
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Comparison
+# ---------------------------------------------------------------------------------
+
+def iou_matrix(a, b):
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    wh = np.clip(rb - lt, 0, None)
+    inter = wh[..., 0] * wh[..., 1]
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou = np.where(union > 0, inter / union, np.where(np.all(a[:, None] == b[None], -1), 1.0, 0.0))
+    return iou
+
+
+def match(ref_boxes, our_boxes, iou_min, ref_labels=None, our_labels=None,
+          ref_scores=None, our_scores=None, score_tol=None):
+    """Greedy one-to-one matching in reference order (score descending): each
+    reference box takes the unused box of ours with the highest IoU among those with
+    the same label, IoU >= iou_min and |score difference| <= score_tol. Returns the
+    list of (ref index, our index or -1)."""
+    iou = iou_matrix(ref_boxes, our_boxes)
+    ok = iou >= iou_min
+    if ref_labels is not None:
+        ok &= np.asarray(ref_labels)[:, None] == np.asarray(our_labels)[None, :]
+    if score_tol is not None:
+        ok &= np.abs(np.asarray(ref_scores, np.float64)[:, None]
+                     - np.asarray(our_scores, np.float64)[None, :]) <= score_tol
+    used = np.zeros(iou.shape[1], bool)
+    pairs = []
+    for i in range(iou.shape[0]):
+        cand = np.where(ok[i] & ~used)[0]
+        if len(cand) == 0:
+            pairs.append((i, -1))
+            continue
+        j = cand[np.argmax(iou[i, cand])]
+        used[j] = True
+        pairs.append((i, j))
+    return pairs, iou
+
+
+class Report:
+    """Stage checks of one image, in pipeline order."""
+
+    def __init__(self, title):
+        self.title = title
+        self.checks = []   # (stage, ok, message)
+
+    def check(self, stage, ok, message):
+        self.checks.append((stage, bool(ok), message))
+        log(f"  {'ok  ' if ok else 'FAIL'} {stage}: {message}")
+        return ok
+
+    def first_failure(self):
+        for stage, ok, message in self.checks:
+            if not ok:
+                return stage, message
+        return None
+
+
+def count_ok(n_ours, n_ref):
+    return abs(n_ours - n_ref) <= math.ceil(COUNT_REL_TOL * n_ref)
+
+
+def describe_detections(scores, thr):
+    s = np.asarray(scores)
+    return (len(s), int(((s >= thr) & (s < 0.5)).sum()), int((s >= 0.5).sum()))
+
+
+def check_reference_spread(report, ref, thr):
+    n, low, high = describe_detections(ref["scores"], thr)
+    s = ref["scores"]
+    rng = f"[{s.min():.3f}, {s.max():.3f}]" if n else "[]"
+    return report.check(
+        "reference spread", n >= MIN_REF_DETECTIONS and low >= MIN_REF_LOW and high >= MIN_REF_HIGH,
+        f"torchvision: {n} detections, {low} in [{thr}, 0.5), {high} >= 0.5, scores {rng} "
+        f"(need >= {MIN_REF_DETECTIONS}, {MIN_REF_LOW}, {MIN_REF_HIGH})")
+
+
+def compare_image(report, ref, result, dump, class_names, size_hw, stats):
+    """Compares one image stage by stage. ref: reference(); result: vd-detect's JSON
+    object; dump: load_dump(). stats collects numbers for the summary."""
+    h0, w0 = size_hw
+
+    # Output frame size: the JSON echoes the original size.
+    report.check("json size", (result.get("width"), result.get("height")) == (w0, h0),
+                 f"width/height {result.get('width')}x{result.get('height')}, image {w0}x{h0}")
+
+    def need(name):
+        if name not in dump:
+            report.check(name, False, "missing from the dump")
+            return None
+        return dump[name]
+
+    # Resized size: exact (integer sizes, both sides use the double-precision scale or
+    # the size is one where float32 and double agree).
+    a = need("image_size")
+    if a is not None:
+        report.check("image_size", np.array_equal(np.asarray(a).reshape(-1)[:2], ref["image_size"]),
+                     f"ours {np.asarray(a).reshape(-1).tolist()}, torchvision {ref['image_size'].tolist()}")
+
+    # Input: padded shape exact, values within INPUT_ABS_TOL (see its comment).
+    a = need("input")
+    if a is not None:
+        r = ref["input"]
+        if a.shape != r.shape:
+            report.check("input", False, f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
+        else:
+            d = float(np.abs(a.astype(np.float64) - r).max())
+            stats["input"] = max(stats.get("input", 0.0), d)
+            report.check("input", d <= INPUT_ABS_TOL,
+                         f"shape {list(r.shape)}, max|diff| {d:.3g} (tol {INPUT_ABS_TOL:g})")
+
+    # Anchors: exact. They are integers computed from integer sizes (spec 3).
+    a = need("anchors")
+    if a is not None:
+        r = ref["anchors"]
+        if a.shape != r.shape:
+            report.check("anchors", False, f"shape ours {list(a.shape)}, torchvision {list(r.shape)} "
+                         f"(per level {ref['_levels']})")
+        else:
+            bad = np.where(np.any(a != r, axis=1))[0]
+            msg = f"{r.shape[0]} anchors, {len(bad)} differ"
+            if len(bad):
+                msg += f"; first at {bad[0]}: ours {a[bad[0]].tolist()}, torchvision {r[bad[0]].tolist()}"
+            report.check("anchors", len(bad) == 0, msg)
+
+    # FPN features: FEATURE_REL_TOL of max|ref| (see its comment).
+    for name in [k for k in ref if k.startswith("fpn.")]:
+        a = need(name)
+        if a is None:
+            continue
+        r = ref[name]
+        if a.shape != r.shape:
+            report.check(name, False, f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
+            continue
+        diff = np.abs(a.astype(np.float64) - r)
+        d = float(diff.max())
+        scale = float(np.abs(r).max())
+        rel = d / scale if scale > 0 else d
+        stats["feature_rel"] = max(stats.get("feature_rel", 0.0), rel)
+        where = np.unravel_index(int(diff.argmax()), diff.shape)
+        report.check(name, rel <= FEATURE_REL_TOL,
+                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
+                     f"(tol {FEATURE_REL_TOL:g}); worst at {list(map(int, where))}")
+
+    # Proposals: >= 97 % of torchvision's matched by IoU >= 0.99, counts within 3 %.
+    a = need("proposals")
+    if a is not None:
+        r = ref["proposals"]
+        pairs, iou = match(r, a, PROPOSAL_IOU)
+        m = sum(j >= 0 for _, j in pairs)
+        frac = m / max(len(r), 1)
+        stats.setdefault("proposal_frac", []).append(frac)
+        report.check("proposals", frac >= PROPOSAL_MIN_MATCHED and count_ok(len(a), len(r)),
+                     f"ours {len(a)}, torchvision {len(r)}; {m} matched at IoU >= {PROPOSAL_IOU} "
+                     f"({100 * frac:.2f} %, need {100 * PROPOSAL_MIN_MATCHED:.0f} %)")
+        ps = need("proposal_scores")
+        if ps is not None:
+            exact = [(i, j) for i, j in pairs if j >= 0 and iou[i, j] > 0.9999]
+            if exact and len(ps) == len(a):
+                d = max(abs(float(ps[j]) - float(ref["proposal_scores"][i])) for i, j in exact)
+                report.check("proposal_scores", d <= DETECTION_SCORE_TOL,
+                             f"max|diff| {d:.3g} over {len(exact)} shared proposals (tol {DETECTION_SCORE_TOL:g})")
+            else:
+                report.check("proposal_scores", False,
+                             f"{len(ps)} scores for {len(a)} proposals, {len(exact)} shared proposals")
+        # Box head outputs for shared proposals: HEAD_REL_TOL of max|ref|.
+        for name in ("box_logits", "box_regression"):
+            b = need(name)
+            if b is None:
+                continue
+            rb = ref[name]
+            exact = [(i, j) for i, j in pairs if j >= 0 and iou[i, j] > 0.9999]
+            if b.ndim != 2 or b.shape[1] != rb.shape[1] or b.shape[0] != len(a) or not exact:
+                report.check(name, False, f"shape ours {list(b.shape)}, torchvision {list(rb.shape)}, "
+                             f"{len(exact)} shared proposals")
+                continue
+            ii = np.array([i for i, _ in exact])
+            jj = np.array([j for _, j in exact])
+            d = float(np.abs(b[jj].astype(np.float64) - rb[ii]).max())
+            scale = float(np.abs(rb).max())
+            rel = d / scale if scale > 0 else d
+            stats["head_rel"] = max(stats.get("head_rel", 0.0), rel)
+            report.check(name, rel <= HEAD_REL_TOL,
+                         f"max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} over {len(exact)} "
+                         f"shared proposals (tol {HEAD_REL_TOL:g})")
+
+    # Final detections one by one: same label, IoU >= 0.99, |score diff| <= 1e-3;
+    # >= 97 % of torchvision's matched, counts within 3 %.
+    dets = result.get("detections", [])
+    ob = np.array([d["box"] for d in dets], np.float64).reshape(-1, 4)
+    osc = np.array([d["score"] for d in dets], np.float64)
+    olab = np.array([d["label"] for d in dets], np.int64)
+    pairs, iou = match(ref["boxes"], ob, DETECTION_IOU, ref["labels"], olab, ref["scores"], osc,
+                       DETECTION_SCORE_TOL)
+    m = sum(j >= 0 for _, j in pairs)
+    n_ref = len(ref["scores"])
+    frac = m / n_ref if n_ref else 1.0
+    sd = max([abs(osc[j] - ref["scores"][i]) for i, j in pairs if j >= 0], default=0.0)
+    miou = min([iou[i, j] for i, j in pairs if j >= 0], default=1.0)
+    stats.setdefault("detection_frac", []).append(frac)
+    stats["score_diff"] = max(stats.get("score_diff", 0.0), sd)
+    msg = (f"ours {len(osc)}, torchvision {n_ref}; {m} matched ({100 * frac:.2f} %, need "
+           f"{100 * DETECTION_MIN_MATCHED:.0f} %); max|score diff| {sd:.3g} (tol {DETECTION_SCORE_TOL:g}); "
+           f"min IoU {miou:.6f}")
+    unmatched = [i for i, j in pairs if j < 0]
+    if unmatched:
+        i = unmatched[0]
+        full = iou_matrix(ref["boxes"][i:i + 1], ob)[0] if len(ob) else np.zeros(0)
+        k = int(full.argmax()) if len(full) else -1
+        msg += (f"; first unmatched torchvision #{i} label {int(ref['labels'][i])} score "
+                f"{ref['scores'][i]:.6f} box {np.round(ref['boxes'][i], 3).tolist()}")
+        if k >= 0:
+            msg += (f", nearest ours label {int(olab[k])} score {osc[k]:.6f} IoU {full[k]:.5f} "
+                    f"box {np.round(ob[k], 3).tolist()}")
+    report.check("detections", frac >= DETECTION_MIN_MATCHED and count_ok(len(osc), n_ref), msg)
+
+    # Order and names: sorted by score, label_name from the class list.
+    report.check("detections sorted", bool(np.all(np.diff(osc) <= 0)), "scores in descending order")
+    if class_names is not None:
+        bad = [d for d in dets if d.get("label_name") != class_names[d["label"]]
+               if 0 <= d["label"] < len(class_names)]
+        report.check("label_name", not bad, f"{len(bad)} wrong" + (f", e.g. {bad[0]}" if bad else ""))
+
+
+# ---------------------------------------------------------------------------------
+# A whole test: model, images, engine, reference, comparison
+# ---------------------------------------------------------------------------------
+
+def run_parity(args, name, model, images, class_names=None, dtype="f32", min_size=800, max_size=1333,
+               calibrate_kwargs=None, engine_timeout=600):
+    """images: list of (h, w, seed, double_scale). Calibrates (on every image), exports,
+    runs the engine and the reference, compares; returns the process exit status."""
+    t_start = time.monotonic()
+    setup_torch(args.threads)
+    os.makedirs(args.workdir, exist_ok=True)
+    work = os.path.abspath(args.workdir)
+
+    imgs = [synthetic_image(h, w, seed) for h, w, seed, _ in images]
+    doubles = [d for _, _, _, d in images]
+    for (h, w, _, d) in images:
+        f32 = resized_size(h, w, min_size, max_size, False)
+        f64 = resized_size(h, w, min_size, max_size, True)
+        log(f"{name}: image {h}x{w}: resized {f64[0]}x{f64[1]} with the double scale, "
+            f"{f32[0]}x{f32[1]} with 0.14.1's float32 scale; reference "
+            f"{'patched to double' if d else 'unpatched'}")
+        if not d and f32 != f64:
+            log(f"ERROR: {h}x{w} cannot run unpatched: float32 and double scales disagree")
+            return 1
+
+    t = time.monotonic()
+    if all(doubles) or not any(doubles):
+        desc = calibrate(model, imgs, double_scale=doubles[0], **(calibrate_kwargs or {}))
+    else:
+        desc = calibrate(model, imgs, double_scale=True, **(calibrate_kwargs or {}))
+    log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
+
+    model_path = os.path.join(work, f"{name}.safetensors")
+    t = time.monotonic()
+    try:
+        export_model(model, model_path, class_names=class_names, dtype=dtype)
+    except Exception as exc:
+        log(f"FAIL {name}: export failed: {type(exc).__name__}: {exc}")
+        return 1
+    log(f"{name}: exported {dtype} to {model_path} ({os.path.getsize(model_path) / 1e6:.1f} MB, "
+        f"{time.monotonic() - t:.1f} s)")
+    if dtype != "f32":
+        tensors, _ = read_safetensors(model_path)
+        n = load_back(model, tensors)
+        log(f"{name}: loaded {n} rounded tensors back into torchvision")
+
+    paths = []
+    for i, img in enumerate(imgs):
+        p = os.path.join(work, f"image{i}_{img.shape[0]}x{img.shape[1]}.npy")
+        np.save(p, img)
+        paths.append(p)
+
+    thr = model.roi_heads.score_thresh
+    dump_dir = os.path.join(work, "dump")
+    engine_error = None
+    try:
+        results, dt, err = run_engine(args.vd_detect, model_path, paths, dump_dir, args.threads, thr,
+                                      engine_timeout)
+        log(f"{name}: vd-detect took {dt:.1f} s for {len(paths)} images")
+    except (RuntimeError, OSError) as exc:
+        engine_error = str(exc)
+        results = None
+
+    failed = []
+    stats = {}
+    ref_dir = os.path.join(work, "reference")
+    for i, (img, dbl) in enumerate(zip(imgs, doubles)):
+        h, w = img.shape[:2]
+        t = time.monotonic()
+        ref = reference(model, img, dbl)
+        log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s, "
+            f"resized {ref['image_size'].astype(int).tolist()}, padded {list(ref['input'].shape[2:])}, "
+            f"{len(ref['anchors'])} anchors, {len(ref['proposals'])} proposals, "
+            f"{len(ref['scores'])} detections")
+        os.makedirs(os.path.join(ref_dir, str(i)), exist_ok=True)
+        for k, v in ref.items():
+            if not k.startswith("_"):
+                np.save(os.path.join(ref_dir, str(i), k + ".npy"), v)
+        report = Report(f"{name} image {i} {h}x{w}")
+        spread_ok = check_reference_spread(report, ref, thr)
+        if results is not None:
+            compare_image(report, ref, results[i], load_dump(dump_dir, i), class_names, (h, w), stats)
+        first = report.first_failure()
+        if first:
+            failed.append((i, h, w, first))
+        elif not spread_ok:
+            failed.append((i, h, w, ("reference spread", "")))
+
+    log(f"SUMMARY {name} ({dtype}): images {len(imgs)}, "
+        f"proposals matched {_fmt_fracs(stats.get('proposal_frac'))}, "
+        f"detections matched {_fmt_fracs(stats.get('detection_frac'))}, "
+        f"max|score diff| {stats.get('score_diff', float('nan')):.3g}, "
+        f"max feature diff {stats.get('feature_rel', float('nan')):.3g} of max|ref|, "
+        f"max head diff {stats.get('head_rel', float('nan')):.3g} of max|ref|, "
+        f"max input diff {stats.get('input', float('nan')):.3g}; "
+        f"{time.monotonic() - t_start:.0f} s")
+    log(f"reference tensors in {ref_dir}/<i>/, ours in {dump_dir}/<i>/")
+    if engine_error is not None:
+        log(f"FAIL {name}: the engine did not run: {engine_error}")
+        return 1
+    if failed:
+        for i, h, w, (stage, message) in failed:
+            log(f"FAIL {name}: image {i} ({h}x{w}): first divergence at '{stage}': {message}")
+        return 1
+    if not args.keep:
+        os.remove(model_path)
+    log(f"PASS {name}")
+    return 0
+
+
+def _fmt_fracs(fr):
+    if not fr:
+        return "n/a"
+    return "min {:.2f} %".format(100 * min(fr))

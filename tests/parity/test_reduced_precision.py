@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Parity of a model file stored in F16 or BF16: ResNet-18-FPN Faster R-CNN with
+nn.BatchNorm2d (eps 1e-5), 4 classes, min/max size 320/512, random calibrated weights,
+exported with dtype f16 or bf16 (--dtype). The rounded tensors are read back from the
+file and loaded into torchvision, so both sides run exactly the same (rounded)
+weights and the same float32 arithmetic as the float32 tests; the tolerances are
+those of the float32 tests.
+
+Images (H x W): 300x400 runs against unmodified torchvision 0.14.1; 257x389 is a size
+where 0.14.1's float32 resize scale loses a pixel and runs with the scale patched to
+double precision, as the engine and current torchvision compute it
+(parity_common.resize_scale_in_double).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+IMAGES = [  # (height, width, seed, resize scale patched to double)
+    (300, 400, 1601, False),
+    (257, 389, 1602, True),
+]
+CLASSES = ["__background__", "red", "green", "blue"]
+
+
+def main():
+    args = pc.parse_args(__doc__, dtype=True)
+    pc.setup_torch(args.threads)
+    model = pc.build_resnet_fpn(18, len(CLASSES), 320, 512, seed=16, norm="bn")
+    return pc.run_parity(args, f"resnet18_fpn_{args.dtype}", model, IMAGES, class_names=CLASSES,
+                         dtype=args.dtype, min_size=320, max_size=512)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

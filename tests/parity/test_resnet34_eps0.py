@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Parity: ResNet-34-FPN Faster R-CNN with FrozenBatchNorm2d whose eps is overwritten
+to 0.0 (as torchvision does for the COCO_V1 detection weights), 3 classes, min/max
+size 320/512, random calibrated weights, float32 model file.
+
+The calibration spreads the norm layers' variances over about 1e-4..1, so folding with
+the wrong eps (1e-5 instead of 0) moves those channels by up to 5 % and fails the FPN
+feature check.
+
+Images (H x W): 375x500 runs against unmodified torchvision 0.14.1; 427x640 and
+640x427 (portrait) are sizes where 0.14.1's float32 resize scale loses a pixel and run
+with the scale patched to double precision, as the engine and current torchvision
+compute it (parity_common.resize_scale_in_double).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+IMAGES = [  # (height, width, seed, resize scale patched to double)
+    (375, 500, 3401, False),
+    (427, 640, 3402, True),
+    (640, 427, 3403, True),
+]
+CLASSES = ["__background__", "person", "vehicle"]
+
+
+def main():
+    args = pc.parse_args(__doc__)
+    pc.setup_torch(args.threads)
+    model = pc.build_resnet_fpn(34, len(CLASSES), 320, 512, seed=34, norm="frozen", eps=0.0)
+    return pc.run_parity(args, "resnet34_fpn_eps0", model, IMAGES, class_names=CLASSES,
+                         min_size=320, max_size=512)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

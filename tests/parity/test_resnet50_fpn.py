@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Parity: torchvision's fasterrcnn_resnet50_fpn (Bottleneck ResNet-50 v1.5, nn.BatchNorm2d
+with eps 1e-5 as the builder makes it without pretrained weights), 91 classes with the
+COCO category names, default min/max size 800/1333, random calibrated weights, float32
+model file. One image per run (--size HxW), since one torchvision forward takes about
+10 s on two cores:
+
+  --size 427x640: 0.14.1's float32 resize scale gives 799x1199 where double gives
+    800x1199: the reference runs with the resize scale patched to double precision, as
+    the engine and current torchvision compute it (parity_common.resize_scale_in_double).
+  --size 480x640: both give 800x1066; the reference is unmodified torchvision.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights  # noqa: E402
+
+
+def main():
+    args = pc.parse_args(__doc__, size=True)
+    pc.setup_torch(args.threads)
+    h, w = args.size
+    double = pc.resized_size(h, w, 800, 1333, False) != pc.resized_size(h, w, 800, 1333, True)
+    model = pc.build_resnet50_fpn_coco(seed=50)
+    classes = list(FasterRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"])
+    return pc.run_parity(args, f"resnet50_fpn_{h}x{w}", model, [(h, w, 5000 + h + w, double)],
+                         class_names=classes, min_size=800, max_size=1333)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
