@@ -1,0 +1,405 @@
+#include "model_fixture.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+char *tmp_dir;
+
+/* ------------------------------------------------------------------------ */
+/* Fixture: tensors + metadata, written as a safetensors file                */
+
+
+
+void fx_tensor_free(gpointer data)
+{
+    fx_tensor *t = data;
+    g_free(t->name);
+    g_free(t->dtype);
+    g_free(t->values);
+    g_free(t->raw);
+    g_free(t);
+}
+
+void fx_free(fixture *fx)
+{
+    g_ptr_array_unref(fx->tensors);
+    g_free(fx->config);
+    g_free(fx->format);
+    g_free(fx->format_version);
+    g_free(fx->raw_header);
+    g_free(fx);
+}
+
+/* Small exact values (k/256, |k| < 128): exact in F32, F16 and BF16. */
+float fill_value(guint salt, gsize i)
+{
+    return (float)((int)((i * 37u + salt * 101u) % 255u) - 127) / 256.0f;
+}
+
+fx_tensor *fx_add(fixture *fx, const char *name, int ndim, const gint64 *shape)
+{
+    fx_tensor *t = g_new0(fx_tensor, 1);
+    t->name = g_strdup(name);
+    t->dtype = g_strdup("F32");
+    t->ndim = ndim;
+    t->n = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->n *= (gsize)shape[i];
+    }
+    t->values = g_new(float, t->n ? t->n : 1);
+    for (gsize i = 0; i < t->n; i++)
+        t->values[i] = fill_value(fx->tensors->len, i);
+    g_ptr_array_add(fx->tensors, t);
+    return t;
+}
+
+fx_tensor *fx_find(fixture *fx, const char *name)
+{
+    for (guint i = 0; i < fx->tensors->len; i++) {
+        fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        if (strcmp(t->name, name) == 0)
+            return t;
+    }
+    g_assert_not_reached();
+    return NULL;
+}
+
+void fx_remove(fixture *fx, const char *name)
+{
+    g_assert_true(g_ptr_array_remove(fx->tensors, fx_find(fx, name)));
+}
+
+/* Replaces the first occurrence of @old in the config text; the test fails if absent,
+ * so that a fixture change cannot silently turn a negative test into a no-op. */
+void fx_config_replace(fixture *fx, const char *old, const char *new_text)
+{
+    char *at = strstr(fx->config, old);
+    char *config;
+
+    g_assert_nonnull(at);
+    config = g_strdup_printf("%.*s%s%s", (int)(at - fx->config), fx->config, new_text,
+                             at + strlen(old));
+    g_free(fx->config);
+    fx->config = config;
+}
+
+void add_conv_bn(fixture *fx, const char *conv, const char *bn, int out, int in, int k)
+{
+    const gint64 wshape[4] = { out, in, k, k }, vshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", conv);
+    fx_tensor *t;
+
+    fx_add(fx, name, 4, wshape);
+    g_free(name);
+    name = g_strdup_printf("%s.weight", bn);
+    t = fx_add(fx, name, 1, vshape);
+    for (gsize i = 0; i < t->n; i++)
+        t->values[i] = 0.5f + fabsf(t->values[i]);
+    g_free(name);
+    name = g_strdup_printf("%s.bias", bn);
+    fx_add(fx, name, 1, vshape);
+    g_free(name);
+    name = g_strdup_printf("%s.running_mean", bn);
+    fx_add(fx, name, 1, vshape);
+    g_free(name);
+    name = g_strdup_printf("%s.running_var", bn);
+    t = fx_add(fx, name, 1, vshape);
+    for (gsize i = 0; i < t->n; i++)
+        t->values[i] = 0.5f + fabsf(t->values[i]);
+    g_free(name);
+}
+
+void add_conv_bias(fixture *fx, const char *prefix, int out, int in, int k)
+{
+    const gint64 wshape[4] = { out, in, k, k }, bshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", prefix);
+    fx_add(fx, name, 4, wshape);
+    g_free(name);
+    name = g_strdup_printf("%s.bias", prefix);
+    fx_add(fx, name, 1, bshape);
+    g_free(name);
+}
+
+void add_linear(fixture *fx, const char *prefix, int out, int in)
+{
+    const gint64 wshape[2] = { out, in }, bshape[1] = { out };
+    char *name = g_strdup_printf("%s.weight", prefix);
+    fx_add(fx, name, 2, wshape);
+    g_free(name);
+    name = g_strdup_printf("%s.bias", prefix);
+    fx_add(fx, name, 1, bshape);
+    g_free(name);
+}
+
+
+/* The smallest legal model: a ResNet stem, one BasicBlock in stage 1, an FPN of 8
+ * channels with the pool level, one anchor per location, a 2x2 pooler and a box head
+ * of 4 features. */
+tiny_arch tiny_basic(void)
+{
+    tiny_arch a = {
+        .bottleneck = FALSE, .depth = 10, .layers = { 1, 1, 1, 1 }, .returned = { 1 },
+        .n_returned = 1, .fpn_channels = 8, .pool = TRUE, .n_sizes = 1, .n_ratios = 1,
+        .roi_size = 2, .representation = 4, .num_classes = 3, .norm_eps = 1e-5,
+        .eps_map = NULL, .featmap_names = "[\"0\",\"1\",\"2\",\"3\"]", .old_keys = FALSE,
+    };
+    return a;
+}
+
+int arch_stage_channels(const tiny_arch *a, int stage)
+{
+    return (64 << (stage - 1)) * (a->bottleneck ? 4 : 1);
+}
+
+char *arch_config(const tiny_arch *a)
+{
+    GString *s = g_string_new(NULL);
+    int n_levels = a->n_returned + (a->pool ? 1 : 0);
+
+    g_string_append(s, "{\"architecture\":\"fasterrcnn\",");
+    g_string_append(s, "\"transform\":{\"min_size\":96,\"max_size\":160,"
+                       "\"image_mean\":[0.485,0.456,0.406],\"image_std\":[0.229,0.224,0.225],"
+                       "\"size_divisible\":32},");
+    g_string_append_printf(s, "\"backbone\":{\"type\":\"resnet\",\"depth\":%d,\"block\":\"%s\","
+                           "\"layers\":[%d,%d,%d,%d],\"stem_channels\":64,"
+                           "\"width_per_group\":64,\"groups\":1,\"returned_layers\":[",
+                           a->depth, a->bottleneck ? "bottleneck" : "basic", a->layers[0],
+                           a->layers[1], a->layers[2], a->layers[3]);
+    for (int i = 0; i < a->n_returned; i++)
+        g_string_append_printf(s, "%s%d", i ? "," : "", a->returned[i]);
+    g_string_append_printf(s, "],\"norm_eps\":%.17g", a->norm_eps);
+    if (a->eps_map)
+        g_string_append_printf(s, ",\"norm_eps_per_module\":%s", a->eps_map);
+    g_string_append(s, "},\"fpn\":{\"in_channels\":[");
+    for (int i = 0; i < a->n_returned; i++)
+        g_string_append_printf(s, "%s%d", i ? "," : "", arch_stage_channels(a, a->returned[i]));
+    g_string_append_printf(s, "],\"out_channels\":%d,\"extra_block\":\"%s\"},",
+                           a->fpn_channels, a->pool ? "maxpool" : "none");
+    g_string_append(s, "\"anchors\":{\"sizes\":[");
+    for (int l = 0; l < n_levels; l++) {
+        g_string_append(s, l ? ",[" : "[");
+        for (int i = 0; i < a->n_sizes; i++)
+            g_string_append_printf(s, "%s%d", i ? "," : "", (32 << l) * (i + 1));
+        g_string_append(s, "]");
+    }
+    g_string_append(s, "],\"aspect_ratios\":[");
+    for (int l = 0; l < n_levels; l++) {
+        g_string_append(s, l ? ",[" : "[");
+        for (int i = 0; i < a->n_ratios; i++)
+            g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
+        g_string_append(s, "]");
+    }
+    g_string_append(s, "]},\"rpn\":{\"pre_nms_top_n\":1000,\"post_nms_top_n\":500,"
+                       "\"nms_thresh\":0.7,\"score_thresh\":0.0,\"min_size\":0.001},");
+    g_string_append_printf(s, "\"roi_heads\":{\"output_size\":%d,\"sampling_ratio\":2,"
+                           "\"featmap_names\":%s,\"representation_size\":%d,"
+                           "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
+                           "\"bbox_reg_weights\":[10.0,10.0,5.0,5.0],\"min_size\":0.01},",
+                           a->roi_size, a->featmap_names, a->representation);
+    g_string_append_printf(s, "\"num_classes\":%d,\"class_names\":[\"__background__\"",
+                           a->num_classes);
+    for (int i = 1; i < a->num_classes; i++)
+        g_string_append_printf(s, ",\"thing%d\"", i);
+    g_string_append(s, "]}");
+    return g_string_free(s, FALSE);
+}
+
+fixture *fx_tiny(const tiny_arch *a)
+{
+    fixture *fx = g_new0(fixture, 1);
+    int in_channels = 64, n_stages = a->returned[a->n_returned - 1];
+    int C = a->fpn_channels, A = a->n_sizes * a->n_ratios;
+    char conv[96], bn[96];
+
+    fx->tensors = g_ptr_array_new_with_free_func(fx_tensor_free);
+    fx->config = arch_config(a);
+    fx->format = g_strdup("visiondetect");
+    fx->format_version = g_strdup("1");
+    fx->truncate = -1;
+
+    add_conv_bn(fx, "backbone.body.conv1", "backbone.body.bn1", 64, 3, 7);
+    for (int s = 1; s <= n_stages; s++) {
+        int planes = 64 << (s - 1), out = arch_stage_channels(a, s);
+        for (int b = 0; b < a->layers[s - 1]; b++) {
+            char prefix[64];
+            g_snprintf(prefix, sizeof prefix, "backbone.body.layer%d.%d", s, b);
+            for (int c = 1; c <= (a->bottleneck ? 3 : 2); c++) {
+                int cin = c == 1 ? in_channels : planes;
+                int cout = c == (a->bottleneck ? 3 : 2) ? out : planes;
+                int k = a->bottleneck ? (c == 2 ? 3 : 1) : 3;
+                g_snprintf(conv, sizeof conv, "%s.conv%d", prefix, c);
+                g_snprintf(bn, sizeof bn, "%s.bn%d", prefix, c);
+                add_conv_bn(fx, conv, bn, cout, cin, k);
+            }
+            if ((s > 1 && b == 0) || in_channels != out) {
+                g_snprintf(conv, sizeof conv, "%s.downsample.0", prefix);
+                g_snprintf(bn, sizeof bn, "%s.downsample.1", prefix);
+                add_conv_bn(fx, conv, bn, out, in_channels, 1);
+            }
+            in_channels = out;
+        }
+    }
+    for (int i = 0; i < a->n_returned; i++) {
+        g_snprintf(conv, sizeof conv, a->old_keys ? "backbone.fpn.inner_blocks.%d"
+                                                  : "backbone.fpn.inner_blocks.%d.0", i);
+        add_conv_bias(fx, conv, C, arch_stage_channels(a, a->returned[i]), 1);
+        g_snprintf(conv, sizeof conv, a->old_keys ? "backbone.fpn.layer_blocks.%d"
+                                                  : "backbone.fpn.layer_blocks.%d.0", i);
+        add_conv_bias(fx, conv, C, C, 3);
+    }
+    add_conv_bias(fx, a->old_keys ? "rpn.head.conv" : "rpn.head.conv.0.0", C, C, 3);
+    add_conv_bias(fx, "rpn.head.cls_logits", A, C, 1);
+    add_conv_bias(fx, "rpn.head.bbox_pred", 4 * A, C, 1);
+    add_linear(fx, "roi_heads.box_head.fc6", a->representation, C * a->roi_size * a->roi_size);
+    add_linear(fx, "roi_heads.box_head.fc7", a->representation, a->representation);
+    add_linear(fx, "roi_heads.box_predictor.cls_score", a->num_classes, a->representation);
+    add_linear(fx, "roi_heads.box_predictor.bbox_pred", 4 * a->num_classes, a->representation);
+    return fx;
+}
+
+guint32 float_bits(float f)
+{
+    guint32 b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+guint16 half_from_exact_float(float f)
+{
+    guint32 b = float_bits(f);
+    guint16 sign = (guint16)((b >> 16) & 0x8000u);
+    int e = (int)((b >> 23) & 0xff) - 127;
+
+    if ((b & 0x7fffffffu) == 0)
+        return sign;
+    g_assert_cmpint(e, >=, -14);
+    g_assert_cmpint(e, <=, 15);
+    g_assert_cmpuint(b & 0x1fffu, ==, 0);
+    return sign | (guint16)((e + 15) << 10) | (guint16)((b >> 13) & 0x3ffu);
+}
+
+gsize dtype_size(const char *dtype)
+{
+    return strcmp(dtype, "F32") == 0 ? 4 : 2;
+}
+
+/* Encodes the tensor's data and assigns sequential offsets (fixed ones are kept for
+ * the header only; every tensor's data is written). */
+GByteArray *fx_layout(fixture *fx)
+{
+    GByteArray *data = g_byte_array_new();
+
+    for (guint i = 0; i < fx->tensors->len; i++) {
+        fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        guint64 begin = data->len;
+        if (t->raw) {
+            g_byte_array_append(data, t->raw, (guint)t->raw_size);
+        } else {
+            for (gsize k = 0; k < t->n; k++) {
+                guint32 b = float_bits(t->values[k]);
+                guint8 bytes[4];
+                gsize size = dtype_size(t->dtype);
+                if (strcmp(t->dtype, "F16") == 0) {
+                    b = half_from_exact_float(t->values[k]);
+                } else if (strcmp(t->dtype, "BF16") == 0) {
+                    g_assert_cmpuint(b & 0xffffu, ==, 0);
+                    b >>= 16;
+                }
+                for (gsize j = 0; j < size; j++)
+                    bytes[j] = (guint8)(b >> (8 * j)); /* little-endian */
+                g_byte_array_append(data, bytes, (guint)size);
+            }
+        }
+        if (!t->fixed_offsets) {
+            t->begin = begin;
+            t->end = data->len;
+        }
+    }
+    return data;
+}
+
+void append_json_string(GString *s, const char *text)
+{
+    g_string_append_c(s, '"');
+    for (const char *p = text; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            g_string_append_printf(s, "\\%c", *p);
+        else if ((guchar)*p < 0x20)
+            g_string_append_printf(s, "\\u%04x", (guchar)*p);
+        else
+            g_string_append_c(s, *p);
+    }
+    g_string_append_c(s, '"');
+}
+
+/* Writes the fixture to tmp_dir/@file_name; returns the path (free it). */
+char *fx_write(fixture *fx, const char *file_name)
+{
+    GByteArray *data = fx_layout(fx);
+    GString *header = g_string_new("{");
+    GByteArray *file = g_byte_array_new();
+    char *path = g_build_filename(tmp_dir, file_name, NULL);
+    GError *error = NULL;
+    guint64 header_len;
+    guint8 len_bytes[8];
+    gsize size;
+
+    if (!fx->no_metadata) {
+        g_string_append(header, "\"__metadata__\":{\"format\":");
+        append_json_string(header, fx->format);
+        g_string_append(header, ",\"format_version\":");
+        append_json_string(header, fx->format_version);
+        g_string_append(header, ",\"config\":");
+        append_json_string(header, fx->config);
+        g_string_append(header, "}");
+    }
+    for (guint i = 0; i < fx->tensors->len; i++) {
+        fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        if (i > 0 || !fx->no_metadata)
+            g_string_append_c(header, ',');
+        append_json_string(header, t->name);
+        g_string_append_printf(header, ":{\"dtype\":\"%s\",\"shape\":[", t->dtype);
+        for (int d = 0; d < t->ndim; d++)
+            g_string_append_printf(header, "%s%" G_GINT64_FORMAT, d ? "," : "", t->shape[d]);
+        g_string_append_printf(header, "],\"data_offsets\":[%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                               "]}", t->begin, t->end);
+    }
+    g_string_append_c(header, '}');
+    if (fx->raw_header)
+        g_string_assign(header, fx->raw_header);
+    if (fx->header_old) {
+        const char *at = strstr(header->str, fx->header_old);
+        gssize pos;
+        g_assert_nonnull(at);
+        pos = at - header->str;
+        g_string_erase(header, pos, (gssize)strlen(fx->header_old));
+        g_string_insert(header, pos, fx->header_new);
+    }
+
+    header_len = header->len + fx->header_len_delta;
+    for (int i = 0; i < 8; i++)
+        len_bytes[i] = (guint8)(header_len >> (8 * i));
+    g_byte_array_append(file, len_bytes, 8);
+    g_byte_array_append(file, (const guint8 *)header->str, (guint)header->len);
+    g_byte_array_append(file, data->data, data->len);
+    size = fx->truncate >= 0 ? MIN((gsize)fx->truncate, file->len) : file->len;
+    g_assert_true(g_file_set_contents(path, (const char *)file->data, (gssize)size, &error));
+    g_assert_no_error(error);
+
+    g_byte_array_unref(file);
+    g_byte_array_unref(data);
+    g_string_free(header, TRUE);
+    return path;
+}
+
+vd_model *fx_load(fixture *fx, GError **error)
+{
+    char *path = fx_write(fx, "fixture.safetensors");
+    vd_model *model = vd_model_load(path, error);
+    g_unlink(path);
+    g_free(path);
+    return model;
+}
+

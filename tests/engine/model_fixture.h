@@ -1,0 +1,77 @@
+/* Test fixtures: tiny but complete ResNet-FPN Faster R-CNN models described by a
+ * tiny_arch, with tensors named as torchvision names them, serialised as
+ * safetensors (fx_write) with optional corruption. Shared by the engine tests. */
+#ifndef VD_TEST_MODEL_FIXTURE_H
+#define VD_TEST_MODEL_FIXTURE_H
+
+#include "vd_model_private.h"
+
+/* Directory the fixtures are written to; set by the test's main(). */
+extern char *tmp_dir;
+
+typedef struct {
+    char *name;
+    char *dtype;
+    int ndim;
+    gint64 shape[4];
+    float *values;       /* encoded to dtype on writing (values must be exact in it) */
+    gsize n;
+    guint8 *raw;         /* written instead of values when set */
+    gsize raw_size;
+    gboolean fixed_offsets;
+    guint64 begin, end;  /* set by fx_layout(); header values when fixed_offsets */
+} fx_tensor;
+typedef struct {
+    GPtrArray *tensors;
+    char *config;            /* the metadata's "config" JSON text */
+    char *format;
+    char *format_version;
+    gboolean no_metadata;
+    char *raw_header;        /* replaces the whole header JSON when set */
+    const char *header_old;  /* text replaced by header_new in the header JSON */
+    const char *header_new;
+    gint64 header_len_delta; /* added to the header length written in the first 8 bytes */
+    gssize truncate;         /* cut the file to this many bytes (-1: no) */
+} fixture;
+/* The architecture of a fixture, mirroring torchvision's constructor arguments. */
+typedef struct {
+    gboolean bottleneck;
+    int depth;
+    int layers[4];
+    int returned[4];
+    int n_returned;
+    int fpn_channels;
+    gboolean pool;
+    int n_sizes, n_ratios;
+    int roi_size;
+    int representation;
+    int num_classes;
+    double norm_eps;
+    const char *eps_map;       /* JSON object text, or NULL */
+    const char *featmap_names; /* JSON array text */
+    gboolean old_keys;         /* torchvision < 0.13 FPN / RPN key names */
+} tiny_arch;
+
+void fx_tensor_free(gpointer data);
+void fx_free(fixture *fx);
+float fill_value(guint salt, gsize i);
+fx_tensor *fx_add(fixture *fx, const char *name, int ndim, const gint64 *shape);
+fx_tensor *fx_find(fixture *fx, const char *name);
+void fx_remove(fixture *fx, const char *name);
+void fx_config_replace(fixture *fx, const char *old, const char *new_text);
+void add_conv_bn(fixture *fx, const char *conv, const char *bn, int out, int in, int k);
+void add_conv_bias(fixture *fx, const char *prefix, int out, int in, int k);
+void add_linear(fixture *fx, const char *prefix, int out, int in);
+tiny_arch tiny_basic(void);
+int arch_stage_channels(const tiny_arch *a, int stage);
+char *arch_config(const tiny_arch *a);
+fixture *fx_tiny(const tiny_arch *a);
+guint32 float_bits(float f);
+guint16 half_from_exact_float(float f);
+gsize dtype_size(const char *dtype);
+GByteArray *fx_layout(fixture *fx);
+void append_json_string(GString *s, const char *text);
+char *fx_write(fixture *fx, const char *file_name);
+vd_model *fx_load(fixture *fx, GError **error);
+
+#endif

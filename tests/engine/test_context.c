@@ -1,0 +1,507 @@
+/* Tests of the engine API around a context (engine/vd_context.c and the CPU
+ * backend's behaviour as seen through vd.h): device and precision selection,
+ * determinism, the submit/collect pair, resolution changes, pixel formats,
+ * thresholds, the observer and stage hooks, and bad arguments.
+ *
+ * The model is the tiny generated fixture of model_fixture.c: its outputs are
+ * meaningless, but with a score threshold of 0 every proposal yields candidates, so
+ * there are always detections to compare. Numerical agreement with torchvision is
+ * the parity suite's job. */
+#include "model_fixture.h"
+#include "vd_config.h"
+#include "vd_context_private.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+/* Random weights scaled by 1/sqrt(fan-in) and unit batch-norm statistics, so that
+ * activations stay O(1) and the RPN proposes many distinct boxes; the box deltas
+ * are damped so that boxes stay near their anchors. */
+static void randomize_fixture(fixture *fx)
+{
+    GRand *rand = g_rand_new_with_seed(7);
+    for (guint i = 0; i < fx->tensors->len; i++) {
+        fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        gsize fan_in = t->ndim >= 2 ? t->n / (gsize)t->shape[0] : 1;
+        double scale = 1.0 / sqrt((double)fan_in);
+        if (strstr(t->name, "bbox_pred") != NULL)
+            scale *= 0.1;
+        for (gsize k = 0; k < t->n; k++) {
+            if (g_str_has_suffix(t->name, "running_var") || g_str_has_suffix(t->name, "bn1.weight") ||
+                g_str_has_suffix(t->name, "bn2.weight") || g_str_has_suffix(t->name, "bn3.weight") ||
+                g_str_has_suffix(t->name, "downsample.1.weight"))
+                t->values[k] = 1.0f;
+            else if (g_str_has_suffix(t->name, "running_mean"))
+                t->values[k] = 0.0f;
+            else
+                t->values[k] = (float)(g_rand_double_range(rand, -1.7, 1.7) * scale);
+        }
+    }
+    g_rand_free(rand);
+}
+
+static vd_model *tiny_model(void)
+{
+    tiny_arch a = tiny_basic();
+    fixture *fx = fx_tiny(&a);
+    randomize_fixture(fx);
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    fx_free(fx);
+    return model;
+}
+
+static vd_context *cpu_context(vd_model *model, float threshold)
+{
+    vd_context_params params = vd_context_default_params();
+    GError *error = NULL;
+    params.device = VD_DEVICE_CPU;
+    params.n_threads = 2;
+    params.score_threshold = threshold;
+    vd_context *ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(ctx);
+    return ctx;
+}
+
+/* A deterministic test picture: gradients and a bright rectangle. */
+static guint8 *make_rgb(int width, int height)
+{
+    guint8 *p = g_malloc((gsize)width * height * 3);
+    for (int y = 0; y < height; y++)
+        for (int x = 0; x < width; x++) {
+            guint8 *px = p + ((gsize)y * width + x) * 3;
+            gboolean inside = x > width / 4 && x < width / 2 && y > height / 3 && y < height * 3 / 4;
+            px[0] = inside ? 250 : (guint8)(x * 255 / width);
+            px[1] = inside ? 240 : (guint8)(y * 255 / height);
+            px[2] = (guint8)((x * 7 + y * 3) & 0xff);
+        }
+    return p;
+}
+
+static void assert_same_result(const vd_result *a, const vd_result *b)
+{
+    g_assert_cmpint(a->width, ==, b->width);
+    g_assert_cmpint(a->height, ==, b->height);
+    g_assert_cmpint(a->n_detections, ==, b->n_detections);
+    /* same input, same plan: the very same arithmetic, so bit-identical */
+    g_assert_cmpmem(a->detections, sizeof(vd_detection) * a->n_detections, b->detections,
+                    sizeof(vd_detection) * b->n_detections);
+}
+
+static vd_result detect_ok(vd_context *ctx, const vd_image *image)
+{
+    vd_result r = {0};
+    GError *error = NULL;
+    g_assert_true(vd_detect(ctx, image, 1, &r, &error));
+    g_assert_no_error(error);
+    return r;
+}
+
+static void test_detect_basic(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(80, 60);
+    vd_image image = vd_image_rgb(pixels, 80, 60);
+
+    g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_FP32);
+
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpint(r.width, ==, 80);
+    g_assert_cmpint(r.height, ==, 60);
+    g_assert_cmpint(r.n_detections, >, 0);
+    g_assert_cmpint(r.n_detections, <=, 100);
+    for (int i = 0; i < r.n_detections; i++) {
+        const vd_detection *d = &r.detections[i];
+        g_assert_cmpint(d->label, >=, 1);
+        g_assert_cmpint(d->label, <, vd_model_num_classes(model));
+        g_assert_cmpfloat(d->score, >, 0.0f);
+        g_assert_cmpfloat(d->score, <=, 1.0f);
+        if (i > 0)
+            g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
+        g_assert_cmpfloat(d->x1, <=, d->x2);
+        g_assert_cmpfloat(d->y1, <=, d->y2);
+        /* clipped to the resized image, then scaled back: inside the frame (the
+         * float32 rescale may overshoot by an ulp) */
+        g_assert_cmpfloat(d->x1, >=, 0.0f);
+        g_assert_cmpfloat(d->y1, >=, 0.0f);
+        g_assert_cmpfloat(d->x2, <=, 80.0f * (1.0f + 1e-6f));
+        g_assert_cmpfloat(d->y2, <=, 60.0f * (1.0f + 1e-6f));
+    }
+
+    /* determinism */
+    vd_result again = detect_ok(ctx, &image);
+    assert_same_result(&r, &again);
+
+    vd_result_clear(&again);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
+static void test_model_outlives_caller(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    vd_model_unref(model); /* the context holds its own reference */
+    guint8 *pixels = make_rgb(40, 40);
+    vd_image image = vd_image_rgb(pixels, 40, 40);
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpint(r.n_detections, >, 0);
+    g_assert_cmpint(vd_model_num_classes(vd_context_model(ctx)), ==, 3);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    g_free(pixels);
+}
+
+static void test_submit_collect(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(64, 48);
+    vd_image image = vd_image_rgb(pixels, 64, 48);
+    GError *error = NULL;
+    vd_result sync = detect_ok(ctx, &image), async = {0};
+
+    g_assert_false(vd_collect(ctx, &async, 1, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    g_assert_no_error(error);
+    g_assert_false(vd_submit(ctx, &image, 1, &error)); /* one batch in flight */
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    g_assert_no_error(error);
+    assert_same_result(&sync, &async);
+
+    /* a failure inside submit is reported by collect */
+    vd_image bad = image;
+    bad.planes[0] = NULL;
+    g_assert_true(vd_submit(ctx, &bad, 1, &error));
+    vd_result none = {0};
+    g_assert_false(vd_collect(ctx, &none, 1, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+
+    /* a batch of two == two single frames */
+    vd_image pair[2] = {image, image};
+    vd_result two[2];
+    g_assert_true(vd_detect(ctx, pair, 2, two, &error));
+    assert_same_result(&sync, &two[0]);
+    assert_same_result(&sync, &two[1]);
+
+    vd_result_clear(&two[0]);
+    vd_result_clear(&two[1]);
+    vd_result_clear(&sync);
+    vd_result_clear(&async);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
+static void test_resolution_change(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *small = make_rgb(64, 48), *large = make_rgb(150, 97), *portrait = make_rgb(41, 123);
+    vd_image a = vd_image_rgb(small, 64, 48), b = vd_image_rgb(large, 150, 97),
+             c = vd_image_rgb(portrait, 41, 123);
+
+    vd_result first = detect_ok(ctx, &a);
+    vd_result other = detect_ok(ctx, &b);
+    g_assert_cmpint(other.width, ==, 150);
+    g_assert_cmpint(other.height, ==, 97);
+    vd_result tall = detect_ok(ctx, &c);
+    g_assert_cmpint(tall.width, ==, 41);
+    g_assert_cmpint(tall.height, ==, 123);
+    for (int i = 0; i < tall.n_detections; i++)
+        g_assert_cmpfloat(tall.detections[i].y2, <=, 123.0f * (1.0f + 1e-6f));
+    vd_result back = detect_ok(ctx, &a); /* plans rebuilt: same answer as before */
+    assert_same_result(&first, &back);
+
+    /* a fresh context gives the same answer for the second size */
+    vd_context *fresh = cpu_context(model, 0.0f);
+    vd_result other2 = detect_ok(fresh, &b);
+    assert_same_result(&other, &other2);
+
+    vd_result_clear(&first);
+    vd_result_clear(&other);
+    vd_result_clear(&other2);
+    vd_result_clear(&tall);
+    vd_result_clear(&back);
+    vd_context_free(fresh);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(small);
+    g_free(large);
+    g_free(portrait);
+}
+
+/* The same pixels in every packed layout give the same detections, bit for bit. */
+static void test_packed_formats(void)
+{
+    const int w = 70, h = 50;
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *rgb = make_rgb(w, h);
+    vd_image image = vd_image_rgb(rgb, w, h);
+    vd_result ref = detect_ok(ctx, &image);
+    struct {
+        vd_pixel_format format;
+        int bpp, r, g, b;
+    } layouts[] = {
+        {VD_FORMAT_BGR, 3, 2, 1, 0},  {VD_FORMAT_RGBA, 4, 0, 1, 2}, {VD_FORMAT_BGRA, 4, 2, 1, 0},
+        {VD_FORMAT_RGBX, 4, 0, 1, 2}, {VD_FORMAT_BGRX, 4, 2, 1, 0},
+    };
+    for (gsize k = 0; k < G_N_ELEMENTS(layouts); k++) {
+        int stride = w * layouts[k].bpp + 13; /* padded rows */
+        guint8 *buf = g_malloc0((gsize)stride * h);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const guint8 *s = rgb + ((gsize)y * w + x) * 3;
+                guint8 *d = buf + (gsize)y * stride + (gsize)x * layouts[k].bpp;
+                d[layouts[k].r] = s[0];
+                d[layouts[k].g] = s[1];
+                d[layouts[k].b] = s[2];
+                if (layouts[k].bpp == 4)
+                    d[3] = 0x5a; /* alpha / padding must be ignored */
+            }
+        vd_image view = {.format = layouts[k].format, .width = w, .height = h,
+                         .planes = {buf}, .strides = {stride}};
+        vd_result r = detect_ok(ctx, &view);
+        assert_same_result(&ref, &r);
+        vd_result_clear(&r);
+        g_free(buf);
+    }
+    vd_result_clear(&ref);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(rgb);
+}
+
+static void test_thresholds(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(64, 64);
+    vd_image image = vd_image_rgb(pixels, 64, 64);
+    vd_result all = detect_ok(ctx, &image);
+    g_assert_cmpint(all.n_detections, >, 3);
+
+    /* a threshold between the scores keeps exactly those strictly above it */
+    float cut = all.detections[all.n_detections / 2].score;
+    int expected = 0;
+    for (int i = 0; i < all.n_detections; i++)
+        expected += all.detections[i].score > cut;
+    vd_context_set_thresholds(ctx, cut, -1.0f, 0);
+    vd_result some = detect_ok(ctx, &image);
+    g_assert_cmpint(some.n_detections, <=, expected);
+    for (int i = 0; i < some.n_detections; i++)
+        g_assert_cmpfloat(some.detections[i].score, >, cut);
+
+    vd_context_set_thresholds(ctx, 0.0f, -1.0f, 3);
+    vd_result three = detect_ok(ctx, &image);
+    g_assert_cmpint(three.n_detections, ==, 3);
+    for (int i = 0; i < 3; i++)
+        g_assert_cmpfloat(three.detections[i].score, ==, all.detections[i].score);
+
+    /* defaults come back from the model */
+    vd_context_set_thresholds(ctx, -1.0f, -1.0f, 0);
+    g_assert_cmpfloat(ctx->params.score_threshold, ==, vd_model_score_threshold(model));
+    g_assert_cmpint(ctx->params.max_detections, ==, 100);
+
+    vd_result_clear(&all);
+    vd_result_clear(&some);
+    vd_result_clear(&three);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
+typedef struct {
+    GHashTable *shapes; /* name -> "d0xd1x..." */
+} observed;
+
+static void observe(const char *name, const float *data, const int64_t *shape, int ndim,
+                    void *user_data)
+{
+    observed *o = user_data;
+    GString *s = g_string_new(NULL);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "x" : "", shape[i]);
+        n *= (size_t)shape[i];
+    }
+    volatile float sum = 0.0f; /* touch every element: ASan checks the extent */
+    for (size_t i = 0; i < n; i++)
+        sum += data[i];
+    (void)sum;
+    g_hash_table_replace(o->shapes, g_strdup(name), g_string_free(s, FALSE));
+}
+
+static void test_observer_and_stages(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(100, 75); /* -> resized 96x128 (min 96, max 160), padded same */
+    vd_image image = vd_image_rgb(pixels, 100, 75);
+    observed o = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+
+    vd_context_set_observer(ctx, observe, &o);
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpstr(g_hash_table_lookup(o.shapes, "image_size"), ==, "2");
+    g_assert_cmpstr(g_hash_table_lookup(o.shapes, "input"), ==, "1x3x96x128");
+    /* tiny fixture: stage 1 only (stride 4) and the pool level */
+    g_assert_cmpstr(g_hash_table_lookup(o.shapes, "fpn.0"), ==, "1x8x24x32");
+    g_assert_cmpstr(g_hash_table_lookup(o.shapes, "fpn.pool"), ==, "1x8x12x16");
+    g_assert_cmpstr(g_hash_table_lookup(o.shapes, "anchors"), ==, "960x4"); /* (768+192)*1 */
+    g_assert_nonnull(g_hash_table_lookup(o.shapes, "proposals"));
+    g_assert_nonnull(g_hash_table_lookup(o.shapes, "proposal_scores"));
+    g_assert_nonnull(g_hash_table_lookup(o.shapes, "box_logits"));
+    g_assert_nonnull(g_hash_table_lookup(o.shapes, "box_regression"));
+
+    vd_stage_time times[VD_MAX_STAGES];
+    int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+    const char *expected[] = {"preprocess", "backbone", "fpn", "rpn", "roi_align", "box_head",
+                              "postprocess"};
+    g_assert_cmpint(n, ==, G_N_ELEMENTS(expected));
+    for (int i = 0; i < n; i++) {
+        g_assert_cmpstr(times[i].name, ==, expected[i]);
+        g_assert_cmpfloat(times[i].ms, >=, 0.0);
+    }
+
+    /* removing the observer stops the calls */
+    vd_context_set_observer(ctx, NULL, NULL);
+    g_hash_table_remove_all(o.shapes);
+    vd_result r2 = detect_ok(ctx, &image);
+    g_assert_cmpuint(g_hash_table_size(o.shapes), ==, 0);
+
+    g_hash_table_unref(o.shapes);
+    vd_result_clear(&r);
+    vd_result_clear(&r2);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
+static void expect_detect_error(vd_context *ctx, const vd_image *image, const char *needle)
+{
+    vd_result r = {0};
+    GError *error = NULL;
+    g_assert_false(vd_detect(ctx, image, 1, &r, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    if (g_test_verbose())
+        g_test_message("error: %s", error->message);
+    g_assert_nonnull(strstr(error->message, needle));
+    g_assert_null(r.detections);
+    g_error_free(error);
+}
+
+static void test_bad_images(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(32, 32);
+    vd_image good = vd_image_rgb(pixels, 32, 32), bad;
+    GError *error = NULL;
+
+    bad = good;
+    bad.width = 0;
+    expect_detect_error(ctx, &bad, "0");
+    bad = good;
+    bad.height = -5;
+    expect_detect_error(ctx, &bad, "-5");
+    bad = good;
+    bad.planes[0] = NULL;
+    expect_detect_error(ctx, &bad, "plane");
+    bad = good;
+    bad.strides[0] = 3 * 32 - 1;
+    expect_detect_error(ctx, &bad, "stride");
+    bad = good;
+    bad.format = (vd_pixel_format)99;
+    expect_detect_error(ctx, &bad, "format");
+
+    vd_result r = {0};
+    g_assert_false(vd_detect(ctx, &good, 0, &r, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+
+    /* still usable after errors */
+    vd_result ok = detect_ok(ctx, &good);
+    vd_result_clear(&ok);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
+static void test_device_and_precision(void)
+{
+    vd_model *model = tiny_model();
+    vd_context_params params = vd_context_default_params();
+    GError *error = NULL;
+
+    params.device = VD_DEVICE_CPU;
+    params.precision = VD_PRECISION_FP16;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "fp16"));
+    g_clear_error(&error);
+
+    /* auto: the GPU when one is usable, else the CPU; never an error for lack of one */
+    params = vd_context_default_params();
+    vd_context *ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(ctx);
+#ifdef HAVE_CUDA
+    gboolean gpu = vd_cuda_available(0);
+#else
+    gboolean gpu = FALSE;
+#endif
+    g_assert_cmpint(vd_context_device(ctx), ==, gpu ? VD_DEVICE_CUDA : VD_DEVICE_CPU);
+    vd_context_free(ctx);
+
+    /* cuda without a device (or without the backend) is an error naming the cause */
+    if (!gpu) {
+        params.device = VD_DEVICE_CUDA;
+        g_assert_null(vd_context_new(model, &params, &error));
+        g_assert_nonnull(error);
+        g_assert_true(error->domain == VD_ERROR);
+        g_assert_true(error->code == VD_ERROR_DEVICE || error->code == VD_ERROR_UNSUPPORTED);
+        g_assert_true(strstr(error->message, "CUDA") != NULL ||
+                      strstr(error->message, "cuda") != NULL);
+        if (g_test_verbose())
+            g_test_message("cuda error: %s", error->message);
+        g_clear_error(&error);
+    }
+    vd_model_unref(model);
+}
+
+int main(int argc, char **argv)
+{
+    GError *error = NULL;
+    g_test_init(&argc, &argv, NULL);
+    tmp_dir = g_dir_make_tmp("vd-context-XXXXXX", &error);
+    g_assert_no_error(error);
+
+    g_test_add_func("/context/detect/basic", test_detect_basic);
+    g_test_add_func("/context/detect/model-reference", test_model_outlives_caller);
+    g_test_add_func("/context/detect/submit-collect", test_submit_collect);
+    g_test_add_func("/context/detect/resolution-change", test_resolution_change);
+    g_test_add_func("/context/detect/packed-formats", test_packed_formats);
+    g_test_add_func("/context/detect/thresholds", test_thresholds);
+    g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
+    g_test_add_func("/context/error/bad-images", test_bad_images);
+    g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
+
+    int result = g_test_run();
+    g_rmdir(tmp_dir);
+    g_free(tmp_dir);
+    return result;
+}
