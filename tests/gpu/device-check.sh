@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The one prepared check for a lent GPU (shared/GPU.md): every GPU test, the
+# engine against the CPU engine and torchvision, and the benchmark, with the
+# results under $OUT (at most 8 files: the device tool's limit).
+#
+# On this project's machines (no GPU), first:
+#   tests/gpu/make-device-bundle.sh        # build/ binaries + their non-system
+#                                          # libraries -> .device/bundle.tar.gz
+# then, through the device tool, from the repository root:
+#   bash tests/gpu/device-check.sh         # carry: [".device"]
+#
+# The GPU machine has the CUDA 13 driver and, in python's nvidia-* packages,
+# cudart, cuBLAS and cuDNN 9 (put on LD_LIBRARY_PATH here), and torch/torchvision
+# for the model, the reference and the benchmark. Budget: well under 7 minutes;
+# every step has its own timeout so that a hang leaves the others' results.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/out-gpu}
+mkdir -p "$OUT"
+BUNDLE=${VD_DEVICE_BUNDLE:-.device/bundle.tar.gz}
+WORK=${VD_DEVICE_WORK:-/tmp/vd-device}
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+step() { echo; echo "=== [$(($(date +%s) - start)) s] $*"; }
+status=0
+
+step "environment"
+rm -rf "$WORK" && mkdir -p "$WORK/data"
+if [ ! -f "$BUNDLE" ]; then
+  echo "no $BUNDLE: run tests/gpu/make-device-bundle.sh on the build machine and carry .device"
+  exit 2
+fi
+tar -xzf "$BUNDLE" -C "$WORK"
+BIN=$WORK/bin
+NVLIBS=$(python3 - <<'EOF'
+import glob, os, site, sys
+dirs = set()
+for base in site.getsitepackages() + [site.getusersitepackages()]:
+    for lib in glob.glob(os.path.join(base, "nvidia", "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+EOF
+)
+export LD_LIBRARY_PATH="$WORK/lib:$NVLIBS:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cudnn', torch.backends.cudnn.version())"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for b in "$BIN"/*; do echo "ldd $(basename "$b"):"; ldd "$b" | grep -E "not found|cud|cublas|dnnl|glib" ; done
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+step "kernels against the CPU ops"
+timeout 150 "$BIN/test-gpu-kernels" > "$OUT/kernels.log" 2>&1
+rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
+
+step "model and frames"
+timeout 200 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$OUT/prepare.log" 2>&1
+rc=$?; tail -5 "$OUT/prepare.log"; echo "prepare: exit $rc"
+if [ $rc -ne 0 ]; then
+  echo "no model: the engine tests and the benchmark cannot run"
+  exit 1
+fi
+
+step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
+timeout 240 "$BIN/test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
+  "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
+rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
+
+step "benchmark against torchvision"
+timeout 300 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$BIN/vd-gpu-bench" \
+  --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
+
+step "done (status $status)"
+exit $status

@@ -1,0 +1,496 @@
+/* The whole engine on CUDA against the CPU engine, the oracle (STYLE.md):
+ *
+ *   test-gpu-engine --model FILE [--json OUT.json] FRAME.ppm...
+ *
+ * (or VD_GPU_TEST_MODEL / VD_GPU_TEST_FRAMES, colon separated, in the
+ * environment, as meson runs it). Checks, per frame:
+ *   - CUDA fp32 against the CPU: the parity tests' criteria for detections
+ *     (same label, IoU >= 0.99, |score difference| <= 1e-3, >= 97% of the CPU's
+ *     detections matched, counts within 3%), and stage by stage through the
+ *     observer (input, anchors, FPN features, proposals) so a failure says where;
+ *   - CUDA fp16 against CUDA fp32: >= 95% of the detections matched with
+ *     IoU >= 0.9 and |score difference| <= 0.02 (issue 4);
+ * and on the context:
+ *   - exactly one host synchronisation per frame after the first frame of a
+ *     size, eagerly and with CUDA graph replay (whose detections must equal the
+ *     eager ones bit for bit), and the negative test: an injected sync is counted;
+ *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
+ *     clear errors.
+ * Skips (77) without a device or without a model. */
+#include "vd_config.h"
+
+#include "cuda/vd_cuda_debug.h"
+#include "gpu_test_util.h"
+#include "visiondetect/vd.h"
+
+#include <json-glib/json-glib.h>
+
+static int failures;
+static JsonBuilder *report;
+
+static void check(gboolean ok, const char *what, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+
+static void check(gboolean ok, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gchar *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    printf("  %s %s: %s\n", ok ? "ok  " : "FAIL", what, msg);
+    fflush(stdout);
+    json_builder_begin_object(report);
+    json_builder_set_member_name(report, "check");
+    json_builder_add_string_value(report, what);
+    json_builder_set_member_name(report, "ok");
+    json_builder_add_boolean_value(report, ok);
+    json_builder_set_member_name(report, "message");
+    json_builder_add_string_value(report, msg);
+    json_builder_end_object(report);
+    if (!ok)
+        failures++;
+    g_free(msg);
+}
+
+static double iou(const vd_detection *a, const vd_detection *b)
+{
+    double ix = MIN(a->x2, b->x2) - MAX(a->x1, b->x1);
+    double iy = MIN(a->y2, b->y2) - MAX(a->y1, b->y1);
+    double inter = MAX(ix, 0.0) * MAX(iy, 0.0);
+    double uni = (double)(a->x2 - a->x1) * (a->y2 - a->y1) + (double)(b->x2 - b->x1) * (b->y2 - b->y1) -
+                 inter;
+    if (uni <= 0)
+        return memcmp(a, b, 4 * sizeof(float)) == 0 ? 1.0 : 0.0;
+    return inter / uni;
+}
+
+/* Greedy one-to-one matching in reference order (parity_common.match): each
+ * reference detection takes the unused one of ours with the highest IoU among
+ * those with its label, IoU >= iou_min and |score diff| <= score_tol. */
+static int match(const vd_result *ref, const vd_result *ours, double iou_min, double score_tol)
+{
+    gboolean *used = g_new0(gboolean, MAX(ours->n_detections, 1));
+    int matched = 0;
+    for (int i = 0; i < ref->n_detections; i++) {
+        const vd_detection *r = &ref->detections[i];
+        int best = -1;
+        double best_iou = -1;
+        for (int j = 0; j < ours->n_detections; j++) {
+            const vd_detection *o = &ours->detections[j];
+            if (used[j] || o->label != r->label || fabs((double)o->score - r->score) > score_tol)
+                continue;
+            double v = iou(r, o);
+            if (v >= iou_min && v > best_iou) {
+                best = j;
+                best_iou = v;
+            }
+        }
+        if (best >= 0) {
+            used[best] = TRUE;
+            matched++;
+        }
+    }
+    g_free(used);
+    return matched;
+}
+
+static gboolean results_identical(const vd_result *a, const vd_result *b)
+{
+    return a->n_detections == b->n_detections &&
+           memcmp(a->detections, b->detections, sizeof(vd_detection) * (size_t)a->n_detections) == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Observed tensors                                                          */
+
+typedef struct {
+    float *data;
+    int64_t shape[4];
+    int ndim;
+    size_t n;
+} tensor;
+
+static void tensor_free(gpointer p)
+{
+    tensor *t = p;
+    g_free(t->data);
+    g_free(t);
+}
+
+static void observer(const char *name, const float *data, const int64_t *shape, int ndim,
+                     void *user_data)
+{
+    GHashTable *table = user_data;
+    tensor *t = g_new0(tensor, 1);
+    t->ndim = ndim;
+    t->n = 1;
+    for (int i = 0; i < ndim && i < 4; i++) {
+        t->shape[i] = shape[i];
+        t->n *= (size_t)shape[i];
+    }
+    t->data = g_memdup2(data, MAX(t->n, 1) * sizeof(float));
+    g_hash_table_replace(table, g_strdup(name), t);
+}
+
+static void compare_tensors(GHashTable *cpu, GHashTable *gpu, const char *name, double rel_tol,
+                            const char *why)
+{
+    tensor *a = g_hash_table_lookup(cpu, name), *b = g_hash_table_lookup(gpu, name);
+    gchar *what = g_strdup_printf("fp32 %s", name);
+    if (a == NULL || b == NULL || a->n != b->n) {
+        check(FALSE, what, "missing or of different sizes (%zu vs %zu)", a ? a->n : 0,
+              b ? b->n : 0);
+        g_free(what);
+        return;
+    }
+    double max_ref = 0, max_diff = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        max_ref = MAX(max_ref, fabs(a->data[i]));
+        double d = fabs((double)a->data[i] - b->data[i]);
+        if (!(d <= max_diff))
+            max_diff = isnan(d) ? INFINITY : MAX(max_diff, d);
+    }
+    double rel = max_ref > 0 ? max_diff / max_ref : max_diff;
+    check(rel <= rel_tol, what, "max|diff| %.3g, max|cpu| %.3g, relative %.3g (tolerance %.1g: %s)",
+          max_diff, max_ref, rel, rel_tol, why);
+    g_free(what);
+}
+
+static void compare_proposals(GHashTable *cpu, GHashTable *gpu)
+{
+    tensor *a = g_hash_table_lookup(cpu, "proposals"), *b = g_hash_table_lookup(gpu, "proposals");
+    tensor *sa = g_hash_table_lookup(cpu, "proposal_scores");
+    tensor *sb = g_hash_table_lookup(gpu, "proposal_scores");
+    if (a == NULL || b == NULL || sa == NULL || sb == NULL) {
+        check(FALSE, "fp32 proposals", "not observed");
+        return;
+    }
+    vd_result ra = {0}, rb = {0};
+    ra.n_detections = (int)(a->n / 4);
+    rb.n_detections = (int)(b->n / 4);
+    ra.detections = g_new0(vd_detection, MAX(ra.n_detections, 1));
+    rb.detections = g_new0(vd_detection, MAX(rb.n_detections, 1));
+    for (int i = 0; i < ra.n_detections; i++) {
+        memcpy(&ra.detections[i].x1, a->data + 4 * i, 4 * sizeof(float));
+        ra.detections[i].score = sa->data[i];
+    }
+    for (int i = 0; i < rb.n_detections; i++) {
+        memcpy(&rb.detections[i].x1, b->data + 4 * i, 4 * sizeof(float));
+        rb.detections[i].score = sb->data[i];
+    }
+    int m = match(&ra, &rb, 0.99, 1e-3);
+    double frac = ra.n_detections ? (double)m / ra.n_detections : 1.0;
+    check(frac >= 0.97, "fp32 proposals",
+          "%d of %d CPU proposals matched (IoU >= 0.99, |score diff| <= 1e-3), GPU has %d", m,
+          ra.n_detections, rb.n_detections);
+    g_free(ra.detections);
+    g_free(rb.detections);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static vd_context *new_context(vd_model *model, vd_device_type device, vd_precision precision)
+{
+    vd_context_params p = vd_context_default_params();
+    p.device = device;
+    p.precision = precision;
+    GError *error = NULL;
+    vd_context *ctx = vd_context_new(model, &p, &error);
+    if (ctx == NULL) {
+        fprintf(stderr, "context (%d, %d): %s\n", device, precision, error->message);
+        g_error_free(error);
+    }
+    return ctx;
+}
+
+static gboolean detect(vd_context *ctx, const vd_image *image, vd_result *result)
+{
+    GError *error = NULL;
+    if (!vd_detect(ctx, image, 1, result, &error)) {
+        fprintf(stderr, "vd_detect: %s\n", error->message);
+        g_error_free(error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void test_selection(vd_model *model)
+{
+    vd_context *ctx = new_context(model, VD_DEVICE_AUTO, VD_PRECISION_AUTO);
+    check(ctx != NULL && vd_context_device(ctx) == VD_DEVICE_CUDA &&
+              vd_context_precision(ctx) == VD_PRECISION_FP16,
+          "auto selection", "device auto resolves to %s, precision auto to %s",
+          ctx && vd_context_device(ctx) == VD_DEVICE_CUDA ? "cuda" : "cpu",
+          ctx && vd_context_precision(ctx) == VD_PRECISION_FP16 ? "fp16" : "other");
+    vd_context_free(ctx);
+
+    vd_context_params p = vd_context_default_params();
+    p.device = VD_DEVICE_CUDA;
+    p.device_index = 99;
+    GError *error = NULL;
+    ctx = vd_context_new(model, &p, &error);
+    check(ctx == NULL && g_error_matches(error, VD_ERROR, VD_ERROR_DEVICE), "missing device",
+          "cuda:99 -> %s", error ? error->message : "no error");
+    g_clear_error(&error);
+    vd_context_free(ctx);
+
+    p.device_index = 0;
+    p.precision = VD_PRECISION_BF16;
+    ctx = vd_context_new(model, &p, &error);
+    check(ctx == NULL && g_error_matches(error, VD_ERROR, VD_ERROR_UNSUPPORTED), "bf16 refused",
+          "%s", error ? error->message : "no error");
+    g_clear_error(&error);
+    vd_context_free(ctx);
+}
+
+/* N frames after warm-up: exactly N synchronisations. */
+static void test_sync_count(vd_context *ctx, const vd_image *image, const char *label,
+                            gboolean graphs)
+{
+    vd_result r = {0};
+    vd_cuda_context_set_graphs(ctx, graphs);
+    /* warm-up: plans the size; with graphs the second frame is captured */
+    for (int i = 0; i < 2; i++) {
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+        vd_result_clear(&r);
+    }
+    const int n = 10;
+    guint64 before = vd_cuda_context_sync_count(ctx);
+    gboolean replayed = TRUE;
+    for (int i = 0; i < n; i++) {
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+        replayed = replayed && vd_cuda_context_graph_replayed(ctx);
+        vd_result_clear(&r);
+    }
+    guint64 syncs = vd_cuda_context_sync_count(ctx) - before;
+    gchar *what = g_strdup_printf("sync count %s%s", label, graphs ? " graph" : "");
+    check(syncs == (guint64)n && (!graphs || replayed), what,
+          "%" G_GUINT64_FORMAT " host synchronisations in %d frames%s", syncs, n,
+          graphs ? (replayed ? ", every frame replayed from the graph" : ", NOT replayed") : "");
+    g_free(what);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    return;
+out_fail:
+    check(FALSE, "sync count", "detection failed");
+    vd_cuda_context_set_graphs(ctx, FALSE);
+}
+
+static void test_injected_sync(vd_context *ctx, const vd_image *image)
+{
+    vd_result r = {0};
+    const int n = 3;
+    vd_cuda_context_inject_sync(ctx, TRUE);
+    guint64 before = vd_cuda_context_sync_count(ctx);
+    gboolean ok = TRUE;
+    for (int i = 0; i < n && ok; i++) {
+        ok = detect(ctx, image, &r);
+        vd_result_clear(&r);
+    }
+    guint64 syncs = vd_cuda_context_sync_count(ctx) - before;
+    vd_cuda_context_inject_sync(ctx, FALSE);
+    /* the per-frame check must fail on such a build: 2 per frame */
+    check(ok && syncs == 2 * (guint64)n, "injected sync is counted",
+          "%" G_GUINT64_FORMAT " synchronisations in %d frames with one added sync per frame "
+          "(a 1-per-frame assertion would fail, as it must)",
+          syncs, n);
+}
+
+static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
+{
+    vd_result eager = {0}, replay = {0};
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    if (!detect(ctx, image, &eager)) {
+        check(FALSE, "graph replay", "eager detection failed");
+        return;
+    }
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    gboolean ok = TRUE;
+    for (int i = 0; i < 3 && ok; i++) {
+        vd_result_clear(&replay);
+        ok = detect(ctx, image, &replay);
+    }
+    gboolean replayed = vd_cuda_context_graph_replayed(ctx);
+    check(ok && replayed && results_identical(&eager, &replay), "graph replay",
+          "%s; %d detections eager, %d replayed, %s", replayed ? "replayed" : "NOT replayed",
+          eager.n_detections, replay.n_detections,
+          results_identical(&eager, &replay) ? "identical" : "DIFFERENT");
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    vd_result_clear(&eager);
+    vd_result_clear(&replay);
+}
+
+static double median_ms(vd_context *ctx, const vd_image *image, int n)
+{
+    double *t = g_new(double, n);
+    vd_result r = {0};
+    for (int i = 0; i < n; i++) {
+        gint64 t0 = g_get_monotonic_time();
+        if (!detect(ctx, image, &r))
+            t[i] = INFINITY;
+        else
+            t[i] = (double)(g_get_monotonic_time() - t0) / 1000.0;
+        vd_result_clear(&r);
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    double m = t[n / 2];
+    g_free(t);
+    return m;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model_path = NULL, *json_path = NULL;
+    GPtrArray *frames = g_ptr_array_new();
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc)
+            model_path = argv[++i];
+        else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json_path = argv[++i];
+        else
+            g_ptr_array_add(frames, argv[i]);
+    }
+    if (model_path == NULL)
+        model_path = g_getenv("VD_GPU_TEST_MODEL");
+    if (frames->len == 0 && g_getenv("VD_GPU_TEST_FRAMES") != NULL) {
+        gchar **list = g_strsplit(g_getenv("VD_GPU_TEST_FRAMES"), ":", -1);
+        for (int i = 0; list[i] != NULL; i++)
+            if (list[i][0])
+                g_ptr_array_add(frames, list[i]);
+    }
+    gpu_require_device("test-gpu-engine");
+    if (model_path == NULL || frames->len == 0) {
+        printf("SKIP: test-gpu-engine needs --model FILE and frames (or VD_GPU_TEST_MODEL and "
+               "VD_GPU_TEST_FRAMES); tests/gpu/device-check.sh makes them\n");
+        return VD_TEST_SKIP;
+    }
+
+    report = json_builder_new();
+    json_builder_begin_object(report);
+    json_builder_set_member_name(report, "checks");
+    json_builder_begin_array(report);
+
+    GError *error = NULL;
+    vd_model *model = vd_model_load(model_path, &error);
+    if (model == NULL) {
+        fprintf(stderr, "%s: %s\n", model_path, error->message);
+        return 1;
+    }
+    printf("model: %s\n", vd_model_description(model));
+    test_selection(model);
+
+    vd_context *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
+    vd_context *f32 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32);
+    vd_context *f16 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    if (cpu == NULL || f32 == NULL || f16 == NULL)
+        return 1;
+
+    vd_image first = {0};
+    uint8_t *first_pixels = NULL;
+    double fp16_ms = 0, fp32_ms = 0;
+    for (guint f = 0; f < frames->len; f++) {
+        const char *path = g_ptr_array_index(frames, f);
+        int w, h;
+        uint8_t *pixels = load_ppm(path, &w, &h);
+        if (pixels == NULL)
+            return 1;
+        vd_image image = vd_image_rgb(pixels, w, h);
+        printf("frame %s (%dx%d)\n", path, w, h);
+
+        GHashTable *cpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        GHashTable *gpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        vd_result rc = {0}, r32 = {0}, r16 = {0};
+        vd_context_set_observer(cpu, observer, cpu_t);
+        vd_context_set_observer(f32, observer, gpu_t);
+        gboolean ok = detect(cpu, &image, &rc) && detect(f32, &image, &r32) &&
+                      detect(f16, &image, &r16);
+        vd_context_set_observer(cpu, NULL, NULL);
+        vd_context_set_observer(f32, NULL, NULL);
+        if (!ok)
+            return 1;
+
+        /* stage by stage, so that a failure names the first diverging tensor */
+        compare_tensors(cpu_t, gpu_t, "input", 1e-6,
+                        "the same vd_math.h arithmetic: only an indexing bug differs");
+        compare_tensors(cpu_t, gpu_t, "anchors", 0, "integers");
+        const char *levels[] = {"fpn.0", "fpn.1", "fpn.2", "fpn.3", "fpn.pool"};
+        for (int l = 0; l < 5; l++)
+            if (g_hash_table_contains(cpu_t, levels[l]))
+                compare_tensors(cpu_t, gpu_t, levels[l], 1e-4,
+                                "cuDNN and oneDNN sum in other orders, ~1e-6 per layer over "
+                                "~60 layers; a wrong weight or layout is >= 1e-2");
+        compare_proposals(cpu_t, gpu_t);
+
+        int n = rc.n_detections;
+        int m32 = match(&rc, &r32, 0.99, 1e-3);
+        double frac32 = n ? (double)m32 / n : 1.0;
+        check(n >= 5, "non-degenerate reference", "the CPU finds %d detections", n);
+        check(frac32 >= 0.97 && abs(r32.n_detections - n) <= (int)ceil(0.03 * n),
+              "fp32 detections vs CPU",
+              "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32, n,
+              r32.n_detections);
+        int n32 = r32.n_detections;
+        int m16 = match(&r32, &r16, 0.9, 0.02);
+        double frac16 = n32 ? (double)m16 / n32 : 1.0;
+        check(frac16 >= 0.95, "fp16 detections vs fp32",
+              "%d of %d matched (label, IoU >= 0.9, |score diff| <= 0.02); fp16 has %d", m16, n32,
+              r16.n_detections);
+        vd_result_clear(&rc);
+        vd_result_clear(&r32);
+        vd_result_clear(&r16);
+        g_hash_table_unref(cpu_t);
+        g_hash_table_unref(gpu_t);
+        if (f == 0) {
+            first = image;
+            first_pixels = pixels;
+        } else {
+            g_free(pixels);
+        }
+    }
+
+    test_sync_count(f16, &first, "fp16", FALSE);
+    test_sync_count(f32, &first, "fp32", FALSE);
+    test_sync_count(f16, &first, "fp16", TRUE);
+    test_injected_sync(f16, &first);
+    test_graph_equals_eager(f16, &first);
+    printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
+           vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
+    fp16_ms = median_ms(f16, &first, 20);
+    fp32_ms = median_ms(f32, &first, 10);
+    printf("  info median frame time (vd_detect, %dx%d): fp16 %.3f ms, fp32 %.3f ms\n",
+           first.width, first.height, fp16_ms, fp32_ms);
+
+    json_builder_end_array(report);
+    json_builder_set_member_name(report, "fp16_ms");
+    json_builder_add_double_value(report, fp16_ms);
+    json_builder_set_member_name(report, "fp32_ms");
+    json_builder_add_double_value(report, fp32_ms);
+    json_builder_set_member_name(report, "unfused_convolutions_fp16");
+    json_builder_add_int_value(report, vd_cuda_context_unfused_convolutions(f16));
+    json_builder_set_member_name(report, "failures");
+    json_builder_add_int_value(report, failures);
+    json_builder_end_object(report);
+    if (json_path != NULL) {
+        JsonGenerator *gen = json_generator_new();
+        JsonNode *root = json_builder_get_root(report);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        json_generator_to_file(gen, json_path, NULL);
+        json_node_unref(root);
+        g_object_unref(gen);
+    }
+    g_object_unref(report);
+    vd_context_free(cpu);
+    vd_context_free(f32);
+    vd_context_free(f16);
+    vd_model_unref(model);
+    g_free(first_pixels);
+    g_ptr_array_unref(frames);
+    printf("%s: %d failure%s\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,888 @@
+/* Every CUDA kernel of kernels/ against the CPU implementation it mirrors
+ * (engine/cpu/vd_cpu_ops.h, the CPU backend's inline steps), on random and
+ * edge-case inputs. The kernels take their per-element arithmetic from
+ * vd_math.h, the CPU's own, with separately rounded device intrinsics, so fp32
+ * results are expected bit for bit except where a transcendental is involved
+ * (CUDA's expf, log2f differ from glibc's by up to 2 ulp): those comparisons
+ * allow 4 ulp. fp16 results are compared against the CPU result on fp16-rounded
+ * inputs, rounded to fp16: exact, since the kernels compute in fp32 and round
+ * once at the store.
+ *
+ * Skips (exit 77) without a device: everything here runs a kernel. */
+#include "vd_config.h"
+
+#include "cpu/vd_cpu_ops.h"
+#include "gpu_test_util.h"
+#include "vd_kernels.h"
+#include "vd_math.h"
+
+static cudaStream_t stream;
+
+static int64_t max_ulp(const float *a, const float *b, size_t n, size_t *where)
+{
+    int64_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = ulp_distance(a[i], b[i]);
+        if (d > worst) {
+            worst = d;
+            if (where)
+                *where = i;
+        }
+    }
+    return worst;
+}
+
+static void assert_close_ulp(const char *what, const float *got, const float *want, size_t n,
+                             int64_t tol)
+{
+    size_t at = 0;
+    int64_t d = max_ulp(got, want, n, &at);
+    if (d > tol) {
+        g_printerr("%s: %lld ulp at %zu: got %.9g, want %.9g\n", what, (long long)d, at,
+                   (double)got[at], (double)want[at]);
+        g_assert_cmpint(d, <=, tol);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pre-processing                                                            */
+
+static void make_frame(test_rng *r, vd_pixel_format format, int w, int h, int pad,
+                       uint8_t **bytes, vd_image *img)
+{
+    int cw = (w + 1) / 2, ch = (h + 1) / 2;
+    int rows[3] = {h, 0, 0}, row_bytes[3] = {0, 0, 0};
+    switch (format) {
+    case VD_FORMAT_RGB:
+    case VD_FORMAT_BGR:
+        row_bytes[0] = 3 * w;
+        break;
+    case VD_FORMAT_NV12:
+        row_bytes[0] = w;
+        row_bytes[1] = 2 * cw;
+        rows[1] = ch;
+        break;
+    case VD_FORMAT_I420:
+        row_bytes[0] = w;
+        row_bytes[1] = row_bytes[2] = cw;
+        rows[1] = rows[2] = ch;
+        break;
+    default:
+        row_bytes[0] = 4 * w;
+        break;
+    }
+    memset(img, 0, sizeof(*img));
+    img->format = format;
+    img->width = w;
+    img->height = h;
+    img->matrix = (vd_color_matrix)rng_int(r, 3);
+    img->full_range = rng_int(r, 2);
+    for (int p = 0; p < 3; p++) {
+        if (row_bytes[p] == 0)
+            continue;
+        int stride = row_bytes[p] + pad;
+        bytes[p] = g_malloc((size_t)stride * rows[p]);
+        for (size_t i = 0; i < (size_t)stride * rows[p]; i++)
+            bytes[p][i] = (uint8_t)rng_int(r, 256);
+        img->planes[p] = bytes[p];
+        img->strides[p] = stride;
+    }
+}
+
+static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int rw, int ph, int pw,
+                             int pad, vd_dtype dtype, uint64_t seed)
+{
+    test_rng r = {seed};
+    uint8_t *bytes[3] = {NULL, NULL, NULL};
+    vd_image img;
+    make_frame(&r, format, w, h, pad, bytes, &img);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+
+    float *want = g_new(float, (size_t)ph * pw * 3);
+    GError *error = NULL;
+    g_assert_true(vd_cpu_preprocess(&img, mean, std, rh, rw, ph, pw, want, &error));
+    g_assert_no_error(error);
+
+    vd_device_frame frame;
+    memset(&frame, 0, sizeof(frame));
+    frame.format = (int)format;
+    frame.width = w;
+    frame.height = h;
+    frame.matrix = (int)img.matrix;
+    frame.full_range = img.full_range;
+    void *dev_planes[3] = {NULL, NULL, NULL};
+    for (int p = 0; p < 3; p++) {
+        if (bytes[p] == NULL)
+            continue;
+        int rows = p == 0 ? h : (h + 1) / 2;
+        dev_planes[p] = dev_upload(bytes[p], (size_t)img.strides[p] * rows);
+        frame.planes[p] = dev_planes[p];
+        frame.strides[p] = img.strides[p];
+    }
+    int channels = dtype == VD_DTYPE_F16 ? 8 : 3;
+    size_t n_out = (size_t)ph * pw * channels;
+    void *out = dev_alloc(n_out * vd_dtype_size(dtype));
+    CU(vd_preprocess(&frame, mean, std, rh, rw, ph, pw, channels, dtype, out, stream));
+    float *got = g_new(float, (size_t)ph * pw * 3);
+    if (dtype == VD_DTYPE_F32) {
+        dev_download(got, out, n_out * sizeof(float));
+    } else {
+        uint16_t *h16 = g_new(uint16_t, n_out);
+        dev_download(h16, out, n_out * 2);
+        for (size_t p = 0; p < (size_t)ph * pw; p++) {
+            for (int c = 0; c < 3; c++)
+                got[3 * p + c] = half_to_float(h16[p * channels + c]);
+            for (int c = 3; c < channels; c++)
+                g_assert_cmpint(h16[p * channels + c], ==, 0);
+        }
+        for (size_t i = 0; i < (size_t)ph * pw * 3; i++)
+            want[i] = round_half(want[i]);
+        g_free(h16);
+    }
+    /* same vd_math.h arithmetic on both sides: bit for bit */
+    assert_close_ulp("preprocess", got, want, (size_t)ph * pw * 3, 0);
+    g_free(got);
+    g_free(want);
+    CU(cudaFree(out));
+    for (int p = 0; p < 3; p++) {
+        if (dev_planes[p])
+            CU(cudaFree(dev_planes[p]));
+        g_free(bytes[p]);
+    }
+}
+
+static void test_preprocess_formats(void)
+{
+    for (int f = VD_FORMAT_RGB; f <= VD_FORMAT_I420; f++) {
+        /* downscale with odd sizes (chroma of the last column/row) and row padding */
+        check_preprocess((vd_pixel_format)f, 97, 61, 40, 64, 64, 64, 13, VD_DTYPE_F32, 10 + f);
+        /* upscale, fp16 */
+        check_preprocess((vd_pixel_format)f, 33, 24, 50, 69, 64, 96, 0, VD_DTYPE_F16, 20 + f);
+    }
+}
+
+static void test_preprocess_sizes(void)
+{
+    /* identity size (copy path on the CPU), one axis equal, the 1280x720 case */
+    check_preprocess(VD_FORMAT_RGB, 64, 48, 48, 64, 64, 64, 0, VD_DTYPE_F32, 1);
+    check_preprocess(VD_FORMAT_BGRX, 64, 48, 48, 80, 64, 96, 4, VD_DTYPE_F32, 2);
+    int rh, rw, ph, pw;
+    vd_transform_sizes(720, 1280, 800, 1333, 32, &rh, &rw, &ph, &pw);
+    check_preprocess(VD_FORMAT_RGB, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F32, 3);
+    check_preprocess(VD_FORMAT_NV12, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F16, 4);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Anchors and layout kernels                                                */
+
+static void test_grid_anchors(void)
+{
+    const float sizes[5] = {32, 64, 128, 256, 512};
+    const float ratios[3] = {0.5f, 1.0f, 2.0f};
+    /* 768x1344: levels 192x336 ... and the pool level 12x21 (strides 64, 64) */
+    int grids[5][2] = {{192, 336}, {96, 168}, {48, 84}, {24, 42}, {12, 21}};
+    for (int l = 0; l < 5; l++) {
+        float cell[12];
+        vd_cell_anchors(&sizes[l], 1, ratios, 3, cell);
+        size_t n = (size_t)grids[l][0] * grids[l][1] * 3 * 4;
+        float *want = g_new(float, n), *got = g_new(float, n);
+        vd_grid_anchors(cell, 3, 768, 1344, grids[l][0], grids[l][1], want);
+        float *dev = dev_alloc(n * sizeof(float));
+        CU(vd_grid_anchors_device(cell, 3, 768, 1344, grids[l][0], grids[l][1], dev, stream));
+        dev_download(got, dev, n * sizeof(float));
+        assert_close_ulp("grid anchors", got, want, n, 0);
+        CU(cudaFree(dev));
+        g_free(want);
+        g_free(got);
+    }
+    /* 13x19 pool level of 800x1216: stride 61 along y (spec 3.2) */
+    float cell[12];
+    vd_cell_anchors(&sizes[4], 1, ratios, 3, cell);
+    size_t n = 13 * 19 * 12;
+    float *want = g_new(float, n), *got = g_new(float, n);
+    vd_grid_anchors(cell, 3, 800, 1216, 13, 19, want);
+    float *dev = dev_alloc(n * sizeof(float));
+    CU(vd_grid_anchors_device(cell, 3, 800, 1216, 13, 19, dev, stream));
+    dev_download(got, dev, n * sizeof(float));
+    assert_close_ulp("pool anchors", got, want, n, 0);
+    CU(cudaFree(dev));
+    g_free(want);
+    g_free(got);
+}
+
+static void upload_as(const float *host, size_t n, vd_dtype dtype, void **dev)
+{
+    if (dtype == VD_DTYPE_F32) {
+        *dev = dev_upload(host, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = g_new(uint16_t, n);
+    for (size_t i = 0; i < n; i++)
+        h[i] = float_to_half(host[i]);
+    *dev = dev_upload(h, n * 2);
+    g_free(h);
+}
+
+static void download_as(float *host, const void *dev, size_t n, vd_dtype dtype)
+{
+    if (dtype == VD_DTYPE_F32) {
+        dev_download(host, dev, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = g_new(uint16_t, n);
+    dev_download(h, dev, n * 2);
+    for (size_t i = 0; i < n; i++)
+        host[i] = half_to_float(h[i]);
+    g_free(h);
+}
+
+static void test_layout_kernels(void)
+{
+    test_rng r = {77};
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        int h = 37, w = 50, c = 16; /* odd sizes: the padding column/row of the pool */
+        size_t n = (size_t)h * w * c;
+        float *x = g_new(float, n);
+        for (size_t i = 0; i < n; i++)
+            x[i] = d ? round_half(rng_normal(&r)) : rng_normal(&r);
+        void *dx;
+        upload_as(x, n, dt, &dx);
+
+        /* max pool 3x3 s2 p1 with -inf padding */
+        int oh = (h - 1) / 2 + 1, ow = (w - 1) / 2 + 1;
+        float *want = g_new(float, (size_t)oh * ow * c), *got = g_new(float, (size_t)oh * ow * c);
+        for (int y = 0; y < oh; y++)
+            for (int xo = 0; xo < ow; xo++)
+                for (int ch = 0; ch < c; ch++) {
+                    float m = -INFINITY;
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int yy = 2 * y - 1 + ky, xx = 2 * xo - 1 + kx;
+                            if (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                                m = fmaxf(m, x[((size_t)yy * w + xx) * c + ch]);
+                        }
+                    want[((size_t)y * ow + xo) * c + ch] = m;
+                }
+        void *dy = dev_alloc((size_t)oh * ow * c * vd_dtype_size(dt));
+        CU(vd_max_pool_3x3s2(dx, h, w, c, dy, oh, ow, dt, stream));
+        download_as(got, dy, (size_t)oh * ow * c, dt);
+        assert_close_ulp("max pool", got, want, (size_t)oh * ow * c, 0);
+
+        /* LastLevelMaxPool subsampling */
+        CU(vd_subsample2(dx, h, w, c, dy, dt, stream));
+        download_as(got, dy, (size_t)oh * ow * c, dt);
+        for (int y = 0; y < oh; y++)
+            for (int xo = 0; xo < ow; xo++)
+                for (int ch = 0; ch < c; ch++)
+                    want[((size_t)y * ow + xo) * c + ch] = x[((size_t)(2 * y) * w + 2 * xo) * c + ch];
+        assert_close_ulp("subsample", got, want, (size_t)oh * ow * c, 0);
+
+        /* FPN top-down: dst (h x w) += nearest(src (oh x ow)), one rounding */
+        float *src = g_new(float, (size_t)oh * ow * c);
+        for (size_t i = 0; i < (size_t)oh * ow * c; i++)
+            src[i] = d ? round_half(rng_normal(&r)) : rng_normal(&r);
+        void *dsrc;
+        upload_as(src, (size_t)oh * ow * c, dt, &dsrc);
+        CU(vd_upsample_nearest_add(dsrc, oh, ow, dx, h, w, c, dt, stream));
+        float *sum = g_new(float, n), *sum_got = g_new(float, n);
+        float sy = (float)oh / (float)h, sx = (float)ow / (float)w;
+        for (int y = 0; y < h; y++)
+            for (int xx = 0; xx < w; xx++) {
+                int iy = MIN((int)floorf((float)y * sy), oh - 1);
+                int ix = MIN((int)floorf((float)xx * sx), ow - 1);
+                for (int ch = 0; ch < c; ch++) {
+                    float v = x[((size_t)y * w + xx) * c + ch] + src[((size_t)iy * ow + ix) * c + ch];
+                    sum[((size_t)y * w + xx) * c + ch] = d ? round_half(v) : v;
+                }
+            }
+        download_as(sum_got, dx, n, dt);
+        assert_close_ulp("upsample add", sum_got, sum, n, 0);
+
+        /* observer layout: NHWC with a channel stride -> NCHW float32 */
+        float *nchw = dev_alloc((size_t)h * w * 3 * sizeof(float));
+        CU(vd_nhwc_to_nchw_f32(dx, h, w, 3, c, dt, nchw, stream));
+        float *nchw_got = g_new(float, (size_t)h * w * 3);
+        dev_download(nchw_got, nchw, (size_t)h * w * 3 * sizeof(float));
+        for (int ch = 0; ch < 3; ch++)
+            for (size_t p = 0; p < (size_t)h * w; p++)
+                g_assert_cmpfloat(nchw_got[(size_t)ch * h * w + p], ==, sum[p * c + ch]);
+
+        CU(cudaFree(nchw));
+        CU(cudaFree(dsrc));
+        CU(cudaFree(dx));
+        CU(cudaFree(dy));
+        g_free(x);
+        g_free(want);
+        g_free(got);
+        g_free(src);
+        g_free(sum);
+        g_free(sum_got);
+        g_free(nchw_got);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sort / top-k                                                              */
+
+static void test_sort_topk(void)
+{
+    test_rng r = {5};
+    int sizes[] = {1, 7, 1000, 4096, 193536};
+    for (size_t t = 0; t < G_N_ELEMENTS(sizes); t++) {
+        int n = sizes[t];
+        float *keys = g_new(float, n);
+        int *values = g_new(int, n);
+        for (int i = 0; i < n; i++) {
+            /* many exact ties (coarse values) and a few infinities */
+            keys[i] = roundf(rng_normal(&r) * 8.0f) / 8.0f;
+            if (rng_int(&r, 500) == 0)
+                keys[i] = rng_int(&r, 2) ? INFINITY : -INFINITY;
+            values[i] = i;
+        }
+        int k = MIN(n, 1000);
+        int *want = g_new(int, n);
+        int got_k = vd_topk(keys, n, k, want);
+        g_assert_cmpint(got_k, ==, k);
+
+        size_t ws = vd_sort_workspace_size(n);
+        g_assert_cmpuint(ws, >, 0);
+        void *dws = dev_alloc(ws);
+        float *dk = dev_upload(keys, n * sizeof(float)), *dks = dev_alloc(n * sizeof(float));
+        int *dv = dev_upload(values, n * sizeof(int)), *dvs = dev_alloc(n * sizeof(int));
+        CU(vd_sort_descending(dk, dv, dks, dvs, n, dws, ws, stream));
+        int *got = g_new(int, n);
+        dev_download(got, dvs, n * sizeof(int));
+        /* same indices in the same order: ties by ascending index on both sides */
+        for (int i = 0; i < k; i++)
+            g_assert_cmpint(got[i], ==, want[i]);
+        CU(cudaFree(dws));
+        CU(cudaFree(dk));
+        CU(cudaFree(dks));
+        CU(cudaFree(dv));
+        CU(cudaFree(dvs));
+        g_free(keys);
+        g_free(values);
+        g_free(want);
+        g_free(got);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* NMS                                                                       */
+
+/* Clustered random boxes (so that suppression happens), scores with ties,
+ * groups, some empty boxes and some non-candidates (-inf). */
+static void random_candidates(test_rng *r, int n, int n_groups, float *boxes, float *scores,
+                              int *groups)
+{
+    int n_clusters = MAX(1, n / 8);
+    float *centres = g_new(float, 4 * (size_t)n_clusters);
+    for (int c = 0; c < n_clusters; c++) {
+        centres[4 * c] = rng_uniform(r, 0, 1200);
+        centres[4 * c + 1] = rng_uniform(r, 0, 700);
+        centres[4 * c + 2] = rng_uniform(r, 8, 300);
+        centres[4 * c + 3] = rng_uniform(r, 8, 300);
+    }
+    for (int i = 0; i < n; i++) {
+        float *c = centres + 4 * rng_int(r, n_clusters);
+        float x = c[0] + rng_normal(r) * c[2] * 0.15f, y = c[1] + rng_normal(r) * c[3] * 0.15f;
+        float w = c[2] * rng_uniform(r, 0.7f, 1.3f), h = c[3] * rng_uniform(r, 0.7f, 1.3f);
+        boxes[4 * i] = x;
+        boxes[4 * i + 1] = y;
+        boxes[4 * i + 2] = x + w;
+        boxes[4 * i + 3] = y + h;
+        if (rng_int(r, 100) == 0) /* zero area: IoU 0/0 = NaN never suppresses */
+            boxes[4 * i + 2] = x;
+        scores[i] = roundf(rng_uniform(r, 0, 1) * 256.0f) / 256.0f; /* ties */
+        if (rng_int(r, 50) == 0)
+            scores[i] = -INFINITY;
+        groups[i] = n_groups > 1 ? rng_int(r, n_groups) : 0;
+    }
+    g_free(centres);
+}
+
+static void check_nms(int n, int n_groups, int max_candidates, int max_keep, float threshold,
+                      vd_dtype dtype, uint64_t seed)
+{
+    test_rng r = {seed};
+    float *boxes = g_new(float, 4 * (size_t)MAX(n, 1));
+    float *scores = g_new(float, MAX(n, 1));
+    int *groups = g_new(int, MAX(n, 1));
+    random_candidates(&r, n, n_groups, boxes, scores, groups);
+    if (dtype == VD_DTYPE_F16) {
+        for (int i = 0; i < 4 * n; i++)
+            boxes[i] = round_half(boxes[i]);
+        for (int i = 0; i < n; i++)
+            scores[i] = round_half(scores[i]);
+    }
+
+    /* the CPU reference on the candidates (finite scores), in input order; the
+     * best max_candidates of them */
+    int *cand = g_new(int, MAX(n, 1)), m = 0;
+    for (int i = 0; i < n; i++)
+        if (scores[i] > -INFINITY)
+            cand[m++] = i;
+    int *order = g_new(int, MAX(m, 1));
+    float *cs = g_new(float, MAX(m, 1));
+    for (int j = 0; j < m; j++)
+        cs[j] = scores[cand[j]];
+    int mc = vd_topk(cs, m, MIN(m, max_candidates), order);
+    float *sb = g_new(float, 4 * (size_t)MAX(mc, 1));
+    float *ss = g_new(float, MAX(mc, 1));
+    int *sg = g_new(int, MAX(mc, 1)), *keep = g_new(int, MAX(mc, 1));
+    /* keep the chosen candidates in input order: the CPU sort decides the rest */
+    int *chosen = g_new0(int, MAX(m, 1));
+    for (int j = 0; j < mc; j++)
+        chosen[order[j]] = 1;
+    int q = 0;
+    int *back = g_new(int, MAX(mc, 1));
+    for (int j = 0; j < m; j++) {
+        if (!chosen[j])
+            continue;
+        memcpy(sb + 4 * q, boxes + 4 * cand[j], 4 * sizeof(float));
+        ss[q] = scores[cand[j]];
+        sg[q] = groups[cand[j]];
+        back[q] = cand[j];
+        q++;
+    }
+    int n_want = n_groups > 1 ? vd_batched_nms(sb, ss, sg, q, threshold, keep)
+                              : vd_nms(sb, ss, q, threshold, keep);
+    n_want = MIN(n_want, max_keep);
+
+    vd_nms_shape shape = {.capacity = n, .max_candidates = max_candidates, .max_keep = max_keep};
+    size_t ws = vd_nms_workspace_size(&shape);
+    void *dws = dev_alloc(MAX(ws, 1));
+    void *db, *dsc;
+    upload_as(boxes, 4 * (size_t)n, dtype, &db);
+    upload_as(scores, n, dtype, &dsc);
+    int *dg = dev_upload(groups, MAX(n, 1) * sizeof(int));
+    int *dkeep = dev_alloc(MAX(max_keep, 1) * sizeof(int)), *dn = dev_alloc(sizeof(int));
+    CU(vd_batched_nms_device(db, dsc, dtype, n_groups > 1 ? dg : NULL, &shape, threshold, dkeep,
+                             dn, dws, ws, stream));
+    int n_got = -1;
+    dev_download(&n_got, dn, sizeof(int));
+    int *got = g_new(int, MAX(max_keep, 1));
+    dev_download(got, dkeep, MAX(max_keep, 1) * sizeof(int));
+    if (n_got != n_want)
+        g_printerr("nms n=%d groups=%d: kept %d, CPU %d\n", n, n_groups, n_got, n_want);
+    g_assert_cmpint(n_got, ==, n_want);
+    for (int j = 0; j < n_want; j++)
+        g_assert_cmpint(got[j], ==, back[keep[j]]);
+
+    CU(cudaFree(dws));
+    CU(cudaFree(db));
+    CU(cudaFree(dsc));
+    CU(cudaFree(dg));
+    CU(cudaFree(dkeep));
+    CU(cudaFree(dn));
+    g_free(boxes);
+    g_free(scores);
+    g_free(groups);
+    g_free(cand);
+    g_free(order);
+    g_free(cs);
+    g_free(sb);
+    g_free(ss);
+    g_free(sg);
+    g_free(keep);
+    g_free(chosen);
+    g_free(back);
+    g_free(got);
+}
+
+static void test_nms_random(void)
+{
+    check_nms(1, 1, 1, 1, 0.5f, VD_DTYPE_F32, 1);
+    check_nms(63, 1, 63, 63, 0.5f, VD_DTYPE_F32, 2);
+    check_nms(64, 1, 64, 64, 0.5f, VD_DTYPE_F32, 3);
+    check_nms(65, 3, 65, 65, 0.5f, VD_DTYPE_F32, 4);
+    check_nms(1000, 1, 1000, 1000, 0.7f, VD_DTYPE_F32, 5);
+    /* the RPN's shape: 5 levels, 0.7, post-NMS top 1000 */
+    check_nms(4741, 5, 4741, 1000, 0.7f, VD_DTYPE_F32, 6);
+    check_nms(5000, 5, 5000, 5000, 0.7f, VD_DTYPE_F32, 7);
+    /* the box head's: 90 classes, 0.5, top 100, candidates capped */
+    check_nms(9000, 90, 4096, 100, 0.5f, VD_DTYPE_F32, 8);
+    /* fp16 inputs, fp32 IoU */
+    check_nms(3000, 4, 3000, 3000, 0.6f, VD_DTYPE_F16, 9);
+}
+
+static void test_nms_edges(void)
+{
+    /* nothing at all */
+    check_nms(0, 1, 0, 10, 0.5f, VD_DTYPE_F32, 11);
+    /* identical boxes, equal scores: the lowest index survives (spec 7.1) */
+    float boxes[4 * 70], scores[70];
+    int groups[70];
+    for (int i = 0; i < 70; i++) {
+        boxes[4 * i] = 10;
+        boxes[4 * i + 1] = 10;
+        boxes[4 * i + 2] = 20;
+        boxes[4 * i + 3] = 20;
+        scores[i] = 0.5f;
+        groups[i] = i % 2;
+    }
+    vd_nms_shape shape = {.capacity = 70, .max_candidates = 70, .max_keep = 70};
+    size_t ws = vd_nms_workspace_size(&shape);
+    void *dws = dev_alloc(ws);
+    float *db = dev_upload(boxes, sizeof(boxes)), *ds = dev_upload(scores, sizeof(scores));
+    int *dg = dev_upload(groups, sizeof(groups));
+    int *dk = dev_alloc(70 * sizeof(int)), *dn = dev_alloc(sizeof(int));
+    CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, dg, &shape, 0.5f, dk, dn, dws, ws, stream));
+    int n = 0, keep[70];
+    dev_download(&n, dn, sizeof(int));
+    dev_download(keep, dk, sizeof(keep));
+    g_assert_cmpint(n, ==, 2); /* one per group */
+    g_assert_cmpint(keep[0], ==, 0);
+    g_assert_cmpint(keep[1], ==, 1);
+    /* IoU exactly at the threshold is kept (strict '>') */
+    float two[8] = {0, 0, 4, 1, 0, 0, 2, 1};
+    float two_scores[2] = {0.9f, 0.8f};
+    CU(cudaMemcpy(db, two, sizeof(two), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(ds, two_scores, sizeof(two_scores), cudaMemcpyHostToDevice));
+    shape.capacity = shape.max_candidates = 2;
+    CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, NULL, &shape, 0.5f, dk, dn, dws, ws, stream));
+    dev_download(&n, dn, sizeof(int));
+    g_assert_cmpint(n, ==, 2);
+    CU(cudaFree(dws));
+    CU(cudaFree(db));
+    CU(cudaFree(ds));
+    CU(cudaFree(dg));
+    CU(cudaFree(dk));
+    CU(cudaFree(dn));
+}
+
+/* ------------------------------------------------------------------------ */
+/* RoIAlign                                                                  */
+
+static void check_roi_align(vd_dtype dtype, vd_dtype out_dtype, uint64_t seed)
+{
+    test_rng r = {seed};
+    /* FPN levels of a 256x384 padded input (P2..P5), 32 channels */
+    int n_levels = 4, C = 32, P = 7, n_rois = 300;
+    int hs[4] = {64, 32, 16, 8}, ws_[4] = {96, 48, 24, 12};
+    float scales[4] = {0.25f, 0.125f, 0.0625f, 0.03125f};
+    float *feats[4];
+    void *dfeats[4];
+    for (int l = 0; l < n_levels; l++) {
+        size_t n = (size_t)hs[l] * ws_[l] * C;
+        feats[l] = g_new(float, n);
+        for (size_t i = 0; i < n; i++)
+            feats[l][i] = dtype == VD_DTYPE_F16 ? round_half(rng_normal(&r)) : rng_normal(&r);
+        upload_as(feats[l], n, dtype, &dfeats[l]);
+    }
+    float *rois = g_new(float, 4 * n_rois);
+    for (int i = 0; i < n_rois; i++) {
+        float x = rng_uniform(&r, -20, 380), y = rng_uniform(&r, -20, 250);
+        float w = expf(rng_uniform(&r, -1, 6)), h = expf(rng_uniform(&r, -1, 6));
+        rois[4 * i] = x;
+        rois[4 * i + 1] = y;
+        rois[4 * i + 2] = x + w;
+        rois[4 * i + 3] = y + h;
+        if (i % 50 == 0) /* degenerate: zero area goes to the first level */
+            rois[4 * i + 2] = x;
+    }
+    int n_valid = n_rois - 17; /* rows beyond the device count are zeroed */
+
+    size_t row = (size_t)P * P * C;
+    float *want = g_new0(float, (size_t)n_rois * row);
+    int *level = g_new(int, n_rois), *index = g_new(int, n_rois);
+    float *sel = g_new(float, 4 * n_rois);
+    for (int i = 0; i < n_valid; i++)
+        level[i] = vd_roi_level(rois + 4 * i, 2, 5);
+    for (int l = 0; l < n_levels; l++) {
+        int m = 0;
+        for (int i = 0; i < n_valid; i++)
+            if (level[i] == l) {
+                memcpy(sel + 4 * m, rois + 4 * i, 4 * sizeof(float));
+                index[m++] = i;
+            }
+        if (m)
+            vd_roi_align_nhwc(feats[l], hs[l], ws_[l], C, sel, index, m, scales[l], P, 2, want,
+                              (int64_t)row);
+    }
+    if (out_dtype == VD_DTYPE_F16)
+        for (size_t i = 0; i < (size_t)n_rois * row; i++)
+            want[i] = round_half(want[i]);
+
+    vd_roi_levels lv;
+    memset(&lv, 0, sizeof(lv));
+    lv.n_levels = n_levels;
+    for (int l = 0; l < n_levels; l++) {
+        lv.features[l] = dfeats[l];
+        lv.height[l] = hs[l];
+        lv.width[l] = ws_[l];
+        lv.scale[l] = scales[l];
+    }
+    lv.k_min = 2;
+    lv.k_max = 5;
+    lv.channels = C;
+    float *drois = dev_upload(rois, 4 * n_rois * sizeof(float));
+    int *dn = dev_upload(&n_valid, sizeof(int));
+    void *dout = dev_alloc((size_t)n_rois * row * vd_dtype_size(out_dtype));
+    CU(vd_multiscale_roi_align(&lv, dtype, drois, dn, n_rois, P, 2, dout, out_dtype, stream));
+    float *got = g_new(float, (size_t)n_rois * row);
+    download_as(got, dout, (size_t)n_rois * row, out_dtype);
+    /* fp32 accumulation of the same products in the same order: exact */
+    assert_close_ulp("roi_align", got, want, (size_t)n_rois * row, 0);
+
+    for (int l = 0; l < n_levels; l++) {
+        CU(cudaFree(dfeats[l]));
+        g_free(feats[l]);
+    }
+    CU(cudaFree(drois));
+    CU(cudaFree(dn));
+    CU(cudaFree(dout));
+    g_free(rois);
+    g_free(want);
+    g_free(level);
+    g_free(index);
+    g_free(sel);
+    g_free(got);
+}
+
+static void test_roi_align(void)
+{
+    check_roi_align(VD_DTYPE_F32, VD_DTYPE_F32, 31);
+    check_roi_align(VD_DTYPE_F16, VD_DTYPE_F32, 32);
+    check_roi_align(VD_DTYPE_F16, VD_DTYPE_F16, 33);
+}
+
+/* ------------------------------------------------------------------------ */
+/* RPN and box head post-processing                                          */
+
+static void test_rpn(void)
+{
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        test_rng r = {40 + d};
+        int A = 3, hs = 16, n_levels = 3;
+        int grid[3][2] = {{40, 56}, {20, 28}, {10, 14}};
+        float rh = 150.0f, rw = 220.0f;
+        vd_rpn_levels lv;
+        memset(&lv, 0, sizeof(lv));
+        lv.n_levels = n_levels;
+        lv.anchors_per_location = A;
+        lv.head_stride = hs;
+        float *heads[3];
+        int total = 0, cands = 0;
+        for (int l = 0; l < n_levels; l++) {
+            int n_loc = grid[l][0] * grid[l][1];
+            heads[l] = g_new(float, (size_t)n_loc * hs);
+            for (int i = 0; i < n_loc * hs; i++) {
+                float v = rng_normal(&r) * ((i % hs) < A ? 2.0f : 0.3f);
+                heads[l][i] = d ? round_half(v) : v;
+            }
+            void *dh;
+            upload_as(heads[l], (size_t)n_loc * hs, dt, &dh);
+            lv.head[l] = dh;
+            lv.n_anchors[l] = n_loc * A;
+            lv.anchor_offset[l] = total;
+            lv.top_n[l] = MIN(1000, n_loc * A);
+            lv.candidate_offset[l] = cands;
+            total += n_loc * A;
+            cands += lv.top_n[l];
+        }
+        lv.anchor_offset[n_levels] = total;
+        lv.candidate_offset[n_levels] = cands;
+        float *anchors = g_new(float, 4 * (size_t)total);
+        const float sizes[3] = {32, 64, 128}, ratios[3] = {0.5f, 1.0f, 2.0f};
+        for (int l = 0; l < n_levels; l++) {
+            float cell[12];
+            vd_cell_anchors(&sizes[l], 1, ratios, 3, cell);
+            vd_grid_anchors(cell, 3, 160, 224, grid[l][0], grid[l][1],
+                            anchors + 4 * (size_t)lv.anchor_offset[l]);
+        }
+        float *danchors = dev_upload(anchors, 4 * (size_t)total * sizeof(float));
+
+        /* CPU: run_rpn's steps up to the NMS candidates */
+        float *want_boxes = g_new(float, 4 * (size_t)cands), *want_scores = g_new(float, cands);
+        int *top = g_new(int, total);
+        float *logits = g_new(float, total);
+        for (int l = 0; l < n_levels; l++) {
+            int n_l = lv.n_anchors[l];
+            for (int i = 0; i < n_l; i++)
+                logits[i] = heads[l][(size_t)(i / A) * hs + i % A];
+            int k = vd_topk(logits, n_l, 1000, top);
+            for (int j = 0; j < k; j++) {
+                int i = top[j], slot = lv.candidate_offset[l] + j;
+                const float w4[4] = {1, 1, 1, 1};
+                vd_decode_boxes(anchors + 4 * ((size_t)lv.anchor_offset[l] + i),
+                                heads[l] + (size_t)(i / A) * hs + A + (i % A) * 4, 1, w4,
+                                want_boxes + 4 * slot);
+                vd_clip_boxes(want_boxes + 4 * slot, 1, rh, rw);
+                float *b = want_boxes + 4 * slot;
+                float s = 1.0f / (1.0f + expf(-logits[i]));
+                want_scores[slot] = (b[2] - b[0] >= 1e-3f && b[3] - b[1] >= 1e-3f) ? s : -INFINITY;
+            }
+        }
+
+        float *keys = dev_alloc(total * sizeof(float)), *keys_s = dev_alloc(total * sizeof(float));
+        int *vals = dev_alloc(total * sizeof(int)), *vals_s = dev_alloc(total * sizeof(int));
+        size_t ws = vd_sort_workspace_size(lv.n_anchors[0]);
+        void *dws = dev_alloc(ws);
+        float *cb = dev_alloc(4 * (size_t)cands * sizeof(float)), *cs = dev_alloc(cands * sizeof(float));
+        int *cg = dev_alloc(cands * sizeof(int));
+        CU(vd_rpn_gather_logits(&lv, dt, keys, vals, stream));
+        CU(vd_rpn_topk(&lv, keys, vals, keys_s, vals_s, dws, ws, stream));
+        CU(vd_rpn_decode(&lv, dt, keys_s, vals_s, danchors, rh, rw, 1e-3f, 0.0f, cb, cs, cg,
+                         stream));
+        float *got_boxes = g_new(float, 4 * (size_t)cands), *got_scores = g_new(float, cands);
+        int *got_groups = g_new(int, cands);
+        dev_download(got_boxes, cb, 4 * (size_t)cands * sizeof(float));
+        dev_download(got_scores, cs, cands * sizeof(float));
+        dev_download(got_groups, cg, cands * sizeof(int));
+        /* exp in decode and sigmoid: CUDA's expf vs glibc's, a few ulp */
+        assert_close_ulp("rpn boxes", got_boxes, want_boxes, 4 * (size_t)cands, 4);
+        assert_close_ulp("rpn scores", got_scores, want_scores, cands, 4);
+        for (int l = 0; l < n_levels; l++)
+            for (int j = lv.candidate_offset[l]; j < lv.candidate_offset[l + 1]; j++)
+                g_assert_cmpint(got_groups[j], ==, l);
+
+        for (int l = 0; l < n_levels; l++) {
+            CU(cudaFree((void *)lv.head[l]));
+            g_free(heads[l]);
+        }
+        CU(cudaFree(danchors));
+        CU(cudaFree(keys));
+        CU(cudaFree(keys_s));
+        CU(cudaFree(vals));
+        CU(cudaFree(vals_s));
+        CU(cudaFree(dws));
+        CU(cudaFree(cb));
+        CU(cudaFree(cs));
+        CU(cudaFree(cg));
+        g_free(anchors);
+        g_free(want_boxes);
+        g_free(want_scores);
+        g_free(top);
+        g_free(logits);
+        g_free(got_boxes);
+        g_free(got_scores);
+        g_free(got_groups);
+    }
+}
+
+static void test_box_postprocess(void)
+{
+    test_rng r = {55};
+    int R = 1000, n_props = 937, K = 91, stride = 456, max_det = 100;
+    float rh = 750.0f, rw = 1333.0f;
+    float score_thr = 0.05f, nms_thr = 0.5f, min_size = 1e-2f;
+    float *head = g_new0(float, (size_t)R * stride), *props = g_new(float, 4 * R);
+    for (int i = 0; i < R; i++) {
+        float x = rng_uniform(&r, 0, 1200), y = rng_uniform(&r, 0, 650);
+        props[4 * i] = x;
+        props[4 * i + 1] = y;
+        props[4 * i + 2] = x + rng_uniform(&r, 2, 300);
+        props[4 * i + 3] = y + rng_uniform(&r, 2, 300);
+        for (int c = 0; c < K; c++)
+            head[(size_t)i * stride + c] = rng_normal(&r) * 3.0f;
+        for (int c = 0; c < 4 * K; c++)
+            head[(size_t)i * stride + K + c] = rng_normal(&r) * 0.5f;
+    }
+    /* CPU: the CPU backend's postprocess */
+    float *softmax = g_new(float, (size_t)n_props * K);
+    for (int i = 0; i < n_props; i++)
+        memcpy(softmax + (size_t)i * K, head + (size_t)i * stride, K * sizeof(float));
+    vd_softmax_rows(softmax, n_props, K);
+    size_t n_flat = (size_t)n_props * (K - 1);
+    float *cb = g_new(float, 4 * n_flat), *cs = g_new(float, n_flat);
+    int *cl = g_new(int, n_flat), *keep = g_new(int, n_flat);
+    int m = 0;
+    const float weights[4] = {10, 10, 5, 5};
+    for (int i = 0; i < n_props; i++) {
+        float refs[4 * 91], dec[4 * 91];
+        for (int c = 0; c < K; c++)
+            memcpy(refs + 4 * c, props + 4 * i, 4 * sizeof(float));
+        vd_decode_boxes(refs, head + (size_t)i * stride + K, K, weights, dec);
+        vd_clip_boxes(dec, K, rh, rw);
+        for (int c = 1; c < K; c++) {
+            float p = softmax[(size_t)i * K + c];
+            float *b = dec + 4 * c;
+            if (!(p > score_thr) || !(b[2] - b[0] >= min_size && b[3] - b[1] >= min_size))
+                continue;
+            memcpy(cb + 4 * m, b, 4 * sizeof(float));
+            cs[m] = p;
+            cl[m] = c;
+            m++;
+        }
+    }
+    int kept = MIN(vd_batched_nms(cb, cs, cl, m, nms_thr, keep), max_det);
+    g_assert_cmpint(m, >, 200); /* the test means something */
+
+    float *dhead = dev_upload(head, (size_t)R * stride * sizeof(float));
+    float *dprops = dev_upload(props, 4 * R * sizeof(float));
+    int *dn = dev_upload(&n_props, sizeof(int));
+    size_t nf = (size_t)R * (K - 1);
+    float *db = dev_alloc(4 * nf * sizeof(float)), *ds = dev_alloc(nf * sizeof(float));
+    int *dl = dev_alloc(nf * sizeof(int));
+    vd_box_shape shape = {.capacity = R, .num_classes = K, .head_stride = stride,
+                          .weights = {10, 10, 5, 5}, .resized_h = rh, .resized_w = rw,
+                          .score_threshold = score_thr, .min_size = min_size};
+    CU(vd_box_candidates(&shape, dhead, dprops, dn, db, ds, dl, stream));
+    vd_nms_shape ns = {.capacity = (int)nf, .max_candidates = 32768, .max_keep = max_det};
+    size_t ws = vd_nms_workspace_size(&ns);
+    void *dws = dev_alloc(ws);
+    int *dkeep = dev_alloc(max_det * sizeof(int)), *dnk = dev_alloc(sizeof(int));
+    CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, dl, &ns, nms_thr, dkeep, dnk, dws, ws, stream));
+    size_t rbytes = sizeof(vd_kernel_result) + max_det * sizeof(vd_kernel_detection);
+    vd_kernel_result *dres = dev_alloc(rbytes);
+    float rx = 1280.0f / rw, ry = 720.0f / rh;
+    CU(vd_finalize_detections(db, ds, dl, dkeep, dnk, dn, max_det, rx, ry, dres, stream));
+    vd_kernel_result *res = g_malloc(rbytes);
+    dev_download(res, dres, rbytes);
+
+    /* softmax sums in another order (a warp reduction): probabilities within a
+     * few ulp; with random logits no two candidates are that close, so the same
+     * candidates survive in the same order */
+    g_assert_cmpint(res->count, ==, kept);
+    g_assert_cmpint(res->n_proposals, ==, n_props);
+    for (int j = 0; j < kept; j++) {
+        const float *b = cb + 4 * keep[j];
+        const vd_kernel_detection *d = &res->detections[j];
+        g_assert_cmpint(d->label, ==, cl[keep[j]]);
+        g_assert_cmpint(ulp_distance(d->score, cs[keep[j]]), <=, 8);
+        float want[4] = {b[0] * rx, b[1] * ry, b[2] * rx, b[3] * ry};
+        float got[4] = {d->x1, d->y1, d->x2, d->y2};
+        assert_close_ulp("detection box", got, want, 4, 4);
+    }
+    CU(cudaFree(dhead));
+    CU(cudaFree(dprops));
+    CU(cudaFree(dn));
+    CU(cudaFree(db));
+    CU(cudaFree(ds));
+    CU(cudaFree(dl));
+    CU(cudaFree(dws));
+    CU(cudaFree(dkeep));
+    CU(cudaFree(dnk));
+    CU(cudaFree(dres));
+    g_free(head);
+    g_free(props);
+    g_free(softmax);
+    g_free(cb);
+    g_free(cs);
+    g_free(cl);
+    g_free(keep);
+    g_free(res);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    gpu_require_device("test-gpu-kernels");
+    CU(cudaStreamCreate(&stream));
+    g_test_add_func("/gpu/preprocess/formats", test_preprocess_formats);
+    g_test_add_func("/gpu/preprocess/sizes", test_preprocess_sizes);
+    g_test_add_func("/gpu/anchors", test_grid_anchors);
+    g_test_add_func("/gpu/layout", test_layout_kernels);
+    g_test_add_func("/gpu/sort-topk", test_sort_topk);
+    g_test_add_func("/gpu/nms/random", test_nms_random);
+    g_test_add_func("/gpu/nms/edges", test_nms_edges);
+    g_test_add_func("/gpu/roi-align", test_roi_align);
+    g_test_add_func("/gpu/rpn", test_rpn);
+    g_test_add_func("/gpu/box-postprocess", test_box_postprocess);
+    int status = g_test_run();
+    cudaStreamDestroy(stream);
+    return status;
+}
