@@ -16,10 +16,12 @@
  * The one place where torch itself fuses (its CPU bilinear resize, compiled with
  * -mfma) uses fmaf() explicitly: vd_math_resize_blend().
  *
- * Transcendentals (expf, log2f, sqrtf) are the platform's: glibc's expf and
- * log2f and CUDA's differ in the last ulp for some inputs, and torch's CPU
- * kernels use their own vectorised exp. Only near-ties (top-k order, a level
- * boundary) can notice; sqrtf is correctly rounded on both.
+ * exp is our own (vd_math_expf): the algorithm of SLEEF's expf_u10, which is
+ * what torch's CPU kernels (exp, sigmoid, softmax) evaluate, ported with
+ * explicit fmaf so that the CPU, the GPU and torch agree bit for bit (checked
+ * against libsleef on every float in [-110, 110]). log2f is the platform's
+ * (glibc and CUDA may differ in the last ulp; only a LevelMapper boundary
+ * could notice); sqrtf is correctly rounded everywhere.
  *
  * Conventions: boxes are (x1, y1, x2, y2) float32 in continuous pixel
  * coordinates with no +1 anywhere; "spec §n" refers to
@@ -101,6 +103,48 @@ VD_MATH_FN float vd_math_clamp(float x, float lo, float hi)
     return x;
 }
 
+/* 2^q as a float for -126 <= q <= 127, built from the exponent bits. */
+VD_MATH_FN float vd_math_pow2i(int q)
+{
+#if defined(__CUDA_ARCH__)
+    return __int_as_float((q + 0x7f) << 23);
+#else
+    union {
+        unsigned int bits;
+        float value;
+    } pun;
+    pun.bits = (unsigned int)(q + 0x7f) << 23;
+    return pun.value;
+#endif
+}
+
+/* exp(d) exactly as SLEEF 3.5's xexpf (u10, FMA flavour) computes it, the exp
+ * of torch's AVX2/AVX512 CPU kernels: q = rint(d / ln 2), Cody-Waite reduction
+ * s = d - q ln 2 in two FMAs, a degree-6 polynomial in Horner form with FMAs,
+ * then u * 2^q as two exact scalings. Max error 1 ulp; +0 below -104, +inf
+ * above 100, NaN for NaN. */
+VD_MATH_FN float vd_math_expf(float d)
+{
+    if (d != d)
+        return d;
+    if (d < -104.0f)
+        return 0.0f;
+    if (d > 100.0f)
+        return HUGE_VALF;
+    int q = (int)rintf(vd_math_fmul(d, 1.442695040888963407359924681001892137426645954152985934f));
+    float s = fmaf((float)q, -0.693145751953125f, d);
+    s = fmaf((float)q, -1.428606765330187045e-06f, s);
+    float u = 0.000198527617612853646278381f;
+    u = fmaf(u, s, 0.00139304355252534151077271f);
+    u = fmaf(u, s, 0.00833336077630519866943359f);
+    u = fmaf(u, s, 0.0416664853692054748535156f);
+    u = fmaf(u, s, 0.166666671633720397949219f);
+    u = fmaf(u, s, 0.5f);
+    u = vd_math_fadd(1.0f, fmaf(vd_math_fmul(s, s), u, s));
+    int half = q >> 1; /* arithmetic shift, as SLEEF's vsra */
+    return vd_math_fmul(vd_math_fmul(u, vd_math_pow2i(half)), vd_math_pow2i(q - half));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Boxes                                                                      */
 
@@ -153,8 +197,8 @@ VD_MATH_FN void vd_math_box_decode(const float *ref, const float *d, float wx, f
         dh = clip;
     float pcx = vd_math_fadd(vd_math_fmul(dx, w), cx);
     float pcy = vd_math_fadd(vd_math_fmul(dy, h), cy);
-    float pw = vd_math_fmul(expf(dw), w);
-    float ph = vd_math_fmul(expf(dh), h);
+    float pw = vd_math_fmul(vd_math_expf(dw), w);
+    float ph = vd_math_fmul(vd_math_expf(dh), h);
     float half_w = vd_math_fmul(0.5f, pw);
     float half_h = vd_math_fmul(0.5f, ph);
     out[0] = vd_math_fsub(pcx, half_w);
@@ -172,10 +216,12 @@ VD_MATH_FN void vd_math_box_clip(float *box, float height, float width)
     box[3] = vd_math_clamp(box[3], 0.0f, height);
 }
 
-/* sigmoid as torch's CPU kernel evaluates it: 1 / (1 + exp(-x)). */
+/* sigmoid as torch's vectorised CPU kernel evaluates it: 1 / (1 + exp(-x)).
+ * (torch evaluates the last n % 16 elements of a tensor with glibc's expf
+ * instead, which agrees with SLEEF for most inputs.) */
 VD_MATH_FN float vd_math_sigmoid(float x)
 {
-    return vd_math_fdiv(1.0f, vd_math_fadd(1.0f, expf(-x)));
+    return vd_math_fdiv(1.0f, vd_math_fadd(1.0f, vd_math_expf(-x)));
 }
 
 /* ------------------------------------------------------------------------ */

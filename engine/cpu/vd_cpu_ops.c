@@ -300,23 +300,53 @@ void vd_roi_align_nhwc(const float *features, int height, int width, int channel
 /* ------------------------------------------------------------------------ */
 /* Softmax                                                                    */
 
+/* One row in the order of torch 1.13's vectorised CPU softmax (AVX2, 8 float
+ * lanes), which makes the result bit-exact: exp(x - max) with SLEEF's exp; the
+ * sum accumulated lane-wise (lane l takes elements l, l+8, ...; the tail of
+ * n % 8 elements goes to the first lanes) and reduced as a tree ((l0+l4) +
+ * (l2+l6)) + ((l1+l5) + (l3+l7)); rows shorter than 8 summed left to right;
+ * then a multiplication by 1/sum. A NaN anywhere makes the row NaN, as in
+ * torch. */
+static void softmax_row(float *row, int n)
+{
+    float max = row[0];
+    gboolean has_nan = FALSE;
+    for (int c = 0; c < n; c++) {
+        if (isnan(row[c]))
+            has_nan = TRUE;
+        else if (row[c] > max)
+            max = row[c];
+    }
+    if (has_nan)
+        max = NAN;
+    for (int c = 0; c < n; c++)
+        row[c] = vd_math_expf(row[c] - max);
+    float sum;
+    if (n < 8) {
+        sum = row[0];
+        for (int c = 1; c < n; c++)
+            sum += row[c];
+    } else {
+        float lane[8];
+        memcpy(lane, row, sizeof(lane));
+        int d = 8;
+        for (; d < n - n % 8; d += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] += row[d + l];
+        for (int l = 0; d + l < n; l++)
+            lane[l] += row[d + l];
+        sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+    }
+    float inverse = 1.0f / sum;
+    for (int c = 0; c < n; c++)
+        row[c] = row[c] * inverse;
+}
+
 void vd_softmax_rows(float *logits, int n, int n_classes)
 {
     if (n_classes <= 0)
         return;
 #pragma omp parallel for schedule(static) if (n > 256)
-    for (int r = 0; r < n; r++) {
-        float *row = logits + (size_t)r * n_classes;
-        float max = row[0];
-        for (int c = 1; c < n_classes; c++)
-            if (row[c] > max)
-                max = row[c];
-        float sum = 0.0f;
-        for (int c = 0; c < n_classes; c++) {
-            row[c] = expf(row[c] - max);
-            sum += row[c];
-        }
-        for (int c = 0; c < n_classes; c++)
-            row[c] = row[c] / sum;
-    }
+    for (int r = 0; r < n; r++)
+        softmax_row(logits + (size_t)r * n_classes, n_classes);
 }

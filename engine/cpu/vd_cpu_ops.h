@@ -2,7 +2,18 @@
  * pays). Their per-element arithmetic comes from kernels/vd_math.h, which the
  * CUDA kernels share, so that the CPU tests exercise the very arithmetic the
  * GPU runs. Conventions: boxes are float32 (x1, y1, x2, y2) quadruples,
- * feature maps are NHWC float32 (one image), every function is reentrant. */
+ * feature maps are NHWC float32 (one image), every function is reentrant and
+ * may be called from any thread; none keeps a pointer after it returns.
+ *
+ * Numerics: bit-exact with torch 1.13 / torchvision 0.14.1 on the CPU (checked
+ * by tests/engine/ops_vs_torchvision.py and preprocess_vs_torch.py), except
+ * vd_roi_level, whose log2f is glibc's rather than SLEEF's (a last-ulp
+ * difference could only move a box lying exactly on a level boundary). The
+ * sources are compiled with -ffp-contract=off (engine/meson.build).
+ *
+ * Memory: only vd_cpu_preprocess allocates sizeable buffers (and reports
+ * failure); vd_nms/vd_batched_nms try a small area table and recompute the
+ * areas when that allocation fails, so they cannot fail. */
 #ifndef VD_CPU_OPS_H
 #define VD_CPU_OPS_H
 
@@ -24,8 +35,16 @@ void vd_transform_sizes(int height, int width, int min_size, int max_size,
  * antialias; source index and lambdas in double, blend with the FMA order of spec
  * §1.3), and writes the result into the top-left corner of @dst, an NHWC
  * [padded_h][padded_w][3] buffer whose remaining pixels are set to 0.
- * YUV formats are converted to RGB (matrix/range from the image) before
- * normalising. Returns FALSE with @error set for an invalid image description. */
+ * YUV formats are converted to 8-bit RGB (matrix/range from the image, Q16
+ * fixed point from vd_math.h, each chroma sample covering its 2x2 luma block;
+ * odd sizes have ceil(w/2) x ceil(h/2) chroma) before normalising.
+ * The expected torch input is a contiguous CHW tensor: torch 1.13 resizes a
+ * channels-last tensor (e.g. a permuted HWC view) with another kernel whose
+ * last bits differ.
+ * Returns FALSE with @error set: VD_ERROR_INVALID_ARGUMENT for an invalid
+ * image description or size (the message names the problem),
+ * VD_ERROR_OUT_OF_MEMORY when the normalised copy (4 * 3 * w * h bytes) cannot
+ * be allocated. Uses OpenMP threads over rows. */
 gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
                            int resized_h, int resized_w, int padded_h, int padded_w,
                            float *dst, GError **error);
@@ -43,31 +62,39 @@ void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w,
                      int grid_h, int grid_w, float *out);
 
 /* Indices of the @k largest values of @values[0..n), sorted descending; ties in
- * ascending index order. k is clamped to n. Returns the number written. */
+ * ascending index order (torch.topk leaves tie order undefined), NaN ranks
+ * above +inf as in torch. k is clamped to n. O(n log k), no allocation.
+ * Returns the number written. */
 int vd_topk(const float *values, int n, int k, int *indices);
 
 /* BoxCoder.decode for @n boxes (spec §4.3): @deltas [n][4], @refs [n][4],
- * @weights (wx, wy, ww, wh), clip log(1000/16); separate roundings, no FMA. */
+ * @weights (wx, wy, ww, wh), clip log(1000/16); separate roundings, no FMA,
+ * torch's (SLEEF) exp. @out may be @refs or @deltas (in place). */
 void vd_decode_boxes(const float *refs, const float *deltas, int n, const float weights[4],
                      float *out);
 
-/* Clips boxes to [0, width] x [0, height] in place. */
+/* Clips boxes to [0, width] x [0, height] in place (torch.clamp: NaN stays). */
 void vd_clip_boxes(float *boxes, int n, float height, float width);
 
 /* Greedy NMS (spec §7.1): order by score descending, stable (ties by ascending
  * index); a kept box suppresses later boxes with IoU > @threshold (strict).
- * Writes the kept indices in descending-score order into @keep (capacity n) and
- * returns their count. */
+ * Writes the kept indices in descending-score order into @keep (capacity n, not
+ * aliasing the inputs; also used as the work array) and returns their count.
+ * The IoU is compared with the float @threshold, as the CUDA kernel does;
+ * torchvision's CPU kernel compares with the double threshold, which gives the
+ * same decisions whenever f32(thr) <= thr (0.5 and 0.7 included). */
 int vd_nms(const float *boxes, const float *scores, int n, float threshold, int *keep);
 
 /* NMS independently per group id (@groups[i]); the kept indices of all groups
  * merged in descending-score order (ties by ascending index). Exact per-group
- * arithmetic (torchvision's per-class loop, spec §7.2). Returns the count. */
+ * arithmetic (torchvision's per-class loop, spec §7.2; unlike its unstable final
+ * sort, the tie order here is defined). @keep as for vd_nms. Returns the count. */
 int vd_batched_nms(const float *boxes, const float *scores, const int *groups, int n,
                    float threshold, int *keep);
 
 /* torchvision LevelMapper (spec §5.3) for one box: returns the level index
- * (0-based from k_min) for canonical scale 224, level 4, eps 1e-6. */
+ * (0-based from k_min) for canonical scale 224, level 4, eps 1e-6. Zero area
+ * and NaN give 0. */
 int vd_roi_level(const float *box, int k_min, int k_max);
 
 /* roi_align, aligned=False (spec §5.5) for @n_rois boxes over one NHWC float32
@@ -75,13 +102,18 @@ int vd_roi_level(const float *box, int k_min, int k_max);
  * @spatial_scale. Writes [n][pooled][pooled][channels] at @out with row stride
  * @out_roi_stride floats between consecutive RoIs (>= pooled*pooled*channels), so a
  * caller can scatter RoIs of several levels into one buffer. @roi_index maps the
- * i-th RoI to its output row (NULL: identity). */
+ * i-th RoI to its output row (NULL: identity). sampling_ratio <= 0 selects
+ * torchvision's adaptive grid (capped at 1024 samples per bin side). Samples
+ * outside [-1, H] x [-1, W] (and NaN coordinates) count as 0. OpenMP over
+ * RoIs; the indices and weights of a sample are shared by all channels. */
 void vd_roi_align_nhwc(const float *features, int height, int width, int channels,
                        const float *rois, const int *roi_index, int n_rois,
                        float spatial_scale, int pooled, int sampling_ratio,
                        float *out, int64_t out_roi_stride);
 
-/* Softmax over @n_classes for each of @n rows, float32, in place. */
+/* Softmax over @n_classes for each of @n rows, float32, in place, in the
+ * evaluation order of torch 1.13's AVX2 kernel (SLEEF exp, 8-lane partial sums
+ * reduced as a tree, multiplication by 1/sum), which makes it bit-exact. */
 void vd_softmax_rows(float *logits, int n, int n_classes);
 
 G_END_DECLS

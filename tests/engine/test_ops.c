@@ -372,6 +372,12 @@ static void test_roi_level(void)
     g_assert_cmpint(vd_roi_level(huge, 2, 5), ==, 3);
     g_assert_cmpint(vd_roi_level(tiny, 2, 5), ==, 0);
     g_assert_cmpint(vd_roi_level(zero, 2, 5), ==, 0);
+    /* the 1e-6 eps: side 223.99992 gives 4 + log2(s/224) = 3.9999995, lifted
+     * to level 4 by the eps; side 223.9998 (3.9999988) stays on level 3 */
+    float eps_up[4] = { 0, 0, 223.99992f, 223.99992f };
+    float eps_down[4] = { 0, 0, 223.9998f, 223.9998f };
+    g_assert_cmpint(vd_roi_level(eps_up, 2, 5), ==, 2);
+    g_assert_cmpint(vd_roi_level(eps_down, 2, 5), ==, 1);
     /* MobileNet: k_min = k_max = 5, everything on index 0 */
     g_assert_cmpint(vd_roi_level(box448, 5, 5), ==, 0);
     g_assert_cmpint(vd_roi_level(tiny, 5, 5), ==, 0);
@@ -512,6 +518,121 @@ static void test_roi_align_scatter(void)
     g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
 }
 
+/* roi_align written straight from spec §5.5 (torchvision's CPU kernel), one
+ * channel plane at a time, independent of vd_math.h. Built without FMA
+ * contraction like the library (no -mfma in the build). */
+static float reference_bilinear(const float *plane, int height, int width, float y, float x)
+{
+    if (y < -1.0f || y > (float)height || x < -1.0f || x > (float)width)
+        return 0.0f;
+    if (y <= 0)
+        y = 0;
+    if (x <= 0)
+        x = 0;
+    int y_low = (int)y, x_low = (int)x, y_high, x_high;
+    if (y_low >= height - 1) {
+        y_high = y_low = height - 1;
+        y = (float)y_low;
+    } else {
+        y_high = y_low + 1;
+    }
+    if (x_low >= width - 1) {
+        x_high = x_low = width - 1;
+        x = (float)x_low;
+    } else {
+        x_high = x_low + 1;
+    }
+    float ly = y - y_low, lx = x - x_low;
+    float hy = 1.0f - ly, hx = 1.0f - lx;
+    float w1 = hy * hx, w2 = hy * lx, w3 = ly * hx, w4 = ly * lx;
+    return ((w1 * plane[y_low * width + x_low] + w2 * plane[y_low * width + x_high]) +
+            w3 * plane[y_high * width + x_low]) +
+           w4 * plane[y_high * width + x_high];
+}
+
+static void reference_roi_align(const float *planes, int height, int width, int channels,
+                                const float *roi, float scale, int pooled, int sampling_ratio,
+                                float *out /* [pooled][pooled][channels] */)
+{
+    float sx1 = roi[0] * scale, sy1 = roi[1] * scale, sx2 = roi[2] * scale, sy2 = roi[3] * scale;
+    float rw = fmaxf(sx2 - sx1, 1.0f), rh = fmaxf(sy2 - sy1, 1.0f);
+    float bw = rw / pooled, bh = rh / pooled;
+    int gh = sampling_ratio > 0 ? sampling_ratio : (int)ceilf(rh / pooled);
+    int gw = sampling_ratio > 0 ? sampling_ratio : (int)ceilf(rw / pooled);
+    int count = MAX(gh * gw, 1);
+    for (int c = 0; c < channels; c++)
+        for (int ph = 0; ph < pooled; ph++)
+            for (int pw = 0; pw < pooled; pw++) {
+                float acc = 0.0f;
+                for (int iy = 0; iy < gh; iy++) {
+                    float y = (sy1 + ph * bh) + ((iy + 0.5f) * bh) / gh;
+                    for (int ix = 0; ix < gw; ix++) {
+                        float x = (sx1 + pw * bw) + ((ix + 0.5f) * bw) / gw;
+                        acc += reference_bilinear(planes + (size_t)c * height * width, height,
+                                                  width, y, x);
+                    }
+                }
+                out[(ph * pooled + pw) * channels + c] = acc / count;
+            }
+}
+
+static void test_roi_align_random_against_reference(void)
+{
+    GRand *rand = g_rand_new_with_seed(77);
+    int h = 25, w = 38, c = 6, pooled = 7, n = 60;
+    float *nhwc = g_new(float, h * w * c), *planes = g_new(float, h * w * c);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < c; k++) {
+                float v = (float)g_rand_double_range(rand, -3, 3);
+                nhwc[(y * w + x) * c + k] = v;
+                planes[(k * h + y) * w + x] = v;
+            }
+    float *rois = g_new(float, 4 * n);
+    for (int i = 0; i < n; i++) {
+        /* image pixels at scale 1/8, some partly outside the 304x200 image */
+        float x1 = (float)g_rand_double_range(rand, -40, 300);
+        float y1 = (float)g_rand_double_range(rand, -40, 200);
+        rois[4 * i + 0] = x1;
+        rois[4 * i + 1] = y1;
+        rois[4 * i + 2] = x1 + (float)g_rand_double_range(rand, 0, i % 3 ? 120 : 6);
+        rois[4 * i + 3] = y1 + (float)g_rand_double_range(rand, 0, i % 3 ? 120 : 6);
+    }
+    int stride = pooled * pooled * c;
+    float *out = g_new(float, n * stride), *expected = g_new(float, stride);
+    for (int sampling = 0; sampling <= 2; sampling += 2) {
+        vd_roi_align_nhwc(nhwc, h, w, c, rois, NULL, n, 0.125f, pooled, sampling, out, stride);
+        for (int i = 0; i < n; i++) {
+            reference_roi_align(planes, h, w, c, rois + 4 * i, 0.125f, pooled, sampling,
+                                expected);
+            g_assert_cmpmem(out + i * stride, stride * sizeof(float), expected,
+                            stride * sizeof(float));
+        }
+    }
+    g_free(nhwc);
+    g_free(planes);
+    g_free(rois);
+    g_free(out);
+    g_free(expected);
+    g_rand_free(rand);
+}
+
+static void test_roi_align_divides_by_count(void)
+{
+    /* a 1x1 map: every sample of a RoI within [-1, 1] reads the one pixel with
+     * weight 1, so with 3x3 samples acc = v + v + ... (9 float additions) and
+     * the output is acc / 9. For v = 0.009 that differs from acc * (1/9). */
+    float v = 0.009f;
+    float roi[4] = { -0.5f, -0.5f, 0.5f, 0.5f };
+    float out;
+    vd_roi_align_nhwc(&v, 1, 1, 1, roi, NULL, 1, 1.0f, 1, 3, &out, 1);
+    float acc = 0.0f;
+    for (int i = 0; i < 9; i++)
+        acc += v;
+    g_assert_cmpfloat(acc / 9.0f, !=, acc * (1.0f / 9.0f)); /* the case discriminates */
+    g_assert_cmpfloat(out, ==, acc / 9.0f);
+}
+
 static void test_roi_align_adaptive(void)
 {
     /* sampling_ratio 0: ceil(extent / pooled) samples; RoI [0,0,2,2] pooled 1
@@ -544,6 +665,33 @@ static void test_softmax(void)
     g_assert_cmpfloat(rows[5], ==, 0.0f);
     for (int i = 6; i < 9; i++)
         g_assert_cmpfloat(rows[i], ==, 1.0f / 3.0f);
+}
+
+static void test_expf_sleef(void)
+{
+    /* vd_math_expf reproduces SLEEF's expf_u10 (torch's CPU exp); expected
+     * bits taken from libsleef 3.5 (Sleef_expf1_u10purecfma). The first rows are
+     * inputs where glibc's expf rounds the other way (glibc in the comment). */
+    static const struct {
+        float x, expected;
+    } cases[] = {
+        { -0x1.3f8fc6p+3f, 0x1.82187p-15f },   /* glibc 0x1.821872p-15 */
+        { -0x1.3d5ea4p+3f, 0x1.9d780cp-15f },  /* glibc 0x1.9d780ap-15 */
+        { -0x1.2b655ap+3f, 0x1.6a887cp-14f },  /* glibc 0x1.6a887ep-14 */
+        { 0.0f, 1.0f },
+        { 1.0f, 0x1.5bf0a8p+1f },
+        { -1.0f, 0x1.78b564p-2f },
+        { VD_MATH_BBOX_XFORM_CLIP, 0x1.f40002p+5f }, /* 62.500004, not 62.5 */
+        { -87.5f, 0x1.b2cafp-127f },                /* subnormal result */
+        { -103.9f, 0x1p-149f },
+        { -104.5f, 0.0f },
+        { 88.5f, 0x1.99b988p+127f },
+        { 99.9f, INFINITY },
+        { 1000.0f, INFINITY },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
+        g_assert_cmpfloat(vd_math_expf(cases[i].x), ==, cases[i].expected);
+    g_assert_true(isnan(vd_math_expf(NAN)));
 }
 
 static void test_sigmoid(void)
@@ -652,7 +800,10 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/roi-align/constant", test_roi_align_constant);
     g_test_add_func("/ops/roi-align/scatter", test_roi_align_scatter);
     g_test_add_func("/ops/roi-align/adaptive", test_roi_align_adaptive);
+    g_test_add_func("/ops/roi-align/divides-by-count", test_roi_align_divides_by_count);
+    g_test_add_func("/ops/roi-align/random-vs-reference", test_roi_align_random_against_reference);
     g_test_add_func("/ops/softmax", test_softmax);
+    g_test_add_func("/ops/expf-sleef", test_expf_sleef);
     g_test_add_func("/ops/sigmoid", test_sigmoid);
     g_test_add_func("/ops/transform-sizes", test_transform_sizes);
     g_test_add_func("/ops/resize-source", test_resize_source);

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The CPU small ops against torchvision's own implementations, bit for bit.
+
+roi_align, nms, the per-class batched_nms, BoxCoder.decode, AnchorGenerator,
+LevelMapper, softmax and sigmoid of torch 1.13 / torchvision 0.14.1 (CPU) on
+random inputs, compared with the engine's ops through tests/engine/ops_module.c
+(ctypes). Everything must be identical, except top-k whose tie order torch does
+not define (the values must match).
+
+Usage: ops_vs_torchvision.py LIBVDOPS.so. Exit 77 (skip) without torchvision.
+"""
+import ctypes
+import sys
+
+try:
+    import numpy as np
+    import torch
+    from torchvision.models.detection._utils import BoxCoder
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.image_list import ImageList
+    from torchvision.ops import nms, roi_align
+    from torchvision.ops.boxes import _batched_nms_vanilla
+    from torchvision.ops.poolers import LevelMapper
+except ImportError as e:
+    print(f"skip: {e}")
+    sys.exit(77)
+
+lib = ctypes.CDLL(sys.argv[1])
+failures = []
+
+
+def ptr(a):
+    assert a.flags["C_CONTIGUOUS"]
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def check(name, ok, detail=""):
+    print(f"{name}: {'ok' if ok else 'MISMATCH'} {detail}")
+    if not ok:
+        failures.append(name)
+
+
+def random_boxes(rng, n, width, height, max_side):
+    x1 = rng.uniform(-0.05 * width, width, n)
+    y1 = rng.uniform(-0.05 * height, height, n)
+    w = rng.uniform(0, max_side, n) * rng.choice([0.005, 1.0], n, p=[0.1, 0.9])
+    h = rng.uniform(0, max_side, n)
+    return np.stack([x1, y1, x1 + w, y1 + h], 1).astype(np.float32)
+
+
+def test_roi_align(rng):
+    c, h, w = 64, 50, 76  # a stride-16 level of an 800x1216 input
+    feat = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    nhwc = np.ascontiguousarray(feat[0].transpose(1, 2, 0))
+    rois = random_boxes(rng, 300, 1216, 800, 500)
+    for sampling in (2, 0):
+        ref = roi_align(torch.from_numpy(feat), [torch.from_numpy(rois)], (7, 7),
+                        spatial_scale=1 / 16, sampling_ratio=sampling, aligned=False).numpy()
+        out = np.zeros((len(rois), 7, 7, c), np.float32)
+        lib.vdt_roi_align_nhwc(ptr(nhwc), h, w, c, ptr(rois), len(rois), ctypes.c_float(1 / 16),
+                               7, sampling, ptr(out))
+        out = out.transpose(0, 3, 1, 2)
+        check(f"roi_align sampling_ratio={sampling}", np.array_equal(out, ref),
+              f"max |diff| {np.abs(out - ref).max():.3g}")
+
+
+def test_nms(rng):
+    n = 2000
+    boxes = random_boxes(rng, n, 1000, 700, 200)
+    scores = np.round(rng.uniform(0, 1, n), 2).astype(np.float32)  # many ties
+    groups = rng.integers(0, 5, n).astype(np.int32)
+    keep = np.zeros(n, np.int32)
+    for thr in (0.5, 0.7):
+        ref = nms(torch.from_numpy(boxes), torch.from_numpy(scores), thr).numpy()
+        k = lib.vdt_nms(ptr(boxes), ptr(scores), n, ctypes.c_float(thr), ptr(keep))
+        check(f"nms {thr}", np.array_equal(keep[:k], ref), f"{k} kept, torchvision {len(ref)}")
+        ref = _batched_nms_vanilla(torch.from_numpy(boxes), torch.from_numpy(scores),
+                                   torch.from_numpy(groups).long(), thr).numpy()
+        k = lib.vdt_batched_nms(ptr(boxes), ptr(scores), ptr(groups), n, ctypes.c_float(thr),
+                                ptr(keep))
+        # the per-class loop ends with an unstable sort: same set, same score order
+        same = (set(keep[:k].tolist()) == set(ref.tolist()) and
+                np.array_equal(scores[keep[:k]], scores[ref]))
+        check(f"batched_nms {thr}", same, f"{k} kept, torchvision {len(ref)}")
+
+
+def test_decode(rng):
+    n = 20000
+    refs = random_boxes(rng, n, 1216, 800, 400)
+    deltas = (rng.standard_normal((n, 4)) * 2).astype(np.float32)
+    deltas[::7, 2] = 9.0  # beyond the log(1000/16) clamp
+    for weights in ((1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0)):
+        ref = BoxCoder(weights).decode_single(torch.from_numpy(deltas),
+                                              torch.from_numpy(refs)).numpy()
+        out = np.zeros((n, 4), np.float32)
+        w = np.array(weights, np.float32)
+        lib.vdt_decode_boxes(ptr(refs), ptr(deltas), n, ptr(w), ptr(out))
+        check(f"decode {weights}", np.array_equal(out, ref),
+              f"{np.mean(out == ref) * 100:.3f} % identical")
+
+
+def test_anchors():
+    sizes = (32, 64, 128, 256, 512)
+    grids = ((200, 304), (100, 152), (50, 76), (25, 38), (13, 19))
+    generator = AnchorGenerator(tuple((s,) for s in sizes), ((0.5, 1.0, 2.0),) * 5)
+    images = ImageList(torch.zeros(1, 3, 800, 1216), [(800, 1199)])
+    ref = generator(images, [torch.zeros(1, 1, gh, gw) for gh, gw in grids])[0].numpy()
+    ratios = np.array([0.5, 1.0, 2.0], np.float32)
+    levels = []
+    for size, (gh, gw) in zip(sizes, grids):
+        cell = np.zeros(12, np.float32)
+        lib.vdt_cell_anchors(ptr(np.array([size], np.float32)), 1, ptr(ratios), 3, ptr(cell))
+        out = np.zeros((gh * gw * 3, 4), np.float32)
+        lib.vdt_grid_anchors(ptr(cell), 3, 800, 1216, gh, gw, ptr(out))
+        levels.append(out)
+    out = np.concatenate(levels)
+    check("anchors 800x1216", out.shape == ref.shape and np.array_equal(out, ref),
+          f"{len(ref)} anchors")
+
+
+def test_levels(rng):
+    n = 50000
+    sides = np.exp(rng.uniform(-1, 7.5, (n, 2))).astype(np.float32)
+    boxes = np.zeros((n, 4), np.float32)
+    boxes[:, 2:] = sides
+    boxes[:10] = 0  # zero area
+    ref = LevelMapper(2, 5)([torch.from_numpy(boxes)]).numpy()
+    out = np.zeros(n, np.int32)
+    lib.vdt_roi_levels(ptr(boxes), n, 2, 5, ptr(out))
+    check("LevelMapper", np.array_equal(out, ref))
+
+
+def test_softmax_sigmoid(rng):
+    for classes in (91, 2, 7, 8, 21):
+        logits = (rng.standard_normal((500, classes)) * 4).astype(np.float32)
+        ref = torch.softmax(torch.from_numpy(logits), -1).numpy()
+        out = logits.copy()
+        lib.vdt_softmax_rows(ptr(out), len(out), classes)
+        check(f"softmax {classes} classes", np.array_equal(out, ref),
+              f"max |diff| {np.abs(out - ref).max():.3g}")
+    x = (rng.standard_normal(4736) * 6).astype(np.float32)  # a multiple of 16: no scalar tail
+    ref = torch.sigmoid(torch.from_numpy(x)).numpy()
+    out = np.zeros_like(x)
+    lib.vdt_sigmoid(ptr(x), len(x), ptr(out))
+    check("sigmoid", np.array_equal(out, ref))
+
+
+def test_topk(rng):
+    values = rng.integers(0, 300, 20000).astype(np.float32)
+    ref = torch.topk(torch.from_numpy(values), 1000).values.numpy()
+    idx = np.zeros(1000, np.int32)
+    k = lib.vdt_topk(ptr(values), len(values), 1000, ptr(idx))
+    ties_ascending = all(idx[i] < idx[i + 1] for i in range(k - 1)
+                         if values[idx[i]] == values[idx[i + 1]])
+    check("topk values", k == 1000 and np.array_equal(values[idx], ref) and ties_ascending)
+
+
+def main():
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(20240611)
+    test_roi_align(rng)
+    test_nms(rng)
+    test_decode(rng)
+    test_anchors()
+    test_levels(rng)
+    test_softmax_sigmoid(rng)
+    test_topk(rng)
+    if failures:
+        print("FAILED:", ", ".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
