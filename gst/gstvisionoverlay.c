@@ -262,6 +262,8 @@ blend_scratch (cairo_surface_t * scratch, GstVideoFrame * frame)
   const gint r_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_R);
   const gint g_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_G);
   const gint b_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_B);
+  const gint a_off = GST_VIDEO_FORMAT_INFO_HAS_ALPHA (finfo) ?
+      (gint) GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_A) : -1;
   const guint8 *src = cairo_image_surface_get_data (scratch);
   const gint src_stride = cairo_image_surface_get_stride (scratch);
   guint8 *dst = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
@@ -285,6 +287,8 @@ blend_scratch (cairo_surface_t * scratch, GstVideoFrame * frame)
       p[r_off] = ((argb >> 16) & 0xff) + (p[r_off] * inv + 127) / 255;
       p[g_off] = ((argb >> 8) & 0xff) + (p[g_off] * inv + 127) / 255;
       p[b_off] = (argb & 0xff) + (p[b_off] * inv + 127) / 255;
+      if (a_off >= 0)
+        p[a_off] = a + (p[a_off] * inv + 127) / 255;
     }
   }
 }
@@ -324,8 +328,13 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   direct = cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
       && GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) % 4 == 0;
   if (direct) {
+    /* with alpha: drawn pixels become opaque (Cairo's premultiplied alpha is
+     * only exact on opaque video, the usual case) */
+    cairo_format_t cformat = GST_VIDEO_INFO_HAS_ALPHA (&frame->info) ?
+        CAIRO_FORMAT_ARGB32 : CAIRO_FORMAT_RGB24;
+
     surface = cairo_image_surface_create_for_data (
-        GST_VIDEO_FRAME_PLANE_DATA (frame, 0), CAIRO_FORMAT_RGB24, width,
+        GST_VIDEO_FRAME_PLANE_DATA (frame, 0), cformat, width,
         height, GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0));
   } else {
     if (self->scratch == NULL

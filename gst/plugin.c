@@ -8,6 +8,7 @@
 #include <gst/gst.h>
 
 #include "gstvisiondetect.h"
+#include "gstvisiondetectmeta.h"
 #include "gstvisionjson.h"
 #include "gstvisionoverlay.h"
 
@@ -21,6 +22,9 @@ plugin_init (GstPlugin * plugin)
   /* the default model may be given through the environment: rescan when it changes */
   gst_plugin_add_dependency_simple (plugin, "VISIONDETECT_MODEL", NULL, NULL,
       GST_PLUGIN_DEPENDENCY_FLAG_NONE);
+
+  /* registered now, so that applications can find the meta by name */
+  gst_vision_detect_meta_get_info ();
 
   ret |= GST_ELEMENT_REGISTER (visiondetect, plugin);
   ret |= GST_ELEMENT_REGISTER (visionoverlay, plugin);

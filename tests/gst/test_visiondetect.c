@@ -1,0 +1,1036 @@
+/* visiondetect element tests (GstHarness), with the calibrated test model and
+ * frames from make_test_model.py. vd-detect, the engine's own command-line tool,
+ * is the oracle: the element must hand the engine the frame exactly as it is and
+ * turn the engine's detections into metadata without loss. */
+#include "vdtest.h"
+/* test only: the engine's documented YUV conversion, to build the reference */
+#include "vd_math.h"
+
+#include <math.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
+/* Same library, same input, same thread count: the element and vd-detect run the
+ * very same arithmetic, so boxes and scores agree to float rounding of the JSON
+ * printing (vd-detect prints 17 significant digits; the meta stores doubles made
+ * from the engine's floats). 1e-3 px and 1e-5 in score are far below any real
+ * difference (a wrong stride or channel order changes boxes by pixels). */
+#define BOX_TOL 1e-3
+#define SCORE_TOL 1e-5
+#define THREADS 2
+
+static const gchar *caps_320 =
+    "video/x-raw,format=RGB,width=320,height=240,framerate=30/1";
+static const gchar *caps_400 =
+    "video/x-raw,format=RGB,width=400,height=300,framerate=30/1";
+
+static GstBuffer *
+load_frame (gint index, GstVideoInfo * info)
+{
+  gchar *name = g_strdup_printf ("frame-%d.ppm", index);
+  gchar *path = vdtest_fixture (name);
+  GstBuffer *buffer = vdtest_load_ppm (path, info);
+
+  g_free (path);
+  g_free (name);
+  return buffer;
+}
+
+static GArray *
+reference (gint frame, gdouble threshold)
+{
+  gchar *name = g_strdup_printf ("frame-%d.ppm", frame);
+  gchar *path = vdtest_fixture (name);
+  gchar *model = vdtest_model ();
+  GArray *ref = vdtest_vd_detect (model, path, threshold, THREADS);
+
+  g_free (model);
+  g_free (path);
+  g_free (name);
+  return ref;
+}
+
+static GstHarness *
+new_detect (const gchar * extra)
+{
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d %s",
+      model, THREADS, extra ? extra : "");
+  GstHarness *h = gst_harness_new_parse (launch);
+
+  g_free (launch);
+  g_free (model);
+  return h;
+}
+
+static GstBuffer *
+push_pull (GstHarness * h, GstBuffer * buffer)
+{
+  GstBuffer *out;
+
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_ref (buffer)),
+      GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  fail_unless (out != NULL);
+  return out;
+}
+
+static guint
+n_detections (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
+
+  return meta ? meta->detections->len : 0;
+}
+
+/* The companion meta equals vd-detect's detections one by one, and every ROI
+ * meta agrees with it. @keep: label ids kept by a class filter (NULL: all);
+ * @scale: frame size / vd-detect's frame size. */
+static void
+check_same_detections (GstBuffer * buffer, GArray * ref, const gboolean * keep,
+    gdouble scale, gdouble box_tol)
+{
+  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
+  guint i, j = 0, n_ref = 0;
+
+  for (i = 0; i < ref->len; i++)
+    if (keep == NULL || keep[g_array_index (ref, VdTestDetection, i).label])
+      n_ref++;
+  fail_unless (n_ref > 0, "nothing to compare: vd-detect found nothing");
+  fail_unless (meta != NULL, "no GstVisionDetectMeta on the buffer");
+  fail_unless_equals_int (meta->detections->len, n_ref);
+  fail_unless_equals_int (vdtest_count_roi_metas (buffer), n_ref);
+
+  for (i = 0; i < ref->len; i++) {
+    const VdTestDetection *r = &g_array_index (ref, VdTestDetection, i);
+    const GstVisionDetection *d;
+    GstVideoRegionOfInterestMeta *roi;
+    GstStructure *s;
+    gdouble v;
+    gint label_id;
+
+    if (keep != NULL && !keep[r->label])
+      continue;
+    d = &g_array_index (meta->detections, GstVisionDetection, j++);
+    fail_unless_equals_int (d->label_id, r->label);
+    fail_unless_equals_string (g_quark_to_string (d->label), r->label_name);
+    fail_unless (fabs (d->confidence - r->score) <= SCORE_TOL,
+        "detection %u: confidence %f, vd-detect %f", i, d->confidence,
+        r->score);
+    fail_unless (fabs (d->x - r->x1 * scale) <= box_tol
+        && fabs (d->y - r->y1 * scale) <= box_tol
+        && fabs (d->x + d->w - r->x2 * scale) <= box_tol
+        && fabs (d->y + d->h - r->y2 * scale) <= box_tol,
+        "detection %u: box %f,%f,%f,%f, vd-detect %f,%f,%f,%f (x%g)", i, d->x,
+        d->y, d->x + d->w, d->y + d->h, r->x1, r->y1, r->x2, r->y2, scale);
+
+    roi = gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
+    fail_unless (roi != NULL, "no ROI meta with id %d", d->roi_id);
+    fail_unless_equals_string (g_quark_to_string (roi->roi_type), r->label_name);
+    fail_unless (fabs (roi->x - d->x) <= 1.0 && fabs (roi->y - d->y) <= 1.0
+        && fabs (roi->w - d->w) <= 1.0 && fabs (roi->h - d->h) <= 1.0);
+    s = gst_video_region_of_interest_meta_get_param (roi, "detection");
+    fail_unless (s != NULL, "ROI meta without a \"detection\" param");
+    fail_unless (gst_structure_get_double (s, "confidence", &v));
+    fail_unless (fabs (v - r->score) <= SCORE_TOL);
+    fail_unless (gst_structure_get_int (s, "label_id", &label_id));
+    fail_unless_equals_int (label_id, r->label);
+    fail_unless_equals_string (gst_structure_get_string (s, "label"),
+        r->label_name);
+    fail_unless (gst_structure_get_double (s, "x_min", &v));
+    fail_unless (fabs (v * meta->width - d->x) <= 1e-6 * meta->width);
+    fail_unless (gst_structure_get_double (s, "y_max", &v));
+    fail_unless (fabs (v * meta->height - (d->y + d->h)) <=
+        1e-6 * meta->height);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+
+GST_START_TEST (test_matches_vd_detect)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GArray *ref = reference (0, 0.05);
+  GstHarness *h = new_detect ("threshold=0.05 device=cpu");
+  GstBuffer *out;
+
+  /* a comparison of two short lists proves little: the model is calibrated */
+  fail_unless (ref->len >= 20, "vd-detect found only %u detections", ref->len);
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+static GstBuffer *
+detect_through (const gchar * chain, GstBuffer * frame, gdouble threshold,
+    GstVideoInfo * out_info)
+{
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("%s ! visiondetect model=\"%s\" threads=%d "
+      "threshold=%g device=cpu", chain, model, THREADS, threshold);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *out;
+  GstCaps *caps;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame);
+  caps = gst_pad_get_current_caps (h->sinkpad);
+  fail_unless (gst_video_info_from_caps (out_info, caps));
+  gst_caps_unref (caps);
+  gst_harness_teardown (h);
+  g_free (launch);
+  g_free (model);
+  return out;
+}
+
+/* The RGB-family formats hold the same pixels as RGB: exactly the same
+ * detections as vd-detect on the RGB frame. */
+GST_START_TEST (test_rgb_formats)
+{
+  const gchar *formats[] = { "RGB", "BGR", "RGBA", "BGRA", "RGBx", "BGRx" };
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GArray *ref = reference (0, 0.3);
+  guint f;
+
+  fail_unless (ref->len >= 5, "vd-detect found only %u detections", ref->len);
+  for (f = 0; f < G_N_ELEMENTS (formats); f++) {
+    gchar *chain = g_strdup_printf ("videoconvert ! video/x-raw,format=%s",
+        formats[f]);
+    GstVideoInfo out_info;
+    GstBuffer *out = detect_through (chain, frame, 0.3, &out_info);
+
+    fail_unless_equals_string (gst_video_format_to_string
+        (GST_VIDEO_INFO_FORMAT (&out_info)), formats[f]);
+    check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+    gst_buffer_unref (out);
+    g_free (chain);
+  }
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* The RGB image the engine sees for a 4:2:0 frame: its documented conversion
+ * (kernels/vd_math.h: nearest chroma sample, Q16 fixed point, the caps'
+ * matrix and range). */
+static void
+yuv_frame_to_ppm (GstBuffer * buffer, const GstVideoInfo * info,
+    const gchar * path)
+{
+  GstVideoFrame frame;
+  vd_math_yuv_coeffs coeffs;
+  gint matrix, x, y;
+  GString *ppm;
+  gboolean nv12 = GST_VIDEO_INFO_FORMAT (info) == GST_VIDEO_FORMAT_NV12;
+
+  switch (info->colorimetry.matrix) {
+    case GST_VIDEO_COLOR_MATRIX_BT709:
+      matrix = VD_MATH_MATRIX_BT709;
+      break;
+    case GST_VIDEO_COLOR_MATRIX_BT2020:
+      matrix = VD_MATH_MATRIX_BT2020;
+      break;
+    default:
+      matrix = VD_MATH_MATRIX_BT601;
+      break;
+  }
+  coeffs = vd_math_yuv_coeffs_for (matrix,
+      info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255);
+  fail_unless (gst_video_frame_map (&frame, info, buffer, GST_MAP_READ));
+  ppm = g_string_new (NULL);
+  g_string_append_printf (ppm, "P6\n%d %d\n255\n",
+      GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info));
+  for (y = 0; y < GST_VIDEO_INFO_HEIGHT (info); y++) {
+    const guint8 *luma = (const guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&frame, 0)
+        + y * GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+    const guint8 *u = (const guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&frame, 1)
+        + (y / 2) * GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 1);
+    const guint8 *v = nv12 ? u + 1 :
+        (const guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&frame, 2)
+        + (y / 2) * GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 2);
+
+    for (x = 0; x < GST_VIDEO_INFO_WIDTH (info); x++) {
+      gint cx = nv12 ? (x / 2) * 2 : x / 2;
+      unsigned char rgb[3];
+
+      vd_math_yuv_to_rgb (&coeffs, luma[x], u[cx], v[cx], rgb);
+      g_string_append_len (ppm, (const gchar *) rgb, 3);
+    }
+  }
+  gst_video_frame_unmap (&frame);
+  fail_unless (g_file_set_contents (path, ppm->str, ppm->len, NULL));
+  g_string_free (ppm, TRUE);
+}
+
+/* NV12 and I420 in several colorimetries: the element hands the engine the
+ * planes, strides, matrix and range of the caps. The engine's conversion is
+ * its own (tested in tests/engine); here the same conversion of the frame the
+ * element saw, given to vd-detect as RGB, must give exactly the element's
+ * detections: any mix-up of planes, strides, matrix or range changes them. (A
+ * comparison with the RGB frame before conversion is meaningless with this
+ * random calibrated model: a change of one grey level in a few pixels already
+ * changes its detections completely.) */
+GST_START_TEST (test_yuv_formats)
+{
+  const struct
+  {
+    const gchar *format, *colorimetry;
+  } cases[] = {
+    {"NV12", "bt601"},
+    {"NV12", "bt709"},
+    {"NV12", "1:4:0:0"},          /* BT.601 matrix, full range (JPEG) */
+    {"I420", "bt709"},
+  };
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *ppm = g_build_filename (dir, "yuv.ppm", NULL);
+  gchar *model = vdtest_model ();
+  guint c;
+
+  for (c = 0; c < G_N_ELEMENTS (cases); c++) {
+    gchar *chain = g_strdup_printf ("videoconvert ! video/x-raw,format=%s,"
+        "colorimetry=%s", cases[c].format, cases[c].colorimetry);
+    GstVideoInfo out_info;
+    GstBuffer *out = detect_through (chain, frame, 0.3, &out_info);
+    GstVideoColorimetry want;
+    GArray *ref;
+
+    fail_unless_equals_string (gst_video_format_to_string
+        (GST_VIDEO_INFO_FORMAT (&out_info)), cases[c].format);
+    fail_unless (gst_video_colorimetry_from_string (&want,
+            cases[c].colorimetry));
+    fail_unless (out_info.colorimetry.matrix == want.matrix
+        && out_info.colorimetry.range == want.range, "%s: colorimetry %s",
+        cases[c].colorimetry,
+        gst_video_colorimetry_to_string (&out_info.colorimetry));
+    yuv_frame_to_ppm (out, &out_info, ppm);
+    ref = vdtest_vd_detect (model, ppm, 0.3, THREADS);
+    GST_INFO ("%s %s: %u detections", cases[c].format, cases[c].colorimetry,
+        ref->len);
+    check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+    g_array_unref (ref);
+    gst_buffer_unref (out);
+    g_free (chain);
+  }
+  g_unlink (ppm);
+  g_rmdir (dir);
+  g_free (ppm);
+  g_free (dir);
+  g_free (model);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_timestamps_flags_pixels_pass_through)
+{
+  const GstBufferFlags flags = GST_BUFFER_FLAG_DISCONT |
+      GST_BUFFER_FLAG_DELTA_UNIT | GST_BUFFER_FLAG_MARKER;
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("interval=2");
+  GstMapInfo in_map, out_map;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  gst_buffer_map (frame, &in_map, GST_MAP_READ);
+  for (i = 0; i < 2; i++) {
+    GstBuffer *in = gst_buffer_copy_deep (frame);
+    GstBuffer *out;
+
+    GST_BUFFER_PTS (in) = (i + 1) * 33 * GST_MSECOND;
+    GST_BUFFER_DTS (in) = i * 33 * GST_MSECOND;
+    GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+    GST_BUFFER_OFFSET (in) = 100 + i;
+    GST_BUFFER_OFFSET_END (in) = 101 + i;
+    GST_BUFFER_FLAG_SET (in, flags);
+    fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), (i + 1) * 33 * GST_MSECOND);
+    fail_unless_equals_uint64 (GST_BUFFER_DTS (out), i * 33 * GST_MSECOND);
+    fail_unless_equals_uint64 (GST_BUFFER_DURATION (out), 33 * GST_MSECOND);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET (out), 100 + i);
+    fail_unless_equals_uint64 (GST_BUFFER_OFFSET_END (out), 101 + i);
+    fail_unless ((GST_BUFFER_FLAGS (out) & flags) == flags);
+    gst_buffer_map (out, &out_map, GST_MAP_READ);
+    fail_unless (out_map.size == in_map.size
+        && memcmp (out_map.data, in_map.data, in_map.size) == 0,
+        "the pixels changed");
+    gst_buffer_unmap (out, &out_map);
+    gst_buffer_unref (out);
+  }
+  gst_buffer_unmap (frame, &in_map);
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_gap_and_interval)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("interval=3");
+  GstBuffer *gap, *out;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  for (i = 0; i < 7; i++) {
+    out = push_pull (h, frame);
+    if (i % 3 == 0)
+      fail_unless (n_detections (out) > 0, "frame %u: no detections", i);
+    else
+      fail_unless (n_detections (out) == 0 && vdtest_count_roi_metas (out) == 0,
+          "frame %u: detections on a skipped frame", i);
+    gst_buffer_unref (out);
+  }
+  /* frame 9 would be inferred: a GAP buffer never is */
+  g_object_set (gst_harness_find_element (h, "visiondetect"), "interval", 1,
+      NULL);
+  gap = gst_buffer_copy (frame);
+  GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
+  out = push_pull (h, gap);
+  fail_unless (n_detections (out) == 0);
+  gst_buffer_unref (out);
+  gst_buffer_unref (gap);
+
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_class_filter)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GArray *ref = reference (0, 0.05);
+  GstHarness *h = new_detect ("threshold=0.05 classes=\"box, RING\"");
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBus *bus = gst_bus_new ();
+  gboolean keep[5] = { FALSE, FALSE, TRUE, FALSE, TRUE };
+  GstMessage *msg;
+  GstBuffer *out;
+  guint i, n_triangles = 0;
+
+  gst_element_set_bus (detect, bus);
+  gst_harness_set_src_caps_str (h, caps_320);
+
+  /* names, case-insensitive */
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, keep, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  /* ids, changed while playing */
+  for (i = 0; i < ref->len; i++)
+    n_triangles += g_array_index (ref, VdTestDetection, i).label == 3;
+  fail_unless (n_triangles > 0, "no triangle to keep");
+  g_object_set (detect, "classes", "3", NULL);
+  memset (keep, 0, sizeof (keep));
+  keep[3] = TRUE;
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, keep, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  /* an unknown name is a warning naming it */
+  g_object_set (detect, "classes", "zebra,ball", NULL);
+  out = push_pull (h, frame);
+  gst_buffer_unref (out);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
+  fail_unless (msg != NULL, "no warning about an unknown class");
+  {
+    GError *err = NULL;
+
+    gst_message_parse_warning (msg, &err, NULL);
+    fail_unless (strstr (err->message, "zebra") != NULL, "%s", err->message);
+    g_error_free (err);
+  }
+  gst_message_unref (msg);
+
+  /* empty: every class again */
+  g_object_set (detect, "classes", "", NULL);
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  gst_element_set_bus (detect, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_thresholds_while_playing)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GArray *ref = reference (0, 0.05);
+  GstHarness *h = new_detect ("threshold=0.05");
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstVisionDetectMeta *meta;
+  GstBuffer *out;
+  guint i, n_high = 0;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  for (i = 0; i < ref->len; i++)
+    n_high += g_array_index (ref, VdTestDetection, i).score > 0.9;
+  fail_unless (n_high > 0 && n_high < ref->len);
+  g_object_set (detect, "threshold", 0.9f, NULL);
+  out = push_pull (h, frame);
+  meta = vdtest_get_detect_meta (out);
+  fail_unless (meta != NULL);
+  fail_unless_equals_int (meta->detections->len, n_high);
+  for (i = 0; i < meta->detections->len; i++)
+    fail_unless (g_array_index (meta->detections, GstVisionDetection,
+            i).confidence > 0.9);
+  gst_buffer_unref (out);
+
+  g_object_set (detect, "threshold", 0.05f, "max-detections", 3, NULL);
+  out = push_pull (h, frame);
+  fail_unless_equals_int (n_detections (out), 3);
+  gst_buffer_unref (out);
+
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_resolution_change)
+{
+  GstVideoInfo info;
+  GstBuffer *frame0 = load_frame (0, &info);
+  GstBuffer *frame1 = load_frame (1, &info);
+  GArray *ref0 = reference (0, 0.3);
+  GArray *ref1 = reference (1, 0.3);
+  GstHarness *h = new_detect ("threshold=0.3");
+  GstBuffer *out;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame0);
+  check_same_detections (out, ref0, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  gst_harness_set_src_caps_str (h, caps_400);
+  out = push_pull (h, frame1);
+  fail_unless_equals_int (vdtest_get_detect_meta (out)->width, 400);
+  check_same_detections (out, ref1, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame0);
+  check_same_detections (out, ref0, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+
+  gst_harness_teardown (h);
+  g_array_unref (ref0);
+  g_array_unref (ref1);
+  gst_buffer_unref (frame0);
+  gst_buffer_unref (frame1);
+}
+
+GST_END_TEST;
+
+/* The companion meta survives videoscale and videoconvert with every field,
+ * rescaled; the standard ROI metas are rescaled too (without their params, as
+ * GStreamer's own transform drops them). */
+GST_START_TEST (test_detections_survive_videoscale)
+{
+  const struct
+  {
+    const gchar *chain;
+    gdouble scale;
+  } cases[] = {
+    {"videoscale ! capsfilter caps=video/x-raw,width=640,height=480", 2.0},
+    {"videoconvert ! video/x-raw,format=I420 ! videoscale ! "
+          "capsfilter caps=video/x-raw,width=160,height=120", 0.5},
+  };
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GArray *ref = reference (0, 0.3);
+  guint c;
+
+  for (c = 0; c < G_N_ELEMENTS (cases); c++) {
+    gchar *model = vdtest_model ();
+    gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
+        "threshold=0.3 ! %s", model, THREADS, cases[c].chain);
+    GstBuffer *out;
+    GList *outs = vdtest_run_pipeline (launch, caps_320, &frame, 1);
+    GstVisionDetectMeta *meta;
+    GstVideoRegionOfInterestMeta *roi;
+    gpointer state = NULL;
+
+    out = outs->data;
+    meta = vdtest_get_detect_meta (out);
+    fail_unless (meta != NULL, "%s: the detections were lost", cases[c].chain);
+    fail_unless_equals_int (meta->width, (gint) (320 * cases[c].scale));
+    fail_unless_equals_int (meta->height, (gint) (240 * cases[c].scale));
+    /* the box is exact; the ROI metas are whole pixels of the new size */
+    fail_unless_equals_int (meta->detections->len, ref->len);
+    fail_unless_equals_int (vdtest_count_roi_metas (out), ref->len);
+    while ((roi = (GstVideoRegionOfInterestMeta *)
+            gst_buffer_iterate_meta_filtered (out, &state,
+                GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+      guint i;
+      gboolean found = FALSE;
+
+      for (i = 0; i < meta->detections->len && !found; i++) {
+        const GstVisionDetection *d =
+            &g_array_index (meta->detections, GstVisionDetection, i);
+
+        found = d->roi_id == roi->id
+            && fabs (roi->x - d->x) <= 1.0 + cases[c].scale
+            && fabs (roi->w - d->w) <= 1.0 + cases[c].scale;
+      }
+      fail_unless (found, "ROI meta %d was not rescaled with the frame",
+          roi->id);
+    }
+    {
+      /* confidence, label and id kept; boxes scaled */
+      guint i;
+
+      for (i = 0; i < ref->len; i++) {
+        const VdTestDetection *r = &g_array_index (ref, VdTestDetection, i);
+        const GstVisionDetection *d =
+            &g_array_index (meta->detections, GstVisionDetection, i);
+
+        fail_unless_equals_string (g_quark_to_string (d->label), r->label_name);
+        fail_unless (fabs (d->confidence - r->score) <= SCORE_TOL);
+      }
+    }
+    {
+      guint i;
+
+      for (i = 0; i < ref->len; i++) {
+        const VdTestDetection *r = &g_array_index (ref, VdTestDetection, i);
+        const GstVisionDetection *d =
+            &g_array_index (meta->detections, GstVisionDetection, i);
+        gdouble s = cases[c].scale;
+
+        fail_unless (fabs (d->x - r->x1 * s) <= BOX_TOL * s
+            && fabs (d->y + d->h - r->y2 * s) <= BOX_TOL * s,
+            "box %u not rescaled by %g", i, s);
+      }
+    }
+    g_list_free_full (outs, (GDestroyNotify) gst_buffer_unref);
+    g_free (launch);
+    g_free (model);
+  }
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* Frames that downstream reports as too late are dropped (QoS), and the element
+ * reports its inference time as latency. */
+GST_START_TEST (test_qos_and_latency)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("interval=1");
+  GstClockTime min_latency;
+  GstBuffer *in;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  for (i = 0; i < 3; i++) {
+    in = gst_buffer_copy (frame);
+    GST_BUFFER_PTS (in) = i * 33 * GST_MSECOND;
+    GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+    fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+    gst_buffer_unref (gst_harness_pull (h));
+  }
+  /* the second and third inferences set the latency */
+  min_latency = gst_harness_query_latency (h);
+  fail_unless (min_latency > 0 && min_latency < 60 * GST_SECOND,
+      "latency %" GST_TIME_FORMAT, GST_TIME_ARGS (min_latency));
+
+  /* downstream: 10 s late at 0.1 s */
+  fail_unless (gst_harness_push_upstream_event (h,
+          gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 2.0, 10 * GST_SECOND,
+              100 * GST_MSECOND)));
+  in = gst_buffer_copy (frame);
+  GST_BUFFER_PTS (in) = 1 * GST_SECOND;
+  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_buffers_in_queue (h), 0);
+
+  /* a frame after the late period passes */
+  in = gst_buffer_copy (frame);
+  GST_BUFFER_PTS (in) = 30 * GST_SECOND;
+  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  in = gst_harness_pull (h);
+  fail_unless (n_detections (in) > 0);
+  gst_buffer_unref (in);
+
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_labels_file)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *labels = g_build_filename (dir, "labels.txt", NULL);
+  gchar *wrong = g_build_filename (dir, "wrong.txt", NULL);
+  gchar *launch, *model = vdtest_model (), *error;
+  GstHarness *h;
+  GstBuffer *out;
+  GstVisionDetectMeta *meta;
+  GstVideoRegionOfInterestMeta *roi;
+  guint i;
+
+  fail_unless (g_file_set_contents (labels, "sphere\ncube\npyramid\ndonut\n",
+          -1, NULL));
+  fail_unless (g_file_set_contents (wrong, "a\nb\n", -1, NULL));
+
+  launch = g_strdup_printf ("labels=\"%s\" threshold=0.3", labels);
+  h = new_detect (launch);
+  g_free (launch);
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame);
+  meta = vdtest_get_detect_meta (out);
+  fail_unless (meta != NULL && meta->detections->len > 0);
+  for (i = 0; i < meta->detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (meta->detections, GstVisionDetection, i);
+    const gchar *want[] = { NULL, "sphere", "cube", "pyramid", "donut" };
+
+    fail_unless_equals_string (g_quark_to_string (d->label),
+        want[d->label_id]);
+    roi = gst_buffer_get_video_region_of_interest_meta_id (out, d->roi_id);
+    fail_unless_equals_string (g_quark_to_string (roi->roi_type),
+        want[d->label_id]);
+  }
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+
+  /* a labels file that does not fit the model is an error naming it */
+  launch = g_strdup_printf ("videotestsrc num-buffers=1 ! video/x-raw,"
+      "width=64,height=48 ! visiondetect model=\"%s\" labels=\"%s\" ! "
+      "fakesink", model, wrong);
+  error = vdtest_pipeline_error (launch);
+  fail_unless (error != NULL);
+  fail_unless (strstr (error, wrong) != NULL && strstr (error, "2 names"),
+      "%s", error);
+  g_free (error);
+  g_free (launch);
+
+  g_unlink (labels);
+  g_unlink (wrong);
+  g_rmdir (dir);
+  g_free (labels);
+  g_free (wrong);
+  g_free (dir);
+  g_free (model);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+
+static gchar *
+start_error (const gchar * props)
+{
+  gchar *launch = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+      "video/x-raw,width=64,height=48 ! visiondetect %s ! fakesink", props);
+  gchar *error = vdtest_pipeline_error (launch);
+
+  g_free (launch);
+  return error;
+}
+
+GST_START_TEST (test_missing_model)
+{
+  gchar *error = start_error ("model=/nonexistent/dir/model.safetensors");
+
+  fail_unless (error != NULL, "no error for a missing model");
+  fail_unless (strstr (error, "/nonexistent/dir/model.safetensors") != NULL
+      && strstr (error, "does not exist") != NULL, "%s", error);
+  g_free (error);
+}
+
+GST_END_TEST;
+
+static void
+check_corrupt (const gchar * name, const gchar * contents, gssize length,
+    const gchar * expected_reason)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, name, NULL);
+  gchar *props = g_strdup_printf ("model=\"%s\"", path);
+  gchar *error, *prefix;
+
+  fail_unless (g_file_set_contents (path, contents, length, NULL));
+  error = start_error (props);
+  fail_unless (error != NULL, "no error for %s", name);
+  /* "Could not load model "<path>": <the engine's reason>" */
+  prefix = g_strdup_printf ("Could not load model \"%s\": ", path);
+  fail_unless (g_str_has_prefix (error, prefix), "%s", error);
+  fail_unless (strlen (error) > strlen (prefix) + 5, "no reason: %s", error);
+  if (expected_reason != NULL)
+    fail_unless (strstr (error, expected_reason) != NULL,
+        "expected \"%s\" in: %s", expected_reason, error);
+  GST_INFO ("%s: %s", name, error);
+  g_free (prefix);
+  g_free (error);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (props);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_START_TEST (test_corrupt_model)
+{
+  gchar *model = vdtest_model ();
+  gchar *contents;
+  gsize length;
+
+  check_corrupt ("empty.safetensors", "", 0, NULL);
+  check_corrupt ("text.safetensors", "this is not a model file\n", -1, NULL);
+  fail_unless (g_file_get_contents (model, &contents, &length, NULL));
+  /* the header and half the tensors */
+  check_corrupt ("truncated.safetensors", contents, length / 2, NULL);
+  g_free (contents);
+  g_free (model);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_default_model)
+{
+  gchar *bundled[] = {
+    g_build_filename (g_getenv ("VD_TEST_SRCDIR"), "models",
+        "visiondetect-shapes.safetensors", NULL),
+  };
+  gchar *error;
+
+  /* $VISIONDETECT_MODEL names the model when the property is unset */
+  g_setenv ("VISIONDETECT_MODEL", "/nonexistent/env-model.safetensors", TRUE);
+  error = start_error ("");
+  fail_unless (error != NULL);
+  fail_unless (strstr (error, "/nonexistent/env-model.safetensors") != NULL,
+      "%s", error);
+  g_free (error);
+
+  {
+    gchar *model = vdtest_model ();
+
+    g_setenv ("VISIONDETECT_MODEL", model, TRUE);
+    error = start_error ("");
+    fail_unless (error == NULL, "%s", error);
+    g_free (model);
+  }
+
+  /* without it: the bundled model, or a clear error saying where it looked */
+  g_setenv ("VISIONDETECT_MODEL", "", TRUE);
+  error = start_error ("");
+  if (g_file_test (bundled[0], G_FILE_TEST_IS_REGULAR)) {
+    fail_unless (error == NULL, "the bundled model does not start: %s", error);
+  } else {
+    fail_unless (error != NULL);
+    fail_unless (strstr (error, "No model") != NULL
+        && strstr (error, "visiondetect-shapes.safetensors") != NULL
+        && strstr (error, "models") != NULL, "%s", error);
+  }
+  g_free (error);
+  g_free (bundled[0]);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_invalid_device)
+{
+  gchar *model = vdtest_model ();
+  gchar *props = g_strdup_printf ("model=\"%s\" device=gpu7", model);
+  gchar *error = start_error (props);
+
+  fail_unless (error != NULL);
+  fail_unless (strstr (error, "gpu7") != NULL, "%s", error);
+  g_free (error);
+  g_free (props);
+  g_free (model);
+}
+
+GST_END_TEST;
+
+/* A frame the element cannot read is a flow error with a message, not a crash. */
+GST_START_TEST (test_bad_frame_is_flow_error)
+{
+  GstHarness *h = new_detect (NULL);
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  GError *err = NULL;
+
+  gst_element_set_bus (detect, bus);
+  gst_harness_set_src_caps_str (h, caps_320);
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_new_allocate (NULL,
+              100, NULL)), GST_FLOW_ERROR);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL);
+  gst_message_parse_error (msg, &err, NULL);
+  fail_unless (strstr (err->message, "frame 0") != NULL, "%s", err->message);
+  g_error_free (err);
+  gst_message_unref (msg);
+
+  gst_element_set_bus (detect, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------ */
+/* Properties                                                                */
+
+GST_START_TEST (test_properties)
+{
+  GstElement *detect = gst_element_factory_make ("visiondetect", NULL);
+  gchar *model, *device, *classes, *labels;
+  gint precision, max_detections, threads;
+  gfloat threshold, iou;
+  guint interval;
+  gboolean qos;
+
+  fail_unless (detect != NULL);
+  g_object_get (detect, "model", &model, "device", &device, "precision",
+      &precision, "threshold", &threshold, "iou-threshold", &iou,
+      "max-detections", &max_detections, "interval", &interval, "classes",
+      &classes, "labels", &labels, "threads", &threads, "qos", &qos, NULL);
+  fail_unless (model == NULL);
+  fail_unless_equals_string (device, "auto");
+  fail_unless_equals_int (precision, 0);
+  fail_unless (threshold == 0.5f && iou == -1.0f);
+  fail_unless_equals_int (max_detections, 0);
+  fail_unless_equals_int (interval, 1);
+  fail_unless (classes == NULL && labels == NULL);
+  fail_unless_equals_int (threads, 0);
+  fail_unless (qos);
+  g_free (device);
+
+  gst_util_set_object_arg (G_OBJECT (detect), "precision", "fp16");
+  g_object_set (detect, "model", "/m.safetensors", "device", "cuda:1",
+      "threshold", 0.25f, "iou-threshold", 0.4f, "max-detections", 7,
+      "interval", 5u, "classes", "a,b", "labels", "/l.txt", "threads", 3,
+      "qos", FALSE, NULL);
+  g_object_get (detect, "model", &model, "device", &device, "precision",
+      &precision, "threshold", &threshold, "iou-threshold", &iou,
+      "max-detections", &max_detections, "interval", &interval, "classes",
+      &classes, "labels", &labels, "threads", &threads, "qos", &qos, NULL);
+  fail_unless_equals_string (model, "/m.safetensors");
+  fail_unless_equals_string (device, "cuda:1");
+  fail_unless_equals_int (precision, 2);
+  fail_unless (threshold == 0.25f && iou == 0.4f);
+  fail_unless_equals_int (max_detections, 7);
+  fail_unless_equals_int (interval, 5);
+  fail_unless_equals_string (classes, "a,b");
+  fail_unless_equals_string (labels, "/l.txt");
+  fail_unless_equals_int (threads, 3);
+  fail_unless (!qos);
+  g_free (model);
+  g_free (device);
+  g_free (classes);
+  g_free (labels);
+  gst_object_unref (detect);
+}
+
+GST_END_TEST;
+
+/* model and device cannot change once started: a warning, the value is kept */
+GST_START_TEST (test_model_locked_while_running)
+{
+  GstHarness *h = new_detect (NULL);
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBus *bus = gst_bus_new ();
+  gchar *model = vdtest_model (), *now;
+  GstMessage *msg;
+  GError *err = NULL;
+
+  gst_element_set_bus (detect, bus);
+  g_object_set (detect, "model", "/other.safetensors", NULL);
+  g_object_get (detect, "model", &now, NULL);
+  fail_unless_equals_string (now, model);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
+  fail_unless (msg != NULL, "no warning");
+  gst_message_parse_warning (msg, &err, NULL);
+  fail_unless (strstr (err->message, "\"model\"") != NULL, "%s", err->message);
+  g_error_free (err);
+  gst_message_unref (msg);
+
+  g_object_set (detect, "device", "cuda", NULL);
+  g_free (now);
+  g_object_get (detect, "device", &now, NULL);
+  fail_unless_equals_string (now, "auto");
+
+  g_free (now);
+  g_free (model);
+  gst_element_set_bus (detect, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+static Suite *
+visiondetect_suite (void)
+{
+  Suite *s = suite_create ("visiondetect");
+  TCase *tc = tcase_create ("general");
+
+  tcase_add_checked_fixture (tc, vdtest_load_plugin, NULL);
+  tcase_set_timeout (tc, 300);
+  suite_add_tcase (s, tc);
+  tcase_add_test (tc, test_properties);
+  tcase_add_test (tc, test_missing_model);
+  tcase_add_test (tc, test_corrupt_model);
+  tcase_add_test (tc, test_default_model);
+  tcase_add_test (tc, test_invalid_device);
+  tcase_add_test (tc, test_model_locked_while_running);
+  tcase_add_test (tc, test_bad_frame_is_flow_error);
+  tcase_add_test (tc, test_matches_vd_detect);
+  tcase_add_test (tc, test_rgb_formats);
+  tcase_add_test (tc, test_yuv_formats);
+  tcase_add_test (tc, test_timestamps_flags_pixels_pass_through);
+  tcase_add_test (tc, test_gap_and_interval);
+  tcase_add_test (tc, test_class_filter);
+  tcase_add_test (tc, test_thresholds_while_playing);
+  tcase_add_test (tc, test_resolution_change);
+  tcase_add_test (tc, test_detections_survive_videoscale);
+  tcase_add_test (tc, test_qos_and_latency);
+  tcase_add_test (tc, test_labels_file);
+  return s;
+}
+
+GST_CHECK_MAIN (visiondetect);

@@ -1,0 +1,232 @@
+/* visionjson: every line parses back and matches the metadata it was written
+ * from; the bus messages carry the same JSON. Detections are put on the buffers
+ * by hand, so no engine is needed. */
+#include "vdtest.h"
+
+#include <math.h>
+#include <string.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#define WIDTH 320
+#define HEIGHT 240
+
+static const gchar *caps = "video/x-raw,format=RGB,width=320,height=240,"
+    "framerate=25/1";
+
+static GstBuffer *
+new_frame (GstClockTime pts)
+{
+  GstVideoInfo info;
+  GstBuffer *buffer;
+
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, WIDTH, HEIGHT);
+  buffer = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&info), NULL);
+  GST_BUFFER_PTS (buffer) = pts;
+  return buffer;
+}
+
+static void
+check_object (JsonObject * o, gint id, const gchar * label, gint label_id,
+    gdouble confidence, gdouble x, gdouble y, gdouble w, gdouble h)
+{
+  JsonObject *box = json_object_get_object_member (o, "box");
+  JsonObject *rect = json_object_get_object_member (o, "rect");
+
+  fail_unless_equals_int (json_object_get_int_member (o, "id"), id);
+  fail_unless_equals_string (json_object_get_string_member (o, "label"), label);
+  fail_unless_equals_int (json_object_get_int_member (o, "label_id"), label_id);
+  /* written rounded to 1e-6 (normalised, confidence) and 1e-2 (pixels) */
+  fail_unless (fabs (json_object_get_double_member (o, "confidence") -
+          confidence) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (box, "x_min") - x / WIDTH)
+      <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (box, "y_min") - y / HEIGHT)
+      <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (box, "x_max") -
+          (x + w) / WIDTH) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (box, "y_max") -
+          (y + h) / HEIGHT) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (rect, "x") - x) <= 5.01e-3);
+  fail_unless (fabs (json_object_get_double_member (rect, "y") - y) <= 5.01e-3);
+  fail_unless (fabs (json_object_get_double_member (rect, "w") - w) <= 5.01e-3);
+  fail_unless (fabs (json_object_get_double_member (rect, "h") - h) <= 5.01e-3);
+}
+
+static JsonObject *
+parse_line (JsonParser * parser, const gchar * line)
+{
+  GError *error = NULL;
+
+  fail_unless (json_parser_load_from_data (parser, line, -1, &error),
+      "invalid JSON line: %s: %s", error ? error->message : "", line);
+  fail_unless (JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)));
+  return json_node_get_object (json_parser_get_root (parser));
+}
+
+GST_START_TEST (test_lines_match_metadata)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\" "
+      "post-messages=true", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstElement *json = gst_harness_find_element (h, "visionjson");
+  GstBus *bus = gst_bus_new ();
+  GstBuffer *b0, *b1, *b2, *out;
+  GstVisionDetectMeta *meta;
+  GstVideoRegionOfInterestMeta *roi;
+  gchar *contents, **lines;
+  JsonParser *parser = json_parser_new ();
+  JsonObject *o;
+  JsonArray *objects;
+  GstMessage *msg;
+  guint i;
+
+  gst_element_set_bus (json, bus);
+  gst_harness_set_src_caps_str (h, caps);
+
+  /* frame 0: two detections in the companion meta (and their ROI metas) */
+  b0 = new_frame (0);
+  meta = vdtest_add_detect_meta (b0, WIDTH, HEIGHT);
+  vdtest_add_detection (meta, 10.125, 20.5, 100.25, 50.0, 0.9375, 2, "box", 0);
+  vdtest_add_detection (meta, 150.0, 100.0, 30.5, 40.0, 0.123456789, 1,
+      "ball \"quoted\"", 1);
+  /* frame 1: nothing, and no timestamp */
+  b1 = new_frame (GST_CLOCK_TIME_NONE);
+  /* frame 2: ROI metas only, one with DL Streamer's params, one bare */
+  b2 = new_frame (80 * GST_MSECOND);
+  roi = gst_buffer_add_video_region_of_interest_meta (b2, "car", 32, 24, 64,
+      48);
+  roi->id = 3;
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("detection", "x_min", G_TYPE_DOUBLE, 0.1,
+          "y_min", G_TYPE_DOUBLE, 0.1, "x_max", G_TYPE_DOUBLE, 0.3,
+          "y_max", G_TYPE_DOUBLE, 0.3, "confidence", G_TYPE_DOUBLE, 0.5,
+          "label_id", G_TYPE_INT, 3, "label", G_TYPE_STRING, "car", NULL));
+  roi = gst_buffer_add_video_region_of_interest_meta (b2, "face", 1, 2, 3, 4);
+  roi->id = 4;
+
+  fail_unless_equals_int (gst_harness_push (h, b0), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, b1), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, b2), GST_FLOW_OK);
+  /* passthrough: the same buffers, metas untouched */
+  for (i = 0; i < 3; i++) {
+    out = gst_harness_pull (h);
+    fail_unless (out != NULL);
+    gst_buffer_unref (out);
+  }
+  gst_element_set_bus (json, NULL);
+  gst_object_unref (json);
+  gst_harness_teardown (h);     /* closes the file */
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  fail_unless (g_str_has_suffix (contents, "\n"));
+  lines = g_strsplit (contents, "\n", -1);
+  fail_unless_equals_int (g_strv_length (lines), 4);    /* and "" after the last \n */
+
+  o = parse_line (parser, lines[0]);
+  fail_unless_equals_int (json_object_get_int_member (o, "frame"), 0);
+  fail_unless_equals_int (json_object_get_int_member (o, "pts"), 0);
+  fail_unless_equals_int (json_object_get_int_member (o, "width"), WIDTH);
+  fail_unless_equals_int (json_object_get_int_member (o, "height"), HEIGHT);
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 2);
+  check_object (json_array_get_object_element (objects, 0), 0, "box", 2,
+      0.9375, 10.125, 20.5, 100.25, 50.0);
+  check_object (json_array_get_object_element (objects, 1), 1,
+      "ball \"quoted\"", 1, 0.123456789, 150.0, 100.0, 30.5, 40.0);
+
+  o = parse_line (parser, lines[1]);
+  fail_unless_equals_int (json_object_get_int_member (o, "frame"), 1);
+  fail_unless (json_object_get_null_member (o, "pts"));
+  fail_unless_equals_int (json_array_get_length (json_object_get_array_member
+          (o, "objects")), 0);
+
+  o = parse_line (parser, lines[2]);
+  fail_unless_equals_int (json_object_get_int_member (o, "frame"), 2);
+  fail_unless_equals_int (json_object_get_int_member (o, "pts"),
+      80 * GST_MSECOND);
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 2);
+  check_object (json_array_get_object_element (objects, 0), 3, "car", 3, 0.5,
+      32.0, 24.0, 64.0, 48.0);
+  check_object (json_array_get_object_element (objects, 1), 4, "face", -1,
+      -1.0, 1.0, 2.0, 3.0, 4.0);
+
+  /* the bus got the same lines */
+  for (i = 0; i < 3; i++) {
+    const GstStructure *s;
+    guint64 frame;
+
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL, "no element message for frame %u", i);
+    s = gst_message_get_structure (msg);
+    fail_unless (gst_structure_has_name (s, "visionjson"));
+    fail_unless (gst_structure_get_uint64 (s, "frame", &frame));
+    fail_unless_equals_uint64 (frame, i);
+    fail_unless_equals_string (gst_structure_get_string (s, "json"), lines[i]);
+    gst_message_unref (msg);
+  }
+
+  g_strfreev (lines);
+  g_free (contents);
+  g_object_unref (parser);
+  gst_object_unref (bus);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
+/* a location that cannot be written is an error naming it */
+GST_START_TEST (test_unwritable_location)
+{
+  gchar *error = vdtest_pipeline_error ("videotestsrc num-buffers=1 ! "
+      "visionjson location=/nonexistent/dir/out.jsonl ! fakesink");
+
+  fail_unless (error != NULL);
+  fail_unless (strstr (error, "/nonexistent/dir/out.jsonl") != NULL, "%s",
+      error);
+  g_free (error);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_properties)
+{
+  GstElement *e = gst_element_factory_make ("visionjson", NULL);
+  gchar *location;
+  gboolean post;
+
+  fail_unless (e != NULL);
+  g_object_get (e, "location", &location, "post-messages", &post, NULL);
+  fail_unless (location == NULL && !post);
+  g_object_set (e, "location", "/tmp/x.jsonl", "post-messages", TRUE, NULL);
+  g_object_get (e, "location", &location, "post-messages", &post, NULL);
+  fail_unless_equals_string (location, "/tmp/x.jsonl");
+  fail_unless (post);
+  g_free (location);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
+static Suite *
+visionjson_suite (void)
+{
+  Suite *s = suite_create ("visionjson");
+  TCase *tc = tcase_create ("general");
+
+  tcase_add_checked_fixture (tc, vdtest_load_plugin, NULL);
+  suite_add_tcase (s, tc);
+  tcase_add_test (tc, test_lines_match_metadata);
+  tcase_add_test (tc, test_unwritable_location);
+  tcase_add_test (tc, test_properties);
+  return s;
+}
+
+GST_CHECK_MAIN (visionjson);
