@@ -516,12 +516,12 @@ VD_MATH_FN vd_math_yuv_coeffs vd_math_yuv_coeffs_for(int matrix, int full_range)
     return c;
 }
 
-/* Q16 to 0..255: round half up, clamp (negative sums never reach the shift). */
+/* Q16 to 0..255: round half up, clamp (negative sums never reach the shift;
+ * written with selects so that loops over pixels vectorise). */
 VD_MATH_FN unsigned char vd_math_q16_to_u8(int v)
 {
     v += 1 << 15;
-    if (v < 0)
-        return 0;
+    v = v < 0 ? 0 : v;
     v >>= 16;
     return (unsigned char)(v > 255 ? 255 : v);
 }

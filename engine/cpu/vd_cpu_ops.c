@@ -137,14 +137,22 @@ int vd_topk(const float *values, int n, int k, int *indices)
 /* ------------------------------------------------------------------------ */
 /* Boxes                                                                      */
 
+VD_CPU_HOT static void decode_range(const float *refs, const float *deltas, int begin, int end,
+                                    const float weights[4], float *out)
+{
+    float wx = weights[0], wy = weights[1], ww = weights[2], wh = weights[3];
+    for (int i = begin; i < end; i++)
+        vd_math_box_decode(refs + 4 * (size_t)i, deltas + 4 * (size_t)i, wx, wy, ww, wh,
+                           VD_MATH_BBOX_XFORM_CLIP, out + 4 * (size_t)i);
+}
+
 void vd_decode_boxes(const float *refs, const float *deltas, int n, const float weights[4],
                      float *out)
 {
-    float wx = weights[0], wy = weights[1], ww = weights[2], wh = weights[3];
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (int i = 0; i < n; i++)
-        vd_math_box_decode(refs + 4 * (size_t)i, deltas + 4 * (size_t)i, wx, wy, ww, wh,
-                           VD_MATH_BBOX_XFORM_CLIP, out + 4 * (size_t)i);
+    const int chunk = 4096;
+#pragma omp parallel for schedule(static) if (n > 4 * chunk)
+    for (int begin = 0; begin < n; begin += chunk)
+        decode_range(refs, deltas, begin, MIN(begin + chunk, n), weights, out);
 }
 
 void vd_clip_boxes(float *boxes, int n, float height, float width)
@@ -161,12 +169,81 @@ int vd_roi_level(const float *box, int k_min, int k_max)
 /* ------------------------------------------------------------------------ */
 /* NMS                                                                        */
 
-/* Greedy NMS over order[begin..end), already sorted. Works in place: suppressed
- * entries are overwritten with -1, and kept indices are compacted to
- * order[*n_kept..], which never passes the entry being read because
- * *n_kept <= begin on entry. @areas may be NULL (computed on the fly). */
-static void nms_sorted_run(const float *boxes, const float *areas, int *order, int begin,
-                           int end, float threshold, int *n_kept)
+/* The boxes in processing order as a structure of arrays with their areas
+ * (torchvision precomputes the areas too), so that the IoUs of one kept box
+ * against all later boxes form a contiguous loop the compiler vectorises; the
+ * per-pair arithmetic is vd_math_box_iou_areas either way. */
+typedef struct {
+    float *x1, *y1, *x2, *y2, *area;
+    unsigned char *removed;
+} nms_boxes;
+
+static gboolean nms_boxes_gather(nms_boxes *sorted, const float *boxes, const int *order, int n)
+{
+    float *coords = g_try_new(float, 5 * (size_t)n);
+    unsigned char *removed = g_try_new0(unsigned char, n);
+    if (!coords || !removed) {
+        g_free(coords);
+        g_free(removed);
+        return FALSE;
+    }
+    sorted->x1 = coords;
+    sorted->y1 = coords + n;
+    sorted->x2 = coords + 2 * (size_t)n;
+    sorted->y2 = coords + 3 * (size_t)n;
+    sorted->area = coords + 4 * (size_t)n;
+    sorted->removed = removed;
+    for (int i = 0; i < n; i++) {
+        const float *box = boxes + 4 * (size_t)order[i];
+        sorted->x1[i] = box[0];
+        sorted->y1[i] = box[1];
+        sorted->x2[i] = box[2];
+        sorted->y2[i] = box[3];
+        sorted->area[i] = vd_math_box_area(box);
+    }
+    return TRUE;
+}
+
+static void nms_boxes_clear(nms_boxes *sorted)
+{
+    g_free(sorted->x1);
+    g_free(sorted->removed);
+}
+
+/* Marks every box in (i, end) whose IoU with box i exceeds @threshold (strict:
+ * an IoU equal to the threshold is kept). Re-marking an already removed box is
+ * harmless, which keeps the loop branch-free. */
+VD_CPU_HOT static void nms_suppress_after(const nms_boxes *sorted, int i, int end,
+                                          float threshold)
+{
+    const float box_i[4] = { sorted->x1[i], sorted->y1[i], sorted->x2[i], sorted->y2[i] };
+    float area_i = sorted->area[i];
+    unsigned char *restrict removed = sorted->removed;
+    for (int j = i + 1; j < end; j++) {
+        const float box_j[4] = { sorted->x1[j], sorted->y1[j], sorted->x2[j], sorted->y2[j] };
+        removed[j] |= vd_math_box_iou_areas(box_i, area_i, box_j, sorted->area[j]) > threshold;
+    }
+}
+
+/* Greedy NMS over positions [begin, end) of @order (already sorted, @sorted
+ * gathered in the same order). Kept indices are compacted to
+ * order[*n_kept..], which never passes the position being read because
+ * *n_kept <= begin on entry. */
+static void nms_run(nms_boxes *sorted, int *order, int begin, int end, float threshold,
+                    int *n_kept)
+{
+    for (int i = begin; i < end; i++) {
+        if (sorted->removed[i])
+            continue;
+        order[(*n_kept)++] = order[i];
+        nms_suppress_after(sorted, i, end, threshold);
+    }
+}
+
+/* The same without memory: suppressed entries of @order are overwritten with
+ * -1 and areas are recomputed per pair (identical results, slower). */
+static void nms_run_unbuffered(const float *boxes, int *order, int begin, int end,
+                               float threshold, int *n_kept)
 {
     for (int oi = begin; oi < end; oi++) {
         int i = order[oi];
@@ -174,29 +251,16 @@ static void nms_sorted_run(const float *boxes, const float *areas, int *order, i
             continue;
         order[(*n_kept)++] = i;
         const float *box_i = boxes + 4 * (size_t)i;
-        float area_i = areas ? areas[i] : vd_math_box_area(box_i);
+        float area_i = vd_math_box_area(box_i);
         for (int oj = oi + 1; oj < end; oj++) {
             int j = order[oj];
             if (j < 0)
                 continue;
             const float *box_j = boxes + 4 * (size_t)j;
-            float area_j = areas ? areas[j] : vd_math_box_area(box_j);
-            /* strict: an IoU equal to the threshold is kept */
-            if (vd_math_box_iou_areas(box_i, area_i, box_j, area_j) > threshold)
+            if (vd_math_box_iou_areas(box_i, area_i, box_j, vd_math_box_area(box_j)) > threshold)
                 order[oj] = -1;
         }
     }
-}
-
-/* torchvision precomputes the areas; without memory for them the same values
- * are recomputed per pair (identical results, a little slower). */
-static float *nms_areas(const float *boxes, int n)
-{
-    float *areas = g_try_new(float, n);
-    if (areas)
-        for (int i = 0; i < n; i++)
-            areas[i] = vd_math_box_area(boxes + 4 * (size_t)i);
-    return areas;
 }
 
 int vd_nms(const float *boxes, const float *scores, int n, float threshold, int *keep)
@@ -207,10 +271,14 @@ int vd_nms(const float *boxes, const float *scores, int n, float threshold, int 
     for (int i = 0; i < n; i++)
         keep[i] = i;
     rank_sort(&order, keep, n);
-    float *areas = nms_areas(boxes, n);
     int n_kept = 0;
-    nms_sorted_run(boxes, areas, keep, 0, n, threshold, &n_kept);
-    g_free(areas);
+    nms_boxes sorted;
+    if (nms_boxes_gather(&sorted, boxes, keep, n)) {
+        nms_run(&sorted, keep, 0, n, threshold, &n_kept);
+        nms_boxes_clear(&sorted);
+    } else {
+        nms_run_unbuffered(boxes, keep, 0, n, threshold, &n_kept);
+    }
     return n_kept;
 }
 
@@ -225,7 +293,8 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
     for (int i = 0; i < n; i++)
         keep[i] = i;
     rank_sort(&grouped, keep, n);
-    float *areas = nms_areas(boxes, n);
+    nms_boxes sorted;
+    gboolean buffered = nms_boxes_gather(&sorted, boxes, keep, n);
     int n_kept = 0;
     int begin = 0;
     while (begin < n) {
@@ -233,10 +302,14 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
         int end = begin + 1;
         while (end < n && groups[keep[end]] == group)
             end++;
-        nms_sorted_run(boxes, areas, keep, begin, end, threshold, &n_kept);
+        if (buffered)
+            nms_run(&sorted, keep, begin, end, threshold, &n_kept);
+        else
+            nms_run_unbuffered(boxes, keep, begin, end, threshold, &n_kept);
         begin = end;
     }
-    g_free(areas);
+    if (buffered)
+        nms_boxes_clear(&sorted);
     rank_order by_score = { scores, NULL };
     rank_sort(&by_score, keep, n_kept);
     return n_kept;
@@ -247,7 +320,7 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
 
 /* acc[c] += ((w1*v1[c] + w2*v2[c]) + w3*v3[c]) + w4*v4[c]: the four-term sum is
  * formed first and then added, as torchvision's CPU kernel does. */
-static void roi_accumulate(float *restrict acc, const float *restrict v1,
+VD_CPU_HOT static void roi_accumulate(float *restrict acc, const float *restrict v1,
                            const float *restrict v2, const float *restrict v3,
                            const float *restrict v4, const vd_math_roi_sample *s, int channels)
 {
@@ -307,7 +380,7 @@ void vd_roi_align_nhwc(const float *features, int height, int width, int channel
  * (l2+l6)) + ((l1+l5) + (l3+l7)); rows shorter than 8 summed left to right;
  * then a multiplication by 1/sum. A NaN anywhere makes the row NaN, as in
  * torch. */
-static void softmax_row(float *row, int n)
+VD_CPU_HOT static void softmax_row(float *row, int n)
 {
     float max = row[0];
     gboolean has_nan = FALSE;

@@ -22,6 +22,17 @@
 
 G_BEGIN_DECLS
 
+/* Hot loops of the CPU ops are compiled twice, for x86-64-v3 (AVX2 + FMA) and
+ * the baseline, and picked at load time (GCC function multiversioning). The
+ * results are identical: -ffp-contract=off keeps FMA out of every expression,
+ * explicit fmaf() is correctly rounded in both, and vectorised loops compute
+ * each element with the same IEEE operations. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define VD_CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VD_CPU_HOT
+#endif
+
 /* torchvision GeneralizedRCNNTransform size rule (spec §1.3, §1.4) with the scale
  * min(min_size/min(h,w), max_size/max(h,w)) computed in double precision (current
  * torchvision); padded sizes are the next multiples of @size_divisible. */

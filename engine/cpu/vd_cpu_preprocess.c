@@ -111,7 +111,7 @@ static gboolean validate_image(const vd_image *image, GError **error)
 }
 
 /* One image row to normalised RGB floats at @dst (3 per pixel). */
-static void normalise_row(const vd_image *image, const normalise_table *table, int y, float *dst)
+VD_CPU_HOT static void normalise_row(const vd_image *image, const normalise_table *table, int y, float *dst)
 {
     int width = image->width;
     const float *lut_r = table->lut[0], *lut_g = table->lut[1], *lut_b = table->lut[2];
@@ -177,7 +177,7 @@ static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda
 
 /* One output row of the bilinear resize (height weight outermost) followed by
  * the zero padding of the row. */
-static void resize_row(const float *normalised, const resize_axis *rows,
+VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *rows,
                        const resize_axis *cols, int out_y, int out_w, int padded_w,
                        float *dst)
 {
