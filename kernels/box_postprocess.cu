@@ -14,11 +14,33 @@ static __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
-static __device__ __forceinline__ float warp_sum(float v)
+/* The softmax denominator of one row in the order of vd_softmax_rows (torch's
+ * 8-lane AVX2 softmax): lane l < 8 accumulates e[l], e[l+8], ... in order, then
+ * ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)); rows shorter than 8 are summed left
+ * to right. e[c] = vd_math_expf(logit[c] - max) is recomputed where needed:
+ * the same function of the same inputs, so the same bits. Every lane returns
+ * the sum. */
+static __device__ __forceinline__ float row_exp_sum(const float *logits, int K, float m, int lane)
 {
-    for (int o = WARP / 2; o > 0; o /= 2)
-        v = vd_math_fadd(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
+    float part = 0.0f;
+    if (K < 8) {
+        if (lane == 0) {
+            part = vd_math_expf(vd_math_fsub(logits[0], m));
+            for (int c = 1; c < K; c++)
+                part = vd_math_fadd(part, vd_math_expf(vd_math_fsub(logits[c], m)));
+        }
+        return __shfl_sync(0xffffffffu, part, 0);
+    }
+    if (lane < 8) {
+        part = vd_math_expf(vd_math_fsub(logits[lane], m));
+        for (int c = lane + 8; c < K; c += 8)
+            part = vd_math_fadd(part, vd_math_expf(vd_math_fsub(logits[c], m)));
+    }
+    float l[8];
+    for (int i = 0; i < 8; i++)
+        l[i] = __shfl_sync(0xffffffffu, part, i);
+    return vd_math_fadd(vd_math_fadd(vd_math_fadd(l[0], l[4]), vd_math_fadd(l[2], l[6])),
+                        vd_math_fadd(vd_math_fadd(l[1], l[5]), vd_math_fadd(l[3], l[7])));
 }
 
 /* One warp per proposal row. */
@@ -44,18 +66,21 @@ __global__ void box_candidates_kernel(vd_box_shape s, const float *head, const f
         }
         const float *logits = head + (size_t)r * s.head_stride;
         const float *deltas = logits + K;
+        /* the max (order-free), NaN anywhere -> a NaN row, as vd_softmax_rows */
         float m = -INFINITY;
-        for (int c = lane; c < K; c += WARP)
+        bool nan = false;
+        for (int c = lane; c < K; c += WARP) {
             m = fmaxf(m, logits[c]);
+            nan = nan || logits[c] != logits[c];
+        }
         m = warp_max(m);
-        float sum = 0.0f;
-        for (int c = lane; c < K; c += WARP)
-            sum = vd_math_fadd(sum, expf(vd_math_fsub(logits[c], m)));
-        sum = warp_sum(sum);
+        if (__any_sync(0xffffffffu, nan))
+            m = NAN;
+        float inverse = vd_math_fdiv(1.0f, row_exp_sum(logits, K, m, lane));
 
         const float *ref = proposals + 4 * (size_t)r;
         for (int c = 1 + lane; c < K; c += WARP) {
-            float p = vd_math_fdiv(expf(vd_math_fsub(logits[c], m)), sum);
+            float p = vd_math_fmul(vd_math_expf(vd_math_fsub(logits[c], m)), inverse);
             float d[4] = {deltas[4 * c], deltas[4 * c + 1], deltas[4 * c + 2], deltas[4 * c + 3]};
             float rb[4] = {ref[0], ref[1], ref[2], ref[3]};
             float box[4];

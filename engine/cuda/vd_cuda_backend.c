@@ -1395,6 +1395,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
     st->device = ctx->params.device_index;
     st->dtype = ctx->params.precision == VD_PRECISION_FP16 ? VD_DTYPE_F16 : VD_DTYPE_F32;
     st->layers.dtype = st->dtype;
+    st->layers.sync_count = &st->sync_count;
     /* fp16 tensor-core convolutions want channel counts in multiples of 8 */
     st->input_channels = st->dtype == VD_DTYPE_F16 ? 8 : 3;
     st->head_stride = round_up(5 * cfg->anchors_per_location, 8);

@@ -30,20 +30,20 @@ static cudnnDataType_t cudnn_type(vd_dtype dtype)
 gboolean vd_cuda_upload_floats(vd_cuda_layers *layers, void *dst, const float *src, size_t n,
                                vd_dtype dtype, GError **error)
 {
-    if (n == 0)
-        return TRUE;
-    if (dtype == VD_DTYPE_F32)
-        return vd_cuda_check(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice),
-                             "uploading weights", error);
     float *tmp = NULL;
     gboolean ok = FALSE;
-    if (!vd_cuda_check(cudaMalloc((void **)&tmp, n * sizeof(float)), "uploading weights", error))
+    if (n == 0)
+        return TRUE;
+    if (dtype != VD_DTYPE_F32 &&
+        !vd_cuda_check(cudaMalloc((void **)&tmp, n * sizeof(float)), "uploading weights", error))
         return FALSE;
-    if (vd_cuda_check(cudaMemcpy(tmp, src, n * sizeof(float), cudaMemcpyHostToDevice),
+    /* setup only: the wait (counted) lets the caller free @src at once */
+    if (vd_cuda_check(cudaMemcpyAsync(tmp != NULL ? (void *)tmp : dst, src, n * sizeof(float),
+                                      cudaMemcpyHostToDevice, layers->stream),
                       "uploading weights", error) &&
-        vd_cuda_check(vd_convert_from_f32(tmp, n, dtype, dst, layers->stream),
-                      "converting weights", error) &&
-        vd_cuda_check(cudaStreamSynchronize(layers->stream), "converting weights", error))
+        (tmp == NULL || vd_cuda_check(vd_convert_from_f32(tmp, n, dtype, dst, layers->stream),
+                                      "converting weights", error)) &&
+        vd_cuda_sync_stream(layers->sync_count, layers->stream, error))
         ok = TRUE;
     cudaFree(tmp);
     return ok;

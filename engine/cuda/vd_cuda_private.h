@@ -97,6 +97,7 @@ typedef struct {
     size_t workspace_bytes;
     void *lt_workspace;
     size_t lt_workspace_bytes;
+    guint64 *sync_count; /* the context's counter of host synchronisations */
 } vd_cuda_layers;
 
 /* Uploads one convolution (float32 OIHW from the model) as NHWC weights padded
@@ -143,8 +144,8 @@ gboolean vd_cuda_linear_run(vd_cuda_layers *layers, vd_cuda_linear *lin, const v
                             GError **error);
 void vd_cuda_linear_clear(vd_cuda_linear *lin);
 
-/* Host float32 -> device in @dtype (through a temporary device buffer for fp16;
- * synchronises: setup only). */
+/* Host float32 -> device in @dtype (through a temporary device buffer for fp16).
+ * Synchronises (counted): setup only. */
 gboolean vd_cuda_upload_floats(vd_cuda_layers *layers, void *dst, const float *src, size_t n,
                                vd_dtype dtype, GError **error);
 

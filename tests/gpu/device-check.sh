@@ -52,11 +52,11 @@ export LD_LIBRARY_PATH="$WORK/lib:$NVLIBS:/usr/local/cuda/lib64:${LD_LIBRARY_PAT
 cat "$OUT/env.txt"
 
 step "kernels against the CPU ops"
-timeout 150 "$BIN/test-gpu-kernels" > "$OUT/kernels.log" 2>&1
+timeout 60 "$BIN/test-gpu-kernels" > "$OUT/kernels.log" 2>&1
 rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "model and frames"
-timeout 200 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$OUT/prepare.log" 2>&1
+timeout 120 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$OUT/prepare.log" 2>&1
 rc=$?; tail -5 "$OUT/prepare.log"; echo "prepare: exit $rc"
 if [ $rc -ne 0 ]; then
   echo "no model: the engine tests and the benchmark cannot run"
@@ -64,12 +64,12 @@ if [ $rc -ne 0 ]; then
 fi
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
-timeout 240 "$BIN/test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
+timeout 120 "$BIN/test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
   "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "benchmark against torchvision"
-timeout 300 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$BIN/vd-gpu-bench" \
+timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$BIN/vd-gpu-bench" \
   --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
 
