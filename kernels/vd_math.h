@@ -179,8 +179,8 @@ VD_MATH_FN float vd_math_box_iou(const float *a, const float *b)
  * dw/dh clamped from above at @clip (VD_MATH_BBOX_XFORM_CLIP). Every operation
  * rounded on its own, in torchvision's order. @out may alias @ref or @d: every
  * input is read before the first output is written. */
-VD_MATH_FN void vd_math_box_decode(const float *ref, const float *d, float wx, float wy,
-                                   float ww, float wh, float clip, float *out)
+VD_MATH_FN void vd_math_box_decode(const float *ref, const float *d, float wx, float wy, float ww,
+                                   float wh, float clip, float *out)
 {
     float w = vd_math_fsub(ref[2], ref[0]);
     float h = vd_math_fsub(ref[3], ref[1]);
@@ -381,10 +381,10 @@ VD_MATH_FN vd_math_roi_sample vd_math_roi_bilinear(float y, float x, int height,
 VD_MATH_FN float vd_math_roi_blend(const vd_math_roi_sample *s, float v1, float v2, float v3,
                                    float v4)
 {
-    return vd_math_fadd(vd_math_fadd(vd_math_fadd(vd_math_fmul(s->w[0], v1),
-                                                  vd_math_fmul(s->w[1], v2)),
-                                     vd_math_fmul(s->w[2], v3)),
-                        vd_math_fmul(s->w[3], v4));
+    return vd_math_fadd(
+        vd_math_fadd(vd_math_fadd(vd_math_fmul(s->w[0], v1), vd_math_fmul(s->w[1], v2)),
+                     vd_math_fmul(s->w[2], v3)),
+        vd_math_fmul(s->w[3], v4));
 }
 
 /* ------------------------------------------------------------------------ */

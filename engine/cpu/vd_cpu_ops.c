@@ -12,15 +12,14 @@
 void vd_transform_sizes(int height, int width, int min_size, int max_size, int size_divisible,
                         int *resized_h, int *resized_w, int *padded_h, int *padded_w)
 {
-    vd_math_transform_size(height, width, min_size, max_size, size_divisible, resized_h,
-                           resized_w, padded_h, padded_w);
+    vd_math_transform_size(height, width, min_size, max_size, size_divisible, resized_h, resized_w,
+                           padded_h, padded_w);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Anchors                                                                    */
 
-void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios,
-                     float *out)
+void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios, float *out)
 {
     for (int ri = 0; ri < n_ratios; ri++)
         for (int si = 0; si < n_sizes; si++)
@@ -119,7 +118,7 @@ int vd_topk(const float *values, int n, int k, int *indices)
         k = n;
     if (k <= 0)
         return 0;
-    rank_order order = { values, NULL };
+    rank_order order = {values, NULL};
     for (int i = 0; i < k; i++)
         indices[i] = i;
     /* keep the k best in a heap whose root is the worst of them: O(n log k) */
@@ -213,14 +212,13 @@ static void nms_boxes_clear(nms_boxes *sorted)
 /* Marks every box in (i, end) whose IoU with box i exceeds @threshold (strict:
  * an IoU equal to the threshold is kept). Re-marking an already removed box is
  * harmless, which keeps the loop branch-free. */
-VD_CPU_HOT static void nms_suppress_after(const nms_boxes *sorted, int i, int end,
-                                          float threshold)
+VD_CPU_HOT static void nms_suppress_after(const nms_boxes *sorted, int i, int end, float threshold)
 {
-    const float box_i[4] = { sorted->x1[i], sorted->y1[i], sorted->x2[i], sorted->y2[i] };
+    const float box_i[4] = {sorted->x1[i], sorted->y1[i], sorted->x2[i], sorted->y2[i]};
     float area_i = sorted->area[i];
     unsigned char *restrict removed = sorted->removed;
     for (int j = i + 1; j < end; j++) {
-        const float box_j[4] = { sorted->x1[j], sorted->y1[j], sorted->x2[j], sorted->y2[j] };
+        const float box_j[4] = {sorted->x1[j], sorted->y1[j], sorted->x2[j], sorted->y2[j]};
         removed[j] |= vd_math_box_iou_areas(box_i, area_i, box_j, sorted->area[j]) > threshold;
     }
 }
@@ -229,8 +227,7 @@ VD_CPU_HOT static void nms_suppress_after(const nms_boxes *sorted, int i, int en
  * gathered in the same order). Kept indices are compacted to
  * order[*n_kept..], which never passes the position being read because
  * *n_kept <= begin on entry. */
-static void nms_run(nms_boxes *sorted, int *order, int begin, int end, float threshold,
-                    int *n_kept)
+static void nms_run(nms_boxes *sorted, int *order, int begin, int end, float threshold, int *n_kept)
 {
     for (int i = begin; i < end; i++) {
         if (sorted->removed[i])
@@ -242,8 +239,8 @@ static void nms_run(nms_boxes *sorted, int *order, int begin, int end, float thr
 
 /* The same without memory: suppressed entries of @order are overwritten with
  * -1 and areas are recomputed per pair (identical results, slower). */
-static void nms_run_unbuffered(const float *boxes, int *order, int begin, int end,
-                               float threshold, int *n_kept)
+static void nms_run_unbuffered(const float *boxes, int *order, int begin, int end, float threshold,
+                               int *n_kept)
 {
     for (int oi = begin; oi < end; oi++) {
         int i = order[oi];
@@ -267,7 +264,7 @@ int vd_nms(const float *boxes, const float *scores, int n, float threshold, int 
 {
     if (n <= 0)
         return 0;
-    rank_order order = { scores, NULL };
+    rank_order order = {scores, NULL};
     for (int i = 0; i < n; i++)
         keep[i] = i;
     rank_sort(&order, keep, n);
@@ -289,7 +286,7 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
         return 0;
     /* group-major sort, so each group is a contiguous run in its own score
      * order, then exact NMS per run, then one merge by score */
-    rank_order grouped = { scores, groups };
+    rank_order grouped = {scores, groups};
     for (int i = 0; i < n; i++)
         keep[i] = i;
     rank_sort(&grouped, keep, n);
@@ -310,7 +307,7 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
     }
     if (buffered)
         nms_boxes_clear(&sorted);
-    rank_order by_score = { scores, NULL };
+    rank_order by_score = {scores, NULL};
     rank_sort(&by_score, keep, n_kept);
     return n_kept;
 }
@@ -321,8 +318,9 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
 /* acc[c] += ((w1*v1[c] + w2*v2[c]) + w3*v3[c]) + w4*v4[c]: the four-term sum is
  * formed first and then added, as torchvision's CPU kernel does. */
 VD_CPU_HOT static void roi_accumulate(float *restrict acc, const float *restrict v1,
-                           const float *restrict v2, const float *restrict v3,
-                           const float *restrict v4, const vd_math_roi_sample *s, int channels)
+                                      const float *restrict v2, const float *restrict v3,
+                                      const float *restrict v4, const vd_math_roi_sample *s,
+                                      int channels)
 {
     float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
 #pragma omp simd
@@ -341,9 +339,8 @@ void vd_roi_align_nhwc(const float *features, int height, int width, int channel
     for (int r = 0; r < n_rois; r++) {
         int row = roi_index ? roi_index[r] : r;
         float *dst = out + (int64_t)row * out_roi_stride;
-        vd_math_roi_geometry g =
-            vd_math_roi_geometry_of(rois + 4 * (size_t)r, spatial_scale, pooled, pooled,
-                                    sampling_ratio);
+        vd_math_roi_geometry g = vd_math_roi_geometry_of(rois + 4 * (size_t)r, spatial_scale,
+                                                         pooled, pooled, sampling_ratio);
         for (int ph = 0; ph < pooled; ph++) {
             for (int pw = 0; pw < pooled; pw++) {
                 float *acc = dst + ((size_t)ph * pooled + pw) * pixel_stride;
@@ -408,7 +405,8 @@ VD_CPU_HOT static void softmax_row(float *row, int n)
                 lane[l] += row[d + l];
         for (int l = 0; d + l < n; l++)
             lane[l] += row[d + l];
-        sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+        sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) +
+              ((lane[1] + lane[5]) + (lane[3] + lane[7]));
     }
     float inverse = 1.0f / sum;
     for (int c = 0; c < n; c++)

@@ -15,8 +15,7 @@ typedef struct {
     float lut[3][256];
 } normalise_table;
 
-static void normalise_table_init(normalise_table *table, const float mean[3],
-                                 const float std[3])
+static void normalise_table_init(normalise_table *table, const float mean[3], const float std[3])
 {
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++)
@@ -51,12 +50,12 @@ static gboolean packed_layout(vd_pixel_format format, int *bpp, int offsets[3])
     }
 }
 
-static gboolean check_plane(const vd_image *image, int plane, int64_t row_bytes,
-                            const char *name, GError **error)
+static gboolean check_plane(const vd_image *image, int plane, int64_t row_bytes, const char *name,
+                            GError **error)
 {
     if (!image->planes[plane]) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "image plane %d (%s) is NULL", plane, name);
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image plane %d (%s) is NULL",
+                    plane, name);
         return FALSE;
     }
     if ((int64_t)image->strides[plane] < row_bytes) {
@@ -76,8 +75,8 @@ static gboolean validate_image(const vd_image *image, GError **error)
         return FALSE;
     }
     if (image->width <= 0 || image->height <= 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "image size %dx%d is not positive", image->width, image->height);
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is not positive",
+                    image->width, image->height);
         return FALSE;
     }
     int bpp, offsets[3];
@@ -111,7 +110,8 @@ static gboolean validate_image(const vd_image *image, GError **error)
 }
 
 /* One image row to normalised RGB floats at @dst (3 per pixel). */
-VD_CPU_HOT static void normalise_row(const vd_image *image, const normalise_table *table, int y, float *dst)
+VD_CPU_HOT static void normalise_row(const vd_image *image, const normalise_table *table, int y,
+                                     float *dst)
 {
     int width = image->width;
     const float *lut_r = table->lut[0], *lut_g = table->lut[1], *lut_b = table->lut[2];
@@ -168,8 +168,7 @@ static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda
     float ratio = vd_math_resize_ratio(in_size, out_size);
     for (int d = 0; d < out_size; d++) {
         int i0, i1;
-        vd_math_resize_source(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
-                              &axis->l1[d]);
+        vd_math_resize_source(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d], &axis->l1[d]);
         axis->i0[d] = i0 * index_scale;
         axis->i1[d] = i1 * index_scale;
     }
@@ -178,8 +177,8 @@ static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda
 /* One output row of the bilinear resize (height weight outermost) followed by
  * the zero padding of the row. */
 VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *rows,
-                       const resize_axis *cols, int out_y, int out_w, int padded_w,
-                       float *dst)
+                                  const resize_axis *cols, int out_y, int out_w, int padded_w,
+                                  float *dst)
 {
     const float *r0 = normalised + rows->i0[out_y];
     const float *r1 = normalised + rows->i1[out_y];
@@ -195,8 +194,8 @@ VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *ro
 }
 
 gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
-                           int resized_h, int resized_w, int padded_h, int padded_w,
-                           float *dst, GError **error)
+                           int resized_h, int resized_w, int padded_h, int padded_w, float *dst,
+                           GError **error)
 {
     if (!validate_image(image, error))
         return FALSE;
@@ -218,8 +217,8 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
     if ((int64_t)image->width * image->height * 3 > G_MAXINT ||
         (int64_t)padded_w * padded_h * 3 > G_MAXINT) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "image %dx%d or padded size %dx%d is too large", image->width,
-                    image->height, padded_w, padded_h);
+                    "image %dx%d or padded size %dx%d is too large", image->width, image->height,
+                    padded_w, padded_h);
         return FALSE;
     }
     if (resized_h <= 0 || resized_w <= 0 || padded_h < resized_h || padded_w < resized_w) {
@@ -250,15 +249,15 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
             memset(row + row_floats, 0, (out_row_floats - row_floats) * sizeof(float));
         }
     } else {
-        normalised = g_try_new(float, row_floats * (size_t)height);
+        normalised = g_try_new(float, row_floats *(size_t)height);
         indices = g_try_new(int, 2 * ((size_t)resized_h + resized_w));
         lambdas = g_try_new(float, 2 * ((size_t)resized_h + resized_w));
         if (!normalised || !indices || !lambdas)
             goto out_oom;
         resize_axis rows, cols;
         resize_axis_init(&rows, indices, lambdas, height, resized_h, (int)row_floats);
-        resize_axis_init(&cols, indices + 2 * resized_h, lambdas + 2 * resized_h, width,
-                         resized_w, 3);
+        resize_axis_init(&cols, indices + 2 * resized_h, lambdas + 2 * resized_h, width, resized_w,
+                         3);
 #pragma omp parallel
         {
 #pragma omp for schedule(static)

@@ -6,11 +6,11 @@
 #define VDT_EXPORT __attribute__((visibility("default")))
 
 VDT_EXPORT void vdt_roi_align_nhwc(const float *features, int height, int width, int channels,
-                                   const float *rois, int n_rois, float spatial_scale,
-                                   int pooled, int sampling_ratio, float *out)
+                                   const float *rois, int n_rois, float spatial_scale, int pooled,
+                                   int sampling_ratio, float *out)
 {
-    vd_roi_align_nhwc(features, height, width, channels, rois, NULL, n_rois, spatial_scale,
-                      pooled, sampling_ratio, out, (int64_t)pooled * pooled * channels);
+    vd_roi_align_nhwc(features, height, width, channels, rois, NULL, n_rois, spatial_scale, pooled,
+                      sampling_ratio, out, (int64_t)pooled * pooled * channels);
 }
 
 VDT_EXPORT int vdt_nms(const float *boxes, const float *scores, int n, float threshold, int *keep)
@@ -30,8 +30,8 @@ VDT_EXPORT void vdt_decode_boxes(const float *refs, const float *deltas, int n,
     vd_decode_boxes(refs, deltas, n, weights, out);
 }
 
-VDT_EXPORT void vdt_cell_anchors(const float *sizes, int n_sizes, const float *ratios,
-                                 int n_ratios, float *out)
+VDT_EXPORT void vdt_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n_ratios,
+                                 float *out)
 {
     vd_cell_anchors(sizes, n_sizes, ratios, n_ratios, out);
 }

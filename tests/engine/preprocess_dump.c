@@ -15,8 +15,8 @@ int main(int argc, char **argv)
     }
     int w = atoi(argv[2]), h = atoi(argv[3]);
     int rh = atoi(argv[4]), rw = atoi(argv[5]), ph = atoi(argv[6]), pw = atoi(argv[7]);
-    const float mean[3] = { 0.485f, 0.456f, 0.406f };
-    const float std[3] = { 0.229f, 0.224f, 0.225f };
+    const float mean[3] = {0.485f, 0.456f, 0.406f};
+    const float std[3] = {0.229f, 0.224f, 0.225f};
     gchar *pixels = NULL;
     gsize length = 0;
     GError *error = NULL;

@@ -14,12 +14,12 @@
 
 static void test_iou(void)
 {
-    float a[4] = { 0, 0, 2, 2 };
-    float disjoint[4] = { 3, 3, 5, 5 };
-    float touching[4] = { 2, 0, 4, 2 }; /* shares the edge x = 2: zero area */
-    float corner[4] = { 2, 2, 4, 4 };
-    float overlap[4] = { 1, 1, 3, 3 }; /* inter 1, union 4 + 4 - 1 = 7 */
-    float inside[4] = { 0, 0, 2, 1 };  /* inter 2, union 4: exactly 0.5 */
+    float a[4] = {0, 0, 2, 2};
+    float disjoint[4] = {3, 3, 5, 5};
+    float touching[4] = {2, 0, 4, 2}; /* shares the edge x = 2: zero area */
+    float corner[4] = {2, 2, 4, 4};
+    float overlap[4] = {1, 1, 3, 3}; /* inter 1, union 4 + 4 - 1 = 7 */
+    float inside[4] = {0, 0, 2, 1};  /* inter 2, union 4: exactly 0.5 */
 
     g_assert_cmpfloat(vd_math_box_iou(a, disjoint), ==, 0.0f);
     g_assert_cmpfloat(vd_math_box_iou(a, touching), ==, 0.0f);
@@ -29,7 +29,7 @@ static void test_iou(void)
     g_assert_cmpfloat(vd_math_box_iou(overlap, a), ==, 1.0f / 7.0f);
     g_assert_cmpfloat(vd_math_box_iou(a, inside), ==, 0.5f);
     /* no +1 convention: a 1x1 box has area 1, not 4 */
-    float unit[4] = { 5, 5, 6, 6 };
+    float unit[4] = {5, 5, 6, 6};
     g_assert_cmpfloat(vd_math_box_area(unit), ==, 1.0f);
 }
 
@@ -39,15 +39,15 @@ static void test_iou(void)
 static void test_nms_ties(void)
 {
     /* three identical boxes with equal scores: the lowest index survives */
-    float same[12] = { 0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10 };
-    float equal[3] = { 0.5f, 0.5f, 0.5f };
+    float same[12] = {0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10};
+    float equal[3] = {0.5f, 0.5f, 0.5f};
     int keep[3];
     g_assert_cmpint(vd_nms(same, equal, 3, 0.5f, keep), ==, 1);
     g_assert_cmpint(keep[0], ==, 0);
 
     /* disjoint boxes: all kept, score descending, equal scores by index */
-    float disjoint[16] = { 0, 0, 1, 1, 2, 0, 3, 1, 4, 0, 5, 1, 6, 0, 7, 1 };
-    float scores[4] = { 0.5f, 0.9f, 0.5f, 0.7f };
+    float disjoint[16] = {0, 0, 1, 1, 2, 0, 3, 1, 4, 0, 5, 1, 6, 0, 7, 1};
+    float scores[4] = {0.5f, 0.9f, 0.5f, 0.7f};
     int keep4[4];
     g_assert_cmpint(vd_nms(disjoint, scores, 4, 0.5f, keep4), ==, 4);
     g_assert_cmpint(keep4[0], ==, 1);
@@ -59,8 +59,8 @@ static void test_nms_ties(void)
 static void test_nms_threshold_strict(void)
 {
     /* IoU of these two is exactly 0.5 (inter 2, union 4) */
-    float boxes[8] = { 0, 0, 4, 1, 0, 0, 2, 1 };
-    float scores[2] = { 0.9f, 0.8f };
+    float boxes[8] = {0, 0, 4, 1, 0, 0, 2, 1};
+    float scores[2] = {0.9f, 0.8f};
     int keep[2];
     g_assert_cmpint(vd_nms(boxes, scores, 2, 0.5f, keep), ==, 2); /* not > 0.5 */
     g_assert_cmpint(keep[0], ==, 0);
@@ -73,8 +73,8 @@ static void test_nms_suppressed_do_not_suppress(void)
 {
     /* A suppresses B (IoU 3/5), B would suppress C (IoU 3/5) but is gone, and
      * IoU(A, C) = 2/6 stays below 0.5: A and C are kept. */
-    float boxes[12] = { 0, 0, 4, 1, 1, 0, 5, 1, 2, 0, 6, 1 };
-    float scores[3] = { 0.9f, 0.8f, 0.7f };
+    float boxes[12] = {0, 0, 4, 1, 1, 0, 5, 1, 2, 0, 6, 1};
+    float scores[3] = {0.9f, 0.8f, 0.7f};
     int keep[3];
     g_assert_cmpint(vd_nms(boxes, scores, 3, 0.5f, keep), ==, 2);
     g_assert_cmpint(keep[0], ==, 0);
@@ -83,7 +83,7 @@ static void test_nms_suppressed_do_not_suppress(void)
 
 static void test_nms_empty(void)
 {
-    int keep[1] = { 42 };
+    int keep[1] = {42};
     g_assert_cmpint(vd_nms(NULL, NULL, 0, 0.5f, keep), ==, 0);
     g_assert_cmpint(vd_batched_nms(NULL, NULL, NULL, 0, 0.5f, keep), ==, 0);
     g_assert_cmpint(keep[0], ==, 42);
@@ -94,9 +94,9 @@ static void test_batched_nms(void)
     /* 0 and 1 identical but in different groups: both kept; 2 is identical to 0
      * in group 0 with a lower score: suppressed; 3 and 4 are disjoint in group 1.
      * Merged by score: 4 (0.9), 0 (0.6), 1 (0.6, tie: higher index), 3 (0.3). */
-    float boxes[20] = { 0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10, 20, 20, 30, 30, 40, 40, 50, 50 };
-    float scores[5] = { 0.6f, 0.6f, 0.5f, 0.3f, 0.9f };
-    int groups[5] = { 7, 3, 7, 3, 3 };
+    float boxes[20] = {0, 0, 10, 10, 0, 0, 10, 10, 0, 0, 10, 10, 20, 20, 30, 30, 40, 40, 50, 50};
+    float scores[5] = {0.6f, 0.6f, 0.5f, 0.3f, 0.9f};
+    int groups[5] = {7, 3, 7, 3, 3};
     int keep[5];
     g_assert_cmpint(vd_batched_nms(boxes, scores, groups, 5, 0.5f, keep), ==, 4);
     g_assert_cmpint(keep[0], ==, 4);
@@ -180,7 +180,7 @@ static void test_nms_random_against_reference(void)
 
 static void test_topk(void)
 {
-    float values[6] = { 1, 3, 3, 2, 3, -1 };
+    float values[6] = {1, 3, 3, 2, 3, -1};
     int idx[6];
     g_assert_cmpint(vd_topk(values, 6, 3, idx), ==, 3);
     g_assert_cmpint(idx[0], ==, 1);
@@ -190,12 +190,12 @@ static void test_topk(void)
     g_assert_cmpint(idx[3], ==, 3);
     /* k clamped to n, full descending order */
     g_assert_cmpint(vd_topk(values, 6, 100, idx), ==, 6);
-    int all[6] = { 1, 2, 4, 3, 0, 5 };
+    int all[6] = {1, 2, 4, 3, 0, 5};
     g_assert_cmpmem(idx, sizeof(all), all, sizeof(all));
     g_assert_cmpint(vd_topk(values, 6, 0, idx), ==, 0);
     g_assert_cmpint(vd_topk(values, 0, 3, idx), ==, 0);
     /* NaN ranks above everything (as in torch.topk); -0 ties with +0 */
-    float special[4] = { 0.0f, NAN, -0.0f, INFINITY };
+    float special[4] = {0.0f, NAN, -0.0f, INFINITY};
     g_assert_cmpint(vd_topk(special, 4, 4, idx), ==, 4);
     g_assert_cmpint(idx[0], ==, 1);
     g_assert_cmpint(idx[1], ==, 3);
@@ -233,14 +233,14 @@ static void test_cell_anchors_table(void)
 {
     /* spec §3.1, ratios 0.5, 1, 2 per size */
     static const float table[5][3][4] = {
-        { { -23, -11, 23, 11 }, { -16, -16, 16, 16 }, { -11, -23, 11, 23 } },
-        { { -45, -23, 45, 23 }, { -32, -32, 32, 32 }, { -23, -45, 23, 45 } },
-        { { -91, -45, 91, 45 }, { -64, -64, 64, 64 }, { -45, -91, 45, 91 } },
-        { { -181, -91, 181, 91 }, { -128, -128, 128, 128 }, { -91, -181, 91, 181 } },
-        { { -362, -181, 362, 181 }, { -256, -256, 256, 256 }, { -181, -362, 181, 362 } },
+        {{-23, -11, 23, 11}, {-16, -16, 16, 16}, {-11, -23, 11, 23}},
+        {{-45, -23, 45, 23}, {-32, -32, 32, 32}, {-23, -45, 23, 45}},
+        {{-91, -45, 91, 45}, {-64, -64, 64, 64}, {-45, -91, 45, 91}},
+        {{-181, -91, 181, 91}, {-128, -128, 128, 128}, {-91, -181, 91, 181}},
+        {{-362, -181, 362, 181}, {-256, -256, 256, 256}, {-181, -362, 181, 362}},
     };
-    const float sizes[5] = { 32, 64, 128, 256, 512 };
-    const float ratios[3] = { 0.5f, 1.0f, 2.0f };
+    const float sizes[5] = {32, 64, 128, 256, 512};
+    const float ratios[3] = {0.5f, 1.0f, 2.0f};
     for (int s = 0; s < 5; s++) {
         float out[12];
         vd_cell_anchors(&sizes[s], 1, ratios, 3, out);
@@ -272,12 +272,12 @@ static void test_grid_anchors_pool_level(void)
 {
     /* pool level of an 800x1216 padded input: 13x19 cells, stride 800/13 = 61
      * rows and 1216/19 = 64 columns */
-    const float sizes[1] = { 512 };
-    const float ratios[3] = { 0.5f, 1.0f, 2.0f };
+    const float sizes[1] = {512};
+    const float ratios[3] = {0.5f, 1.0f, 2.0f};
     float cell[12];
     vd_cell_anchors(sizes, 1, ratios, 3, cell);
     int gh = 13, gw = 19, a = 3;
-    float *anchors = g_new(float, gh * gw * a * 4);
+    float *anchors = g_new(float, gh *gw *a * 4);
     vd_grid_anchors(cell, a, 800, 1216, gh, gw, anchors);
     /* first cell: the cell anchors themselves */
     g_assert_cmpmem(anchors, sizeof(cell), cell, sizeof(cell));
@@ -306,15 +306,15 @@ static void test_grid_anchors_pool_level(void)
 static void test_decode(void)
 {
     /* ref w=20 h=40 cx=20 cy=40; dx=0.5 dy=-0.25 -> centre (30, 30), size kept */
-    float refs[8] = { 10, 20, 30, 60, 10, 20, 30, 60 };
-    float deltas[8] = { 0.5f, -0.25f, 0, 0, 5.0f, -2.5f, 0, 0 };
+    float refs[8] = {10, 20, 30, 60, 10, 20, 30, 60};
+    float deltas[8] = {0.5f, -0.25f, 0, 0, 5.0f, -2.5f, 0, 0};
     float out[8];
-    const float unit[4] = { 1, 1, 1, 1 };
+    const float unit[4] = {1, 1, 1, 1};
     vd_decode_boxes(refs, deltas, 1, unit, out);
-    const float expected[4] = { 20, 10, 40, 50 };
+    const float expected[4] = {20, 10, 40, 50};
     g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
     /* RoI-head weights (10, 10, 5, 5): 5 / 10 = 0.5, -2.5 / 10 = -0.25 */
-    const float roi_weights[4] = { 10, 10, 5, 5 };
+    const float roi_weights[4] = {10, 10, 5, 5};
     vd_decode_boxes(refs + 4, deltas + 4, 1, roi_weights, out + 4);
     g_assert_cmpmem(out + 4, sizeof(expected), expected, sizeof(expected));
     /* in place */
@@ -327,10 +327,10 @@ static void test_decode_clip(void)
 {
     /* dw = 10 is clamped to log(1000/16): w = 16 * 62.5 = 1000 around cx = 8;
      * dh = -100 is not clamped (upper bound only): the height collapses. */
-    float ref[4] = { 0, 0, 16, 16 };
-    float delta[4] = { 0, 0, 10, -100 };
+    float ref[4] = {0, 0, 16, 16};
+    float delta[4] = {0, 0, 10, -100};
     float out[4];
-    const float unit[4] = { 1, 1, 1, 1 };
+    const float unit[4] = {1, 1, 1, 1};
     vd_decode_boxes(ref, delta, 1, unit, out);
     /* 1e-3 absolute on 500: expf(4.1351666f) is 62.5 to within a few ulp */
     g_assert_cmpfloat_with_epsilon(out[0], 8.0f - 500.0f, 1e-3);
@@ -338,7 +338,7 @@ static void test_decode_clip(void)
     g_assert_cmpfloat(out[3] - out[1], <, 1e-30f);
     g_assert_cmpfloat(out[1], ==, 8.0f);
     /* the clamp value itself: dw exactly at the clip gives the same box */
-    float at_clip[4] = { 0, 0, VD_MATH_BBOX_XFORM_CLIP, 0 };
+    float at_clip[4] = {0, 0, VD_MATH_BBOX_XFORM_CLIP, 0};
     float out2[4];
     vd_decode_boxes(ref, at_clip, 1, unit, out2);
     g_assert_cmpfloat(out2[0], ==, out[0]);
@@ -348,22 +348,22 @@ static void test_decode_clip(void)
 
 static void test_clip_boxes(void)
 {
-    float boxes[8] = { -5, -1, 700, 30, 10, 480.5f, 20, 700 };
+    float boxes[8] = {-5, -1, 700, 30, 10, 480.5f, 20, 700};
     vd_clip_boxes(boxes, 2, 480, 640);
-    const float expected[8] = { 0, 0, 640, 30, 10, 480, 20, 480 };
+    const float expected[8] = {0, 0, 640, 30, 10, 480, 20, 480};
     g_assert_cmpmem(boxes, sizeof(expected), expected, sizeof(expected));
 }
 
 static void test_roi_level(void)
 {
-    float box224[4] = { 10, 10, 234, 234 };        /* s = 224: level 4 */
-    float box223[4] = { 0, 0, 223, 223 };          /* just below: level 3 */
-    float box112[4] = { 0, 0, 112, 112 };          /* level 3 */
-    float box111[4] = { 0, 0, 111, 111 };          /* level 2 (log2 < -1) */
-    float box448[4] = { 0, 0, 448, 448 };          /* level 5 */
-    float huge[4] = { 0, 0, 5000, 5000 };          /* clamped to 5 */
-    float tiny[4] = { 0, 0, 1, 1 };                /* clamped to 2 */
-    float zero[4] = { 5, 5, 5, 9 };                /* area 0: log2(0) = -inf */
+    float box224[4] = {10, 10, 234, 234}; /* s = 224: level 4 */
+    float box223[4] = {0, 0, 223, 223};   /* just below: level 3 */
+    float box112[4] = {0, 0, 112, 112};   /* level 3 */
+    float box111[4] = {0, 0, 111, 111};   /* level 2 (log2 < -1) */
+    float box448[4] = {0, 0, 448, 448};   /* level 5 */
+    float huge[4] = {0, 0, 5000, 5000};   /* clamped to 5 */
+    float tiny[4] = {0, 0, 1, 1};         /* clamped to 2 */
+    float zero[4] = {5, 5, 5, 9};         /* area 0: log2(0) = -inf */
     g_assert_cmpint(vd_roi_level(box224, 2, 5), ==, 2);
     g_assert_cmpint(vd_roi_level(box223, 2, 5), ==, 1);
     g_assert_cmpint(vd_roi_level(box112, 2, 5), ==, 1);
@@ -374,8 +374,8 @@ static void test_roi_level(void)
     g_assert_cmpint(vd_roi_level(zero, 2, 5), ==, 0);
     /* the 1e-6 eps: side 223.99992 gives 4 + log2(s/224) = 3.9999995, lifted
      * to level 4 by the eps; side 223.9998 (3.9999988) stays on level 3 */
-    float eps_up[4] = { 0, 0, 223.99992f, 223.99992f };
-    float eps_down[4] = { 0, 0, 223.9998f, 223.9998f };
+    float eps_up[4] = {0, 0, 223.99992f, 223.99992f};
+    float eps_down[4] = {0, 0, 223.9998f, 223.9998f};
     g_assert_cmpint(vd_roi_level(eps_up, 2, 5), ==, 2);
     g_assert_cmpint(vd_roi_level(eps_down, 2, 5), ==, 1);
     /* MobileNet: k_min = k_max = 5, everything on index 0 */
@@ -402,13 +402,13 @@ static void test_roi_align_hand(void)
     /* channel 0 as an image: [[0,1,4],[9,16,25],[36,49,64]]. RoI [0,0,2,2],
      * 2x2 bins of 1 pixel, 1 sample at each bin centre (0.5 / 1.5): the mean
      * of the 4 neighbours. */
-    float roi[4] = { 0, 0, 2, 2 };
+    float roi[4] = {0, 0, 2, 2};
     float out[8];
     vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 2, 1, out, 8);
-    const float expected[8] = { 6.5f, 14.0f, 11.5f, 24.0f, 27.5f, 56.0f, 38.5f, 78.0f };
+    const float expected[8] = {6.5f, 14.0f, 11.5f, 24.0f, 27.5f, 56.0f, 38.5f, 78.0f};
     g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
     /* the same through spatial_scale 1/4 */
-    float roi4[4] = { 0, 0, 8, 8 };
+    float roi4[4] = {0, 0, 8, 8};
     vd_roi_align_nhwc(map, 3, 3, 2, roi4, NULL, 1, 0.25f, 2, 1, out, 8);
     g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
     /* sampling_ratio 2, one bin: samples at 0.5 and 1.5 per axis: the mean of
@@ -420,7 +420,7 @@ static void test_roi_align_hand(void)
     /* a sample off the pixel grid: RoI [0.5,0,1.5,0.5], 1 bin, 1 sample: rh is
      * raised to 1, so the sample is (y, x) = (0.5, 1.0): between rows 0 and 1
      * of column 1: (1 + 16) / 2 */
-    float roi_off[4] = { 0.5f, 0, 1.5f, 0.5f };
+    float roi_off[4] = {0.5f, 0, 1.5f, 0.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, roi_off, NULL, 1, 1.0f, 1, 1, pooled1, 2);
     g_assert_cmpfloat(pooled1[0], ==, 8.5f);
 }
@@ -432,7 +432,7 @@ static void test_roi_align_small_roi(void)
     /* 0.25 pixel wide: max(extent, 1) makes it 1 pixel from (1,1): the single
      * sample is at (1.5, 1.5), mean of 16, 25, 49, 64 = 38.5. Without the rule
      * it would sample (1.125, 1.125). */
-    float roi[4] = { 1, 1, 1.25f, 1.25f };
+    float roi[4] = {1, 1, 1.25f, 1.25f};
     float out[2];
     vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 38.5f);
@@ -445,36 +445,36 @@ static void test_roi_align_edges(void)
     square_map(map);
     float out[2];
     /* samples exactly at -1 in both axes are still sampled, clamped to 0 */
-    float at_minus1[4] = { -1.5f, -1.5f, -0.5f, -0.5f };
+    float at_minus1[4] = {-1.5f, -1.5f, -0.5f, -0.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, at_minus1, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 0.0f);
     g_assert_cmpfloat(out[1], ==, 1.0f);
     /* just beyond -1 in x only: zero */
-    float below[4] = { -1.625f, -1.5f, -0.625f, -0.5f };
+    float below[4] = {-1.625f, -1.5f, -0.625f, -0.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, below, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 0.0f);
     g_assert_cmpfloat(out[1], ==, 0.0f);
     /* y exactly H = 3 is sampled (clamped to the last row); x = 1 */
-    float at_h[4] = { 0.5f, 2.5f, 1.5f, 3.5f };
+    float at_h[4] = {0.5f, 2.5f, 1.5f, 3.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, at_h, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 49.0f);
     g_assert_cmpfloat(out[1], ==, 99.0f);
     /* x exactly W = 3 (last column), y = 0 */
-    float at_w[4] = { 2.5f, -0.5f, 3.5f, 0.5f };
+    float at_w[4] = {2.5f, -0.5f, 3.5f, 0.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, at_w, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 4.0f);
     /* y = H + 0.25: outside */
-    float beyond_h[4] = { 0.5f, 2.75f, 1.5f, 3.75f };
+    float beyond_h[4] = {0.5f, 2.75f, 1.5f, 3.75f};
     vd_roi_align_nhwc(map, 3, 3, 2, beyond_h, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 0.0f);
     /* y between H-1 and H: clamped to the last row too (no weight beyond) */
-    float between[4] = { 0.5f, 2.1f, 1.5f, 3.1f };
+    float between[4] = {0.5f, 2.1f, 1.5f, 3.1f};
     vd_roi_align_nhwc(map, 3, 3, 2, between, NULL, 1, 1.0f, 1, 1, out, 2);
     g_assert_cmpfloat(out[0], ==, 49.0f);
     /* half the samples outside: 2x2 samples of a bin, those at x = 3.5 count
      * as 0 but still divide: RoI x [2.5, 4.5] samples x = 3 and 4 (out), y = 0
      * both times (RoI y [-0.5, 1.5] samples y = 0 and 1) */
-    float half_out[4] = { 2.5f, -0.5f, 4.5f, 1.5f };
+    float half_out[4] = {2.5f, -0.5f, 4.5f, 1.5f};
     vd_roi_align_nhwc(map, 3, 3, 2, half_out, NULL, 1, 1.0f, 1, 2, out, 2);
     /* x = 3 -> column 2: values 4 (y=0) and 25 (y=1); x = 4.0 > W: 0 */
     g_assert_cmpfloat(out[0], ==, (4.0f + 25.0f) / 4.0f);
@@ -486,12 +486,12 @@ static void test_roi_align_constant(void)
      * weights; for arbitrary ones within 4 ulp (the 4 weights sum to 1 up to
      * the rounding of their products) */
     int h = 20, w = 30, c = 5;
-    float *map = g_new(float, h * w * c);
+    float *map = g_new(float, h *w *c);
     for (int i = 0; i < h * w * c; i++)
         map[i] = 3.25f;
     /* RoI 0: 14x14 pixels, bins of 2, samples on pixel centres + 0.5: weights
      * 0.25 (dyadic); RoI 1: arbitrary */
-    float rois[8] = { 1, 2, 15, 16, 3.3f, 1.7f, 21.9f, 13.1f };
+    float rois[8] = {1, 2, 15, 16, 3.3f, 1.7f, 21.9f, 13.1f};
     float out[2 * 7 * 7 * 5];
     vd_roi_align_nhwc(map, h, w, c, rois, NULL, 2, 1.0f, 7, 2, out, 7 * 7 * 5);
     for (int i = 0; i < 7 * 7 * 5; i++)
@@ -508,13 +508,13 @@ static void test_roi_align_scatter(void)
      * left alone */
     float map[18];
     square_map(map);
-    float rois[8] = { 0, 0, 1, 1, 1, 1, 2, 2 }; /* samples (0.5,0.5) and (1.5,1.5) */
-    int index[2] = { 2, 0 };
+    float rois[8] = {0, 0, 1, 1, 1, 1, 2, 2}; /* samples (0.5,0.5) and (1.5,1.5) */
+    int index[2] = {2, 0};
     float out[9];
     for (int i = 0; i < 9; i++)
         out[i] = -7.0f;
     vd_roi_align_nhwc(map, 3, 3, 2, rois, index, 2, 1.0f, 1, 1, out, 3);
-    const float expected[9] = { 38.5f, 78.0f, -7.0f, -7.0f, -7.0f, -7.0f, 6.5f, 14.0f, -7.0f };
+    const float expected[9] = {38.5f, 78.0f, -7.0f, -7.0f, -7.0f, -7.0f, 6.5f, 14.0f, -7.0f};
     g_assert_cmpmem(out, sizeof(expected), expected, sizeof(expected));
 }
 
@@ -580,7 +580,7 @@ static void test_roi_align_random_against_reference(void)
 {
     GRand *rand = g_rand_new_with_seed(77);
     int h = 25, w = 38, c = 6, pooled = 7, n = 60;
-    float *nhwc = g_new(float, h * w * c), *planes = g_new(float, h * w * c);
+    float *nhwc = g_new(float, h *w *c), *planes = g_new(float, h *w *c);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
             for (int k = 0; k < c; k++) {
@@ -599,12 +599,11 @@ static void test_roi_align_random_against_reference(void)
         rois[4 * i + 3] = y1 + (float)g_rand_double_range(rand, 0, i % 3 ? 120 : 6);
     }
     int stride = pooled * pooled * c;
-    float *out = g_new(float, n * stride), *expected = g_new(float, stride);
+    float *out = g_new(float, n *stride), *expected = g_new(float, stride);
     for (int sampling = 0; sampling <= 2; sampling += 2) {
         vd_roi_align_nhwc(nhwc, h, w, c, rois, NULL, n, 0.125f, pooled, sampling, out, stride);
         for (int i = 0; i < n; i++) {
-            reference_roi_align(planes, h, w, c, rois + 4 * i, 0.125f, pooled, sampling,
-                                expected);
+            reference_roi_align(planes, h, w, c, rois + 4 * i, 0.125f, pooled, sampling, expected);
             g_assert_cmpmem(out + i * stride, stride * sizeof(float), expected,
                             stride * sizeof(float));
         }
@@ -623,7 +622,7 @@ static void test_roi_align_divides_by_count(void)
      * weight 1, so with 3x3 samples acc = v + v + ... (9 float additions) and
      * the output is acc / 9. For v = 0.009 that differs from acc * (1/9). */
     float v = 0.009f;
-    float roi[4] = { -0.5f, -0.5f, 0.5f, 0.5f };
+    float roi[4] = {-0.5f, -0.5f, 0.5f, 0.5f};
     float out;
     vd_roi_align_nhwc(&v, 1, 1, 1, roi, NULL, 1, 1.0f, 1, 3, &out, 1);
     float acc = 0.0f;
@@ -639,7 +638,7 @@ static void test_roi_align_adaptive(void)
      * has 2x2 samples (0.5, 1.5): same as sampling_ratio 2 */
     float map[18];
     square_map(map);
-    float roi[4] = { 0, 0, 2, 2 };
+    float roi[4] = {0, 0, 2, 2};
     float adaptive[2], fixed[2];
     vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 0, adaptive, 2);
     vd_roi_align_nhwc(map, 3, 3, 2, roi, NULL, 1, 1.0f, 1, 2, fixed, 2);
@@ -651,7 +650,7 @@ static void test_roi_align_adaptive(void)
 
 static void test_softmax(void)
 {
-    float rows[9] = { 1, 1, 0, 1000, 1000, 0, 0, 0, 0 };
+    float rows[9] = {1, 1, 0, 1000, 1000, 0, 0, 0, 0};
     vd_softmax_rows(rows, 3, 3);
     /* e^1, e^1, 1 / (2e + 1): compare with double within 2 ulp (expf and the
      * sum are rounded) */
@@ -675,19 +674,19 @@ static void test_expf_sleef(void)
     static const struct {
         float x, expected;
     } cases[] = {
-        { -0x1.3f8fc6p+3f, 0x1.82187p-15f },   /* glibc 0x1.821872p-15 */
-        { -0x1.3d5ea4p+3f, 0x1.9d780cp-15f },  /* glibc 0x1.9d780ap-15 */
-        { -0x1.2b655ap+3f, 0x1.6a887cp-14f },  /* glibc 0x1.6a887ep-14 */
-        { 0.0f, 1.0f },
-        { 1.0f, 0x1.5bf0a8p+1f },
-        { -1.0f, 0x1.78b564p-2f },
-        { VD_MATH_BBOX_XFORM_CLIP, 0x1.f40002p+5f }, /* 62.500004, not 62.5 */
-        { -87.5f, 0x1.b2cafp-127f },                /* subnormal result */
-        { -103.9f, 0x1p-149f },
-        { -104.5f, 0.0f },
-        { 88.5f, 0x1.99b988p+127f },
-        { 99.9f, INFINITY },
-        { 1000.0f, INFINITY },
+        {-0x1.3f8fc6p+3f, 0x1.82187p-15f},  /* glibc 0x1.821872p-15 */
+        {-0x1.3d5ea4p+3f, 0x1.9d780cp-15f}, /* glibc 0x1.9d780ap-15 */
+        {-0x1.2b655ap+3f, 0x1.6a887cp-14f}, /* glibc 0x1.6a887ep-14 */
+        {0.0f, 1.0f},
+        {1.0f, 0x1.5bf0a8p+1f},
+        {-1.0f, 0x1.78b564p-2f},
+        {VD_MATH_BBOX_XFORM_CLIP, 0x1.f40002p+5f}, /* 62.500004, not 62.5 */
+        {-87.5f, 0x1.b2cafp-127f},                 /* subnormal result */
+        {-103.9f, 0x1p-149f},
+        {-104.5f, 0.0f},
+        {88.5f, 0x1.99b988p+127f},
+        {99.9f, INFINITY},
+        {1000.0f, INFINITY},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++)
         g_assert_cmpfloat(vd_math_expf(cases[i].x), ==, cases[i].expected);
@@ -710,13 +709,10 @@ static void test_transform_sizes(void)
     /* spec §1.3 table, "newest" (double-precision scale) column */
     static const int cases[][6] = {
         /* h, w, resized h, resized w, padded h, padded w */
-        { 427, 640, 800, 1199, 800, 1216 },
-        { 375, 500, 800, 1066, 800, 1088 },
-        { 333, 500, 800, 1201, 800, 1216 },
-        { 640, 427, 1199, 800, 1216, 800 },
-        { 480, 640, 800, 1066, 800, 1088 },
-        { 1000, 300, 1333, 399, 1344, 416 },
-        { 800, 1216, 800, 1216, 800, 1216 },
+        {427, 640, 800, 1199, 800, 1216},  {375, 500, 800, 1066, 800, 1088},
+        {333, 500, 800, 1201, 800, 1216},  {640, 427, 1199, 800, 1216, 800},
+        {480, 640, 800, 1066, 800, 1088},  {1000, 300, 1333, 399, 1344, 416},
+        {800, 1216, 800, 1216, 800, 1216},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         int rh, rw, ph, pw;
@@ -745,7 +741,7 @@ static void test_resize_source(void)
     static const struct {
         int i0, i1;
         float l1;
-    } up[4] = { { 0, 1, 0.0f }, { 0, 1, 0.25f }, { 0, 1, 0.75f }, { 1, 1, 0.25f } };
+    } up[4] = {{0, 1, 0.0f}, {0, 1, 0.25f}, {0, 1, 0.75f}, {1, 1, 0.25f}};
     float r = vd_math_resize_ratio(2, 4);
     for (int d = 0; d < 4; d++) {
         int i0, i1;

@@ -7,15 +7,15 @@
 
 #include "cpu/vd_cpu_ops.h"
 
-static const float zero_mean[3] = { 0, 0, 0 };
-static const float unit_std[3] = { 1, 1, 1 };
-static const float imagenet_mean[3] = { 0.485f, 0.456f, 0.406f };
-static const float imagenet_std[3] = { 0.229f, 0.224f, 0.225f };
+static const float zero_mean[3] = {0, 0, 0};
+static const float unit_std[3] = {1, 1, 1};
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
-static float *run_preprocess(const vd_image *image, const float mean[3], const float std[3],
-                             int rh, int rw, int ph, int pw)
+static float *run_preprocess(const vd_image *image, const float mean[3], const float std[3], int rh,
+                             int rw, int ph, int pw)
 {
-    float *out = g_new(float, (size_t)ph * pw * 3);
+    float *out = g_new(float, (size_t)ph *pw * 3);
     for (size_t i = 0; i < (size_t)ph * pw * 3; i++)
         out[i] = NAN; /* every float must be written */
     GError *error = NULL;
@@ -56,8 +56,8 @@ static void test_identity_size(void)
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
             for (int c = 0; c < 3; c++) {
-                float v = ((float)rgb[(y * w + x) * 3 + c] / 255.0f - imagenet_mean[c]) /
-                          imagenet_std[c];
+                float v =
+                    ((float)rgb[(y * w + x) * 3 + c] / 255.0f - imagenet_mean[c]) / imagenet_std[c];
                 g_assert_cmpfloat(out[(y * 32 + x) * 3 + c], ==, v);
             }
     assert_padding_zero(out, h, w, 32, 32);
@@ -74,15 +74,15 @@ static void test_upsample_2x(void)
      * [[0, 1], [1, 0]] (bytes 0 and 255, mean 0, std 1) the output is
      * (1-fy) fx + fy (1-fx), all dyadic hence exact. Channel 1 uses mean 0.5,
      * std 0.5, i.e. values -1 and 1: 2 * table - 1. */
-    const uint8_t rgb[12] = { 0, 0, 0, 255, 255, 255, 255, 255, 255, 0, 0, 0 };
+    const uint8_t rgb[12] = {0, 0, 0, 255, 255, 255, 255, 255, 255, 0, 0, 0};
     static const float table[4][4] = {
-        { 0.0f, 0.25f, 0.75f, 1.0f },
-        { 0.25f, 0.375f, 0.625f, 0.75f },
-        { 0.75f, 0.625f, 0.375f, 0.25f },
-        { 1.0f, 0.75f, 0.25f, 0.0f },
+        {0.0f, 0.25f, 0.75f, 1.0f},
+        {0.25f, 0.375f, 0.625f, 0.75f},
+        {0.75f, 0.625f, 0.375f, 0.25f},
+        {1.0f, 0.75f, 0.25f, 0.0f},
     };
-    const float mean[3] = { 0, 0.5f, 0 };
-    const float std[3] = { 1, 0.5f, 1 };
+    const float mean[3] = {0, 0.5f, 0};
+    const float std[3] = {1, 0.5f, 1};
     vd_image image = vd_image_rgb(rgb, 2, 2);
     float *out = run_preprocess(&image, mean, std, 4, 4, 4, 4);
     for (int y = 0; y < 4; y++)
@@ -102,8 +102,8 @@ static void test_downsample(void)
      *   [0,1,0,1,0] -> [0.75, 0.75]
      *   [1,1,1,0,0] -> [1, 0]
      *   [0,0,0,0,1] -> [0, 0.25] */
-    static const int rows[3][5] = { { 0, 1, 0, 1, 0 }, { 1, 1, 1, 0, 0 }, { 0, 0, 0, 0, 1 } };
-    static const float expected[3][2] = { { 0.75f, 0.75f }, { 1.0f, 0.0f }, { 0.0f, 0.25f } };
+    static const int rows[3][5] = {{0, 1, 0, 1, 0}, {1, 1, 1, 0, 0}, {0, 0, 0, 0, 1}};
+    static const float expected[3][2] = {{0.75f, 0.75f}, {1.0f, 0.0f}, {0.0f, 0.25f}};
     uint8_t rgb[3 * 5 * 3];
     for (int y = 0; y < 3; y++)
         for (int x = 0; x < 5; x++)
@@ -155,7 +155,8 @@ static void test_blend_fma_order(void)
             int x0 = (int)sx, x1 = x0 + (x0 < w - 1);
             float l1w = (float)(sx - x0), l0w = 1.0f - l1w;
             for (int c = 0; c < 3; c++) {
-#define A(yy, xx) (((float)rgb[((yy) * w + (xx)) * 3 + c] / 255.0f - imagenet_mean[c]) / imagenet_std[c])
+#define A(yy, xx)                                                                                  \
+    (((float)rgb[((yy)*w + (xx)) * 3 + c] / 255.0f - imagenet_mean[c]) / imagenet_std[c])
                 float t0 = fmaf(l0w, A(y0, x0), l1w * A(y0, x1));
                 float t1 = fmaf(l0w, A(y1, x0), l1w * A(y1, x1));
                 float v = fmaf(l0h, t0, l1h * t1);
@@ -183,9 +184,8 @@ static void test_packed_formats(void)
         vd_pixel_format format;
         int bpp, r, g, b;
     } formats[] = {
-        { VD_FORMAT_RGB, 3, 0, 1, 2 },  { VD_FORMAT_BGR, 3, 2, 1, 0 },
-        { VD_FORMAT_RGBA, 4, 0, 1, 2 }, { VD_FORMAT_BGRA, 4, 2, 1, 0 },
-        { VD_FORMAT_RGBX, 4, 0, 1, 2 }, { VD_FORMAT_BGRX, 4, 2, 1, 0 },
+        {VD_FORMAT_RGB, 3, 0, 1, 2},  {VD_FORMAT_BGR, 3, 2, 1, 0},  {VD_FORMAT_RGBA, 4, 0, 1, 2},
+        {VD_FORMAT_BGRA, 4, 2, 1, 0}, {VD_FORMAT_RGBX, 4, 0, 1, 2}, {VD_FORMAT_BGRX, 4, 2, 1, 0},
     };
     for (size_t f = 0; f < G_N_ELEMENTS(formats); f++) {
         int stride = w * formats[f].bpp + 5;
@@ -198,7 +198,7 @@ static void test_packed_formats(void)
                 p[formats[f].g] = rgb[(y * w + x) * 3 + 1];
                 p[formats[f].b] = rgb[(y * w + x) * 3 + 2];
             }
-        vd_image view = { 0 };
+        vd_image view = {0};
         view.format = formats[f].format;
         view.width = w;
         view.height = h;
@@ -222,7 +222,7 @@ static void test_packed_formats(void)
 static void reference_yuv_to_rgb(vd_color_matrix matrix, gboolean full, int y, int u, int v,
                                  uint8_t *rgb)
 {
-    static const double kr_kb[3][2] = { { 0.299, 0.114 }, { 0.2126, 0.0722 }, { 0.2627, 0.0593 } };
+    static const double kr_kb[3][2] = {{0.299, 0.114}, {0.2126, 0.0722}, {0.2627, 0.0593}};
     double kr = kr_kb[matrix][0], kb = kr_kb[matrix][1], kg = 1 - kr - kb;
     double yn = full ? y / 255.0 : (y - 16) / 219.0;
     double pb = full ? (u - 128) / 255.0 : (u - 128) / 224.0;
@@ -230,7 +230,7 @@ static void reference_yuv_to_rgb(vd_color_matrix matrix, gboolean full, int y, i
     double r = yn + 2 * (1 - kr) * pr;
     double b = yn + 2 * (1 - kb) * pb;
     double g = yn - 2 * kb * (1 - kb) / kg * pb - 2 * kr * (1 - kr) / kg * pr;
-    double values[3] = { r, g, b };
+    double values[3] = {r, g, b};
     for (int c = 0; c < 3; c++) {
         double s = floor(values[c] * 255.0 + 0.5);
         rgb[c] = (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
@@ -303,7 +303,7 @@ static void test_yuv_formats(void)
             yuv_frame f = make_yuv(rand, w, h, (vd_color_matrix)m, full, rgb);
             vd_image rgb_view = vd_image_rgb(rgb, w, h);
             float *reference = run_preprocess(&rgb_view, zero_mean, unit_std, h, w, 32, 32);
-            vd_image nv12 = { 0 }, i420 = { 0 };
+            vd_image nv12 = {0}, i420 = {0};
             nv12.format = VD_FORMAT_NV12;
             i420.format = VD_FORMAT_I420;
             nv12.width = i420.width = w;
@@ -338,15 +338,76 @@ static void test_yuv_formats(void)
     g_rand_free(rand);
 }
 
+static void test_yuv_round_trip(void)
+{
+    /* A known RGB frame, constant over each 2x2 block (so 4:2:0 loses nothing),
+     * converted to Y'CbCr here in double and rounded to 8 bits, then read back
+     * as NV12: each of Y, Cb, Cr carries up to half a level of rounding, which
+     * the inverse matrix amplifies to at most about 2.2 levels (BT.709 blue:
+     * 0.5 * (255/219 + 2.11)), plus half a level for the final rounding. The
+     * tolerance is 3 levels in normalised units. Odd size: the last column and
+     * row have their own chroma samples. */
+    static const double kr_kb[3][2] = {{0.299, 0.114}, {0.2126, 0.0722}, {0.2627, 0.0593}};
+    GRand *rand = g_rand_new_with_seed(17);
+    int w = 11, h = 5, cw = 6, ch = 3;
+    uint8_t rgb[11 * 5 * 3], y_plane[11 * 5], uv_plane[12 * 3];
+    for (int m = VD_COLOR_MATRIX_BT601; m <= VD_COLOR_MATRIX_BT2020; m++)
+        for (int full = 0; full <= 1; full++) {
+            double kr = kr_kb[m][0], kb = kr_kb[m][1], kg = 1 - kr - kb;
+            for (int by = 0; by < ch; by++)
+                for (int bx = 0; bx < cw; bx++) {
+                    double c[3];
+                    uint8_t block[3];
+                    for (int k = 0; k < 3; k++) {
+                        block[k] = (uint8_t)g_rand_int_range(rand, 0, 256);
+                        c[k] = block[k] / 255.0;
+                    }
+                    double yv = kr * c[0] + kg * c[1] + kb * c[2];
+                    double pb = (c[2] - yv) / (2 * (1 - kb)), pr = (c[0] - yv) / (2 * (1 - kr));
+                    double y8 = full ? yv * 255 : 16 + 219 * yv;
+                    double u8 = 128 + (full ? 255 : 224) * pb, v8 = 128 + (full ? 255 : 224) * pr;
+                    uv_plane[by * 2 * cw + 2 * bx] = (uint8_t)CLAMP(floor(u8 + 0.5), 0, 255);
+                    uv_plane[by * 2 * cw + 2 * bx + 1] = (uint8_t)CLAMP(floor(v8 + 0.5), 0, 255);
+                    for (int dy = 0; dy < 2; dy++)
+                        for (int dx = 0; dx < 2; dx++) {
+                            int x = 2 * bx + dx, y = 2 * by + dy;
+                            if (x >= w || y >= h)
+                                continue;
+                            y_plane[y * w + x] = (uint8_t)CLAMP(floor(y8 + 0.5), 0, 255);
+                            memcpy(rgb + (y * w + x) * 3, block, 3);
+                        }
+                }
+            vd_image rgb_view = vd_image_rgb(rgb, w, h);
+            vd_image nv12 = {0};
+            nv12.format = VD_FORMAT_NV12;
+            nv12.width = w;
+            nv12.height = h;
+            nv12.planes[0] = y_plane;
+            nv12.strides[0] = w;
+            nv12.planes[1] = uv_plane;
+            nv12.strides[1] = 2 * cw;
+            nv12.matrix = (vd_color_matrix)m;
+            nv12.full_range = full;
+            float *expected = run_preprocess(&rgb_view, imagenet_mean, imagenet_std, h, w, h, w);
+            float *out = run_preprocess(&nv12, imagenet_mean, imagenet_std, h, w, h, w);
+            for (int i = 0; i < w * h * 3; i++)
+                g_assert_cmpfloat_with_epsilon(out[i], expected[i],
+                                               3.0 / 255.0 / imagenet_std[i % 3] + 1e-5);
+            g_free(expected);
+            g_free(out);
+        }
+    g_rand_free(rand);
+}
+
 static void test_yuv_known_values(void)
 {
     /* limited-range black/white/grey map to 0/255/128 on every matrix, and
      * BT.601 limited red (81, 90, 240) is (255, 0, 0) within one level */
     for (int m = VD_COLOR_MATRIX_BT601; m <= VD_COLOR_MATRIX_BT2020; m++) {
-        static const int cases[][4] = { { 16, 0, 0, 0 }, { 235, 255, 255, 255 }, { 126, 128, 128, 128 } };
+        static const int cases[][4] = {{16, 0, 0, 0}, {235, 255, 255, 255}, {126, 128, 128, 128}};
         for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
             uint8_t y = (uint8_t)cases[i][0], u = 128, v = 128;
-            vd_image image = { 0 };
+            vd_image image = {0};
             image.format = VD_FORMAT_I420;
             image.width = image.height = 1;
             image.planes[0] = &y;
@@ -361,7 +422,7 @@ static void test_yuv_known_values(void)
         }
     }
     uint8_t y = 81, u = 90, v = 240;
-    vd_image image = { 0 };
+    vd_image image = {0};
     image.format = VD_FORMAT_I420;
     image.width = image.height = 1;
     image.planes[0] = &y;
@@ -398,7 +459,7 @@ static void expect_invalid(const vd_image *image, const float *mean, const float
 
 static void test_invalid(void)
 {
-    uint8_t pixels[64] = { 0 };
+    uint8_t pixels[64] = {0};
     float dst[32 * 32 * 3];
     vd_image good = vd_image_rgb(pixels, 4, 4);
     /* sanity: the base description is accepted */
@@ -427,7 +488,7 @@ static void test_invalid(void)
     expect_invalid(&bad, zero_mean, unit_std, 4, 4, 32, 32, dst, "format 42");
 
     /* 5x3 NV12: chroma rows need 2 * ceil(5/2) = 6 bytes */
-    vd_image nv12 = { 0 };
+    vd_image nv12 = {0};
     nv12.format = VD_FORMAT_NV12;
     nv12.width = 5;
     nv12.height = 3;
@@ -463,7 +524,7 @@ static void test_invalid(void)
     /* sizes, normalisation, output */
     expect_invalid(&good, zero_mean, unit_std, 0, 4, 32, 32, dst, "resized");
     expect_invalid(&good, zero_mean, unit_std, 40, 4, 32, 32, dst, "padded");
-    const float zero_std[3] = { 1, 0, 1 };
+    const float zero_std[3] = {1, 0, 1};
     expect_invalid(&good, zero_mean, zero_std, 4, 4, 32, 32, dst, "channel 1");
     expect_invalid(&good, NULL, unit_std, 4, 4, 32, 32, dst, "mean");
     expect_invalid(&good, zero_mean, unit_std, 4, 4, 32, 32, NULL, "output");
@@ -478,6 +539,7 @@ int main(int argc, char **argv)
     g_test_add_func("/preprocess/blend-fma-order", test_blend_fma_order);
     g_test_add_func("/preprocess/packed-formats", test_packed_formats);
     g_test_add_func("/preprocess/yuv-formats", test_yuv_formats);
+    g_test_add_func("/preprocess/yuv-round-trip", test_yuv_round_trip);
     g_test_add_func("/preprocess/yuv-known-values", test_yuv_known_values);
     g_test_add_func("/preprocess/invalid", test_invalid);
     return g_test_run();
