@@ -9,6 +9,7 @@
 #include "vd_config.h"
 #include "vd_context_private.h"
 #include "cpu/vd_cpu_ops.h"
+#include "vd_math.h"
 
 #include <math.h>
 #include <omp.h>
@@ -663,7 +664,7 @@ static int run_rpn(cpu_state *st, cpu_plan *plan, int resized_h, int resized_w,
             const float *d = out->data + (size_t)(i / A) * 5 * A + A + (i % A) * 4;
             memcpy(deltas + 4 * j, d, 4 * sizeof(float));
             memcpy(refs + 4 * j, anchors + 4 * (size_t)i, 4 * sizeof(float));
-            scores[n + j] = 1.0f / (1.0f + expf(-logits[i]));
+            scores[n + j] = vd_math_sigmoid(logits[i]);
             levels[n + j] = l;
         }
         vd_decode_boxes(refs, deltas, k, weights, boxes + 4 * (size_t)n);
