@@ -68,6 +68,7 @@ __global__ void roi_align_kernel(vd_roi_levels lv, const float *rois, const int 
         }
         float box[4] = {rois[4 * r], rois[4 * r + 1], rois[4 * r + 2], rois[4 * r + 3]};
         int level = lv.n_levels > 1 ? vd_math_roi_level(box, lv.k_min, lv.k_max) : 0;
+        level = min(level, lv.n_levels - 1); /* k_max - k_min + 1 levels, by construction */
         const T *feat = (const T *)lv.features[level];
         int H = lv.height[level], W = lv.width[level];
         vd_math_roi_geometry geo =

@@ -241,7 +241,8 @@ static void plan_free(cuda_plan *plan)
     if (plan == NULL)
         return;
     vd_cuda_conv_clear(&plan->stem);
-    for (int b = 0; b < plan->n_blocks; b++) {
+    /* every block: a plan that failed half way has not set n_blocks */
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
         vd_cuda_conv_clear(&plan->blocks[b].conv1);
         vd_cuda_conv_clear(&plan->blocks[b].conv2);
         vd_cuda_conv_clear(&plan->blocks[b].conv3);

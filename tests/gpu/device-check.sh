@@ -41,18 +41,27 @@ for base in site.getsitepackages() + [site.getusersitepackages()]:
 print(":".join(sorted(dirs)))
 EOF
 )
-export LD_LIBRARY_PATH="$WORK/lib:$NVLIBS:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# our binaries only: the carried Debian libraries must not replace the ones
+# python and torch load
+VD_LD="$WORK/lib:$NVLIBS:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+for b in test-gpu-kernels test-gpu-engine vd-gpu-bench; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$VD_LD" "$BIN/$b" > "$WORK/run-$b"
+  chmod +x "$WORK/run-$b"
+done
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cudnn', torch.backends.cudnn.version())"
-  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  for b in "$BIN"/*; do echo "ldd $(basename "$b"):"; ldd "$b" | grep -E "not found|cud|cublas|dnnl|glib" ; done
+  echo "our LD_LIBRARY_PATH=$VD_LD"
+  for b in "$BIN"/*; do
+    echo "ldd $(basename "$b"):"
+    LD_LIBRARY_PATH="$VD_LD" ldd "$b" | grep -E "not found|cud|cublas|dnnl|glib"
+  done
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
 step "kernels against the CPU ops"
-timeout 60 "$BIN/test-gpu-kernels" > "$OUT/kernels.log" 2>&1
+timeout 60 "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
 rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "model and frames"
@@ -64,12 +73,12 @@ if [ $rc -ne 0 ]; then
 fi
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
-timeout 120 "$BIN/test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
+timeout 120 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
   "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "benchmark against torchvision"
-timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$BIN/vd-gpu-bench" \
+timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
   --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
 rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
 

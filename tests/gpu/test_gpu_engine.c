@@ -15,7 +15,8 @@
  *     size, eagerly and with CUDA graph replay (whose detections must equal the
  *     eager ones bit for bit), and the negative test: an injected sync is counted;
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
- *     clear errors.
+ *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
+ *     crash, and the context works again once memory is back.
  * Skips (77) without a device or without a model. */
 #include "vd_config.h"
 
@@ -320,6 +321,69 @@ static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
     vd_result_clear(&replay);
 }
 
+/* Takes (nearly) all free device memory; returns the blocks to free. */
+static GPtrArray *exhaust_device_memory(size_t leave)
+{
+    GPtrArray *blocks = g_ptr_array_new();
+    size_t chunk = (size_t)1 << 30;
+    while (chunk >= ((size_t)1 << 20)) {
+        size_t free_bytes = 0, total = 0;
+        cudaMemGetInfo(&free_bytes, &total);
+        void *p = NULL;
+        if (free_bytes < leave + chunk || cudaMalloc(&p, chunk) != cudaSuccess) {
+            cudaGetLastError();
+            chunk /= 2;
+            continue;
+        }
+        g_ptr_array_add(blocks, p);
+    }
+    return blocks;
+}
+
+static void release_device_memory(GPtrArray *blocks)
+{
+    for (guint i = 0; i < blocks->len; i++)
+        cudaFree(g_ptr_array_index(blocks, i));
+    g_ptr_array_unref(blocks);
+}
+
+/* Out of device memory is an error, never a crash, and the context recovers:
+ * a context created beforehand must fail its first frame of a new size with
+ * VD_ERROR_OUT_OF_MEMORY, and succeed once memory is back; a context created
+ * while memory is exhausted fails cleanly. */
+static void test_out_of_memory(vd_model *model, const vd_image *image)
+{
+    vd_context *ctx = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    if (ctx == NULL) {
+        check(FALSE, "out of memory", "no context");
+        return;
+    }
+    GPtrArray *blocks = exhaust_device_memory((size_t)8 << 20);
+    vd_result r = {0};
+    GError *error = NULL;
+    gboolean ok = vd_detect(ctx, image, 1, &r, &error);
+    check(!ok && g_error_matches(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY),
+          "out of memory at the first frame", "%s", ok ? "detection succeeded?" : error->message);
+    g_clear_error(&error);
+    vd_result_clear(&r);
+
+    vd_context_params p = vd_context_default_params();
+    p.device = VD_DEVICE_CUDA;
+    vd_context *other = vd_context_new(model, &p, &error);
+    check(other == NULL && error != NULL, "out of memory at creation", "%s",
+          other != NULL ? "created?" : error->message);
+    g_clear_error(&error);
+    vd_context_free(other);
+
+    release_device_memory(blocks);
+    ok = vd_detect(ctx, image, 1, &r, &error);
+    check(ok, "recovery after out of memory", "%s",
+          ok ? "the next frame succeeds once memory is back" : error->message);
+    g_clear_error(&error);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+}
+
 static double median_ms(vd_context *ctx, const vd_image *image, int n)
 {
     double *t = g_new(double, n);
@@ -460,6 +524,7 @@ int main(int argc, char **argv)
     test_graph_equals_eager(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
+    test_out_of_memory(model, &first);
     fp16_ms = median_ms(f16, &first, 20);
     fp32_ms = median_ms(f32, &first, 10);
     printf("  info median frame time (vd_detect, %dx%d): fp16 %.3f ms, fp32 %.3f ms\n",
