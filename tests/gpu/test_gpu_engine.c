@@ -471,12 +471,23 @@ int main(int argc, char **argv)
         vd_result rc = {0}, r32 = {0}, r16 = {0};
         vd_context_set_observer(cpu, observer, cpu_t);
         vd_context_set_observer(f32, observer, gpu_t);
-        gboolean ok = detect(cpu, &image, &rc) && detect(f32, &image, &r32) &&
-                      detect(f16, &image, &r16);
+        if (!detect(cpu, &image, &rc))
+            return 1;
+        gboolean ok32 = detect(f32, &image, &r32);
+        gboolean ok16 = detect(f16, &image, &r16);
         vd_context_set_observer(cpu, NULL, NULL);
         vd_context_set_observer(f32, NULL, NULL);
-        if (!ok)
-            return 1;
+        check(ok32 && ok16, "CUDA detection runs", "fp32 %s, fp16 %s", ok32 ? "ok" : "FAILED",
+              ok16 ? "ok" : "FAILED");
+        if (!ok32 || !ok16) {
+            vd_result_clear(&rc);
+            vd_result_clear(&r32);
+            vd_result_clear(&r16);
+            g_hash_table_unref(cpu_t);
+            g_hash_table_unref(gpu_t);
+            g_free(pixels);
+            continue;
+        }
 
         /* stage by stage, so that a failure names the first diverging tensor */
         compare_tensors(cpu_t, gpu_t, "input", 1e-6,
@@ -509,12 +520,16 @@ int main(int argc, char **argv)
         vd_result_clear(&r16);
         g_hash_table_unref(cpu_t);
         g_hash_table_unref(gpu_t);
-        if (f == 0) {
+        if (first_pixels == NULL) {
             first = image;
             first_pixels = pixels;
         } else {
             g_free(pixels);
         }
+    }
+    if (first_pixels == NULL) {
+        printf("FAIL: no frame ran on CUDA\n");
+        return 1;
     }
 
     test_sync_count(f16, &first, "fp16", FALSE);
