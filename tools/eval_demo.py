@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""Evaluate the bundled demo model (tools/train_demo.py) on held-out synthetic scenes:
+mean average precision at IoU 0.5 for torchvision's forward and for our engine
+(vd-detect) on the same images and the same weights.
+
+The held-out scenes come from train_demo.make_scene(seed, i, STREAM_EVAL): a stream
+the training never draws from. The torchvision model is rebuilt from the model file
+itself (train_demo.build_model() + the file's tensors, F16/BF16 widened to F32), so
+both sides run exactly the same weights.
+
+    /usr/bin/python3 tools/eval_demo.py --model models/visiondetect-shapes.safetensors \\
+        --vd-detect build/tools/vd-detect --images 300
+    # CI-sized: 40 images, fails (exit 1) below the targets
+    /usr/bin/python3 tools/eval_demo.py --images 40 --min-map 0.90 --max-diff 0.01
+    # per-frame CPU time at 640x480 (vd-detect --repeat and torchvision, same threads)
+    /usr/bin/python3 tools/eval_demo.py --bench 10 --images 0
+
+mAP: per class, detections of all images sorted by score, greedy matching to unmatched
+ground-truth boxes of that class at IoU >= 0.5, AP = area under the precision/recall
+curve with precision made monotone (all-point interpolation, as VOC 2010+ and COCO's
+per-threshold AP without the 101-point sampling); mAP = mean over the four classes.
+Exit status: 0, 1 when a --min-map/--max-diff target is missed, 77 when torch or the
+model file is missing.
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import train_demo  # noqa: E402
+
+DEFAULT_MODEL = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
+DEFAULT_VD_DETECT = os.path.join(ROOT, "build", "tools", "vd-detect")
+
+
+def read_safetensors(path):
+    """(config dict, {name: float32 numpy array}) of a visiondetect model file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    config = json.loads(meta["config"]) if "config" in meta else None
+    tensors = {}
+    for name, info in header.items():
+        a, b = info["data_offsets"]
+        raw = data[a:b]
+        dt = info["dtype"]
+        if dt == "F32":
+            arr = np.frombuffer(raw, "<f4")
+        elif dt == "F16":
+            arr = np.frombuffer(raw, "<f2").astype(np.float32)
+        elif dt == "BF16":
+            arr = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            raise ValueError(f"{name}: dtype {dt} not handled")
+        tensors[name] = arr.reshape(info["shape"]).astype(np.float32)
+    return config, tensors
+
+
+def torchvision_model(path):
+    """train_demo.build_model() carrying the weights of the model file @path."""
+    import torch
+    config, tensors = read_safetensors(path)
+    model = train_demo.build_model(num_classes=config["num_classes"] if config else len(train_demo.CLASS_NAMES))
+    state = model.state_dict()
+    missing = [k for k in state if k not in tensors and not k.endswith("num_batches_tracked")]
+    extra = [k for k in tensors if k not in state]
+    if missing or extra:
+        raise SystemExit(f"{path}: does not match train_demo.build_model(): missing {missing[:3]}, "
+                         f"unexpected {extra[:3]}")
+    for k, v in tensors.items():
+        state[k] = torch.from_numpy(v.copy()).to(state[k].dtype).reshape(state[k].shape)
+    model.load_state_dict(state)
+    model.eval()
+    return model, config
+
+
+def held_out_set(n, seed):
+    return [train_demo.make_scene(seed, i, train_demo.STREAM_EVAL) for i in range(n)]
+
+
+def box_iou(a, b):
+    """IoU matrix of boxes a (N,4) and b (M,4)."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    ix = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    iy = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = ix * iy
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-12)
+
+
+def average_precision(detections, ground_truth, cls, iou_thresh=0.5):
+    """detections: per image a list of (box, score, label); ground_truth: per image
+    (boxes, labels). AP of class @cls."""
+    n_gt = 0
+    scored = []
+    for img_i, ((gt_boxes, gt_labels), dets) in enumerate(zip(ground_truth, detections)):
+        n_gt += int((np.asarray(gt_labels) == cls).sum())
+        for box, score, label in dets:
+            if label == cls:
+                scored.append((score, img_i, box))
+    if n_gt == 0:
+        return float("nan")
+    scored.sort(key=lambda s: -s[0])
+    used = [np.zeros(len(gt[1]), bool) for gt in ground_truth]
+    tp = np.zeros(len(scored))
+    for k, (score, img_i, box) in enumerate(scored):
+        gt_boxes, gt_labels = ground_truth[img_i]
+        sel = np.nonzero(np.asarray(gt_labels) == cls)[0]
+        if len(sel) == 0:
+            continue
+        ious = box_iou([box], np.asarray(gt_boxes)[sel])[0]
+        ious[used[img_i][sel]] = -1.0
+        j = int(np.argmax(ious))
+        if ious[j] >= iou_thresh:
+            used[img_i][sel[j]] = True
+            tp[k] = 1
+    if len(scored) == 0:
+        return 0.0
+    ctp = np.cumsum(tp)
+    recall = ctp / n_gt
+    precision = ctp / np.arange(1, len(scored) + 1)
+    mrec = np.concatenate([[0.0], recall, [1.0]])
+    mpre = np.concatenate([[0.0], precision, [0.0]])
+    for i in range(len(mpre) - 2, -1, -1):
+        mpre[i] = max(mpre[i], mpre[i + 1])
+    idx = np.nonzero(mrec[1:] != mrec[:-1])[0]
+    return float(np.sum((mrec[idx + 1] - mrec[idx]) * mpre[idx + 1]))
+
+
+def mean_ap(detections, ground_truth, n_classes, iou_thresh=0.5):
+    aps = {c: average_precision(detections, ground_truth, c, iou_thresh) for c in range(1, n_classes)}
+    valid = [v for v in aps.values() if not np.isnan(v)]
+    return float(np.mean(valid)) if valid else 0.0, aps
+
+
+def run_torchvision(model, scenes, threads):
+    import torch
+    torch.set_num_threads(threads)
+    out = []
+    with torch.no_grad():
+        for img, _, _ in scenes:
+            t = torch.from_numpy(img).permute(2, 0, 1).float().div(255.0)
+            r = model([t])[0]
+            out.append([(b.tolist(), float(s), int(l))
+                        for b, s, l in zip(r["boxes"], r["scores"], r["labels"])])
+    return out
+
+
+def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch=50):
+    paths = []
+    for i, (img, _, _) in enumerate(scenes):
+        p = os.path.join(workdir, f"scene-{i:04d}.npy")
+        np.save(p, img)
+        paths.append(p)
+    out = []
+    for a in range(0, len(paths), batch):
+        cmd = [vd_detect, "--model", model_path, "--device", "cpu", "--json",
+               "--threads", str(threads), "--threshold", str(threshold)] + paths[a:a + batch]
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if res.returncode != 0:
+            raise SystemExit(f"vd-detect failed ({res.returncode}): {' '.join(cmd[:8])} ...\n{res.stderr}")
+        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+        if len(lines) != len(paths[a:a + batch]):
+            raise SystemExit(f"vd-detect printed {len(lines)} results for {len(paths[a:a + batch])} images")
+        for ln in lines:
+            obj = json.loads(ln)
+            out.append([(d["box"], float(d["score"]), int(d["label"])) for d in obj["detections"]])
+    return out
+
+
+def bench(model, model_path, vd_detect, runs, threads, workdir):
+    """Per-frame CPU wall time at 640x480 (a videotestsrc-like ball frame), median of
+    @runs after one warm-up, for vd-detect (its --repeat timings) and torchvision."""
+    import torch
+    torch.set_num_threads(threads)
+    img, _, _ = train_demo.draw_ball_frame(640, 480, 200.0, 150.0, 20, (255, 255, 255), (0, 0, 0))
+    p = os.path.join(workdir, "bench-640x480.npy")
+    np.save(p, img)
+    result = {}
+    t = torch.from_numpy(img).permute(2, 0, 1).float().div(255.0)
+    times = []
+    with torch.no_grad():
+        model([t])
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            model([t])
+            times.append(time.perf_counter() - t0)
+    result["torchvision_ms"] = 1000 * float(np.median(times))
+    if vd_detect:
+        res = subprocess.run([vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(threads),
+                              "--repeat", str(runs + 1), p], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        if res.returncode != 0:
+            raise SystemExit(f"vd-detect --repeat failed: {res.stderr}")
+        import re
+        ms = [float(m) for m in re.findall(r"([0-9.]+)\s*ms", res.stderr)]
+        result["vd_detect_stderr"] = res.stderr.strip().splitlines()[-3:]
+        if len(ms) > 1:
+            result["vd_detect_ms"] = float(np.median(ms[1:runs + 1]))
+    return result
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--vd-detect", default=DEFAULT_VD_DETECT,
+                    help="vd-detect binary ('' to evaluate torchvision only)")
+    ap.add_argument("--images", type=int, default=300, help="held-out scenes")
+    ap.add_argument("--seed", type=int, default=20261129, help="held-out set seed")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threshold", type=float, default=0.05,
+                    help="score threshold of both sides (torchvision's box_score_thresh is 0.05)")
+    ap.add_argument("--min-map", type=float, default=None, help="fail below this mAP (both sides)")
+    ap.add_argument("--max-diff", type=float, default=None, help="fail if |mAP engine - torchvision| > this")
+    ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
+    ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args(argv)
+
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {sys.executable} cannot import torch/torchvision ({e})")
+        return 77
+    if not os.path.exists(args.model):
+        print(f"SKIP: no model file {args.model}")
+        return 77
+    vd = args.vd_detect
+    if vd and not os.access(vd, os.X_OK):
+        print(f"vd-detect not found at {vd}; evaluating torchvision only")
+        vd = ""
+
+    model, config = torchvision_model(args.model)
+    model.roi_heads.score_thresh = args.threshold
+    n_classes = config["num_classes"]
+    tmp = None
+    workdir = args.workdir
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="eval_demo-")
+        workdir = tmp.name
+    os.makedirs(workdir, exist_ok=True)
+
+    results = {"model": args.model, "images": args.images, "seed": args.seed, "threshold": args.threshold}
+    ok = True
+    if args.images > 0:
+        scenes = held_out_set(args.images, args.seed)
+        gt = [(b, l) for _, b, l in scenes]
+        n_obj = sum(len(l) for _, _, l in scenes)
+        print(f"held-out set: {args.images} scenes, {n_obj} objects (seed {args.seed})", flush=True)
+        t0 = time.time()
+        tv = run_torchvision(model, scenes, args.threads)
+        tv_map, tv_aps = mean_ap(tv, gt, n_classes)
+        names = config["class_names"]
+        print(f"torchvision: mAP@0.5 {tv_map:.4f}  ("
+              + ", ".join(f"{names[c]} {v:.3f}" for c, v in tv_aps.items()) + f")  {time.time() - t0:.0f} s",
+              flush=True)
+        results["torchvision_map50"] = tv_map
+        results["torchvision_ap50"] = {names[c]: v for c, v in tv_aps.items()}
+        if args.min_map is not None and tv_map < args.min_map:
+            print(f"FAIL: torchvision mAP {tv_map:.4f} < {args.min_map}")
+            ok = False
+        if vd:
+            t0 = time.time()
+            en = run_engine(vd, args.model, scenes, workdir, args.threads, args.threshold)
+            en_map, en_aps = mean_ap(en, gt, n_classes)
+            print(f"engine:      mAP@0.5 {en_map:.4f}  ("
+                  + ", ".join(f"{names[c]} {v:.3f}" for c, v in en_aps.items())
+                  + f")  {time.time() - t0:.0f} s", flush=True)
+            results["engine_map50"] = en_map
+            results["engine_ap50"] = {names[c]: v for c, v in en_aps.items()}
+            diff = abs(en_map - tv_map)
+            print(f"|engine - torchvision| = {diff:.4f}")
+            if args.min_map is not None and en_map < args.min_map:
+                print(f"FAIL: engine mAP {en_map:.4f} < {args.min_map}")
+                ok = False
+            if args.max_diff is not None and diff > args.max_diff:
+                print(f"FAIL: |engine - torchvision| {diff:.4f} > {args.max_diff}")
+                ok = False
+    if args.bench > 0:
+        b = bench(model, args.model, vd, args.bench, args.threads, workdir)
+        print(f"640x480, {args.threads} threads: torchvision {b['torchvision_ms']:.1f} ms/frame"
+              + (f", vd-detect {b['vd_detect_ms']:.1f} ms/frame" if "vd_detect_ms" in b else ""))
+        if vd and "vd_detect_ms" not in b:
+            print("vd-detect timing output not understood:", b.get("vd_detect_stderr"))
+        results["bench_640x480"] = b
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,533 @@
+#!/usr/bin/python3
+"""Train visiondetect's bundled demo model: a small torchvision Faster R-CNN (ResNet-18
+FPN) that detects synthetic shapes (ball, box, triangle, ring).
+
+Scenes are generated on the fly (numpy + PIL), deterministically from (seed, index):
+random colours, sizes, rotations and positions, 1-8 objects per image, partly
+overlapping, over varied backgrounds (flat colours, gradients, noise, checkers, colour
+bars, smooth photo-like textures), plus scenes drawn exactly like GStreamer's
+`videotestsrc pattern=ball` (a radius-20 aliased disc, black or coloured background,
+white or coloured ball, at common frame sizes).
+
+The architecture is one the engine supports and the exporter writes
+(tools/export_torchvision.py):
+  ResNet-18 body up to layer3 (layer4 dropped), trainable batch norm (folded at load),
+  FPN 64 channels on layer1..layer3 + max-pool level (strides 4, 8, 16, 32),
+  anchors 2 sizes x 3 ratios per level, RoIAlign 7x7 on the first three levels,
+  TwoMLPHead 256, 5 classes (background + 4 shapes), min/max size 256/464.
+
+Usage (Debian's interpreter, which has torch and torchvision; CPU):
+
+    nice -n 5 /usr/bin/python3 tools/train_demo.py --minutes 80 --out-dir /tmp/train \\
+        --export models/visiondetect-shapes.safetensors
+
+    # bit-reproducible run (same seed, same iteration count, same thread count):
+    /usr/bin/python3 tools/train_demo.py --seed 1 --iters 3000 --out-dir /tmp/train
+
+With --iters the learning-rate schedule follows the iteration count (deterministic);
+with --minutes only it follows the elapsed time and stops when the budget is spent
+(the iteration count reached is printed, pass it to --iters to reproduce the run).
+A checkpoint (out-dir/checkpoint.pt) is written every --checkpoint-minutes and at the
+end; --resume continues from it.
+
+The scene generator (make_scene, CLASS_NAMES) and the model builder (build_model) are
+imported by tools/eval_demo.py and the tests.
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+CLASS_NAMES = ["__background__", "ball", "box", "triangle", "ring"]
+
+# Streams of the scene generator: training scenes and held-out scenes never share a key.
+STREAM_TRAIN = 0
+STREAM_EVAL = 1
+
+# Frame sizes of the videotestsrc-like scenes.
+VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
+             (640, 360), (1280, 720), (400, 300), (512, 384)]
+
+SMPTE = [(191, 191, 191), (191, 191, 0), (0, 191, 191), (0, 191, 0), (191, 0, 191),
+         (191, 0, 0), (0, 0, 191)]
+
+
+# ---------------------------------------------------------------------------------------
+# Scene generation
+# ---------------------------------------------------------------------------------------
+
+def _rand_colour(rng):
+    return rng.integers(0, 256, size=3).astype(np.float32)
+
+
+def _smooth_noise(rng, w, h, cell, channels=3):
+    """Smooth random field in [0, 255]: low-resolution noise upsampled bicubically."""
+    lw, lh = max(2, w // cell + 2), max(2, h // cell + 2)
+    low = rng.integers(0, 256, size=(lh, lw, channels)).astype(np.uint8)
+    img = Image.fromarray(low if channels == 3 else low[:, :, 0])
+    img = img.resize((lw * cell, lh * cell), Image.BICUBIC)
+    arr = np.asarray(img, dtype=np.float32)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    return arr[:h, :w]
+
+
+def make_background(rng, w, h):
+    kind = rng.choice(["flat", "gradient", "noise", "checkers", "bars", "texture", "black"],
+                      p=[0.16, 0.18, 0.12, 0.12, 0.10, 0.24, 0.08])
+    if kind == "flat":
+        bg = np.broadcast_to(_rand_colour(rng), (h, w, 3)).copy()
+    elif kind == "black":
+        bg = np.zeros((h, w, 3), np.float32)
+    elif kind == "gradient":
+        c0, c1 = _rand_colour(rng), _rand_colour(rng)
+        a = rng.uniform(0, 2 * math.pi)
+        ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+        t = xs * math.cos(a) + ys * math.sin(a)
+        t = (t - t.min()) / max(1e-6, float(t.max() - t.min()))
+        bg = c0 + (c1 - c0) * t[:, :, None]
+    elif kind == "noise":
+        base = _rand_colour(rng)
+        bg = base + rng.normal(0, rng.uniform(5, 40), size=(h, w, 3)).astype(np.float32)
+    elif kind == "checkers":
+        cell = int(rng.integers(6, 64))
+        c0, c1 = _rand_colour(rng), _rand_colour(rng)
+        ys, xs = np.mgrid[0:h, 0:w]
+        m = ((xs // cell + ys // cell) % 2).astype(np.float32)[:, :, None]
+        bg = c0 * (1 - m) + c1 * m
+    elif kind == "bars":
+        n = int(rng.integers(4, 9))
+        cols = SMPTE if rng.random() < 0.5 else [tuple(_rand_colour(rng)) for _ in range(n)]
+        n = len(cols)
+        xs = (np.arange(w) * n // w)
+        bg = np.asarray(cols, np.float32)[xs][None, :, :].repeat(h, axis=0)
+        if rng.random() < 0.5:
+            bg = np.asarray(cols, np.float32)[(np.arange(h) * n // h)][:, None, :].repeat(w, axis=1)
+    else:  # texture: smooth multi-octave colour noise, like a blurred photo
+        bg = np.zeros((h, w, 3), np.float32)
+        total = 0.0
+        for cell, weight in ((int(rng.integers(48, 160)), 1.0), (int(rng.integers(12, 48)), 0.5),
+                             (int(rng.integers(3, 12)), 0.2 * rng.random())):
+            bg += weight * _smooth_noise(rng, w, h, cell)
+            total += weight
+        bg /= total
+        # stretch the contrast a little (averaging octaves flattens it)
+        mean = bg.mean(axis=(0, 1), keepdims=True)
+        bg = mean + (bg - mean) * rng.uniform(1.0, 2.5)
+    if rng.random() < 0.2:
+        bg = bg + rng.normal(0, rng.uniform(2, 12), size=bg.shape).astype(np.float32)
+    return np.clip(bg, 0, 255)
+
+
+def _shape_mask(rng, cls, w, h, size, cx, cy, ss):
+    """Alpha mask (float32 HxW in [0,1]) of one shape drawn with supersampling factor ss."""
+    W, H = w * ss, h * ss
+    img = Image.new("L", (W, H), 0)
+    d = ImageDraw.Draw(img)
+    X, Y, S = cx * ss, cy * ss, size * ss
+    if cls == 1:  # ball: disc
+        r = S / 2
+        d.ellipse([X - r, Y - r, X + r, Y + r], fill=255)
+    elif cls == 2:  # box: square or rectangle, rotated
+        aspect = 1.0 if rng.random() < 0.4 else rng.uniform(1.2, 2.5)
+        a, b = S / math.sqrt(aspect), S * math.sqrt(aspect) * 0.8
+        th = rng.uniform(0, math.pi / 2) if rng.random() < 0.7 else 0.0
+        c, s = math.cos(th), math.sin(th)
+        pts = [(X + (dx * c - dy * s), Y + (dx * s + dy * c))
+               for dx, dy in ((-b / 2, -a / 2), (b / 2, -a / 2), (b / 2, a / 2), (-b / 2, a / 2))]
+        d.polygon(pts, fill=255)
+    elif cls == 3:  # triangle: random, not too thin
+        th0 = rng.uniform(0, 2 * math.pi)
+        angles = [th0, th0 + math.radians(120 + rng.uniform(-30, 30)),
+                  th0 + math.radians(240 + rng.uniform(-30, 30))]
+        r = S / 2 * 1.1
+        pts = [(X + r * rng.uniform(0.8, 1.0) * math.cos(t), Y + r * rng.uniform(0.8, 1.0) * math.sin(t))
+               for t in angles]
+        d.polygon(pts, fill=255)
+    else:  # ring: annulus
+        r = S / 2
+        ri = r * rng.uniform(0.45, 0.78)
+        d.ellipse([X - r, Y - r, X + r, Y + r], fill=255)
+        d.ellipse([X - ri, Y - ri, X + ri, Y + ri], fill=0)
+    if ss > 1:
+        img = img.reduce(ss)
+    return np.asarray(img, dtype=np.float32) / 255.0
+
+
+def _mask_box(mask):
+    ys = np.nonzero(mask.max(axis=1) >= 0.5)[0]
+    xs = np.nonzero(mask.max(axis=0) >= 0.5)[0]
+    if len(xs) == 0 or len(ys) == 0:
+        return None
+    return [float(xs[0]), float(ys[0]), float(xs[-1] + 1), float(ys[-1] + 1)]
+
+
+def _box_iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    ua = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / ua if ua > 0 else 0.0
+
+
+def _pick_colour(rng, img, mask):
+    """An object colour that stands out from what lies under the mask."""
+    sel = mask >= 0.5
+    under = img[sel].mean(axis=0) if sel.any() else img.reshape(-1, 3).mean(axis=0)
+    best, best_d = None, -1.0
+    for _ in range(12):
+        c = _rand_colour(rng)
+        if rng.random() < 0.15:  # saturated primaries and white/black are common in video
+            c = np.asarray([(0, 0, 0), (255, 255, 255), (255, 0, 0), (0, 255, 0), (0, 0, 255),
+                            (255, 255, 0)][int(rng.integers(0, 6))], np.float32)
+        dist = float(np.linalg.norm(c - under))
+        if dist > best_d:
+            best, best_d = c, dist
+        if dist >= 110:
+            break
+    return best
+
+
+def videotestsrc_ball(rng, w=None, h=None, radius=20, fg=None, bg=None):
+    """A frame like videotestsrc pattern=ball: an aliased disc drawn row by row exactly as
+    gst_video_test_src_ball() does. Returns (uint8 HxWx3, [box], [label])."""
+    if w is None:
+        w, h = VTS_SIZES[int(rng.integers(0, len(VTS_SIZES)))]
+    if fg is None:
+        fg = (255, 255, 255) if rng.random() < 0.5 else tuple(int(v) for v in _rand_colour(rng))
+    if bg is None:
+        bg = (0, 0, 0) if rng.random() < 0.7 else tuple(int(v) for v in _rand_colour(rng))
+        if np.linalg.norm(np.subtract(fg, bg)) < 100:
+            bg = (0, 0, 0) if sum(fg) > 300 else (255, 255, 255)
+    t = rng.uniform(0, 10000)
+    x = radius + (0.5 + 0.5 * math.sin(2 * math.pi * t / 200)) * (w - 2 * radius)
+    y = radius + (0.5 + 0.5 * math.sin(2 * math.pi * math.sqrt(2) * t / 200)) * (h - 2 * radius)
+    return draw_ball_frame(w, h, x, y, radius, fg, bg)
+
+
+def draw_ball_frame(w, h, x, y, radius, fg, bg):
+    img = np.empty((h, w, 3), np.uint8)
+    img[:] = np.asarray(bg, np.uint8)
+    x0 = y0 = None
+    x1 = y1 = None
+    for i in range(h):
+        if i < y - radius or i > y + radius:
+            continue
+        r = int(np.rint(math.sqrt(max(0.0, radius * radius - (i - y) * (i - y)))))
+        a = max(0, int(x - r))
+        b = min(w, int(x + r + 1))
+        if b > a:
+            img[i, a:b] = np.asarray(fg, np.uint8)
+            x0 = a if x0 is None else min(x0, a)
+            x1 = b if x1 is None else max(x1, b)
+            y0 = i if y0 is None else y0
+            y1 = i + 1
+    return img, [[float(x0), float(y0), float(x1), float(y1)]], [1]
+
+
+def make_scene(seed, index, stream=STREAM_TRAIN):
+    """Scene number @index of the stream (@seed, @stream): (uint8 HxWx3, boxes Nx4 float32
+    [x1, y1, x2, y2] in pixels, labels N int64)."""
+    rng = np.random.default_rng([int(seed), int(stream), int(index)])
+    if rng.random() < 0.18:
+        img, boxes, labels = videotestsrc_ball(rng)
+        if rng.random() < 0.15:  # the same with a random radius
+            w, h = img.shape[1], img.shape[0]
+            img, boxes, labels = videotestsrc_ball(rng, w, h, radius=int(rng.integers(8, 80)))
+        return img, np.asarray(boxes, np.float32), np.asarray(labels, np.int64)
+
+    short = int(rng.integers(200, 420))
+    long_ = int(short * rng.uniform(1.0, 1.8))
+    w, h = (long_, short) if rng.random() < 0.75 else (short, long_)
+    img = make_background(rng, w, h)
+    n = int(rng.choice([1, 2, 3, 4, 5, 6, 7, 8], p=[0.12, 0.16, 0.17, 0.16, 0.14, 0.11, 0.08, 0.06]))
+    ss = 2 if rng.random() < 0.6 else 1
+    masks, boxes, labels = [], [], []
+    smin = max(10.0, 0.045 * short)
+    smax = 0.6 * short
+    for _ in range(n):
+        for _attempt in range(10):
+            cls = int(rng.integers(1, 5))
+            size = float(np.exp(rng.uniform(math.log(smin), math.log(smax))))
+            margin = 0.3 * size
+            cx = rng.uniform(margin, w - margin)
+            cy = rng.uniform(margin, h - margin)
+            mask = _shape_mask(rng, cls, w, h, size, cx, cy, ss)
+            box = _mask_box(mask)
+            if box is None or (box[2] - box[0]) < 6 or (box[3] - box[1]) < 6:
+                continue
+            ok = True
+            for m, b in zip(masks, boxes):
+                if _box_iou(box, b) > 0.45:
+                    ok = False
+                    break
+                area = float((m >= 0.5).sum())
+                if area > 0 and float(((m >= 0.5) & (mask >= 0.5)).sum()) / area > 0.35:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            colour = _pick_colour(rng, img, mask)
+            shade = rng.random() < 0.3
+            if shade:  # a linear light gradient across the object
+                a = rng.uniform(0, 2 * math.pi)
+                ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+                t = ((xs - cx) * math.cos(a) + (ys - cy) * math.sin(a)) / max(1.0, size)
+                fill = np.clip(colour[None, None, :] * (1.0 + 0.35 * t[:, :, None]), 0, 255)
+            else:
+                fill = colour[None, None, :]
+            alpha = mask[:, :, None]
+            img = img * (1 - alpha) + fill * alpha
+            # earlier objects lose what this one covers
+            masks = [m * (1 - mask) for m in masks]
+            masks.append(mask)
+            boxes.append(box)
+            labels.append(cls)
+            break
+    if rng.random() < 0.15:
+        img = img + rng.normal(0, rng.uniform(2, 10), size=img.shape).astype(np.float32)
+    img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+    if not boxes:
+        return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
+    return img, np.asarray(boxes, np.float32), np.asarray(labels, np.int64)
+
+
+# ---------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------
+
+ARCH = {
+    "min_size": 256,
+    "max_size": 464,
+    "fpn_channels": 64,
+    "representation": 256,
+    "anchor_sizes": ((16, 24), (32, 48), (64, 96), (128, 192)),
+    "aspect_ratios": (0.5, 1.0, 2.0),
+}
+
+
+def build_model(num_classes=len(CLASS_NAMES)):
+    import torch.nn as nn
+    from torchvision.models import resnet18
+    from torchvision.models.detection import FasterRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.ops import MultiScaleRoIAlign
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+
+    body = resnet18(weights=None, norm_layer=nn.BatchNorm2d)
+    c = ARCH["fpn_channels"]
+    backbone = BackboneWithFPN(body, return_layers={"layer1": "0", "layer2": "1", "layer3": "2"},
+                               in_channels_list=[64, 128, 256], out_channels=c,
+                               extra_blocks=LastLevelMaxPool())
+    anchors = AnchorGenerator(sizes=ARCH["anchor_sizes"],
+                              aspect_ratios=(ARCH["aspect_ratios"],) * len(ARCH["anchor_sizes"]))
+    pool = MultiScaleRoIAlign(featmap_names=["0", "1", "2"], output_size=7, sampling_ratio=2)
+    rep = ARCH["representation"]
+    model = FasterRCNN(
+        backbone, num_classes=None,
+        min_size=ARCH["min_size"], max_size=ARCH["max_size"],
+        rpn_anchor_generator=anchors,
+        rpn_pre_nms_top_n_train=600, rpn_post_nms_top_n_train=300,
+        rpn_pre_nms_top_n_test=300, rpn_post_nms_top_n_test=100,
+        rpn_batch_size_per_image=128,
+        box_roi_pool=pool,
+        box_head=TwoMLPHead(c * 7 * 7, rep),
+        box_predictor=FastRCNNPredictor(rep, num_classes),
+        box_batch_size_per_image=128,
+        box_score_thresh=0.05, box_detections_per_img=50,
+    )
+    return model
+
+
+def load_checkpoint_model(path):
+    import torch
+    model = build_model()
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    model.load_state_dict(state["model"] if "model" in state else state)
+    model.eval()
+    return model
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------
+
+def _batch(torch, seed, it, batch_size):
+    images, targets = [], []
+    for k in range(batch_size):
+        img, boxes, labels = make_scene(seed, it * batch_size + k, STREAM_TRAIN)
+        images.append(torch.from_numpy(img).permute(2, 0, 1).contiguous())
+        targets.append({"boxes": torch.from_numpy(boxes).reshape(-1, 4),
+                        "labels": torch.from_numpy(labels)})
+    return images, targets
+
+
+class _Batches:
+    """Map-style dataset: item i is training batch i (scenes i*bs .. i*bs+bs-1)."""
+
+    def __init__(self, seed, batch_size, first):
+        self.seed, self.batch_size, self.first = seed, batch_size, first
+
+    def __len__(self):
+        return 1 << 30
+
+    def __getitem__(self, i):
+        import torch
+        return _batch(torch, self.seed, self.first + i, self.batch_size)
+
+
+def _batch_stream(torch, args, it0):
+    """Batches it0, it0+1, ... in order; generated in worker processes when --workers > 0."""
+    if args.workers <= 0:
+        it = it0
+        while True:
+            yield _batch(torch, args.seed, it, args.batch_size)
+            it += 1
+    loader = torch.utils.data.DataLoader(_Batches(args.seed, args.batch_size, it0), batch_size=None,
+                                         shuffle=False, num_workers=args.workers, prefetch_factor=4,
+                                         persistent_workers=True)
+    yield from loader
+
+
+def _save(torch, path, payload):
+    tmp = path + ".tmp"
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=0,
+                    help="iterations (deterministic schedule); 0: run for --minutes")
+    ap.add_argument("--minutes", type=float, default=80.0, help="wall-clock budget")
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda where torch has it")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="scene-generating worker processes (0: generate in the training loop)")
+    ap.add_argument("--out-dir", default="/tmp/train")
+    ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--keep-snapshots", action="store_true",
+                    help="also keep model-<iter>.pt at every checkpoint")
+    ap.add_argument("--export", default=None, help="write the final model here (.safetensors)")
+    ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--log-every", type=int, default=10)
+    args = ap.parse_args(argv)
+
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    os.makedirs(args.out_dir, exist_ok=True)
+    ckpt_path = os.path.join(args.out_dir, "checkpoint.pt")
+
+    device = torch.device(args.device)
+    model = build_model().to(device)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.ndim > 1]
+    no_decay = [p for p in params if p.ndim <= 1]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+    it0, elapsed0 = 0, 0.0
+    if args.resume and os.path.exists(ckpt_path):
+        st = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["optimizer"])
+        it0, elapsed0 = st["iter"], st["elapsed"]
+        torch.set_rng_state(st["torch_rng"])
+        print(f"resumed from {ckpt_path} at iteration {it0} ({elapsed0 / 60:.1f} min)", flush=True)
+
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f} M parameters; arch {ARCH}; seed {args.seed}; "
+          f"batch {args.batch_size}; threads {args.threads}; "
+          f"{'iters ' + str(args.iters) if args.iters else 'time budget'} {args.minutes} min", flush=True)
+
+    budget = args.minutes * 60.0
+    t_start = time.time() - elapsed0
+    last_ckpt = time.time()
+    smooth = None
+    it = it0
+    t_log = time.time()
+
+    def progress():
+        if args.iters:
+            return it / args.iters
+        return (time.time() - t_start) / budget
+
+    def model_state():
+        return {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+
+    def payload():
+        return {"model": model_state(), "optimizer": opt.state_dict(), "iter": it,
+                "elapsed": time.time() - t_start, "torch_rng": torch.get_rng_state(),
+                "args": vars(args), "arch": ARCH, "class_names": CLASS_NAMES}
+
+    batches = _batch_stream(torch, args, it0)
+    while True:
+        p = progress()
+        if p >= 1.0 or (time.time() - t_start) >= budget:
+            break
+        if it < args.warmup:
+            lr = args.lr * (0.02 + 0.98 * it / args.warmup)
+        else:
+            lr = args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        images, targets = next(batches)
+        images = [im.to(device, non_blocking=True).float().div_(255.0) for im in images]
+        targets = [{k: v.to(device, non_blocking=True) for k, v in t.items()} for t in targets]
+        losses = model(images, targets)
+        loss = sum(losses.values())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 10.0)
+        opt.step()
+        it += 1
+        vals = {k: float(v) for k, v in losses.items()}
+        vals["total"] = float(loss)
+        smooth = vals if smooth is None else {k: 0.95 * smooth[k] + 0.05 * vals[k] for k in vals}
+        if it % args.log_every == 0:
+            now = time.time()
+            rate = args.log_every / max(1e-6, now - t_log)
+            t_log = now
+            print(f"it {it:6d}  {(now - t_start) / 60:6.1f} min  lr {lr:.2e}  "
+                  f"{rate * args.batch_size:5.2f} img/s  loss {smooth['total']:.3f} "
+                  f"(rpn obj {smooth['loss_objectness']:.3f} box {smooth['loss_rpn_box_reg']:.3f}; "
+                  f"cls {smooth['loss_classifier']:.3f} box {smooth['loss_box_reg']:.3f})", flush=True)
+        if time.time() - last_ckpt >= args.checkpoint_minutes * 60:
+            _save(torch, ckpt_path, payload())
+            _save(torch, os.path.join(args.out_dir, "latest.pt"), {"model": model_state(), "iter": it})
+            if args.keep_snapshots:
+                _save(torch, os.path.join(args.out_dir, f"model-{it:06d}.pt"), {"model": model_state()})
+            last_ckpt = time.time()
+            print(f"checkpoint at iteration {it}", flush=True)
+
+    _save(torch, ckpt_path, payload())
+    _save(torch, os.path.join(args.out_dir, "final.pt"), {"model": model_state(), "iter": it})
+    print(f"done: {it} iterations ({it * args.batch_size} images) in "
+          f"{(time.time() - t_start) / 60:.1f} min; reproduce with --seed {args.seed} --iters {it}",
+          flush=True)
+    if args.export:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import export_torchvision
+        model.to("cpu").eval()
+        export_torchvision.export(model, args.export, class_names=CLASS_NAMES, dtype=args.export_dtype)
+        print(f"exported {args.export} ({os.path.getsize(args.export) / 2**20:.2f} MiB, "
+              f"{args.export_dtype})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
