@@ -17,8 +17,8 @@ guint64 vd_cuda_context_sync_count(const vd_context *ctx);
 
 /* Capture each frame's device work (upload to readback) in a CUDA graph per
  * input size and thresholds, and replay it (from the second frame of a size
- * on). Also enabled at creation by the environment variable VD_CUDA_GRAPHS=1.
- * Returns FALSE for a non-CUDA context. */
+ * on). On by default; VD_CUDA_GRAPHS=0 in the environment turns it off at
+ * creation. Returns FALSE for a non-CUDA context. */
 gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable);
 
 /* TRUE when the last frame was replayed from a captured graph. */

@@ -73,9 +73,20 @@ if [ $rc -ne 0 ]; then
 fi
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
-timeout 120 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" --json "$OUT/engine.json" \
-  "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
+trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
+timeout 120 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
+  --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
+
+step "engine on the bundled trained demo model: fp16 against fp32"
+if [ -f models/visiondetect-shapes.safetensors ] && ls "$WORK"/data/demo-*.ppm > /dev/null 2>&1; then
+  timeout 60 "$WORK/run-test-gpu-engine" --model models/visiondetect-shapes.safetensors --trained \
+    --detections-only --json "$OUT/engine-demo.json" "$WORK"/data/demo-*.ppm >> "$OUT/engine.log" 2>&1
+  rc=$?; tail -12 "$OUT/engine.log"; echo "test-gpu-engine (demo model): exit $rc"
+  [ $rc -eq 0 ] || status=1
+else
+  echo "no demo model or scenes"
+fi
 
 step "benchmark against torchvision"
 timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
