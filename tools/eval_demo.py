@@ -32,13 +32,21 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is missing")
+    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-import train_demo  # noqa: E402
+try:
+    import train_demo  # noqa: E402  (numpy + PIL: the scene generator)
+except ImportError as _e:
+    print(f"SKIP: {_e}")
+    sys.exit(77)
 
 DEFAULT_MODEL = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
 DEFAULT_VD_DETECT = os.path.join(ROOT, "build", "tools", "vd-detect")

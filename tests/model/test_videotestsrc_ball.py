@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""End-to-end test of the bundled model in a pipeline:
+
+    videotestsrc pattern=ball ! video/x-raw,format=F,width=W,height=H ! visiondetect \\
+        ! visionjson location=dets.jsonl ! filesink location=frames.raw
+
+for several frame sizes, formats and ball/background colours (a few hundred frames in
+all). visiondetect runs with its defaults (the bundled model found on its own, default
+threshold) on the CPU. The ball's true box is measured from each frame's own pixels
+(the frames written after the detector, which passes them unchanged). Per run:
+  - the ball is found (a 'ball' detection with IoU >= 0.7) in at least 95% of frames,
+  - no other detection (above the element's default threshold) in at least 95% of frames.
+Exit 77 when gst-launch-1.0, the plugin or the model file is missing.
+
+    GST_PLUGIN_PATH=build/gst /usr/bin/python3 tests/model/test_videotestsrc_ball.py \\
+        --workdir /tmp/ball [--frames 100] [--config 640x480:RGB:0xffffffff:0xff000000 ...]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is missing")
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# WIDTHxHEIGHT:FORMAT:FOREGROUND:BACKGROUND (ARGB colours, as videotestsrc takes them)
+DEFAULT_CONFIGS = [
+    "320x240:RGB:0xffffffff:0xff000000",   # white ball on black (videotestsrc's default)
+    "640x480:RGB:0xffffff00:0xff000000",   # yellow on black
+    "640x480:I420:0xff00ff00:0xff000000",  # green on black, I420 (colour conversion in the engine)
+    "480x360:BGRx:0xffff4040:0xff202060",  # red on dark blue, BGRx
+]
+
+
+def parse_config(text):
+    size, fmt, fg, bg = text.split(":")
+    w, h = (int(v) for v in size.split("x"))
+    return w, h, fmt, int(fg, 16), int(bg, 16)
+
+
+def frame_size(w, h, fmt):
+    if fmt in ("RGB", "BGR"):
+        return w * h * 3
+    if fmt in ("RGBA", "BGRA", "RGBx", "BGRx", "xRGB", "ARGB"):
+        return w * h * 4
+    if fmt == "I420":
+        cw, ch = (w + 1) // 2, (h + 1) // 2
+        return w * h + 2 * cw * ch
+    raise ValueError(fmt)
+
+
+def true_box(raw, w, h, fmt):
+    """[x1, y1, x2, y2] of the pixels that differ from the background (the most common
+    value of the first row's first pixel), or None when the ball is not visible."""
+    if fmt == "I420":
+        y = raw[:w * h].reshape(h, w).astype(np.int32)
+        bg = int(np.bincount(y.ravel()).argmax())
+        mask = np.abs(y - bg) > 16
+    else:
+        c = 3 if fmt in ("RGB", "BGR") else 4
+        px = raw.reshape(h, w, c)[:, :, :3].astype(np.int32)
+        flat = px.reshape(-1, 3)
+        vals, counts = np.unique(flat, axis=0, return_counts=True)
+        bg = vals[counts.argmax()]
+        mask = np.abs(px - bg[None, None, :]).max(axis=2) > 16
+    ys = np.nonzero(mask.any(axis=1))[0]
+    xs = np.nonzero(mask.any(axis=0))[0]
+    if len(xs) == 0:
+        return None
+    return [float(xs[0]), float(ys[0]), float(xs[-1] + 1), float(ys[-1] + 1)]
+
+
+def iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def run_config(args, cfg_text, index):
+    w, h, fmt, fg, bg = parse_config(cfg_text)
+    d = os.path.join(args.workdir, f"run{index}-{w}x{h}-{fmt}")
+    os.makedirs(d, exist_ok=True)
+    jsonl, raw_path = os.path.join(d, "dets.jsonl"), os.path.join(d, "frames.raw")
+    detect = ["visiondetect", f"device={args.device}"]
+    if args.model:
+        detect.append(f"model={args.model}")
+    cmd = [args.gst_launch, "-q",
+           "videotestsrc", "pattern=ball", f"num-buffers={args.frames}",
+           f"foreground-color={fg}", f"background-color={bg}", "!",
+           f"video/x-raw,format={fmt},width={w},height={h},framerate=30/1", "!",
+           *detect, "!",
+           "visionjson", f"location={jsonl}", "!",
+           "filesink", f"location={raw_path}"]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        print(f"FAIL {cfg_text}: gst-launch-1.0 exited {res.returncode}\n  {' '.join(cmd)}\n{res.stderr}")
+        return False
+    with open(jsonl) as f:
+        frames = [json.loads(ln) for ln in f if ln.strip()]
+    raw = np.fromfile(raw_path, np.uint8)
+    fs = frame_size(w, h, fmt)
+    n = len(raw) // fs
+    if n != args.frames or len(frames) != args.frames:
+        print(f"FAIL {cfg_text}: {n} frames written and {len(frames)} JSON lines for {args.frames} frames")
+        return False
+    found = clean = 0
+    ious = []
+    bad = []
+    for i in range(n):
+        gt = true_box(raw[i * fs:(i + 1) * fs], w, h, fmt)
+        objs = frames[i].get("objects", [])
+        best, best_k = 0.0, -1
+        for k, o in enumerate(objs):
+            r = o["rect"]
+            box = [r["x"], r["y"], r["x"] + r["w"], r["y"] + r["h"]]
+            v = iou(box, gt) if gt is not None else 0.0
+            if o["label"] == "ball" and v > best:
+                best, best_k = v, k
+        ious.append(best)
+        if best >= 0.7:
+            found += 1
+        others = [o for k, o in enumerate(objs) if k != best_k or best < 0.7]
+        if not others:
+            clean += 1
+        if best < 0.7 or others:
+            bad.append((i, gt, [(o["label"], round(o["confidence"], 3), o["rect"]) for o in objs]))
+    found_frac, clean_frac = found / n, clean / n
+    ok = found_frac >= 0.95 and clean_frac >= 0.95
+    print(f"{'ok  ' if ok else 'FAIL'} {cfg_text}: ball found (IoU >= 0.7) in {found}/{n} frames "
+          f"({100 * found_frac:.1f}%), no other detection in {clean}/{n} ({100 * clean_frac:.1f}%); "
+          f"IoU median {np.median(ious):.3f}, min {np.min(ious):.3f}", flush=True)
+    for i, gt, objs in bad[:5]:
+        print(f"    frame {i}: true box {gt}, detections {objs}")
+    return ok
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0"))
+    ap.add_argument("--frames", type=int, default=100, help="frames per configuration")
+    ap.add_argument("--config", action="append", default=None,
+                    help="WIDTHxHEIGHT:FORMAT:FG:BG (ARGB hex); repeatable")
+    ap.add_argument("--model", default=None,
+                    help="model file (default: none given, the element finds the bundled one)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workdir", default="videotestsrc-ball")
+    args = ap.parse_args(argv)
+
+    if not args.gst_launch or not os.access(args.gst_launch, os.X_OK):
+        print("SKIP: gst-launch-1.0 not found")
+        return 77
+    bundled = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
+    if args.model is None and not os.path.exists(bundled):
+        print(f"SKIP: no bundled model {bundled}")
+        return 77
+    inspect = shutil.which("gst-inspect-1.0")
+    if inspect and subprocess.run([inspect, "visiondetect"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL).returncode != 0:
+        print("SKIP: the visiondetect plugin is not found (GST_PLUGIN_PATH)")
+        return 77
+    os.makedirs(args.workdir, exist_ok=True)
+    results = [run_config(args, c, i) for i, c in enumerate(args.config or DEFAULT_CONFIGS)]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
