@@ -75,13 +75,28 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     ctx->params.device = ctx->backend == &vd_cpu_backend ? VD_DEVICE_CPU : VD_DEVICE_CUDA;
 
     /* The backend resolves precision AUTO and rejects what it cannot run. */
-    ctx->state = ctx->backend->create(ctx, error);
-    if (ctx->state == NULL)
+    GError *backend_error = NULL;
+    ctx->state = ctx->backend->create(ctx, &backend_error);
+    if (ctx->state == NULL && params->device == VD_DEVICE_AUTO &&
+        ctx->backend != &vd_cpu_backend) {
+        /* auto: a GPU that fails to start is not fatal; keep why for the caller */
+        ctx->fallback_reason = g_strdup(backend_error->message);
+        g_clear_error(&backend_error);
+        ctx->backend = &vd_cpu_backend;
+        ctx->params.device = VD_DEVICE_CPU;
+        ctx->params.precision = params->precision == VD_PRECISION_FP16 ? VD_PRECISION_AUTO
+                                                                        : params->precision;
+        ctx->state = ctx->backend->create(ctx, &backend_error);
+    }
+    if (ctx->state == NULL) {
+        g_propagate_error(error, backend_error);
         goto out_free_context;
+    }
     return ctx;
 
 out_free_context:
     vd_model_unref(ctx->model);
+    g_free(ctx->fallback_reason);
     g_free(ctx);
     return NULL;
 }
@@ -104,12 +119,14 @@ void vd_context_free(vd_context *ctx)
     if (ctx->state != NULL)
         ctx->backend->destroy(ctx->state);
     vd_model_unref(ctx->model);
+    g_free(ctx->fallback_reason);
     g_free(ctx);
 }
 
 vd_device_type vd_context_device(const vd_context *ctx) { return ctx->params.device; }
 vd_precision vd_context_precision(const vd_context *ctx) { return ctx->params.precision; }
 const vd_model *vd_context_model(const vd_context *ctx) { return ctx->model; }
+const char *vd_context_fallback_reason(const vd_context *ctx) { return ctx->fallback_reason; }
 
 void vd_context_set_thresholds(vd_context *ctx, float score_threshold, float nms_threshold,
                                int max_detections)

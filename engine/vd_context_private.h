@@ -27,6 +27,8 @@ struct vd_context {
     const vd_backend *backend;
     void *state;
 
+    char *fallback_reason;      /* why AUTO did not get the GPU it found, or NULL */
+
     vd_tensor_observer observer;
     void *observer_data;
 

@@ -357,7 +357,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (params.device == VD_DEVICE_AUTO && vd_context_device(ctx) == VD_DEVICE_CPU)
-        fprintf(stderr, "vd-detect: no usable CUDA device, running on the CPU\n");
+        fprintf(stderr, "vd-detect: %s, running on the CPU\n",
+                vd_context_fallback_reason(ctx) != NULL ? vd_context_fallback_reason(ctx)
+                                                        : "no CUDA device");
 
     for (int i = 0; images[i] != NULL; i++) {
         rgb_image img = {0};

@@ -108,8 +108,8 @@ typedef struct vd_context vd_context;
 
 /* Binds @model to a backend. The context takes its own reference to the model.
  * Returns NULL with @error set when the device or precision is not available:
- * VD_DEVICE_AUTO never fails for lack of a GPU (it falls back to the CPU; see
- * vd_context_device()). */
+ * VD_DEVICE_AUTO never fails for lack of a working GPU (it falls back to the CPU;
+ * see vd_context_device() and vd_context_fallback_reason()). */
 VD_API vd_context *vd_context_new(vd_model *model, const vd_context_params *params,
                                   GError **error);
 VD_API void vd_context_free(vd_context *ctx);
@@ -118,6 +118,11 @@ VD_API void vd_context_free(vd_context *ctx);
 VD_API vd_device_type vd_context_device(const vd_context *ctx);
 VD_API vd_precision vd_context_precision(const vd_context *ctx);
 VD_API const vd_model *vd_context_model(const vd_context *ctx);
+
+/* With VD_DEVICE_AUTO: when a CUDA device was found but could not be used (driver
+ * error, out of memory, ...), the context runs on the CPU and this returns the
+ * reason (owned by the context); NULL otherwise. Callers should warn with it. */
+VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
 /* Thresholds may be changed between frames (same thread as vd_detect). */
 VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,
