@@ -64,21 +64,29 @@ TOOLSDIR = os.path.normpath(os.path.join(SRCDIR, "..", "..", "tools"))
 # O(0.01) or more).
 INPUT_ABS_TOL = 1e-5
 
-# FPN features: max|ours - ref| <= FEATURE_REL_TOL * max|ref| per level. The engine
-# folds batch-norm into the convolutions and runs oneDNN's convolution algorithms
-# (blocked layouts, Winograd/direct, another summation order), torch runs unfolded BN
-# after its own convolutions: each changes the last bits (about 1e-6 relative per
-# layer), and the ResNet-50 body stacks 53 layers. Measured (see the report in the
-# test logs) at ~1e-6..1e-5 of max|ref|; 1e-4 leaves a margin of ~10x, while a real
-# bug (a wrong weight, a missing bias, an off-by-one pixel, a wrong eps with
-# calibrated variances ~1e-3..1) moves features by 1e-2 of max|ref| or more.
+# FPN features: max|ours - ref| <= tolerance * max|ref| per level. The engine folds
+# batch-norm into the convolutions and runs oneDNN's convolution algorithms (blocked
+# layouts, another summation order); torch runs unfolded BN after its own
+# convolutions. Both are float32 evaluations of the same network, each off the exact
+# (float64) result by its own rounding, and the calibrated random networks amplify
+# rounding (batch-norm subtracts means that are large against the spread of some
+# channels). Measured on the test models:
+#   ResNet-18/34 (320/512): torch vs float64 on the same float32 input 2e-6..8e-6 of
+#     max|ref|; ours vs torch 7e-6 (R18) and 1.5e-5 (R34). Tolerance 1e-4 (6..15x).
+#   ResNet-50 (800/1333): torch vs float64 of the exact input 1.4e-4..2.6e-4 of
+#     max|ref|, ours equally far; ours vs torch 3.3e-5 (P2) .. 7.7e-5 (P5).
+#     Tolerance 4e-4 (5x).
+# Planted bugs (test_harness.py, ResNet-18): one convolution's weights off by 1 %
+# moves the features by 7e-3..1.4e-2 of max|ref|, eps 0 instead of 1e-5 by 0.4..0.66,
+# a one-pixel resize by 0.2: 70x and more above the tolerance.
 FEATURE_REL_TOL = 1e-4
+FEATURE_REL_TOL_RESNET50 = 4e-4
 
 # Box head outputs (class logits and box regression) for the proposals that both
 # sides share (IoU > 0.9999): they sit downstream of RoIAlign on slightly different
-# features and of two 12544/1024-input linears; relative to max|ref| they stay in the
-# same range as the features. 1e-3 of max|ref| still catches a wrong layout of the
-# flattened RoI features (a change of O(1) relative).
+# features and of two 12544/1024-input linears. Measured 1e-5..2e-5 of max|ref|
+# (R18/R34), 1.1e-4 (R50); 1e-3 of max|ref| still catches a wrong layout of the
+# flattened RoI features or a wrong sampling point (changes of O(1e-2..1)).
 HEAD_REL_TOL = 1e-3
 
 # Proposals and detections: the brief's criteria.
@@ -292,6 +300,8 @@ def resized_size(h, w, min_size, max_size, double):
 # 4e-6 max error against float64 on outputs of magnitude 5 for netlib vs oneDNN).
 # VD_PARITY_NETLIB_LINEAR=1 in the environment runs torch's own nn.Linear instead.
 NETLIB_LINEAR = os.environ.get("VD_PARITY_NETLIB_LINEAR", "") not in ("", "0")
+# VD_PARITY_VERBOSE=1 logs the calibration's search.
+VERBOSE = os.environ.get("VD_PARITY_VERBOSE", "") not in ("", "0")
 
 
 def _linear_as_conv(self, x):
@@ -387,10 +397,12 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
        scores spread over (0, 1) instead of all ~0.5) and the delta conv so the deltas
        have std rpn_delta_std (proposals move off the anchor grid).
     3. Box predictor: scales bbox_pred so the class deltas have std box_delta_std
-       (before the 10/10/5/5 weights), then grid-searches a gain a on cls_score and a
-       shift b of the background logit so that the detections on every image number
-       about target[0] with at least target[1] scores in [threshold, 0.5) and
-       target[2] above 0.5 (never capped at detections_per_img).
+       (before the 10/10/5/5 weights); rebuilds cls_score from the principal
+       directions of the proposals' fc7 features and standardises its logits, then
+       searches a gain a on them and a shift b of the background logit so that the
+       detections on the images number about target[0], with at least target[1]
+       scores in [threshold, 0.5) and target[2] above 0.5, never capped at
+       detections_per_img.
     Returns a short description of what was chosen."""
     g = torch.Generator().manual_seed(seed)
     norms = norm_layers(model)
@@ -415,18 +427,18 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
     try:
         with torch.no_grad(), resize_scale_in_double(double_scale):
             batch, _ = model.transform([to_tensor(images_u8[0])])
-            model.backbone(batch.tensors)
+            # Each norm layer computes with the statistics just set: these are the
+            # calibrated body's features of the first image.
+            per_image = [(batch, model.backbone(batch.tensors))]
     finally:
         for h in handles:
             h.remove()
 
-    # Features of every calibration image with the calibrated body.
-    per_image = []
+    # Features of the other calibration images with the calibrated body.
     with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
-        for img in images_u8:
+        for img in images_u8[1:]:
             batch, _ = model.transform([to_tensor(img)])
-            feats = model.backbone(batch.tensors)
-            per_image.append((batch, feats))
+            per_image.append((batch, model.backbone(batch.tensors)))
 
         head = model.rpn.head
         logits, deltas = [], []
@@ -459,6 +471,18 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         # steps of postprocess_detections).
         from torchvision.ops import boxes as box_ops
         x_all = torch.cat([x for x, _, _ in cached])
+        # The random cls_score mostly reads the component that all proposals share
+        # (the fc7 features of a random network differ little between proposals):
+        # its logits then vary across proposals by little compared with their size,
+        # and float32 rounding, in torch as in the engine, moves the scores by more
+        # than the 1e-3 tolerance. Rebuild it from random combinations of the 16
+        # principal directions of the proposals' centred fc7 features: the logit
+        # spread then comes from the largest variations, with small weights.
+        centre = x_all.mean(0)
+        _, _, v = torch.svd_lowrank(x_all - centre, q=16, niter=3)
+        mix = torch.randn(pred.cls_score.out_features, v.shape[1], generator=g)
+        pred.cls_score.weight.copy_(mix @ v.T)
+        pred.cls_score.bias.copy_(-(pred.cls_score.weight @ centre))
         raw = pred.cls_score(x_all)
         mu, sigma = raw.mean(0), raw.std(0).clamp_min(1e-6)
         w0 = pred.cls_score.weight / sigma[:, None]
@@ -474,32 +498,52 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         want_total, want_low, want_high = target
         onehot = torch.zeros(raw.shape[1])
         onehot[0] = 1
+
+        def counts_for(a, b):
+            counts = []
+            for z, boxes, labels in per_image_z:
+                scores = torch.softmax(a * z + b * onehot, -1)[:, 1:].reshape(-1)
+                keep = torch.where(scores > thr)[0]
+                bx, sc, lb = boxes[keep], scores[keep], labels[keep]
+                small = box_ops.remove_small_boxes(bx, min_size=1e-2)
+                bx, sc, lb = bx[small], sc[small], lb[small]
+                s = sc[box_ops.batched_nms(bx, sc, lb, roi.nms_thresh)][: roi.detections_per_img]
+                counts.append((len(s), int(((s >= thr) & (s < 0.5)).sum()), int((s >= 0.5).sum())))
+            return counts
+
+        # For each gain a, bisect the background shift b (the count falls as b grows)
+        # to about want_total detections per image, then keep the a whose images are
+        # furthest from the limits (the cap, too few low or high scores).
         best = None
-        for a in [1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 10, 12]:
-            for b in [-2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12]:
-                cost = 0.0
-                counts = []
-                for z, boxes, labels in per_image_z:
-                    scores = torch.softmax(a * z + b * onehot, -1)[:, 1:].reshape(-1)
-                    keep = torch.where(scores > thr)[0]
-                    bx, sc, lb = boxes[keep], scores[keep], labels[keep]
-                    small = box_ops.remove_small_boxes(bx, min_size=1e-2)
-                    bx, sc, lb = bx[small], sc[small], lb[small]
-                    s = sc[box_ops.batched_nms(bx, sc, lb, roi.nms_thresh)][: roi.detections_per_img]
-                    n, low, high = len(s), int(((s >= thr) & (s < 0.5)).sum()), int((s >= 0.5).sum())
-                    counts.append((n, low, high))
-                    cost += (abs(n - want_total) / want_total + 4 * max(0, want_low - low) / want_low
-                             + 4 * max(0, want_high - high) / want_high
-                             + (10 if n >= roi.detections_per_img else 0))
-                if best is None or cost < best[0]:
-                    best = (cost, a, b, counts)
+        for a in [1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 10, 12]:
+            lo, hi = -20.0, 80.0
+            for _ in range(9):
+                b = 0.5 * (lo + hi)
+                counts = counts_for(a, b)
+                if sum(n for n, _, _ in counts) > want_total * len(counts):
+                    lo = b
+                else:
+                    hi = b
+            cost = 0.0
+            for n, low, high in counts:
+                cost += (abs(n - want_total) / want_total + 4 * max(0, want_low - low) / want_low
+                         + 4 * max(0, want_high - high) / want_high
+                         + (10 if n >= roi.detections_per_img else 0)
+                         + 0.1 * abs(math.log((low + 1) / (high + 1))))
+            # Score errors grow with the gain (a rounding error d in a standardised
+            # logit moves a score by up to a * d / 4): prefer the smaller gains.
+            cost += 0.03 * a * len(counts)
+            if VERBOSE:
+                log(f"  cls_score gain {a}: background shift {b:.3g}, cost {cost:.3f}, counts {counts}")
+            if best is None or cost < best[0]:
+                best = (cost, a, b, counts)
         _, a, b, counts = best
         pred.cls_score.weight.copy_(w0 * a)
         pred.cls_score.bias.copy_(b0 * a)
         pred.cls_score.bias[0] += b
     return (f"calibrated: {len(norms)} norm layers; rpn logits x{rpn_logit_std / lstd:.3g}, "
             f"rpn deltas x{rpn_delta_std / dstd:.3g}; box deltas x{gain:.3g}; cls_score gain {a}, "
-            f"background shift {b}; detections (total, <0.5, >=0.5) per image {counts}")
+            f"background shift {b:.3g}; detections (total, <0.5, >=0.5) per image {counts}")
 
 
 # ---------------------------------------------------------------------------------
@@ -674,7 +718,7 @@ def check_reference_spread(report, ref, thr):
         f"(need >= {MIN_REF_DETECTIONS}, {MIN_REF_LOW}, {MIN_REF_HIGH})")
 
 
-def compare_image(report, ref, result, dump, class_names, size_hw, stats):
+def compare_image(report, ref, result, dump, class_names, size_hw, stats, feature_rel_tol=FEATURE_REL_TOL):
     """Compares one image stage by stage. ref: reference(); result: vd-detect's JSON
     object; dump: load_dump(). stats collects numbers for the summary."""
     h0, w0 = size_hw
@@ -722,7 +766,7 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats):
                 msg += f"; first at {bad[0]}: ours {a[bad[0]].tolist()}, torchvision {r[bad[0]].tolist()}"
             report.check("anchors", len(bad) == 0, msg)
 
-    # FPN features: FEATURE_REL_TOL of max|ref| (see its comment).
+    # FPN features: feature_rel_tol of max|ref| (see FEATURE_REL_TOL).
     for name in [k for k in ref if k.startswith("fpn.")]:
         a = need(name)
         if a is None:
@@ -737,9 +781,9 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats):
         rel = d / scale if scale > 0 else d
         stats["feature_rel"] = max(stats.get("feature_rel", 0.0), rel)
         where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= FEATURE_REL_TOL,
+        report.check(name, rel <= feature_rel_tol,
                      f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {FEATURE_REL_TOL:g}); worst at {list(map(int, where))}")
+                     f"(tol {feature_rel_tol:g}); worst at {list(map(int, where))}")
 
     # Proposals: >= 97 % of torchvision's matched by IoU >= 0.99, counts within 3 %.
     a = need("proposals")
@@ -826,9 +870,13 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats):
 # ---------------------------------------------------------------------------------
 
 def run_parity(args, name, model, images, class_names=None, dtype="f32", min_size=800, max_size=1333,
-               calibrate_kwargs=None, engine_timeout=600):
+               calibrate_kwargs=None, engine_timeout=600, feature_rel_tol=FEATURE_REL_TOL):
     """images: list of (h, w, seed, double_scale). Calibrates (on every image), exports,
-    runs the engine and the reference, compares; returns the process exit status."""
+    runs the engine once on all images and the reference on each, compares; returns
+    the process exit status. The tests give all their images one seed: the same scene
+    rendered at several sizes has similar statistics at every size, so one calibration
+    gives every image tens of detections (different scenes can differ by a factor of
+    ten in detection count under the same weights)."""
     t_start = time.monotonic()
     setup_torch(args.threads)
     os.makedirs(args.workdir, exist_ok=True)
@@ -902,7 +950,8 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         report = Report(f"{name} image {i} {h}x{w}")
         spread_ok = check_reference_spread(report, ref, thr)
         if results is not None:
-            compare_image(report, ref, results[i], load_dump(dump_dir, i), class_names, (h, w), stats)
+            compare_image(report, ref, results[i], load_dump(dump_dir, i), class_names, (h, w), stats,
+                          feature_rel_tol)
         first = report.first_failure()
         if first:
             failed.append((i, h, w, first))

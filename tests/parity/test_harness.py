@@ -57,7 +57,7 @@ def main():
     t0 = time.monotonic()
     model = pc.build_resnet_fpn(18, len(CLASSES), 320, 512, seed=7)
     img_a = pc.synthetic_image(240, 320, 71)   # float32 and double scales agree
-    img_b = pc.synthetic_image(427, 640, 72)   # they do not: 319x479 against 320x479
+    img_b = pc.synthetic_image(427, 640, 71)   # they do not: 319x479 against 320x479
     pc.log(pc.calibrate(model, [img_a, img_b]))
 
     ref = pc.reference(model, img_a, double_scale=False)

@@ -7,7 +7,7 @@ The calibration spreads the norm layers' variances over about 1e-4..1, so foldin
 the wrong eps (1e-5 instead of 0) moves those channels by up to 5 % and fails the FPN
 feature check.
 
-Images (H x W): 375x500 runs against unmodified torchvision 0.14.1; 427x640 and
+One scene (one seed) rendered at these sizes (H x W): 375x500 runs against unmodified torchvision 0.14.1; 427x640 and
 640x427 (portrait) are sizes where 0.14.1's float32 resize scale loses a pixel and run
 with the scale patched to double precision, as the engine and current torchvision
 compute it (parity_common.resize_scale_in_double).
@@ -20,8 +20,8 @@ import parity_common as pc  # noqa: E402  (exits 77 without torch)
 
 IMAGES = [  # (height, width, seed, resize scale patched to double)
     (375, 500, 3401, False),
-    (427, 640, 3402, True),
-    (640, 427, 3403, True),
+    (427, 640, 3401, True),
+    (640, 427, 3401, True),
 ]
 CLASSES = ["__background__", "person", "vehicle"]
 

@@ -27,7 +27,8 @@ def main():
     model = pc.build_resnet50_fpn_coco(seed=50)
     classes = list(FasterRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"])
     return pc.run_parity(args, f"resnet50_fpn_{h}x{w}", model, [(h, w, 5000 + h + w, double)],
-                         class_names=classes, min_size=800, max_size=1333)
+                         class_names=classes, min_size=800, max_size=1333,
+                         feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50)
 
 
 if __name__ == "__main__":
