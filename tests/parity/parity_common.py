@@ -384,6 +384,7 @@ def reference_matches_model(model, img_u8, ref):
 # Calibration
 # ---------------------------------------------------------------------------------
 
+@torch.no_grad()
 def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
               rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 12)):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
@@ -584,6 +585,7 @@ def read_safetensors(path):
     return tensors, meta
 
 
+@torch.no_grad()
 def load_back(model, tensors):
     """Loads the (rounded) tensors of an exported file back into model, so torchvision
     runs exactly the weights the engine reads. Returns how many tensors were loaded."""

@@ -1,0 +1,361 @@
+#!/usr/bin/python3
+"""Side-by-side CPU benchmark: torchvision against visiondetect's vd-detect.
+
+Both sides run the same weights (one exported model file, which the torchvision side
+loads back) on the same frame with the same number of threads. Each repetition starts
+one fresh process per side, alternating which side goes first; a process loads the
+model, does --warmup untimed runs, then --runs timed runs. The report gives, per frame
+size and side, the median time of all timed runs and their spread, the ratio of the
+medians, and each side's peak resident memory (ru_maxrss of its process, from wait4:
+weights, workspace and the Python or C runtime around them; each side is started by a
+small launcher process, so the figure is accurate to about 10 MiB).
+
+Times: torchvision is timed around model([image]) including the uint8 to float
+conversion, in torch.no_grad(); vd-detect reports the wall time of each vd_detect() call
+on the uint8 frame (--repeat, "time_ms:" lines), pre-processing included. Neither
+side's model loading is timed.
+
+Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
+min/max size 800/1333; --arch picks ResNet-18/34-FPN instead) with random weights,
+calibrated on the first frame so that the RPN and the box head see realistic score
+spreads (tests/parity/parity_common.calibrate), and exports it with
+tools/export_torchvision.py. The timing depends on the weights only through the number
+of proposals and detections, which the RPN and box head cap.
+
+Debian's torch is linked against the netlib reference BLAS (torch.__config__ says
+BLAS_INFO=generic), on which the box head's fc6 (12544x1024 on 1000 RoIs) alone takes
+about 10 s on two cores; convolutions run on oneDNN. --torch-linear onednn runs the box
+head's linear layers as oneDNN 1x1 convolutions instead, which shows what a torch build
+with a fast GEMM (MKL, OpenBLAS) would do; the default measures torchvision as installed.
+
+Examples (from the repository root, after ninja -C build):
+
+  /usr/bin/python3 tools/bench_cpu.py
+      ResNet-50-FPN, frames 640x480 and 1280x720, 2 threads, 5 repetitions x 1 run
+  /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --repeats 3 --runs 2 --threads 4
+  /usr/bin/python3 tools/bench_cpu.py --arch resnet18 --min-size 320 --max-size 512
+  /usr/bin/python3 tools/bench_cpu.py --model models/default.safetensors --sizes 1280x720
+  /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
+
+Run it on an otherwise idle machine: it reports what the processes got, not what the
+code could do.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PARITY_DIR = os.path.join(ROOT, "tests", "parity")
+
+
+def _import_parity_common():
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as exc:
+        sys.exit(f"bench_cpu.py: {sys.executable} cannot import torch/torchvision ({exc}); "
+                 "run it with Debian's /usr/bin/python3")
+    sys.path.insert(0, PARITY_DIR)
+    sys.path.insert(0, HERE)
+    import parity_common
+    return parity_common
+
+
+# ---------------------------------------------------------------------------------
+# The torchvision side (a worker process)
+# ---------------------------------------------------------------------------------
+
+def torchvision_model_from_file(path):
+    """A torchvision FasterRCNN built from a visiondetect model file's config, with the
+    file's tensors loaded (rounded ones for F16/BF16 files)."""
+    pc = _import_parity_common()
+    import torch
+    from torchvision.models.detection import FasterRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    from torchvision.ops.misc import FrozenBatchNorm2d
+
+    tensors, meta = pc.read_safetensors(path)
+    cfg = json.loads(meta["config"])
+    bb = cfg["backbone"]
+    if bb.get("type") != "resnet" or cfg.get("fpn", {}).get("extra_block") != "maxpool":
+        raise SystemExit(f"bench_cpu.py: {path}: only ResNet-FPN backbones with the pool level are supported")
+    norm_eps = bb.get("norm_eps", 1e-5)
+
+    def norm_layer(n):
+        return FrozenBatchNorm2d(n, eps=norm_eps)
+
+    backbone = resnet_fpn_backbone(backbone_name=f"resnet{bb['depth']}", weights=None,
+                                   norm_layer=norm_layer, trainable_layers=5,
+                                   returned_layers=bb["returned_layers"])
+    tr, rpn, roi = cfg["transform"], cfg["rpn"], cfg["roi_heads"]
+    anchors = AnchorGenerator(tuple(tuple(s) for s in cfg["anchors"]["sizes"]),
+                              tuple(tuple(r) for r in cfg["anchors"]["aspect_ratios"]))
+    model = FasterRCNN(
+        backbone, num_classes=cfg["num_classes"], min_size=tr["min_size"], max_size=tr["max_size"],
+        image_mean=tr["image_mean"], image_std=tr["image_std"], rpn_anchor_generator=anchors,
+        rpn_pre_nms_top_n_test=rpn["pre_nms_top_n"], rpn_post_nms_top_n_test=rpn["post_nms_top_n"],
+        rpn_nms_thresh=rpn["nms_thresh"], rpn_score_thresh=rpn["score_thresh"],
+        box_score_thresh=roi["score_thresh"], box_nms_thresh=roi["nms_thresh"],
+        box_detections_per_img=roi["detections_per_img"], bbox_reg_weights=roi["bbox_reg_weights"])
+    for name, m in model.named_modules():
+        if isinstance(m, FrozenBatchNorm2d) and "norm_eps_per_module" in bb:
+            m.eps = bb["norm_eps_per_module"].get(name, norm_eps)
+    state = model.state_dict()
+    missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
+    if missing:
+        raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
+    with torch.no_grad():
+        pc.load_back(model, tensors)
+    return model.eval()
+
+
+def torch_worker(args):
+    import numpy as np
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.set_grad_enabled(False)
+    pc = _import_parity_common()
+    model = torchvision_model_from_file(args.model)
+    img = np.load(args.image)
+    times = []
+    dets = None
+    linears = pc.box_head_linears_on_onednn(model) if args.torch_linear == "onednn" else _null()
+    with linears:
+        for r in range(args.warmup + args.runs):
+            t = time.perf_counter()
+            out = model([pc.to_tensor(img)])[0]
+            dt = (time.perf_counter() - t) * 1000.0
+            if r >= args.warmup:
+                times.append(dt)
+            dets = len(out["scores"])
+    print(json.dumps({"times_ms": times, "detections": dets}))
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ---------------------------------------------------------------------------------
+# The driver
+# ---------------------------------------------------------------------------------
+
+# The peak RSS a child reports includes the RSS of the process that forked it (Linux
+# copies the parent's high-water mark into the child at fork and keeps it across exec),
+# so a child of this driver, which holds torch and a model, would report at least the
+# driver's size. Each side is therefore started by this small launcher (a bare Python,
+# about 10 MiB), which reads its child's peak with getrusage(RUSAGE_CHILDREN).
+_LAUNCHER = """
+import resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+sys.stderr.write("\\nbench-cpu-maxrss-kib: %d\\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)
+"""
+_MAXRSS_TAG = "bench-cpu-maxrss-kib:"
+
+
+def run_measured(cmd, env, timeout):
+    """Runs cmd through the launcher; returns (exit status, stdout, stderr, peak RSS of
+    cmd's process in MiB)."""
+    try:
+        p = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER] + cmd, env=env, timeout=timeout,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"bench_cpu.py: {cmd[0]} ran for more than {timeout:.0f} s (--timeout)")
+    out = p.stdout.decode(errors="replace")
+    err_lines = p.stderr.decode(errors="replace").splitlines()
+    rss = 0.0
+    if err_lines and err_lines[-1].startswith(_MAXRSS_TAG):
+        rss = int(err_lines[-1][len(_MAXRSS_TAG):]) / 1024.0
+        err_lines = err_lines[:-1]
+    return p.returncode, out, "\n".join(err_lines), rss
+
+
+def parse_size(text):
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}")
+    if w < 1 or h < 1:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}")
+    return w, h
+
+
+def spread(times):
+    s = sorted(times)
+    med = statistics.median(s)
+    if len(s) >= 2:
+        q1, _, q3 = statistics.quantiles(s, n=4, method="inclusive")
+    else:
+        q1 = q3 = s[0]
+    return med, s[0], s[-1], q1, q3
+
+
+def build_model_file(args, pc, workdir, first_frame):
+    name = args.arch
+    if args.arch == "resnet50":
+        model = pc.build_resnet50_fpn_coco(seed=50)
+        if args.min_size is not None or args.max_size is not None:
+            model.transform.min_size = (args.min_size or 800,)
+            model.transform.max_size = args.max_size or 1333
+    else:
+        depth = int(args.arch[len("resnet"):])
+        model = pc.build_resnet_fpn(depth, args.num_classes or 91, args.min_size or 800,
+                                    args.max_size or 1333, seed=depth)
+    print(f"building {name} with random weights, calibrating on a {first_frame.shape[1]}x"
+          f"{first_frame.shape[0]} frame ...", flush=True)
+    t = time.monotonic()
+    pc.calibrate(model, [first_frame])
+    path = os.path.join(workdir, f"bench_{name}_{args.dtype}.safetensors")
+    pc.export_model(model, path, dtype=args.dtype)
+    print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
+    return path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN) instead of building one")
+    p.add_argument("--arch", default="resnet50", choices=["resnet50", "resnet34", "resnet18"],
+                   help="architecture to build when --model is not given (default resnet50: "
+                        "fasterrcnn_resnet50_fpn, 91 classes)")
+    p.add_argument("--num-classes", type=int, help="classes of a built resnet18/34 model (91)")
+    p.add_argument("--min-size", type=int, help="min_size of a built model (800)")
+    p.add_argument("--max-size", type=int, help="max_size of a built model (1333)")
+    p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"],
+                   help="storage dtype of a built model file (f32)")
+    p.add_argument("--sizes", default="640x480,1280x720",
+                   help="comma-separated frame sizes WIDTHxHEIGHT (default 640x480,1280x720)")
+    p.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="repetitions: fresh processes per side, alternating (default 5)")
+    p.add_argument("--runs", type=int, default=1, help="timed runs per process (default 1)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs per process first (default 1)")
+    p.add_argument("--vd-detect", default=os.path.join(ROOT, "build", "tools", "vd-detect"),
+                   help="vd-detect executable (default build/tools/vd-detect)")
+    p.add_argument("--torch-linear", default="native", choices=["native", "onednn"],
+                   help="torchvision's box-head linears: as installed (native) or as oneDNN 1x1 "
+                        "convolutions (see above)")
+    p.add_argument("--only", choices=["torchvision", "vd-detect"], help="run one side only")
+    p.add_argument("--workdir", help="keep the model file and frames here (default: a temporary folder)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per process (1800)")
+    p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    # internal: the torchvision worker process
+    p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--image", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    if args.torch_worker:
+        return torch_worker(args)
+    if args.threads < 1 or args.repeats < 1 or args.runs < 1 or args.warmup < 0:
+        p.error("--threads, --repeats and --runs must be >= 1, --warmup >= 0")
+    try:
+        sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
+    if args.only != "torchvision" and not os.access(args.vd_detect, os.X_OK):
+        p.error(f"{args.vd_detect} is not an executable (build it with ninja -C build, or pass --vd-detect)")
+
+    pc = _import_parity_common()
+    import numpy as np
+    import torch
+    import torchvision
+    torch.set_num_threads(args.threads)
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="vd-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        frames = []
+        for w, h in sizes:
+            path = os.path.join(workdir, f"frame_{w}x{h}.npy")
+            img = pc.synthetic_image(h, w, seed=2024)
+            np.save(path, img)
+            frames.append((w, h, path, img))
+        model_path = args.model or build_model_file(args, pc, workdir, frames[0][3])
+        cfg = json.loads(pc.read_safetensors(model_path)[1]["config"])
+
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        torch_cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model_path,
+                     "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup),
+                     "--torch-linear", args.torch_linear]
+        vd_cmd = [args.vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(args.threads),
+                  "--json", "--repeat", str(args.warmup + args.runs)]
+
+        blas = "generic (netlib reference BLAS)" if "BLAS_INFO=generic" in torch.__config__.show() else "optimised"
+        print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, BLAS {blas}, "
+              f"box-head linears {args.torch_linear}; threads {args.threads}; "
+              f"{args.repeats} repetitions x ({args.warmup} warm-up + {args.runs} timed) runs per side")
+        tr = cfg["transform"]
+        print(f"model {model_path}: resnet{cfg['backbone']['depth']}-FPN, {cfg['num_classes']} classes, "
+              f"min/max size {tr['min_size']}/{tr['max_size']}")
+        results = []
+        for w, h, frame, img in frames:
+            rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"], True)
+            side = {"torchvision": {"times": [], "rss": 0.0, "dets": None},
+                    "vd-detect": {"times": [], "rss": 0.0, "dets": None}}
+            order = ["torchvision", "vd-detect"] if args.only is None else [args.only]
+            for rep in range(args.repeats):
+                for name in (order if rep % 2 == 0 else order[::-1]):
+                    if name == "torchvision":
+                        rc, out, err, rss = run_measured(torch_cmd + ["--image", frame], env, args.timeout)
+                        if rc != 0:
+                            sys.exit(f"bench_cpu.py: torchvision worker failed ({rc}):\n{err[-3000:]}")
+                        res = json.loads(out.strip().splitlines()[-1])
+                        times, dets = res["times_ms"], res["detections"]
+                    else:
+                        rc, out, err, rss = run_measured(vd_cmd + [frame], env, args.timeout)
+                        if rc != 0:
+                            sys.exit(f"bench_cpu.py: vd-detect failed ({rc}):\n{err[-3000:]}")
+                        all_times = [float(l.split(":", 1)[1]) for l in err.splitlines()
+                                     if l.startswith("time_ms:")]
+                        if len(all_times) != args.warmup + args.runs:
+                            sys.exit(f"bench_cpu.py: vd-detect printed {len(all_times)} time_ms lines for "
+                                     f"--repeat {args.warmup + args.runs}:\n{err[-3000:]}")
+                        times = all_times[args.warmup:]
+                        lines = [l for l in out.splitlines() if l.strip()]
+                        dets = len(json.loads(lines[-1])["detections"]) if lines else None
+                    s = side[name]
+                    s["times"] += times
+                    s["rss"] = max(s["rss"], rss)
+                    s["dets"] = dets
+                    print(f"  {w}x{h} repetition {rep + 1}/{args.repeats} {name}: "
+                          + ", ".join(f"{t:.1f}" for t in times) + f" ms, peak RSS {rss:.0f} MiB", flush=True)
+            print(f"frame {w}x{h} (resized {rw}x{rh}):")
+            row = {"width": w, "height": h}
+            for name in order:
+                s = side[name]
+                med, lo, hi, q1, q3 = spread(s["times"])
+                print(f"  {name:12s} median {med:9.1f} ms  min {lo:9.1f}  max {hi:9.1f}  "
+                      f"IQR {q1:.1f}..{q3:.1f} ({100 * (q3 - q1) / med:.1f} % of median)  "
+                      f"n={len(s['times'])}  peak RSS {s['rss']:7.0f} MiB  detections {s['dets']}")
+                row[name] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "q1_ms": q1, "q3_ms": q3,
+                             "n": len(s["times"]), "peak_rss_mib": s["rss"], "detections": s["dets"]}
+            if args.only is None:
+                ratio = row["torchvision"]["median_ms"] / row["vd-detect"]["median_ms"]
+                print(f"  torchvision / vd-detect median time: {ratio:.2f}x; peak RSS ratio "
+                      f"{row['torchvision']['peak_rss_mib'] / row['vd-detect']['peak_rss_mib']:.2f}x")
+                row["ratio"] = ratio
+            results.append(row)
+        if args.json:
+            print(json.dumps({"threads": args.threads, "torch_linear": args.torch_linear, "model": model_path,
+                              "results": results}))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
