@@ -6,9 +6,9 @@ loads back) on the same frame with the same number of threads. Each repetition s
 one fresh process per side, alternating which side goes first; a process loads the
 model, does --warmup untimed runs, then --runs timed runs. The report gives, per frame
 size and side, the median time of all timed runs and their spread, the ratio of the
-medians, and each side's peak resident memory (ru_maxrss of its process, from wait4:
-weights, workspace and the Python or C runtime around them; each side is started by a
-small launcher process, so the figure is accurate to about 10 MiB).
+medians, and each side's peak resident memory (ru_maxrss of its process, read by
+a small launcher process that starts it with getrusage(RUSAGE_CHILDREN): weights,
+workspace and the Python or C runtime around them, accurate to about 10 MiB).
 
 Times: torchvision is timed around model([image]) including the uint8 to float
 conversion, in torch.no_grad(); vd-detect reports the wall time of each vd_detect() call
@@ -34,7 +34,7 @@ Examples (from the repository root, after ninja -C build):
       ResNet-50-FPN, frames 640x480 and 1280x720, 2 threads, 5 repetitions x 1 run
   /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --repeats 3 --runs 2 --threads 4
   /usr/bin/python3 tools/bench_cpu.py --arch resnet18 --min-size 320 --max-size 512
-  /usr/bin/python3 tools/bench_cpu.py --model models/default.safetensors --sizes 1280x720
+  /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
   /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
 
 Run it on an otherwise idle machine: it reports what the processes got, not what the
