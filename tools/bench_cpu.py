@@ -74,47 +74,53 @@ def _import_parity_common():
 # ---------------------------------------------------------------------------------
 
 def torchvision_model_from_file(path):
-    """A torchvision FasterRCNN built from a visiondetect model file's config, with the
-    file's tensors loaded (rounded ones for F16/BF16 files)."""
+    """A torchvision FasterRCNN built from a visiondetect model file's config (ResNet-FPN
+    with the pool level, any returned layers, FPN width and box-head size), with the
+    file's tensors loaded (the rounded ones for F16/BF16 files)."""
     pc = _import_parity_common()
-    import torch
+    import torchvision
     from torchvision.models.detection import FasterRCNN
     from torchvision.models.detection.anchor_utils import AnchorGenerator
-    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    from torchvision.models.detection.backbone_utils import BackboneWithFPN
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.rpn import RPNHead
+    from torchvision.ops import MultiScaleRoIAlign
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
     from torchvision.ops.misc import FrozenBatchNorm2d
 
     tensors, meta = pc.read_safetensors(path)
     cfg = json.loads(meta["config"])
-    bb = cfg["backbone"]
-    if bb.get("type") != "resnet" or cfg.get("fpn", {}).get("extra_block") != "maxpool":
+    bb, fpn = cfg["backbone"], cfg["fpn"]
+    if bb.get("type") != "resnet" or fpn.get("extra_block") != "maxpool" or bb.get("groups", 1) != 1:
         raise SystemExit(f"bench_cpu.py: {path}: only ResNet-FPN backbones with the pool level are supported")
     norm_eps = bb.get("norm_eps", 1e-5)
-
-    def norm_layer(n):
-        return FrozenBatchNorm2d(n, eps=norm_eps)
-
-    backbone = resnet_fpn_backbone(backbone_name=f"resnet{bb['depth']}", weights=None,
-                                   norm_layer=norm_layer, trainable_layers=5,
-                                   returned_layers=bb["returned_layers"])
+    body = getattr(torchvision.models, f"resnet{bb['depth']}")(
+        weights=None, norm_layer=lambda n: FrozenBatchNorm2d(n, eps=norm_eps))
+    for name, m in body.named_modules():
+        if isinstance(m, FrozenBatchNorm2d):
+            m.eps = bb.get("norm_eps_per_module", {}).get("backbone.body." + name, norm_eps)
+    returned = bb["returned_layers"]
+    backbone = BackboneWithFPN(body, {f"layer{k}": str(i) for i, k in enumerate(returned)},
+                               fpn["in_channels"], fpn["out_channels"], extra_blocks=LastLevelMaxPool())
     tr, rpn, roi = cfg["transform"], cfg["rpn"], cfg["roi_heads"]
     anchors = AnchorGenerator(tuple(tuple(s) for s in cfg["anchors"]["sizes"]),
                               tuple(tuple(r) for r in cfg["anchors"]["aspect_ratios"]))
+    c, p, rep = fpn["out_channels"], roi["output_size"], roi["representation_size"]
     model = FasterRCNN(
-        backbone, num_classes=cfg["num_classes"], min_size=tr["min_size"], max_size=tr["max_size"],
-        image_mean=tr["image_mean"], image_std=tr["image_std"], rpn_anchor_generator=anchors,
+        backbone, num_classes=None, min_size=tr["min_size"], max_size=tr["max_size"],
+        image_mean=tr["image_mean"], image_std=tr["image_std"],
+        rpn_anchor_generator=anchors, rpn_head=RPNHead(c, anchors.num_anchors_per_location()[0]),
         rpn_pre_nms_top_n_test=rpn["pre_nms_top_n"], rpn_post_nms_top_n_test=rpn["post_nms_top_n"],
         rpn_nms_thresh=rpn["nms_thresh"], rpn_score_thresh=rpn["score_thresh"],
+        box_roi_pool=MultiScaleRoIAlign(roi["featmap_names"], p, roi["sampling_ratio"]),
+        box_head=TwoMLPHead(c * p * p, rep), box_predictor=FastRCNNPredictor(rep, cfg["num_classes"]),
         box_score_thresh=roi["score_thresh"], box_nms_thresh=roi["nms_thresh"],
         box_detections_per_img=roi["detections_per_img"], bbox_reg_weights=roi["bbox_reg_weights"])
-    for name, m in model.named_modules():
-        if isinstance(m, FrozenBatchNorm2d) and "norm_eps_per_module" in bb:
-            m.eps = bb["norm_eps_per_module"].get(name, norm_eps)
     state = model.state_dict()
     missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
     if missing:
         raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
-    with torch.no_grad():
-        pc.load_back(model, tensors)
+    pc.load_back(model, tensors)
     return model.eval()
 
 
@@ -290,8 +296,11 @@ def main(argv=None):
         torch_cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model_path,
                      "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup),
                      "--torch-linear", args.torch_linear]
+        # vd-detect prints time_ms lines only when it repeats: at least 2 runs, the extra
+        # one untimed.
+        vd_repeat = max(2, args.warmup + args.runs)
         vd_cmd = [args.vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(args.threads),
-                  "--json", "--repeat", str(args.warmup + args.runs)]
+                  "--json", "--repeat", str(vd_repeat)]
 
         blas = "generic (netlib reference BLAS)" if "BLAS_INFO=generic" in torch.__config__.show() else "optimised"
         print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, BLAS {blas}, "
@@ -320,10 +329,10 @@ def main(argv=None):
                             sys.exit(f"bench_cpu.py: vd-detect failed ({rc}):\n{err[-3000:]}")
                         all_times = [float(l.split(":", 1)[1]) for l in err.splitlines()
                                      if l.startswith("time_ms:")]
-                        if len(all_times) != args.warmup + args.runs:
+                        if len(all_times) != vd_repeat:
                             sys.exit(f"bench_cpu.py: vd-detect printed {len(all_times)} time_ms lines for "
-                                     f"--repeat {args.warmup + args.runs}:\n{err[-3000:]}")
-                        times = all_times[args.warmup:]
+                                     f"--repeat {vd_repeat}:\n{err[-3000:]}")
+                        times = all_times[args.warmup:args.warmup + args.runs]
                         lines = [l for l in out.splitlines() if l.strip()]
                         dets = len(json.loads(lines[-1])["detections"]) if lines else None
                     s = side[name]
