@@ -88,15 +88,47 @@ G_DEFINE_TYPE (GstVisionJson, gst_vision_json, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE (visionjson, "visionjson", GST_RANK_NONE,
     GST_TYPE_VISION_JSON);
 
-/* JSON numbers without float noise: pixels to 1/100, the rest to 1e-6 */
+/* A JSON number with at most @decimals decimals and no trailing zeros (json-glib
+ * would print 17 significant digits: 0.0075709999999999996). */
 static void
-add_rounded (JsonBuilder * builder, const gchar * name, gdouble value,
-    gdouble scale)
+append_number (GString * json, gdouble value, gint decimals)
 {
-  json_builder_set_member_name (builder, name);
-  json_builder_add_double_value (builder, round (value * scale) / scale);
+  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
+  gchar format[8];
+  gsize len;
+
+  if (!isfinite (value)) {
+    g_string_append (json, "null");
+    return;
+  }
+  g_snprintf (format, sizeof (format), "%%.%df", decimals);
+  g_ascii_formatd (buf, sizeof (buf), format, value);
+  len = strlen (buf);
+  if (strchr (buf, '.') != NULL) {
+    while (len > 0 && buf[len - 1] == '0')
+      len--;
+    if (len > 0 && buf[len - 1] == '.')
+      len--;
+  }
+  buf[len] = '\0';
+  if (strcmp (buf, "-0") == 0)
+    strcpy (buf, "0");
+  g_string_append (json, buf);
 }
 
+/* A JSON string, escaped by json-glib. */
+static void
+append_string (GString * json, const gchar * value)
+{
+  JsonNode *node = json_node_init_string (json_node_alloc (), value);
+  gchar *quoted = json_to_string (node, FALSE);
+
+  g_string_append (json, quoted);
+  g_free (quoted);
+  json_node_unref (node);
+}
+
+/* One line of JSON for the frame (see the schema in the element's doc). */
 static gchar *
 frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
 {
@@ -104,72 +136,50 @@ frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
   const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
   GArray *detections = gst_vision_detections_from_buffer (buffer, width,
       height);
-  JsonBuilder *builder = json_builder_new ();
-  JsonGenerator *generator;
-  JsonNode *root;
-  gchar *json;
+  GString *json = g_string_sized_new (128 + 256 * detections->len);
   guint i;
 
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "frame");
-  json_builder_add_int_value (builder, (gint64) frame_index);
-  json_builder_set_member_name (builder, "pts");
+  g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
+      frame_index);
   if (GST_BUFFER_PTS_IS_VALID (buffer))
-    json_builder_add_int_value (builder, (gint64) GST_BUFFER_PTS (buffer));
+    g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
   else
-    json_builder_add_null_value (builder);
-  json_builder_set_member_name (builder, "width");
-  json_builder_add_int_value (builder, width);
-  json_builder_set_member_name (builder, "height");
-  json_builder_add_int_value (builder, height);
+    g_string_append (json, "null");
+  g_string_append_printf (json, ",\"width\":%d,\"height\":%d,\"objects\":[",
+      width, height);
 
-  json_builder_set_member_name (builder, "objects");
-  json_builder_begin_array (builder);
   for (i = 0; i < detections->len; i++) {
     const GstVisionDetection *d =
         &g_array_index (detections, GstVisionDetection, i);
 
-    json_builder_begin_object (builder);
-    json_builder_set_member_name (builder, "id");
-    json_builder_add_int_value (builder, d->roi_id);
-    json_builder_set_member_name (builder, "label");
-    json_builder_add_string_value (builder,
-        d->label ? g_quark_to_string (d->label) : "");
-    json_builder_set_member_name (builder, "label_id");
-    json_builder_add_int_value (builder, d->label_id);
-    add_rounded (builder, "confidence", d->confidence, 1e6);
-
-    json_builder_set_member_name (builder, "box");
-    json_builder_begin_object (builder);
-    add_rounded (builder, "x_min", d->x / width, 1e6);
-    add_rounded (builder, "y_min", d->y / height, 1e6);
-    add_rounded (builder, "x_max", (d->x + d->w) / width, 1e6);
-    add_rounded (builder, "y_max", (d->y + d->h) / height, 1e6);
-    json_builder_end_object (builder);
-
-    json_builder_set_member_name (builder, "rect");
-    json_builder_begin_object (builder);
-    add_rounded (builder, "x", d->x, 100);
-    add_rounded (builder, "y", d->y, 100);
-    add_rounded (builder, "w", d->w, 100);
-    add_rounded (builder, "h", d->h, 100);
-    json_builder_end_object (builder);
-
-    json_builder_end_object (builder);
+    g_string_append_printf (json, "%s{\"id\":%d,\"label\":", i ? "," : "",
+        d->roi_id);
+    append_string (json, d->label ? g_quark_to_string (d->label) : "");
+    g_string_append_printf (json, ",\"label_id\":%d,\"confidence\":",
+        d->label_id);
+    append_number (json, d->confidence, 6);
+    g_string_append (json, ",\"box\":{\"x_min\":");
+    append_number (json, d->x / width, 6);
+    g_string_append (json, ",\"y_min\":");
+    append_number (json, d->y / height, 6);
+    g_string_append (json, ",\"x_max\":");
+    append_number (json, (d->x + d->w) / width, 6);
+    g_string_append (json, ",\"y_max\":");
+    append_number (json, (d->y + d->h) / height, 6);
+    g_string_append (json, "},\"rect\":{\"x\":");
+    append_number (json, d->x, 2);
+    g_string_append (json, ",\"y\":");
+    append_number (json, d->y, 2);
+    g_string_append (json, ",\"w\":");
+    append_number (json, d->w, 2);
+    g_string_append (json, ",\"h\":");
+    append_number (json, d->h, 2);
+    g_string_append (json, "}}");
   }
-  json_builder_end_array (builder);
-  json_builder_end_object (builder);
+  g_string_append (json, "]}");
 
-  root = json_builder_get_root (builder);
-  generator = json_generator_new ();
-  json_generator_set_root (generator, root);
-  json = json_generator_to_data (generator, NULL);
-
-  g_object_unref (generator);
-  json_node_unref (root);
-  g_object_unref (builder);
   g_array_unref (detections);
-  return json;
+  return g_string_free (json, FALSE);
 }
 
 static GstFlowReturn

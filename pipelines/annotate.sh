@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Annotates a video file: detections drawn into an MP4 and written as JSON Lines.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+usage() {
+  cat <<USAGE
+Usage: pipelines/annotate.sh [OPTION]... [INPUT] [OUTPUT]
+
+Runs the visiondetect detector on every frame of INPUT (any file GStreamer's
+decodebin reads: MP4, MKV, WebM, AVI, ...), draws the detections (box, class,
+confidence) and writes OUTPUT, an H.264 MP4, plus OUTPUT's name with .jsonl:
+one JSON object per frame with its detections (see README.md, visionjson).
+
+Without INPUT it annotates a generated clip (videotestsrc's bouncing ball in a
+few colours) with the bundled model. OUTPUT defaults to out/annotated.mp4.
+Installs the Debian packages it needs and builds the project first.
+
+Options:
+  --model FILE       detection model (.safetensors, tools/export_torchvision.py);
+                     default: \$VISIONDETECT_MODEL, else the bundled
+                     models/visiondetect-shapes.safetensors
+  --json FILE        where to write the JSON Lines (default: OUTPUT with .jsonl)
+  --threshold S      minimum confidence, 0..1 (element default 0.5)
+  --device DEV       auto, cpu, cuda or cuda:N (default auto)
+  --interval N       run inference on every Nth frame only
+  --classes LIST     comma-separated class names to keep
+  --frames N         stop after N frames (default: the whole input; 72 for the
+                     generated clip)
+  --size WxH         size of the generated clip (default 640x480)
+  -h, --help         this help
+
+Environment: VISIONDETECT_NO_BUILD=1 skips the package check and the build.
+
+Examples:
+  pipelines/annotate.sh
+  pipelines/annotate.sh --model fasterrcnn_coco.safetensors street.mp4 street-annotated.mp4
+USAGE
+}
+
+opt_model="" opt_json="" opt_threshold="" opt_device="" opt_interval="" opt_classes=""
+opt_frames="" opt_size="640x480"
+positional=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --model) opt_model="${2:?--model needs a file}"; shift 2 ;;
+    --json) opt_json="${2:?--json needs a file}"; shift 2 ;;
+    --threshold) opt_threshold="${2:?}"; shift 2 ;;
+    --device) opt_device="${2:?}"; shift 2 ;;
+    --interval) opt_interval="${2:?}"; shift 2 ;;
+    --classes) opt_classes="${2:?}"; shift 2 ;;
+    --frames) opt_frames="${2:?}"; shift 2 ;;
+    --size) opt_size="${2:?}"; shift 2 ;;
+    --) shift; positional+=("$@"); break ;;
+    -*) usage >&2; vd_die "unknown option $1" ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[ ${#positional[@]} -le 2 ] || { usage >&2; vd_die "too many arguments"; }
+input="${positional[0]:-}"
+output="${positional[1]:-$VD_ROOT/out/annotated.mp4}"
+json="${opt_json:-${output%.*}.jsonl}"
+[[ "$opt_size" =~ ^([0-9]+)x([0-9]+)$ ]] || vd_die "--size wants WxH, e.g. 640x480"
+width="${BASH_REMATCH[1]}" height="${BASH_REMATCH[2]}"
+[ -z "$input" ] || [ -f "$input" ] || vd_die "input file '$input' does not exist"
+
+vd_prepare
+vd_check_model "$opt_model"
+mkdir -p "$(dirname "$output")" "$(dirname "$json")"
+
+if [ -n "$input" ]; then
+  # only the video stream; decodebin picks the decoders
+  source_desc="filesrc location=$(vd_quote "$input") ! decodebin ! videoconvert"
+  [ -n "$opt_frames" ] && source_desc+=" ! identity eos-after=$opt_frames"
+else
+  # the bundled model's classes include the ball: three colour schemes of it
+  frames="${opt_frames:-72}"
+  third=$(( (frames + 2) / 3 ))
+  last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
+  caps="video/x-raw,width=$width,height=$height,framerate=24/1,format=I420"
+  source_desc="concat name=clip ! videoconvert"
+  source_desc+=" videotestsrc pattern=ball num-buffers=$third ! $caps ! clip."
+  source_desc+=" videotestsrc pattern=ball num-buffers=$third foreground-color=0xffff4040 background-color=0xff203060 ! $caps ! clip."
+  source_desc+=" videotestsrc pattern=ball num-buffers=$last foreground-color=0xfff0e020 background-color=0xff808080 motion=sweep ! $caps ! clip."
+fi
+
+pipeline="$source_desc ! visiondetect$(vd_detect_props)"
+pipeline+=" ! visionjson location=$(vd_quote "$json")"
+pipeline+=" ! visionoverlay ! videoconvert ! video/x-raw,format=I420"
+pipeline+=" ! x264enc speed-preset=veryfast ! mp4mux ! filesink location=$(vd_quote "$output")"
+
+vd_log "gst-launch-1.0 -e $pipeline"
+gst-launch-1.0 -e $([ -t 1 ] || echo -q) "$pipeline" >&2 || vd_die "the pipeline failed"
+[ -s "$output" ] || vd_die "no output was written"
+vd_log "wrote $output and $json ($(wc -l < "$json") frames)"

@@ -1,0 +1,91 @@
+# Shared by the pipelines/ scripts (sourced, not run): installs what is missing,
+# builds the project, and points GStreamer at the plugin in the build tree.
+#
+#   VISIONDETECT_NO_BUILD=1   skip the package check and the build (the tests
+#                             set it: they run from a finished build)
+#   VISIONDETECT_BUILD_DIR    the build directory (default: build/ in the source)
+#   VISIONDETECT_MODEL        a model file, when no --model is given
+
+VD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VD_BUILD="${VISIONDETECT_BUILD_DIR:-$VD_ROOT/build}"
+
+# Debian packages the scripts need to build and to run their pipelines
+# (x264enc is in -ugly, most decoders in -libav).
+vd_packages=(
+  meson ninja-build pkg-config gcc
+  libglib2.0-dev libjson-glib-dev libdnnl-dev
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libcairo2-dev libpango1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
+)
+
+vd_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
+vd_die() { vd_log "$*"; exit 1; }
+
+vd_install_missing() {
+  local missing=() p
+  command -v dpkg-query >/dev/null || return 0   # not Debian: trust the user
+  for p in "${vd_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  vd_log "installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+vd_build() {
+  if [ -f "$VD_BUILD/build.ninja" ]; then
+    ninja -C "$VD_BUILD" >&2
+  else
+    meson setup "$VD_BUILD" "$VD_ROOT" >&2 && ninja -C "$VD_BUILD" >&2
+  fi
+}
+
+# Installs, builds (unless VISIONDETECT_NO_BUILD=1) and sets up the environment.
+vd_prepare() {
+  if [ "${VISIONDETECT_NO_BUILD:-0}" != 1 ]; then
+    vd_install_missing
+    vd_build || vd_die "the build failed"
+  fi
+  [ -e "$VD_BUILD/gst/libgstvisiondetect.so" ] || vd_die "no plugin in $VD_BUILD/gst: build the project first (meson setup build && ninja -C build)"
+  export GST_PLUGIN_PATH="$VD_BUILD/gst${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}"
+  # a registry of our own: never a stale ~/.cache one
+  export GST_REGISTRY="${GST_REGISTRY:-$VD_BUILD/gst-registry.bin}"
+  gst-inspect-1.0 visiondetect >/dev/null 2>&1 || vd_die "GStreamer cannot load the visiondetect plugin from $VD_BUILD/gst (run gst-inspect-1.0 visiondetect to see why)"
+}
+
+# The model the element will use: the --model argument, $VISIONDETECT_MODEL or
+# the bundled one. Fails with a clear message when there is none.
+vd_check_model() {
+  local model="$1"
+  if [ -n "$model" ]; then
+    [ -f "$model" ] || vd_die "model file '$model' does not exist"
+    return 0
+  fi
+  if [ -n "${VISIONDETECT_MODEL:-}" ]; then
+    [ -f "$VISIONDETECT_MODEL" ] || vd_die "VISIONDETECT_MODEL='$VISIONDETECT_MODEL' does not exist"
+    return 0
+  fi
+  [ -f "$VD_ROOT/models/visiondetect-shapes.safetensors" ] && return 0
+  vd_die "the bundled model models/visiondetect-shapes.safetensors is missing: pass --model FILE (a .safetensors file written by tools/export_torchvision.py)"
+}
+
+# gst-launch-1.0 property syntax for a value that may contain spaces or quotes
+vd_quote() {
+  local v="${1//\\/\\\\}"
+  printf '"%s"' "${v//\"/\\\"}"
+}
+
+# visiondetect's properties from the common options
+vd_detect_props() {
+  local props=""
+  [ -n "$opt_model" ] && props+=" model=$(vd_quote "$opt_model")"
+  [ -n "$opt_device" ] && props+=" device=$opt_device"
+  [ -n "$opt_threshold" ] && props+=" threshold=$opt_threshold"
+  [ -n "$opt_interval" ] && props+=" interval=$opt_interval"
+  [ -n "$opt_classes" ] && props+=" classes=$(vd_quote "$opt_classes")"
+  printf '%s' "$props"
+}
