@@ -37,6 +37,7 @@ DEFAULT_CONFIGS = [
     "640x480:RGB:0xffffff00:0xff000000",   # yellow on black
     "640x480:I420:0xff00ff00:0xff000000",  # green on black, I420 (colour conversion in the engine)
     "480x360:BGRx:0xffff4040:0xff202060",  # red on dark blue, BGRx
+    "1280x720:RGB:0xffffffff:0xff000000",  # HD: the ball is 15 pixels wide at the model's scale
 ]
 
 
@@ -147,7 +148,7 @@ def run_config(args, cfg_text, index):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0"))
-    ap.add_argument("--frames", type=int, default=100, help="frames per configuration")
+    ap.add_argument("--frames", type=int, default=80, help="frames per configuration")
     ap.add_argument("--config", action="append", default=None,
                     help="WIDTHxHEIGHT:FORMAT:FG:BG (ARGB hex); repeatable")
     ap.add_argument("--model", default=None,
