@@ -20,6 +20,8 @@ Options:
   --model FILE       detection model (.safetensors, tools/export_torchvision.py);
                      default: \$VISIONDETECT_MODEL, else the bundled
                      models/visiondetect-shapes.safetensors
+  --output FILE      the annotated MP4 (same as the OUTPUT argument; lets the
+                     generated clip go elsewhere than out/annotated.mp4)
   --json FILE        where to write the JSON Lines (default: OUTPUT with .jsonl)
   --threshold S      minimum confidence, 0..1 (element default 0.5)
   --device DEV       auto, cpu, cuda or cuda:N (default auto)
@@ -34,18 +36,20 @@ Environment: VISIONDETECT_NO_BUILD=1 skips the package check and the build.
 
 Examples:
   pipelines/annotate.sh
+  pipelines/annotate.sh --frames 24 --output /tmp/ball.mp4
   pipelines/annotate.sh --model fasterrcnn_coco.safetensors street.mp4 street-annotated.mp4
 USAGE
 }
 
 opt_model="" opt_json="" opt_threshold="" opt_device="" opt_interval="" opt_classes=""
-opt_frames="" opt_size="640x480"
+opt_frames="" opt_size="640x480" opt_output=""
 positional=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --model) opt_model="${2:?--model needs a file}"; shift 2 ;;
     --json) opt_json="${2:?--json needs a file}"; shift 2 ;;
+    --output) opt_output="${2:?--output needs a file}"; shift 2 ;;
     --threshold) opt_threshold="${2:?}"; shift 2 ;;
     --device) opt_device="${2:?}"; shift 2 ;;
     --interval) opt_interval="${2:?}"; shift 2 ;;
@@ -59,7 +63,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#positional[@]} -le 2 ] || { usage >&2; vd_die "too many arguments"; }
 input="${positional[0]:-}"
-output="${positional[1]:-$VD_ROOT/out/annotated.mp4}"
+output="${positional[1]:-${opt_output:-$VD_ROOT/out/annotated.mp4}}"
 json="${opt_json:-${output%.*}.jsonl}"
 [[ "$opt_size" =~ ^([0-9]+)x([0-9]+)$ ]] || vd_die "--size wants WxH, e.g. 640x480"
 width="${BASH_REMATCH[1]}" height="${BASH_REMATCH[2]}"
@@ -71,26 +75,26 @@ mkdir -p "$(dirname "$output")" "$(dirname "$json")"
 
 if [ -n "$input" ]; then
   # only the video stream; decodebin picks the decoders
-  source_desc="filesrc location=$(vd_quote "$input") ! decodebin ! videoconvert"
-  [ -n "$opt_frames" ] && source_desc+=" ! identity eos-after=$opt_frames"
+  vd_add filesrc "location=$input" ! decodebin ! videoconvert
+  [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
 else
   # the bundled model's classes include the ball: three colour schemes of it
   frames="${opt_frames:-72}"
   third=$(( (frames + 2) / 3 ))
   last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
   caps="video/x-raw,width=$width,height=$height,framerate=24/1,format=I420"
-  source_desc="concat name=clip ! videoconvert"
-  source_desc+=" videotestsrc pattern=ball num-buffers=$third ! $caps ! clip."
-  source_desc+=" videotestsrc pattern=ball num-buffers=$third foreground-color=0xffff4040 background-color=0xff203060 ! $caps ! clip."
-  source_desc+=" videotestsrc pattern=ball num-buffers=$last foreground-color=0xfff0e020 background-color=0xff808080 motion=sweep ! $caps ! clip."
+  vd_add videotestsrc pattern=ball "num-buffers=$third" ! "$caps" ! clip.
+  vd_add videotestsrc pattern=ball "num-buffers=$third" foreground-color=0xffff4040 \
+    background-color=0xff203060 ! "$caps" ! clip.
+  vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
+    background-color=0xff808080 motion=sweep ! "$caps" ! clip.
+  vd_add concat name=clip ! videoconvert
 fi
+vd_add ! ; vd_add_detect
+vd_add ! visionjson "location=$json"
+vd_add ! visionoverlay ! videoconvert ! video/x-raw,format=I420
+vd_add ! x264enc speed-preset=veryfast ! mp4mux ! filesink "location=$output"
 
-pipeline="$source_desc ! visiondetect$(vd_detect_props)"
-pipeline+=" ! visionjson location=$(vd_quote "$json")"
-pipeline+=" ! visionoverlay ! videoconvert ! video/x-raw,format=I420"
-pipeline+=" ! x264enc speed-preset=veryfast ! mp4mux ! filesink location=$(vd_quote "$output")"
-
-vd_log "gst-launch-1.0 -e $pipeline"
-gst-launch-1.0 -e $([ -t 1 ] || echo -q) "$pipeline" >&2 || vd_die "the pipeline failed"
+vd_launch >&2 || vd_die "the pipeline failed"
 [ -s "$output" ] || vd_die "no output was written"
 vd_log "wrote $output and $json ($(wc -l < "$json") frames)"

@@ -73,19 +73,25 @@ vd_check_model() {
   vd_die "the bundled model models/visiondetect-shapes.safetensors is missing: pass --model FILE (a .safetensors file written by tools/export_torchvision.py)"
 }
 
-# gst-launch-1.0 property syntax for a value that may contain spaces or quotes
-vd_quote() {
-  local v="${1//\\/\\\\}"
-  printf '"%s"' "${v//\"/\\\"}"
+# The pipeline is built as an array of gst-launch-1.0 arguments, one word each:
+# gst-launch escapes the spaces inside an argument, so a property value with
+# spaces (a file name) stays one value.
+pipeline=()
+vd_add() { pipeline+=("$@"); }
+
+# visiondetect with its properties from the common options
+vd_add_detect() {
+  vd_add visiondetect
+  [ -n "$opt_model" ] && vd_add "model=$opt_model"
+  [ -n "$opt_device" ] && vd_add "device=$opt_device"
+  [ -n "$opt_threshold" ] && vd_add "threshold=$opt_threshold"
+  [ -n "$opt_interval" ] && vd_add "interval=$opt_interval"
+  [ -n "$opt_classes" ] && vd_add "classes=$opt_classes"
+  return 0
 }
 
-# visiondetect's properties from the common options
-vd_detect_props() {
-  local props=""
-  [ -n "$opt_model" ] && props+=" model=$(vd_quote "$opt_model")"
-  [ -n "$opt_device" ] && props+=" device=$opt_device"
-  [ -n "$opt_threshold" ] && props+=" threshold=$opt_threshold"
-  [ -n "$opt_interval" ] && props+=" interval=$opt_interval"
-  [ -n "$opt_classes" ] && props+=" classes=$(vd_quote "$opt_classes")"
-  printf '%s' "$props"
+# Runs the pipeline, printing it first (quoted as a shell would need it).
+vd_launch() {
+  vd_log "gst-launch-1.0 -e $(printf '%q ' "${pipeline[@]}")"
+  gst-launch-1.0 -e "${pipeline[@]}"
 }
