@@ -253,6 +253,9 @@ def main(argv=None):
         return 77
     vd = args.vd_detect
     if vd and not os.access(vd, os.X_OK):
+        if args.max_diff is not None:
+            print(f"FAIL: vd-detect not found at {vd} (needed for --max-diff)")
+            return 1
         print(f"vd-detect not found at {vd}; evaluating torchvision only")
         vd = ""
 
