@@ -148,7 +148,7 @@ def run_config(args, cfg_text, index):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0"))
-    ap.add_argument("--frames", type=int, default=80, help="frames per configuration")
+    ap.add_argument("--frames", type=int, default=60, help="frames per configuration")
     ap.add_argument("--config", action="append", default=None,
                     help="WIDTHxHEIGHT:FORMAT:FG:BG (ARGB hex); repeatable")
     ap.add_argument("--model", default=None,
