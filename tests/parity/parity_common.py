@@ -386,7 +386,7 @@ def reference_matches_model(model, img_u8, ref):
 
 @torch.no_grad()
 def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
-              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 12)):
+              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8)):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
 
     1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)), then the
@@ -533,7 +533,7 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
                          + 0.1 * abs(math.log((low + 1) / (high + 1))))
             # Score errors grow with the gain (a rounding error d in a standardised
             # logit moves a score by up to a * d / 4): prefer the smaller gains.
-            cost += 0.03 * a * len(counts)
+            cost += 0.05 * a * len(counts)
             if VERBOSE:
                 log(f"  cls_score gain {a}: background shift {b:.3g}, cost {cost:.3f}, counts {counts}")
             if best is None or cost < best[0]:

@@ -6,10 +6,10 @@ file and loaded into torchvision, so both sides run exactly the same (rounded)
 weights and the same float32 arithmetic as the float32 tests; the tolerances are
 those of the float32 tests.
 
-One scene (one seed) rendered at these sizes (H x W): 300x400 runs against unmodified torchvision 0.14.1; 257x389 is a size
-where 0.14.1's float32 resize scale loses a pixel and runs with the scale patched to
-double precision, as the engine and current torchvision compute it
-(parity_common.resize_scale_in_double).
+One scene (one seed) rendered at two sizes (H x W). 300x400 runs against unmodified
+torchvision 0.14.1. 257x389 is a size where 0.14.1's float32 resize scale loses a
+pixel: it runs with the scale patched to double precision, as the engine and current
+torchvision compute it (parity_common.resize_scale_in_double).
 """
 import os
 import sys

@@ -2,13 +2,14 @@
 """Parity: ResNet-18-FPN Faster R-CNN (BasicBlock, FrozenBatchNorm2d with eps 1e-5),
 5 classes, min/max size 320/512, random calibrated weights, float32 model file.
 
-One scene (one seed) rendered at these sizes (H x W): 240x320, 333x500 and 500x333 (portrait) run against unmodified
-torchvision 0.14.1 (its float32 resize scale gives the same size as double there);
-200x200 and 401x299 (portrait) are sizes where 0.14.1's float32 scale loses a pixel
-(319 instead of 320), and run with the resize scale patched to double precision, as
-the engine and current torchvision compute it (parity_common.resize_scale_in_double).
-Resized sizes 320x426, 320x480, 480x320, 320x320 and 429x320: most are not multiples
-of 32, so padding is exercised.
+One scene (one seed) rendered at five sizes (H x W). 240x320, 333x500 and 500x333
+(portrait) run against unmodified torchvision 0.14.1: its float32 resize scale gives
+the same size as double there. 200x200 and 401x299 (portrait) are sizes where
+0.14.1's float32 scale loses a pixel (319 instead of 320): they run with the resize
+scale patched to double precision, as the engine and current torchvision compute it
+(parity_common.resize_scale_in_double). The resized sizes 320x426, 320x480, 480x320,
+320x320 and 429x320 are mostly not multiples of 32, so padding is exercised. All five
+images go through one vd-detect process (one context, changing sizes).
 """
 import os
 import sys
