@@ -389,9 +389,10 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
               rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8)):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
 
-    1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)), then the
-       running mean/variance of every BN/FrozenBN are set to the batch statistics of
-       its actual input on the first image. A forward pre-hook does this in one eval
+    1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)) and random
+       gains in [0.01, 1] on the output channels of the convolution before each (so
+       eps matters), then the running mean/variance of every BN/FrozenBN are set to
+       the batch statistics of its actual input on the first image. A forward pre-hook does this in one eval
        forward of the body: each layer sees the output of the already calibrated
        layers before it, so activations stay O(1) through the whole depth.
     2. RPN: scales the objectness conv so the logits have std rpn_logit_std (sigmoid
