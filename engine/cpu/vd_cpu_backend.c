@@ -199,6 +199,14 @@ typedef struct {
     cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
     int box_plan_next;
 
+    /* One scratchpad for all convolutions and matmuls (they run one at a time),
+     * sized for the largest: oneDNN's default allocates it at every execution,
+     * which for the Winograd kernels means tens of MB of fresh pages per frame. */
+    size_t scratch_needed;
+    size_t scratch_size;
+    void *scratch;
+    dnnl_memory_t scratch_mem;
+
     cpu_plan *plan;
 } cpu_state;
 
@@ -300,6 +308,38 @@ static int conv_out_size(int n, int kernel, int stride, int padding)
     return (n + 2 * padding - kernel) / stride + 1;
 }
 
+/* Records the scratchpad that primitive @pd (created with the user scratchpad
+ * mode) needs. */
+static void note_scratchpad(cpu_state *st, const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (md != NULL)
+        st->scratch_needed = MAX(st->scratch_needed, dnnl_memory_desc_get_size(md));
+}
+
+/* Makes the shared scratchpad as large as the primitives created so far need. */
+static gboolean ensure_scratchpad(cpu_state *st, GError **error)
+{
+    if (st->scratch_needed <= st->scratch_size)
+        return TRUE;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {(dnnl_dim_t)st->scratch_needed};
+    if (st->scratch_mem != NULL)
+        dnnl_memory_destroy(st->scratch_mem);
+    st->scratch_mem = NULL;
+    free(st->scratch);
+    st->scratch_size = 0;
+    st->scratch = alloc_aligned(st->scratch_needed, "the oneDNN scratchpad", error);
+    if (st->scratch == NULL)
+        return FALSE;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_x), "scratchpad desc");
+    DNNL_TRY(dnnl_memory_create(&st->scratch_mem, &md, st->engine, st->scratch), "scratchpad");
+    st->scratch_size = st->scratch_needed;
+    return TRUE;
+out_fail:
+    return FALSE;
+}
+
 /* Whether a convolution runs Winograd: float32 3x3 stride 1 on maps large enough
  * for its transforms to pay (measured on two Zen 4 cores: 2.3..2.9x faster than
  * direct at 100x136 and 200x272, equal at 50x68 with 256 channels, 2x slower at
@@ -352,6 +392,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x), "conv bias");
 
     DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+             "scratchpad mode");
     DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
     if (sum)
         DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
@@ -378,6 +420,7 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                  "convolution primitive desc");
     }
     DNNL_TRY(dnnl_primitive_create(&cv->prim, pd), "convolution primitive");
+    note_scratchpad(st, pd);
 
     /* weights: plain OIHW float32 from the model -> the primitive's layout and type,
      * once per plan */
@@ -431,13 +474,15 @@ static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, c
 
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
-    dnnl_exec_arg_t args[4] = {
+    dnnl_exec_arg_t args[5] = {
         {DNNL_ARG_SRC, cv->src},
         {DNNL_ARG_WEIGHTS, cv->weights},
         {DNNL_ARG_BIAS, cv->bias},
         {DNNL_ARG_DST, cv->dst},
+        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
     };
-    DNNL_TRY(dnnl_primitive_execute(cv->prim, st->stream, 4, args), "convolution");
+    DNNL_TRY(dnnl_primitive_execute(cv->prim, st->stream, st->scratch_mem ? 5 : 4, args),
+             "convolution");
     return TRUE;
 out_fail:
     return FALSE;
@@ -1077,6 +1122,8 @@ static dnnl_status_t linear_pd(cpu_state *st, int rows, int in, int out, dnnl_da
         (s = dnnl_matmul_desc_init(&desc, &src_md, wei_md ? wei_md : &any_md, &bias_md,
                                    &dst_md)) != dnnl_success ||
         (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
+        (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
+            dnnl_success ||
         (s = dnnl_post_ops_create(&ops)) != dnnl_success)
         goto out;
     if (relu &&
@@ -1169,6 +1216,7 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
     DNNL_TRY(linear_pd(st, rows, pl->in, pl->out, src_dt, dst_dt, wei_md, relu, &pd),
              "box head matmul desc");
     DNNL_TRY(dnnl_primitive_create(&l->prim, pd), "box head matmul");
+    note_scratchpad(st, pd);
     DNNL_TRY(dnnl_memory_create(&l->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
                                 st->engine, src),
              "box head input");
@@ -1186,13 +1234,15 @@ out_fail:
 static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
                            GError **error)
 {
-    dnnl_exec_arg_t args[4] = {
+    dnnl_exec_arg_t args[5] = {
         {DNNL_ARG_SRC, l->src},
         {DNNL_ARG_WEIGHTS, l->weights},
         {DNNL_ARG_BIAS, pl->bias},
         {DNNL_ARG_DST, l->dst},
+        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
     };
-    DNNL_TRY(dnnl_primitive_execute(l->prim, st->stream, 4, args), "box head matmul");
+    DNNL_TRY(dnnl_primitive_execute(l->prim, st->stream, st->scratch_mem ? 5 : 4, args),
+             "box head matmul");
     return TRUE;
 out_fail:
     return FALSE;
@@ -1257,7 +1307,8 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
     if (!linear_init(st, &bp->fc6, &st->fc6, rows, st->pooled, dt, st->h6, dt, TRUE, error) ||
         !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE, error) ||
         !linear_init(st, &bp->predictor, &st->predictor, rows, st->h7, dt, st->head_out, dnnl_f32,
-                     FALSE, error))
+                     FALSE, error) ||
+        !ensure_scratchpad(st, error))
         return NULL;
     bp->rows = rows;
     return bp;
@@ -1404,7 +1455,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
         plan_free(st->plan);
         st->plan = plan_new(st, ph, pw, error);
-        if (st->plan == NULL)
+        if (st->plan == NULL || !ensure_scratchpad(st, error))
             return FALSE;
     }
     cpu_plan *plan = st->plan;
@@ -1499,6 +1550,9 @@ static void cpu_destroy(void *p)
     free(st->h6);
     free(st->h7);
     free(st->head_out);
+    if (st->scratch_mem != NULL)
+        dnnl_memory_destroy(st->scratch_mem);
+    free(st->scratch);
     g_free(st->rpn_head_weight);
     g_free(st->rpn_head_bias);
     if (st->stream != NULL)
