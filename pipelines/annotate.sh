@@ -27,7 +27,7 @@ Options:
   --device DEV       auto, cpu, cuda or cuda:N (default auto)
   --interval N       run inference on every Nth frame only
   --classes LIST     comma-separated class names to keep
-  --frames N         stop after N frames (default: the whole input; 72 for the
+  --frames N         stop after N frames (default: the whole input; 48 for the
                      generated clip)
   --size WxH         size of the generated clip (default 640x480)
   -h, --help         this help
@@ -79,7 +79,7 @@ if [ -n "$input" ]; then
   [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
 else
   # the bundled model's classes include the ball: three colour schemes of it
-  frames="${opt_frames:-72}"
+  frames="${opt_frames:-48}"
   third=$(( (frames + 2) / 3 ))
   last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
   caps="video/x-raw,width=$width,height=$height,framerate=24/1,format=I420"
@@ -87,7 +87,7 @@ else
   vd_add videotestsrc pattern=ball "num-buffers=$third" foreground-color=0xffff4040 \
     background-color=0xff203060 ! "$caps" ! clip.
   vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
-    background-color=0xff808080 motion=sweep ! "$caps" ! clip.
+    background-color=0xff808080 ! "$caps" ! clip.
   vd_add concat name=clip ! videoconvert
 fi
 vd_add ! ; vd_add_detect

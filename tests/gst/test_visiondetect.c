@@ -334,6 +334,91 @@ GST_START_TEST (test_yuv_formats)
 
 GST_END_TEST;
 
+static gchar *
+bundled_model (void)
+{
+  gchar *path = g_build_filename (g_getenv ("VD_TEST_SRCDIR"), "models",
+      "visiondetect-shapes.safetensors", NULL);
+
+  if (!g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    g_clear_pointer (&path, g_free);
+  return path;
+}
+
+/* With a trained model (the bundled one), detections do not hinge on single
+ * grey levels: the same frame in NV12 and I420 (chroma at quarter resolution,
+ * 8-bit YUV) must give the same confident detections as in RGB: same class,
+ * IoU >= 0.9, confidence within 0.05. Skipped while there is no bundled model. */
+GST_START_TEST (test_yuv_matches_rgb_trained_model)
+{
+  const gchar *sources[] = {
+    "videotestsrc pattern=ball num-buffers=1",
+    "videotestsrc pattern=ball num-buffers=1 foreground-color=0xffff4040 "
+        "background-color=0xff203060",
+  };
+  const gchar *formats[] = { "RGB", "NV12", "I420" };
+  gchar *model = bundled_model ();
+  guint s, f;
+
+  if (model == NULL) {
+    GST_INFO ("no bundled model: skipped");
+    return;
+  }
+  for (s = 0; s < G_N_ELEMENTS (sources); s++) {
+    GArray *ref = NULL;
+
+    for (f = 0; f < G_N_ELEMENTS (formats); f++) {
+      gchar *launch = g_strdup_printf ("videoconvert ! video/x-raw,format=%s ! "
+          "visiondetect model=\"%s\" threads=%d threshold=0.5", formats[f],
+          model, THREADS);
+      gchar *src = g_strdup_printf ("%s ! capsfilter caps=video/x-raw,format=RGB,width=640,"
+          "height=480,framerate=30/1", sources[s]);
+      GstHarness *h = gst_harness_new_parse (launch);
+      GstVisionDetectMeta *meta;
+      GstBuffer *out;
+      guint i, j;
+
+      gst_harness_add_src_parse (h, src, FALSE);
+      fail_unless_equals_int (gst_harness_push_from_src (h), GST_FLOW_OK);
+      out = gst_harness_pull (h);
+      meta = vdtest_get_detect_meta (out);
+      fail_unless (meta != NULL && meta->detections->len > 0,
+          "%s, %s: nothing found", sources[s], formats[f]);
+      if (ref == NULL) {
+        ref = g_array_copy (meta->detections);
+      } else {
+        fail_unless_equals_int (meta->detections->len, ref->len);
+        for (i = 0; i < ref->len; i++) {
+          const GstVisionDetection *r =
+              &g_array_index (ref, GstVisionDetection, i);
+          gboolean matched = FALSE;
+
+          for (j = 0; j < meta->detections->len && !matched; j++) {
+            const GstVisionDetection *d =
+                &g_array_index (meta->detections, GstVisionDetection, j);
+
+            matched = d->label_id == r->label_id
+                && fabs (d->confidence - r->confidence) <= 0.05
+                && vdtest_iou (d->x, d->y, d->w, d->h, r->x, r->y, r->w,
+                r->h) >= 0.9;
+          }
+          fail_unless (matched, "%s, %s: RGB's %s %.3f at %.1f,%.1f not found",
+              sources[s], formats[f], g_quark_to_string (r->label),
+              r->confidence, r->x, r->y);
+        }
+      }
+      gst_buffer_unref (out);
+      gst_harness_teardown (h);
+      g_free (src);
+      g_free (launch);
+    }
+    g_array_unref (ref);
+  }
+  g_free (model);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_timestamps_flags_pixels_pass_through)
 {
   const GstBufferFlags flags = GST_BUFFER_FLAG_DISCONT |
@@ -1022,6 +1107,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_matches_vd_detect);
   tcase_add_test (tc, test_rgb_formats);
   tcase_add_test (tc, test_yuv_formats);
+  tcase_add_test (tc, test_yuv_matches_rgb_trained_model);
   tcase_add_test (tc, test_timestamps_flags_pixels_pass_through);
   tcase_add_test (tc, test_gap_and_interval);
   tcase_add_test (tc, test_class_filter);
