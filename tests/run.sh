@@ -15,6 +15,8 @@ packages=(
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
   libcairo2-dev libpango1.0-dev
   python3 python3-numpy python3-torchvision
+  gstreamer1.0-libav valgrind
+  gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi gir1.2-gstreamer-1.0
 )
 missing=()
 for p in "${packages[@]}"; do
