@@ -1,6 +1,6 @@
 /* vd-detect: run the visiondetect engine on still images.
  *
- *   vd-detect --model FILE [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]
+ *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]
  *             [--threads N] [--threshold S] [--json] [--dump DIR] [--repeat N]
  *             [--stages] IMAGE...
  *
@@ -290,7 +290,7 @@ int main(int argc, char **argv)
     gboolean json = FALSE, stages = FALSE;
     char **images = NULL;
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (.safetensors)", "FILE"},
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (.safetensors; default: the bundled " VD_DEFAULT_MODEL_NAME ")", "FILE"},
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu, cuda, cuda:N or auto (default)",
          "DEV"},
         {"precision", 'p', 0, G_OPTION_ARG_STRING, &precision, "fp32, fp16, bf16 or auto", "P"},
@@ -323,8 +323,16 @@ int main(int argc, char **argv)
     }
     vd_context_params params = vd_context_default_params();
     if (model_path == NULL) {
-        fprintf(stderr, "vd-detect: --model FILE is required\n");
-        goto out;
+        char *searched = NULL;
+        model_path = vd_default_model_path(&searched);
+        if (model_path == NULL) {
+            fprintf(stderr,
+                    "vd-detect: no --model given and the default model %s is not in %s "
+                    "(set VISIONDETECT_MODEL or pass --model FILE)\n",
+                    VD_DEFAULT_MODEL_NAME, searched);
+            g_free(searched);
+            goto out;
+        }
     }
     if (images == NULL || images[0] == NULL) {
         fprintf(stderr, "vd-detect: no IMAGE given\n");

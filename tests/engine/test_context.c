@@ -483,6 +483,30 @@ static void test_device_and_precision(void)
     vd_model_unref(model);
 }
 
+static void test_default_model_path(void)
+{
+    char *searched = NULL;
+    g_setenv("VISIONDETECT_MODEL", "/somewhere/model.safetensors", TRUE);
+    char *path = vd_default_model_path(&searched);
+    g_assert_cmpstr(path, ==, "/somewhere/model.safetensors");
+    g_assert_null(searched);
+    g_free(path);
+
+    g_unsetenv("VISIONDETECT_MODEL");
+    path = vd_default_model_path(&searched);
+    if (path != NULL) {
+        g_assert_true(g_str_has_suffix(path, "/" VD_DEFAULT_MODEL_NAME));
+        g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
+        g_assert_null(searched);
+    } else {
+        /* names where it looked: the source tree's models/ first */
+        g_assert_nonnull(searched);
+        g_assert_nonnull(strstr(searched, VD_BUILD_MODELDIR));
+    }
+    g_free(path);
+    g_free(searched);
+}
+
 int main(int argc, char **argv)
 {
     GError *error = NULL;
@@ -499,6 +523,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
+    g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();
     g_rmdir(tmp_dir);

@@ -58,6 +58,17 @@ typedef struct vd_model vd_model;
  * with @error set. Thread-safe. */
 VD_API vd_model *vd_model_load(const char *path, GError **error);
 
+/* File name of the bundled default model (a small detector of balls, boxes,
+ * triangles and rings trained by tools/train_demo.py). */
+#define VD_DEFAULT_MODEL_NAME "visiondetect-shapes.safetensors"
+
+/* Where the default model is: $VISIONDETECT_MODEL when set, else the first of the
+ * source tree's models/ (an uninstalled build) and the installed data directory
+ * that holds VD_DEFAULT_MODEL_NAME. Returns a newly allocated path, or NULL when
+ * none exists; then *@searched (if not NULL) gets the directories looked in (free
+ * it). Thread-safe. */
+VD_API char *vd_default_model_path(char **searched);
+
 /* Reference counting; both are thread-safe. unref(NULL) is a no-op. */
 VD_API vd_model *vd_model_ref(vd_model *model);
 VD_API void vd_model_unref(vd_model *model);
