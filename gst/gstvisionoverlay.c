@@ -369,6 +369,18 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   return GST_FLOW_OK;
 }
 
+/* Frames without detections are not mapped at all: GstVideoFilter maps for
+ * writing, which would copy memory shared with another branch of a tee. */
+static GstFlowReturn
+gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+{
+  if (gst_buffer_get_meta (buffer, GST_VISION_DETECT_META_API_TYPE) == NULL
+      && gst_buffer_get_meta (buffer,
+          GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) == NULL)
+    return GST_FLOW_OK;
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
+}
+
 static gboolean
 gst_vision_overlay_stop (GstBaseTransform * trans)
 {
@@ -474,6 +486,7 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_overlay_stop);
   filter_class->transform_frame_ip =
       GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_frame_ip);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_ip);
 
   gst_type_mark_as_plugin_api (GST_TYPE_VISION_OVERLAY_TEXT, 0);
   GST_DEBUG_CATEGORY_INIT (gst_vision_overlay_debug, "visionoverlay", 0,
