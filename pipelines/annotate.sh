@@ -64,7 +64,9 @@ done
 [ ${#positional[@]} -le 2 ] || { usage >&2; vd_die "too many arguments"; }
 input="${positional[0]:-}"
 output="${positional[1]:-${opt_output:-$VD_ROOT/out/annotated.mp4}}"
-json="${opt_json:-${output%.*}.jsonl}"
+base="$(basename "$output")"
+if [[ "$base" == ?*.* ]]; then json_default="${output%.*}.jsonl"; else json_default="$output.jsonl"; fi
+json="${opt_json:-$json_default}"
 [[ "$opt_size" =~ ^([0-9]+)x([0-9]+)$ ]] || vd_die "--size wants WxH, e.g. 640x480"
 width="${BASH_REMATCH[1]}" height="${BASH_REMATCH[2]}"
 [ -z "$input" ] || [ -f "$input" ] || vd_die "input file '$input' does not exist"
