@@ -145,6 +145,16 @@ typedef struct {
     cpu_conv rpn_conv[VD_MAX_FPN_LEVELS];
     cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
 
+    /* Buffers shared by intermediates whose lifetimes do not overlap:
+     * scratch: the stem output, then the RPN's hidden layer, then the box head's
+     * RoI features; temps: the backbone blocks' intermediates, then the FPN's
+     * top-down sums. (The P levels reuse the backbone outputs they are computed
+     * from, where those are large enough.) */
+    void *scratch;
+    size_t scratch_bytes;
+    void *temps;
+    size_t temps_bytes;
+
     float *anchors;                          /* all levels, [n_anchors][4] */
     int n_anchors;
     int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
@@ -601,6 +611,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
     /* Block intermediates (conv1 and conv2 outputs) share two buffers sized for the
      * largest of them. */
     size_t max_temp = 0;
+    int stage_h[4] = {0}, stage_w[4] = {0};
     {
         int th = h, tw = w;
         for (int b = 0; b < model->n_blocks; b++) {
@@ -613,16 +624,29 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
             max_temp = MAX(max_temp, MAX(c1, c2));
             th = oh;
             tw = ow;
+            for (int s = 0; s < model->n_stages_used; s++)
+                if (b + 1 == (s + 1 < model->n_stages_used ? model->stage_first_block[s + 1]
+                                                           : model->n_blocks)) {
+                    stage_h[s] = th;
+                    stage_w[s] = tw;
+                }
         }
     }
-    void *temp1 = alloc_aligned(max_temp, "block intermediates", error);
-    if (temp1 == NULL)
+    /* two block intermediates, later the FPN's top-down sums (one per returned
+     * layer, float32) */
+    max_temp = (max_temp + 63) / 64 * 64;
+    size_t sums = 0;
+    for (int i = 0; i < cfg->n_returned_layers; i++) {
+        int s = cfg->returned_layers[i] - 1;
+        sums += (tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dnnl_f32, TRUE) + 63) /
+                64 * 64;
+    }
+    plan->temps_bytes = MAX(2 * max_temp, sums);
+    plan->temps = alloc_aligned(plan->temps_bytes, "block intermediates", error);
+    if (plan->temps == NULL)
         return FALSE;
-    g_ptr_array_add(plan->buffers, temp1);
-    void *temp2 = alloc_aligned(max_temp, "block intermediates", error);
-    if (temp2 == NULL)
-        return FALSE;
-    g_ptr_array_add(plan->buffers, temp2);
+    g_ptr_array_add(plan->buffers, plan->temps);
+    void *temp1 = plan->temps, *temp2 = (char *)plan->temps + max_temp;
 
     cpu_tensor *x = plan->pool_out;
     for (int s = 0; s < model->n_stages_used; s++) {
@@ -692,10 +716,20 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
 
     plan->n_returned = n_ret;
     plan->n_levels = cfg->n_fpn_levels;
+    size_t sums_at = 0;
     for (int i = 0; i < n_ret; i++) {
         cpu_tensor *c = plan->stage_out[cfg->returned_layers[i] - 1];
-        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, NULL, error);
-        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, NULL, error);
+        size_t bytes = tensor_bytes(c->h, c->w, fc, dnnl_f32, TRUE);
+        void *sum_data = NULL;
+        if (sums_at + bytes <= plan->temps_bytes) {
+            sum_data = (char *)plan->temps + sums_at;
+            sums_at += (bytes + 63) / 64 * 64;
+        }
+        /* C_i is dead once the lateral convolution has read it, before the 3x3
+         * convolution writes P_i */
+        void *out_data = bytes <= tensor_bytes(c->h, c->w, c->c, c->dt, c->blocked) ? c->data : NULL;
+        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, sum_data, error);
+        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, out_data, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL)
             return FALSE;
         /* the top level's lateral has nothing to add; the others sum onto the
@@ -781,6 +815,8 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
         return NULL;
     }
     g_ptr_array_add(plan->buffers, scratch);
+    plan->scratch = scratch;
+    plan->scratch_bytes = scratch_bytes;
 
     plan->input = plan_tensor(st, plan, padded_h, padded_w, 3, dnnl_f32, FALSE, NULL, error);
     if (plan->input == NULL || !plan_backbone(st, plan, scratch, scratch_bytes, error) ||
@@ -1272,7 +1308,7 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
                    BOX_ROWS_QUANTUM);
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     size_t es = dt_size(dt);
-    int in6 = st->fc6.in, rep = st->fc6.out, n_out = st->predictor.out;
+    int rep = st->fc6.out, n_out = st->predictor.out;
 
     if (rows > st->box_capacity) {
         box_plans_clear(st);
@@ -1284,8 +1320,8 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
         st->box_capacity = 0;
         int cap = MAX(rows, (cfg->rpn_post_nms_top_n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM *
                                 BOX_ROWS_QUANTUM);
-        st->pooled = alloc_aligned((size_t)cap * in6 * es, "RoI features", error);
-        st->h6 = st->pooled ? alloc_aligned((size_t)cap * rep * es, "box head", error) : NULL;
+        st->pooled = NULL; /* allocated when a plan's scratch cannot hold it */
+        st->h6 = alloc_aligned((size_t)cap * rep * es, "box head", error);
         st->h7 = st->h6 ? alloc_aligned((size_t)cap * rep * es, "box head", error) : NULL;
         st->head_out = st->h7 ? alloc_aligned((size_t)cap * n_out * sizeof(float), "box head",
                                               error)
@@ -1304,7 +1340,8 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
     linear_clear(&bp->fc7);
     linear_clear(&bp->predictor);
     bp->rows = 0;
-    if (!linear_init(st, &bp->fc6, &st->fc6, rows, st->pooled, dt, st->h6, dt, TRUE, error) ||
+    if (!linear_init(st, &bp->fc6, &st->fc6, rows, DNNL_MEMORY_NONE, dt, st->h6, dt, TRUE,
+                     error) ||
         !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE, error) ||
         !linear_init(st, &bp->predictor, &st->predictor, rows, st->h7, dt, st->head_out, dnnl_f32,
                      FALSE, error) ||
@@ -1325,7 +1362,24 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
     gboolean ok = FALSE;
 
     cpu_box_head_plan *bp = box_head_plan(st, n_props, error);
-    int *level_of = bp ? try_alloc((size_t)n_props, "RoI levels", error) : NULL;
+    if (bp == NULL)
+        return FALSE;
+    /* the RoI features go into the plan's scratch (the RPN's hidden layer is dead)
+     * when it is large enough */
+    size_t pooled_bytes = (size_t)bp->rows * in6 * dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32);
+    void *pooled = plan->scratch;
+    if (pooled_bytes > plan->scratch_bytes) {
+        if (st->pooled == NULL)
+            st->pooled = alloc_aligned((size_t)st->box_capacity * in6 *
+                                           dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32),
+                                       "RoI features", error);
+        if (st->pooled == NULL)
+            return FALSE;
+        pooled = st->pooled;
+    }
+    if (!dnnl_check(dnnl_memory_set_data_handle(bp->fc6.src, pooled), "RoI features", error))
+        return FALSE;
+    int *level_of = try_alloc((size_t)n_props, "RoI levels", error);
     int *index = level_of ? try_alloc((size_t)n_props, "RoI levels", error) : NULL;
     float *rois = index ? try_alloc((size_t)n_props * 4, "RoI levels", error) : NULL;
     if (rois == NULL)
@@ -1345,7 +1399,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         if (m == 0)
             continue;
         roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->roi_scales[l], P,
-                          cfg->roi_sampling_ratio, st->pooled, st->bf16, in6);
+                          cfg->roi_sampling_ratio, pooled, st->bf16, in6);
     }
     vd_context_stage_mark(ctx, "roi_align");
 
