@@ -59,8 +59,6 @@
 GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
 #define GST_CAT_DEFAULT gst_vision_detect_debug
 
-#define DEFAULT_MODEL_NAME "visiondetect-shapes.safetensors"
-
 #ifdef HAVE_CUDA
 #define NO_CUDA_REASON "no CUDA device was found"
 #else
@@ -232,38 +230,6 @@ precision_name (vd_precision precision)
     default:
       return "auto";
   }
-}
-
-/* The model used when the property is unset: $VISIONDETECT_MODEL, then the
- * source tree's models/ (a build that is not installed), then the installed
- * data directory. Returns NULL when none exists, with @searched listing where
- * it looked. */
-static gchar *
-find_default_model (gchar ** searched)
-{
-  const gchar *env = g_getenv ("VISIONDETECT_MODEL");
-  const gchar *dirs[] = { VD_BUILD_MODELDIR, VD_MODELDIR };
-  GString *where = g_string_new (NULL);
-  guint i;
-
-  if (env != NULL && *env != '\0') {
-    g_string_free (where, TRUE);
-    *searched = NULL;
-    return g_strdup (env);
-  }
-  for (i = 0; i < G_N_ELEMENTS (dirs); i++) {
-    gchar *path = g_build_filename (dirs[i], DEFAULT_MODEL_NAME, NULL);
-
-    if (g_file_test (path, G_FILE_TEST_IS_REGULAR)) {
-      g_string_free (where, TRUE);
-      *searched = NULL;
-      return path;
-    }
-    g_string_append_printf (where, "%s%s", i > 0 ? ", " : "", dirs[i]);
-    g_free (path);
-  }
-  *searched = g_string_free (where, FALSE);
-  return NULL;
 }
 
 /* A labels file: one class name per line, either num_classes lines (line 1 is
@@ -574,12 +540,12 @@ gst_vision_detect_start (GstBaseTransform * trans)
   if (model_path != NULL && *model_path != '\0')
     path = g_strdup (model_path);
   else
-    path = find_default_model (&searched);
+    path = vd_default_model_path (&searched);
   if (path == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
         ("No model: set the \"model\" property to a .safetensors file "
             "(the default model %s is not in %s, and VISIONDETECT_MODEL is "
-            "not set)", DEFAULT_MODEL_NAME, searched), (NULL));
+            "not set)", VD_DEFAULT_MODEL_NAME, searched), (NULL));
     goto out_free_settings;
   }
   if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
@@ -1021,7 +987,7 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
           "Model file (.safetensors, written by tools/export_torchvision.py). "
-          "Unset: $VISIONDETECT_MODEL, else the bundled " DEFAULT_MODEL_NAME
+          "Unset: $VISIONDETECT_MODEL, else the bundled " VD_DEFAULT_MODEL_NAME
           " from the build tree's or the installed models directory",
           DEFAULT_MODEL, rw | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_DEVICE,
