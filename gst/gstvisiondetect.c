@@ -856,6 +856,18 @@ update_latency (GstVisionDetect * self, GstClockTime elapsed)
   }
 }
 
+/* controlled properties (threshold) follow the stream time */
+static void
+gst_vision_detect_before_transform (GstBaseTransform * trans,
+    GstBuffer * buffer)
+{
+  GstClockTime stream_time = gst_segment_to_stream_time (&trans->segment,
+      GST_FORMAT_TIME, GST_BUFFER_PTS (buffer));
+
+  if (GST_CLOCK_TIME_IS_VALID (stream_time))
+    gst_object_sync_values (GST_OBJECT (trans), stream_time);
+}
+
 static GstFlowReturn
 gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
@@ -1048,6 +1060,8 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
   trans_class->start = GST_DEBUG_FUNCPTR (gst_vision_detect_start);
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_detect_stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_detect_set_caps);
+  trans_class->before_transform =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_before_transform);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
   trans_class->query = GST_DEBUG_FUNCPTR (gst_vision_detect_query);
   trans_class->passthrough_on_same_caps = FALSE;
