@@ -135,8 +135,8 @@ typedef struct {
 
     int n_levels;                            /* FPN outputs, incl. the pool level */
     int n_returned;
-    cpu_tensor *fpn_sum[4];                  /* lateral + upsampled ("last" chain), f32 */
-    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS];  /* P levels, f32 */
+    cpu_tensor *fpn_sum[4];                  /* lateral + upsampled ("last" chain) */
+    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS];  /* P levels */
     cpu_conv fpn_inner[4];
     cpu_conv fpn_layer[4];
 
@@ -633,12 +633,12 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
         }
     }
     /* two block intermediates, later the FPN's top-down sums (one per returned
-     * layer, float32) */
+     * layer) */
     max_temp = (max_temp + 63) / 64 * 64;
     size_t sums = 0;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         int s = cfg->returned_layers[i] - 1;
-        sums += (tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dnnl_f32, TRUE) + 63) /
+        sums += (tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dt, TRUE) + 63) /
                 64 * 64;
     }
     plan->temps_bytes = MAX(2 * max_temp, sums);
@@ -703,7 +703,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
     return TRUE;
 }
 
-/* FPN and RPN, all float32: @scratch (dead backbone stem output) holds the RPN's
+/* FPN and RPN in the activation type (the RPN head writes float32): @scratch (dead backbone stem output) holds the RPN's
  * hidden layer of every level (the levels run one after the other). */
 static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_t scratch_bytes,
                              GError **error)
@@ -713,13 +713,14 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
     int n_ret = cfg->n_returned_layers;
     int fc = cfg->fpn_channels;
     int A = cfg->anchors_per_location;
+    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
 
     plan->n_returned = n_ret;
     plan->n_levels = cfg->n_fpn_levels;
     size_t sums_at = 0;
     for (int i = 0; i < n_ret; i++) {
         cpu_tensor *c = plan->stage_out[cfg->returned_layers[i] - 1];
-        size_t bytes = tensor_bytes(c->h, c->w, fc, dnnl_f32, TRUE);
+        size_t bytes = tensor_bytes(c->h, c->w, fc, dt, TRUE);
         void *sum_data = NULL;
         if (sums_at + bytes <= plan->temps_bytes) {
             sum_data = (char *)plan->temps + sums_at;
@@ -728,8 +729,8 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
         /* C_i is dead once the lateral convolution has read it, before the 3x3
          * convolution writes P_i */
         void *out_data = bytes <= tensor_bytes(c->h, c->w, c->c, c->dt, c->blocked) ? c->data : NULL;
-        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, sum_data, error);
-        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dnnl_f32, TRUE, out_data, error);
+        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, sum_data, error);
+        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, out_data, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL)
             return FALSE;
         /* the top level's lateral has nothing to add; the others sum onto the
@@ -744,15 +745,15 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
     if (cfg->fpn_pool_level) {
         cpu_tensor *top = plan->fpn_out[n_ret - 1];
         plan->fpn_out[n_ret] = plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc,
-                                           dnnl_f32, TRUE, NULL, error);
+                                           dt, TRUE, NULL, error);
         if (plan->fpn_out[n_ret] == NULL)
             return FALSE;
     }
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
-        void *hidden = tensor_bytes(p->h, p->w, fc, dnnl_f32, TRUE) <= scratch_bytes ? scratch : NULL;
-        plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, dnnl_f32, TRUE, hidden, error);
+        void *hidden = tensor_bytes(p->h, p->w, fc, dt, TRUE) <= scratch_bytes ? scratch : NULL;
+        plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, dt, TRUE, hidden, error);
         plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, 5 * A, dnnl_f32, TRUE, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
             return FALSE;
@@ -807,7 +808,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
         ph = conv_out_size(ph, 3, 2, 1);
         pw = conv_out_size(pw, 3, 2, 1);
     }
-    size_t hidden_bytes = tensor_bytes(ph, pw, cfg->fpn_channels, dnnl_f32, TRUE);
+    size_t hidden_bytes = tensor_bytes(ph, pw, cfg->fpn_channels, st->bf16 ? dnnl_bf16 : dnnl_f32, TRUE);
     size_t scratch_bytes = MAX(stem_bytes, hidden_bytes);
     void *scratch = alloc_aligned(scratch_bytes, "activations", error);
     if (scratch == NULL) {
@@ -862,25 +863,26 @@ out_fail:
     return FALSE;
 }
 
-/* nearest upsampling of @src into @dst, both blocked float32 (torch's 'nearest'
- * with an explicit size, spec §2.3): src index = min(floor(dst * f32(in/out)),
- * in - 1). */
+/* nearest upsampling of @src into @dst, both blocked, of one type (torch's
+ * 'nearest' with an explicit size, spec §2.3): src index = min(floor(dst *
+ * f32(in/out)), in - 1). */
 static void upsample_nearest(const cpu_tensor *src, cpu_tensor *dst)
 {
     float sy = (float)src->h / (float)dst->h;
     float sx = (float)src->w / (float)dst->w;
     int n_cb = (dst->c + CB - 1) / CB;
-    const float *s = src->data;
-    float *d = dst->data;
+    size_t es = dt_size(dst->dt);
+    const char *s = src->data;
+    char *d = dst->data;
 #pragma omp parallel for collapse(2)
     for (int cb = 0; cb < n_cb; cb++) {
         for (int y = 0; y < dst->h; y++) {
             int iy = MIN((int)floorf((float)y * sy), src->h - 1);
-            const float *srow = s + ((size_t)cb * src->h + iy) * src->w * CB;
-            float *drow = d + ((size_t)cb * dst->h + y) * dst->w * CB;
+            const char *srow = s + ((size_t)cb * src->h + iy) * src->w * CB * es;
+            char *drow = d + ((size_t)cb * dst->h + y) * dst->w * CB * es;
             for (int x = 0; x < dst->w; x++) {
                 int ix = MIN((int)floorf((float)x * sx), src->w - 1);
-                memcpy(drow + (size_t)x * CB, srow + (size_t)ix * CB, CB * sizeof(float));
+                memcpy(drow + (size_t)x * CB * es, srow + (size_t)ix * CB * es, CB * es);
             }
         }
     }
@@ -900,15 +902,16 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
         /* LastLevelMaxPool: max_pool2d(P_top, 1, 2, 0) == P_top[::2, ::2] */
         const cpu_tensor *top = plan->fpn_out[n - 1];
         cpu_tensor *pool = plan->fpn_out[n];
-        const float *s = top->data;
-        float *d = pool->data;
+        const char *s = top->data;
+        char *d = pool->data;
         int n_cb = (pool->c + CB - 1) / CB;
+        size_t es = dt_size(pool->dt);
         for (int cb = 0; cb < n_cb; cb++)
             for (int y = 0; y < pool->h; y++)
                 for (int x = 0; x < pool->w; x++)
-                    memcpy(d + (((size_t)cb * pool->h + y) * pool->w + x) * CB,
-                           s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB,
-                           CB * sizeof(float));
+                    memcpy(d + (((size_t)cb * pool->h + y) * pool->w + x) * CB * es,
+                           s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB * es,
+                           CB * es);
     }
     return TRUE;
 out_fail:
@@ -1068,7 +1071,21 @@ VD_CPU_HOT static void roi_accumulate_block(float *restrict acc, const float *re
         acc[i] += ((w1 * v1[i] + w2 * v2[i]) + w3 * v3[i]) + w4 * v4[i];
 }
 
-/* roi_align (aligned=False, spec §5.5) over one blocked float32 feature map, the
+/* The same over bfloat16 features, widened to float32 first (exactly). */
+VD_CPU_HOT static void roi_accumulate_block_bf16(float *restrict acc, const uint16_t *restrict v1,
+                                                 const uint16_t *restrict v2,
+                                                 const uint16_t *restrict v3,
+                                                 const uint16_t *restrict v4, float w1, float w2,
+                                                 float w3, float w4)
+{
+#pragma omp simd
+    for (int i = 0; i < CB; i++)
+        acc[i] += ((w1 * bf16_to_f32(v1[i]) + w2 * bf16_to_f32(v2[i])) + w3 * bf16_to_f32(v3[i])) +
+                  w4 * bf16_to_f32(v4[i]);
+}
+
+/* roi_align (aligned=False, spec §5.5) over one blocked feature map (float32, or
+ * bfloat16 read as float32 as torch's autocast runs roi_align in float32), the
  * arithmetic of vd_roi_align_nhwc: RoI r goes to output row roi_index[r], as
  * [pooled * pooled][channels] (the flatten order of our fc6 weights), float32 or
  * rounded to bfloat16 (@out_bf16). */
@@ -1079,6 +1096,8 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
     int C = f->c, n_cb = (C + CB - 1) / CB;
     size_t hw = (size_t)f->h * f->w;
     const float *features = f->data;
+    const uint16_t *features_bf16 = f->data;
+    gboolean in_bf16 = f->dt == dnnl_bf16;
 #pragma omp parallel
     {
         float *acc = g_malloc((size_t)n_cb * CB * sizeof(float));
@@ -1097,12 +1116,21 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                                 vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
                             vd_math_roi_sample s = vd_math_roi_bilinear(y, x, f->h, f->w);
                             for (int cb = 0; cb < n_cb; cb++) {
-                                const float *base = features + (size_t)cb * hw * CB;
-                                roi_accumulate_block(acc + cb * CB, base + (size_t)s.pos[0] * CB,
-                                                     base + (size_t)s.pos[1] * CB,
-                                                     base + (size_t)s.pos[2] * CB,
-                                                     base + (size_t)s.pos[3] * CB, s.w[0],
-                                                     s.w[1], s.w[2], s.w[3]);
+                                if (in_bf16) {
+                                    const uint16_t *base = features_bf16 + (size_t)cb * hw * CB;
+                                    roi_accumulate_block_bf16(
+                                        acc + cb * CB, base + (size_t)s.pos[0] * CB,
+                                        base + (size_t)s.pos[1] * CB, base + (size_t)s.pos[2] * CB,
+                                        base + (size_t)s.pos[3] * CB, s.w[0], s.w[1], s.w[2],
+                                        s.w[3]);
+                                } else {
+                                    const float *base = features + (size_t)cb * hw * CB;
+                                    roi_accumulate_block(
+                                        acc + cb * CB, base + (size_t)s.pos[0] * CB,
+                                        base + (size_t)s.pos[1] * CB, base + (size_t)s.pos[2] * CB,
+                                        base + (size_t)s.pos[3] * CB, s.w[0], s.w[1], s.w[2],
+                                        s.w[3]);
+                                }
                             }
                         }
                     }
