@@ -12,8 +12,15 @@ workspace and the Python or C runtime around them, accurate to about 10 MiB).
 
 Times: torchvision is timed around model([image]) including the uint8 to float
 conversion, in torch.no_grad(); vd-detect reports the wall time of each vd_detect() call
-on the uint8 frame (--repeat, "time_ms:" lines), pre-processing included. Neither
-side's model loading is timed.
+on the uint8 frame (--repeat, "time_ms:" lines), pre-processing included, and its
+per-stage times (--stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
+postprocess), of which the report gives the medians. Neither side's model loading is
+timed.
+
+Sides: one vd-detect side per --precisions entry (fp32, bf16) and one torchvision side
+per --torch-linear entry (native, onednn); each repetition runs every side once, in an
+order rotated from one repetition to the next, and the ratios compare every vd-detect
+side with every torchvision side. The report ends with a Markdown table.
 
 Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
 min/max size 800/1333; --arch picks ResNet-18/34-FPN instead) with random weights,
@@ -31,7 +38,9 @@ with a fast GEMM (MKL, OpenBLAS) would do; the default measures torchvision as i
 Examples (from the repository root, after ninja -C build):
 
   /usr/bin/python3 tools/bench_cpu.py
-      ResNet-50-FPN, frames 640x480 and 1280x720, 2 threads, 5 repetitions x 1 run
+      ResNet-50-FPN, frames 640x480 and 1280x720, 2 threads, 5 repetitions x 1 run,
+      vd-detect in fp32 and bf16, torchvision as installed
+  /usr/bin/python3 tools/bench_cpu.py --torch-linear native,onednn --precisions fp32,bf16
   /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --repeats 3 --runs 2 --threads 4
   /usr/bin/python3 tools/bench_cpu.py --arch resnet18 --min-size 320 --max-size 512
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
@@ -251,10 +260,12 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="untimed runs per process first (default 1)")
     p.add_argument("--vd-detect", default=os.path.join(ROOT, "build", "tools", "vd-detect"),
                    help="vd-detect executable (default build/tools/vd-detect)")
-    p.add_argument("--torch-linear", default="native", choices=["native", "onednn"],
-                   help="torchvision's box-head linears: as installed (native) or as oneDNN 1x1 "
-                        "convolutions (see above)")
-    p.add_argument("--only", choices=["torchvision", "vd-detect"], help="run one side only")
+    p.add_argument("--torch-linear", default="native",
+                   help="torchvision's box-head linears, comma-separated: as installed (native) "
+                        "and/or as oneDNN 1x1 convolutions (onednn; see above)")
+    p.add_argument("--precisions", default="fp32,bf16",
+                   help="vd-detect precisions, comma-separated (default fp32,bf16)")
+    p.add_argument("--only", choices=["torchvision", "vd-detect"], help="run one kind of side only")
     p.add_argument("--workdir", help="keep the model file and frames here (default: a temporary folder)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per process (1800)")
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
@@ -265,6 +276,12 @@ def main(argv=None):
 
     if args.torch_worker:
         return torch_worker(args)
+    linears = [x.strip() for x in args.torch_linear.split(",") if x.strip()]
+    precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    if not linears or any(x not in ("native", "onednn") for x in linears):
+        p.error("--torch-linear takes native and/or onednn")
+    if not precisions or any(x not in ("fp32", "bf16", "fp16", "auto") for x in precisions):
+        p.error("--precisions takes fp32, bf16 (fp16, auto)")
     if args.threads < 1 or args.repeats < 1 or args.runs < 1 or args.warmup < 0:
         p.error("--threads, --repeats and --runs must be >= 1, --warmup >= 0")
     try:
@@ -293,18 +310,26 @@ def main(argv=None):
         cfg = json.loads(pc.read_safetensors(model_path)[1]["config"])
 
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-        torch_cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--model", model_path,
-                     "--threads", str(args.threads), "--runs", str(args.runs), "--warmup", str(args.warmup),
-                     "--torch-linear", args.torch_linear]
         # vd-detect prints time_ms lines only when it repeats: at least 2 runs, the extra
         # one untimed.
         vd_repeat = max(2, args.warmup + args.runs)
-        vd_cmd = [args.vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(args.threads),
-                  "--json", "--repeat", str(vd_repeat)]
+        sides = {}
+        if args.only != "vd-detect":
+            for lin in linears:
+                name = "torchvision" if lin == "native" else f"torchvision-{lin}"
+                sides[name] = ("torch", [sys.executable, os.path.abspath(__file__), "--torch-worker",
+                                         "--model", model_path, "--threads", str(args.threads),
+                                         "--runs", str(args.runs), "--warmup", str(args.warmup),
+                                         "--torch-linear", lin])
+        if args.only != "torchvision":
+            for prec in precisions:
+                sides[f"vd-detect-{prec}"] = ("vd", [args.vd_detect, "--model", model_path, "--device", "cpu",
+                                                     "--threads", str(args.threads), "--precision", prec,
+                                                     "--json", "--stages", "--repeat", str(vd_repeat)])
 
         blas = "generic (netlib reference BLAS)" if "BLAS_INFO=generic" in torch.__config__.show() else "optimised"
         print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, BLAS {blas}, "
-              f"box-head linears {args.torch_linear}; threads {args.threads}; "
+              f"box-head linears {','.join(linears)}; vd-detect {','.join(precisions)}; threads {args.threads}; "
               f"{args.repeats} repetitions x ({args.warmup} warm-up + {args.runs} timed) runs per side")
         tr = cfg["transform"]
         print(f"model {model_path}: resnet{cfg['backbone']['depth']}-FPN, {cfg['num_classes']} classes, "
@@ -312,33 +337,43 @@ def main(argv=None):
         results = []
         for w, h, frame, img in frames:
             rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"], True)
-            side = {"torchvision": {"times": [], "rss": 0.0, "dets": None},
-                    "vd-detect": {"times": [], "rss": 0.0, "dets": None}}
-            order = ["torchvision", "vd-detect"] if args.only is None else [args.only]
+            side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}} for name in sides}
+            order = list(sides)
             for rep in range(args.repeats):
-                for name in (order if rep % 2 == 0 else order[::-1]):
-                    if name == "torchvision":
-                        rc, out, err, rss = run_measured(torch_cmd + ["--image", frame], env, args.timeout)
+                k = rep % len(order)
+                for name in order[k:] + order[:k]:
+                    kind, cmd = sides[name]
+                    stages = {}
+                    if kind == "torch":
+                        rc, out, err, rss = run_measured(cmd + ["--image", frame], env, args.timeout)
                         if rc != 0:
                             sys.exit(f"bench_cpu.py: torchvision worker failed ({rc}):\n{err[-3000:]}")
                         res = json.loads(out.strip().splitlines()[-1])
                         times, dets = res["times_ms"], res["detections"]
                     else:
-                        rc, out, err, rss = run_measured(vd_cmd + [frame], env, args.timeout)
+                        rc, out, err, rss = run_measured(cmd + [frame], env, args.timeout)
                         if rc != 0:
                             sys.exit(f"bench_cpu.py: vd-detect failed ({rc}):\n{err[-3000:]}")
                         all_times = [float(l.split(":", 1)[1]) for l in err.splitlines()
                                      if l.startswith("time_ms:")]
-                        if len(all_times) != vd_repeat:
+                        all_stages = [dict((kv.split("=")[0], float(kv.split("=")[1]))
+                                           for kv in l.split(":", 1)[1].split())
+                                      for l in err.splitlines() if l.startswith("stages_ms:")]
+                        if len(all_times) != vd_repeat or len(all_stages) != vd_repeat:
                             sys.exit(f"bench_cpu.py: vd-detect printed {len(all_times)} time_ms lines for "
                                      f"--repeat {vd_repeat}:\n{err[-3000:]}")
                         times = all_times[args.warmup:args.warmup + args.runs]
+                        for st in all_stages[args.warmup:args.warmup + args.runs]:
+                            for key, v in st.items():
+                                stages.setdefault(key, []).append(v)
                         lines = [l for l in out.splitlines() if l.strip()]
                         dets = len(json.loads(lines[-1])["detections"]) if lines else None
                     s = side[name]
                     s["times"] += times
                     s["rss"] = max(s["rss"], rss)
                     s["dets"] = dets
+                    for key, v in stages.items():
+                        s["stages"].setdefault(key, []).extend(v)
                     print(f"  {w}x{h} repetition {rep + 1}/{args.repeats} {name}: "
                           + ", ".join(f"{t:.1f}" for t in times) + f" ms, peak RSS {rss:.0f} MiB", flush=True)
             print(f"frame {w}x{h} (resized {rw}x{rh}):")
@@ -346,20 +381,55 @@ def main(argv=None):
             for name in order:
                 s = side[name]
                 med, lo, hi, q1, q3 = spread(s["times"])
-                print(f"  {name:12s} median {med:9.1f} ms  min {lo:9.1f}  max {hi:9.1f}  "
+                print(f"  {name:24s} median {med:9.1f} ms  min {lo:9.1f}  max {hi:9.1f}  "
                       f"IQR {q1:.1f}..{q3:.1f} ({100 * (q3 - q1) / med:.1f} % of median)  "
                       f"n={len(s['times'])}  peak RSS {s['rss']:7.0f} MiB  detections {s['dets']}")
                 row[name] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "q1_ms": q1, "q3_ms": q3,
                              "n": len(s["times"]), "peak_rss_mib": s["rss"], "detections": s["dets"]}
-            if args.only is None:
-                ratio = row["torchvision"]["median_ms"] / row["vd-detect"]["median_ms"]
-                print(f"  torchvision / vd-detect median time: {ratio:.2f}x; peak RSS ratio "
-                      f"{row['torchvision']['peak_rss_mib'] / row['vd-detect']['peak_rss_mib']:.2f}x")
-                row["ratio"] = ratio
+                if s["stages"]:
+                    st_med = {key: statistics.median(v) for key, v in s["stages"].items()}
+                    row[name]["stages_ms"] = st_med
+                    print("  " + " " * 24 + " stages (median ms): "
+                          + " ".join(f"{key} {v:.1f}" for key, v in st_med.items()))
+            ratios = {}
+            for tname in (n for n in order if sides[n][0] == "torch"):
+                for vname in (n for n in order if sides[n][0] == "vd"):
+                    t, v = row[tname], row[vname]
+                    ratio = t["median_ms"] / v["median_ms"]
+                    rss_ratio = t["peak_rss_mib"] / v["peak_rss_mib"] if v["peak_rss_mib"] else float("nan")
+                    ratios[f"{tname}/{vname}"] = {"time": ratio, "rss": rss_ratio}
+                    print(f"  {tname} / {vname}: median time {ratio:.2f}x, peak RSS {rss_ratio:.2f}x")
+            row["ratios"] = ratios
             results.append(row)
+
+        # Markdown summary
+        print()
+        print(f"| frame | side | median ms | IQR ms | peak RSS MiB | " +
+              " | ".join(f"x vs {t}" for t in order if sides[t][0] == "torch") + " |")
+        print("|---|---|---:|---:|---:|" + "---:|" * sum(1 for t in order if sides[t][0] == "torch"))
+        for row in results:
+            for name in order:
+                r = row[name]
+                cells = []
+                for tname in (n for n in order if sides[n][0] == "torch"):
+                    key = f"{tname}/{name}"
+                    cells.append(f"{row['ratios'][key]['time']:.2f} (RSS {row['ratios'][key]['rss']:.2f})"
+                                 if key in row["ratios"] else "")
+                print(f"| {row['width']}x{row['height']} | {name} | {r['median_ms']:.1f} | "
+                      f"{r['q1_ms']:.1f}..{r['q3_ms']:.1f} | {r['peak_rss_mib']:.0f} | " + " | ".join(cells) + " |")
+        stage_rows = [(row, name) for row in results for name in order if "stages_ms" in row[name]]
+        if stage_rows:
+            keys = list(stage_rows[0][0][stage_rows[0][1]]["stages_ms"])
+            print()
+            print("| frame | side | " + " | ".join(keys) + " |")
+            print("|---|---|" + "---:|" * len(keys))
+            for row, name in stage_rows:
+                st = row[name]["stages_ms"]
+                print(f"| {row['width']}x{row['height']} | {name} | " +
+                      " | ".join(f"{st.get(k, float('nan')):.1f}" for k in keys) + " |")
         if args.json:
-            print(json.dumps({"threads": args.threads, "torch_linear": args.torch_linear, "model": model_path,
-                              "results": results}))
+            print(json.dumps({"threads": args.threads, "torch_linear": linears, "precisions": precisions,
+                              "model": model_path, "results": results}))
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -19,17 +19,21 @@
  *
  * Precision:
  * - fp32: everything in float32.
- * - bf16 (VD_PRECISION_BF16; AUTO stays fp32): the backbone and the FPN's lateral
- *   1x1 convolutions read and write bfloat16 activations with bfloat16 weights and
- *   float32 accumulation (oneDNN's avx512_core_bf16 kernels; on processors without
- *   AVX512-BF16 oneDNN emulates them, slowly); the laterals write float32, so the
- *   FPN's top-down sums, its 3x3 outputs (the P levels), the RPN convolutions (on
- *   large maps the float32 Winograd kernels, faster than bfloat16's direct ones)
- *   and RoIAlign stay float32. RoIAlign rounds its output to bfloat16, the box
- *   head's linears run in bfloat16 with float32 accumulation, the predictor writes
- *   float32, and all small ops and post-processing are float32. This follows
- *   torch's autocast: convolutions and linears in the low precision, RoIAlign
- *   interpolating in float32. fp16 is rejected on the CPU. */
+ * - bf16 (VD_PRECISION_BF16; AUTO stays fp32): every convolution (backbone, FPN,
+ *   RPN) reads and writes bfloat16 activations with bfloat16 weights and float32
+ *   accumulation and bias (oneDNN's avx512_core_bf16 kernels; without AVX512-BF16
+ *   oneDNN emulates them, slowly); the RPN head writes float32; RoIAlign reads the
+ *   bfloat16 P levels, interpolates in float32 and rounds its output to bfloat16;
+ *   the box head's linears run in bfloat16 with float32 accumulation, the
+ *   predictor writes float32; all small ops and post-processing are float32. This
+ *   follows torch's autocast (convolutions and linears in the low precision,
+ *   roi_align in float32 on the low-precision features). bf16 runs no Winograd:
+ *   float32 Winograd on the large FPN/RPN maps would be about 1.25x faster there
+ *   but needs a 266 MB scratchpad at 800x1088.
+ *   fp16 is rejected on the CPU.
+ *
+ * Memory: buffers whose lifetimes do not overlap are shared (see cpu_plan), one
+ * oneDNN scratchpad serves all primitives. */
 #include "vd_config.h"
 #include "vd_context_private.h"
 #include "cpu/vd_cpu_ops.h"
