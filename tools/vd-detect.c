@@ -286,7 +286,7 @@ int main(int argc, char **argv)
 {
     char *model_path = NULL, *device = NULL, *precision = NULL, *dump_dir = NULL;
     double threshold = -1.0;
-    int threads = 0, repeat = 1;
+    int threads = 0, repeat = 0; /* 0: run once, print no time */
     gboolean json = FALSE, stages = FALSE;
     char **images = NULL;
     GOptionEntry entries[] = {
@@ -347,7 +347,7 @@ int main(int argc, char **argv)
                 precision);
         goto out;
     }
-    if (threads < 0 || repeat < 1 || (threshold != -1.0 && (threshold < 0.0 || threshold > 1.0))) {
+    if (threads < 0 || repeat < 0 || (threshold != -1.0 && (threshold < 0.0 || threshold > 1.0))) {
         fprintf(stderr, "vd-detect: --threads must be >= 0, --repeat >= 1, --threshold in [0, 1]\n");
         goto out;
     }
@@ -388,14 +388,14 @@ int main(int argc, char **argv)
         vd_image view = vd_image_rgb(img.pixels, img.width, img.height);
         vd_result result = {0};
         gboolean ok = TRUE;
-        for (int r = 0; r < repeat && ok; r++) {
+        for (int r = 0; r < MAX(repeat, 1) && ok; r++) {
             if (r > 0)
                 vd_result_clear(&result);
             gint64 t0 = g_get_monotonic_time();
             ok = vd_detect(ctx, &view, 1, &result, &error);
             gint64 t1 = g_get_monotonic_time();
             vd_context_set_observer(ctx, NULL, NULL); /* dump the first run only */
-            if (ok && repeat > 1)
+            if (ok && repeat > 0)
                 fprintf(stderr, "time_ms: %.3f\n", (double)(t1 - t0) / 1000.0);
             if (ok && stages) {
                 vd_stage_time times[16];
