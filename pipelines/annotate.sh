@@ -13,7 +13,8 @@ confidence) and writes OUTPUT, an H.264 MP4, plus OUTPUT's name with .jsonl:
 one JSON object per frame with its detections (see README.md, visionjson).
 
 Without INPUT it annotates a generated clip (videotestsrc's bouncing ball in a
-few colours) with the bundled model. OUTPUT defaults to out/annotated.mp4.
+few colours, then synthetic scenes of balls, boxes, triangles and rings) with the
+bundled model. OUTPUT defaults to out/annotated.mp4.
 Installs the Debian packages it needs and builds the project first.
 
 Options:
@@ -30,6 +31,8 @@ Options:
   --frames N         stop after N frames (default: the whole input; 48 for the
                      generated clip)
   --size WxH         size of the generated clip (default 640x480)
+  --scenes N         synthetic scenes at the end of the generated clip, half a
+                     second each (default 8; 0 for none)
   -h, --help         this help
 
 Environment: VISIONDETECT_NO_BUILD=1 skips the package check and the build.
@@ -42,7 +45,7 @@ USAGE
 }
 
 opt_model="" opt_json="" opt_threshold="" opt_device="" opt_interval="" opt_classes=""
-opt_frames="" opt_size="640x480" opt_output=""
+opt_frames="" opt_size="640x480" opt_output="" opt_scenes=""
 positional=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
     --classes) opt_classes="${2:?}"; shift 2 ;;
     --frames) opt_frames="${2:?}"; shift 2 ;;
     --size) opt_size="${2:?}"; shift 2 ;;
+    --scenes) opt_scenes="${2:?}"; shift 2 ;;
     --) shift; positional+=("$@"); break ;;
     -*) usage >&2; vd_die "unknown option $1" ;;
     *) positional+=("$1"); shift ;;
@@ -90,6 +94,16 @@ else
     background-color=0xff203060 ! "$caps" ! clip.
   vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
     background-color=0xff808080 ! "$caps" ! clip.
+  # then generated scenes of all four shapes, half a second each
+  scenes="${opt_scenes:-8}"
+  if [ "$scenes" -gt 0 ]; then
+    scene_dir="$(mktemp -d)"
+    trap 'rm -rf "$scene_dir"' EXIT
+    /usr/bin/python3 "$VD_ROOT/pipelines/make_scenes.py" "$scene_dir" "$scenes" "${width}x${height}" \
+      || vd_die "could not generate the scenes"
+    vd_add multifilesrc "location=$scene_dir/scene-%03d.png" "stop-index=$((scenes - 1))" \
+      caps=image/png,framerate=2/1 ! pngdec ! videoconvert ! videorate ! "$caps" ! clip.
+  fi
   vd_add concat name=clip ! videoconvert
 fi
 vd_add ! ; vd_add_detect

@@ -17,6 +17,7 @@ vd_packages=(
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libcairo2-dev libpango1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
+  python3-numpy python3-pil
 )
 
 vd_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
