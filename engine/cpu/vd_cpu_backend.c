@@ -107,13 +107,19 @@ static inline size_t blocked_offset(const cpu_tensor *t, int y, int x, int ch)
     return (((size_t)(ch / CB) * t->h + y) * t->w + x) * CB + ch % CB;
 }
 
-typedef struct {
+typedef struct cpu_conv cpu_conv;
+struct cpu_conv {
     dnnl_primitive_t prim;
     dnnl_memory_t weights;
     dnnl_memory_t bias;
-    dnnl_memory_t src; /* borrowed from the tensors */
+    dnnl_memory_t src; /* borrowed from the tensors, or owned views (owns_io) */
     dnnl_memory_t dst;
-} cpu_conv;
+    gboolean owns_io;
+    /* A Winograd convolution split into 64->64-channel parts (see conv_init):
+     * then prim is NULL and the parts run in order. */
+    cpu_conv *parts;
+    int n_parts;
+};
 
 typedef struct {
     cpu_conv conv1, conv2, conv3, downsample;
@@ -150,10 +156,15 @@ typedef struct {
     cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
 
     /* Buffers shared by intermediates whose lifetimes do not overlap:
-     * scratch: the stem output, then the RPN's hidden layer, then the box head's
-     * RoI features; temps: the backbone blocks' intermediates, then the FPN's
-     * top-down sums. (The P levels reuse the backbone outputs they are computed
-     * from, where those are large enough.) */
+     * scratch: the stem output (dead after the max-pool), then the first stage's
+     *   output C2 when that is a tensor of its own;
+     * temps: the network input and its NCHW copy (dead after the stem), the
+     *   max-pool output (unless it is a stage output) and the blocks' two
+     *   intermediates; then the FPN's top-down sums; then the RPN's hidden layer;
+     *   then the box head's RoI features.
+     * The P levels reuse the backbone outputs C_i they are computed from (C_i is
+     * dead once the FPN's lateral convolution has read it) where those are large
+     * enough. */
     void *scratch;
     size_t scratch_bytes;
     void *temps;
@@ -308,6 +319,13 @@ static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int 
 
 static void conv_clear(cpu_conv *cv)
 {
+    for (int i = 0; i < cv->n_parts; i++)
+        conv_clear(&cv->parts[i]);
+    g_free(cv->parts);
+    if (cv->owns_io && cv->src != NULL)
+        dnnl_memory_destroy(cv->src);
+    if (cv->owns_io && cv->dst != NULL)
+        dnnl_memory_destroy(cv->dst);
     if (cv->prim != NULL)
         dnnl_primitive_destroy(cv->prim);
     if (cv->weights != NULL)
@@ -368,6 +386,13 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
     return area >= 8192 || (in_c >= 512 && area >= 512);
 }
 
+#define WINOGRAD_SCRATCH_BUDGET ((size_t)16 << 20)
+#define WINOGRAD_PART 64
+
+static gboolean conv_init_parts(cpu_state *st, cpu_conv *cv, const float *weight,
+                                const float *bias, int out_c, int in_c, cpu_tensor *src,
+                                cpu_tensor *dst, gboolean sum, gboolean relu, GError **error);
+
 /* Creates the primitive of one convolution src -> dst (dst has the output shape),
  * reorders the weights into the layout the primitive prefers (and the source's
  * data type), and fuses the sum with dst's previous contents and/or a ReLU. */
@@ -417,14 +442,29 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
 
     /* Winograd where it pays; the direct algorithm when oneDNN has no Winograd
-     * kernel for this case */
+     * kernel for this case. oneDNN's Winograd kernel for more than 64 channels
+     * transforms the whole input and output at once (a 266 MB scratchpad for 256
+     * channels at 200x272); with at most 64 in and out it works tile by tile (8 MB).
+     * Larger convolutions are therefore split into 64->64 parts, which costs about
+     * 20 % of the Winograd time, or run direct when the parts would be too small
+     * for Winograd. */
     if (use_winograd(st, kernel, stride, in_c, src, dst) &&
         dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                            dnnl_convolution_winograd, &src_md, &wei_any_md,
                                            &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL) == dnnl_success) {
-        /* pd set */
-    } else {
+        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        if (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET) {
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+            if (in_c % WINOGRAD_PART == 0 && out_c % WINOGRAD_PART == 0 &&
+                use_winograd(st, kernel, stride, WINOGRAD_PART, src, dst)) {
+                ok = conv_init_parts(st, cv, weight, bias, out_c, in_c, src, dst, sum, relu, error);
+                goto out_fail;
+            }
+        }
+    }
+    if (pd == NULL) {
         pd = NULL;
         DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                     dnnl_convolution_direct, &src_md, &wei_any_md,
@@ -479,6 +519,72 @@ out_fail:
     return ok;
 }
 
+/* A view of channels [c0, c0 + n) of a blocked tensor (c0 and n multiples of 16: in
+ * nChw16c a channel block is one contiguous plane). The caller owns view.mem. */
+static gboolean channel_view(cpu_state *st, const cpu_tensor *t, int c0, int n, cpu_tensor *view,
+                             GError **error)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {1, n, t->h, t->w};
+    *view = *t;
+    view->c = n;
+    view->data = (char *)t->data + (size_t)(c0 / CB) * t->h * t->w * CB * dt_size(t->dt);
+    view->mem = NULL;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, t->dt, dnnl_nChw16c), "view desc");
+    DNNL_TRY(dnnl_memory_create(&view->mem, &md, st->engine, view->data), "view");
+    return TRUE;
+out_fail:
+    return FALSE;
+}
+
+/* The 3x3 stride-1 convolution as (out_c / 64) x (in_c / 64) Winograd parts: for
+ * each block of 64 output channels, the partial convolutions of the 64-channel
+ * input blocks are summed into the output in turn (bias on the first, the
+ * convolution's own sum on the first, ReLU after the last). */
+static gboolean conv_init_parts(cpu_state *st, cpu_conv *cv, const float *weight,
+                                const float *bias, int out_c, int in_c, cpu_tensor *src,
+                                cpu_tensor *dst, gboolean sum, gboolean relu, GError **error)
+{
+    const int P = WINOGRAD_PART, K = 3;
+    int n_in = in_c / P, n_out = out_c / P;
+    float *part_weight = try_alloc((size_t)P * P * K * K, "convolution weights", error);
+    float *zero_bias = part_weight ? try_alloc(P, "convolution bias", error) : NULL;
+    gboolean ok = FALSE;
+    if (zero_bias == NULL)
+        goto out_free;
+    cv->parts = g_new0(cpu_conv, (size_t)n_in * n_out);
+    cv->n_parts = n_in * n_out;
+    for (int j = 0; j < n_out; j++) {
+        for (int i = 0; i < n_in; i++) {
+            cpu_conv *part = &cv->parts[j * n_in + i];
+            cpu_tensor sv, dv;
+            for (int o = 0; o < P; o++)
+                memcpy(part_weight + (size_t)o * P * K * K,
+                       weight + ((size_t)(j * P + o) * in_c + (size_t)i * P) * K * K,
+                       sizeof(float) * P * K * K);
+            if (!channel_view(st, src, i * P, P, &sv, error))
+                goto out_free;
+            if (!channel_view(st, dst, j * P, P, &dv, error)) {
+                dnnl_memory_destroy(sv.mem);
+                goto out_free;
+            }
+            part->owns_io = TRUE;
+            gboolean ok_part = conv_init(st, part, part_weight, i == 0 ? bias + j * P : zero_bias,
+                                         P, P, K, 1, 1, &sv, &dv, sum || i > 0,
+                                         relu && i == n_in - 1, error);
+            part->src = sv.mem; /* owned even when conv_init failed */
+            part->dst = dv.mem;
+            if (!ok_part)
+                goto out_free;
+        }
+    }
+    ok = TRUE;
+out_free:
+    g_free(part_weight);
+    g_free(zero_bias);
+    return ok;
+}
+
 static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
                                 cpu_tensor *dst, gboolean sum, gboolean relu, GError **error)
 {
@@ -488,6 +594,12 @@ static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, c
 
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
+    if (cv->n_parts > 0) {
+        for (int i = 0; i < cv->n_parts; i++)
+            if (!conv_run(st, &cv->parts[i], error))
+                return FALSE;
+        return TRUE;
+    }
     dnnl_exec_arg_t args[5] = {
         {DNNL_ARG_SRC, cv->src},
         {DNNL_ARG_WEIGHTS, cv->weights},
@@ -581,41 +693,29 @@ out_fail:
     return ok;
 }
 
-/* @scratch: a buffer of @scratch_bytes that the stem output may use (it is dead
- * once the max-pool has run). */
-static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size_t scratch_bytes,
-                              GError **error)
+static size_t round64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
+/* The input tensors, the backbone's tensors and convolutions, and the plan's two
+ * shared buffers (sized here for the FPN and RPN as well; see cpu_plan). */
+static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-
-    plan->stem_in = plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, plan->input->c,
-                                    dt, dnnl_nchw, NULL, error);
-    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
-        return FALSE;
-    int h = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
-                          model->stem.padding);
-    int w = conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride,
-                          model->stem.padding);
     int stem_c = model->stem.out_channels;
-    void *stem_data = tensor_bytes(h, w, stem_c, dt, TRUE) <= scratch_bytes ? scratch : NULL;
-    plan->stem_out = plan_tensor(st, plan, h, w, stem_c, dt, TRUE, stem_data, error);
-    if (plan->stem_out == NULL ||
-        !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, plan->stem_out, FALSE, TRUE,
-                         error))
-        return FALSE;
-    h = conv_out_size(h, 3, 2, 1);
-    w = conv_out_size(w, 3, 2, 1);
-    plan->pool_out = plan_tensor(st, plan, h, w, stem_c, dt, TRUE, NULL, error);
-    if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
-        return FALSE;
+    int sh = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
+                           model->stem.padding);
+    int sw = conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride,
+                           model->stem.padding);
+    int h = conv_out_size(sh, 3, 2, 1), w = conv_out_size(sw, 3, 2, 1); /* max-pool */
 
-    /* Block intermediates (conv1 and conv2 outputs) share two buffers sized for the
-     * largest of them. */
+    /* sizes: block intermediates and stage outputs */
     size_t max_temp = 0;
-    int stage_h[4] = {0}, stage_w[4] = {0};
+    int stage_h[4] = {0}, stage_w[4] = {0}, stage_c[4] = {0};
     {
         int th = h, tw = w;
         for (int b = 0; b < model->n_blocks; b++) {
@@ -633,24 +733,59 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
                                                            : model->n_blocks)) {
                     stage_h[s] = th;
                     stage_w[s] = tw;
+                    stage_c[s] = (bottleneck ? mb->conv3 : mb->conv2).out_channels;
                 }
         }
     }
-    /* two block intermediates, later the FPN's top-down sums (one per returned
-     * layer) */
-    max_temp = (max_temp + 63) / 64 * 64;
-    size_t sums = 0;
+    max_temp = round64(max_temp);
+    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE));
+    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, FALSE));
+    size_t pool_bytes = round64(tensor_bytes(h, w, stem_c, dt, TRUE));
+    /* a first stage without a downsample (BasicBlock ResNets) outputs into the
+     * max-pool's tensor, which must then outlive the temps */
+    gboolean pool_is_stage_out = !model->blocks[model->stage_first_block[0]].has_downsample;
+    size_t sums = 0, hidden = 0;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         int s = cfg->returned_layers[i] - 1;
-        sums += (tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dt, TRUE) + 63) /
-                64 * 64;
+        size_t b = round64(tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dt, TRUE));
+        sums += b;
+        hidden = MAX(hidden, b);
     }
-    plan->temps_bytes = MAX(2 * max_temp, sums);
-    plan->temps = alloc_aligned(plan->temps_bytes, "block intermediates", error);
+    plan->scratch_bytes = MAX(tensor_bytes(sh, sw, stem_c, dt, TRUE),
+                              pool_is_stage_out ? 0
+                                                : tensor_bytes(stage_h[0], stage_w[0],
+                                                               stage_c[0], dt, TRUE));
+    plan->temps_bytes = MAX(MAX(2 * max_temp + (pool_is_stage_out ? 0 : pool_bytes),
+                                in_bytes + stem_in_bytes),
+                            MAX(sums, hidden));
+    plan->scratch = alloc_aligned(plan->scratch_bytes, "activations", error);
+    if (plan->scratch == NULL)
+        return FALSE;
+    g_ptr_array_add(plan->buffers, plan->scratch);
+    plan->temps = alloc_aligned(plan->temps_bytes, "activations", error);
     if (plan->temps == NULL)
         return FALSE;
     g_ptr_array_add(plan->buffers, plan->temps);
-    void *temp1 = plan->temps, *temp2 = (char *)plan->temps + max_temp;
+    char *temps = plan->temps;
+
+    plan->input = plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps,
+                              error);
+    plan->stem_in = plan->input == NULL ? NULL
+                                        : plan_tensor_tag(st, plan, plan->padded_h,
+                                                          plan->padded_w, 3, dt, dnnl_nchw,
+                                                          temps + in_bytes, error);
+    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
+        return FALSE;
+    plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
+    if (plan->stem_out == NULL ||
+        !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, plan->stem_out, FALSE, TRUE,
+                         error))
+        return FALSE;
+    plan->pool_out = plan_tensor(st, plan, h, w, stem_c, dt, TRUE,
+                                 pool_is_stage_out ? NULL : temps + 2 * max_temp, error);
+    if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
+        return FALSE;
+    void *temp1 = temps, *temp2 = temps + max_temp;
 
     cpu_tensor *x = plan->pool_out;
     for (int s = 0; s < model->n_stages_used; s++) {
@@ -667,7 +802,13 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
 
             pb->has_downsample = mb->has_downsample;
             if (mb->has_downsample) {
-                out = plan_tensor(st, plan, oh, ow, last->out_channels, dt, TRUE, NULL, error);
+                /* C2, the first stage's output, in the scratch (the stem output is dead) */
+                void *data = b == model->stage_first_block[0] &&
+                                     tensor_bytes(oh, ow, last->out_channels, dt, TRUE) <=
+                                         plan->scratch_bytes
+                                 ? plan->scratch
+                                 : NULL;
+                out = plan_tensor(st, plan, oh, ow, last->out_channels, dt, TRUE, data, error);
                 if (out == NULL || !conv_init_model(st, &pb->downsample, &mb->downsample, x, out,
                                                     FALSE, FALSE, error))
                     return FALSE;
@@ -707,10 +848,10 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, void *scratch, size
     return TRUE;
 }
 
-/* FPN and RPN in the activation type (the RPN head writes float32): @scratch (dead backbone stem output) holds the RPN's
- * hidden layer of every level (the levels run one after the other). */
-static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_t scratch_bytes,
-                             GError **error)
+/* FPN and RPN in the activation type (the RPN head writes float32); the top-down
+ * sums, then the RPN's hidden layer of every level (the levels run one after the
+ * other) in the temps. */
+static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
@@ -756,7 +897,8 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
-        void *hidden = tensor_bytes(p->h, p->w, fc, dt, TRUE) <= scratch_bytes ? scratch : NULL;
+        void *hidden = tensor_bytes(p->h, p->w, fc, dt, TRUE) <= plan->temps_bytes ? plan->temps
+                                                                                   : NULL;
         plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, dt, TRUE, hidden, error);
         plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, 5 * A, dnnl_f32, TRUE, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
@@ -791,8 +933,6 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, void *scratch, size_
 
 static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **error)
 {
-    const vd_model *model = st->model;
-    const vd_config *cfg = &model->config;
     cpu_plan *plan = g_new0(cpu_plan, 1);
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
@@ -800,32 +940,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->buffers = g_ptr_array_new_with_free_func(free);
     plan->resized_h_for_scales = -1;
 
-    /* One scratch buffer for the stem output (dead after the max-pool) and the RPN's
-     * hidden layer (largest at the first FPN level, a quarter of the input size). */
-    int sh = conv_out_size(padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
-    int sw = conv_out_size(padded_w, model->stem.kernel, model->stem.stride, model->stem.padding);
-    size_t stem_bytes = tensor_bytes(sh, sw, model->stem.out_channels,
-                                     st->bf16 ? dnnl_bf16 : dnnl_f32, TRUE);
-    int ph = conv_out_size(conv_out_size(sh, 3, 2, 1), 3, 1, 1); /* after the max-pool */
-    int pw = conv_out_size(conv_out_size(sw, 3, 2, 1), 3, 1, 1);
-    for (int l = 1; l < cfg->returned_layers[0]; l++) {
-        ph = conv_out_size(ph, 3, 2, 1);
-        pw = conv_out_size(pw, 3, 2, 1);
-    }
-    size_t hidden_bytes = tensor_bytes(ph, pw, cfg->fpn_channels, st->bf16 ? dnnl_bf16 : dnnl_f32, TRUE);
-    size_t scratch_bytes = MAX(stem_bytes, hidden_bytes);
-    void *scratch = alloc_aligned(scratch_bytes, "activations", error);
-    if (scratch == NULL) {
-        plan_free(plan);
-        return NULL;
-    }
-    g_ptr_array_add(plan->buffers, scratch);
-    plan->scratch = scratch;
-    plan->scratch_bytes = scratch_bytes;
-
-    plan->input = plan_tensor(st, plan, padded_h, padded_w, 3, dnnl_f32, FALSE, NULL, error);
-    if (plan->input == NULL || !plan_backbone(st, plan, scratch, scratch_bytes, error) ||
-        !plan_fpn_rpn(st, plan, scratch, scratch_bytes, error)) {
+    if (!plan_backbone(st, plan, error) || !plan_fpn_rpn(st, plan, error)) {
         plan_free(plan);
         return NULL;
     }
@@ -1396,11 +1511,11 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
     cpu_box_head_plan *bp = box_head_plan(st, n_props, error);
     if (bp == NULL)
         return FALSE;
-    /* the RoI features go into the plan's scratch (the RPN's hidden layer is dead)
-     * when it is large enough */
+    /* the RoI features go into the plan's temps (the RPN's hidden layer is dead)
+     * when they are large enough */
     size_t pooled_bytes = (size_t)bp->rows * in6 * dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32);
-    void *pooled = plan->scratch;
-    if (pooled_bytes > plan->scratch_bytes) {
+    void *pooled = plan->temps;
+    if (pooled_bytes > plan->temps_bytes) {
         if (st->pooled == NULL)
             st->pooled = alloc_aligned((size_t)st->box_capacity * in6 *
                                            dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32),
