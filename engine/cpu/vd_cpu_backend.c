@@ -1205,9 +1205,10 @@ VD_CPU_HOT static void roi_accumulate_block_bf16(float *restrict acc, const uint
 
 /* roi_align (aligned=False, spec §5.5) over one blocked feature map (float32, or
  * bfloat16 read as float32 as torch's autocast runs roi_align in float32), the
- * arithmetic of vd_roi_align_nhwc: RoI r goes to output row roi_index[r], as
- * [pooled * pooled][channels] (the flatten order of our fc6 weights), float32 or
- * rounded to bfloat16 (@out_bf16). */
+ * arithmetic of vd_roi_align_nhwc: RoI r goes to output row roi_index[r] in torch's
+ * flatten order [channels][pooled * pooled] (that of the model's fc6 weights, which
+ * float32 then uses as they are), float32 or rounded to bfloat16 (@out_bf16). The
+ * bins of one RoI are accumulated channel-innermost and transposed once. */
 static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int *roi_index,
                               int n_rois, float spatial_scale, int pooled, int sampling_ratio,
                               void *out, gboolean out_bf16, size_t out_roi_stride)
@@ -1219,7 +1220,8 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
     gboolean in_bf16 = f->dt == dnnl_bf16;
 #pragma omp parallel
     {
-        float *acc = g_malloc((size_t)n_cb * CB * sizeof(float));
+        int n_bins = pooled * pooled;
+        float *bins = g_malloc((size_t)n_bins * n_cb * CB * sizeof(float));
 #pragma omp for schedule(dynamic, 8)
         for (int r = 0; r < n_rois; r++) {
             size_t row = (size_t)(roi_index ? roi_index[r] : r) * out_roi_stride;
@@ -1227,6 +1229,7 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                                                              pooled, pooled, sampling_ratio);
             for (int ph = 0; ph < pooled; ph++) {
                 for (int pw = 0; pw < pooled; pw++) {
+                    float *acc = bins + ((size_t)ph * pooled + pw) * n_cb * CB;
                     memset(acc, 0, (size_t)n_cb * CB * sizeof(float));
                     for (int iy = 0; iy < g.grid_h; iy++) {
                         float y = vd_math_roi_sample_coord(g.start_y, ph, g.bin_h, iy, g.grid_h);
@@ -1253,22 +1256,26 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                             }
                         }
                     }
-                    float count = g.count;
-                    size_t at = row + ((size_t)ph * pooled + pw) * C;
                     /* a division, not a reciprocal product */
-                    if (out_bf16) {
-                        uint16_t *dst = (uint16_t *)out + at;
-                        for (int c = 0; c < C; c++)
-                            dst[c] = f32_to_bf16(acc[c] / count);
-                    } else {
-                        float *dst = (float *)out + at;
-                        for (int c = 0; c < C; c++)
-                            dst[c] = acc[c] / count;
-                    }
+                    float count = g.count;
+                    for (int c = 0; c < C; c++)
+                        acc[c] = acc[c] / count;
                 }
             }
+            size_t stride = (size_t)n_cb * CB;
+            if (out_bf16) {
+                uint16_t *dst = (uint16_t *)out + row;
+                for (int c = 0; c < C; c++)
+                    for (int b = 0; b < n_bins; b++)
+                        dst[(size_t)c * n_bins + b] = f32_to_bf16(bins[b * stride + c]);
+            } else {
+                float *dst = (float *)out + row;
+                for (int c = 0; c < C; c++)
+                    for (int b = 0; b < n_bins; b++)
+                        dst[(size_t)c * n_bins + b] = bins[b * stride + c];
+            }
         }
-        g_free(acc);
+        g_free(bins);
     }
 }
 
@@ -1325,9 +1332,12 @@ out:
 
 /* Packs one linear layer (torch's [out][in] float32 weight) once per context into
  * the layout (and type: bfloat16 in bf16 mode) the matmul primitive wants for
- * @rows RoIs. */
+ * @rows RoIs. In float32 with @borrow, when oneDNN's matmul takes the weights as
+ * they are (at the same speed: brgemm, measured), uses them in place: @weight
+ * must then outlive the context (the model's weights do). */
 static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
-                            const float *bias, int in, int out, int rows, GError **error)
+                            const float *bias, int in, int out, int rows, gboolean borrow,
+                            GError **error)
 {
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t user_md, bias_md;
@@ -1339,12 +1349,25 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
 
     pl->in = in;
     pl->out = out;
+    /* [out][in] row-major is the {in, out} matrix with tag ba */
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&user_md, 2, wei_dims, dnnl_f32, dnnl_ba),
+             "box head weights");
+    if (borrow && !st->bf16 &&
+        linear_pd(st, rows, in, out, dt, dt, &user_md, FALSE, &pd) == dnnl_success) {
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        gboolean fast = impl != NULL && strstr(impl, "brg") != NULL;
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        if (fast) {
+            DNNL_TRY(dnnl_memory_create(&pl->weights, &user_md, st->engine, (void *)weight),
+                     "box head weights");
+            goto out_bias;
+        }
+    }
     DNNL_TRY(linear_pd(st, rows, in, out, dt, dt, NULL, FALSE, &pd), "box head matmul desc");
     const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     DNNL_TRY(dnnl_memory_create(&pl->weights, wei_md, st->engine, DNNL_MEMORY_ALLOCATE),
-             "box head weights");
-    /* [out][in] row-major is the {in, out} matrix with tag ba */
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&user_md, 2, wei_dims, dnnl_f32, dnnl_ba),
              "box head weights");
     DNNL_TRY(dnnl_memory_create(&user, &user_md, st->engine, (void *)weight), "box head weights");
     DNNL_TRY(dnnl_reorder_primitive_desc_create(&reorder_pd, &user_md, st->engine, wei_md,
@@ -1356,6 +1379,7 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
         DNNL_TRY(dnnl_primitive_execute(reorder, st->stream, 2, args), "box head weights reorder");
         DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
     }
+out_bias:
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 2, bias_dims, dnnl_f32, dnnl_ab), "bias");
     DNNL_TRY(dnnl_memory_create(&pl->bias, &bias_md, st->engine, DNNL_MEMORY_ALLOCATE), "bias");
     {
@@ -1763,25 +1787,23 @@ static void cpu_destroy(void *p)
     g_free(st);
 }
 
-/* Size-independent weight preparation: merged RPN head; the box head's linears
- * packed for the matmul primitives, fc6 permuted to the flatten order of our
- * RoIAlign output ([P*P][C]), cls_score and bbox_pred merged into one predictor. */
+/* Size-independent weight preparation: merged RPN head; the box head's linears for
+ * the matmul primitives (float32 fc6 and fc7: the model's weights as they are;
+ * otherwise packed), cls_score and bbox_pred merged into one predictor. */
 static gboolean prepare_weights(cpu_state *st, GError **error)
 {
     const vd_model *m = st->model;
     const vd_config *cfg = &m->config;
     int A = cfg->anchors_per_location, C = cfg->fpn_channels;
-    int P = cfg->roi_output_size, K = cfg->num_classes, rep = cfg->representation_size;
+    int K = cfg->num_classes, rep = cfg->representation_size;
     int rows = MAX(cfg->rpn_post_nms_top_n, 1);
     gboolean ok = FALSE;
 
-    float *fc6_weight = NULL, *predictor_weight = NULL, *predictor_bias = NULL;
+    float *predictor_weight = NULL, *predictor_bias = NULL;
     st->rpn_head_weight = try_alloc((size_t)5 * A * C, "RPN head", error);
     st->rpn_head_bias = st->rpn_head_weight ? try_alloc((size_t)5 * A, "RPN head", error) : NULL;
-    fc6_weight = st->rpn_head_bias ? try_alloc((size_t)m->fc6.out_features * m->fc6.in_features,
-                                               "fc6", error)
-                                   : NULL;
-    predictor_weight = fc6_weight ? try_alloc((size_t)5 * K * rep, "predictor", error) : NULL;
+    predictor_weight = st->rpn_head_bias ? try_alloc((size_t)5 * K * rep, "predictor", error)
+                                         : NULL;
     predictor_bias = predictor_weight ? try_alloc((size_t)5 * K, "predictor", error) : NULL;
     if (predictor_bias == NULL)
         goto out_free;
@@ -1791,25 +1813,17 @@ static gboolean prepare_weights(cpu_state *st, GError **error)
     memcpy(st->rpn_head_bias, m->rpn_cls.bias, sizeof(float) * A);
     memcpy(st->rpn_head_bias + A, m->rpn_bbox.bias, sizeof(float) * 4 * A);
 
-    for (int o = 0; o < m->fc6.out_features; o++) {
-        const float *src = m->fc6.weight + (size_t)o * m->fc6.in_features;
-        float *dst = fc6_weight + (size_t)o * m->fc6.in_features;
-        for (int c = 0; c < C; c++)
-            for (int p = 0; p < P * P; p++)
-                dst[(size_t)p * C + c] = src[(size_t)c * P * P + p];
-    }
     memcpy(predictor_weight, m->cls_score.weight, sizeof(float) * K * rep);
     memcpy(predictor_weight + (size_t)K * rep, m->bbox_pred.weight, sizeof(float) * 4 * K * rep);
     memcpy(predictor_bias, m->cls_score.bias, sizeof(float) * K);
     memcpy(predictor_bias + K, m->bbox_pred.bias, sizeof(float) * 4 * K);
 
-    ok = linear_pack(st, &st->fc6, fc6_weight, m->fc6.bias, m->fc6.in_features,
-                     m->fc6.out_features, rows, error) &&
-         linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep, rep, rows, error) &&
-         linear_pack(st, &st->predictor, predictor_weight, predictor_bias, rep, 5 * K, rows,
+    ok = linear_pack(st, &st->fc6, m->fc6.weight, m->fc6.bias, m->fc6.in_features,
+                     m->fc6.out_features, rows, TRUE, error) &&
+         linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep, rep, rows, TRUE, error) &&
+         linear_pack(st, &st->predictor, predictor_weight, predictor_bias, rep, 5 * K, rows, FALSE,
                      error);
 out_free:
-    g_free(fc6_weight);
     g_free(predictor_weight);
     g_free(predictor_bias);
     return ok;
