@@ -372,10 +372,12 @@ out_fail:
     return FALSE;
 }
 
-/* Whether a convolution runs Winograd: float32 3x3 stride 1 on maps large enough
- * for its transforms to pay (measured on two Zen 4 cores: 2.3..2.9x faster than
- * direct at 100x136 and 200x272, equal at 50x68 with 256 channels, 2x slower at
- * 13x17; 2.2x at 25x34 with 512 channels). */
+/* Whether a convolution runs Winograd: float32 3x3 stride 1 on large maps (two Zen
+ * 4 cores: 2.3..2.9x faster than direct at 100x136 and 200x272). On the smaller
+ * maps Winograd is faster alone too (1.4x at 50x68, 2x at 13x17..25x34), but using
+ * it there gained nothing measurable on the whole ResNet-50-FPN frame and costs
+ * 4x the weight memory (6x6 transformed kernels) and larger scratchpads: +126 MiB
+ * peak RSS. The 512-channel maps (layer4) are the exception kept. */
 static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in_c,
                              const cpu_tensor *src, const cpu_tensor *dst)
 {
