@@ -377,7 +377,9 @@ out_fail:
  * maps Winograd is faster alone too (1.4x at 50x68, 2x at 13x17..25x34), but using
  * it there gained nothing measurable on the whole ResNet-50-FPN frame and costs
  * 4x the weight memory (6x6 transformed kernels) and larger scratchpads: +126 MiB
- * peak RSS. The 512-channel maps (layer4) are the exception kept. */
+ * peak RSS. (The 512-channel rule below admits layer4's 25x34 maps, but their
+ * scratchpad exceeds the budget and 64-channel parts are too small for Winograd:
+ * they run direct.) */
 static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in_c,
                              const cpu_tensor *src, const cpu_tensor *dst)
 {
