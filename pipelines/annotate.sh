@@ -28,11 +28,12 @@ Options:
   --device DEV       auto, cpu, cuda or cuda:N (default auto)
   --interval N       run inference on every Nth frame only
   --classes LIST     comma-separated class names to keep
-  --frames N         stop after N frames (default: the whole input; 48 for the
-                     generated clip)
+  --frames N         stop after N frames (default: the whole input; for the
+                     generated clip, 48 frames of the ball, and the scenes only
+                     when --frames is not given or --scenes is)
   --size WxH         size of the generated clip (default 640x480)
-  --scenes N         synthetic scenes at the end of the generated clip, half a
-                     second each (default 8; 0 for none)
+  --scenes N         synthetic scenes after the ball in the generated clip, half
+                     a second each (default 8 without --frames, else 0)
   -h, --help         this help
 
 Environment: VISIONDETECT_NO_BUILD=1 skips the package check and the build.
@@ -95,7 +96,8 @@ else
   vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
     background-color=0xff808080 ! "$caps" ! clip.
   # then generated scenes of all four shapes, half a second each
-  scenes="${opt_scenes:-8}"
+  # (with --frames, the clip is that many frames of the ball unless --scenes is given)
+  if [ -n "$opt_frames" ]; then scenes="${opt_scenes:-0}"; else scenes="${opt_scenes:-8}"; fi
   if [ "$scenes" -gt 0 ]; then
     scene_dir="$(mktemp -d)"
     trap 'rm -rf "$scene_dir"' EXIT
