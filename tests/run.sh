@@ -3,7 +3,7 @@
 # builds and runs every meson test suite, then the engine suite again under
 # AddressSanitizer and UBSan.
 #   tests/run.sh            all suites
-#   tests/run.sh SUITE...   only these suites (engine, parity, gst, gpu)
+#   tests/run.sh SUITE...   only these suites (engine, parity, gst, model, gpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
