@@ -596,6 +596,24 @@ static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, c
                      w->stride, w->padding, src, dst, sum, relu, error);
 }
 
+/* Executes a convolution or matmul primitive with the state's shared scratchpad. */
+static gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t src,
+                          dnnl_memory_t weights, dnnl_memory_t bias, dnnl_memory_t dst,
+                          const char *what, GError **error)
+{
+    dnnl_exec_arg_t args[5] = {
+        {DNNL_ARG_SRC, src},
+        {DNNL_ARG_WEIGHTS, weights},
+        {DNNL_ARG_BIAS, bias},
+        {DNNL_ARG_DST, dst},
+        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
+    };
+    DNNL_TRY(dnnl_primitive_execute(prim, st->stream, st->scratch_mem ? 5 : 4, args), what);
+    return TRUE;
+out_fail:
+    return FALSE;
+}
+
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
     if (cv->n_parts > 0) {
@@ -604,18 +622,7 @@ static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
                 return FALSE;
         return TRUE;
     }
-    dnnl_exec_arg_t args[5] = {
-        {DNNL_ARG_SRC, cv->src},
-        {DNNL_ARG_WEIGHTS, cv->weights},
-        {DNNL_ARG_BIAS, cv->bias},
-        {DNNL_ARG_DST, cv->dst},
-        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
-    };
-    DNNL_TRY(dnnl_primitive_execute(cv->prim, st->stream, st->scratch_mem ? 5 : 4, args),
-             "convolution");
-    return TRUE;
-out_fail:
-    return FALSE;
+    return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, "convolution", error);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1171,13 +1178,11 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
     const vd_config *cfg = &st->model->config;
     if (plan->resized_h_for_scales == resized_h)
         return;
-    for (int l = 0; l < cfg->n_roi_levels; l++) {
-        double approx = (double)plan->fpn_out[l]->h / (double)resized_h;
-        float lg = log2f((float)approx);
-        plan->roi_scales[l] = exp2f(nearbyintf(lg));
-    }
-    plan->roi_k_min = (int)(-log2f(plan->roi_scales[0]));
-    plan->roi_k_max = (int)(-log2f(plan->roi_scales[cfg->n_roi_levels - 1]));
+    int heights[VD_MAX_FPN_LEVELS];
+    for (int l = 0; l < cfg->n_roi_levels; l++)
+        heights[l] = plan->fpn_out[l]->h;
+    vd_pooler_scales(heights, cfg->n_roi_levels, resized_h, plan->roi_scales, &plan->roi_k_min,
+                     &plan->roi_k_max);
     plan->resized_h_for_scales = resized_h;
 }
 
@@ -1445,18 +1450,7 @@ out_fail:
 static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
                            GError **error)
 {
-    dnnl_exec_arg_t args[5] = {
-        {DNNL_ARG_SRC, l->src},
-        {DNNL_ARG_WEIGHTS, l->weights},
-        {DNNL_ARG_BIAS, pl->bias},
-        {DNNL_ARG_DST, l->dst},
-        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
-    };
-    DNNL_TRY(dnnl_primitive_execute(l->prim, st->stream, st->scratch_mem ? 5 : 4, args),
-             "box head matmul");
-    return TRUE;
-out_fail:
-    return FALSE;
+    return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, "box head matmul", error);
 }
 
 static void box_plans_clear(cpu_state *st)

@@ -421,3 +421,14 @@ void vd_softmax_rows(float *logits, int n, int n_classes)
     for (int r = 0; r < n; r++)
         softmax_row(logits + (size_t)r * n_classes, n_classes);
 }
+
+void vd_pooler_scales(const int *feature_heights, int n_levels, int image_height, float *scales,
+                      int *k_min, int *k_max)
+{
+    for (int l = 0; l < n_levels; l++) {
+        double approx = (double)feature_heights[l] / (double)image_height;
+        scales[l] = exp2f(nearbyintf(log2f((float)approx)));
+    }
+    *k_min = (int)(-log2f(scales[0]));
+    *k_max = (int)(-log2f(scales[n_levels - 1]));
+}

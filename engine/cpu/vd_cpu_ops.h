@@ -108,6 +108,13 @@ int vd_batched_nms(const float *boxes, const float *scores, const int *groups, i
  * and NaN give 0. */
 int vd_roi_level(const float *box, int k_min, int k_max);
 
+/* MultiScaleRoIAlign's scale inference (spec §5.2): for each of @n_levels pooled
+ * feature maps, scale = 2^round(log2(f32(feature_height / image_height))) with the
+ * image height being the resized (not padded) one; k_min/k_max are -log2 of the
+ * first and last scales, as the LevelMapper takes them. */
+void vd_pooler_scales(const int *feature_heights, int n_levels, int image_height, float *scales,
+                      int *k_min, int *k_max);
+
 /* roi_align, aligned=False (spec §5.5) for @n_rois boxes over one NHWC float32
  * feature map [height][width][channels]; @rois [n][4] in image pixels, scaled by
  * @spatial_scale. Writes [n][pooled][pooled][channels] at @out with row stride

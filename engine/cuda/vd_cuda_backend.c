@@ -559,6 +559,14 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
            vd_cuda_linear_plan(L, &st->predictor, R, error);
 }
 
+/* Drops the captured frame graph (its buffers or plan are about to change). */
+static void forget_graph(cuda_state *st)
+{
+    if (st->graph.exec != NULL)
+        cudaGraphExecDestroy(st->graph.exec);
+    memset(&st->graph, 0, sizeof(st->graph));
+}
+
 /* Frees the current plan after the device is done with it (a size change). */
 static gboolean drop_plan(cuda_state *st, GError **error)
 {
@@ -566,10 +574,7 @@ static gboolean drop_plan(cuda_state *st, GError **error)
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    if (st->graph.exec != NULL) {
-        cudaGraphExecDestroy(st->graph.exec);
-        memset(&st->graph, 0, sizeof(st->graph));
-    }
+    forget_graph(st);
     plan_free(st->plan);
     st->plan = NULL;
     return TRUE;
@@ -619,13 +624,11 @@ static void pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
     const vd_config *cfg = &st->model->config;
     if (plan->resized_h_for_scales == resized_h)
         return;
-    for (int l = 0; l < cfg->n_roi_levels; l++) {
-        double approx = (double)plan->fpn_out[l]->h / (double)resized_h;
-        float lg = log2f((float)approx);
-        plan->roi_scales[l] = exp2f(nearbyintf(lg));
-    }
-    plan->roi_k_min = (int)(-log2f(plan->roi_scales[0]));
-    plan->roi_k_max = (int)(-log2f(plan->roi_scales[cfg->n_roi_levels - 1]));
+    int heights[VD_MAX_FPN_LEVELS];
+    for (int l = 0; l < cfg->n_roi_levels; l++)
+        heights[l] = plan->fpn_out[l]->h;
+    vd_pooler_scales(heights, cfg->n_roi_levels, resized_h, plan->roi_scales, &plan->roi_k_min,
+                     &plan->roi_k_max);
     plan->resized_h_for_scales = resized_h;
 }
 
@@ -715,10 +718,7 @@ static gboolean ensure_frame_buffers(cuda_state *st, size_t bytes, GError **erro
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    if (st->graph.exec != NULL) {
-        cudaGraphExecDestroy(st->graph.exec);
-        memset(&st->graph, 0, sizeof(st->graph));
-    }
+    forget_graph(st);
     cudaFreeHost(st->staging);
     cudaFree(st->raw);
     st->staging = NULL;
@@ -742,10 +742,7 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, GError **er
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    if (st->graph.exec != NULL) {
-        cudaGraphExecDestroy(st->graph.exec);
-        memset(&st->graph, 0, sizeof(st->graph));
-    }
+    forget_graph(st);
     cudaFree(st->result_device);
     cudaFreeHost(st->result_host);
     cudaFree(st->box_keep);
@@ -994,10 +991,7 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
     cudaStream_t s = st->layers.stream;
     cudaGraph_t graph = NULL;
     GError *local = NULL;
-    if (st->graph.exec != NULL) {
-        cudaGraphExecDestroy(st->graph.exec);
-        memset(&st->graph, 0, sizeof(st->graph));
-    }
+    forget_graph(st);
     if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
         return FALSE;
@@ -1158,10 +1152,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
         if (!graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
             /* the first frame of a layout runs eagerly; the second is captured */
             if (st->graph.times_seen == 0 || st->graph.plan != st->plan) {
-                cudaGraphExec_t old = st->graph.exec;
-                if (old != NULL)
-                    cudaGraphExecDestroy(old);
-                memset(&st->graph, 0, sizeof(st->graph));
+                forget_graph(st);
                 st->graph.plan = st->plan;
                 st->graph.times_seen = 1;
             } else if (!capture_frame(st, ctx, &frame, frame_bytes, rh, rw, error)) {
