@@ -16,6 +16,10 @@
  *   - exactly one host synchronisation per frame after the first frame of a
  *     size, eagerly and with CUDA graph replay (whose detections must equal the
  *     eager ones bit for bit), and the negative test: an injected sync is counted;
+ *   - every pixel format (BGRx, RGBA, NV12 and I420 in each matrix and range,
+ *     padded rows, odd sizes) against the CPU engine on the same bytes, and a
+ *     stream whose size and format change, replayed from graphs, that gives
+ *     each frame the same detections as the first time;
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
  *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
  *     crash, and the context works again once memory is back.
@@ -325,6 +329,182 @@ static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
     vd_result_clear(&replay);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Pixel formats and size changes                                            */
+
+/* A frame of @rgb (w x h, packed) in another layout, with padded rows and
+ * odd sizes allowed. YUV from a plain BT.601 limited-range formula: which
+ * formula does not matter here, both engines read the same bytes. */
+typedef struct {
+    vd_image image;
+    uint8_t *planes[3];
+} owned_frame;
+
+static uint8_t clamp_u8(double v)
+{
+    return (uint8_t)CLAMP(lrint(v), 0, 255);
+}
+
+static owned_frame make_frame(const uint8_t *rgb, int rgb_stride, int w, int h,
+                              vd_pixel_format format, vd_color_matrix matrix, gboolean full)
+{
+    owned_frame f = {0};
+    f.image.format = format;
+    f.image.width = w;
+    f.image.height = h;
+    f.image.matrix = matrix;
+    f.image.full_range = full;
+    if (format == VD_FORMAT_BGRX || format == VD_FORMAT_RGBA) {
+        int stride = 4 * w + 12;
+        f.planes[0] = g_malloc0((size_t)stride * h);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const uint8_t *s = rgb + (size_t)y * rgb_stride + 3 * x;
+                uint8_t *d = f.planes[0] + (size_t)y * stride + 4 * x;
+                gboolean bgr = format == VD_FORMAT_BGRX;
+                d[0] = s[bgr ? 2 : 0];
+                d[1] = s[1];
+                d[2] = s[bgr ? 0 : 2];
+                d[3] = 0x5a; /* ignored (x) or alpha: never read as colour */
+            }
+        f.image.planes[0] = f.planes[0];
+        f.image.strides[0] = stride;
+        return f;
+    }
+    int cw = (w + 1) / 2, ch = (h + 1) / 2;
+    int ystride = w + 6;
+    int cstride = format == VD_FORMAT_NV12 ? 2 * cw + 6 : cw + 3;
+    f.planes[0] = g_malloc0((size_t)ystride * h);
+    f.planes[1] = g_malloc0((size_t)cstride * ch);
+    if (format == VD_FORMAT_I420)
+        f.planes[2] = g_malloc0((size_t)cstride * ch);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const uint8_t *s = rgb + (size_t)y * rgb_stride + 3 * x;
+            f.planes[0][(size_t)y * ystride + x] =
+                clamp_u8(16 + (65.481 * s[0] + 128.553 * s[1] + 24.966 * s[2]) / 255.0);
+        }
+    for (int y = 0; y < ch; y++)
+        for (int x = 0; x < cw; x++) {
+            /* the top-left pixel of each 2x2 block is enough for a test frame */
+            const uint8_t *s = rgb + (size_t)(2 * y) * rgb_stride + 3 * (2 * x);
+            uint8_t u = clamp_u8(128 + (-37.797 * s[0] - 74.203 * s[1] + 112.0 * s[2]) / 255.0);
+            uint8_t v = clamp_u8(128 + (112.0 * s[0] - 93.786 * s[1] - 18.214 * s[2]) / 255.0);
+            if (format == VD_FORMAT_NV12) {
+                f.planes[1][(size_t)y * cstride + 2 * x] = u;
+                f.planes[1][(size_t)y * cstride + 2 * x + 1] = v;
+            } else {
+                f.planes[1][(size_t)y * cstride + x] = u;
+                f.planes[2][(size_t)y * cstride + x] = v;
+            }
+        }
+    for (int i = 0; i < 3; i++) {
+        f.image.planes[i] = f.planes[i];
+        f.image.strides[i] = f.planes[i] ? (i == 0 ? ystride : cstride) : 0;
+    }
+    return f;
+}
+
+static void free_frame(owned_frame *f)
+{
+    for (int i = 0; i < 3; i++)
+        g_free(f->planes[i]);
+}
+
+/* Every format the element feeds the engine, padded rows, odd sizes, through
+ * the whole CUDA engine (pre-processing kernel included) against the CPU engine
+ * on the same bytes; then the same frames again as a size-changing stream on
+ * one fp16 context with graph replay on: each frame's detections must equal
+ * what that context gave it the first time (plans rebuilt, graphs recaptured,
+ * nothing stale reused). */
+static void test_formats(vd_context *cpu, vd_context *f32, vd_context *f16, const vd_image *rgb)
+{
+    struct {
+        const char *name;
+        vd_pixel_format format;
+        vd_color_matrix matrix;
+        gboolean full;
+        int crop; /* pixels removed from width and height: odd sizes */
+    } cases[] = {
+        {"BGRx, padded rows", VD_FORMAT_BGRX, VD_COLOR_MATRIX_BT601, FALSE, 0},
+        {"RGBA, odd size", VD_FORMAT_RGBA, VD_COLOR_MATRIX_BT601, FALSE, 1},
+        {"NV12 BT.709 limited", VD_FORMAT_NV12, VD_COLOR_MATRIX_BT709, FALSE, 0},
+        {"NV12 BT.601 full, odd size", VD_FORMAT_NV12, VD_COLOR_MATRIX_BT601, TRUE, 3},
+        {"I420 BT.2020 limited, odd size", VD_FORMAT_I420, VD_COLOR_MATRIX_BT2020, FALSE, 1},
+        {"I420 BT.601 limited", VD_FORMAT_I420, VD_COLOR_MATRIX_BT601, FALSE, 0},
+    };
+    enum { N_CASES = G_N_ELEMENTS(cases) };
+    owned_frame frames[N_CASES];
+    vd_result first16[N_CASES];
+    gboolean have16[N_CASES];
+    memset(first16, 0, sizeof(first16));
+    memset(have16, 0, sizeof(have16));
+
+    for (int i = 0; i < N_CASES; i++) {
+        int w = rgb->width - cases[i].crop, h = rgb->height - cases[i].crop;
+        frames[i] = make_frame(rgb->planes[0], rgb->strides[0], w, h, cases[i].format,
+                               cases[i].matrix, cases[i].full);
+        const vd_image *img = &frames[i].image;
+        GHashTable *cpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        GHashTable *gpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        vd_result rc = {0}, r32 = {0};
+        vd_context_set_observer(cpu, observer, cpu_t);
+        vd_context_set_observer(f32, observer, gpu_t);
+        gboolean okc = detect(cpu, img, &rc);
+        gboolean ok32 = detect(f32, img, &r32);
+        have16[i] = detect(f16, img, &first16[i]);
+        vd_context_set_observer(cpu, NULL, NULL);
+        vd_context_set_observer(f32, NULL, NULL);
+        gchar *what = g_strdup_printf("%s (%dx%d) runs", cases[i].name, w, h);
+        check(okc && ok32 && have16[i], what, "CPU %s, CUDA fp32 %s, CUDA fp16 %s",
+              okc ? "ok" : "FAILED", ok32 ? "ok" : "FAILED", have16[i] ? "ok" : "FAILED");
+        g_free(what);
+        if (okc && ok32) {
+            compare_tensors(cpu_t, gpu_t, "input", 1e-6,
+                            "colour conversion and resize share vd_math.h");
+            int m = match(&rc, &r32, 0.99, 1e-3);
+            what = g_strdup_printf("%s: fp32 detections vs CPU", cases[i].name);
+            check(rc.n_detections >= 1 && m >= (int)ceil(0.97 * rc.n_detections) &&
+                      abs(r32.n_detections - rc.n_detections) <=
+                          (int)ceil(0.03 * rc.n_detections),
+                  what, "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d",
+                  m, rc.n_detections, r32.n_detections);
+            g_free(what);
+        }
+        vd_result_clear(&rc);
+        vd_result_clear(&r32);
+        g_hash_table_unref(cpu_t);
+        g_hash_table_unref(gpu_t);
+    }
+
+    /* the stream: every case three times in a row (eager, captured, replayed),
+     * the whole list twice, sizes and formats changing between cases */
+    vd_cuda_context_set_graphs(f16, TRUE);
+    int frames_run = 0, equal = 0, replays = 0;
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < N_CASES; i++)
+            for (int k = 0; k < 3; k++) {
+                vd_result r = {0};
+                if (!have16[i] || !detect(f16, &frames[i].image, &r))
+                    continue;
+                frames_run++;
+                equal += results_identical(&first16[i], &r);
+                replays += vd_cuda_context_graph_replayed(f16);
+                vd_result_clear(&r);
+            }
+    vd_cuda_context_set_graphs(f16, FALSE);
+    /* per case and round: the second frame is captured and replayed, the third
+     * replayed */
+    check(frames_run == 6 * N_CASES && equal == frames_run && replays >= 4 * N_CASES,
+          "size and format changes, fp16 with graphs",
+          "%d of %d frames ran, %d equal to the case's first result, %d replayed from a graph",
+          frames_run, 6 * N_CASES, equal, replays);
+    for (int i = 0; i < N_CASES; i++) {
+        vd_result_clear(&first16[i]);
+        free_frame(&frames[i]);
+    }
+}
+
 /* Takes (nearly) all free device memory; returns the blocks to free. */
 static GPtrArray *exhaust_device_memory(size_t leave)
 {
@@ -557,6 +737,7 @@ int main(int argc, char **argv)
     test_sync_count(f16, &first, "fp16", TRUE);
     test_injected_sync(f16, &first);
     test_graph_equals_eager(f16, &first);
+    test_formats(cpu, f32, f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
     test_out_of_memory(model, &first);
