@@ -80,7 +80,16 @@ vd_prepare
 vd_check_model "$opt_model"
 mkdir -p "$(dirname "$output")" "$(dirname "$json")"
 
+# x264 encodes 4:2:0 at even sizes only: odd-sized frames get a black row or
+# column after the detector (the JSON keeps the frame's own coordinates)
+probe_size() {
+  gst-launch-1.0 -v filesrc "location=$1" ! decodebin ! videoconvert ! fakesink num-buffers=1 2>&1 \
+    | grep -o -m1 'video/x-raw[^"]*width=(int)[0-9]*, height=(int)[0-9]*' \
+    | sed -E 's/.*width=\(int\)([0-9]+), height=\(int\)([0-9]+)/\1 \2/'
+}
 if [ -n "$input" ]; then
+  read -r width height < <(probe_size "$input") \
+    || vd_die "'$input' has no video stream GStreamer can decode"
   # only the video stream; decodebin picks the decoders
   vd_add filesrc "location=$input" ! decodebin ! videoconvert
   [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
@@ -110,7 +119,13 @@ else
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visionjson "location=$json"
-vd_add ! visionoverlay ! videoconvert ! video/x-raw,format=I420
+vd_add ! visionoverlay
+pad_w=$((width % 2)) pad_h=$((height % 2))
+if [ $pad_w -ne 0 ] || [ $pad_h -ne 0 ]; then
+  vd_log "${width}x${height} is odd-sized: the MP4 gets $pad_w black column(s) and $pad_h row(s)"
+  vd_add ! videobox "right=-$pad_w" "bottom=-$pad_h"
+fi
+vd_add ! videoconvert ! video/x-raw,format=I420
 vd_add ! x264enc speed-preset=veryfast ! mp4mux ! filesink "location=$output"
 
 vd_launch >&2 || vd_die "the pipeline failed"

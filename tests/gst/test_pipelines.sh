@@ -68,14 +68,16 @@ step "annotate.sh, generated clip"
 [ "$(count_frames "$work/clip.mp4" 320 240)" = 6 ] || fail "clip.mp4 has not 6 frames"
 check_jsonl "$work/clip.jsonl" 6
 
-step "annotate.sh, a Matroska file with an audio track, and a file name with a space"
-gst-launch-1.0 -q -e videotestsrc num-buffers=8 pattern=smpte ! video/x-raw,width=352,height=288,framerate=25/1 \
+step "annotate.sh, an odd-sized Matroska file with an audio track, and a file name with a space"
+# 351x287: the MP4 (4:2:0) gets a black column and row, the JSON keeps 351x287
+gst-launch-1.0 -q -e videotestsrc num-buffers=8 pattern=smpte ! video/x-raw,width=351,height=287,framerate=25/1 \
   ! x264enc ! matroskamux name=mux ! filesink "location=$work/in put.mkv" \
   audiotestsrc num-buffers=20 ! audioconvert ! vorbisenc ! mux.
 "$src/pipelines/annotate.sh" --model "$model" --json "$work/in put.jsonl" "$work/in put.mkv" \
   "$work/out put.mp4" || fail "annotate.sh on a file"
 [ "$(count_frames "$work/out put.mp4" 352 288)" = 8 ] || fail "out put.mp4 has not 8 frames"
 check_jsonl "$work/in put.jsonl" 8
+grep -q '"width":351,"height":287' "$work/in put.jsonl" || fail "the JSON lost the frame's own size"
 
 step "annotate.sh without a model"
 if "$src/pipelines/annotate.sh" --model "$work/missing.safetensors" 2>"$work/err"; then
