@@ -148,7 +148,8 @@ static void test_header_mutations(void)
         }
         case 2: { /* a span of the header deleted */
             gsize at = (gsize)g_rand_int_range(rand, 0, (gint32)header_len);
-            gsize n = MIN((gsize)g_rand_int_range(rand, 1, 24), header_len - at);
+            gsize n = (gsize)g_rand_int_range(rand, 1, 24); /* not inside MIN(): once */
+            n = MIN(n, header_len - at);
             GByteArray *h = g_byte_array_new();
             g_byte_array_append(h, header, (guint)at);
             g_byte_array_append(h, header + at + n, (guint)(header_len - at - n));
@@ -160,7 +161,8 @@ static void test_header_mutations(void)
         }
         case 3: { /* a span of the header repeated */
             gsize at = (gsize)g_rand_int_range(rand, 0, (gint32)header_len);
-            gsize n = MIN((gsize)g_rand_int_range(rand, 1, 64), header_len - at);
+            gsize n = (gsize)g_rand_int_range(rand, 1, 64);
+            n = MIN(n, header_len - at);
             GByteArray *h = g_byte_array_new();
             g_byte_array_append(h, header, (guint)(at + n));
             g_byte_array_append(h, header + at, (guint)(header_len - at));
