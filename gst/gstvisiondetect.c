@@ -22,7 +22,8 @@
  * Without the #GstVisionDetect:model property, the bundled model
  * visiondetect-shapes.safetensors is used, looked up in $VISIONDETECT_MODEL
  * (a file path), the source tree's models/ directory, then the installed
- * data directory.
+ * data directory. Elements of one process that run the same model file share
+ * its loaded weights (each keeps its own engine context and device memory).
  *
  * ## Example launch lines
  * |[
@@ -44,6 +45,7 @@
 
 #include "gstvisiondetect.h"
 #include "gstvisiondetectmeta.h"
+#include "gstvisionmodelcache.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -497,7 +499,7 @@ static void
 release_engine (GstVisionDetect * self)
 {
   g_clear_pointer (&self->ctx, vd_context_free);
-  g_clear_pointer (&self->model, vd_model_unref);
+  g_clear_pointer (&self->model, gst_vision_model_cache_release);
   g_clear_pointer (&self->class_names, g_strfreev);
   g_clear_pointer (&self->keep_class, g_free);
   self->num_classes = 0;
@@ -512,7 +514,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
   vd_context_params params = vd_context_default_params ();
   GstVisionDetectPrecision precision;
   GError *err = NULL;
-  gboolean ok = FALSE;
+  gboolean ok = FALSE, shared = FALSE;
   gint c;
 
   GST_OBJECT_LOCK (self);
@@ -554,8 +556,10 @@ gst_vision_detect_start (GstBaseTransform * trans)
     goto out_free_settings;
   }
 
-  GST_DEBUG_OBJECT (self, "loading model %s", path);
-  self->model = vd_model_load (path, &err);
+  self->model = gst_vision_model_cache_acquire (path, &shared, &err);
+  if (self->model != NULL)
+    GST_INFO_OBJECT (self, "%s model %s", shared ? "sharing the loaded" :
+        "loaded", path);
   if (self->model == NULL) {
     if (err->domain == VD_ERROR && err->code == VD_ERROR_FILE)
       GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,

@@ -1118,6 +1118,110 @@ GST_START_TEST (test_model_locked_while_running)
 
 GST_END_TEST;
 
+/* Model sharing: every element of the process that runs the same file shares
+ * one loaded model; the INFO log says which happened. */
+typedef struct
+{
+  gint loaded, shared;
+} LoadCounts;
+
+static void
+count_model_loads (GstDebugCategory * category, GstDebugLevel level,
+    const gchar * file, const gchar * function, gint line, GObject * object,
+    GstDebugMessage * message, gpointer user_data)
+{
+  LoadCounts *counts = user_data;
+  const gchar *text = gst_debug_message_get (message);
+
+  if (level != GST_LEVEL_INFO
+      || strcmp (gst_debug_category_get_name (category), "visiondetect") != 0)
+    return;
+  if (g_str_has_prefix (text, "loaded model "))
+    g_atomic_int_inc (&counts->loaded);
+  else if (g_str_has_prefix (text, "sharing the loaded model "))
+    g_atomic_int_inc (&counts->shared);
+}
+
+static GstElement *
+start_paused (const gchar * launch)
+{
+  GstElement *pipeline = gst_parse_launch (launch, NULL);
+
+  fail_unless (pipeline != NULL, "%s", launch);
+  fail_unless (gst_element_set_state (pipeline, GST_STATE_PAUSED) !=
+      GST_STATE_CHANGE_FAILURE);
+  fail_unless (gst_element_get_state (pipeline, NULL, NULL,
+          30 * GST_SECOND) == GST_STATE_CHANGE_SUCCESS, "%s", launch);
+  return pipeline;
+}
+
+static void
+stop (GstElement * pipeline)
+{
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
+}
+
+GST_START_TEST (test_model_shared_between_elements)
+{
+  gchar *model = vdtest_model (), *contents;
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *copy = g_build_filename (dir, "shared.safetensors", NULL);
+  gsize length;
+  LoadCounts counts = { 0, 0 };
+  gchar *two, *one;
+  GstElement *a, *b;
+
+  fail_unless (g_file_get_contents (model, &contents, &length, NULL));
+  fail_unless (g_file_set_contents (copy, contents, length, NULL));
+  two = g_strdup_printf ("videotestsrc num-buffers=2 "
+      "! video/x-raw,format=RGB,width=160,height=120 ! tee name=t "
+      "t. ! queue ! visiondetect model=\"%s\" ! fakesink "
+      "t. ! queue ! visiondetect model=\"%s\" ! fakesink", copy, copy);
+  one = g_strdup_printf ("videotestsrc num-buffers=2 "
+      "! video/x-raw,format=RGB,width=160,height=120 "
+      "! visiondetect model=\"%s\" ! fakesink", copy);
+  gst_debug_set_threshold_for_name ("visiondetect", GST_LEVEL_INFO);
+  gst_debug_add_log_function (count_model_loads, &counts, NULL);
+
+  /* two elements, one load */
+  a = start_paused (two);
+  fail_unless (counts.loaded == 1 && counts.shared == 1,
+      "two elements: %d loads, %d shared", counts.loaded, counts.shared);
+  /* a third element while they run: shared too */
+  b = start_paused (one);
+  fail_unless (counts.loaded == 1 && counts.shared == 2,
+      "third element: %d loads, %d shared", counts.loaded, counts.shared);
+  stop (b);
+  stop (a);
+
+  /* the last user gone, the model is gone: the next start loads it again */
+  a = start_paused (one);
+  fail_unless (counts.loaded == 2 && counts.shared == 2,
+      "after release: %d loads, %d shared", counts.loaded, counts.shared);
+  /* the file rewritten while in use: the new file is loaded, not the old
+   * model reused */
+  fail_unless (g_file_set_contents (copy, contents, length, NULL));
+  b = start_paused (one);
+  fail_unless (counts.loaded == 3 && counts.shared == 2,
+      "rewritten file: %d loads, %d shared", counts.loaded, counts.shared);
+  stop (b);
+  stop (a);
+
+  fail_unless (gst_debug_remove_log_function (count_model_loads) == 1);
+  gst_debug_set_threshold_for_name ("visiondetect", GST_LEVEL_WARNING);
+  g_unlink (copy);
+  g_rmdir (dir);
+  g_free (one);
+  g_free (two);
+  g_free (contents);
+  g_free (copy);
+  g_free (dir);
+  g_free (model);
+}
+
+GST_END_TEST;
+
 static Suite *
 visiondetect_suite (void)
 {
@@ -1133,6 +1237,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_default_model);
   tcase_add_test (tc, test_invalid_device);
   tcase_add_test (tc, test_model_locked_while_running);
+  tcase_add_test (tc, test_model_shared_between_elements);
   tcase_add_test (tc, test_bad_frame_is_flow_error);
   tcase_add_test (tc, test_matches_vd_detect);
   tcase_add_test (tc, test_rgb_formats);
