@@ -50,6 +50,13 @@ extern const vd_backend vd_cuda_backend;
 gboolean vd_cuda_available(int device_index);
 #endif
 
+/* Image views (vd_image.c). Validation: size, format, planes present with
+ * strides of at least a row, a known colour matrix for YUV. Layout: the bytes
+ * of a row and the rows of each plane (packed rows, no stride); returns the
+ * number of planes (0 for an unknown format). */
+gboolean vd_image_validate(const vd_image *image, GError **error);
+int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_rows[3]);
+
 /* Passes a tensor to the observer, if any. Cheap when none is set. */
 void vd_context_observe(vd_context *ctx, const char *name, const float *data,
                         const int64_t *shape, int ndim);

@@ -3,6 +3,7 @@
  * CPU kernels (spec §1). Compiled with -ffp-contract=off; the resize blend uses
  * explicit fmaf() (vd_math_resize_blend). */
 #include "vd_cpu_ops.h"
+#include "vd_context_private.h"
 
 #include <string.h>
 
@@ -20,11 +21,6 @@ static void normalise_table_init(normalise_table *table, const float mean[3], co
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++)
             table->lut[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
-}
-
-static int chroma_size(int n)
-{
-    return n / 2 + (n & 1);
 }
 
 /* Bytes per pixel of a packed format and the byte offsets of R, G, B. */
@@ -48,65 +44,6 @@ static gboolean packed_layout(vd_pixel_format format, int *bpp, int offsets[3])
     default:
         return FALSE;
     }
-}
-
-static gboolean check_plane(const vd_image *image, int plane, int64_t row_bytes, const char *name,
-                            GError **error)
-{
-    if (!image->planes[plane]) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image plane %d (%s) is NULL",
-                    plane, name);
-        return FALSE;
-    }
-    if ((int64_t)image->strides[plane] < row_bytes) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "image plane %d (%s) has stride %d, less than the %" G_GINT64_FORMAT
-                    " bytes of a row of width %d",
-                    plane, name, image->strides[plane], row_bytes, image->width);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static gboolean validate_image(const vd_image *image, GError **error)
-{
-    if (!image) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image is NULL");
-        return FALSE;
-    }
-    if (image->width <= 0 || image->height <= 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is not positive",
-                    image->width, image->height);
-        return FALSE;
-    }
-    int bpp, offsets[3];
-    if (packed_layout(image->format, &bpp, offsets))
-        return check_plane(image, 0, (int64_t)image->width * bpp, "packed pixels", error);
-    int64_t chroma_w = chroma_size(image->width);
-    switch (image->format) {
-    case VD_FORMAT_NV12:
-        if (!check_plane(image, 0, image->width, "Y", error) ||
-            !check_plane(image, 1, 2 * chroma_w, "UV", error))
-            return FALSE;
-        break;
-    case VD_FORMAT_I420:
-        if (!check_plane(image, 0, image->width, "Y", error) ||
-            !check_plane(image, 1, chroma_w, "U", error) ||
-            !check_plane(image, 2, chroma_w, "V", error))
-            return FALSE;
-        break;
-    default:
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown pixel format %d",
-                    (int)image->format);
-        return FALSE;
-    }
-    if (image->matrix != VD_COLOR_MATRIX_BT601 && image->matrix != VD_COLOR_MATRIX_BT709 &&
-        image->matrix != VD_COLOR_MATRIX_BT2020) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown colour matrix %d",
-                    (int)image->matrix);
-        return FALSE;
-    }
-    return TRUE;
 }
 
 /* One image row to normalised RGB floats at @dst (3 per pixel). */
@@ -197,7 +134,7 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
                            int resized_h, int resized_w, int padded_h, int padded_w, float *dst,
                            GError **error)
 {
-    if (!validate_image(image, error))
+    if (!vd_image_validate(image, error))
         return FALSE;
     if (!mean || !std || !dst) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,

@@ -635,79 +635,18 @@ static void pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
 /* ------------------------------------------------------------------------ */
 /* Frames                                                                    */
 
-/* Bytes of each plane of @image once rows are packed, and their total. */
+/* Bytes of each plane of @image once rows are packed, and their total with
+ * each plane starting at a multiple of 256 bytes. */
 static size_t frame_layout(const vd_image *image, size_t plane_bytes[3], int row_bytes[3],
                            int plane_rows[3])
 {
-    int w = image->width, h = image->height;
-    int cw = (w + 1) / 2, ch = (h + 1) / 2;
-    memset(plane_bytes, 0, 3 * sizeof(size_t));
-    memset(row_bytes, 0, 3 * sizeof(int));
-    memset(plane_rows, 0, 3 * sizeof(int));
-    switch (image->format) {
-    case VD_FORMAT_RGB:
-    case VD_FORMAT_BGR:
-        row_bytes[0] = 3 * w;
-        plane_rows[0] = h;
-        break;
-    case VD_FORMAT_NV12:
-        row_bytes[0] = w;
-        plane_rows[0] = h;
-        row_bytes[1] = 2 * cw;
-        plane_rows[1] = ch;
-        break;
-    case VD_FORMAT_I420:
-        row_bytes[0] = w;
-        plane_rows[0] = h;
-        row_bytes[1] = row_bytes[2] = cw;
-        plane_rows[1] = plane_rows[2] = ch;
-        break;
-    default:
-        row_bytes[0] = 4 * w;
-        plane_rows[0] = h;
-        break;
-    }
+    vd_image_plane_layout(image, row_bytes, plane_rows);
     size_t total = 0;
     for (int p = 0; p < 3; p++) {
         plane_bytes[p] = (size_t)row_bytes[p] * plane_rows[p];
         total += (plane_bytes[p] + 255) / 256 * 256;
     }
     return total;
-}
-
-static gboolean validate_image(const vd_image *image, GError **error)
-{
-    if (image->width <= 0 || image->height <= 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is not positive",
-                    image->width, image->height);
-        return FALSE;
-    }
-    if ((int)image->format < VD_FORMAT_RGB || (int)image->format > VD_FORMAT_I420) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown pixel format %d",
-                    (int)image->format);
-        return FALSE;
-    }
-    if ((image->format == VD_FORMAT_NV12 || image->format == VD_FORMAT_I420) &&
-        (int)image->matrix != VD_COLOR_MATRIX_BT601 && (int)image->matrix != VD_COLOR_MATRIX_BT709 &&
-        (int)image->matrix != VD_COLOR_MATRIX_BT2020) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown colour matrix %d",
-                    (int)image->matrix);
-        return FALSE;
-    }
-    size_t plane_bytes[3];
-    int row_bytes[3], rows[3];
-    frame_layout(image, plane_bytes, row_bytes, rows);
-    for (int p = 0; p < 3; p++) {
-        if (row_bytes[p] == 0)
-            continue;
-        if (image->planes[p] == NULL || image->strides[p] < row_bytes[p]) {
-            g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                        "image plane %d is NULL or its stride %d is less than a row (%d bytes)",
-                        p, image->strides[p], row_bytes[p]);
-            return FALSE;
-        }
-    }
-    return TRUE;
 }
 
 /* Makes room for a frame of @bytes in the pinned staging buffer and its device
@@ -1118,7 +1057,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     const vd_config *cfg = &st->model->config;
     int rh, rw, ph, pw;
 
-    if (!validate_image(image, error))
+    if (!vd_image_validate(image, error))
         return FALSE;
     if (ctx->params.max_detections <= 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "max_detections must be positive");
