@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # The one prepared check for a lent GPU (shared/GPU.md): every GPU test, the
-# engine against the CPU engine and torchvision, and the benchmark, with the
-# results under $OUT (at most 8 files: the device tool's limit).
+# engine against the CPU engine and torchvision, the benchmark, and the
+# visiondetect element through GStreamer (tests/gpu/element-check.sh), with the
+# results under $OUT in at most 8 files (the device tool's limit):
+#   env.txt          the machine, libraries, and the model preparation's log
+#   kernels.log      test-gpu-kernels
+#   engine.json/.log test-gpu-engine (the element check's report appended)
+#   engine-demo.json test-gpu-engine on the bundled demo model
+#   bench.json/.log  tools/bench_gpu.py bench
+#   element.json     element-check.sh: CUDA against CPU in the element, throughput
 #
 # On this project's machines (no GPU), first:
 #   tests/gpu/make-device-bundle.sh        # build/ binaries + their non-system
 #                                          # libraries -> .device/bundle.tar.gz
 # then, through the device tool, from the repository root:
 #   bash tests/gpu/device-check.sh         # carry: [".device"]
+# (VD_ELEMENT_CHECK_DEVICE=cpu makes the element step a dry run without a GPU:
+# see element-check.sh)
 #
 # The GPU machine has the CUDA 13 driver and, in python's nvidia-* packages,
 # cudart, cuBLAS and cuDNN 9 (put on LD_LIBRARY_PATH here), and torch/torchvision
-# for the model, the reference and the benchmark. Budget: well under 7 minutes;
-# every step has its own timeout so that a hang leaves the others' results.
+# for the model, the reference and the benchmark. The carried libraries and
+# GStreamer reach our binaries and gst-launch-1.0 alone (never python). Budget:
+# well under 7 minutes; every step has its own timeout so that a hang leaves the
+# others' results.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out-gpu}
@@ -65,12 +76,16 @@ timeout 60 "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
 rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "model and frames"
-timeout 120 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$OUT/prepare.log" 2>&1
-rc=$?; tail -5 "$OUT/prepare.log"; echo "prepare: exit $rc"
+timeout 120 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$WORK/prepare.log" 2>&1
+rc=$?; tail -5 "$WORK/prepare.log"; echo "prepare: exit $rc"
+{ echo; echo "=== model and frames (tools/bench_gpu.py prepare): exit $rc"; cat "$WORK/prepare.log"; } >> "$OUT/env.txt"
+prepared=1
 if [ $rc -ne 0 ]; then
   echo "no model: the engine tests and the benchmark cannot run"
-  exit 1
+  prepared=0; status=1
 fi
+
+if [ $prepared -eq 1 ]; then  # the steps that need the prepared model and frames
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
 trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
@@ -92,6 +107,17 @@ step "benchmark against torchvision"
 timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
   --json "$OUT/bench.json" --iters 100 --tv-iters 20 --micro-iters 100 > "$OUT/bench.log" 2>&1
 rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
+fi  # prepared
+
+step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"
+# the carried gst-launch-1.0 and plugins, with our LD_LIBRARY_PATH; its budget
+# (80 s) ends its runs before this timeout
+VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=80 \
+  timeout -k 5 100 bash tests/gpu/element-check.sh "$WORK" "$OUT"
+rc=$?
+[ -f "$OUT/element.json" ] || printf '{"ok": false, "failures": ["element-check.sh: exit %d before writing its results"]}\n' $rc > "$OUT/element.json"
+sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60
+echo "element-check: exit $rc"; [ $rc -eq 0 ] || status=1
 
 step "done (status $status)"
 exit $status

@@ -1,29 +1,61 @@
 #!/usr/bin/env bash
 # Packs what device-check.sh needs from this (GPU-less) build machine into
-# .device/bundle.tar.gz: the GPU test and benchmark binaries of build/ and the
-# shared libraries they load that a bare GPU machine lacks (GLib, json-glib,
-# oneDNN, libgomp, ...). Not packed: the C runtime (glibc, libstdc++, libgcc),
-# which the GPU machine has in newer versions, and the CUDA libraries (cudart,
-# cuBLAS, cuDNN), which it has in python's nvidia-* packages.
+# .device/bundle.tar.gz:
+#   bin/          the GPU test and benchmark binaries of build/, and
+#                 gst-launch-1.0 / gst-inspect-1.0 for element-check.sh;
+#   gst-plugins/  our plugin (build/gst/libgstvisiondetect.so) and the few
+#                 GStreamer plugins of this machine that element-check.sh's
+#                 pipelines use (coreelements: capsfilter, queue, fakesink;
+#                 videotestsrc);
+#   lib/          the shared libraries all of these load that a bare GPU
+#                 machine lacks (GLib, GStreamer, json-glib, oneDNN, Cairo,
+#                 Pango, libgomp, our engine's libvisiondetect.so.0, ...).
+# Not packed: the C runtime (glibc, libstdc++, libgcc), which the GPU machine
+# has in newer versions, and the CUDA libraries (cudart, cuBLAS, cuDNN), which
+# it has in python's nvidia-* packages.
 #   tests/gpu/make-device-bundle.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build}
+GST_SYSTEM_PLUGINS=${GST_SYSTEM_PLUGINS:-/usr/lib/x86_64-linux-gnu/gstreamer-1.0}
 STAGE=.device/bundle
-rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib"
+rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/gst-plugins"
+
+# what goes in, and where
+sources=()
 for b in test-gpu-kernels test-gpu-engine vd-gpu-bench; do
   cp "$BUILD/tests/gpu/$b" "$STAGE/bin/"
-  strip --strip-debug "$STAGE/bin/$b"
+  sources+=("$BUILD/tests/gpu/$b")
 done
+for b in gst-launch-1.0 gst-inspect-1.0; do
+  cp -L "$(command -v "$b")" "$STAGE/bin/"
+  sources+=("$(command -v "$b")")
+done
+cp -L "$BUILD/gst/libgstvisiondetect.so" "$STAGE/gst-plugins/"
+sources+=("$BUILD/gst/libgstvisiondetect.so")
+for p in coreelements videotestsrc; do
+  cp -L "$GST_SYSTEM_PLUGINS/libgst$p.so" "$STAGE/gst-plugins/"
+  sources+=("$GST_SYSTEM_PLUGINS/libgst$p.so")
+done
+
+# their libraries, resolved here (our plugin finds the engine library through
+# its build-tree RUNPATH), minus the C runtime and CUDA
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink)'
-for b in "$STAGE"/bin/*; do
-  ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
+missing=$(for f in "${sources[@]}"; do ldd "$f" | grep -F "not found" || true; done)
+if [ -n "$missing" ]; then
+  echo "unresolved libraries:"; echo "$missing"; exit 1
+fi
+for f in "${sources[@]}"; do
+  ldd "$f" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]]; then
     cp -L "$path" "$STAGE/lib/$name"
   fi
 done
-tar -C "$STAGE" -czf .device/bundle.tar.gz bin lib
+chmod u+w "$STAGE"/bin/* "$STAGE"/lib/* "$STAGE"/gst-plugins/*
+strip --strip-debug "$STAGE"/bin/* "$STAGE"/lib/* "$STAGE"/gst-plugins/*
+
+tar -C "$STAGE" -czf .device/bundle.tar.gz bin lib gst-plugins
 rm -rf "$STAGE"
 ls -la .device/bundle.tar.gz
-tar -tzf .device/bundle.tar.gz
+tar -tzvf .device/bundle.tar.gz
