@@ -1,5 +1,5 @@
-/* Contexts: device and precision resolution, backend dispatch, the synchronous
- * fallback of the submit/collect pair, and the debugging hooks. */
+/* Contexts: device and precision resolution, backend dispatch, the asynchronous
+ * submit/collect pair (a worker thread per context), and the debugging hooks. */
 #include "vd_config.h"
 #include "vd_context_private.h"
 
@@ -22,9 +22,19 @@ vd_context_params vd_context_default_params(void)
 static void resolve_thresholds(vd_context *ctx, float score, float nms, int max_det)
 {
     const vd_config *config = &ctx->model->config;
-    ctx->params.score_threshold = score < 0.0f ? config->box_score_thresh : score;
-    ctx->params.nms_threshold = nms < 0.0f ? config->box_nms_thresh : nms;
-    ctx->params.max_detections = max_det <= 0 ? config->detections_per_img : max_det;
+    ctx->requested.score_threshold = score < 0.0f ? config->box_score_thresh : score;
+    ctx->requested.nms_threshold = nms < 0.0f ? config->box_nms_thresh : nms;
+    ctx->requested.max_detections = max_det <= 0 ? config->detections_per_img : max_det;
+}
+
+/* Makes @settings those of the batch about to run (its runner's thread). */
+static void apply_settings(vd_context *ctx, const vd_run_settings *settings)
+{
+    ctx->params.score_threshold = settings->score_threshold;
+    ctx->params.nms_threshold = settings->nms_threshold;
+    ctx->params.max_detections = settings->max_detections;
+    ctx->observer = settings->observer;
+    ctx->observer_data = settings->observer_data;
 }
 
 static gboolean select_backend(vd_context *ctx, const vd_context_params *params, GError **error)
@@ -67,8 +77,14 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     vd_context *ctx = g_new0(vd_context, 1);
     ctx->model = vd_model_ref(model);
     ctx->params = *params;
+    g_mutex_init(&ctx->lock);
+    g_cond_init(&ctx->cond);
+    g_queue_init(&ctx->queued);
+    g_queue_init(&ctx->in_flight);
     resolve_thresholds(ctx, params->score_threshold, params->nms_threshold,
                        params->max_detections);
+    /* the backends size their buffers for these at creation */
+    apply_settings(ctx, &ctx->requested);
 
     if (!select_backend(ctx, params, error))
         goto out_free_context;
@@ -97,29 +113,144 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
 out_free_context:
     vd_model_unref(ctx->model);
     g_free(ctx->fallback_reason);
+    g_mutex_clear(&ctx->lock);
+    g_cond_clear(&ctx->cond);
     g_free(ctx);
     return NULL;
 }
 
-static void clear_pending(vd_context *ctx)
+/* ------------------------------------------------------------------------ */
+/* Batches                                                                   */
+
+struct vd_job {
+    int n_images;
+    vd_image *images;   /* views of @pixels */
+    guint8 *pixels;     /* the frames' planes, copied at submission */
+    vd_result *results;
+    GError *error;
+    vd_run_settings settings;
+    vd_stage_time stages[VD_MAX_STAGES];
+    int n_stages;
+    gboolean done;      /* under the context's lock */
+};
+
+static void job_free(vd_job *job, gboolean clear_results)
 {
-    for (int i = 0; i < ctx->n_pending; i++)
-        vd_result_clear(&ctx->pending[i]);
-    g_clear_pointer(&ctx->pending, g_free);
-    ctx->n_pending = 0;
-    g_clear_error(&ctx->pending_error);
-    ctx->has_pending = FALSE;
+    if (clear_results)
+        for (int i = 0; i < job->n_images; i++)
+            vd_result_clear(&job->results[i]);
+    g_free(job->results);
+    g_free(job->images);
+    g_free(job->pixels);
+    g_clear_error(&job->error);
+    g_free(job);
+}
+
+/* Runs a batch with @settings on the calling thread; results are cleared on
+ * failure. */
+static gboolean run_batch(vd_context *ctx, const vd_run_settings *settings,
+                          const vd_image *images, int n_images, vd_result *results,
+                          GError **error)
+{
+    apply_settings(ctx, settings);
+    ctx->n_stages = 0;
+    memset(results, 0, sizeof(*results) * (size_t)n_images);
+    if (!ctx->backend->detect(ctx->state, ctx, images, n_images, results, error)) {
+        for (int i = 0; i < n_images; i++)
+            vd_result_clear(&results[i]);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gpointer worker_main(gpointer data)
+{
+    vd_context *ctx = data;
+    g_mutex_lock(&ctx->lock);
+    for (;;) {
+        while (!ctx->quit && g_queue_is_empty(&ctx->queued))
+            g_cond_wait(&ctx->cond, &ctx->lock);
+        if (ctx->quit)
+            break;
+        vd_job *job = g_queue_pop_head(&ctx->queued);
+        g_mutex_unlock(&ctx->lock);
+        run_batch(ctx, &job->settings, job->images, job->n_images, job->results, &job->error);
+        job->n_stages = ctx->n_stages;
+        memcpy(job->stages, ctx->stages, sizeof(job->stages));
+        g_mutex_lock(&ctx->lock);
+        job->done = TRUE;
+        g_cond_broadcast(&ctx->cond);
+    }
+    g_mutex_unlock(&ctx->lock);
+    return NULL;
+}
+
+/* Copies @images (the rows the engine reads, packed) into @job. */
+static gboolean copy_images(vd_job *job, const vd_image *images, int n_images, GError **error)
+{
+    size_t total = 0;
+    for (int i = 0; i < n_images; i++) {
+        if (!vd_image_validate(&images[i], error)) {
+            g_prefix_error(error, "image %d: ", i);
+            return FALSE;
+        }
+        int row_bytes[3], rows[3];
+        int n_planes = vd_image_plane_layout(&images[i], row_bytes, rows);
+        for (int p = 0; p < n_planes; p++)
+            total += (size_t)row_bytes[p] * (size_t)rows[p];
+    }
+    job->pixels = g_try_malloc(MAX(total, 1));
+    if (job->pixels == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "out of memory copying %d frame(s) (%zu bytes)", n_images, total);
+        return FALSE;
+    }
+    guint8 *dst = job->pixels;
+    for (int i = 0; i < n_images; i++) {
+        vd_image *copy = &job->images[i];
+        int row_bytes[3], rows[3];
+        int n_planes = vd_image_plane_layout(&images[i], row_bytes, rows);
+        *copy = images[i];
+        for (int p = 0; p < 3; p++) {
+            if (p >= n_planes) {
+                copy->planes[p] = NULL;
+                copy->strides[p] = 0;
+                continue;
+            }
+            for (int y = 0; y < rows[p]; y++)
+                memcpy(dst + (size_t)y * row_bytes[p],
+                       images[i].planes[p] + (size_t)y * images[i].strides[p],
+                       (size_t)row_bytes[p]);
+            copy->planes[p] = dst;
+            copy->strides[p] = row_bytes[p];
+            dst += (size_t)row_bytes[p] * (size_t)rows[p];
+        }
+    }
+    return TRUE;
 }
 
 void vd_context_free(vd_context *ctx)
 {
     if (ctx == NULL)
         return;
-    clear_pending(ctx);
+    if (ctx->worker != NULL) {
+        /* the batch running now finishes; those not started are dropped */
+        g_mutex_lock(&ctx->lock);
+        ctx->quit = TRUE;
+        g_cond_broadcast(&ctx->cond);
+        g_mutex_unlock(&ctx->lock);
+        g_thread_join(ctx->worker);
+    }
+    g_queue_clear(&ctx->queued);
+    vd_job *job;
+    while ((job = g_queue_pop_head(&ctx->in_flight)) != NULL)
+        job_free(job, TRUE);
     if (ctx->state != NULL)
         ctx->backend->destroy(ctx->state);
     vd_model_unref(ctx->model);
     g_free(ctx->fallback_reason);
+    g_mutex_clear(&ctx->lock);
+    g_cond_clear(&ctx->cond);
     g_free(ctx);
 }
 
@@ -157,63 +288,100 @@ gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images, vd_res
                     "vd_detect needs at least one image and as many results");
         return FALSE;
     }
-    memset(results, 0, sizeof(*results) * (size_t)n_images);
-    if (!ctx->backend->detect(ctx->state, ctx, images, n_images, results, error)) {
-        for (int i = 0; i < n_images; i++)
-            vd_result_clear(&results[i]);
+    if (!g_queue_is_empty(&ctx->in_flight)) {
+        memset(results, 0, sizeof(*results) * (size_t)n_images);
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "%u submitted batch(es) not collected on this context: collect them "
+                    "before vd_detect",
+                    g_queue_get_length(&ctx->in_flight));
         return FALSE;
     }
-    return TRUE;
+    gboolean ok = run_batch(ctx, &ctx->requested, images, n_images, results, error);
+    ctx->n_reported = ctx->n_stages;
+    memcpy(ctx->reported, ctx->stages, sizeof(ctx->reported));
+    return ok;
 }
 
 gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError **error)
 {
     g_return_val_if_fail(ctx != NULL, FALSE);
-    if (ctx->has_pending) {
+    if (g_queue_get_length(&ctx->in_flight) >= VD_MAX_IN_FLIGHT) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "a batch is already in flight on this context: collect it first");
+                    "%d batches are already in flight on this context: collect one first",
+                    VD_MAX_IN_FLIGHT);
         return FALSE;
     }
     if (n_images <= 0 || images == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "vd_submit needs at least one image");
         return FALSE;
     }
-    ctx->pending = g_new0(vd_result, n_images);
-    ctx->n_pending = n_images;
-    ctx->has_pending = TRUE;
-    if (!vd_detect(ctx, images, n_images, ctx->pending, &ctx->pending_error)) {
-        /* reported by vd_collect(), like an asynchronous failure would be */
-        g_clear_pointer(&ctx->pending, g_free);
-        ctx->n_pending = 0;
+    if (ctx->worker == NULL) {
+        GError *thread_error = NULL;
+        ctx->worker = g_thread_try_new("vd-context", worker_main, ctx, &thread_error);
+        if (ctx->worker == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                        "could not start the context's worker thread: %s",
+                        thread_error->message);
+            g_error_free(thread_error);
+            return FALSE;
+        }
     }
+    vd_job *job = g_new0(vd_job, 1);
+    job->n_images = n_images;
+    job->images = g_new0(vd_image, n_images);
+    job->results = g_new0(vd_result, n_images);
+    job->settings = ctx->requested;
+    if (!copy_images(job, images, n_images, &job->error)) {
+        /* reported by vd_collect(), in order, like a failure while running */
+        job->done = TRUE;
+        g_queue_push_tail(&ctx->in_flight, job);
+        return TRUE;
+    }
+    g_queue_push_tail(&ctx->in_flight, job);
+    g_mutex_lock(&ctx->lock);
+    g_queue_push_tail(&ctx->queued, job);
+    g_cond_broadcast(&ctx->cond);
+    g_mutex_unlock(&ctx->lock);
     return TRUE;
 }
 
 gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, GError **error)
 {
     g_return_val_if_fail(ctx != NULL, FALSE);
-    if (!ctx->has_pending) {
+    vd_job *job = g_queue_peek_head(&ctx->in_flight);
+    if (job == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "nothing was submitted");
         return FALSE;
     }
-    if (ctx->pending_error != NULL) {
-        g_propagate_error(error, ctx->pending_error);
-        ctx->pending_error = NULL;
-        clear_pending(ctx);
+    g_mutex_lock(&ctx->lock);
+    while (!job->done)
+        g_cond_wait(&ctx->cond, &ctx->lock);
+    g_mutex_unlock(&ctx->lock);
+    g_queue_pop_head(&ctx->in_flight);
+
+    ctx->n_reported = job->n_stages;
+    memcpy(ctx->reported, job->stages, sizeof(ctx->reported));
+    if (job->error != NULL) {
+        g_propagate_error(error, job->error);
+        job->error = NULL;
+        job_free(job, TRUE);
         return FALSE;
     }
-    if (n_results < ctx->n_pending) {
+    if (results == NULL || n_results < job->n_images) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
                     "vd_collect got room for %d results, the batch has %d", n_results,
-                    ctx->n_pending);
-        clear_pending(ctx);
+                    job->n_images);
+        job_free(job, TRUE);
         return FALSE;
     }
-    memcpy(results, ctx->pending, sizeof(*results) * (size_t)ctx->n_pending);
-    g_clear_pointer(&ctx->pending, g_free);
-    ctx->n_pending = 0;
-    ctx->has_pending = FALSE;
+    memcpy(results, job->results, sizeof(*results) * (size_t)job->n_images);
+    job_free(job, FALSE);
     return TRUE;
+}
+
+int vd_context_in_flight(const vd_context *ctx)
+{
+    return ctx != NULL ? (int)ctx->in_flight.length : 0;
 }
 
 void vd_result_clear(vd_result *result)
@@ -226,8 +394,8 @@ void vd_result_clear(vd_result *result)
 
 void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer, void *user_data)
 {
-    ctx->observer = observer;
-    ctx->observer_data = user_data;
+    ctx->requested.observer = observer;
+    ctx->requested.observer_data = user_data;
 }
 
 void vd_context_observe(vd_context *ctx, const char *name, const float *data,
@@ -256,7 +424,7 @@ void vd_context_stage_mark(vd_context *ctx, const char *name)
 
 int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max)
 {
-    int n = MIN(max, ctx->n_stages);
-    memcpy(times, ctx->stages, sizeof(*times) * (size_t)MAX(n, 0));
+    int n = MIN(max, ctx->n_reported);
+    memcpy(times, ctx->reported, sizeof(*times) * (size_t)MAX(n, 0));
     return n;
 }

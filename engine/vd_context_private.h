@@ -21,26 +21,51 @@ typedef struct {
                        vd_result *results, GError **error);
 } vd_backend;
 
+/* What the caller set last (thresholds resolved, observer): each batch takes a
+ * copy when it is submitted, and whoever runs it applies that copy. */
+typedef struct {
+    float score_threshold;
+    float nms_threshold;
+    int max_detections;
+    vd_tensor_observer observer;
+    void *observer_data;
+} vd_run_settings;
+
+typedef struct vd_job vd_job;
+
 struct vd_context {
     vd_model *model;
-    vd_context_params params;   /* resolved: no AUTO, thresholds filled from the model */
+    /* resolved: no AUTO; the thresholds are those of the batch running now */
+    vd_context_params params;
     const vd_backend *backend;
     void *state;
 
     char *fallback_reason;      /* why AUTO did not get the GPU it found, or NULL */
 
+    vd_run_settings requested;  /* the caller's thread only */
+
+    /* the batch running now (the caller's thread for vd_detect(), the worker
+     * for vd_submit()) */
     vd_tensor_observer observer;
     void *observer_data;
-
     vd_stage_time stages[VD_MAX_STAGES];
     int n_stages;
     gint64 stage_start_us;
 
-    /* vd_submit()/vd_collect() on backends without an asynchronous path */
-    vd_result *pending;
-    int n_pending;
-    GError *pending_error;
-    gboolean has_pending;
+    /* the last batch returned to the caller (vd_context_stage_times()) */
+    vd_stage_time reported[VD_MAX_STAGES];
+    int n_reported;
+
+    /* vd_submit()/vd_collect(): batches run in submission order on a worker
+     * thread started with the first submit. @in_flight (submitted, not yet
+     * collected) is the caller's; @queued, @quit and each job's @done are
+     * shared under @lock. */
+    GMutex lock;
+    GCond cond;
+    GThread *worker;
+    GQueue queued;
+    GQueue in_flight;
+    gboolean quit;
 };
 
 extern const vd_backend vd_cpu_backend;

@@ -159,51 +159,161 @@ static void test_model_outlives_caller(void)
     g_free(pixels);
 }
 
+/* An observer that holds the batch running on the worker until released: proves
+ * deterministically that vd_submit() returned while the batch was running. */
+typedef struct {
+    GMutex lock;
+    GCond cond;
+    gboolean entered, released;
+    GThread *thread;
+} gate;
+
+static void gate_observer(const char *name, const float *data, const int64_t *shape, int ndim,
+                          void *user_data)
+{
+    gate *g = user_data;
+    (void)data, (void)shape, (void)ndim;
+    if (strcmp(name, "input") != 0)
+        return;
+    g_mutex_lock(&g->lock);
+    g->entered = TRUE;
+    g->thread = g_thread_self();
+    g_cond_broadcast(&g->cond);
+    while (!g->released)
+        g_cond_wait(&g->cond, &g->lock);
+    g_mutex_unlock(&g->lock);
+}
+
 static void test_submit_collect(void)
 {
     vd_model *model = tiny_model();
     vd_context *ctx = cpu_context(model, 0.0f);
-    guint8 *pixels = make_rgb(64, 48);
-    vd_image image = vd_image_rgb(pixels, 64, 48);
+    const int sizes[VD_MAX_IN_FLIGHT][2] = {{64, 48}, {150, 97}, {41, 123}, {64, 48}};
+    guint8 *pixels[VD_MAX_IN_FLIGHT];
+    vd_result sync[VD_MAX_IN_FLIGHT], async = {0};
     GError *error = NULL;
-    vd_result sync = detect_ok(ctx, &image), async = {0};
 
     g_assert_false(vd_collect(ctx, &async, 1, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
     g_clear_error(&error);
 
+    /* several batches in flight, of changing sizes, collected in order; the
+     * caller's frames are overwritten and freed as soon as submit returns */
+    for (int i = 0; i < VD_MAX_IN_FLIGHT; i++) {
+        pixels[i] = make_rgb(sizes[i][0], sizes[i][1]);
+        if (i == 3)
+            pixels[i][5] ^= 0xff; /* not the same frame as the first */
+        vd_image image = vd_image_rgb(pixels[i], sizes[i][0], sizes[i][1]);
+        sync[i] = detect_ok(ctx, &image);
+        g_assert_cmpint(sync[i].n_detections, >, 0);
+    }
+    for (int i = 0; i < VD_MAX_IN_FLIGHT; i++) {
+        vd_image image = vd_image_rgb(pixels[i], sizes[i][0], sizes[i][1]);
+        g_assert_true(vd_submit(ctx, &image, 1, &error));
+        g_assert_no_error(error);
+        memset(pixels[i], 0x55, (gsize)sizes[i][0] * sizes[i][1] * 3);
+        g_free(pixels[i]);
+        g_assert_cmpint(vd_context_in_flight(ctx), ==, i + 1);
+    }
+    {
+        guint8 *extra = make_rgb(32, 32);
+        vd_image image = vd_image_rgb(extra, 32, 32);
+        vd_result r = {0};
+        g_assert_false(vd_submit(ctx, &image, 1, &error)); /* the limit */
+        g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+        g_clear_error(&error);
+        g_assert_false(vd_detect(ctx, &image, 1, &r, &error)); /* not while in flight */
+        g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+        g_assert_nonnull(strstr(error->message, "collect"));
+        g_clear_error(&error);
+        g_free(extra);
+    }
+    for (int i = 0; i < VD_MAX_IN_FLIGHT; i++) {
+        g_assert_true(vd_collect(ctx, &async, 1, &error));
+        g_assert_no_error(error);
+        assert_same_result(&sync[i], &async);
+        vd_result_clear(&async);
+    }
+    g_assert_cmpint(vd_context_in_flight(ctx), ==, 0);
+    {
+        vd_stage_time times[VD_MAX_STAGES];
+        g_assert_cmpint(vd_context_stage_times(ctx, times, VD_MAX_STAGES), >=, 5);
+    }
+
+    /* failures are reported by collect, in order: good, bad, good */
+    guint8 *frame = make_rgb(64, 48);
+    vd_image image = vd_image_rgb(frame, 64, 48), bad = image;
+    bad.planes[0] = NULL;
     g_assert_true(vd_submit(ctx, &image, 1, &error));
-    g_assert_no_error(error);
-    g_assert_false(vd_submit(ctx, &image, 1, &error)); /* one batch in flight */
+    g_assert_true(vd_submit(ctx, &bad, 1, &error));
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    assert_same_result(&sync[0], &async);
+    vd_result_clear(&async);
+    g_assert_false(vd_collect(ctx, &async, 1, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(error->message, "NULL"));
     g_clear_error(&error);
     g_assert_true(vd_collect(ctx, &async, 1, &error));
-    g_assert_no_error(error);
-    assert_same_result(&sync, &async);
-
-    /* a failure inside submit is reported by collect */
-    vd_image bad = image;
-    bad.planes[0] = NULL;
-    g_assert_true(vd_submit(ctx, &bad, 1, &error));
-    vd_result none = {0};
-    g_assert_false(vd_collect(ctx, &none, 1, &error));
+    assert_same_result(&sync[0], &async);
+    vd_result_clear(&async);
+    /* no room for the results: an error, and the batch is gone */
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    g_assert_false(vd_collect(ctx, NULL, 0, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
     g_clear_error(&error);
+    g_assert_cmpint(vd_context_in_flight(ctx), ==, 0);
+
+    /* thresholds apply to the batches submitted after they are set */
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    vd_context_set_thresholds(ctx, 2.0f, -1.0f, 0); /* above any score */
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    vd_context_set_thresholds(ctx, 0.0f, -1.0f, 0);
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    assert_same_result(&sync[0], &async);
+    vd_result_clear(&async);
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    g_assert_cmpint(async.n_detections, ==, 0);
+    vd_result_clear(&async);
+
+    /* submit returns while the batch runs, on another thread */
+    gate g = {0};
+    g_mutex_init(&g.lock);
+    g_cond_init(&g.cond);
+    vd_context_set_observer(ctx, gate_observer, &g);
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    vd_context_set_observer(ctx, NULL, NULL);
+    g_mutex_lock(&g.lock);
+    while (!g.entered)
+        g_cond_wait(&g.cond, &g.lock);
+    g_assert_true(g.thread != g_thread_self());
+    g.released = TRUE;
+    g_cond_broadcast(&g.cond);
+    g_mutex_unlock(&g.lock);
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    assert_same_result(&sync[0], &async);
+    vd_result_clear(&async);
+    g_mutex_clear(&g.lock);
+    g_cond_clear(&g.cond);
 
     /* a batch of two == two single frames */
     vd_image pair[2] = {image, image};
     vd_result two[2];
     g_assert_true(vd_detect(ctx, pair, 2, two, &error));
-    assert_same_result(&sync, &two[0]);
-    assert_same_result(&sync, &two[1]);
-
+    assert_same_result(&sync[0], &two[0]);
+    assert_same_result(&sync[0], &two[1]);
     vd_result_clear(&two[0]);
     vd_result_clear(&two[1]);
-    vd_result_clear(&sync);
-    vd_result_clear(&async);
+
+    /* freed with batches in flight: nothing leaks (ASan), nothing crashes */
+    for (int i = 0; i < 3; i++)
+        g_assert_true(vd_submit(ctx, &image, 1, &error));
     vd_context_free(ctx);
+
+    for (int i = 0; i < VD_MAX_IN_FLIGHT; i++)
+        vd_result_clear(&sync[i]);
     vd_model_unref(model);
-    g_free(pixels);
+    g_free(frame);
 }
 
 static void test_resolution_change(void)
@@ -314,8 +424,8 @@ static void test_thresholds(void)
 
     /* defaults come back from the model */
     vd_context_set_thresholds(ctx, -1.0f, -1.0f, 0);
-    g_assert_cmpfloat(ctx->params.score_threshold, ==, vd_model_score_threshold(model));
-    g_assert_cmpint(ctx->params.max_detections, ==, 100);
+    g_assert_cmpfloat(ctx->requested.score_threshold, ==, vd_model_score_threshold(model));
+    g_assert_cmpint(ctx->requested.max_detections, ==, 100);
 
     vd_result_clear(&all);
     vd_result_clear(&some);

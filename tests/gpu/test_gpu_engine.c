@@ -20,6 +20,8 @@
  *     padded rows, odd sizes) against the CPU engine on the same bytes, and a
  *     stream whose size and format change, replayed from graphs, that gives
  *     each frame the same detections as the first time;
+ *   - vd_submit()/vd_collect() with VD_MAX_IN_FLIGHT batches in flight: the
+ *     same detections as vd_detect(), one synchronisation per frame;
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
  *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
  *     crash, and the context works again once memory is back.
@@ -327,6 +329,44 @@ static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
     vd_cuda_context_set_graphs(ctx, FALSE);
     vd_result_clear(&eager);
     vd_result_clear(&replay);
+}
+
+/* vd_submit()/vd_collect(): batches run on the context's worker thread, in
+ * order, with the same results as vd_detect() and still one host
+ * synchronisation per frame. */
+static void test_submit_collect(vd_context *ctx, const vd_image *image)
+{
+    vd_result ref = {0}, r = {0};
+    GError *error = NULL;
+    const int n = VD_MAX_IN_FLIGHT;
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    /* warm-up and reference: eager, captured, replayed */
+    for (int i = 0; i < 3; i++) {
+        vd_result_clear(&ref);
+        if (!detect(ctx, image, &ref)) {
+            check(FALSE, "submit/collect", "detection failed");
+            vd_cuda_context_set_graphs(ctx, FALSE);
+            return;
+        }
+    }
+    guint64 before = vd_cuda_context_sync_count(ctx);
+    int submitted = 0, equal = 0;
+    for (int i = 0; i < n; i++)
+        submitted += vd_submit(ctx, image, 1, &error);
+    g_clear_error(&error);
+    for (int i = 0; i < submitted; i++) {
+        if (vd_collect(ctx, &r, 1, &error))
+            equal += results_identical(&ref, &r);
+        g_clear_error(&error);
+        vd_result_clear(&r);
+    }
+    guint64 syncs = vd_cuda_context_sync_count(ctx) - before;
+    check(submitted == n && equal == n && syncs == (guint64)n, "submit/collect",
+          "%d of %d submitted, %d equal to vd_detect's result, %" G_GUINT64_FORMAT
+          " host synchronisations",
+          submitted, n, equal, syncs);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    vd_result_clear(&ref);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -738,6 +778,7 @@ int main(int argc, char **argv)
     test_injected_sync(f16, &first);
     test_graph_equals_eager(f16, &first);
     test_formats(cpu, f32, f16, &first);
+    test_submit_collect(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
     test_out_of_memory(model, &first);

@@ -135,7 +135,8 @@ VD_API const vd_model *vd_context_model(const vd_context *ctx);
  * reason (owned by the context); NULL otherwise. Callers should warn with it. */
 VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
-/* Thresholds may be changed between frames (same thread as vd_detect). */
+/* Thresholds may be changed between frames (same thread as vd_detect); they
+ * apply to the next vd_detect() or vd_submit(). */
 VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,
                                       float nms_threshold, int max_detections);
 
@@ -194,22 +195,32 @@ typedef struct {
 VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
                           vd_result *results, GError **error);
 
-/* Asynchronous pair: vd_submit() starts the work on a batch (copying what it needs
- * from the images before returning, so the frames may be released at once);
- * vd_collect() waits for it and fills @results as vd_detect() would. One batch may
- * be in flight per context. On the CPU, submit does the work and collect returns
- * it. */
+/* Asynchronous pair. vd_submit() copies the rows of the images the engine reads
+ * (so the frames may be released at once) and returns; the batch runs on the
+ * context's worker thread, in submission order, while the caller goes on (say,
+ * decoding the next frame, or submitting it: up to VD_MAX_IN_FLIGHT batches may
+ * be in flight). vd_collect() waits for the oldest batch not yet collected and
+ * fills @results as vd_detect() would; a failure of that batch (an invalid image
+ * included) is reported there, in order. With batches in flight, the context
+ * takes only vd_submit(), vd_collect(), the setters (which apply to batches
+ * submitted afterwards) and vd_context_free(), which finishes the running batch
+ * and drops the others; vd_detect() is refused until everything is collected.
+ * The observer is called on the thread that runs the batch. */
+#define VD_MAX_IN_FLIGHT 4
+
 VD_API gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images,
                           GError **error);
 VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results,
                            GError **error);
+/* Batches submitted and not yet collected. */
+VD_API int vd_context_in_flight(const vd_context *ctx);
 
 VD_API void vd_result_clear(vd_result *result);
 
 /* ------------------------------------------------------------------------ */
 /* Debugging: intermediate tensors                                           */
 
-/* Called synchronously from vd_detect() with named intermediate tensors of the
+/* Called from the thread running a batch (see vd_submit) with named intermediate tensors of the
  * first image of a batch, all float32 and contiguous:
  *   "image_size"   [2] resized (H', W')          "input"      [1,3,Hp,Wp] (NCHW)
  *   "fpn.<name>"   [1,C,H,W] (NCHW)              "anchors"    [N,4]
@@ -222,7 +233,8 @@ typedef void (*vd_tensor_observer)(const char *name, const float *data,
 VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer,
                                     void *user_data);
 
-/* Per-stage wall-clock times of the last vd_detect() in milliseconds, for
+/* Per-stage wall-clock times of the last batch returned (vd_detect() or
+ * vd_collect()) in milliseconds, for
  * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
  * postprocess. Returns the number of stages written (at most @max). */
 typedef struct {
