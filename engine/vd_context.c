@@ -189,6 +189,7 @@ static gpointer worker_main(gpointer data)
 static gboolean copy_images(vd_job *job, const vd_image *images, int n_images, GError **error)
 {
     size_t total = 0;
+    gboolean fits = TRUE;
     for (int i = 0; i < n_images; i++) {
         if (!vd_image_validate(&images[i], error)) {
             g_prefix_error(error, "image %d: ", i);
@@ -196,13 +197,20 @@ static gboolean copy_images(vd_job *job, const vd_image *images, int n_images, G
         }
         int row_bytes[3], rows[3];
         int n_planes = vd_image_plane_layout(&images[i], row_bytes, rows);
-        for (int p = 0; p < n_planes; p++)
-            total += (size_t)row_bytes[p] * (size_t)rows[p];
+        for (int p = 0; p < n_planes; p++) {
+            size_t bytes;
+            fits = fits && g_size_checked_mul(&bytes, (size_t)row_bytes[p], (size_t)rows[p]) &&
+                   g_size_checked_add(&total, total, bytes);
+        }
     }
-    job->pixels = g_try_malloc(MAX(total, 1));
+    job->pixels = fits ? g_try_malloc(MAX(total, 1)) : NULL;
     if (job->pixels == NULL) {
-        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
-                    "out of memory copying %d frame(s) (%zu bytes)", n_images, total);
+        if (fits)
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                        "out of memory copying %d frame(s) (%zu bytes)", n_images, total);
+        else
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                        "%d frame(s) are too large to copy", n_images);
         return FALSE;
     }
     guint8 *dst = job->pixels;
@@ -328,9 +336,15 @@ gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError
     }
     vd_job *job = g_new0(vd_job, 1);
     job->n_images = n_images;
-    job->images = g_new0(vd_image, n_images);
-    job->results = g_new0(vd_result, n_images);
+    job->images = g_try_new0(vd_image, n_images);
+    job->results = g_try_new0(vd_result, n_images);
     job->settings = ctx->requested;
+    if (job->images == NULL || job->results == NULL) {
+        job_free(job, FALSE);
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "out of memory submitting a batch of %d images", n_images);
+        return FALSE;
+    }
     if (!copy_images(job, images, n_images, &job->error)) {
         /* reported by vd_collect(), in order, like a failure while running */
         job->done = TRUE;

@@ -29,9 +29,12 @@ file_key (const gchar * path, GError ** error)
         g_strerror (err));
     return NULL;
   }
-  return g_strdup_printf ("%ju:%ju:%jd:%jd.%09ld", (uintmax_t) st.st_dev,
-      (uintmax_t) st.st_ino, (intmax_t) st.st_size,
-      (intmax_t) st.st_mtim.tv_sec, (long) st.st_mtim.tv_nsec);
+  /* the change time too: a rewrite that keeps the size and restores the
+   * modification time (cp -p, touch -r) still changes it */
+  return g_strdup_printf ("%ju:%ju:%jd:%jd.%09ld:%jd.%09ld",
+      (uintmax_t) st.st_dev, (uintmax_t) st.st_ino, (intmax_t) st.st_size,
+      (intmax_t) st.st_mtim.tv_sec, (long) st.st_mtim.tv_nsec,
+      (intmax_t) st.st_ctim.tv_sec, (long) st.st_ctim.tv_nsec);
 }
 
 static CacheEntry *
@@ -75,6 +78,18 @@ gst_vision_model_cache_acquire (const gchar * path, gboolean * shared,
   if (model == NULL) {
     g_free (key);
     return NULL;
+  }
+  {
+    /* replaced while it loaded: what was loaded is not known to be either
+     * file, so it is this element's alone */
+    gchar *after = file_key (path, NULL);
+    gboolean same = after != NULL && strcmp (after, key) == 0;
+
+    g_free (after);
+    if (!same) {
+      g_free (key);
+      return model;
+    }
   }
 
   g_mutex_lock (&cache_lock);

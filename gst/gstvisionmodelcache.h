@@ -11,8 +11,9 @@
 G_BEGIN_DECLS
 
 /* Returns a reference to the model of @path, loading it unless an element
- * already holds the same file (same device and inode, size and modification
- * time: a file rewritten in place is loaded anew). @shared says which happened.
+ * already holds the same file (same device and inode, size, modification and
+ * change times: a file rewritten in place is loaded anew). @shared says which
+ * happened.
  * Release with gst_vision_model_cache_release(). */
 vd_model *gst_vision_model_cache_acquire (const gchar * path, gboolean * shared,
     GError ** error);

@@ -100,12 +100,14 @@ typedef struct {
     int *n_box_keep;
 } cuda_plan;
 
-/* A captured frame, valid for one plan, frame layout and set of thresholds. */
+/* A captured frame, valid for one plan, frame (every field the pre-processing
+ * kernel takes by value: format, size, planes, strides, colour matrix and
+ * range) and set of thresholds. */
 typedef struct {
     cudaGraphExec_t exec;
     cuda_plan *plan;
-    int format, width, height, resized_h, resized_w;
-    int strides[3];
+    vd_device_frame frame;
+    int resized_h, resized_w;
     float score_threshold, nms_threshold;
     int max_detections;
     int times_seen;
@@ -914,9 +916,13 @@ out_fail:
 static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const vd_context *ctx,
                               const vd_device_frame *frame, int rh, int rw)
 {
-    return g->exec != NULL && g->plan == st->plan && g->format == frame->format &&
-           g->width == frame->width && g->height == frame->height && g->resized_h == rh &&
-           g->resized_w == rw && memcmp(g->strides, frame->strides, sizeof(g->strides)) == 0 &&
+    const vd_device_frame *f = &g->frame;
+    return g->exec != NULL && g->plan == st->plan && f->format == frame->format &&
+           f->width == frame->width && f->height == frame->height &&
+           f->matrix == frame->matrix && f->full_range == frame->full_range &&
+           memcmp(f->planes, frame->planes, sizeof(f->planes)) == 0 &&
+           memcmp(f->strides, frame->strides, sizeof(f->strides)) == 0 && g->resized_h == rh &&
+           g->resized_w == rw &&
            g->score_threshold == ctx->params.score_threshold &&
            g->nms_threshold == ctx->params.nms_threshold &&
            g->max_detections == ctx->params.max_detections;
@@ -941,12 +947,9 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         cudaGraphInstantiate(&st->graph.exec, graph, 0) == cudaSuccess) {
         cuda_graph *g = &st->graph;
         g->plan = st->plan;
-        g->format = frame->format;
-        g->width = frame->width;
-        g->height = frame->height;
+        g->frame = *frame;
         g->resized_h = rh;
         g->resized_w = rw;
-        memcpy(g->strides, frame->strides, sizeof(g->strides));
         g->score_threshold = ctx->params.score_threshold;
         g->nms_threshold = ctx->params.nms_threshold;
         g->max_detections = ctx->params.max_detections;

@@ -2,7 +2,9 @@
  * the GPU benchmark. Declared without CUDA types so that plain C test programs
  * can include it. Every function accepts a context of any backend and does
  * nothing useful (returns 0/FALSE) for a non-CUDA one. Same threading rule as
- * vd_detect(): the thread that uses the context. */
+ * vd_detect(): the thread that uses the context, and only with no batch in
+ * flight (vd_context_in_flight() == 0): the worker running submitted batches
+ * reads and writes the state these touch. */
 #ifndef VD_CUDA_DEBUG_H
 #define VD_CUDA_DEBUG_H
 

@@ -453,10 +453,10 @@ static void free_frame(owned_frame *f)
 
 /* Every format the element feeds the engine, padded rows, odd sizes, through
  * the whole CUDA engine (pre-processing kernel included) against the CPU engine
- * on the same bytes; then the same frames again as a size-changing stream on
- * one fp16 context with graph replay on: each frame's detections must equal
- * what that context gave it the first time (plans rebuilt, graphs recaptured,
- * nothing stale reused). */
+ * on the same bytes; then the same frames again as a stream changing size,
+ * format, colour matrix or range alone, on one fp16 context with graph replay
+ * on: each frame's detections must equal what that context gave it the first
+ * time (plans rebuilt, graphs recaptured, nothing stale reused). */
 static void test_formats(vd_context *cpu, vd_context *f32, vd_context *f16, const vd_image *rgb)
 {
     struct {
@@ -469,9 +469,13 @@ static void test_formats(vd_context *cpu, vd_context *f32, vd_context *f16, cons
         {"BGRx, padded rows", VD_FORMAT_BGRX, VD_COLOR_MATRIX_BT601, FALSE, 0},
         {"RGBA, odd size", VD_FORMAT_RGBA, VD_COLOR_MATRIX_BT601, FALSE, 1},
         {"NV12 BT.709 limited", VD_FORMAT_NV12, VD_COLOR_MATRIX_BT709, FALSE, 0},
+        /* the range alone changes: a replayed graph must not keep the old one */
+        {"NV12 BT.709 full", VD_FORMAT_NV12, VD_COLOR_MATRIX_BT709, TRUE, 0},
         {"NV12 BT.601 full, odd size", VD_FORMAT_NV12, VD_COLOR_MATRIX_BT601, TRUE, 3},
         {"I420 BT.2020 limited, odd size", VD_FORMAT_I420, VD_COLOR_MATRIX_BT2020, FALSE, 1},
         {"I420 BT.601 limited", VD_FORMAT_I420, VD_COLOR_MATRIX_BT601, FALSE, 0},
+        /* the matrix alone changes */
+        {"I420 BT.709 limited", VD_FORMAT_I420, VD_COLOR_MATRIX_BT709, FALSE, 0},
     };
     enum { N_CASES = G_N_ELEMENTS(cases) };
     owned_frame frames[N_CASES];

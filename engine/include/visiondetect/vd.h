@@ -201,11 +201,15 @@ VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
  * decoding the next frame, or submitting it: up to VD_MAX_IN_FLIGHT batches may
  * be in flight). vd_collect() waits for the oldest batch not yet collected and
  * fills @results as vd_detect() would; a failure of that batch (an invalid image
- * included) is reported there, in order. With batches in flight, the context
- * takes only vd_submit(), vd_collect(), the setters (which apply to batches
- * submitted afterwards) and vd_context_free(), which finishes the running batch
- * and drops the others; vd_detect() is refused until everything is collected.
- * The observer is called on the thread that runs the batch. */
+ * included) is reported there, in order; so is a vd_collect() with too little
+ * room for the results, which drops that batch. With batches in flight, the
+ * context takes only vd_submit(), vd_collect(), the setters (which apply to
+ * batches submitted afterwards), the getters and vd_context_free(), which waits
+ * for the running batch and drops the others; vd_detect() is refused until
+ * everything is collected. As for vd_detect(), these are calls of one thread at
+ * a time: a producer thread that submits and a consumer that collects must not
+ * call them at the same moment. The observer is called on the thread that runs
+ * the batch (see vd_context_set_observer()). */
 #define VD_MAX_IN_FLIGHT 4
 
 VD_API gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images,
@@ -230,6 +234,9 @@ VD_API void vd_result_clear(vd_result *result);
 typedef void (*vd_tensor_observer)(const char *name, const float *data,
                                    const int64_t *shape, int ndim, void *user_data);
 
+/* The observer applies to the batches run or submitted afterwards; @user_data
+ * must stay valid until every batch submitted with it has been collected. The
+ * observer must not call the context's functions. */
 VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer,
                                     void *user_data);
 
