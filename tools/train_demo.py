@@ -346,6 +346,28 @@ def build_model(num_classes=len(CLASS_NAMES)):
     return model
 
 
+def linears_on_onednn(model):
+    """Runs the box head's linear layers as 1x1 convolutions (same parameters, same
+    maths): on the CPU torch's convolutions use oneDNN, while Debian's torch runs
+    nn.Linear on the reference BLAS, which made them 40% of a training step. The
+    modules, their parameters and the exported weights are unchanged."""
+    import torch.nn.functional as F
+
+    def conv_forward(module):
+        def forward(x):
+            n = x.shape[0]
+            y = F.conv2d(x.reshape(n, module.in_features, 1, 1),
+                         module.weight.reshape(module.out_features, module.in_features, 1, 1),
+                         module.bias)
+            return y.reshape(n, module.out_features)
+        return forward
+
+    head, predictor = model.roi_heads.box_head, model.roi_heads.box_predictor
+    for module in (head.fc6, head.fc7, predictor.cls_score, predictor.bbox_pred):
+        module.forward = conv_forward(module)
+    return model
+
+
 def load_checkpoint_model(path):
     import torch
     model = build_model()
@@ -424,6 +446,10 @@ def main(argv=None):
     ap.add_argument("--export", default=None, help="write the final model here (.safetensors)")
     ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--cpu-linear", default="onednn", choices=["onednn", "native"],
+                    help="on the CPU, run the box head's linears as oneDNN 1x1 convolutions "
+                         "(default; same maths, 1.6x faster steps with Debian's torch) or as "
+                         "nn.Linear")
     args = ap.parse_args(argv)
 
     import torch
@@ -434,6 +460,8 @@ def main(argv=None):
 
     device = torch.device(args.device)
     model = build_model().to(device)
+    if device.type == "cpu" and args.cpu_linear == "onednn":
+        linears_on_onednn(model)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim > 1]
