@@ -175,9 +175,7 @@ typedef struct {
     int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
 
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
-    int roi_k_min, roi_k_max;
-    float roi_scales[VD_MAX_FPN_LEVELS];
-    int resized_h_for_scales;
+    vd_pooler_levels pooler;
 } cpu_plan;
 
 /* One linear layer of the box head as a matmul primitive for @rows RoIs over the
@@ -397,6 +395,52 @@ static gboolean conv_init_parts(cpu_state *st, cpu_conv *cv, const float *weight
                                 const float *bias, int out_c, int in_c, cpu_tensor *src,
                                 cpu_tensor *dst, gboolean sum, gboolean relu, GError **error);
 
+/* @out: new memory in the layout @md holding the float32 @data described by
+ * @user_md, reordered (and converted) once, at planning time. */
+static gboolean packed_weights(cpu_state *st, const dnnl_memory_desc_t *user_md, const float *data,
+                               const dnnl_memory_desc_t *md, dnnl_memory_t *out, GError **error)
+{
+    dnnl_primitive_desc_t reorder_pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t user = NULL;
+    gboolean ok = FALSE;
+    DNNL_TRY(dnnl_memory_create(out, md, st->engine, DNNL_MEMORY_ALLOCATE), "weights memory");
+    DNNL_TRY(dnnl_memory_create(&user, user_md, st->engine, (void *)data), "weights memory");
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&reorder_pd, user_md, st->engine, md, st->engine,
+                                                NULL),
+             "weights reorder desc");
+    DNNL_TRY(dnnl_primitive_create(&reorder, reorder_pd), "weights reorder");
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *out}};
+        DNNL_TRY(dnnl_primitive_execute(reorder, st->stream, 2, args), "weights reorder");
+        DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
+    }
+    ok = TRUE;
+out_fail:
+    if (user != NULL)
+        dnnl_memory_destroy(user);
+    if (reorder != NULL)
+        dnnl_primitive_destroy(reorder);
+    if (reorder_pd != NULL)
+        dnnl_primitive_desc_destroy(reorder_pd);
+    return ok;
+}
+
+/* @out: new float32 memory described by @md (@n values) holding a copy of
+ * @values (a bias). */
+static gboolean filled_memory(cpu_state *st, const dnnl_memory_desc_t *md, const float *values,
+                              size_t n, dnnl_memory_t *out, GError **error)
+{
+    void *handle = NULL;
+    gboolean ok = FALSE;
+    DNNL_TRY(dnnl_memory_create(out, md, st->engine, DNNL_MEMORY_ALLOCATE), "bias memory");
+    DNNL_TRY(dnnl_memory_get_data_handle(*out, &handle), "bias handle");
+    memcpy(handle, values, sizeof(float) * n);
+    ok = TRUE;
+out_fail:
+    return ok;
+}
+
 /* Creates the primitive of one convolution src -> dst (dst has the output shape),
  * reorders the weights into the layout the primitive prefers (and the source's
  * data type), and fuses the sum with dst's previous contents and/or a ReLU. */
@@ -415,9 +459,7 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     dnnl_convolution_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
-    dnnl_primitive_desc_t pd = NULL, reorder_pd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t user_weights = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
 
     if (src->c != in_c || dst->c != out_c) {
@@ -469,7 +511,6 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         }
     }
     if (pd == NULL) {
-        pd = NULL;
         DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                     dnnl_convolution_direct, &src_md, &wei_any_md,
                                                     &bias_md, &dst_md, strides, pad, pad),
@@ -482,38 +523,16 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
 
     /* weights: plain OIHW float32 from the model -> the primitive's layout and type,
      * once per plan */
-    const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    DNNL_TRY(dnnl_memory_create(&cv->weights, wei_md, st->engine, DNNL_MEMORY_ALLOCATE),
-             "weights memory");
-    DNNL_TRY(dnnl_memory_create(&user_weights, &wei_user_md, st->engine, (void *)weight),
-             "weights memory");
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&reorder_pd, &wei_user_md, st->engine, wei_md,
-                                                st->engine, NULL),
-             "weights reorder desc");
-    DNNL_TRY(dnnl_primitive_create(&reorder, reorder_pd), "weights reorder");
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user_weights}, {DNNL_ARG_TO, cv->weights}};
-        DNNL_TRY(dnnl_primitive_execute(reorder, st->stream, 2, args), "weights reorder");
-        DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
-    }
-    DNNL_TRY(dnnl_memory_create(&cv->bias, &bias_md, st->engine, DNNL_MEMORY_ALLOCATE),
-             "bias memory");
-    {
-        void *handle = NULL;
-        DNNL_TRY(dnnl_memory_get_data_handle(cv->bias, &handle), "bias handle");
-        memcpy(handle, bias, sizeof(float) * (size_t)out_c);
-    }
+    if (!packed_weights(st, &wei_user_md, weight,
+                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &cv->weights,
+                        error) ||
+        !filled_memory(st, &bias_md, bias, (size_t)out_c, &cv->bias, error))
+        goto out_fail;
     cv->src = src->mem;
     cv->dst = dst->mem;
     ok = TRUE;
 
 out_fail:
-    if (user_weights != NULL)
-        dnnl_memory_destroy(user_weights);
-    if (reorder != NULL)
-        dnnl_primitive_destroy(reorder);
-    if (reorder_pd != NULL)
-        dnnl_primitive_desc_destroy(reorder_pd);
     if (pd != NULL)
         dnnl_primitive_desc_destroy(pd);
     if (ops != NULL)
@@ -949,7 +968,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->padded_w = padded_w;
     plan->tensors = g_ptr_array_new_with_free_func(tensor_free);
     plan->buffers = g_ptr_array_new_with_free_func(free);
-    plan->resized_h_for_scales = -1;
+    plan->pooler.resized_h = -1;
 
     if (!plan_backbone(st, plan, error) || !plan_fpn_rpn(st, plan, error)) {
         plan_free(plan);
@@ -1176,14 +1195,10 @@ out_free:
 static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
 {
     const vd_config *cfg = &st->model->config;
-    if (plan->resized_h_for_scales == resized_h)
-        return;
     int heights[VD_MAX_FPN_LEVELS];
     for (int l = 0; l < cfg->n_roi_levels; l++)
         heights[l] = plan->fpn_out[l]->h;
-    vd_pooler_scales(heights, cfg->n_roi_levels, resized_h, plan->roi_scales, &plan->roi_k_min,
-                     &plan->roi_k_max);
-    plan->resized_h_for_scales = resized_h;
+    vd_pooler_levels_update(&plan->pooler, heights, cfg->n_roi_levels, resized_h);
 }
 
 /* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] over one channel block:
@@ -1351,9 +1366,7 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t user_md, bias_md;
     dnnl_dims_t wei_dims = {in, out}, bias_dims = {1, out};
-    dnnl_primitive_desc_t pd = NULL, reorder_pd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t user = NULL;
+    dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
 
     pl->in = in;
@@ -1375,35 +1388,16 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
         }
     }
     DNNL_TRY(linear_pd(st, rows, in, out, dt, dt, NULL, FALSE, &pd), "box head matmul desc");
-    const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    DNNL_TRY(dnnl_memory_create(&pl->weights, wei_md, st->engine, DNNL_MEMORY_ALLOCATE),
-             "box head weights");
-    DNNL_TRY(dnnl_memory_create(&user, &user_md, st->engine, (void *)weight), "box head weights");
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&reorder_pd, &user_md, st->engine, wei_md,
-                                                st->engine, NULL),
-             "box head weights reorder desc");
-    DNNL_TRY(dnnl_primitive_create(&reorder, reorder_pd), "box head weights reorder");
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, pl->weights}};
-        DNNL_TRY(dnnl_primitive_execute(reorder, st->stream, 2, args), "box head weights reorder");
-        DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
-    }
+    if (!packed_weights(st, &user_md, weight,
+                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &pl->weights,
+                        error))
+        goto out_fail;
 out_bias:
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 2, bias_dims, dnnl_f32, dnnl_ab), "bias");
-    DNNL_TRY(dnnl_memory_create(&pl->bias, &bias_md, st->engine, DNNL_MEMORY_ALLOCATE), "bias");
-    {
-        void *handle = NULL;
-        DNNL_TRY(dnnl_memory_get_data_handle(pl->bias, &handle), "bias handle");
-        memcpy(handle, bias, sizeof(float) * (size_t)out);
-    }
+    if (!filled_memory(st, &bias_md, bias, (size_t)out, &pl->bias, error))
+        goto out_fail;
     ok = TRUE;
 out_fail:
-    if (user != NULL)
-        dnnl_memory_destroy(user);
-    if (reorder != NULL)
-        dnnl_primitive_destroy(reorder);
-    if (reorder_pd != NULL)
-        dnnl_primitive_desc_destroy(reorder_pd);
     if (pd != NULL)
         dnnl_primitive_desc_destroy(pd);
     return ok;
@@ -1556,7 +1550,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
 
     pooler_scales(st, plan, resized_h);
     for (int i = 0; i < n_props; i++)
-        level_of[i] = vd_roi_level(props + 4 * (size_t)i, plan->roi_k_min, plan->roi_k_max);
+        level_of[i] = vd_roi_level(props + 4 * (size_t)i, plan->pooler.k_min, plan->pooler.k_max);
     for (int l = 0; l < cfg->n_roi_levels; l++) {
         int m = 0;
         for (int i = 0; i < n_props; i++) {
@@ -1567,7 +1561,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         }
         if (m == 0)
             continue;
-        roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->roi_scales[l], P,
+        roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
                           cfg->roi_sampling_ratio, pooled, st->bf16, in6);
     }
     vd_context_stage_mark(ctx, "roi_align");

@@ -432,3 +432,12 @@ void vd_pooler_scales(const int *feature_heights, int n_levels, int image_height
     *k_min = (int)(-log2f(scales[0]));
     *k_max = (int)(-log2f(scales[n_levels - 1]));
 }
+
+void vd_pooler_levels_update(vd_pooler_levels *p, const int *feature_heights, int n_levels,
+                             int resized_h)
+{
+    if (p->resized_h == resized_h)
+        return;
+    vd_pooler_scales(feature_heights, n_levels, resized_h, p->scales, &p->k_min, &p->k_max);
+    p->resized_h = resized_h;
+}

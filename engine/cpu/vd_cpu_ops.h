@@ -18,7 +18,7 @@
 #define VD_CPU_OPS_H
 
 #include <stdint.h>
-#include "visiondetect/vd.h"
+#include "vd_model_private.h" /* VD_MAX_FPN_LEVELS */
 
 G_BEGIN_DECLS
 
@@ -114,6 +114,19 @@ int vd_roi_level(const float *box, int k_min, int k_max);
  * first and last scales, as the LevelMapper takes them. */
 void vd_pooler_scales(const int *feature_heights, int n_levels, int image_height, float *scales,
                       int *k_min, int *k_max);
+
+/* The pooler's scales and level range for one resized image height, kept by a
+ * backend's plan: torchvision infers them at its first forward, the backends per
+ * plan and resized height. */
+typedef struct {
+    int resized_h; /* the height they were computed for; -1: none yet */
+    float scales[VD_MAX_FPN_LEVELS];
+    int k_min, k_max;
+} vd_pooler_levels;
+
+/* Computes @p for @resized_h (vd_pooler_scales) unless it holds that height. */
+void vd_pooler_levels_update(vd_pooler_levels *p, const int *feature_heights, int n_levels,
+                             int resized_h);
 
 /* roi_align, aligned=False (spec §5.5) for @n_rois boxes over one NHWC float32
  * feature map [height][width][channels]; @rois [n][4] in image pixels, scaled by

@@ -84,9 +84,7 @@ typedef struct {
     int proposal_capacity;
 
     /* RoI pooler (spec §5.2), cached per resized height as the CPU does */
-    int roi_k_min, roi_k_max;
-    float roi_scales[VD_MAX_FPN_LEVELS];
-    int resized_h_for_scales;
+    vd_pooler_levels pooler;
 
     /* box head */
     void *pooled;
@@ -589,7 +587,7 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **
     size_t ws = 0;
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
-    plan->resized_h_for_scales = -1;
+    plan->pooler.resized_h = -1;
     vd_cuda_pool_init(&plan->pool);
     plan->tensors = g_ptr_array_new_with_free_func(g_free);
 
@@ -624,14 +622,10 @@ out_fail:
 static void pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
 {
     const vd_config *cfg = &st->model->config;
-    if (plan->resized_h_for_scales == resized_h)
-        return;
     int heights[VD_MAX_FPN_LEVELS];
     for (int l = 0; l < cfg->n_roi_levels; l++)
         heights[l] = plan->fpn_out[l]->h;
-    vd_pooler_scales(heights, cfg->n_roi_levels, resized_h, plan->roi_scales, &plan->roi_k_min,
-                     &plan->roi_k_max);
-    plan->resized_h_for_scales = resized_h;
+    vd_pooler_levels_update(&plan->pooler, heights, cfg->n_roi_levels, resized_h);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -849,10 +843,10 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
             lv.features[l] = plan->fpn_out[l]->data;
             lv.height[l] = plan->fpn_out[l]->h;
             lv.width[l] = plan->fpn_out[l]->w;
-            lv.scale[l] = plan->roi_scales[l];
+            lv.scale[l] = plan->pooler.scales[l];
         }
-        lv.k_min = plan->roi_k_min;
-        lv.k_max = plan->roi_k_max;
+        lv.k_min = plan->pooler.k_min;
+        lv.k_max = plan->pooler.k_max;
         lv.channels = cfg->fpn_channels;
         CUDA_TRY(vd_multiscale_roi_align(&lv, dt, plan->proposals, plan->n_proposals,
                                          plan->proposal_capacity, cfg->roi_output_size,
