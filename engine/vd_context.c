@@ -108,6 +108,11 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
         g_propagate_error(error, backend_error);
         goto out_free_context;
     }
+    if (ctx->backend->describe != NULL)
+        ctx->description = ctx->backend->describe(ctx->state, ctx);
+    else
+        ctx->description = g_strdup_printf("%s, %s", ctx->backend->name,
+                                           vd_precision_name(ctx->params.precision));
     return ctx;
 
 out_free_context:
@@ -257,9 +262,44 @@ void vd_context_free(vd_context *ctx)
         ctx->backend->destroy(ctx->state);
     vd_model_unref(ctx->model);
     g_free(ctx->fallback_reason);
+    g_free(ctx->description);
+    if (ctx->kernels != NULL)
+        g_array_unref(ctx->kernels);
+    if (ctx->kernel_strings != NULL)
+        g_string_chunk_free(ctx->kernel_strings);
     g_mutex_clear(&ctx->lock);
     g_cond_clear(&ctx->cond);
     g_free(ctx);
+}
+
+const char *vd_precision_name(vd_precision precision)
+{
+    switch (precision) {
+    case VD_PRECISION_AUTO: return "auto";
+    case VD_PRECISION_FP32: return "fp32";
+    case VD_PRECISION_FP16: return "fp16";
+    case VD_PRECISION_BF16: return "bf16";
+    }
+    return "unknown";
+}
+
+const char *vd_context_describe(const vd_context *ctx) { return ctx->description; }
+
+int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels)
+{
+    *kernels = NULL;
+    if (!g_queue_is_empty(&ctx->in_flight))
+        return -1;
+    if (ctx->kernels != NULL)
+        g_array_unref(ctx->kernels);
+    if (ctx->kernel_strings != NULL)
+        g_string_chunk_free(ctx->kernel_strings);
+    ctx->kernels = g_array_new(FALSE, TRUE, sizeof(vd_kernel_info));
+    ctx->kernel_strings = g_string_chunk_new(1024);
+    if (ctx->backend->kernels != NULL)
+        ctx->backend->kernels(ctx->state, ctx->kernels, ctx->kernel_strings);
+    *kernels = (const vd_kernel_info *)(void *)ctx->kernels->data;
+    return (int)ctx->kernels->len;
 }
 
 vd_device_type vd_context_device(const vd_context *ctx) { return ctx->params.device; }

@@ -19,6 +19,11 @@ typedef struct {
     void (*destroy)(void *state);
     gboolean (*detect)(void *state, vd_context *ctx, const vd_image *images, int n_images,
                        vd_result *results, GError **error);
+    /* Optional. @describe: a new string saying what the backend runs (see
+     * vd_context_describe()). @kernels: appends a vd_kernel_info per primitive to
+     * @out, its strings added to @strings (freed with it). */
+    char *(*describe)(void *state, const vd_context *ctx);
+    void (*kernels)(void *state, GArray *out, GStringChunk *strings);
 } vd_backend;
 
 /* What the caller set last (thresholds resolved, observer): each batch takes a
@@ -41,6 +46,9 @@ struct vd_context {
     void *state;
 
     char *fallback_reason;      /* why AUTO did not get the GPU it found, or NULL */
+    char *description;          /* vd_context_describe() */
+    GArray *kernels;            /* vd_kernel_info, vd_context_kernels() */
+    GStringChunk *kernel_strings;
 
     vd_run_settings requested;  /* the caller's thread only */
 
@@ -81,6 +89,9 @@ gboolean vd_cuda_available(int device_index);
  * number of planes (0 for an unknown format). */
 gboolean vd_image_validate(const vd_image *image, GError **error);
 int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_rows[3]);
+
+/* "fp32", "fp16", "bf16", "auto". */
+const char *vd_precision_name(vd_precision precision);
 
 /* Passes a tensor to the observer, if any. Cheap when none is set. */
 void vd_context_observe(vd_context *ctx, const char *name, const float *data,

@@ -610,6 +610,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
       vd_model_description (self->model), self->num_classes,
       vd_context_device (self->ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
       precision_name (vd_context_precision (self->ctx)));
+  GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (self->ctx));
 
   self->frame_count = 0;
   self->inference_time = GST_CLOCK_TIME_NONE;

@@ -1,26 +1,58 @@
 #!/usr/bin/python3
-"""Side-by-side CPU benchmark: torchvision against visiondetect's vd-detect.
+"""Side-by-side CPU benchmark: visiondetect's vd-detect against torchvision, and
+optionally against ONNX Runtime and OpenVINO (--peers).
 
-Both sides run the same weights (one exported model file, which the torchvision side
-loads back) on the same frame with the same number of threads. Each repetition starts
-one fresh process per side, alternating which side goes first; a process loads the
-model, does --warmup untimed runs, then --runs timed runs. The report gives, per frame
-size and side, the median time of all timed runs and their spread, the ratio of the
-medians, and each side's peak resident memory (ru_maxrss of its process, read by
-a small launcher process that starts it with getrusage(RUSAGE_CHILDREN): weights,
-workspace and the Python or C runtime around them, accurate to about 10 MiB).
+All sides run the same weights (one exported model file, which the torchvision side
+loads back and the peers get as ONNX) on the same frame with the same number of
+threads. Each repetition starts one fresh process per side, rotating which side goes
+first; a process loads the model, does --warmup untimed runs, then --runs timed runs.
+The report gives, per frame size and side, the median time of all timed runs and their
+spread, the ratios of the medians, and each side's peak resident memory (ru_maxrss of
+its process, read by a small launcher process that starts it with
+getrusage(RUSAGE_CHILDREN): weights, workspace and the Python or C runtime around
+them, accurate to about 10 MiB).
 
 Times: torchvision is timed around model([image]) including the uint8 to float
 conversion, in torch.no_grad(); vd-detect reports the wall time of each vd_detect() call
 on the uint8 frame (--repeat, "time_ms:" lines), pre-processing included, and its
 per-stage times (--stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
-postprocess), of which the report gives the medians. Neither side's model loading is
-timed.
+postprocess), of which the report gives the medians. The peers are timed around the
+uint8 to float conversion (numpy) and the session run / infer request.
 
-Sides: one vd-detect side per --precisions entry (fp32, bf16) and one torchvision side
-per --torch-linear entry (native, onednn); each repetition runs every side once, in an
+Load and first inference: every side also reports the time it took to load the model
+and the time of its first inference (the first warm-up run, or the first timed run
+without warm-up), and the report gives their medians over the repetitions in a table
+of its own. Loading is: torchvision, reading the file, building the FasterRCNN and
+loading its tensors; vd-detect, vd_model_load() and vd_context_new() ("load_ms:" on
+stderr); ONNX Runtime, creating the InferenceSession; OpenVINO, creating the Core and
+reading and compiling the ONNX model. Interpreter start and imports are not counted on
+any side.
+
+Sides: one vd-detect side per --precisions entry (fp32, bf16), one torchvision side
+per --torch-linear entry (native, onednn) and one side per --peers entry: onnxruntime
+(CPUExecutionProvider, intra-op threads = --threads, one inter-op thread, all graph
+optimisations) and openvino (CPU plugin, INFERENCE_NUM_THREADS = --threads, one stream,
+latency hint, INFERENCE_PRECISION_HINT f32: OpenVINO would otherwise run bf16 on CPUs
+with AVX512_BF16 or AMX), plus openvino-bf16 (the same with the bf16 hint) when
+/proc/cpuinfo lists avx512_bf16 or amx_bf16. Each repetition runs every side once, in an
 order rotated from one repetition to the next, and the ratios compare every vd-detect
-side with every torchvision side. The report ends with a Markdown table.
+side with every other side (other side's median / vd-detect's: above 1, vd-detect is
+faster). --only restricts the torchvision and vd-detect sides; the peers run whenever
+--peers names them. The report ends with Markdown tables.
+
+The peers: the model file is rebuilt as torchvision's FasterRCNN (as the torchvision
+side does) and exported with torch.onnx.export (opset 11) on the frame's float tensor,
+one .onnx per frame size (the traced graph has the frame's shape; torchvision's
+transform, normalisation and resize, is part of it), cached in the work folder under a
+name that carries a hash of the model file. The runtimes come from PyPI into a virtual
+environment used by this benchmark only (--peer-venv, default build-bench/venv; created
+with /usr/bin/python3 -m venv and pip install onnxruntime openvino numpy when missing,
+installing Debian's python3-venv first if need be), and the peer workers run with its
+python, which has no torch. The report prints the installed versions and a sanity check
+per frame and peer: its detections with score >= 0.5, and the fraction of torchvision's
+detections with score >= 0.5 that one of the peer's detections (each used once) matches
+with the same label and IoU >= 0.9; under 90 % it warns that the ONNX export is not
+faithful (the timing is then of a different computation), without failing.
 
 Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
 min/max size 800/1333; --arch picks ResNet-18/34-FPN instead) with random weights,
@@ -34,12 +66,19 @@ BLAS_INFO=generic), on which the box head's fc6 (12544x1024 on 1000 RoIs) alone 
 about 10 s on two cores; convolutions run on oneDNN. --torch-linear onednn runs the box
 head's linear layers as oneDNN 1x1 convolutions instead, which shows what a torch build
 with a fast GEMM (MKL, OpenBLAS) would do; the default measures torchvision as installed.
+The peers bring their own GEMMs (MLAS, oneDNN), which is what --peers is for.
 
 Examples (from the repository root, after ninja -C build):
 
   /usr/bin/python3 tools/bench_cpu.py
       ResNet-50-FPN, frames 640x480 and 1280x720, 2 threads, 5 repetitions x 1 run,
       vd-detect in fp32 and bf16, torchvision as installed
+  /usr/bin/python3 tools/bench_cpu.py --peers onnxruntime,openvino
+      the same, plus ONNX Runtime and OpenVINO (and OpenVINO in bf16 where the CPU has it)
+  /usr/bin/python3 tools/bench_cpu.py --peers onnxruntime,openvino --precisions fp32 --sizes 640x480 --repeats 3
+  /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --peers openvino \
+      --peer-venv /tmp/peers-venv --workdir /tmp/vd-bench
+      the bundled model; the venv and (with --workdir) the .onnx files are kept for the next run
   /usr/bin/python3 tools/bench_cpu.py --torch-linear native,onednn --precisions fp32,bf16
   /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --repeats 3 --runs 2 --threads 4
   /usr/bin/python3 tools/bench_cpu.py --arch resnet18 --min-size 320 --max-size 512
@@ -51,6 +90,7 @@ code could do.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -139,21 +179,206 @@ def torch_worker(args):
     torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)
     pc = _import_parity_common()
+    t = time.perf_counter()
     model = torchvision_model_from_file(args.model)
+    load_ms = (time.perf_counter() - t) * 1000.0
     img = np.load(args.image)
     times = []
-    dets = None
+    first_ms = None
+    out = None
     linears = pc.box_head_linears_on_onednn(model) if args.torch_linear == "onednn" else _null()
     with linears:
         for r in range(args.warmup + args.runs):
             t = time.perf_counter()
             out = model([pc.to_tensor(img)])[0]
             dt = (time.perf_counter() - t) * 1000.0
+            if r == 0:
+                first_ms = dt
             if r >= args.warmup:
                 times.append(dt)
-            dets = len(out["scores"])
-    print(json.dumps({"times_ms": times, "detections": dets}))
+    print(json.dumps({"times_ms": times, "detections": len(out["scores"]), "load_ms": load_ms,
+                      "first_ms": first_ms, "boxes": out["boxes"].tolist(),
+                      "scores": out["scores"].tolist(), "labels": out["labels"].tolist()}))
     return 0
+
+
+# ---------------------------------------------------------------------------------
+# The peers: ONNX Runtime and OpenVINO (worker processes in the peers' venv)
+# ---------------------------------------------------------------------------------
+
+PEER_PACKAGES = ["onnxruntime", "openvino", "numpy"]
+
+
+def peer_worker(args):
+    """Runs the ONNX model with ONNX Runtime or OpenVINO; imports numpy and the runtime
+    only (the venv has no torch). Prints one JSON line, as torch_worker."""
+    import numpy as np
+    img = np.load(args.image)
+    inputs = lambda: np.ascontiguousarray(img.transpose(2, 0, 1)).astype(np.float32) / 255.0  # noqa: E731
+    info = {}
+    if args.peer_worker == "onnxruntime":
+        import onnxruntime as ort
+        t = time.perf_counter()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(args.onnx, sess_options=so, providers=["CPUExecutionProvider"])
+        load_ms = (time.perf_counter() - t) * 1000.0
+        in_name = sess.get_inputs()[0].name
+        names = [o.name for o in sess.get_outputs()]
+        info["providers"] = sess.get_providers()
+
+        def infer():
+            return dict(zip(names, sess.run(None, {in_name: inputs()})))
+    elif args.peer_worker == "openvino":
+        import openvino as ov
+        t = time.perf_counter()
+        core = ov.Core()
+        compiled = core.compile_model(args.onnx, "CPU", {
+            "INFERENCE_NUM_THREADS": args.threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_PRECISION_HINT": args.ov_precision})
+        load_ms = (time.perf_counter() - t) * 1000.0
+        request = compiled.create_infer_request()
+        outputs = {name: compiled.output(name) for name in ("boxes", "labels", "scores")}
+        for key in ("INFERENCE_PRECISION_HINT", "INFERENCE_NUM_THREADS", "NUM_STREAMS"):
+            try:
+                v = compiled.get_property(key)
+                info[key] = v.to_string() if hasattr(v, "to_string") else str(v)  # ov.Type: "f32"
+            except Exception as exc:  # a property this OpenVINO version does not report
+                info[key] = f"? ({exc})"
+
+        def infer():
+            res = request.infer({0: inputs()})
+            return {name: np.array(res[port]) for name, port in outputs.items()}
+    else:
+        sys.exit(f"bench_cpu.py: unknown peer {args.peer_worker!r}")
+    times = []
+    first_ms = None
+    out = None
+    for r in range(args.warmup + args.runs):
+        t = time.perf_counter()
+        out = infer()
+        dt = (time.perf_counter() - t) * 1000.0
+        if r == 0:
+            first_ms = dt
+        if r >= args.warmup:
+            times.append(dt)
+    print(json.dumps({"times_ms": times, "detections": int(len(out["scores"])), "load_ms": load_ms,
+                      "first_ms": first_ms, "boxes": np.asarray(out["boxes"], np.float64).tolist(),
+                      "scores": np.asarray(out["scores"], np.float64).tolist(),
+                      "labels": np.asarray(out["labels"]).astype(np.int64).tolist(), "info": info}))
+    return 0
+
+
+def cpu_has_bf16():
+    """Whether /proc/cpuinfo lists avx512_bf16 or amx_bf16 (where OpenVINO's CPU plugin
+    would run bf16 unless told f32)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return "avx512_bf16" in flags or "amx_bf16" in flags
+    except OSError:
+        pass
+    return False
+
+
+def ensure_peer_venv(venv):
+    """The peers' python: creates the venv (and installs the runtimes) when it is
+    missing or cannot import them. Returns the python and the runtimes' versions."""
+    py = os.path.join(venv, "bin", "python")
+    check = ("import json, numpy, onnxruntime, openvino; print(json.dumps({'onnxruntime': onnxruntime.__version__, "
+             "'openvino': openvino.__version__, 'openvino_build': openvino.get_version(), "
+             "'numpy': numpy.__version__}))")
+
+    def versions():
+        if not os.access(py, os.X_OK):
+            return None
+        p = subprocess.run([py, "-c", check], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        return json.loads(p.stdout.decode().strip().splitlines()[-1]) if p.returncode == 0 else None
+
+    v = versions()
+    if v is not None:
+        return py, v
+    if not os.access(py, os.X_OK):
+        if subprocess.run(["/usr/bin/python3", "-c", "import venv, ensurepip"],
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            print("installing Debian's python3-venv (apt-get) ...", flush=True)
+            if (subprocess.run(["apt-get", "install", "-y", "python3-venv"]).returncode != 0
+                    and (subprocess.run(["apt-get", "update"]).returncode != 0
+                         or subprocess.run(["apt-get", "install", "-y", "python3-venv"]).returncode != 0)):
+                sys.exit("bench_cpu.py: cannot install python3-venv with apt-get")
+        print(f"creating the peers' venv {venv} ...", flush=True)
+        if subprocess.run(["/usr/bin/python3", "-m", "venv", venv]).returncode != 0:
+            sys.exit(f"bench_cpu.py: /usr/bin/python3 -m venv {venv} failed")
+    print(f"installing {' '.join(PEER_PACKAGES)} into {venv} (pip) ...", flush=True)
+    if subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check", "-q"]
+                      + PEER_PACKAGES).returncode != 0:
+        sys.exit(f"bench_cpu.py: pip install {' '.join(PEER_PACKAGES)} into {venv} failed")
+    v = versions()
+    if v is None:
+        sys.exit(f"bench_cpu.py: {py} still cannot import {', '.join(PEER_PACKAGES)}")
+    return py, v
+
+
+def export_onnx(model_path, img, workdir, threads):
+    """The model file as torchvision's FasterRCNN, exported to ONNX (opset 11) on img's
+    float tensor (the torchvision side's input), with the transform in the graph. Cached
+    in workdir under the model file's hash and the frame size."""
+    h = hashlib.sha256()
+    with open(model_path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            h.update(chunk)
+    stem = os.path.splitext(os.path.basename(model_path))[0]
+    path = os.path.join(workdir, f"{stem}_{img.shape[1]}x{img.shape[0]}_{h.hexdigest()[:12]}.onnx")
+    if os.path.exists(path):
+        print(f"ONNX model {path} (cached)", flush=True)
+        return path
+    import warnings
+    import torch
+    pc = _import_parity_common()
+    torch.set_num_threads(threads)
+    t = time.monotonic()
+    model = torchvision_model_from_file(model_path)
+    tensor = pc.to_tensor(img)
+    tmp = path + ".tmp"
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, ([tensor],), tmp, opset_version=11, input_names=["images"],
+                          output_names=["boxes", "labels", "scores"])
+    os.replace(tmp, path)
+    print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
+    return path
+
+
+def box_iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def match_fraction(ref, peer, score=0.5, iou=0.9):
+    """(torchvision's detections with score >= score, how many of them a peer detection
+    matches: same label, IoU >= iou, each peer detection used once, best IoU first)."""
+    refs = [(b, l) for b, s, l in zip(ref["boxes"], ref["scores"], ref["labels"]) if s >= score]
+    free = list(zip(peer["boxes"], peer["labels"]))
+    matched = 0
+    for b, l in refs:
+        best, best_iou = None, iou
+        for k, (pb, pl) in enumerate(free):
+            if pl == l:
+                v = box_iou(b, pb)
+                if v >= best_iou:
+                    best, best_iou = k, v
+        if best is not None:
+            matched += 1
+            free.pop(best)
+    return len(refs), matched
 
 
 class _null:
@@ -253,9 +478,9 @@ def main(argv=None):
                    help="storage dtype of a built model file (f32)")
     p.add_argument("--sizes", default="640x480,1280x720",
                    help="comma-separated frame sizes WIDTHxHEIGHT (default 640x480,1280x720)")
-    p.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
+    p.add_argument("--threads", type=int, default=2, help="threads for all sides (default 2)")
     p.add_argument("--repeats", type=int, default=5,
-                   help="repetitions: fresh processes per side, alternating (default 5)")
+                   help="repetitions: fresh processes per side, rotating (default 5)")
     p.add_argument("--runs", type=int, default=1, help="timed runs per process (default 1)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs per process first (default 1)")
     p.add_argument("--vd-detect", default=os.path.join(ROOT, "build", "tools", "vd-detect"),
@@ -265,23 +490,38 @@ def main(argv=None):
                         "and/or as oneDNN 1x1 convolutions (onednn; see above)")
     p.add_argument("--precisions", default="fp32,bf16",
                    help="vd-detect precisions, comma-separated (default fp32,bf16)")
-    p.add_argument("--only", choices=["torchvision", "vd-detect"], help="run one kind of side only")
-    p.add_argument("--workdir", help="keep the model file and frames here (default: a temporary folder)")
+    p.add_argument("--peers", default="",
+                   help="also run these on the model exported to ONNX, comma-separated: onnxruntime, "
+                        "openvino (f32, and bf16 where the CPU has it); default none")
+    p.add_argument("--peer-venv", default=os.path.join(ROOT, "build-bench", "venv"),
+                   help="virtual environment with the peers' runtimes, created when missing "
+                        "(default build-bench/venv)")
+    p.add_argument("--only", choices=["torchvision", "vd-detect"],
+                   help="run one of torchvision and vd-detect only (the --peers run all the same)")
+    p.add_argument("--workdir", help="keep the model file, frames and ONNX models here (default: a temporary folder)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per process (1800)")
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
-    # internal: the torchvision worker process
+    # internal: the torchvision and peer worker processes
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--peer-worker", choices=["onnxruntime", "openvino"], help=argparse.SUPPRESS)
+    p.add_argument("--onnx", help=argparse.SUPPRESS)
+    p.add_argument("--ov-precision", default="f32", help=argparse.SUPPRESS)
     p.add_argument("--image", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     if args.torch_worker:
         return torch_worker(args)
+    if args.peer_worker:
+        return peer_worker(args)
     linears = [x.strip() for x in args.torch_linear.split(",") if x.strip()]
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    peers = [x.strip() for x in args.peers.split(",") if x.strip()]
     if not linears or any(x not in ("native", "onednn") for x in linears):
         p.error("--torch-linear takes native and/or onednn")
     if not precisions or any(x not in ("fp32", "bf16", "fp16", "auto") for x in precisions):
         p.error("--precisions takes fp32, bf16 (fp16, auto)")
+    if any(x not in ("onnxruntime", "openvino") for x in peers):
+        p.error("--peers takes onnxruntime and/or openvino")
     if args.threads < 1 or args.repeats < 1 or args.runs < 1 or args.warmup < 0:
         p.error("--threads, --repeats and --runs must be >= 1, --warmup >= 0")
     try:
@@ -297,6 +537,19 @@ def main(argv=None):
     import torchvision
     torch.set_num_threads(args.threads)
 
+    peer_py, peer_versions = None, None
+    if peers:
+        peer_py, peer_versions = ensure_peer_venv(os.path.abspath(args.peer_venv))
+    # (name, runtime, OpenVINO precision hint)
+    peer_sides = []
+    for peer in dict.fromkeys(peers):
+        if peer == "onnxruntime":
+            peer_sides.append(("onnxruntime", "onnxruntime", None))
+        else:
+            peer_sides.append(("openvino", "openvino", "f32"))
+            if cpu_has_bf16():
+                peer_sides.append(("openvino-bf16", "openvino", "bf16"))
+
     workdir = args.workdir or tempfile.mkdtemp(prefix="vd-bench-")
     os.makedirs(workdir, exist_ok=True)
     try:
@@ -308,6 +561,10 @@ def main(argv=None):
             frames.append((w, h, path, img))
         model_path = args.model or build_model_file(args, pc, workdir, frames[0][3])
         cfg = json.loads(pc.read_safetensors(model_path)[1]["config"])
+        onnx_paths = {}
+        if peer_sides:
+            for w, h, _, img in frames:
+                onnx_paths[(w, h)] = export_onnx(model_path, img, workdir, args.threads)
 
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         # vd-detect prints time_ms lines only when it repeats: at least 2 runs, the extra
@@ -326,30 +583,51 @@ def main(argv=None):
                 sides[f"vd-detect-{prec}"] = ("vd", [args.vd_detect, "--model", model_path, "--device", "cpu",
                                                      "--threads", str(args.threads), "--precision", prec,
                                                      "--json", "--stages", "--repeat", str(vd_repeat)])
+        for name, runtime, ov_prec in peer_sides:
+            sides[name] = ("peer", [peer_py, os.path.abspath(__file__), "--peer-worker", runtime,
+                                    "--threads", str(args.threads), "--runs", str(args.runs),
+                                    "--warmup", str(args.warmup)]
+                           + (["--ov-precision", ov_prec] if ov_prec else []))
+        vd_names = [n for n in sides if sides[n][0] == "vd"]
+        # the sides vd-detect is compared with
+        ref_names = [n for n in sides if sides[n][0] != "vd"]
+        torch_names = [n for n in sides if sides[n][0] == "torch"]
+        peer_names = [n for n in sides if sides[n][0] == "peer"]
+        check_ref = "torchvision" if "torchvision" in torch_names else (torch_names[0] if torch_names else None)
 
         blas = "generic (netlib reference BLAS)" if "BLAS_INFO=generic" in torch.__config__.show() else "optimised"
         print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, BLAS {blas}, "
               f"box-head linears {','.join(linears)}; vd-detect {','.join(precisions)}; threads {args.threads}; "
               f"{args.repeats} repetitions x ({args.warmup} warm-up + {args.runs} timed) runs per side")
+        if peer_versions:
+            print(f"peers ({peer_py}): onnxruntime {peer_versions['onnxruntime']}, openvino "
+                  f"{peer_versions['openvino']} (get_version {peer_versions['openvino_build']}), numpy "
+                  f"{peer_versions['numpy']}; sides {', '.join(peer_names)}")
         tr = cfg["transform"]
         print(f"model {model_path}: resnet{cfg['backbone']['depth']}-FPN, {cfg['num_classes']} classes, "
               f"min/max size {tr['min_size']}/{tr['max_size']}")
         results = []
+        warnings_out = []
         for w, h, frame, img in frames:
             rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"], True)
-            side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}} for name in sides}
+            side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}, "load": [], "first": [],
+                           "out": None, "info": None} for name in sides}
             order = list(sides)
             for rep in range(args.repeats):
                 k = rep % len(order)
                 for name in order[k:] + order[:k]:
                     kind, cmd = sides[name]
                     stages = {}
-                    if kind == "torch":
-                        rc, out, err, rss = run_measured(cmd + ["--image", frame], env, args.timeout)
+                    load_ms = first_ms = None
+                    res = None
+                    if kind in ("torch", "peer"):
+                        extra = ["--image", frame] + (["--onnx", onnx_paths[(w, h)]] if kind == "peer" else [])
+                        rc, out, err, rss = run_measured(cmd + extra, env, args.timeout)
                         if rc != 0:
-                            sys.exit(f"bench_cpu.py: torchvision worker failed ({rc}):\n{err[-3000:]}")
+                            sys.exit(f"bench_cpu.py: {name} worker failed ({rc}):\n{err[-3000:]}")
                         res = json.loads(out.strip().splitlines()[-1])
                         times, dets = res["times_ms"], res["detections"]
+                        load_ms, first_ms = res.get("load_ms"), res.get("first_ms")
                     else:
                         rc, out, err, rss = run_measured(cmd + [frame], env, args.timeout)
                         if rc != 0:
@@ -359,10 +637,13 @@ def main(argv=None):
                         all_stages = [dict((kv.split("=")[0], float(kv.split("=")[1]))
                                            for kv in l.split(":", 1)[1].split())
                                       for l in err.splitlines() if l.startswith("stages_ms:")]
+                        loads = [float(l.split(":", 1)[1]) for l in err.splitlines() if l.startswith("load_ms:")]
                         if len(all_times) != vd_repeat or len(all_stages) != vd_repeat:
                             sys.exit(f"bench_cpu.py: vd-detect printed {len(all_times)} time_ms lines for "
                                      f"--repeat {vd_repeat}:\n{err[-3000:]}")
                         times = all_times[args.warmup:args.warmup + args.runs]
+                        load_ms = loads[0] if loads else None  # None: a vd-detect without load_ms
+                        first_ms = all_times[0]
                         for st in all_stages[args.warmup:args.warmup + args.runs]:
                             for key, v in st.items():
                                 stages.setdefault(key, []).append(v)
@@ -372,10 +653,23 @@ def main(argv=None):
                     s["times"] += times
                     s["rss"] = max(s["rss"], rss)
                     s["dets"] = dets
+                    if load_ms is not None:
+                        s["load"].append(load_ms)
+                    if first_ms is not None:
+                        s["first"].append(first_ms)
+                    if res is not None and "boxes" in res:
+                        s["out"] = {key: res[key] for key in ("boxes", "scores", "labels")}
+                    if res is not None and res.get("info"):
+                        s["info"] = res["info"]
                     for key, v in stages.items():
                         s["stages"].setdefault(key, []).extend(v)
+                    lf = ""
+                    if load_ms is not None:
+                        lf += f", load {load_ms:.0f} ms"
+                    if first_ms is not None:
+                        lf += f", first inference {first_ms:.1f} ms"
                     print(f"  {w}x{h} repetition {rep + 1}/{args.repeats} {name}: "
-                          + ", ".join(f"{t:.1f}" for t in times) + f" ms, peak RSS {rss:.0f} MiB", flush=True)
+                          + ", ".join(f"{t:.1f}" for t in times) + f" ms, peak RSS {rss:.0f} MiB{lf}", flush=True)
             print(f"frame {w}x{h} (resized {rw}x{rh}):")
             row = {"width": w, "height": h}
             for name in order:
@@ -385,38 +679,97 @@ def main(argv=None):
                       f"IQR {q1:.1f}..{q3:.1f} ({100 * (q3 - q1) / med:.1f} % of median)  "
                       f"n={len(s['times'])}  peak RSS {s['rss']:7.0f} MiB  detections {s['dets']}")
                 row[name] = {"median_ms": med, "min_ms": lo, "max_ms": hi, "q1_ms": q1, "q3_ms": q3,
-                             "n": len(s["times"]), "peak_rss_mib": s["rss"], "detections": s["dets"]}
+                             "n": len(s["times"]), "peak_rss_mib": s["rss"], "detections": s["dets"],
+                             "load_ms": statistics.median(s["load"]) if s["load"] else None,
+                             "first_ms": statistics.median(s["first"]) if s["first"] else None}
+                if s["info"]:
+                    row[name]["info"] = s["info"]
+                    print("  " + " " * 24 + " " + ", ".join(f"{k} {v}" for k, v in s["info"].items()))
                 if s["stages"]:
                     st_med = {key: statistics.median(v) for key, v in s["stages"].items()}
                     row[name]["stages_ms"] = st_med
                     print("  " + " " * 24 + " stages (median ms): "
                           + " ".join(f"{key} {v:.1f}" for key, v in st_med.items()))
             ratios = {}
-            for tname in (n for n in order if sides[n][0] == "torch"):
-                for vname in (n for n in order if sides[n][0] == "vd"):
-                    t, v = row[tname], row[vname]
+            for rname in ref_names:
+                for vname in vd_names:
+                    t, v = row[rname], row[vname]
                     ratio = t["median_ms"] / v["median_ms"]
                     rss_ratio = t["peak_rss_mib"] / v["peak_rss_mib"] if v["peak_rss_mib"] else float("nan")
-                    ratios[f"{tname}/{vname}"] = {"time": ratio, "rss": rss_ratio}
-                    print(f"  {tname} / {vname}: median time {ratio:.2f}x, peak RSS {rss_ratio:.2f}x")
+                    ratios[f"{rname}/{vname}"] = {"time": ratio, "rss": rss_ratio}
+                    print(f"  {rname} / {vname}: median time {ratio:.2f}x, peak RSS {rss_ratio:.2f}x")
             row["ratios"] = ratios
+            # sanity check of the ONNX export: the peers against torchvision
+            checks = {}
+            for pname in peer_names:
+                pout = side[pname]["out"]
+                n_peer = sum(1 for sc in pout["scores"] if sc >= 0.5)
+                chk = {"peer_detections_0.5": n_peer, "reference": check_ref}
+                if check_ref is None:
+                    msg = "no torchvision side to compare with (--only vd-detect)"
+                    chk["match_fraction"] = None
+                else:
+                    n_ref, matched = match_fraction(side[check_ref]["out"], pout)
+                    frac = matched / n_ref if n_ref else None
+                    chk.update({"reference_detections_0.5": n_ref, "matched": matched, "match_fraction": frac})
+                    msg = (f"{n_peer} detections >= 0.5 ({check_ref} {n_ref}); {check_ref}'s matched "
+                           f"(same label, IoU >= 0.9): {matched}/{n_ref}"
+                           + (f" = {100 * frac:.1f} %" if frac is not None else ""))
+                    if frac is None:
+                        warn = (f"WARNING: {w}x{h} {pname}: {check_ref} has no detection >= 0.5, "
+                                "the ONNX export is not checked")
+                    elif frac < 0.9:
+                        warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
+                                "detections (< 90 %): the ONNX export is not faithful, its times are of a "
+                                "different computation")
+                    else:
+                        warn = None
+                    if warn:
+                        print("  " + "!" * 8 + " " + warn)
+                        warnings_out.append(warn)
+                print(f"  check {pname}: {msg}")
+                checks[pname] = chk
+            if checks:
+                row["peer_check"] = checks
             results.append(row)
 
         # Markdown summary
         print()
         print(f"| frame | side | median ms | IQR ms | peak RSS MiB | " +
-              " | ".join(f"x vs {t}" for t in order if sides[t][0] == "torch") + " |")
-        print("|---|---|---:|---:|---:|" + "---:|" * sum(1 for t in order if sides[t][0] == "torch"))
+              " | ".join(f"x vs {t}" for t in ref_names) + " |")
+        print("|---|---|---:|---:|---:|" + "---:|" * len(ref_names))
         for row in results:
             for name in order:
                 r = row[name]
                 cells = []
-                for tname in (n for n in order if sides[n][0] == "torch"):
-                    key = f"{tname}/{name}"
+                for rname in ref_names:
+                    key = f"{rname}/{name}"
                     cells.append(f"{row['ratios'][key]['time']:.2f} (RSS {row['ratios'][key]['rss']:.2f})"
                                  if key in row["ratios"] else "")
                 print(f"| {row['width']}x{row['height']} | {name} | {r['median_ms']:.1f} | "
                       f"{r['q1_ms']:.1f}..{r['q3_ms']:.1f} | {r['peak_rss_mib']:.0f} | " + " | ".join(cells) + " |")
+        print()
+        print("| frame | side | load ms | first inference ms |")
+        print("|---|---|---:|---:|")
+        fmt = lambda v: "n/a" if v is None else f"{v:.1f}"  # noqa: E731
+        for row in results:
+            for name in order:
+                print(f"| {row['width']}x{row['height']} | {name} | {fmt(row[name]['load_ms'])} | "
+                      f"{fmt(row[name]['first_ms'])} |")
+        if peer_names:
+            print()
+            print(f"| frame | peer | detections >= 0.5 | {check_ref or 'torchvision'}'s matched (IoU >= 0.9) |")
+            print("|---|---|---:|---:|")
+            for row in results:
+                for pname in peer_names:
+                    c = row["peer_check"][pname]
+                    if c["match_fraction"] is not None:
+                        m = f"{c['matched']}/{c['reference_detections_0.5']} ({100 * c['match_fraction']:.1f} %)"
+                    elif c.get("reference_detections_0.5") == 0:
+                        m = "n/a (none >= 0.5)"
+                    else:
+                        m = "n/a"
+                    print(f"| {row['width']}x{row['height']} | {pname} | {c['peer_detections_0.5']} | {m} |")
         stage_rows = [(row, name) for row in results for name in order if "stages_ms" in row[name]]
         if stage_rows:
             keys = list(stage_rows[0][0][stage_rows[0][1]]["stages_ms"])
@@ -427,8 +780,13 @@ def main(argv=None):
                 st = row[name]["stages_ms"]
                 print(f"| {row['width']}x{row['height']} | {name} | " +
                       " | ".join(f"{st.get(k, float('nan')):.1f}" for k in keys) + " |")
+        if warnings_out:
+            print()
+            for warn in warnings_out:
+                print(warn)
         if args.json:
             print(json.dumps({"threads": args.threads, "torch_linear": linears, "precisions": precisions,
+                              "peers": peer_names, "peer_versions": peer_versions,
                               "model": model_path, "results": results}))
     finally:
         if args.workdir is None:

@@ -2,7 +2,8 @@
  *
  *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]
  *             [--threads N] [--threshold S] [--json] [--dump DIR] [--repeat N]
- *             [--stages] IMAGE...
+ *             [--stages] [--info] IMAGE...
+ *   vd-detect --info [--model FILE] [--device ...] [--precision ...] [--threads N]
  *
  * IMAGE is a binary PPM (P6, maxval 255) or a NumPy .npy uint8 array of shape
  * (H, W, 3), RGB. */
@@ -287,7 +288,7 @@ int main(int argc, char **argv)
     char *model_path = NULL, *device = NULL, *precision = NULL, *dump_dir = NULL;
     double threshold = -1.0;
     int threads = 0, repeat = 0; /* 0: run once, print no time */
-    gboolean json = FALSE, stages = FALSE;
+    gboolean json = FALSE, stages = FALSE, info = FALSE;
     char **images = NULL;
     GOptionEntry entries[] = {
         {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (.safetensors; default: the bundled " VD_DEFAULT_MODEL_NAME ")", "FILE"},
@@ -303,6 +304,10 @@ int main(int argc, char **argv)
         {"repeat", 'r', 0, G_OPTION_ARG_INT, &repeat,
          "Run each image N times; per-run times on stderr", "N"},
         {"stages", 0, 0, G_OPTION_ARG_NONE, &stages, "Per-stage times of each run on stderr",
+         NULL},
+        {"info", 'i', 0, G_OPTION_ARG_NONE, &info,
+         "Say what the engine runs (backend, ISA, precision, threads, layout); with images, on "
+         "stderr, and after them every primitive's implementation",
          NULL},
         {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &images, NULL, "IMAGE..."},
         {NULL},
@@ -334,7 +339,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    if (images == NULL || images[0] == NULL) {
+    if ((images == NULL || images[0] == NULL) && !info) {
         fprintf(stderr, "vd-detect: no IMAGE given\n");
         goto out;
     }
@@ -354,6 +359,7 @@ int main(int argc, char **argv)
     params.n_threads = threads;
     params.score_threshold = (float)threshold;
 
+    gint64 load_t0 = g_get_monotonic_time();
     model = vd_model_load(model_path, &error);
     if (model == NULL) {
         fprintf(stderr, "vd-detect: %s\n", error->message);
@@ -364,10 +370,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "vd-detect: %s\n", error->message);
         goto out;
     }
+    if (repeat > 0)
+        fprintf(stderr, "load_ms: %.3f\n", (double)(g_get_monotonic_time() - load_t0) / 1000.0);
     if (params.device == VD_DEVICE_AUTO && vd_context_device(ctx) == VD_DEVICE_CPU)
         fprintf(stderr, "vd-detect: %s, running on the CPU\n",
                 vd_context_fallback_reason(ctx) != NULL ? vd_context_fallback_reason(ctx)
                                                         : "no CUDA device");
+    if (info) {
+        gboolean alone = images == NULL || images[0] == NULL;
+        fprintf(alone ? stdout : stderr, "engine: %s\n", vd_context_describe(ctx));
+        fprintf(alone ? stdout : stderr, "model: %s\n", vd_model_description(model));
+        if (alone) {
+            status = 0;
+            goto out;
+        }
+    }
 
     for (int i = 0; images[i] != NULL; i++) {
         rgb_image img = {0};
@@ -421,6 +438,13 @@ int main(int argc, char **argv)
         else
             print_text(images[i], model, &result);
         vd_result_clear(&result);
+    }
+    if (info) {
+        const vd_kernel_info *kernels = NULL;
+        int n = vd_context_kernels(ctx, &kernels);
+        for (int k = 0; k < n; k++)
+            fprintf(stderr, "kernel: %s %s %s\n", kernels[k].kind, kernels[k].layer,
+                    kernels[k].implementation);
     }
     status = 0;
 

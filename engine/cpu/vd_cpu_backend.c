@@ -2,9 +2,15 @@
  * oneDNN convolutions and matrix products, and the plain-C small ops of
  * vd_cpu_ops.c.
  *
- * Layout: activations are in oneDNN's blocked layout nChw16c (channel blocks of 16,
- * the block innermost) from the first convolution to RoIAlign, so that no layer
- * reorders its input; only the network input is NHWC (pre-processing writes it).
+ * Layout: activations are in oneDNN's blocked layout from the first convolution to
+ * RoIAlign, so that no layer reorders its input; only the network input is NHWC
+ * (pre-processing writes it). The channel block follows the ISA oneDNN runs
+ * (dnnl_get_effective_cpu_isa(), which ONEDNN_MAX_CPU_ISA caps): nChw16c with
+ * AVX-512, nChw8c with AVX2, AVX and SSE4.1, the layouts each ISA's kernels take
+ * (any other sends oneDNN to its reference loops, hundreds of times slower; the
+ * engine suite's kernels test checks every primitive's implementation at several
+ * ISAs). Everything that reads the blocked tensors (upsampling, the pool level,
+ * the RPN decode, RoIAlign) takes the block from the tensor.
  * Everything that depends on the padded input size (convolution primitives,
  * weights reordered into the layout each primitive wants, activation buffers,
  * anchors) lives in a "plan" built on the first frame of a size and reused until
@@ -12,17 +18,20 @@
  * are oneDNN matmul primitives with weights packed once per context.
  *
  * Convolution algorithm: 3x3 stride-1 float32 convolutions on large maps run
- * oneDNN's Winograd F(4x4, 3x3) (jit_wino_4x3), about 2.5x faster than the direct
- * algorithm on two Zen 4 cores at equal accuracy (max |error| 1.2e-6 of max |y|
- * against a double reference for 256 channels at 50x68, direct 1.7e-6).
- * VD_CPU_WINOGRAD=0 in the environment turns it off (for measurements).
+ * oneDNN's Winograd F(4x4, 3x3) (jit_wino_4x3) where oneDNN has it (AVX-512 only),
+ * about 2.5x faster than the direct algorithm on two Zen 4 cores at equal accuracy
+ * (max |error| 1.2e-6 of max |y| against a double reference for 256 channels at
+ * 50x68, direct 1.7e-6). VD_CPU_WINOGRAD=0 in the environment turns it off (for
+ * measurements).
  *
  * Precision:
  * - fp32: everything in float32.
  * - bf16 (VD_PRECISION_BF16; AUTO stays fp32): every convolution (backbone, FPN,
  *   RPN) reads and writes bfloat16 activations with bfloat16 weights and float32
- *   accumulation and bias (oneDNN's avx512_core_bf16 kernels; without AVX512-BF16
- *   oneDNN emulates them, slowly); the RPN head writes float32; RoIAlign reads the
+ *   accumulation and bias (oneDNN's avx512_core_bf16 kernels: only where the
+ *   processor has AVX512-BF16 or AMX; elsewhere oneDNN would emulate them, many
+ *   times slower than float32, so context creation refuses bf16 there with
+ *   VD_ERROR_UNSUPPORTED); the RPN head writes float32; RoIAlign reads the
  *   bfloat16 P levels, interpolates in float32 and rounds its output to bfloat16;
  *   the box head's linears run in bfloat16 with float32 accumulation, the
  *   predictor writes float32; all small ops and post-processing are float32. This
@@ -43,11 +52,38 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
 /* oneDNN plumbing                                                           */
+
+/* Whether the ISA @isa includes every feature of @feature (dnnl_cpu_isa_t values are
+ * feature bit sets: avx512_core_amx includes avx512_core_bf16, and so on). */
+static gboolean isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature)
+{
+    return ((unsigned)isa & (unsigned)feature) == (unsigned)feature;
+}
+
+/* "avx2", "avx512_core_bf16", ...: the names ONEDNN_MAX_CPU_ISA takes, lower case. */
+static const char *isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_all: return "any ISA";
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    }
+    return "an unknown ISA";
+}
 
 static gboolean dnnl_check(dnnl_status_t status, const char *what, GError **error)
 {
@@ -65,8 +101,10 @@ static gboolean dnnl_check(dnnl_status_t status, const char *what, GError **erro
             goto out_fail;                                                                         \
     } while (0)
 
-/* Channel block of the blocked activation layout (nChw16c). */
-#define CB 16
+/* Channel blocks of the blocked activation layouts: 16 where oneDNN runs AVX-512
+ * kernels (nChw16c), 8 below (nChw8c: its AVX2, AVX and SSE4.1 kernels). A layout
+ * a kernel family does not take sends oneDNN to its reference loops. */
+#define CB_MAX 16
 
 /* bfloat16 <-> float32: round to nearest even, NaN kept quiet (as torch's
  * c10::BFloat16 conversion). */
@@ -95,17 +133,12 @@ static inline float bf16_to_f32(uint16_t h)
 typedef struct {
     int h, w, c;
     dnnl_data_type_t dt;
-    dnnl_format_tag_t tag;   /* dnnl_nChw16c, dnnl_nhwc or dnnl_nchw */
-    gboolean blocked;        /* tag == dnnl_nChw16c */
+    dnnl_format_tag_t tag;   /* the state's blocked tag, dnnl_nhwc or dnnl_nchw */
+    gboolean blocked;        /* tag is nChw16c or nChw8c */
+    int cb;                  /* channel block (16 or 8) when blocked, else 0 */
     void *data;
     dnnl_memory_t mem;
 } cpu_tensor;
-
-/* Offset of element (y, x, ch) of a blocked tensor, in elements. */
-static inline size_t blocked_offset(const cpu_tensor *t, int y, int x, int ch)
-{
-    return (((size_t)(ch / CB) * t->h + y) * t->w + x) * CB + ch % CB;
-}
 
 typedef struct cpu_conv cpu_conv;
 struct cpu_conv {
@@ -207,11 +240,18 @@ typedef struct {
     int n_threads;
     gboolean bf16;
     gboolean winograd;
+    dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
+    int cb;                      /* channel block of the activations: 16 or 8 */
+    dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
     const vd_model *model;
 
     /* size-independent, prepared once */
-    float *rpn_head_weight;  /* cls and bbox 1x1 convs merged: [A + 4A][C] */
+    /* cls and bbox 1x1 convs merged: [A + 4A][C], with zero output channels up to a
+     * multiple of the channel block (rpn_head_out): oneDNN's SSE4.1 kernels take
+     * no partial block and would run the reference loops */
+    float *rpn_head_weight;
     float *rpn_head_bias;
+    int rpn_head_out;
     cpu_packed_linear fc6, fc7, predictor; /* fc6 in our RoIAlign order [P*P][C] */
 
     /* box-head workspace for up to box_capacity RoIs (grown on demand) */
@@ -261,11 +301,23 @@ static size_t dt_size(dnnl_data_type_t dt)
     return dt == dnnl_bf16 ? 2 : 4;
 }
 
-/* Bytes of an h x w x c activation (blocked: channels padded to 16). */
-static size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, gboolean blocked)
+/* Bytes of an h x w x c activation (blocked with @cb > 0: channels padded to a
+ * multiple of @cb). */
+static size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, int cb)
 {
-    int cp = blocked ? (c + CB - 1) / CB * CB : c;
+    int cp = cb > 0 ? (c + cb - 1) / cb * cb : c;
     return (size_t)h * w * cp * dt_size(dt);
+}
+
+/* Bytes of an h x w x c activation in the state's blocked layout. */
+static size_t act_bytes(const cpu_state *st, int h, int w, int c, dnnl_data_type_t dt)
+{
+    return tensor_bytes(h, w, c, dt, st->cb);
+}
+
+static size_t tensor_size(const cpu_tensor *t)
+{
+    return tensor_bytes(t->h, t->w, t->c, t->dt, t->cb);
 }
 
 static void tensor_free(gpointer p)
@@ -284,7 +336,7 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {1, c, h, w};
-    gboolean blocked = tag == dnnl_nChw16c;
+    gboolean blocked = tag == st->block_tag;
     cpu_tensor *t = g_new0(cpu_tensor, 1);
     t->h = h;
     t->w = w;
@@ -292,9 +344,10 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
     t->dt = dt;
     t->tag = tag;
     t->blocked = blocked;
+    t->cb = blocked ? st->cb : 0;
     g_ptr_array_add(plan->tensors, t);
     if (data == NULL) {
-        data = alloc_aligned(tensor_bytes(h, w, c, dt, blocked), "an activation", error);
+        data = alloc_aligned(tensor_size(t), "an activation", error);
         if (data == NULL)
             return NULL;
         g_ptr_array_add(plan->buffers, data);
@@ -307,11 +360,11 @@ out_fail:
     return NULL;
 }
 
-/* A blocked (nChw16c) or NHWC tensor of the plan. */
+/* A blocked (the state's nChw16c or nChw8c) or NHWC tensor of the plan. */
 static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int c,
                                dnnl_data_type_t dt, gboolean blocked, void *data, GError **error)
 {
-    return plan_tensor_tag(st, plan, h, w, c, dt, blocked ? dnnl_nChw16c : dnnl_nhwc, data,
+    return plan_tensor_tag(st, plan, h, w, c, dt, blocked ? st->block_tag : dnnl_nhwc, data,
                            error);
 }
 
@@ -500,7 +553,13 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                                            &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL) == dnnl_success) {
         const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-        if (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET) {
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        if (impl == NULL || strstr(impl, "wino") == NULL) {
+            /* not a Winograd kernel of this ISA (a reference one): direct */
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+        } else if (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET) {
             dnnl_primitive_desc_destroy(pd);
             pd = NULL;
             if (in_c % WINOGRAD_PART == 0 && out_c % WINOGRAD_PART == 0 &&
@@ -542,8 +601,9 @@ out_fail:
     return ok;
 }
 
-/* A view of channels [c0, c0 + n) of a blocked tensor (c0 and n multiples of 16: in
- * nChw16c a channel block is one contiguous plane). The caller owns view.mem. */
+/* A view of channels [c0, c0 + n) of a blocked tensor (c0 and n multiples of the
+ * block: in nChw16c / nChw8c a channel block is one contiguous plane). The caller
+ * owns view.mem. */
 static gboolean channel_view(cpu_state *st, const cpu_tensor *t, int c0, int n, cpu_tensor *view,
                              GError **error)
 {
@@ -551,9 +611,9 @@ static gboolean channel_view(cpu_state *st, const cpu_tensor *t, int c0, int n, 
     dnnl_dims_t dims = {1, n, t->h, t->w};
     *view = *t;
     view->c = n;
-    view->data = (char *)t->data + (size_t)(c0 / CB) * t->h * t->w * CB * dt_size(t->dt);
+    view->data = (char *)t->data + (size_t)(c0 / t->cb) * t->h * t->w * t->cb * dt_size(t->dt);
     view->mem = NULL;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, t->dt, dnnl_nChw16c), "view desc");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, t->dt, t->tag), "view desc");
     DNNL_TRY(dnnl_memory_create(&view->mem, &md, st->engine, view->data), "view");
     return TRUE;
 out_fail:
@@ -689,8 +749,8 @@ static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
     dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
 
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, s->dt, dnnl_nChw16c), "pool src");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, d->dt, dnnl_nChw16c), "pool dst");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, s->dt, s->tag), "pool src");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, d->dt, d->tag), "pool dst");
     /* oneDNN's max pooling excludes the padding, i.e. pads with -inf as torch does */
     DNNL_TRY(dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, dnnl_pooling_max,
                                                &src_md, &dst_md, strides, kernel, dilation, pad,
@@ -752,9 +812,9 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             const vd_block *mb = &model->blocks[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
-            size_t c1 = bottleneck ? tensor_bytes(th, tw, mb->conv1.out_channels, dt, TRUE)
-                                   : tensor_bytes(oh, ow, mb->conv1.out_channels, dt, TRUE);
-            size_t c2 = tensor_bytes(oh, ow, mb->conv2.out_channels, dt, TRUE);
+            size_t c1 = bottleneck ? act_bytes(st, th, tw, mb->conv1.out_channels, dt)
+                                   : act_bytes(st, oh, ow, mb->conv1.out_channels, dt);
+            size_t c2 = act_bytes(st, oh, ow, mb->conv2.out_channels, dt);
             max_temp = MAX(max_temp, MAX(c1, c2));
             th = oh;
             tw = ow;
@@ -768,23 +828,23 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         }
     }
     max_temp = round64(max_temp);
-    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE));
-    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, FALSE));
-    size_t pool_bytes = round64(tensor_bytes(h, w, stem_c, dt, TRUE));
+    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, 0));
+    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, 0));
+    size_t pool_bytes = round64(act_bytes(st, h, w, stem_c, dt));
     /* a first stage without a downsample (BasicBlock ResNets) outputs into the
      * max-pool's tensor, which must then outlive the temps */
     gboolean pool_is_stage_out = !model->blocks[model->stage_first_block[0]].has_downsample;
     size_t sums = 0, hidden = 0;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         int s = cfg->returned_layers[i] - 1;
-        size_t b = round64(tensor_bytes(stage_h[s], stage_w[s], cfg->fpn_channels, dt, TRUE));
+        size_t b = round64(act_bytes(st, stage_h[s], stage_w[s], cfg->fpn_channels, dt));
         sums += b;
         hidden = MAX(hidden, b);
     }
-    plan->scratch_bytes = MAX(tensor_bytes(sh, sw, stem_c, dt, TRUE),
+    plan->scratch_bytes = MAX(act_bytes(st, sh, sw, stem_c, dt),
                               pool_is_stage_out ? 0
-                                                : tensor_bytes(stage_h[0], stage_w[0],
-                                                               stage_c[0], dt, TRUE));
+                                                : act_bytes(st, stage_h[0], stage_w[0],
+                                                               stage_c[0], dt));
     plan->temps_bytes = MAX(MAX(2 * max_temp + (pool_is_stage_out ? 0 : pool_bytes),
                                 in_bytes + stem_in_bytes),
                             MAX(sums, hidden));
@@ -834,7 +894,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             if (mb->has_downsample) {
                 /* C2, the first stage's output, in the scratch (the stem output is dead) */
                 void *data = b == model->stage_first_block[0] &&
-                                     tensor_bytes(oh, ow, last->out_channels, dt, TRUE) <=
+                                     act_bytes(st, oh, ow, last->out_channels, dt) <=
                                          plan->scratch_bytes
                                  ? plan->scratch
                                  : NULL;
@@ -895,7 +955,7 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
     size_t sums_at = 0;
     for (int i = 0; i < n_ret; i++) {
         cpu_tensor *c = plan->stage_out[cfg->returned_layers[i] - 1];
-        size_t bytes = tensor_bytes(c->h, c->w, fc, dt, TRUE);
+        size_t bytes = act_bytes(st, c->h, c->w, fc, dt);
         void *sum_data = NULL;
         if (sums_at + bytes <= plan->temps_bytes) {
             sum_data = (char *)plan->temps + sums_at;
@@ -903,7 +963,7 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         }
         /* C_i is dead once the lateral convolution has read it, before the 3x3
          * convolution writes P_i */
-        void *out_data = bytes <= tensor_bytes(c->h, c->w, c->c, c->dt, c->blocked) ? c->data : NULL;
+        void *out_data = bytes <= tensor_size(c) ? c->data : NULL;
         plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, sum_data, error);
         plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, out_data, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL)
@@ -927,15 +987,17 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
-        void *hidden = tensor_bytes(p->h, p->w, fc, dt, TRUE) <= plan->temps_bytes ? plan->temps
+        void *hidden = act_bytes(st, p->h, p->w, fc, dt) <= plan->temps_bytes ? plan->temps
                                                                                    : NULL;
         plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, dt, TRUE, hidden, error);
-        plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, 5 * A, dnnl_f32, TRUE, NULL, error);
+        plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, st->rpn_head_out, dnnl_f32, TRUE,
+                                       NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
             return FALSE;
         if (!conv_init_model(st, &plan->rpn_conv[l], &model->rpn_conv, p, plan->rpn_hidden[l],
                              FALSE, TRUE, error) ||
-            !conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias, 5 * A, fc,
+            !conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
+                       st->rpn_head_out, fc,
                        1, 1, 0, plan->rpn_hidden[l], plan->rpn_out[l], FALSE, FALSE, error))
             return FALSE;
     }
@@ -1019,6 +1081,7 @@ static void upsample_nearest(const cpu_tensor *src, cpu_tensor *dst)
 {
     float sy = (float)src->h / (float)dst->h;
     float sx = (float)src->w / (float)dst->w;
+    const int CB = dst->cb;
     int n_cb = (dst->c + CB - 1) / CB;
     size_t es = dt_size(dst->dt);
     const char *s = src->data;
@@ -1053,6 +1116,7 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
         cpu_tensor *pool = plan->fpn_out[n];
         const char *s = top->data;
         char *d = pool->data;
+        const int CB = pool->cb;
         int n_cb = (pool->c + CB - 1) / CB;
         size_t es = dt_size(pool->dt);
         for (int cb = 0; cb < n_cb; cb++)
@@ -1078,7 +1142,7 @@ static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *
         return;
     for (int c = 0; c < t->c; c++)
         for (size_t p = 0; p < hw; p++) {
-            size_t at = t->blocked               ? ((size_t)(c / CB) * hw + p) * CB + c % CB
+            size_t at = t->blocked ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
                         : t->tag == dnnl_nchw ? (size_t)c * hw + p
                                               : p * t->c + c;
             nchw[(size_t)c * hw + p] = t->dt == dnnl_bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at])
@@ -1130,6 +1194,7 @@ static int run_rpn(cpu_state *st, cpu_plan *plan, int resized_h, int resized_w,
         size_t hw = (size_t)out->h * out->w;
         int n_l = out->h * out->w * A;
         const float *anchors = plan->anchors + (size_t)plan->level_anchor_offset[l] * 4;
+        const int CB = out->cb;
         /* channel ch of pixel p of the blocked head output */
 #define RPN_AT(p, ch) (data[((size_t)((ch) / CB) * hw + (p)) * CB + (ch) % CB])
         for (int i = 0; i < n_l; i++)
@@ -1201,30 +1266,66 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
     vd_pooler_levels_update(&plan->pooler, heights, cfg->n_roi_levels, resized_h);
 }
 
-/* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] over one channel block:
- * the four-term sum first, then added, as torchvision's CPU kernel (and
- * vd_roi_align_nhwc) does. */
-VD_CPU_HOT static void roi_accumulate_block(float *restrict acc, const float *restrict v1,
-                                            const float *restrict v2, const float *restrict v3,
-                                            const float *restrict v4, float w1, float w2,
-                                            float w3, float w4)
+/* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] for every channel of one
+ * bilinear sample @s of a blocked map (@n_cb blocks of @CB channels, block planes
+ * @plane elements apart): the four-term sum first, then added, as torchvision's CPU
+ * kernel (and vd_roi_align_nhwc) does. Inlined with a constant @CB. */
+static inline __attribute__((always_inline)) void
+roi_accumulate_f32(float *restrict acc, const float *restrict f, size_t plane,
+                   const vd_math_roi_sample *s, int n_cb, const int CB)
 {
+    const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
+    for (int cb = 0; cb < n_cb; cb++) {
+        const float *base = f + (size_t)cb * plane;
+        const float *restrict v1 = base + (size_t)s->pos[0] * CB;
+        const float *restrict v2 = base + (size_t)s->pos[1] * CB;
+        const float *restrict v3 = base + (size_t)s->pos[2] * CB;
+        const float *restrict v4 = base + (size_t)s->pos[3] * CB;
+        float *restrict a = acc + cb * CB;
 #pragma omp simd
-    for (int i = 0; i < CB; i++)
-        acc[i] += ((w1 * v1[i] + w2 * v2[i]) + w3 * v3[i]) + w4 * v4[i];
+        for (int i = 0; i < CB; i++)
+            a[i] += ((w1 * v1[i] + w2 * v2[i]) + w3 * v3[i]) + w4 * v4[i];
+    }
 }
 
 /* The same over bfloat16 features, widened to float32 first (exactly). */
-VD_CPU_HOT static void roi_accumulate_block_bf16(float *restrict acc, const uint16_t *restrict v1,
-                                                 const uint16_t *restrict v2,
-                                                 const uint16_t *restrict v3,
-                                                 const uint16_t *restrict v4, float w1, float w2,
-                                                 float w3, float w4)
+static inline __attribute__((always_inline)) void
+roi_accumulate_bf16(float *restrict acc, const uint16_t *restrict f, size_t plane,
+                    const vd_math_roi_sample *s, int n_cb, const int CB)
 {
+    const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
+    for (int cb = 0; cb < n_cb; cb++) {
+        const uint16_t *base = f + (size_t)cb * plane;
+        const uint16_t *restrict v1 = base + (size_t)s->pos[0] * CB;
+        const uint16_t *restrict v2 = base + (size_t)s->pos[1] * CB;
+        const uint16_t *restrict v3 = base + (size_t)s->pos[2] * CB;
+        const uint16_t *restrict v4 = base + (size_t)s->pos[3] * CB;
+        float *restrict a = acc + cb * CB;
 #pragma omp simd
-    for (int i = 0; i < CB; i++)
-        acc[i] += ((w1 * bf16_to_f32(v1[i]) + w2 * bf16_to_f32(v2[i])) + w3 * bf16_to_f32(v3[i])) +
-                  w4 * bf16_to_f32(v4[i]);
+        for (int i = 0; i < CB; i++)
+            a[i] += ((w1 * bf16_to_f32(v1[i]) + w2 * bf16_to_f32(v2[i])) +
+                     w3 * bf16_to_f32(v3[i])) +
+                    w4 * bf16_to_f32(v4[i]);
+    }
+}
+
+/* One sample into the accumulators, for either channel block (the two blocks the
+ * backend uses, each with its loop unrolled at compile time). */
+VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features, gboolean bf16,
+                                      size_t plane, const vd_math_roi_sample *s, int n_cb,
+                                      int cb)
+{
+    if (bf16) {
+        if (cb == 16)
+            roi_accumulate_bf16(acc, features, plane, s, n_cb, 16);
+        else
+            roi_accumulate_bf16(acc, features, plane, s, n_cb, 8);
+    } else {
+        if (cb == 16)
+            roi_accumulate_f32(acc, features, plane, s, n_cb, 16);
+        else
+            roi_accumulate_f32(acc, features, plane, s, n_cb, 8);
+    }
 }
 
 /* roi_align (aligned=False, spec §5.5) over one blocked feature map (float32, or
@@ -1237,10 +1338,9 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                               int n_rois, float spatial_scale, int pooled, int sampling_ratio,
                               void *out, gboolean out_bf16, size_t out_roi_stride)
 {
+    const int CB = f->cb;
     int C = f->c, n_cb = (C + CB - 1) / CB;
-    size_t hw = (size_t)f->h * f->w;
-    const float *features = f->data;
-    const uint16_t *features_bf16 = f->data;
+    size_t plane = (size_t)f->h * f->w * CB;
     gboolean in_bf16 = f->dt == dnnl_bf16;
 #pragma omp parallel
     {
@@ -1261,23 +1361,7 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                             float x =
                                 vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
                             vd_math_roi_sample s = vd_math_roi_bilinear(y, x, f->h, f->w);
-                            for (int cb = 0; cb < n_cb; cb++) {
-                                if (in_bf16) {
-                                    const uint16_t *base = features_bf16 + (size_t)cb * hw * CB;
-                                    roi_accumulate_block_bf16(
-                                        acc + cb * CB, base + (size_t)s.pos[0] * CB,
-                                        base + (size_t)s.pos[1] * CB, base + (size_t)s.pos[2] * CB,
-                                        base + (size_t)s.pos[3] * CB, s.w[0], s.w[1], s.w[2],
-                                        s.w[3]);
-                                } else {
-                                    const float *base = features + (size_t)cb * hw * CB;
-                                    roi_accumulate_block(
-                                        acc + cb * CB, base + (size_t)s.pos[0] * CB,
-                                        base + (size_t)s.pos[1] * CB, base + (size_t)s.pos[2] * CB,
-                                        base + (size_t)s.pos[3] * CB, s.w[0], s.w[1], s.w[2],
-                                        s.w[3]);
-                                }
-                            }
+                            roi_accumulate(acc, f->data, in_bf16, plane, &s, n_cb, CB);
                         }
                     }
                     /* a division, not a reciprocal product */
@@ -1792,8 +1876,10 @@ static gboolean prepare_weights(cpu_state *st, GError **error)
     gboolean ok = FALSE;
 
     float *predictor_weight = NULL, *predictor_bias = NULL;
-    st->rpn_head_weight = try_alloc((size_t)5 * A * C, "RPN head", error);
-    st->rpn_head_bias = st->rpn_head_weight ? try_alloc((size_t)5 * A, "RPN head", error) : NULL;
+    st->rpn_head_out = (5 * A + st->cb - 1) / st->cb * st->cb;
+    st->rpn_head_weight = try_alloc((size_t)st->rpn_head_out * C, "RPN head", error);
+    st->rpn_head_bias =
+        st->rpn_head_weight ? try_alloc((size_t)st->rpn_head_out, "RPN head", error) : NULL;
     predictor_weight = st->rpn_head_bias ? try_alloc((size_t)5 * K * rep, "predictor", error)
                                          : NULL;
     predictor_bias = predictor_weight ? try_alloc((size_t)5 * K, "predictor", error) : NULL;
@@ -1839,10 +1925,27 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
 
+    /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if (ctx->params.precision == VD_PRECISION_BF16 && !isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)) {
+        const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs %s%s%s "
+                    "(without it bf16 would be emulated, many times slower than fp32): use fp32",
+                    isa_name(isa), cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                    cap != NULL ? cap : "");
+        return NULL;
+    }
+
     cpu_state *st = g_new0(cpu_state, 1);
     st->model = ctx->model;
+    st->isa = isa;
+    st->cb = isa_has(isa, dnnl_cpu_isa_avx512_core) || isa_has(isa, dnnl_cpu_isa_avx512_mic) ? 16 : 8;
+    st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
-    st->winograd = g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0;
+    /* oneDNN 2.6 has float32 Winograd kernels for AVX-512 only */
+    st->winograd = g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0 &&
+                   isa_has(isa, dnnl_cpu_isa_avx512_core);
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
@@ -1869,9 +1972,111 @@ static gboolean cpu_detect(void *p, vd_context *ctx, const vd_image *images, int
     return TRUE;
 }
 
+static char *cpu_describe(void *p, const vd_context *ctx)
+{
+    cpu_state *st = p;
+    const dnnl_version_t *v = dnnl_version();
+    return g_strdup_printf("cpu: oneDNN %d.%d.%d, ISA %s, %s, %d threads, layout nChw%dc, "
+                           "Winograd %s",
+                           v->major, v->minor, v->patch, isa_name(st->isa),
+                           st->bf16 ? "bf16" : "fp32", st->n_threads, st->cb,
+                           st->winograd ? "on" : "off");
+}
+
+/* Appends one vd_kernel_info for @prim (nothing when NULL). */
+static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
+                       const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
+
+static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
+                       const char *kind, const char *layer_fmt, ...)
+{
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *impl = NULL;
+    if (prim == NULL)
+        return;
+    if (dnnl_primitive_get_primitive_desc(prim, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        impl == NULL)
+        impl = "unknown";
+    va_list ap;
+    va_start(ap, layer_fmt);
+    char *layer = g_strdup_vprintf(layer_fmt, ap);
+    va_end(ap);
+    vd_kernel_info k = {
+        .layer = g_string_chunk_insert_const(strings, layer),
+        .kind = kind,
+        .implementation = g_string_chunk_insert_const(strings, impl),
+    };
+    g_free(layer);
+    g_array_append_val(out, k);
+}
+
+/* A convolution's primitives: its own, or those of its parts. */
+static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv,
+                         const char *layer)
+{
+    if (cv->n_parts > 0) {
+        for (int i = 0; i < cv->n_parts; i++)
+            kernel_add(out, strings, cv->parts[i].prim, "convolution", "%s[part %d]", layer, i);
+        return;
+    }
+    kernel_add(out, strings, cv->prim, "convolution", "%s", layer);
+}
+
+static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
+{
+    cpu_state *st = p;
+    cpu_plan *plan = st->plan;
+    char name[96];
+    if (plan != NULL) {
+        const vd_model *m = st->model;
+        kernel_add(out, strings, plan->input_convert, "reorder", "transform.input");
+        conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
+        kernel_add(out, strings, plan->maxpool, "pooling", "backbone.body.maxpool");
+        for (int s = 0; s < m->n_stages_used; s++) {
+            int last = s + 1 < m->n_stages_used ? m->stage_first_block[s + 1] : m->n_blocks;
+            for (int b = m->stage_first_block[s]; b < last; b++) {
+                const cpu_block *pb = &plan->blocks[b];
+                const char *convs[] = {"conv1", "conv2", "conv3", "downsample.0"};
+                const cpu_conv *cvs[] = {&pb->conv1, &pb->conv2, &pb->conv3, &pb->downsample};
+                for (int i = 0; i < 4; i++) {
+                    g_snprintf(name, sizeof(name), "backbone.body.layer%d.%d.%s", s + 1,
+                               b - m->stage_first_block[s], convs[i]);
+                    conv_kernels(out, strings, cvs[i], name);
+                }
+            }
+        }
+        for (int i = 0; i < plan->n_returned; i++) {
+            g_snprintf(name, sizeof(name), "backbone.fpn.inner_blocks.%d", i);
+            conv_kernels(out, strings, &plan->fpn_inner[i], name);
+            g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
+            conv_kernels(out, strings, &plan->fpn_layer[i], name);
+        }
+        for (int l = 0; l < plan->n_levels; l++) {
+            g_snprintf(name, sizeof(name), "rpn.head.conv[level %d]", l);
+            conv_kernels(out, strings, &plan->rpn_conv[l], name);
+            g_snprintf(name, sizeof(name), "rpn.head.cls_logits+bbox_pred[level %d]", l);
+            conv_kernels(out, strings, &plan->rpn_head[l], name);
+        }
+    }
+    for (int i = 0; i < BOX_HEAD_CACHE; i++) {
+        const cpu_box_head_plan *bp = &st->box_plans[i];
+        if (bp->rows == 0)
+            continue;
+        kernel_add(out, strings, bp->fc6.prim, "matmul", "roi_heads.box_head.fc6[%d rows]",
+                   bp->rows);
+        kernel_add(out, strings, bp->fc7.prim, "matmul", "roi_heads.box_head.fc7[%d rows]",
+                   bp->rows);
+        kernel_add(out, strings, bp->predictor.prim, "matmul",
+                   "roi_heads.box_predictor[%d rows]", bp->rows);
+    }
+}
+
 const vd_backend vd_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
     .destroy = cpu_destroy,
     .detect = cpu_detect,
+    .describe = cpu_describe,
+    .kernels = cpu_kernels,
 };

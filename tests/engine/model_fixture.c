@@ -259,6 +259,32 @@ fixture *fx_tiny(const tiny_arch *a)
     return fx;
 }
 
+/* Random weights scaled by 1/sqrt(fan-in) and unit batch-norm statistics, so that
+ * activations stay O(1) and the RPN proposes many distinct boxes; the box deltas
+ * are damped so that boxes stay near their anchors. */
+void fx_randomize(fixture *fx, guint32 seed)
+{
+    GRand *rand = g_rand_new_with_seed(seed);
+    for (guint i = 0; i < fx->tensors->len; i++) {
+        fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        gsize fan_in = t->ndim >= 2 ? t->n / (gsize)t->shape[0] : 1;
+        double scale = 1.0 / sqrt((double)fan_in);
+        if (strstr(t->name, "bbox_pred") != NULL)
+            scale *= 0.1;
+        for (gsize k = 0; k < t->n; k++) {
+            if (g_str_has_suffix(t->name, "running_var") || g_str_has_suffix(t->name, "bn1.weight") ||
+                g_str_has_suffix(t->name, "bn2.weight") || g_str_has_suffix(t->name, "bn3.weight") ||
+                g_str_has_suffix(t->name, "downsample.1.weight"))
+                t->values[k] = 1.0f;
+            else if (g_str_has_suffix(t->name, "running_mean"))
+                t->values[k] = 0.0f;
+            else
+                t->values[k] = (float)(g_rand_double_range(rand, -1.7, 1.7) * scale);
+        }
+    }
+    g_rand_free(rand);
+}
+
 guint32 float_bits(float f)
 {
     guint32 b;

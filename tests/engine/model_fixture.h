@@ -66,6 +66,7 @@ tiny_arch tiny_basic(void);
 int arch_stage_channels(const tiny_arch *a, int stage);
 char *arch_config(const tiny_arch *a);
 fixture *fx_tiny(const tiny_arch *a);
+void fx_randomize(fixture *fx, guint32 seed);
 guint32 float_bits(float f);
 guint16 half_from_exact_float(float f);
 gsize dtype_size(const char *dtype);

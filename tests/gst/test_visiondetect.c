@@ -998,6 +998,49 @@ GST_START_TEST (test_invalid_device)
 
 GST_END_TEST;
 
+/* precision=bf16 runs where the engine runs bf16 (vd-detect --info says whether it
+ * does on this CPU, ONEDNN_MAX_CPU_ISA included) and is otherwise an element error
+ * naming bf16 and the missing processor feature. meson runs this case again with
+ * oneDNN capped at AVX2, where it must be refused. */
+GST_START_TEST (test_bf16_precision)
+{
+  gchar *model = vdtest_model ();
+  gchar *props = g_strdup_printf ("model=\"%s\" device=cpu precision=bf16", model);
+  gchar *argv[] = { (gchar *) g_getenv ("VD_TEST_VD_DETECT"), (gchar *) "--info",
+    (gchar *) "--model", model, (gchar *) "--device", (gchar *) "cpu",
+    (gchar *) "--precision", (gchar *) "bf16", NULL
+  };
+  gchar *out = NULL, *err = NULL;
+  gint status = -1;
+  gchar *error;
+
+  fail_unless (argv[0] != NULL);
+  fail_unless (g_spawn_sync (NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+          &out, &err, &status, NULL));
+  error = start_error (props);
+  if (g_spawn_check_wait_status (status, NULL)) {
+    GST_INFO ("bf16 runs here: %s", out);
+    fail_unless (error == NULL, "bf16 runs in vd-detect but not in the element: %s",
+        error);
+  } else {
+    fail_unless (strstr (err, "precision bf16 needs a CPU with AVX512_BF16") != NULL,
+        "%s", err);
+    fail_unless (error != NULL, "bf16 refused by vd-detect, not by the element");
+    fail_unless (strstr (error, "bf16") != NULL
+        && strstr (error, "AVX512_BF16") != NULL, "%s", error);
+  }
+  if (g_strcmp0 (g_getenv ("VD_TEST_EXPECT_BF16"), "refused") == 0)
+    fail_unless (error != NULL, "bf16 not refused with ONEDNN_MAX_CPU_ISA=%s",
+        g_getenv ("ONEDNN_MAX_CPU_ISA"));
+  g_free (error);
+  g_free (out);
+  g_free (err);
+  g_free (props);
+  g_free (model);
+}
+
+GST_END_TEST;
+
 /* A frame the element cannot read is a flow error with a message, not a crash. */
 GST_START_TEST (test_bad_frame_is_flow_error)
 {
@@ -1236,6 +1279,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_corrupt_model);
   tcase_add_test (tc, test_default_model);
   tcase_add_test (tc, test_invalid_device);
+  tcase_add_test (tc, test_bf16_precision);
   tcase_add_test (tc, test_model_locked_while_running);
   tcase_add_test (tc, test_model_shared_between_elements);
   tcase_add_test (tc, test_bad_frame_is_flow_error);

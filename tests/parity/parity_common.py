@@ -29,6 +29,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -124,7 +125,35 @@ def parse_args(description, dtype=False, size=False, engine=True):
         p.add_argument("--dtype", choices=["f16", "bf16"], required=True, help="model file dtype")
     if size:
         p.add_argument("--size", required=True, type=_parse_size, help="image size HxW, e.g. 480x640")
-    return p.parse_args()
+    args = p.parse_args()
+    if engine and os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        _skip_if_cap_is_native(args.vd_detect)
+    return args
+
+
+def _engine_isa(vd_detect, env):
+    """The ISA the engine runs under @env, from vd-detect --info ("ISA avx2")."""
+    p = subprocess.run([vd_detect, "--info", "--device", "cpu"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, env=env, timeout=120)
+    if p.returncode != 0:
+        raise SystemExit(f"vd-detect --info failed: {p.stderr.decode(errors='replace')}")
+    m = re.search(r"ISA (\S+),", p.stdout.decode())
+    if m is None:
+        raise SystemExit(f"vd-detect --info names no ISA: {p.stdout.decode()}")
+    return m.group(1)
+
+
+def _skip_if_cap_is_native(vd_detect):
+    """A run with oneDNN capped (ONEDNN_MAX_CPU_ISA, both sides) proves the engine's
+    path for a smaller ISA; where the machine has no more than the cap, it is the
+    uncapped run again: skip (77)."""
+    native_env = dict(os.environ)
+    cap = native_env.pop("ONEDNN_MAX_CPU_ISA")
+    capped, native = _engine_isa(vd_detect, dict(os.environ)), _engine_isa(vd_detect, native_env)
+    log(f"oneDNN capped at {cap}: the engine runs {capped} (uncapped: {native})")
+    if capped == native:
+        log(f"SKIP: this processor has no more than {cap}: the uncapped run covers it")
+        sys.exit(SKIP)
 
 
 def _parse_size(text):

@@ -84,11 +84,39 @@ def compare(ref, ours):
     return matched, total, max_diff, max_any
 
 
+def bf16_available(args):
+    """None when the engine runs bf16 on this CPU; else why not (the engine's
+    VD_ERROR_UNSUPPORTED message: bf16 needs AVX512_BF16 or AMX, which oneDNN's
+    effective ISA, capped by ONEDNN_MAX_CPU_ISA where set, lacks). Any other failure
+    raises."""
+    import subprocess
+    cmd = [args.vd_detect, "--info", "--model", MODEL, "--device", "cpu", "--precision", "bf16",
+           "--threads", str(args.threads)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    if p.returncode == 0:
+        if ", bf16," not in out:
+            raise RuntimeError(f"vd-detect --info with bf16 says: {out.strip()}")
+        pc.log(out.strip())
+        return None
+    if "precision bf16 needs a CPU with AVX512_BF16" in err:
+        return err.strip()
+    raise RuntimeError(f"vd-detect --info exited with {p.returncode}: {err.strip()}")
+
+
 def main():
     args = pc.parse_args(__doc__)
     pc.setup_torch(args.threads)
     if not os.path.exists(MODEL):
         pc.log(f"SKIP: {MODEL} is missing")
+        return pc.SKIP
+    try:
+        why_not = bf16_available(args)
+    except (RuntimeError, OSError) as exc:
+        pc.log(f"FAIL: {exc}")
+        return 1
+    if why_not is not None:
+        pc.log(f"SKIP: bf16 does not run on this CPU: {why_not}")
         return pc.SKIP
     sys.path.insert(0, pc.TOOLSDIR)
     try:

@@ -135,6 +135,27 @@ VD_API const vd_model *vd_context_model(const vd_context *ctx);
  * reason (owned by the context); NULL otherwise. Callers should warn with it. */
 VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
+/* How the context runs, in one line owned by the context, for logs: the backend
+ * and what it chose, e.g. "cpu: oneDNN 2.6.3, ISA avx2, fp32, 2 threads, layout
+ * nChw8c, Winograd off" or "cuda:0: NVIDIA H200, fp16, CUDA graphs". */
+VD_API const char *vd_context_describe(const vd_context *ctx);
+
+/* One compute primitive of the context: which layer, what kind of operation and
+ * the implementation the backend library picked for this machine (oneDNN's
+ * implementation name on the CPU: "jit:avx2", "brg:avx512_core", ... ; one that
+ * starts with "ref" is a reference loop, orders of magnitude slower). */
+typedef struct {
+    const char *layer;          /* "backbone.body.layer1.0.conv1", "roi_heads.box_head.fc6", ... */
+    const char *kind;           /* "convolution", "pooling", "matmul", "eltwise", "reorder" */
+    const char *implementation;
+} vd_kernel_info;
+
+/* The primitives the context holds now (those of the last frame size run, and of
+ * the box head's recent RoI counts; none before the first frame). *@kernels is
+ * owned by the context and valid until the next call on it. Returns the count (0
+ * for backends that do not report kernels), or -1 while batches are in flight. */
+VD_API int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels);
+
 /* Thresholds may be changed between frames (same thread as vd_detect); they
  * apply to the next vd_detect() or vd_submit(). */
 VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,

@@ -1,0 +1,244 @@
+/* The CPU backend runs oneDNN's optimised kernels for the processor it is on, never
+ * its reference loops (hundreds to thousands of times slower): every convolution,
+ * pooling, matrix product and eltwise primitive of a frame of the bundled model and
+ * of a ResNet-50-FPN (the tiny fixture's generator at torchvision's real sizes,
+ * random weights) is checked by the implementation name oneDNN gives it
+ * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
+ * is refused clearly elsewhere.
+ *
+ * meson runs this test natively and again with oneDNN capped (ONEDNN_MAX_CPU_ISA)
+ * at AVX512_CORE, AVX2 and SSE41, so that one machine proves the paths of the
+ * smaller ones; VD_TEST_ISA names the ISA a capped run expects, and a run whose cap
+ * is above what the machine has (the native run again) skips with exit 77. */
+#include "model_fixture.h"
+#include "vd_config.h"
+#include "vd_context_private.h"
+
+#include <glib/gstdio.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <string.h>
+
+#define FRAME_W 640
+#define FRAME_H 480
+
+static gboolean isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature)
+{
+    return ((unsigned)isa & (unsigned)feature) == (unsigned)feature;
+}
+
+/* A deterministic frame with structure at several scales (gradients, a grid of
+ * blocks, noise), so that the RPN proposes boxes everywhere. */
+static guint8 *test_frame(void)
+{
+    guint8 *pixels = g_malloc((gsize)FRAME_W * FRAME_H * 3);
+    guint32 state = 12345;
+    for (int y = 0; y < FRAME_H; y++)
+        for (int x = 0; x < FRAME_W; x++) {
+            state = state * 1664525u + 1013904223u;
+            guint8 *p = pixels + ((gsize)y * FRAME_W + x) * 3;
+            int block = ((x / 40) + (y / 40)) % 3;
+            p[0] = (guint8)((x * 255) / FRAME_W);
+            p[1] = (guint8)(block * 100 + (state >> 28));
+            p[2] = (guint8)((y * 255) / FRAME_H);
+        }
+    return pixels;
+}
+
+static vd_model *bundled_model(void)
+{
+    GError *error = NULL;
+    char *path = g_build_filename(VD_BUILD_MODELDIR, VD_DEFAULT_MODEL_NAME, NULL);
+    vd_model *model = vd_model_load(path, &error);
+    g_assert_no_error(error);
+    g_free(path);
+    return model;
+}
+
+/* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
+ * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
+ * RoIs, a 1024-wide box head, 91 classes, 800/1333 resize. */
+static vd_model *resnet50_fpn(void)
+{
+    tiny_arch a = tiny_basic();
+    a.bottleneck = TRUE;
+    a.depth = 50;
+    a.layers[0] = 3;
+    a.layers[1] = 4;
+    a.layers[2] = 6;
+    a.layers[3] = 3;
+    a.n_returned = 4;
+    for (int i = 0; i < 4; i++)
+        a.returned[i] = i + 1;
+    a.fpn_channels = 256;
+    a.n_sizes = 1;
+    a.n_ratios = 3;
+    a.roi_size = 7;
+    a.representation = 1024;
+    a.num_classes = 91;
+    fixture *fx = fx_tiny(&a);
+    fx_config_replace(fx, "\"min_size\":96,\"max_size\":160", "\"min_size\":800,\"max_size\":1333");
+    fx_randomize(fx, 50);
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    fx_free(fx);
+    return model;
+}
+
+static vd_context *cpu_context(vd_model *model, vd_precision precision, GError **error)
+{
+    vd_context_params params = vd_context_default_params();
+    params.device = VD_DEVICE_CPU;
+    params.precision = precision;
+    params.n_threads = 2;
+    return vd_context_new(model, &params, error);
+}
+
+/* Runs one frame and checks every primitive of the context. */
+static void check_frame_kernels(vd_model *model, vd_precision precision)
+{
+    GError *error = NULL;
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    vd_context *ctx = cpu_context(model, precision, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_precision(ctx), ==, precision);
+
+    /* the description says what runs: the layout follows the ISA */
+    const char *describe = vd_context_describe(ctx);
+    g_test_message("%s: %s", vd_model_description(model), describe);
+    g_assert_true(g_str_has_prefix(describe, "cpu: oneDNN "));
+    g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16 ? ", bf16," : ", fp32,"));
+    g_assert_nonnull(strstr(describe, ", 2 threads,"));
+    gboolean avx512 = isa_has(isa, dnnl_cpu_isa_avx512_core);
+    g_assert_nonnull(strstr(describe, avx512 ? "layout nChw16c" : "layout nChw8c"));
+
+    const vd_kernel_info *kernels = NULL;
+    g_assert_cmpint(vd_context_kernels(ctx, &kernels), ==, 0); /* nothing before a frame */
+
+    guint8 *pixels = test_frame();
+    vd_image image = vd_image_rgb(pixels, FRAME_W, FRAME_H);
+    vd_result result;
+    g_assert_true(vd_detect(ctx, &image, 1, &result, &error));
+    g_assert_no_error(error);
+    vd_result_clear(&result);
+
+    int n = vd_context_kernels(ctx, &kernels);
+    int n_conv = 0, n_pool = 0, n_matmul = 0, n_bad = 0;
+    gboolean stem = FALSE, fc6 = FALSE;
+    for (int i = 0; i < n; i++) {
+        const vd_kernel_info *k = &kernels[i];
+        gboolean checked = g_str_equal(k->kind, "convolution") || g_str_equal(k->kind, "pooling") ||
+                           g_str_equal(k->kind, "matmul") || g_str_equal(k->kind, "eltwise");
+        if (g_test_verbose())
+            g_test_message("  %-12s %-48s %s", k->kind, k->layer, k->implementation);
+        if (checked && (g_str_has_prefix(k->implementation, "ref") ||
+                        strstr(k->implementation, "unknown") != NULL)) {
+            g_test_message("reference kernel: %s %s: %s", k->kind, k->layer, k->implementation);
+            n_bad++;
+        }
+        n_conv += g_str_equal(k->kind, "convolution");
+        n_pool += g_str_equal(k->kind, "pooling");
+        n_matmul += g_str_equal(k->kind, "matmul");
+        stem = stem || g_str_equal(k->layer, "backbone.body.conv1");
+        fc6 = fc6 || g_str_has_prefix(k->layer, "roi_heads.box_head.fc6");
+    }
+    g_test_message("%d primitives: %d convolutions, %d pooling, %d matmul; %d reference", n, n_conv,
+                   n_pool, n_matmul, n_bad);
+    g_assert_cmpint(n_bad, ==, 0);
+    /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
+     * three box-head products */
+    const vd_config *cfg = &model->config;
+    int expected_conv = 1 + 2 * cfg->n_returned_layers + 2 * cfg->n_fpn_levels;
+    for (int b = 0; b < model->n_blocks; b++)
+        expected_conv += (cfg->block == VD_BLOCK_BOTTLENECK ? 3 : 2) + model->blocks[b].has_downsample;
+    g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
+    g_assert_cmpint(n_pool, ==, 1);
+    g_assert_cmpint(n_matmul, ==, 3);
+    g_assert_true(stem);
+    g_assert_true(fc6);
+
+    g_free(pixels);
+    vd_context_free(ctx);
+}
+
+static void test_bundled_fp32(void)
+{
+    vd_model *model = bundled_model();
+    check_frame_kernels(model, VD_PRECISION_FP32);
+    vd_model_unref(model);
+}
+
+static void test_resnet50_fp32(void)
+{
+    vd_model *model = resnet50_fpn();
+    check_frame_kernels(model, VD_PRECISION_FP32);
+    vd_model_unref(model);
+}
+
+/* bf16 where the processor has it (AVX512_BF16, AMX); elsewhere a clear refusal at
+ * context creation, and AUTO is float32 everywhere on the CPU. */
+static void test_bf16(void)
+{
+    GError *error = NULL;
+    vd_model *model = bundled_model();
+    vd_context *ctx = cpu_context(model, VD_PRECISION_AUTO, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_FP32);
+    vd_context_free(ctx);
+
+    if (isa_has(dnnl_get_effective_cpu_isa(), dnnl_cpu_isa_avx512_core_bf16)) {
+        check_frame_kernels(model, VD_PRECISION_BF16);
+        vd_model *r50 = resnet50_fpn();
+        check_frame_kernels(r50, VD_PRECISION_BF16);
+        vd_model_unref(r50);
+    } else {
+        g_assert_null(cpu_context(model, VD_PRECISION_BF16, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_test_message("bf16 refused: %s", error->message);
+        g_assert_nonnull(strstr(error->message, "bf16"));
+        g_assert_nonnull(strstr(error->message, "AVX512_BF16"));
+        g_clear_error(&error);
+    }
+    vd_model_unref(model);
+}
+
+int main(int argc, char **argv)
+{
+    GError *error = NULL;
+    g_test_init(&argc, &argv, NULL);
+
+    /* a capped run whose cap is above the machine's ISA repeats the native run */
+    const char *expect = g_getenv("VD_TEST_ISA");
+    if (expect != NULL && *expect != '\0') {
+        static const struct {
+            const char *name;
+            dnnl_cpu_isa_t isa;
+        } known[] = {
+            {"SSE41", dnnl_cpu_isa_sse41},
+            {"AVX2", dnnl_cpu_isa_avx2},
+            {"AVX512_CORE", dnnl_cpu_isa_avx512_core},
+        };
+        dnnl_cpu_isa_t want = dnnl_cpu_isa_all;
+        for (guint i = 0; i < G_N_ELEMENTS(known); i++)
+            if (g_ascii_strcasecmp(expect, known[i].name) == 0)
+                want = known[i].isa;
+        g_assert_cmpint(want, !=, dnnl_cpu_isa_all);
+        g_assert_cmpstr(g_getenv("ONEDNN_MAX_CPU_ISA"), ==, expect);
+        if (dnnl_get_effective_cpu_isa() != want) {
+            g_print("SKIP: this processor does not have %s (oneDNN runs ISA 0x%x here): the "
+                    "native run covers it\n",
+                    expect, (unsigned)dnnl_get_effective_cpu_isa());
+            return 77;
+        }
+    }
+
+    tmp_dir = g_dir_make_tmp("vd-kernels-XXXXXX", &error);
+    g_assert_no_error(error);
+    g_test_add_func("/kernels/bundled/fp32", test_bundled_fp32);
+    g_test_add_func("/kernels/resnet50-fpn/fp32", test_resnet50_fp32);
+    g_test_add_func("/kernels/bf16", test_bf16);
+    int result = g_test_run();
+    g_rmdir(tmp_dir);
+    g_free(tmp_dir);
+    return result;
+}
