@@ -46,6 +46,7 @@
 #include "vd_config.h"
 #include "vd_context_private.h"
 #include "cpu/vd_cpu_ops.h"
+#include "cpu/vd_cpu_winograd.h"
 #include "vd_math.h"
 
 #include <math.h>
@@ -152,6 +153,11 @@ struct cpu_conv {
      * then prim is NULL and the parts run in order. */
     cpu_conv *parts;
     int n_parts;
+    /* Our Winograd F(4x4, 3x3) where oneDNN has none (below AVX-512): then prim is
+     * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
+    vd_wino *wino;
+    const cpu_tensor *src_t, *dst_t;
+    gboolean sum, relu;
 };
 
 typedef struct {
@@ -239,7 +245,8 @@ typedef struct {
     dnnl_stream_t stream;
     int n_threads;
     gboolean bf16;
-    gboolean winograd;
+    gboolean winograd;           /* oneDNN's Winograd (AVX-512) */
+    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
     dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
     int cb;                      /* channel block of the activations: 16 or 8 */
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
@@ -269,6 +276,10 @@ typedef struct {
     size_t scratch_size;
     void *scratch;
     dnnl_memory_t scratch_mem;
+    /* the same for our Winograd convolutions (their per-thread tile matrices) */
+    size_t wino_ws_needed;
+    size_t wino_ws_size;
+    void *wino_ws;
 
     cpu_plan *plan;
 } cpu_state;
@@ -373,6 +384,7 @@ static void conv_clear(cpu_conv *cv)
     for (int i = 0; i < cv->n_parts; i++)
         conv_clear(&cv->parts[i]);
     g_free(cv->parts);
+    vd_wino_free(cv->wino);
     if (cv->owns_io && cv->src != NULL)
         dnnl_memory_destroy(cv->src);
     if (cv->owns_io && cv->dst != NULL)
@@ -403,6 +415,14 @@ static void note_scratchpad(cpu_state *st, const_dnnl_primitive_desc_t pd)
 /* Makes the shared scratchpad as large as the primitives created so far need. */
 static gboolean ensure_scratchpad(cpu_state *st, GError **error)
 {
+    if (st->wino_ws_needed > st->wino_ws_size) {
+        free(st->wino_ws);
+        st->wino_ws_size = 0;
+        st->wino_ws = alloc_aligned(st->wino_ws_needed, "the Winograd workspace", error);
+        if (st->wino_ws == NULL)
+            return FALSE;
+        st->wino_ws_size = st->wino_ws_needed;
+    }
     if (st->scratch_needed <= st->scratch_size)
         return TRUE;
     dnnl_memory_desc_t md;
@@ -434,7 +454,7 @@ out_fail:
 static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in_c,
                              const cpu_tensor *src, const cpu_tensor *dst)
 {
-    if (!st->winograd || kernel != 3 || stride != 1 || src->dt != dnnl_f32 ||
+    if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || src->dt != dnnl_f32 ||
         dst->dt != dnnl_f32 || !src->blocked || !dst->blocked)
         return FALSE;
     int area = dst->h * dst->w;
@@ -547,7 +567,20 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
      * Larger convolutions are therefore split into 64->64 parts, which costs about
      * 20 % of the Winograd time, or run direct when the parts would be too small
      * for Winograd. */
-    if (use_winograd(st, kernel, stride, in_c, src, dst) &&
+    if (st->own_winograd && use_winograd(st, kernel, stride, in_c, src, dst) && padding == 1 &&
+        in_c % st->cb == 0 && out_c % st->cb == 0 && src->h == dst->h && src->w == dst->w) {
+        cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, error);
+        if (cv->wino == NULL)
+            goto out_fail;
+        cv->src_t = src;
+        cv->dst_t = dst;
+        cv->sum = sum;
+        cv->relu = relu;
+        st->wino_ws_needed = MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
+        ok = TRUE;
+        goto out_fail;
+    }
+    if (st->winograd && use_winograd(st, kernel, stride, in_c, src, dst) &&
         dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                            dnnl_convolution_winograd, &src_md, &wei_any_md,
                                            &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
@@ -695,6 +728,9 @@ out_fail:
 
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
+    if (cv->wino != NULL)
+        return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h,
+                           cv->dst_t->w, cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
     if (cv->n_parts > 0) {
         for (int i = 0; i < cv->n_parts; i++)
             if (!conv_run(st, &cv->parts[i], error))
@@ -1854,6 +1890,7 @@ static void cpu_destroy(void *p)
     if (st->scratch_mem != NULL)
         dnnl_memory_destroy(st->scratch_mem);
     free(st->scratch);
+    free(st->wino_ws);
     g_free(st->rpn_head_weight);
     g_free(st->rpn_head_bias);
     if (st->stream != NULL)
@@ -1944,8 +1981,9 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
     /* oneDNN 2.6 has float32 Winograd kernels for AVX-512 only */
-    st->winograd = g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0 &&
-                   isa_has(isa, dnnl_cpu_isa_avx512_core);
+    gboolean winograd = g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0;
+    st->winograd = winograd && isa_has(isa, dnnl_cpu_isa_avx512_core);
+    st->own_winograd = winograd && !st->winograd;
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
@@ -1980,7 +2018,7 @@ static char *cpu_describe(void *p, const vd_context *ctx)
                            "Winograd %s",
                            v->major, v->minor, v->patch, isa_name(st->isa),
                            st->bf16 ? "bf16" : "fp32", st->n_threads, st->cb,
-                           st->winograd ? "on" : "off");
+                           st->winograd ? "oneDNN" : st->own_winograd ? "own" : "off");
 }
 
 /* Appends one vd_kernel_info for @prim (nothing when NULL). */
@@ -2018,6 +2056,15 @@ static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv,
     if (cv->n_parts > 0) {
         for (int i = 0; i < cv->n_parts; i++)
             kernel_add(out, strings, cv->parts[i].prim, "convolution", "%s[part %d]", layer, i);
+        return;
+    }
+    if (cv->wino != NULL) {
+        vd_kernel_info k = {
+            .layer = g_string_chunk_insert_const(strings, layer),
+            .kind = "convolution",
+            .implementation = "vd_winograd_4x3:sgemm",
+        };
+        g_array_append_val(out, k);
         return;
     }
     kernel_add(out, strings, cv->prim, "convolution", "%s", layer);

@@ -1,0 +1,295 @@
+/* Winograd F(4x4, 3x3) convolution on oneDNN's blocked layouts (see
+ * vd_cpu_winograd.h).
+ *
+ * With d a 6x6 input tile, g a 3x3 kernel and Y the 4x4 output tile,
+ *   Y = A^T [ (G g G^T) . (B^T d B) ] A
+ * (. elementwise). The weights' transform U = G g G^T is computed once, in double
+ * precision; for each chunk of tiles the input transform V = B^T d B is written as
+ * 36 matrices [tiles][in channels], multiplied by the 36 matrices U [in][out] by
+ * sgemm, and the output transform reads the 36 products [tiles][out channels]. A
+ * thread runs a chunk from the input transform to the output, so that its
+ * matrices stay in its caches; sgemm runs single-threaded inside the parallel
+ * region (oneDNN does not nest its OpenMP parallelism). */
+#include "vd_config.h"
+#include "cpu/vd_cpu_winograd.h"
+#include "cpu/vd_cpu_ops.h"
+#include "visiondetect/vd.h"
+
+#include <math.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <string.h>
+
+#define ALPHA 6 /* input tile */
+#define TILE 4  /* output tile */
+#define N_POINTS (ALPHA * ALPHA)
+
+struct vd_wino {
+    int in_c, out_c, cb;
+    int chunk;        /* tiles per chunk */
+    float *u;         /* [36][in_c][out_c] */
+    float *bias;      /* [out_c] */
+};
+
+/* Tiles per chunk: the chunk's two sets of matrices (36 x tiles x (in + out)
+ * floats) within about 4 MB, at least 16 tiles. */
+static int chunk_tiles(int in_c, int out_c)
+{
+    size_t per_tile = (size_t)N_POINTS * (size_t)(in_c + out_c) * sizeof(float);
+    size_t n = ((size_t)4 << 20) / per_tile;
+    return (int)CLAMP(n, 16, 128) / 8 * 8;
+}
+
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+                     GError **error)
+{
+    /* G (6x3) of the points 0, 1, -1, 2, -2, infinity */
+    static const double G[ALPHA][3] = {
+        {1.0 / 4, 0, 0},
+        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+        {0, 0, 1},
+    };
+    if ((cb != 8 && cb != 16) || in_c <= 0 || out_c <= 0 || in_c % cb != 0 || out_c % cb != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "Winograd convolution %d->%d channels in blocks of %d", in_c, out_c, cb);
+        return NULL;
+    }
+    vd_wino *wino = g_new0(vd_wino, 1);
+    wino->in_c = in_c;
+    wino->out_c = out_c;
+    wino->cb = cb;
+    wino->chunk = chunk_tiles(in_c, out_c);
+    wino->u = g_try_malloc((size_t)N_POINTS * in_c * out_c * sizeof(float));
+    wino->bias = g_try_malloc((size_t)out_c * sizeof(float));
+    if (wino->u == NULL || wino->bias == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "out of memory: %zu bytes of Winograd weights",
+                    (size_t)N_POINTS * in_c * out_c * sizeof(float));
+        vd_wino_free(wino);
+        return NULL;
+    }
+    memcpy(wino->bias, bias, (size_t)out_c * sizeof(float));
+#pragma omp parallel for
+    for (int o = 0; o < out_c; o++) {
+        for (int i = 0; i < in_c; i++) {
+            const float *g = weight + ((size_t)o * in_c + i) * 9;
+            double gg[ALPHA][3]; /* G g */
+            for (int a = 0; a < ALPHA; a++)
+                for (int c = 0; c < 3; c++)
+                    gg[a][c] = G[a][0] * g[0 * 3 + c] + G[a][1] * g[1 * 3 + c] +
+                               G[a][2] * g[2 * 3 + c];
+            for (int a = 0; a < ALPHA; a++)
+                for (int b = 0; b < ALPHA; b++) {
+                    double v = gg[a][0] * G[b][0] + gg[a][1] * G[b][1] + gg[a][2] * G[b][2];
+                    wino->u[((size_t)(a * ALPHA + b) * in_c + i) * out_c + o] = (float)v;
+                }
+        }
+    }
+    return wino;
+}
+
+void vd_wino_free(vd_wino *wino)
+{
+    if (wino == NULL)
+        return;
+    g_free(wino->u);
+    g_free(wino->bias);
+    g_free(wino);
+}
+
+size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads)
+{
+    size_t per_thread = (size_t)N_POINTS * wino->chunk * (wino->in_c + wino->out_c) * sizeof(float);
+    per_thread = (per_thread + 63) / 64 * 64;
+    return per_thread * (size_t)MAX(n_threads, 1);
+}
+
+size_t vd_wino_weights_size(const vd_wino *wino)
+{
+    return (size_t)N_POINTS * wino->in_c * wino->out_c * sizeof(float);
+}
+
+/* B^T x for one column x[0..5] of CB-wide vectors, into r[0..5]. */
+#define WINO_BT(x, r, c)                                                                           \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c],               \
+              x5 = x[5][c];                                                                        \
+        r[0][c] = (4.0f * x0 - 5.0f * x2) + x4;                                                    \
+        r[1][c] = (x3 + x4) - 4.0f * (x1 + x2);                                                    \
+        r[2][c] = 4.0f * (x1 - x2) + (x4 - x3);                                                    \
+        r[3][c] = 2.0f * (x3 - x1) + (x4 - x2);                                                    \
+        r[4][c] = 2.0f * (x1 - x3) + (x4 - x2);                                                    \
+        r[5][c] = (4.0f * x1 - 5.0f * x3) + x5;                                                    \
+    } while (0)
+
+/* The input transform of one 6x6 tile whose top-left input pixel is (y0, x0) (may
+ * be outside: zero padding), for the channel block @blk ([h][w][CB]); V[p] of this
+ * tile and block at v + p * p_stride. */
+static inline __attribute__((always_inline)) void
+input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restrict v,
+           size_t p_stride, const int CB)
+{
+    float d[ALPHA][ALPHA][CB]; /* [x][y][c]: columns first */
+    float t[ALPHA][ALPHA][CB]; /* B^T d: [y'][x][c] */
+    for (int j = 0; j < ALPHA; j++) {
+        int x = x0 + j;
+        for (int i = 0; i < ALPHA; i++) {
+            int y = y0 + i;
+            if (y >= 0 && y < h && x >= 0 && x < w)
+                memcpy(d[j][i], blk + ((size_t)y * w + x) * CB, sizeof(float) * CB);
+            else
+                memset(d[j][i], 0, sizeof(float) * CB);
+        }
+    }
+    for (int j = 0; j < ALPHA; j++) {
+        float r[ALPHA][CB];
+#pragma omp simd
+        for (int c = 0; c < CB; c++)
+            WINO_BT(d[j], r, c);
+        for (int i = 0; i < ALPHA; i++)
+            memcpy(t[i][j], r[i], sizeof(float) * CB);
+    }
+    for (int i = 0; i < ALPHA; i++) {
+        float r[ALPHA][CB];
+#pragma omp simd
+        for (int c = 0; c < CB; c++)
+            WINO_BT(t[i], r, c);
+        for (int j = 0; j < ALPHA; j++)
+            memcpy(v + (size_t)(i * ALPHA + j) * p_stride, r[j], sizeof(float) * CB);
+    }
+}
+
+/* A^T x for x[0..5], into r[0..3]. */
+#define WINO_AT(x, r, c)                                                                           \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c],               \
+              x5 = x[5][c];                                                                        \
+        float s12 = x1 + x2, d12 = x1 - x2, s34 = x3 + x4, d34 = x3 - x4;                          \
+        r[0][c] = (x0 + s12) + s34;                                                                \
+        r[1][c] = d12 + 2.0f * d34;                                                                \
+        r[2][c] = s12 + 4.0f * s34;                                                                \
+        r[3][c] = (d12 + 8.0f * d34) + x5;                                                         \
+    } while (0)
+
+/* The output transform of one tile whose top-left output pixel is (y0, x0), for
+ * the output channel block @blk ([h][w][CB]); the 36 products of this tile and
+ * block at m + p * p_stride. */
+static inline __attribute__((always_inline)) void
+output_tile(const float *restrict m, size_t p_stride, const float *restrict bias,
+            float *restrict blk, int h, int w, int y0, int x0, gboolean sum, gboolean relu,
+            const int CB)
+{
+    float t[TILE][ALPHA][CB]; /* A^T M: [y][x'][c] */
+    for (int j = 0; j < ALPHA; j++) {
+        float col[ALPHA][CB], r[TILE][CB];
+        for (int i = 0; i < ALPHA; i++)
+            memcpy(col[i], m + (size_t)(i * ALPHA + j) * p_stride, sizeof(float) * CB);
+#pragma omp simd
+        for (int c = 0; c < CB; c++)
+            WINO_AT(col, r, c);
+        for (int i = 0; i < TILE; i++)
+            memcpy(t[i][j], r[i], sizeof(float) * CB);
+    }
+    for (int i = 0; i < TILE; i++) {
+        int y = y0 + i;
+        if (y >= h)
+            break;
+        float r[TILE][CB];
+#pragma omp simd
+        for (int c = 0; c < CB; c++)
+            WINO_AT(t[i], r, c);
+        for (int j = 0; j < TILE; j++) {
+            int x = x0 + j;
+            if (x >= w)
+                break;
+            float *out = blk + ((size_t)y * w + x) * CB;
+#pragma omp simd
+            for (int c = 0; c < CB; c++) {
+                float value = r[j][c] + bias[c];
+                if (sum)
+                    value += out[c];
+                out[c] = relu ? fmaxf(value, 0.0f) : value;
+            }
+        }
+    }
+}
+
+VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w,
+                                   int tiles_w, int first, int n, float *v)
+{
+    const int C = wino->in_c, cb = wino->cb;
+    size_t p_stride = (size_t)n * C;
+    for (int k = 0; k < n; k++) {
+        int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        for (int b = 0; b < C / cb; b++) {
+            const float *blk = src + (size_t)b * h * w * cb;
+            float *at = v + (size_t)k * C + (size_t)b * cb;
+            if (cb == 16)
+                input_tile(blk, h, w, ty * TILE - 1, tx * TILE - 1, at, p_stride, 16);
+            else
+                input_tile(blk, h, w, ty * TILE - 1, tx * TILE - 1, at, p_stride, 8);
+        }
+    }
+}
+
+VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *dst, int h, int w,
+                                    int tiles_w, int first, int n, gboolean sum, gboolean relu)
+{
+    const int K = wino->out_c, cb = wino->cb;
+    size_t p_stride = (size_t)n * K;
+    for (int k = 0; k < n; k++) {
+        int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        for (int b = 0; b < K / cb; b++) {
+            float *blk = dst + (size_t)b * h * w * cb;
+            const float *at = m + (size_t)k * K + (size_t)b * cb;
+            if (cb == 16)
+                output_tile(at, p_stride, wino->bias + b * cb, blk, h, w, ty * TILE, tx * TILE, sum,
+                            relu, 16);
+            else
+                output_tile(at, p_stride, wino->bias + b * cb, blk, h, w, ty * TILE, tx * TILE, sum,
+                            relu, 8);
+        }
+    }
+}
+
+gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w,
+                     gboolean sum, gboolean relu, void *workspace, int n_threads, GError **error)
+{
+    const int C = wino->in_c, K = wino->out_c;
+    int tiles_h = (h + TILE - 1) / TILE, tiles_w = (w + TILE - 1) / TILE;
+    int n_tiles = tiles_h * tiles_w, chunk = wino->chunk;
+    int n_chunks = (n_tiles + chunk - 1) / chunk;
+    size_t per_thread = vd_wino_workspace_size(wino, 1);
+    dnnl_status_t status = dnnl_success;
+
+#pragma omp parallel num_threads(MAX(n_threads, 1))
+    {
+        float *v = (float *)((char *)workspace + per_thread * (size_t)omp_get_thread_num());
+        float *m = v + (size_t)N_POINTS * chunk * C;
+#pragma omp for schedule(dynamic, 1)
+        for (int ci = 0; ci < n_chunks; ci++) {
+            int first = ci * chunk, n = MIN(chunk, n_tiles - first);
+            input_chunk(wino, src, h, w, tiles_w, first, n, v);
+            for (int p = 0; p < N_POINTS; p++) {
+                dnnl_status_t s = dnnl_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
+                                             wino->u + (size_t)p * C * K, K, 0.0f,
+                                             m + (size_t)p * n * K, K);
+                if (s != dnnl_success) {
+#pragma omp atomic write
+                    status = s;
+                }
+            }
+            output_chunk(wino, m, dst, h, w, tiles_w, first, n, sum, relu);
+        }
+    }
+    if (status != dnnl_success) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "oneDNN failed in Winograd sgemm: %s",
+                    dnnl_status2str(status));
+        return FALSE;
+    }
+    return TRUE;
+}

@@ -1,0 +1,45 @@
+/* Winograd F(4x4, 3x3) convolution for the CPU backend, where oneDNN has none.
+ *
+ * oneDNN 2.6 has Winograd kernels for AVX-512 only; below it (AVX2, AVX, SSE4.1) a
+ * 3x3 stride-1 convolution runs its direct algorithm, which costs 2.25 times the
+ * multiplications of F(2x2, 3x3) and 4 times those of F(4x4, 3x3). This module
+ * does what oneDNN's AVX-512 kernel does, on the same blocked layouts (nChw8c,
+ * nChw16c): the input and output transforms here (Lavin and Gray's matrices, the
+ * interpolation points 0, +-1, +-2 and infinity, as oneDNN's jit_wino_4x3), the 36
+ * products of each chunk of tiles by oneDNN's sgemm; bias, the sum with the
+ * destination's contents and ReLU are fused into the output transform. Not
+ * installed. */
+#ifndef VD_CPU_WINOGRAD_H
+#define VD_CPU_WINOGRAD_H
+
+#include <glib.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+typedef struct vd_wino vd_wino;
+
+/* Transforms the weights of a 3x3 stride-1 padding-1 convolution (@weight
+ * [out_c][in_c][3][3] float32, @bias [out_c]) for activations in channel blocks of
+ * @cb (8 or 16; both channel counts multiples of it). NULL with @error set when out
+ * of memory. */
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+                     GError **error);
+void vd_wino_free(vd_wino *wino);
+
+/* Bytes of workspace vd_wino_run() needs for @n_threads threads. */
+size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads);
+
+/* Weights memory in bytes (the transformed 6x6 kernels). */
+size_t vd_wino_weights_size(const vd_wino *wino);
+
+/* dst = [relu](conv(src) + bias [+ dst]) for one image of @h x @w, src and dst
+ * blocked ([C / cb][h][w][cb] float32), with OpenMP over chunks of tiles on
+ * @n_threads threads. @workspace holds at least vd_wino_workspace_size() bytes,
+ * 64-byte aligned. FALSE with @error set when oneDNN's sgemm fails. */
+gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w,
+                     gboolean sum, gboolean relu, void *workspace, int n_threads, GError **error);
+
+G_END_DECLS
+
+#endif /* VD_CPU_WINOGRAD_H */
