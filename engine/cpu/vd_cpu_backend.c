@@ -1981,9 +1981,11 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
     /* oneDNN 2.6 has float32 Winograd kernels for AVX-512 only */
-    gboolean winograd = g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0;
-    st->winograd = winograd && isa_has(isa, dnnl_cpu_isa_avx512_core);
-    st->own_winograd = winograd && !st->winograd;
+    /* VD_CPU_WINOGRAD (for measurements): 0 none, "own" ours on every ISA */
+    const char *winograd = g_getenv("VD_CPU_WINOGRAD");
+    st->winograd = g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 &&
+                   isa_has(isa, dnnl_cpu_isa_avx512_core);
+    st->own_winograd = g_strcmp0(winograd, "0") != 0 && !st->winograd;
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);

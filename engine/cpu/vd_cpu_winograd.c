@@ -212,7 +212,7 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
                 float value = r[j][c] + bias[c];
                 if (sum)
                     value += out[c];
-                out[c] = relu ? fmaxf(value, 0.0f) : value;
+                out[c] = relu && value < 0.0f ? 0.0f : value; /* NaN stays NaN */
             }
         }
     }
