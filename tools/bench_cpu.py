@@ -274,7 +274,11 @@ def peer_worker(args):
 
 def cpu_has_bf16():
     """Whether /proc/cpuinfo lists avx512_bf16 or amx_bf16 (where OpenVINO's CPU plugin
-    would run bf16 unless told f32)."""
+    would run bf16 unless told f32), and ONEDNN_MAX_CPU_ISA (which OpenVINO's oneDNN and
+    ours both honour) does not cap the ISA below them."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if cap and cap not in ("ALL", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX512_CORE_FP16"):
+        return False
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

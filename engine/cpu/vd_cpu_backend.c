@@ -215,6 +215,10 @@ typedef struct {
 
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
     vd_pooler_levels pooler;
+
+    /* our Winograd weights by the model weights they transform: the RPN's 3x3
+     * convolution runs on every level with one set */
+    GHashTable *wino_weights;
 } cpu_plan;
 
 /* One linear layer of the box head as a matmul primitive for @rows RoIs over the
@@ -282,6 +286,7 @@ typedef struct {
     void *wino_ws;
 
     cpu_plan *plan;
+    cpu_plan *planning; /* the plan being built (plan_new) */
 } cpu_state;
 
 static void *try_alloc(size_t n_floats, const char *what, GError **error)
@@ -384,7 +389,7 @@ static void conv_clear(cpu_conv *cv)
     for (int i = 0; i < cv->n_parts; i++)
         conv_clear(&cv->parts[i]);
     g_free(cv->parts);
-    vd_wino_free(cv->wino);
+    vd_wino_unref(cv->wino);
     if (cv->owns_io && cv->src != NULL)
         dnnl_memory_destroy(cv->src);
     if (cv->owns_io && cv->dst != NULL)
@@ -458,6 +463,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
         dst->dt != dnnl_f32 || !src->blocked || !dst->blocked)
         return FALSE;
     int area = dst->h * dst->w;
+    if (st->own_winograd)
+        return in_c >= 128 && area >= 800;
     return area >= 8192 || (in_c >= 512 && area >= 512);
 }
 
@@ -569,9 +576,15 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
      * for Winograd. */
     if (st->own_winograd && use_winograd(st, kernel, stride, in_c, src, dst) && padding == 1 &&
         in_c % st->cb == 0 && out_c % st->cb == 0 && src->h == dst->h && src->w == dst->w) {
-        cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, error);
-        if (cv->wino == NULL)
-            goto out_fail;
+        cv->wino = g_hash_table_lookup(st->planning->wino_weights, weight);
+        if (cv->wino != NULL) {
+            vd_wino_ref(cv->wino);
+        } else {
+            cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, error);
+            if (cv->wino == NULL)
+                goto out_fail;
+            g_hash_table_insert(st->planning->wino_weights, (gpointer)weight, vd_wino_ref(cv->wino));
+        }
         cv->src_t = src;
         cv->dst_t = dst;
         cv->sum = sum;
@@ -770,6 +783,8 @@ static void plan_free(cpu_plan *plan)
         g_ptr_array_unref(plan->tensors);
     if (plan->buffers != NULL)
         g_ptr_array_unref(plan->buffers);
+    if (plan->wino_weights != NULL)
+        g_hash_table_unref(plan->wino_weights);
     g_free(plan->anchors);
     g_free(plan);
 }
@@ -1066,9 +1081,13 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->padded_w = padded_w;
     plan->tensors = g_ptr_array_new_with_free_func(tensor_free);
     plan->buffers = g_ptr_array_new_with_free_func(free);
+    plan->wino_weights = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)vd_wino_unref);
     plan->pooler.resized_h = -1;
 
-    if (!plan_backbone(st, plan, error) || !plan_fpn_rpn(st, plan, error)) {
+    st->planning = plan;
+    gboolean ok = plan_backbone(st, plan, error) && plan_fpn_rpn(st, plan, error);
+    st->planning = NULL;
+    if (!ok) {
         plan_free(plan);
         return NULL;
     }
@@ -1477,7 +1496,9 @@ out:
 /* Packs one linear layer (torch's [out][in] float32 weight) once per context into
  * the layout (and type: bfloat16 in bf16 mode) the matmul primitive wants for
  * @rows RoIs. In float32 with @borrow, when oneDNN's matmul takes the weights as
- * they are (at the same speed: brgemm, measured), uses them in place: @weight
+ * they are at the same speed (measured: its brgemm kernels on AVX-512, its sgemm
+ * "gemm:jit" below, where a packed copy saves nothing and costs 54 MB on
+ * ResNet-50-FPN), uses them in place: @weight
  * must then outlive the context (the model's weights do). */
 static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
                             const float *bias, int in, int out, int rows, gboolean borrow,
@@ -1498,7 +1519,7 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
         linear_pd(st, rows, in, out, dt, dt, &user_md, FALSE, &pd) == dnnl_success) {
         const char *impl = NULL;
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        gboolean fast = impl != NULL && strstr(impl, "brg") != NULL;
+        gboolean fast = impl != NULL && (strstr(impl, "brg") != NULL || g_str_has_prefix(impl, "gemm:"));
         dnnl_primitive_desc_destroy(pd);
         pd = NULL;
         if (fast) {

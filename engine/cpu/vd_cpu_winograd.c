@@ -26,6 +26,7 @@
 #define N_POINTS (ALPHA * ALPHA)
 
 struct vd_wino {
+    int ref_count;
     int in_c, out_c, cb;
     int chunk;        /* tiles per chunk */
     float *u;         /* [36][in_c][out_c] */
@@ -59,6 +60,7 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
         return NULL;
     }
     vd_wino *wino = g_new0(vd_wino, 1);
+    wino->ref_count = 1;
     wino->in_c = in_c;
     wino->out_c = out_c;
     wino->cb = cb;
@@ -69,7 +71,7 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
                     "out of memory: %zu bytes of Winograd weights",
                     (size_t)N_POINTS * in_c * out_c * sizeof(float));
-        vd_wino_free(wino);
+        vd_wino_unref(wino);
         return NULL;
     }
     memcpy(wino->bias, bias, (size_t)out_c * sizeof(float));
@@ -92,9 +94,15 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
     return wino;
 }
 
-void vd_wino_free(vd_wino *wino)
+vd_wino *vd_wino_ref(vd_wino *wino)
 {
-    if (wino == NULL)
+    wino->ref_count++;
+    return wino;
+}
+
+void vd_wino_unref(vd_wino *wino)
+{
+    if (wino == NULL || --wino->ref_count > 0)
         return;
     g_free(wino->u);
     g_free(wino->bias);

@@ -25,7 +25,10 @@ typedef struct vd_wino vd_wino;
  * of memory. */
 vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
                      GError **error);
-void vd_wino_free(vd_wino *wino);
+/* Reference counting (not thread-safe: the backend's planning thread only); unref
+ * of NULL is a no-op. */
+vd_wino *vd_wino_ref(vd_wino *wino);
+void vd_wino_unref(vd_wino *wino);
 
 /* Bytes of workspace vd_wino_run() needs for @n_threads threads. */
 size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads);

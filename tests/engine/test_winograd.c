@@ -99,7 +99,7 @@ static double run_case(const wino_case *t)
                    t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, max_err, rel,
                    max_ref);
     free(ws);
-    vd_wino_free(wino);
+    vd_wino_unref(wino);
     g_free(src);
     g_free(dst);
     g_free(prior);
