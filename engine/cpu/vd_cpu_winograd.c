@@ -42,18 +42,47 @@ static int chunk_tiles(int in_c, int out_c)
     return (int)CLAMP(n, 16, 128) / 8 * 8;
 }
 
+/* G (6x3) of the points 0, 1, -1, 2, -2, infinity */
+static const double G[ALPHA][3] = {
+    {1.0 / 4, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0, 0, 1},
+};
+
+/* U[p][i][.] = (G g G^T)[p] of input channel @i for every output channel, in
+ * double, vectorised over the output channels: @work holds (9 + 18) x out_c. */
+VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i,
+                                         double *work, float *u)
+{
+    double *g = work;                   /* [9][out_c]: the kernels, transposed */
+    double *gg = work + 9 * (size_t)out_c; /* [6][3][out_c]: G g */
+    for (int o = 0; o < out_c; o++)
+        for (int k = 0; k < 9; k++)
+            g[(size_t)k * out_c + o] = weight[((size_t)o * in_c + i) * 9 + k];
+    for (int a = 0; a < ALPHA; a++)
+        for (int c = 0; c < 3; c++) {
+            double *dst = gg + (size_t)(a * 3 + c) * out_c;
+            const double *g0 = g + (size_t)(0 * 3 + c) * out_c, *g1 = g + (size_t)(1 * 3 + c) * out_c,
+                         *g2 = g + (size_t)(2 * 3 + c) * out_c;
+            for (int o = 0; o < out_c; o++)
+                dst[o] = G[a][0] * g0[o] + G[a][1] * g1[o] + G[a][2] * g2[o];
+        }
+    for (int a = 0; a < ALPHA; a++)
+        for (int b = 0; b < ALPHA; b++) {
+            const double *r0 = gg + (size_t)(a * 3 + 0) * out_c, *r1 = gg + (size_t)(a * 3 + 1) * out_c,
+                         *r2 = gg + (size_t)(a * 3 + 2) * out_c;
+            float *dst = u + ((size_t)(a * ALPHA + b) * in_c + i) * out_c;
+            for (int o = 0; o < out_c; o++)
+                dst[o] = (float)(r0[o] * G[b][0] + r1[o] * G[b][1] + r2[o] * G[b][2]);
+        }
+}
+
 vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
                      GError **error)
 {
-    /* G (6x3) of the points 0, 1, -1, 2, -2, infinity */
-    static const double G[ALPHA][3] = {
-        {1.0 / 4, 0, 0},
-        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-        {1.0 / 24, 1.0 / 12, 1.0 / 6},
-        {1.0 / 24, -1.0 / 12, 1.0 / 6},
-        {0, 0, 1},
-    };
     if ((cb != 8 && cb != 16) || in_c <= 0 || out_c <= 0 || in_c % cb != 0 || out_c % cb != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                     "Winograd convolution %d->%d channels in blocks of %d", in_c, out_c, cb);
@@ -75,21 +104,13 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
         return NULL;
     }
     memcpy(wino->bias, bias, (size_t)out_c * sizeof(float));
-#pragma omp parallel for
-    for (int o = 0; o < out_c; o++) {
-        for (int i = 0; i < in_c; i++) {
-            const float *g = weight + ((size_t)o * in_c + i) * 9;
-            double gg[ALPHA][3]; /* G g */
-            for (int a = 0; a < ALPHA; a++)
-                for (int c = 0; c < 3; c++)
-                    gg[a][c] = G[a][0] * g[0 * 3 + c] + G[a][1] * g[1 * 3 + c] +
-                               G[a][2] * g[2 * 3 + c];
-            for (int a = 0; a < ALPHA; a++)
-                for (int b = 0; b < ALPHA; b++) {
-                    double v = gg[a][0] * G[b][0] + gg[a][1] * G[b][1] + gg[a][2] * G[b][2];
-                    wino->u[((size_t)(a * ALPHA + b) * in_c + i) * out_c + o] = (float)v;
-                }
-        }
+#pragma omp parallel
+    {
+        double *work = g_malloc(sizeof(double) * (9 + ALPHA * 3) * (size_t)out_c);
+#pragma omp for
+        for (int i = 0; i < in_c; i++)
+            transform_weights(weight, in_c, out_c, i, work, wino->u);
+        g_free(work);
     }
     return wino;
 }
