@@ -146,13 +146,8 @@ struct cpu_conv {
     dnnl_primitive_t prim;
     dnnl_memory_t weights;
     dnnl_memory_t bias;
-    dnnl_memory_t src; /* borrowed from the tensors, or owned views (owns_io) */
+    dnnl_memory_t src; /* borrowed from the tensors */
     dnnl_memory_t dst;
-    gboolean owns_io;
-    /* A Winograd convolution split into 64->64-channel parts (see conv_init):
-     * then prim is NULL and the parts run in order. */
-    cpu_conv *parts;
-    int n_parts;
     /* Our Winograd F(4x4, 3x3) where oneDNN has none (below AVX-512): then prim is
      * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
     vd_wino *wino;
@@ -386,14 +381,7 @@ static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int 
 
 static void conv_clear(cpu_conv *cv)
 {
-    for (int i = 0; i < cv->n_parts; i++)
-        conv_clear(&cv->parts[i]);
-    g_free(cv->parts);
     vd_wino_unref(cv->wino);
-    if (cv->owns_io && cv->src != NULL)
-        dnnl_memory_destroy(cv->src);
-    if (cv->owns_io && cv->dst != NULL)
-        dnnl_memory_destroy(cv->dst);
     if (cv->prim != NULL)
         dnnl_primitive_destroy(cv->prim);
     if (cv->weights != NULL)
@@ -448,32 +436,28 @@ out_fail:
     return FALSE;
 }
 
-/* Whether a convolution runs Winograd: float32 3x3 stride 1 on large maps (two Zen
- * 4 cores: 2.3..2.9x faster than direct at 100x136 and 200x272). On the smaller
- * maps Winograd is faster alone too (1.4x at 50x68, 2x at 13x17..25x34), but using
- * it there gained nothing measurable on the whole ResNet-50-FPN frame and costs
- * 4x the weight memory (6x6 transformed kernels) and larger scratchpads: +126 MiB
- * peak RSS. (The 512-channel rule below admits layer4's 25x34 maps, but their
- * scratchpad exceeds the budget and 64-channel parts are too small for Winograd:
- * they run direct.) */
+/* Whether a convolution runs Winograd F(4x4, 3x3): float32 3x3 stride 1 with at
+ * least 64 input channels on maps of at least 256 pixels. Measured on two Zen 4
+ * cores against oneDNN's direct kernels (tests of the shapes of ResNet-18/50-FPN):
+ * oneDNN's Winograd (AVX-512) 1.4-3.0x faster from 64 channels at 16x22 to 256 at
+ * 200x272, ours (AVX2, blocks of 8) 1.5-4.3x (64 channels at 8x11, where
+ * neither gains, is the smallest map of the networks). The price is the
+ * transformed 6x6 kernels: 4x the weight memory of those layers. */
 static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in_c,
                              const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || src->dt != dnnl_f32 ||
         dst->dt != dnnl_f32 || !src->blocked || !dst->blocked)
         return FALSE;
-    int area = dst->h * dst->w;
-    if (st->own_winograd)
-        return in_c >= 128 && area >= 800;
-    return area >= 8192 || (in_c >= 512 && area >= 512);
+    return in_c >= 64 && dst->h * dst->w >= 256;
 }
 
+/* oneDNN's Winograd kernel for more than 64 channels on a large map transforms the
+ * whole input and output at once (a 266 MB scratchpad for 256 channels at
+ * 200x272); where its scratchpad would exceed this, the convolution runs ours,
+ * which works on chunks of tiles (and is as fast there: 95 ms against 97 ms for
+ * that convolution, measured). */
 #define WINOGRAD_SCRATCH_BUDGET ((size_t)16 << 20)
-#define WINOGRAD_PART 64
-
-static gboolean conv_init_parts(cpu_state *st, cpu_conv *cv, const float *weight,
-                                const float *bias, int out_c, int in_c, cpu_tensor *src,
-                                cpu_tensor *dst, gboolean sum, gboolean relu, GError **error);
 
 /* @out: new memory in the layout @md holding the float32 @data described by
  * @user_md, reordered (and converted) once, at planning time. */
@@ -567,15 +551,27 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                  "relu post-op");
     DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
 
-    /* Winograd where it pays; the direct algorithm when oneDNN has no Winograd
-     * kernel for this case. oneDNN's Winograd kernel for more than 64 channels
-     * transforms the whole input and output at once (a 266 MB scratchpad for 256
-     * channels at 200x272); with at most 64 in and out it works tile by tile (8 MB).
-     * Larger convolutions are therefore split into 64->64 parts, which costs about
-     * 20 % of the Winograd time, or run direct when the parts would be too small
-     * for Winograd. */
-    if (st->own_winograd && use_winograd(st, kernel, stride, in_c, src, dst) && padding == 1 &&
-        in_c % st->cb == 0 && out_c % st->cb == 0 && src->h == dst->h && src->w == dst->w) {
+    /* Winograd where it pays (use_winograd): oneDNN's where it has a kernel for
+     * this ISA and its scratchpad fits the budget, else ours where the channels
+     * are whole blocks; the direct algorithm otherwise. */
+    gboolean winograd = use_winograd(st, kernel, stride, in_c, src, dst) && padding == 1;
+    if (winograd && st->winograd &&
+        dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
+                                           dnnl_convolution_winograd, &src_md, &wei_any_md,
+                                           &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL) == dnnl_success) {
+        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        if (impl == NULL || strstr(impl, "wino") == NULL ||
+            (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET)) {
+            /* not one of oneDNN's Winograd kernels, or too large a scratchpad */
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+        }
+    }
+    if (pd == NULL && winograd && in_c % st->cb == 0 && out_c % st->cb == 0 &&
+        src->h == dst->h && src->w == dst->w) {
         cv->wino = g_hash_table_lookup(st->planning->wino_weights, weight);
         if (cv->wino != NULL) {
             vd_wino_ref(cv->wino);
@@ -592,28 +588,6 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         st->wino_ws_needed = MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
         ok = TRUE;
         goto out_fail;
-    }
-    if (st->winograd && use_winograd(st, kernel, stride, in_c, src, dst) &&
-        dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                           dnnl_convolution_winograd, &src_md, &wei_any_md,
-                                           &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL) == dnnl_success) {
-        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-        const char *impl = NULL;
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        if (impl == NULL || strstr(impl, "wino") == NULL) {
-            /* not a Winograd kernel of this ISA (a reference one): direct */
-            dnnl_primitive_desc_destroy(pd);
-            pd = NULL;
-        } else if (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET) {
-            dnnl_primitive_desc_destroy(pd);
-            pd = NULL;
-            if (in_c % WINOGRAD_PART == 0 && out_c % WINOGRAD_PART == 0 &&
-                use_winograd(st, kernel, stride, WINOGRAD_PART, src, dst)) {
-                ok = conv_init_parts(st, cv, weight, bias, out_c, in_c, src, dst, sum, relu, error);
-                goto out_fail;
-            }
-        }
     }
     if (pd == NULL) {
         DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
@@ -647,73 +621,6 @@ out_fail:
     return ok;
 }
 
-/* A view of channels [c0, c0 + n) of a blocked tensor (c0 and n multiples of the
- * block: in nChw16c / nChw8c a channel block is one contiguous plane). The caller
- * owns view.mem. */
-static gboolean channel_view(cpu_state *st, const cpu_tensor *t, int c0, int n, cpu_tensor *view,
-                             GError **error)
-{
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {1, n, t->h, t->w};
-    *view = *t;
-    view->c = n;
-    view->data = (char *)t->data + (size_t)(c0 / t->cb) * t->h * t->w * t->cb * dt_size(t->dt);
-    view->mem = NULL;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, t->dt, t->tag), "view desc");
-    DNNL_TRY(dnnl_memory_create(&view->mem, &md, st->engine, view->data), "view");
-    return TRUE;
-out_fail:
-    return FALSE;
-}
-
-/* The 3x3 stride-1 convolution as (out_c / 64) x (in_c / 64) Winograd parts: for
- * each block of 64 output channels, the partial convolutions of the 64-channel
- * input blocks are summed into the output in turn (bias on the first, the
- * convolution's own sum on the first, ReLU after the last). */
-static gboolean conv_init_parts(cpu_state *st, cpu_conv *cv, const float *weight,
-                                const float *bias, int out_c, int in_c, cpu_tensor *src,
-                                cpu_tensor *dst, gboolean sum, gboolean relu, GError **error)
-{
-    const int P = WINOGRAD_PART, K = 3;
-    int n_in = in_c / P, n_out = out_c / P;
-    float *part_weight = try_alloc((size_t)P * P * K * K, "convolution weights", error);
-    float *zero_bias = part_weight ? try_alloc(P, "convolution bias", error) : NULL;
-    gboolean ok = FALSE;
-    if (zero_bias == NULL)
-        goto out_free;
-    cv->parts = g_new0(cpu_conv, (size_t)n_in * n_out);
-    cv->n_parts = n_in * n_out;
-    for (int j = 0; j < n_out; j++) {
-        for (int i = 0; i < n_in; i++) {
-            cpu_conv *part = &cv->parts[j * n_in + i];
-            cpu_tensor sv, dv;
-            for (int o = 0; o < P; o++)
-                memcpy(part_weight + (size_t)o * P * K * K,
-                       weight + ((size_t)(j * P + o) * in_c + (size_t)i * P) * K * K,
-                       sizeof(float) * P * K * K);
-            if (!channel_view(st, src, i * P, P, &sv, error))
-                goto out_free;
-            if (!channel_view(st, dst, j * P, P, &dv, error)) {
-                dnnl_memory_destroy(sv.mem);
-                goto out_free;
-            }
-            part->owns_io = TRUE;
-            gboolean ok_part = conv_init(st, part, part_weight, i == 0 ? bias + j * P : zero_bias,
-                                         P, P, K, 1, 1, &sv, &dv, sum || i > 0,
-                                         relu && i == n_in - 1, error);
-            part->src = sv.mem; /* owned even when conv_init failed */
-            part->dst = dv.mem;
-            if (!ok_part)
-                goto out_free;
-        }
-    }
-    ok = TRUE;
-out_free:
-    g_free(part_weight);
-    g_free(zero_bias);
-    return ok;
-}
-
 static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
                                 cpu_tensor *dst, gboolean sum, gboolean relu, GError **error)
 {
@@ -744,12 +651,6 @@ static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
     if (cv->wino != NULL)
         return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h,
                            cv->dst_t->w, cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
-    if (cv->n_parts > 0) {
-        for (int i = 0; i < cv->n_parts; i++)
-            if (!conv_run(st, &cv->parts[i], error))
-                return FALSE;
-        return TRUE;
-    }
     return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, "convolution", error);
 }
 
@@ -2072,15 +1973,10 @@ static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim
     g_array_append_val(out, k);
 }
 
-/* A convolution's primitives: its own, or those of its parts. */
+/* A convolution's primitive, or our Winograd. */
 static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv,
                          const char *layer)
 {
-    if (cv->n_parts > 0) {
-        for (int i = 0; i < cv->n_parts; i++)
-            kernel_add(out, strings, cv->parts[i].prim, "convolution", "%s[part %d]", layer, i);
-        return;
-    }
     if (cv->wino != NULL) {
         vd_kernel_info k = {
             .layer = g_string_chunk_insert_const(strings, layer),

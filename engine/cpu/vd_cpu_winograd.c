@@ -290,16 +290,22 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
 {
     const int C = wino->in_c, K = wino->out_c;
     int tiles_h = (h + TILE - 1) / TILE, tiles_w = (w + TILE - 1) / TILE;
-    int n_tiles = tiles_h * tiles_w, chunk = wino->chunk;
-    int n_chunks = (n_tiles + chunk - 1) / chunk;
+    int n_tiles = tiles_h * tiles_w;
+    /* chunks of at most wino->chunk tiles, as many as a multiple of the threads (so
+     * that they share the map evenly, small maps included) */
+    n_threads = MAX(n_threads, 1);
+    int n_chunks = (n_tiles + wino->chunk - 1) / wino->chunk;
+    n_chunks = (n_chunks + n_threads - 1) / n_threads * n_threads;
+    int chunk = MAX((n_tiles + n_chunks - 1) / n_chunks, 1);
+    n_chunks = (n_tiles + chunk - 1) / chunk;
     size_t per_thread = vd_wino_workspace_size(wino, 1);
     dnnl_status_t status = dnnl_success;
 
-#pragma omp parallel num_threads(MAX(n_threads, 1))
+#pragma omp parallel num_threads(n_threads)
     {
         float *v = (float *)((char *)workspace + per_thread * (size_t)omp_get_thread_num());
         float *m = v + (size_t)N_POINTS * chunk * C;
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static, 1)
         for (int ci = 0; ci < n_chunks; ci++) {
             int first = ci * chunk, n = MIN(chunk, n_tiles - first);
             input_chunk(wino, src, h, w, tiles_w, first, n, v);
