@@ -10,9 +10,9 @@
  * thread runs a chunk from the input transform to the output, so that its
  * matrices stay in its caches; sgemm runs single-threaded inside the parallel
  * region (oneDNN does not nest its OpenMP parallelism). */
-#include "vd_config.h"
 #include "cpu/vd_cpu_winograd.h"
 #include "cpu/vd_cpu_ops.h"
+#include "vd_config.h"
 #include "visiondetect/vd.h"
 
 #include <math.h>
@@ -28,9 +28,9 @@
 struct vd_wino {
     int ref_count;
     int in_c, out_c, cb;
-    int chunk;        /* tiles per chunk */
-    float *u;         /* [36][in_c][out_c] */
-    float *bias;      /* [out_c] */
+    int chunk;   /* tiles per chunk */
+    float *u;    /* [36][in_c][out_c] */
+    float *bias; /* [out_c] */
 };
 
 /* Tiles per chunk: the chunk's two sets of matrices (36 x tiles x (in + out)
@@ -57,7 +57,7 @@ static const double G[ALPHA][3] = {
 VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i,
                                          double *work, float *u)
 {
-    double *g = work;                   /* [9][out_c]: the kernels, transposed */
+    double *g = work;                      /* [9][out_c]: the kernels, transposed */
     double *gg = work + 9 * (size_t)out_c; /* [6][3][out_c]: G g */
     for (int o = 0; o < out_c; o++)
         for (int k = 0; k < 9; k++)
@@ -65,14 +65,16 @@ VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_
     for (int a = 0; a < ALPHA; a++)
         for (int c = 0; c < 3; c++) {
             double *dst = gg + (size_t)(a * 3 + c) * out_c;
-            const double *g0 = g + (size_t)(0 * 3 + c) * out_c, *g1 = g + (size_t)(1 * 3 + c) * out_c,
+            const double *g0 = g + (size_t)(0 * 3 + c) * out_c,
+                         *g1 = g + (size_t)(1 * 3 + c) * out_c,
                          *g2 = g + (size_t)(2 * 3 + c) * out_c;
             for (int o = 0; o < out_c; o++)
                 dst[o] = G[a][0] * g0[o] + G[a][1] * g1[o] + G[a][2] * g2[o];
         }
     for (int a = 0; a < ALPHA; a++)
         for (int b = 0; b < ALPHA; b++) {
-            const double *r0 = gg + (size_t)(a * 3 + 0) * out_c, *r1 = gg + (size_t)(a * 3 + 1) * out_c,
+            const double *r0 = gg + (size_t)(a * 3 + 0) * out_c,
+                         *r1 = gg + (size_t)(a * 3 + 1) * out_c,
                          *r2 = gg + (size_t)(a * 3 + 2) * out_c;
             float *dst = u + ((size_t)(a * ALPHA + b) * in_c + i) * out_c;
             for (int o = 0; o < out_c; o++)
@@ -145,8 +147,7 @@ size_t vd_wino_weights_size(const vd_wino *wino)
 /* B^T x for one column x[0..5] of CB-wide vectors, into r[0..5]. */
 #define WINO_BT(x, r, c)                                                                           \
     do {                                                                                           \
-        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c],               \
-              x5 = x[5][c];                                                                        \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
         r[0][c] = (4.0f * x0 - 5.0f * x2) + x4;                                                    \
         r[1][c] = (x3 + x4) - 4.0f * (x1 + x2);                                                    \
         r[2][c] = 4.0f * (x1 - x2) + (x4 - x3);                                                    \
@@ -158,9 +159,10 @@ size_t vd_wino_weights_size(const vd_wino *wino)
 /* The input transform of one 6x6 tile whose top-left input pixel is (y0, x0) (may
  * be outside: zero padding), for the channel block @blk ([h][w][CB]); V[p] of this
  * tile and block at v + p * p_stride. */
-static inline __attribute__((always_inline)) void
-input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restrict v,
-           size_t p_stride, const int CB)
+static inline __attribute__((always_inline)) void input_tile(const float *restrict blk, int h,
+                                                             int w, int y0, int x0,
+                                                             float *restrict v, size_t p_stride,
+                                                             const int CB)
 {
     float d[ALPHA][ALPHA][CB]; /* [x][y][c]: columns first */
     float t[ALPHA][ALPHA][CB]; /* B^T d: [y'][x][c] */
@@ -195,8 +197,7 @@ input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restr
 /* A^T x for x[0..5], into r[0..3]. */
 #define WINO_AT(x, r, c)                                                                           \
     do {                                                                                           \
-        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c],               \
-              x5 = x[5][c];                                                                        \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
         float s12 = x1 + x2, d12 = x1 - x2, s34 = x3 + x4, d34 = x3 - x4;                          \
         r[0][c] = (x0 + s12) + s34;                                                                \
         r[1][c] = d12 + 2.0f * d34;                                                                \
@@ -247,8 +248,8 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
     }
 }
 
-VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w,
-                                   int tiles_w, int first, int n, float *v)
+VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w, int tiles_w,
+                                   int first, int n, float *v)
 {
     const int C = wino->in_c, cb = wino->cb;
     size_t p_stride = (size_t)n * C;
@@ -285,8 +286,8 @@ VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *
     }
 }
 
-gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w,
-                     gboolean sum, gboolean relu, void *workspace, int n_threads, GError **error)
+gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w, gboolean sum,
+                     gboolean relu, void *workspace, int n_threads, GError **error)
 {
     const int C = wino->in_c, K = wino->out_c;
     int tiles_h = (h + TILE - 1) / TILE, tiles_w = (w + TILE - 1) / TILE;
@@ -310,9 +311,9 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
             int first = ci * chunk, n = MIN(chunk, n_tiles - first);
             input_chunk(wino, src, h, w, tiles_w, first, n, v);
             for (int p = 0; p < N_POINTS; p++) {
-                dnnl_status_t s = dnnl_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
-                                             wino->u + (size_t)p * C * K, K, 0.0f,
-                                             m + (size_t)p * n * K, K);
+                dnnl_status_t s =
+                    dnnl_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
+                               wino->u + (size_t)p * C * K, K, 0.0f, m + (size_t)p * n * K, K);
                 if (s != dnnl_success) {
 #pragma omp atomic write
                     status = s;

@@ -40,8 +40,8 @@ size_t vd_wino_weights_size(const vd_wino *wino);
  * blocked ([C / cb][h][w][cb] float32), with OpenMP over chunks of tiles on
  * @n_threads threads. @workspace holds at least vd_wino_workspace_size() bytes,
  * 64-byte aligned. FALSE with @error set when oneDNN's sgemm fails. */
-gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w,
-                     gboolean sum, gboolean relu, void *workspace, int n_threads, GError **error);
+gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w, gboolean sum,
+                     gboolean relu, void *workspace, int n_threads, GError **error);
 
 G_END_DECLS
 

@@ -150,7 +150,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     const vd_config *cfg = &model->config;
     int expected_conv = 1 + 2 * cfg->n_returned_layers + 2 * cfg->n_fpn_levels;
     for (int b = 0; b < model->n_blocks; b++)
-        expected_conv += (cfg->block == VD_BLOCK_BOTTLENECK ? 3 : 2) + model->blocks[b].has_downsample;
+        expected_conv +=
+            (cfg->block == VD_BLOCK_BOTTLENECK ? 3 : 2) + model->blocks[b].has_downsample;
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
     g_assert_cmpint(n_pool, ==, 1);
     g_assert_cmpint(n_matmul, ==, 3);

@@ -63,7 +63,7 @@ static double run_case(const wino_case *t)
                             acc += (double)weight[(((size_t)o * t->c + i) * 3 + ky) * 3 + kx] *
                                    src[at(i, sy, sx, t->h, t->w, t->cb)];
                             acc_f += weight[(((size_t)o * t->c + i) * 3 + ky) * 3 + kx] *
-                                   src[at(i, sy, sx, t->h, t->w, t->cb)];
+                                     src[at(i, sy, sx, t->h, t->w, t->cb)];
                         }
                 size_t d = at(o, y, x, t->h, t->w, t->cb);
                 if (t->sum) {
@@ -114,8 +114,8 @@ static double run_case(const wino_case *t)
 static void test_against_direct(void)
 {
     const wino_case cases[] = {
-        {8, 8, 4, 4, 8, FALSE, FALSE, 1},    /* one tile */
-        {8, 16, 1, 1, 8, FALSE, TRUE, 1},    /* smaller than a tile */
+        {8, 8, 4, 4, 8, FALSE, FALSE, 1}, /* one tile */
+        {8, 16, 1, 1, 8, FALSE, TRUE, 1}, /* smaller than a tile */
         {16, 8, 3, 7, 8, TRUE, FALSE, 2},
         {16, 16, 13, 17, 16, TRUE, TRUE, 2}, /* edges on both sides */
         {64, 64, 25, 34, 8, FALSE, TRUE, 2},
