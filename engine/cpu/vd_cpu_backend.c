@@ -577,14 +577,16 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     }
     if (pd == NULL && winograd && in_c % st->cb == 0 && out_c % st->cb == 0 &&
         src->h == dst->h && src->w == dst->w) {
-        cv->wino = g_hash_table_lookup(st->planning->wino_weights, weight);
+        GHashTable *shared = st->planning != NULL ? st->planning->wino_weights : NULL;
+        cv->wino = shared != NULL ? g_hash_table_lookup(shared, weight) : NULL;
         if (cv->wino != NULL) {
             vd_wino_ref(cv->wino);
         } else {
             cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, error);
             if (cv->wino == NULL)
                 goto out_fail;
-            g_hash_table_insert(st->planning->wino_weights, (gpointer)weight, vd_wino_ref(cv->wino));
+            if (shared != NULL)
+                g_hash_table_insert(shared, (gpointer)weight, vd_wino_ref(cv->wino));
         }
         cv->src_t = src;
         cv->dst_t = dst;
