@@ -652,6 +652,37 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
     return TRUE;
 }
 
+gboolean vd_class_name_validate(const char *name, gssize length, GError **error)
+{
+    size_t n = length < 0 ? strlen(name) : (size_t)length;
+    const char *end = NULL;
+    if (n > VD_MAX_CLASS_NAME) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "it is %zu bytes long (at most %d)", n,
+                    VD_MAX_CLASS_NAME);
+        return FALSE;
+    }
+    if (memchr(name, '\0', n) != NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "it contains a NUL byte (at byte %zu)",
+                    (size_t)((const char *)memchr(name, '\0', n) - name) + 1);
+        return FALSE;
+    }
+    if (!g_utf8_validate(name, (gssize)n, &end)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "it is not valid UTF-8 (at byte %zu)",
+                    (size_t)(end - name) + 1);
+        return FALSE;
+    }
+    for (const char *p = name; p < name + n; p = g_utf8_next_char(p)) {
+        gunichar ch = g_utf8_get_char(p);
+        if (ch < 0x20 || (ch >= 0x7f && ch <= 0x9f)) {
+            g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                        "it contains the control character U+%04X (at byte %zu)", ch,
+                        (size_t)(p - name) + 1);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 static gboolean parse_classes(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     JsonNode *node = json_object_get_member(config, "class_names");
@@ -675,8 +706,15 @@ static gboolean parse_classes(const char *path, JsonObject *config, vd_config *c
                             json_array_get_length(names), c->num_classes);
     for (int i = 0; i < c->num_classes; i++) {
         JsonNode *name = json_array_get_element(names, i);
+        GError *invalid = NULL;
         if (!node_is_string(name))
             return config_error(error, path, "'class_names[%d]' is not a string", i);
+        if (!vd_class_name_validate(json_node_get_string(name), -1, &invalid)) {
+            gboolean ok = config_error(error, path, "'class_names[%d]' is not a usable name: %s", i,
+                                       invalid->message);
+            g_error_free(invalid);
+            return ok;
+        }
         c->class_names[i] = g_strdup(json_node_get_string(name));
     }
     return TRUE;

@@ -235,16 +235,35 @@ precision_name (vd_precision precision)
 }
 
 /* A labels file: one class name per line, either num_classes lines (line 1 is
- * the background class) or num_classes - 1 lines (class 1 first). */
+ * the background class) or num_classes - 1 lines (class 1 first). Every name
+ * must be one the engine accepts in a model file (vd_class_name_validate():
+ * UTF-8, no NUL or control characters, a sane length), since it goes into the
+ * metadata and the JSON as it is; the first bad line is named. */
 static gchar **
 load_labels (const gchar * path, gint num_classes, GError ** error)
 {
   gchar *contents = NULL;
   gchar **lines = NULL, **names = NULL;
+  gsize length = 0;
   guint n_lines, i, first;
+  const gchar *nul;
 
-  if (!g_file_get_contents (path, &contents, NULL, error))
+  if (!g_file_get_contents (path, &contents, &length, error))
     return NULL;
+
+  /* a NUL byte would end the text early and shift every later name */
+  nul = memchr (contents, '\0', length);
+  if (nul != NULL) {
+    guint line = 1;
+    const gchar *p;
+
+    for (p = contents; p < nul; p++)
+      line += *p == '\n';
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+        "line %u contains a NUL byte", line);
+    g_free (contents);
+    return NULL;
+  }
 
   lines = g_strsplit (contents, "\n", -1);
   for (i = 0; lines[i] != NULL; i++)
@@ -267,6 +286,17 @@ load_labels (const gchar * path, gint num_classes, GError ** error)
 
   names = g_new0 (gchar *, num_classes + 1);
   names[0] = g_strdup (first == 1 ? "__background__" : lines[0]);
+  for (i = 0; i < n_lines; i++) {
+    GError *invalid = NULL;
+
+    if (!vd_class_name_validate (lines[i], -1, &invalid)) {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+          "line %u is not a usable class name: %s", i + 1, invalid->message);
+      g_error_free (invalid);
+      g_clear_pointer (&names, g_strfreev);
+      goto out_free_lines;
+    }
+  }
   for (i = 1; i < (guint) num_classes; i++) {
     const gchar *line = lines[i - first];
 
@@ -330,6 +360,12 @@ resolve_classes (GstVisionDetect * self, const gchar * classes)
   }
   g_strfreev (entries);
   if (n_entries == 0) {
+    /* "" is the unset value; ",,," or " , " names nothing, most likely by
+     * mistake: say so */
+    if (*classes != '\0')
+      GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
+          ("The classes \"%s\" name no class: every class is kept", classes),
+          ("classes=\"%s\" has no non-empty entry", classes));
     g_free (keep);
     return NULL;
   }

@@ -464,6 +464,57 @@ static void test_unsupported_metadata(void)
     expect_error(fx, VD_ERROR_UNSUPPORTED, "format_version '2'", NULL);
 }
 
+/* Class names go into GStreamer structures and JSON as they are: a model file's
+ * names must be UTF-8 without control characters, of a sane length (the outer
+ * header is JSON, so a name can only carry these as escapes of the config text). */
+static void test_class_names(void)
+{
+    fixture *fx = fx_tiny_default();
+    fx_config_replace(fx, "\"thing1\"", "\"bad\\u0001name\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'class_names[1]'", "control character U+0001");
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"thing2\"", "\"line\\nbreak\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'class_names[2]'", "control character U+000A");
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"thing1\"", "\"c1\\u0085\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'class_names[1]'", "U+0085");
+
+    fx = fx_tiny_default();
+    GString *long_name = g_string_new("\"");
+    for (int i = 0; i < VD_MAX_CLASS_NAME + 1; i++)
+        g_string_append_c(long_name, 'x');
+    g_string_append_c(long_name, '"');
+    fx_config_replace(fx, "\"thing1\"", long_name->str);
+    g_string_free(long_name, TRUE);
+    expect_error(fx, VD_ERROR_FORMAT, "'class_names[1]'", "257 bytes long");
+
+    /* any other UTF-8 is a name */
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"thing1\"", "\"Stra\u00dfenbahn \u8eca\"");
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(vd_model_class_name(model, 1), ==, "Stra\u00dfenbahn \u8eca");
+    vd_model_unref(model);
+    fx_free(fx);
+
+    /* the validator itself: bytes, NUL, lengths */
+    g_assert_true(vd_class_name_validate("", 0, NULL));
+    g_assert_true(vd_class_name_validate("ball", -1, NULL));
+    g_assert_false(vd_class_name_validate("ba\0ll", 5, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_FORMAT);
+    g_assert_nonnull(strstr(error->message, "NUL byte (at byte 3)"));
+    g_clear_error(&error);
+    g_assert_false(vd_class_name_validate("cu\xff" "be", -1, &error));
+    g_assert_nonnull(strstr(error->message, "not valid UTF-8 (at byte 3)"));
+    g_clear_error(&error);
+    g_assert_false(vd_class_name_validate("del\x7f", -1, &error));
+    g_assert_nonnull(strstr(error->message, "U+007F"));
+    g_clear_error(&error);
+}
+
 static void test_invalid_metadata(void)
 {
     fixture *fx = fx_tiny_default();
@@ -1029,6 +1080,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/error/unsupported-dtype", test_unsupported_dtype);
     g_test_add_func("/model-load/error/unsupported-metadata", test_unsupported_metadata);
     g_test_add_func("/model-load/error/invalid-metadata", test_invalid_metadata);
+    g_test_add_func("/model-load/error/class-names", test_class_names);
     g_test_add_func("/model-load/error/unexpected-tensor", test_unexpected_tensor);
     g_test_add_func("/model-load/error/duplicate-tensor", test_duplicate_tensor);
     g_test_add_func("/model-load/convert/f16", test_f16);

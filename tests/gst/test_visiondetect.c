@@ -573,6 +573,25 @@ GST_START_TEST (test_class_filter)
   out = push_pull (h, frame);
   check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
   gst_buffer_unref (out);
+  fail_unless (gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING) == NULL,
+      "a warning for classes=\"\"");
+
+  /* entries that name nothing keep every class, with a warning */
+  g_object_set (detect, "classes", " , ,,", NULL);
+  out = push_pull (h, frame);
+  check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+  gst_buffer_unref (out);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
+  fail_unless (msg != NULL, "no warning for classes that name nothing");
+  {
+    GError *err = NULL;
+
+    gst_message_parse_warning (msg, &err, NULL);
+    fail_unless (strstr (err->message, "name no class") != NULL, "%s",
+        err->message);
+    g_error_free (err);
+  }
+  gst_message_unref (msg);
 
   g_free (id);
   g_free (classes);
@@ -856,6 +875,56 @@ GST_START_TEST (test_labels_file)
       "%s", error);
   g_free (error);
   g_free (launch);
+
+  /* names that would corrupt the metadata or the JSON are errors naming the
+   * line: invalid UTF-8, a NUL byte (which would shift the names after it),
+   * control characters, an absurd length */
+  {
+    static const struct
+    {
+      const gchar *contents;
+      gssize length;
+      const gchar *reason;
+    } bad[] = {
+      {"sphere\ncu\xff" "be\npyramid\ndonut\n", -1,
+          "line 2 is not a usable class name: it is not valid UTF-8"},
+      {"sphere\ncube\0junk\npyramid\ndonut\n", 31, "line 2 contains a NUL byte"},
+      {"sphere\ncube\npyr\x01mid\ndonut\n", -1,
+          "line 3 is not a usable class name: it contains the control "
+            "character U+0001"},
+      {"sphere\ncube\npyramid\ndo\tnut\n", -1, "line 4"},
+    };
+    gchar *bad_path = g_build_filename (dir, "bad.txt", NULL);
+    GString *huge = g_string_new ("sphere\ncube\npyramid\n");
+
+    for (i = 0; i < G_N_ELEMENTS (bad) + 1; i++) {
+      const gchar *contents = i < G_N_ELEMENTS (bad) ? bad[i].contents : NULL;
+      gssize length = i < G_N_ELEMENTS (bad) ? bad[i].length : -1;
+      const gchar *reason = i < G_N_ELEMENTS (bad) ? bad[i].reason :
+          "line 4 is not a usable class name: it is 300 bytes long";
+
+      if (contents == NULL) {
+        while (huge->len < strlen ("sphere\ncube\npyramid\n") + 300)
+          g_string_append_c (huge, 'x');
+        g_string_append_c (huge, '\n');
+        contents = huge->str;
+      }
+      fail_unless (g_file_set_contents (bad_path, contents, length, NULL));
+      launch = g_strdup_printf ("videotestsrc num-buffers=1 ! video/x-raw,"
+          "width=64,height=48 ! visiondetect model=\"%s\" labels=\"%s\" ! "
+          "fakesink", model, bad_path);
+      error = vdtest_pipeline_error (launch);
+      fail_unless (error != NULL, "labels file %u accepted", i);
+      fail_unless (strstr (error, bad_path) != NULL
+          && strstr (error, reason) != NULL, "%u: %s", i, error);
+      fail_unless (g_utf8_validate (error, -1, NULL));
+      g_free (error);
+      g_free (launch);
+    }
+    g_string_free (huge, TRUE);
+    g_unlink (bad_path);
+    g_free (bad_path);
+  }
 
   g_unlink (labels);
   g_unlink (wrong);

@@ -80,6 +80,17 @@ VD_API int vd_model_num_classes(const vd_model *model);
  * The string is owned by the model and valid as long as the model is. */
 VD_API const char *vd_model_class_name(const vd_model *model, int label);
 
+/* Longest class name accepted, in bytes. */
+#define VD_MAX_CLASS_NAME 256
+
+/* Whether @name (@length bytes, or NUL-terminated when @length is -1) is usable as
+ * a class name, in metadata and in JSON: valid UTF-8 of at most VD_MAX_CLASS_NAME
+ * bytes, without NUL bytes or control characters (U+0000..U+001F, U+007F..U+009F).
+ * An empty name is valid here (callers decide what it means). Returns FALSE with
+ * @error set (VD_ERROR_FORMAT) saying what is wrong and where. Thread-safe. The
+ * model loader checks the class names of a model file's metadata with it. */
+VD_API gboolean vd_class_name_validate(const char *name, gssize length, GError **error);
+
 /* A short human-readable description ("fasterrcnn resnet50-fpn, 91 classes").
  * Owned by the model. */
 VD_API const char *vd_model_description(const vd_model *model);
