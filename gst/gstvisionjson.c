@@ -37,9 +37,12 @@
 #include "gstvisiondetectmeta.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 #include <gst/video/video.h>
@@ -68,10 +71,17 @@ struct _GstVisionJson
 
   /* streaming state */
   FILE *file;                   /* stdout when no location is set */
+  gchar *file_key;              /* "device:inode" of the file, in open_files */
   GstVideoInfo info;
   gboolean have_info;
   guint64 frame_count;
 };
+
+/* The files the visionjson elements of this process are writing, by device and
+ * inode ("dev:ino" -> the element's name): a second writer would interleave its
+ * lines with the first's (and truncate the file under it), so it is refused. */
+static GMutex open_files_lock;
+static GHashTable *open_files;
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK,
@@ -188,7 +198,8 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   GstVisionJson *self = GST_VISION_JSON (trans);
   guint64 frame_index = self->frame_count++;
   gboolean post_messages;
-  gchar *json;
+  gchar *json, *line;
+  gsize line_length, written;
 
   if (G_UNLIKELY (!self->have_info)) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("frame before caps"));
@@ -197,8 +208,15 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 
   json = frame_to_json (self, buffer, frame_index);
 
-  if (fputs (json, self->file) == EOF || fputc ('\n', self->file) == EOF
-      || fflush (self->file) != 0) {
+  /* the line and its newline in one call: stdio locks the stream per call, so
+   * elements sharing standard output never interleave within a line */
+  line_length = strlen (json);
+  line = g_malloc (line_length + 1);
+  memcpy (line, json, line_length);
+  line[line_length] = '\n';
+  written = fwrite (line, 1, line_length + 1, self->file);
+  g_free (line);
+  if (written != line_length + 1 || fflush (self->file) != 0) {
     gchar *location;
 
     GST_OBJECT_LOCK (self);
@@ -242,6 +260,92 @@ gst_vision_json_set_caps (GstBaseTransform * trans, GstCaps * incaps,
   return TRUE;
 }
 
+static void
+release_location_key (const gchar * key)
+{
+  g_mutex_lock (&open_files_lock);
+  if (open_files != NULL)
+    g_hash_table_remove (open_files, key);
+  g_mutex_unlock (&open_files_lock);
+}
+
+/* Opens @location for writing, truncated, unless another visionjson of the
+ * process is writing that file (whatever the path it was given): then an
+ * element error naming both. */
+static gboolean
+open_location (GstVisionJson * self, const gchar * location)
+{
+  struct stat st;
+  gchar *key, *owner = NULL, *name;
+  int fd;
+
+  /* not truncated before we know the file is ours to write */
+  fd = g_open (location, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0 || fstat (fd, &st) != 0) {
+    int err = errno;
+
+    if (fd >= 0)
+      close (fd);
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
+        ("Could not open \"%s\" for writing: %s", location,
+            g_strerror (err)), (NULL));
+    return FALSE;
+  }
+  key = g_strdup_printf ("%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT,
+      (guint64) st.st_dev, (guint64) st.st_ino);
+  name = gst_object_get_name (GST_OBJECT (self));
+  g_mutex_lock (&open_files_lock);
+  if (open_files == NULL)
+    open_files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+        g_free);
+  if (S_ISREG (st.st_mode))
+    owner = g_strdup (g_hash_table_lookup (open_files, key));
+  if (owner == NULL && S_ISREG (st.st_mode))
+    g_hash_table_insert (open_files, g_strdup (key), g_strdup (name));
+  g_mutex_unlock (&open_files_lock);
+  g_free (name);
+
+  if (owner != NULL) {
+    close (fd);
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
+        ("Could not write to \"%s\": the visionjson element \"%s\" of this "
+            "process is writing that file (two writers would mix their lines)",
+            location, owner), ("file %s", key));
+    g_free (owner);
+    g_free (key);
+    return FALSE;
+  }
+  if (S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0) {
+    int err = errno;
+
+    close (fd);
+    release_location_key (key);
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
+        ("Could not truncate \"%s\": %s", location, g_strerror (err)), (NULL));
+    g_free (key);
+    return FALSE;
+  }
+  self->file = fdopen (fd, "w");
+  if (self->file == NULL) {
+    int err = errno;
+
+    close (fd);
+    release_location_key (key);
+    GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
+        ("Could not open \"%s\" for writing: %s", location, g_strerror (err)),
+        (NULL));
+    g_free (key);
+    return FALSE;
+  }
+  /* only regular files are registered (a FIFO or a device may be shared on
+   * purpose) */
+  if (S_ISREG (st.st_mode))
+    self->file_key = key;
+  else
+    g_free (key);
+  return TRUE;
+}
+
 static gboolean
 gst_vision_json_start (GstBaseTransform * trans)
 {
@@ -254,15 +358,9 @@ gst_vision_json_start (GstBaseTransform * trans)
 
   if (location == NULL || *location == '\0') {
     self->file = stdout;
-  } else {
-    self->file = g_fopen (location, "w");
-    if (self->file == NULL) {
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
-          ("Could not open \"%s\" for writing: %s", location,
-              g_strerror (errno)), (NULL));
-      g_free (location);
-      return FALSE;
-    }
+  } else if (!open_location (self, location)) {
+    g_free (location);
+    return FALSE;
   }
   g_free (location);
   self->frame_count = 0;
@@ -274,6 +372,11 @@ gst_vision_json_stop (GstBaseTransform * trans)
 {
   GstVisionJson *self = GST_VISION_JSON (trans);
   gboolean ok = TRUE;
+
+  if (self->file_key != NULL) {
+    release_location_key (self->file_key);
+    g_clear_pointer (&self->file_key, g_free);
+  }
 
   if (self->file != NULL && self->file != stdout && fclose (self->file) != 0) {
     GST_ELEMENT_ERROR (self, RESOURCE, CLOSE, ("Could not close the JSON file: "

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
@@ -196,6 +197,72 @@ GST_START_TEST (test_unwritable_location)
 
 GST_END_TEST;
 
+/* Two visionjson elements of one process writing one file (a tee) would mix
+ * their lines: the second is refused with an error naming the file and the
+ * first writer, whatever path it is given; the file stays the first one's,
+ * every line valid JSON; once the first has stopped the file is free. */
+GST_START_TEST (test_one_writer_per_file)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *link = g_build_filename (dir, "link.jsonl", NULL);
+  gchar *launch, *error, *contents = NULL, **lines;
+  guint i, n;
+
+  fail_unless (symlink (path, link) == 0);
+  for (i = 0; i < 2; i++) {
+    launch = g_strdup_printf ("videotestsrc num-buffers=20 ! "
+        "video/x-raw,width=64,height=48 ! tee name=t "
+        "t. ! queue ! visionjson name=first location=\"%s\" ! fakesink "
+        "t. ! queue ! visionjson name=second location=\"%s\" ! fakesink",
+        path, i == 0 ? path : link);
+    error = vdtest_pipeline_error (launch);
+    fail_unless (error != NULL, "two writers of one file accepted");
+    fail_unless (strstr (error, "is writing that file") != NULL
+        && (strstr (error, "\"first\"") != NULL
+            || strstr (error, "\"second\"") != NULL), "%s", error);
+    g_free (error);
+    g_free (launch);
+
+    /* what is in the file is one writer's whole lines */
+    fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+    lines = g_strsplit (contents, "\n", -1);
+    for (n = 0; lines[n] != NULL && lines[n][0] != '\0'; n++) {
+      JsonParser *parser = json_parser_new ();
+
+      fail_unless (json_parser_load_from_data (parser, lines[n], -1, NULL),
+          "line %u: %s", n, lines[n]);
+      g_object_unref (parser);
+    }
+    g_strfreev (lines);
+    g_free (contents);
+  }
+
+  /* one writer at a time is fine, again and again */
+  for (i = 0; i < 2; i++) {
+    launch = g_strdup_printf ("videotestsrc num-buffers=3 ! "
+        "video/x-raw,width=64,height=48 ! visionjson location=\"%s\" ! "
+        "fakesink", i == 0 ? path : link);
+    error = vdtest_pipeline_error (launch);
+    fail_unless (error == NULL, "%s", error);
+    g_free (launch);
+    fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+    lines = g_strsplit (contents, "\n", -1);
+    fail_unless_equals_int (g_strv_length (lines), 4);  /* 3 lines + "" */
+    g_strfreev (lines);
+    g_free (contents);
+  }
+
+  g_unlink (link);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (link);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_properties)
 {
   GstElement *e = gst_element_factory_make ("visionjson", NULL);
@@ -225,6 +292,7 @@ visionjson_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_lines_match_metadata);
   tcase_add_test (tc, test_unwritable_location);
+  tcase_add_test (tc, test_one_writer_per_file);
   tcase_add_test (tc, test_properties);
   return s;
 }
