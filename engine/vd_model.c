@@ -1349,37 +1349,22 @@ static void model_free(vd_model *model)
     g_free(model);
 }
 
-vd_model *vd_model_load(const char *path, GError **error)
+vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 size,
+                              GError **error)
 {
-    GError *map_error = NULL;
-    GMappedFile *file;
-    const guint8 *contents;
-    guint64 size, header_len;
+    guint64 header_len;
     JsonNode *header_root = NULL, *config_root = NULL;
     JsonObject *metadata = NULL;
     vd_model *model = NULL;
     loader ld = { 0 };
     gboolean ok = FALSE;
 
-    if (!path) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "no model file given");
-        return NULL;
-    }
     ld.path = path;
-    file = g_mapped_file_new(path, FALSE, &map_error);
-    if (!file) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FILE, "cannot open model file %s: %s", path,
-                    map_error->message);
-        g_error_free(map_error);
-        return NULL;
-    }
-    contents = (const guint8 *)g_mapped_file_get_contents(file);
-    size = g_mapped_file_get_length(file);
     if (size < 8) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: file too short (%" G_GUINT64_FORMAT " bytes) for the 8-byte safetensors "
                     "header length", path, size);
-        goto out_unmap;
+        return NULL;
     }
     memcpy(&header_len, contents, 8);
     header_len = GUINT64_FROM_LE(header_len);
@@ -1388,12 +1373,12 @@ vd_model *vd_model_load(const char *path, GError **error)
                     "%s: header length %" G_GUINT64_FORMAT " goes beyond the end of the file (%"
                     G_GUINT64_FORMAT " bytes): truncated or not a safetensors file", path,
                     header_len, size);
-        goto out_unmap;
+        return NULL;
     }
     header_root = parse_json_object(path, "the safetensors header", (const char *)contents + 8,
                                     (gssize)header_len, error);
     if (!header_root)
-        goto out_unmap;
+        return NULL;
 
     model = g_new0(vd_model, 1);
     model->ref_count = 1;
@@ -1429,7 +1414,28 @@ out_free_loader:
         model_free(model);
         model = NULL;
     }
-out_unmap:
+    return model;
+}
+
+vd_model *vd_model_load(const char *path, GError **error)
+{
+    GError *map_error = NULL;
+    GMappedFile *file;
+    vd_model *model;
+
+    if (!path) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "no model file given");
+        return NULL;
+    }
+    file = g_mapped_file_new(path, FALSE, &map_error);
+    if (!file) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FILE, "cannot open model file %s: %s", path,
+                    map_error->message);
+        g_error_free(map_error);
+        return NULL;
+    }
+    model = vd_model_load_bytes(path, (const guint8 *)g_mapped_file_get_contents(file),
+                                g_mapped_file_get_length(file), error);
     g_mapped_file_unref(file);
     return model;
 }

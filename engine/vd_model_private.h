@@ -123,6 +123,12 @@ struct vd_model {
     vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
 };
 
+/* vd_model_load() of a file's @size bytes at @contents (named @path in errors),
+ * which the model does not keep: weights are copied (folded) as they are read.
+ * The loader fuzzer's entry point. */
+vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 size,
+                              GError **error);
+
 /* Number of channels of ResNet stage @stage (1..4) output. */
 int vd_config_stage_channels(const vd_config *config, int stage);
 

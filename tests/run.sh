@@ -3,7 +3,9 @@
 # builds and runs every meson test suite, then the engine suite again under
 # AddressSanitizer and UBSan.
 #   tests/run.sh            all suites
-#   tests/run.sh SUITE...   only these suites (engine, parity, gst, model, gpu)
+#   tests/run.sh SUITE...   only these suites (engine, parity, gst, model, gpu, libfuzzer)
+# libfuzzer: the libFuzzer harnesses in a clang build of their own (build-fuzz, ASan and
+# UBSan), each for a short fixed time; tests/fuzz/long.sh runs them long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +19,7 @@ packages=(
   python3 python3-numpy python3-torchvision
   gstreamer1.0-libav valgrind
   gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi gir1.2-gstreamer-1.0
+  clang libclang-rt-dev libomp-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -30,15 +33,21 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 suites=("$@")
+wants() { [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
 suite_args=()
-for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
+main_suites=0
+for s in "${suites[@]}"; do
+  if [ "$s" != libfuzzer ]; then suite_args+=(--suite "$s"); main_suites=$((main_suites + 1)); fi
+done
 
-if [ -d build ]; then meson setup --reconfigure build >/dev/null; else meson setup build; fi
-ninja -C build
-meson test -C build --print-errorlogs --num-processes 2 "${suite_args[@]}"
+if [ ${#suites[@]} -eq 0 ] || [ $main_suites -gt 0 ]; then
+  if [ -d build ]; then meson setup --reconfigure build >/dev/null; else meson setup build; fi
+  ninja -C build
+  meson test -C build --print-errorlogs --num-processes 2 "${suite_args[@]}"
+fi
 
 # The engine under AddressSanitizer + UBSan (no CUDA, no plugin: the engine only).
-if [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx engine; then
+if wants engine; then
   if [ ! -d build-asan ]; then
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
       -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
@@ -46,4 +55,14 @@ if [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx engine; th
   ninja -C build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --suite engine
+fi
+
+# The libFuzzer harnesses (clang, ASan + UBSan, coverage instrumentation).
+if wants libfuzzer; then
+  if [ ! -d build-fuzz ]; then
+    CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
+  fi
+  ninja -C build-fuzz
+  meson test -C build-fuzz --print-errorlogs --suite libfuzzer
 fi
