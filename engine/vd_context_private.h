@@ -86,7 +86,7 @@ gboolean vd_cuda_available(int device_index);
 /* Image views (vd_image.c). Validation: size, format, planes present with
  * strides of at least a row, a known colour matrix for YUV. Layout: the bytes
  * of a row and the rows of each plane (packed rows, no stride); returns the
- * number of planes (0 for an unknown format). */
+ * number of planes (0 for an unknown format or a size validation refuses). */
 gboolean vd_image_validate(const vd_image *image, GError **error);
 int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_rows[3]);
 

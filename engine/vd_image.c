@@ -25,6 +25,10 @@ int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_row
     int cw = chroma_size(w), ch = chroma_size(h);
     memset(row_bytes, 0, 3 * sizeof(int));
     memset(plane_rows, 0, 3 * sizeof(int));
+    /* sizes vd_image_validate() refuses have no layout (and 4 * w must fit an int;
+     * found by the image fuzzer: the layout of an unvalidated image overflowed) */
+    if (w <= 0 || h <= 0 || w > G_MAXINT / 8 || h > G_MAXINT / 8)
+        return 0;
     switch (image->format) {
     case VD_FORMAT_RGB:
     case VD_FORMAT_BGR:

@@ -11,5 +11,6 @@ if [ ! -d build-fuzz ]; then
   bash tests/run.sh libfuzzer
 fi
 ninja -C build-fuzz
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 exec tests/fuzz/run_fuzzer.sh build-fuzz/tests/fuzz/fuzz-model-load tests/fuzz/corpus/model \
   build-fuzz/tests/fuzz/model-long -runs="$runs" -max_len=262144 -timeout=20 -rss_limit_mb=4096
