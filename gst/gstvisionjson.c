@@ -35,6 +35,7 @@
 
 #include "gstvisionjson.h"
 #include "gstvisiondetectmeta.h"
+#include "gstvisionjsonformat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,46 +99,6 @@ G_DEFINE_TYPE (GstVisionJson, gst_vision_json, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE (visionjson, "visionjson", GST_RANK_NONE,
     GST_TYPE_VISION_JSON);
 
-/* A JSON number with at most @decimals decimals and no trailing zeros (json-glib
- * would print 17 significant digits: 0.0075709999999999996). */
-static void
-append_number (GString * json, gdouble value, gint decimals)
-{
-  gchar buf[G_ASCII_DTOSTR_BUF_SIZE];
-  gchar format[8];
-  gsize len;
-
-  if (!isfinite (value)) {
-    g_string_append (json, "null");
-    return;
-  }
-  g_snprintf (format, sizeof (format), "%%.%df", decimals);
-  g_ascii_formatd (buf, sizeof (buf), format, value);
-  len = strlen (buf);
-  if (strchr (buf, '.') != NULL) {
-    while (len > 0 && buf[len - 1] == '0')
-      len--;
-    if (len > 0 && buf[len - 1] == '.')
-      len--;
-  }
-  buf[len] = '\0';
-  if (strcmp (buf, "-0") == 0)
-    strcpy (buf, "0");
-  g_string_append (json, buf);
-}
-
-/* A JSON string, escaped by json-glib. */
-static void
-append_string (GString * json, const gchar * value)
-{
-  JsonNode *node = json_node_init_string (json_node_alloc (), value);
-  gchar *quoted = json_to_string (node, FALSE);
-
-  g_string_append (json, quoted);
-  g_free (quoted);
-  json_node_unref (node);
-}
-
 /* One line of JSON for the frame (see the schema in the element's doc). */
 static gchar *
 frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
@@ -164,26 +125,26 @@ frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
 
     g_string_append_printf (json, "%s{\"id\":%d,\"label\":", i ? "," : "",
         d->roi_id);
-    append_string (json, d->label ? g_quark_to_string (d->label) : "");
+    gst_vision_json_append_string (json, d->label ? g_quark_to_string (d->label) : "");
     g_string_append_printf (json, ",\"label_id\":%d,\"confidence\":",
         d->label_id);
-    append_number (json, d->confidence, 6);
+    gst_vision_json_append_number (json, d->confidence, 6);
     g_string_append (json, ",\"box\":{\"x_min\":");
-    append_number (json, d->x / width, 6);
+    gst_vision_json_append_number (json, d->x / width, 6);
     g_string_append (json, ",\"y_min\":");
-    append_number (json, d->y / height, 6);
+    gst_vision_json_append_number (json, d->y / height, 6);
     g_string_append (json, ",\"x_max\":");
-    append_number (json, (d->x + d->w) / width, 6);
+    gst_vision_json_append_number (json, (d->x + d->w) / width, 6);
     g_string_append (json, ",\"y_max\":");
-    append_number (json, (d->y + d->h) / height, 6);
+    gst_vision_json_append_number (json, (d->y + d->h) / height, 6);
     g_string_append (json, "},\"rect\":{\"x\":");
-    append_number (json, d->x, 2);
+    gst_vision_json_append_number (json, d->x, 2);
     g_string_append (json, ",\"y\":");
-    append_number (json, d->y, 2);
+    gst_vision_json_append_number (json, d->y, 2);
     g_string_append (json, ",\"w\":");
-    append_number (json, d->w, 2);
+    gst_vision_json_append_number (json, d->w, 2);
     g_string_append (json, ",\"h\":");
-    append_number (json, d->h, 2);
+    gst_vision_json_append_number (json, d->h, 2);
     g_string_append (json, "}}");
   }
   g_string_append (json, "]}");

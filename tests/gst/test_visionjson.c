@@ -197,6 +197,53 @@ GST_START_TEST (test_unwritable_location)
 
 GST_END_TEST;
 
+/* Labels come from other elements' ROI metas too, in any bytes: a label that is
+ * not UTF-8 is written with U+FFFD for its invalid bytes, and the line stays
+ * JSON; so do coordinates far beyond any frame. */
+GST_START_TEST (test_foreign_labels_and_numbers)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *b = new_frame (0);
+  GstVideoRegionOfInterestMeta *roi;
+  JsonParser *parser = json_parser_new ();
+  JsonObject *line, *o;
+  gchar *contents = NULL;
+
+  gst_harness_set_src_caps_str (h, caps);
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "cu\xff" "be\xc3", 1, 2,
+      3, 4);
+  roi->id = 0;
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "far", 0, 0, 10, 10);
+  roi->id = 1;
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("detection", "x_min", G_TYPE_DOUBLE, 1e300,
+          "y_min", G_TYPE_DOUBLE, -1e40, "x_max", G_TYPE_DOUBLE, 2e300,
+          "y_max", G_TYPE_DOUBLE, 1.0, "confidence", G_TYPE_DOUBLE, 0.5, NULL));
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  fail_unless (g_utf8_validate (contents, -1, NULL), "not UTF-8: %s", contents);
+  line = parse_line (parser, g_strstrip (contents));
+  o = json_array_get_object_element (json_object_get_array_member (line,
+          "objects"), 0);
+  fail_unless_equals_string (json_object_get_string_member (o, "label"),
+      "cu\xef\xbf\xbd" "be\xef\xbf\xbd");
+  g_object_unref (parser);
+  g_free (contents);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (launch);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 /* Two visionjson elements of one process writing one file (a tee) would mix
  * their lines: the second is refused with an error naming the file and the
  * first writer, whatever path it is given; the file stays the first one's,
@@ -293,6 +340,7 @@ visionjson_suite (void)
   tcase_add_test (tc, test_lines_match_metadata);
   tcase_add_test (tc, test_unwritable_location);
   tcase_add_test (tc, test_one_writer_per_file);
+  tcase_add_test (tc, test_foreign_labels_and_numbers);
   tcase_add_test (tc, test_properties);
   return s;
 }
