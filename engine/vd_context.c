@@ -242,6 +242,13 @@ static gboolean copy_images(vd_job *job, const vd_image *images, int n_images, G
     return TRUE;
 }
 
+/* The last vd_context_kernels() answer. */
+static void kernels_clear(vd_context *ctx)
+{
+    g_clear_pointer(&ctx->kernels, g_array_unref);
+    g_clear_pointer(&ctx->kernel_strings, g_string_chunk_free);
+}
+
 void vd_context_free(vd_context *ctx)
 {
     if (ctx == NULL)
@@ -263,10 +270,7 @@ void vd_context_free(vd_context *ctx)
     vd_model_unref(ctx->model);
     g_free(ctx->fallback_reason);
     g_free(ctx->description);
-    if (ctx->kernels != NULL)
-        g_array_unref(ctx->kernels);
-    if (ctx->kernel_strings != NULL)
-        g_string_chunk_free(ctx->kernel_strings);
+    kernels_clear(ctx);
     g_mutex_clear(&ctx->lock);
     g_cond_clear(&ctx->cond);
     g_free(ctx);
@@ -290,10 +294,7 @@ int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels)
     *kernels = NULL;
     if (!g_queue_is_empty(&ctx->in_flight))
         return -1;
-    if (ctx->kernels != NULL)
-        g_array_unref(ctx->kernels);
-    if (ctx->kernel_strings != NULL)
-        g_string_chunk_free(ctx->kernel_strings);
+    kernels_clear(ctx);
     ctx->kernels = g_array_new(FALSE, TRUE, sizeof(vd_kernel_info));
     ctx->kernel_strings = g_string_chunk_new(1024);
     if (ctx->backend->kernels != NULL)

@@ -90,9 +90,6 @@ gboolean vd_cuda_available(int device_index);
 gboolean vd_image_validate(const vd_image *image, GError **error);
 int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_rows[3]);
 
-/* "fp32", "fp16", "bf16", "auto". */
-const char *vd_precision_name(vd_precision precision);
-
 /* Passes a tensor to the observer, if any. Cheap when none is set. */
 void vd_context_observe(vd_context *ctx, const char *name, const float *data,
                         const int64_t *shape, int ndim);

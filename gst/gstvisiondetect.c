@@ -219,22 +219,6 @@ to_vd_precision (GstVisionDetectPrecision precision)
   }
 }
 
-static const gchar *
-precision_name (vd_precision precision)
-{
-  switch (precision) {
-    case VD_PRECISION_FP32:
-      return "fp32";
-    case VD_PRECISION_FP16:
-      return "fp16";
-    case VD_PRECISION_BF16:
-      return "bf16";
-    case VD_PRECISION_AUTO:
-    default:
-      return "auto";
-  }
-}
-
 /* A labels file (see gstvisionlabels.c for what it may hold). */
 static gchar **
 load_labels (const gchar * path, gint num_classes, GError ** error)
@@ -564,7 +548,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
   if (self->ctx == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
         ("Could not run model \"%s\" on device \"%s\" with precision %s: %s",
-            path, device, precision_name (params.precision), err->message),
+            path, device, vd_precision_name (params.precision), err->message),
         ("engine error code %d", err->code));
     goto out_release_engine;
   }
@@ -579,7 +563,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
   GST_INFO_OBJECT (self, "model %s (%s), %d classes, on %s in %s", path,
       vd_model_description (self->model), self->num_classes,
       vd_context_device (self->ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
-      precision_name (vd_context_precision (self->ctx)));
+      vd_precision_name (vd_context_precision (self->ctx)));
   GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (self->ctx));
 
   self->frame_count = 0;

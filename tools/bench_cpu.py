@@ -358,31 +358,16 @@ def export_onnx(model_path, img, workdir, threads):
     return path
 
 
-def box_iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def match_fraction(ref, peer, score=0.5, iou=0.9):
+def match_fraction(pc, ref, peer, score=0.5, iou=0.9):
     """(torchvision's detections with score >= score, how many of them a peer detection
-    matches: same label, IoU >= iou, each peer detection used once, best IoU first)."""
-    refs = [(b, l) for b, s, l in zip(ref["boxes"], ref["scores"], ref["labels"]) if s >= score]
-    free = list(zip(peer["boxes"], peer["labels"]))
-    matched = 0
-    for b, l in refs:
-        best, best_iou = None, iou
-        for k, (pb, pl) in enumerate(free):
-            if pl == l:
-                v = box_iou(b, pb)
-                if v >= best_iou:
-                    best, best_iou = k, v
-        if best is not None:
-            matched += 1
-            free.pop(best)
-    return len(refs), matched
+    matches: same label, IoU >= iou, one to one; parity_common.match)."""
+    keep = [k for k, sc in enumerate(ref["scores"]) if sc >= score]
+    boxes = [ref["boxes"][k] for k in keep]
+    labels = [ref["labels"][k] for k in keep]
+    if not keep or not peer["boxes"]:
+        return len(keep), 0
+    pairs, _ = pc.match(boxes, peer["boxes"], iou, labels, peer["labels"])
+    return len(keep), sum(1 for _, j in pairs if j >= 0)
 
 
 class _null:
@@ -713,7 +698,7 @@ def main(argv=None):
                     msg = "no torchvision side to compare with (--only vd-detect)"
                     chk["match_fraction"] = None
                 else:
-                    n_ref, matched = match_fraction(side[check_ref]["out"], pout)
+                    n_ref, matched = match_fraction(pc, side[check_ref]["out"], pout)
                     frac = matched / n_ref if n_ref else None
                     chk.update({"reference_detections_0.5": n_ref, "matched": matched, "match_fraction": frac})
                     msg = (f"{n_peer} detections >= 0.5 ({check_ref} {n_ref}); {check_ref}'s matched "

@@ -107,11 +107,6 @@ static gboolean dnnl_check(dnnl_status_t status, const char *what, GError **erro
             goto out_fail;                                                                         \
     } while (0)
 
-/* Channel blocks of the blocked activation layouts: 16 where oneDNN runs AVX-512
- * kernels (nChw16c), 8 below (nChw8c: its AVX2, AVX and SSE4.1 kernels). A layout
- * a kernel family does not take sends oneDNN to its reference loops. */
-#define CB_MAX 16
-
 /* bfloat16 <-> float32: round to nearest even, NaN kept quiet (as torch's
  * c10::BFloat16 conversion). */
 static inline uint16_t f32_to_bf16(float f)
@@ -134,14 +129,14 @@ static inline float bf16_to_f32(uint16_t h)
 
 /* One activation of one image: a oneDNN memory object over a buffer that is
  * either its own or shared with other intermediates. Float32 or bfloat16,
- * blocked (nChw16c, channels padded to a multiple of 16), NHWC (the input) or
+ * blocked (nChw16c or nChw8c, channels padded to a multiple of the block), NHWC (the input) or
  * NCHW (the stem's copy of it). Owned by the plan. */
 typedef struct {
     int h, w, c;
     dnnl_data_type_t dt;
     dnnl_format_tag_t tag;   /* the state's blocked tag, dnnl_nhwc or dnnl_nchw */
-    gboolean blocked;        /* tag is nChw16c or nChw8c */
-    int cb;                  /* channel block (16 or 8) when blocked, else 0 */
+    int cb;                  /* channel block (16 or 8) when blocked (the state's tag:
+                              * 16 with AVX-512, 8 below), 0 for NHWC / NCHW */
     void *data;
     dnnl_memory_t mem;
 } cpu_tensor;
@@ -352,15 +347,13 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {1, c, h, w};
-    gboolean blocked = tag == st->block_tag;
     cpu_tensor *t = g_new0(cpu_tensor, 1);
     t->h = h;
     t->w = w;
     t->c = c;
     t->dt = dt;
     t->tag = tag;
-    t->blocked = blocked;
-    t->cb = blocked ? st->cb : 0;
+    t->cb = tag == st->block_tag ? st->cb : 0;
     g_ptr_array_add(plan->tensors, t);
     if (data == NULL) {
         data = alloc_aligned(tensor_size(t), "an activation", error);
@@ -452,7 +445,7 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
                              const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || src->dt != dnnl_f32 ||
-        dst->dt != dnnl_f32 || !src->blocked || !dst->blocked)
+        dst->dt != dnnl_f32 || src->cb == 0 || dst->cb == 0)
         return FALSE;
     return in_c >= 64 && dst->h * dst->w >= 256;
 }
@@ -1105,7 +1098,7 @@ static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *
         return;
     for (int c = 0; c < t->c; c++)
         for (size_t p = 0; p < hw; p++) {
-            size_t at = t->blocked ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
+            size_t at = t->cb > 0 ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
                         : t->tag == dnnl_nchw ? (size_t)c * hw + p
                                               : p * t->c + c;
             nchw[(size_t)c * hw + p] = t->dt == dnnl_bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at])
@@ -1231,45 +1224,25 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
 
 /* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] for every channel of one
  * bilinear sample @s of a blocked map (@n_cb blocks of @CB channels, block planes
- * @plane elements apart): the four-term sum first, then added, as torchvision's CPU
- * kernel (and vd_roi_align_nhwc) does. Inlined with a constant @CB. */
+ * @plane elements apart), float32 or bfloat16 (@BF16: widened to float32 first,
+ * exactly): the four-term sum first, then added, as torchvision's CPU kernel (and
+ * vd_roi_align_nhwc) does. Inlined with constant @CB and @BF16. */
 static inline __attribute__((always_inline)) void
-roi_accumulate_f32(float *restrict acc, const float *restrict f, size_t plane,
-                   const vd_math_roi_sample *s, int n_cb, const int CB)
+roi_accumulate_block(float *restrict acc, const void *restrict f, size_t plane,
+                     const vd_math_roi_sample *s, int n_cb, const int CB, const gboolean BF16)
 {
     const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
+#define ROI_AT(k, i)                                                                               \
+    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * CB + (i)])               \
+          : ((const float *)f)[at + (size_t)s->pos[k] * CB + (i)])
     for (int cb = 0; cb < n_cb; cb++) {
-        const float *base = f + (size_t)cb * plane;
-        const float *restrict v1 = base + (size_t)s->pos[0] * CB;
-        const float *restrict v2 = base + (size_t)s->pos[1] * CB;
-        const float *restrict v3 = base + (size_t)s->pos[2] * CB;
-        const float *restrict v4 = base + (size_t)s->pos[3] * CB;
+        size_t at = (size_t)cb * plane;
         float *restrict a = acc + cb * CB;
 #pragma omp simd
         for (int i = 0; i < CB; i++)
-            a[i] += ((w1 * v1[i] + w2 * v2[i]) + w3 * v3[i]) + w4 * v4[i];
+            a[i] += ((w1 * ROI_AT(0, i) + w2 * ROI_AT(1, i)) + w3 * ROI_AT(2, i)) + w4 * ROI_AT(3, i);
     }
-}
-
-/* The same over bfloat16 features, widened to float32 first (exactly). */
-static inline __attribute__((always_inline)) void
-roi_accumulate_bf16(float *restrict acc, const uint16_t *restrict f, size_t plane,
-                    const vd_math_roi_sample *s, int n_cb, const int CB)
-{
-    const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
-    for (int cb = 0; cb < n_cb; cb++) {
-        const uint16_t *base = f + (size_t)cb * plane;
-        const uint16_t *restrict v1 = base + (size_t)s->pos[0] * CB;
-        const uint16_t *restrict v2 = base + (size_t)s->pos[1] * CB;
-        const uint16_t *restrict v3 = base + (size_t)s->pos[2] * CB;
-        const uint16_t *restrict v4 = base + (size_t)s->pos[3] * CB;
-        float *restrict a = acc + cb * CB;
-#pragma omp simd
-        for (int i = 0; i < CB; i++)
-            a[i] += ((w1 * bf16_to_f32(v1[i]) + w2 * bf16_to_f32(v2[i])) +
-                     w3 * bf16_to_f32(v3[i])) +
-                    w4 * bf16_to_f32(v4[i]);
-    }
+#undef ROI_AT
 }
 
 /* One sample into the accumulators, for either channel block (the two blocks the
@@ -1278,17 +1251,14 @@ VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features,
                                       size_t plane, const vd_math_roi_sample *s, int n_cb,
                                       int cb)
 {
-    if (bf16) {
-        if (cb == 16)
-            roi_accumulate_bf16(acc, features, plane, s, n_cb, 16);
-        else
-            roi_accumulate_bf16(acc, features, plane, s, n_cb, 8);
-    } else {
-        if (cb == 16)
-            roi_accumulate_f32(acc, features, plane, s, n_cb, 16);
-        else
-            roi_accumulate_f32(acc, features, plane, s, n_cb, 8);
-    }
+    if (bf16 && cb == 16)
+        roi_accumulate_block(acc, features, plane, s, n_cb, 16, TRUE);
+    else if (bf16)
+        roi_accumulate_block(acc, features, plane, s, n_cb, 8, TRUE);
+    else if (cb == 16)
+        roi_accumulate_block(acc, features, plane, s, n_cb, 16, FALSE);
+    else
+        roi_accumulate_block(acc, features, plane, s, n_cb, 8, FALSE);
 }
 
 /* roi_align (aligned=False, spec §5.5) over one blocked feature map (float32, or

@@ -139,11 +139,6 @@ size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads)
     return per_thread * (size_t)MAX(n_threads, 1);
 }
 
-size_t vd_wino_weights_size(const vd_wino *wino)
-{
-    return (size_t)N_POINTS * wino->in_c * wino->out_c * sizeof(float);
-}
-
 /* B^T x for one column x[0..5] of CB-wide vectors, into r[0..5]. */
 #define WINO_BT(x, r, c)                                                                           \
     do {                                                                                           \

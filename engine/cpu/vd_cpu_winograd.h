@@ -33,9 +33,6 @@ void vd_wino_unref(vd_wino *wino);
 /* Bytes of workspace vd_wino_run() needs for @n_threads threads. */
 size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads);
 
-/* Weights memory in bytes (the transformed 6x6 kernels). */
-size_t vd_wino_weights_size(const vd_wino *wino);
-
 /* dst = [relu](conv(src) + bias [+ dst]) for one image of @h x @w, src and dst
  * blocked ([C / cb][h][w][cb] float32), with OpenMP over chunks of tiles on
  * @n_threads threads. @workspace holds at least vd_wino_workspace_size() bytes,

@@ -146,9 +146,13 @@ VD_API const vd_model *vd_context_model(const vd_context *ctx);
  * reason (owned by the context); NULL otherwise. Callers should warn with it. */
 VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
+/* "auto", "fp32", "fp16" or "bf16" (a static string; "unknown" for other values). */
+VD_API const char *vd_precision_name(vd_precision precision);
+
 /* How the context runs, in one line owned by the context, for logs: the backend
  * and what it chose, e.g. "cpu: oneDNN 2.6.3, ISA avx2, fp32, 2 threads, layout
- * nChw8c, Winograd off" or "cuda:0: NVIDIA H200, fp16, CUDA graphs". */
+ * nChw8c, Winograd own"; a backend without a description of its own gives its
+ * name and precision ("cuda, fp16"). */
 VD_API const char *vd_context_describe(const vd_context *ctx);
 
 /* One compute primitive of the context: which layer, what kind of operation and
