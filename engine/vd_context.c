@@ -292,7 +292,7 @@ const char *vd_context_describe(const vd_context *ctx) { return ctx->description
 int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels)
 {
     *kernels = NULL;
-    if (!g_queue_is_empty(&ctx->in_flight))
+    if (vd_context_in_flight(ctx) > 0)
         return -1;
     kernels_clear(ctx);
     ctx->kernels = g_array_new(FALSE, TRUE, sizeof(vd_kernel_info));
@@ -337,12 +337,12 @@ gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images, vd_res
                     "vd_detect needs at least one image and as many results");
         return FALSE;
     }
-    if (!g_queue_is_empty(&ctx->in_flight)) {
+    if (vd_context_in_flight(ctx) > 0) {
         memset(results, 0, sizeof(*results) * (size_t)n_images);
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "%u submitted batch(es) not collected on this context: collect them "
+                    "%d submitted batch(es) not collected on this context: collect them "
                     "before vd_detect",
-                    g_queue_get_length(&ctx->in_flight));
+                    vd_context_in_flight(ctx));
         return FALSE;
     }
     gboolean ok = run_batch(ctx, &ctx->requested, images, n_images, results, error);
@@ -354,7 +354,7 @@ gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images, vd_res
 gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError **error)
 {
     g_return_val_if_fail(ctx != NULL, FALSE);
-    if (g_queue_get_length(&ctx->in_flight) >= VD_MAX_IN_FLIGHT) {
+    if (vd_context_in_flight(ctx) >= VD_MAX_IN_FLIGHT) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
                     "%d batches are already in flight on this context: collect one first",
                     VD_MAX_IN_FLIGHT);
@@ -389,11 +389,14 @@ gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError
     if (!copy_images(job, images, n_images, &job->error)) {
         /* reported by vd_collect(), in order, like a failure while running */
         job->done = TRUE;
+        g_mutex_lock(&ctx->lock);
         g_queue_push_tail(&ctx->in_flight, job);
+        g_cond_broadcast(&ctx->cond);
+        g_mutex_unlock(&ctx->lock);
         return TRUE;
     }
-    g_queue_push_tail(&ctx->in_flight, job);
     g_mutex_lock(&ctx->lock);
+    g_queue_push_tail(&ctx->in_flight, job);
     g_queue_push_tail(&ctx->queued, job);
     g_cond_broadcast(&ctx->cond);
     g_mutex_unlock(&ctx->lock);
@@ -403,16 +406,17 @@ gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError
 gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, GError **error)
 {
     g_return_val_if_fail(ctx != NULL, FALSE);
+    g_mutex_lock(&ctx->lock);
     vd_job *job = g_queue_peek_head(&ctx->in_flight);
     if (job == NULL) {
+        g_mutex_unlock(&ctx->lock);
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "nothing was submitted");
         return FALSE;
     }
-    g_mutex_lock(&ctx->lock);
     while (!job->done)
         g_cond_wait(&ctx->cond, &ctx->lock);
-    g_mutex_unlock(&ctx->lock);
     g_queue_pop_head(&ctx->in_flight);
+    g_mutex_unlock(&ctx->lock);
 
     ctx->n_reported = job->n_stages;
     memcpy(ctx->reported, job->stages, sizeof(ctx->reported));
@@ -436,7 +440,14 @@ gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, GError *
 
 int vd_context_in_flight(const vd_context *ctx)
 {
-    return ctx != NULL ? (int)ctx->in_flight.length : 0;
+    if (ctx == NULL)
+        return 0;
+    /* the lock guards the queue, not the context's settings */
+    GMutex *lock = (GMutex *)&ctx->lock;
+    g_mutex_lock(lock);
+    int n = (int)ctx->in_flight.length;
+    g_mutex_unlock(lock);
+    return n;
 }
 
 void vd_result_clear(vd_result *result)

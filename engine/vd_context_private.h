@@ -66,8 +66,8 @@ struct vd_context {
 
     /* vd_submit()/vd_collect(): batches run in submission order on a worker
      * thread started with the first submit. @in_flight (submitted, not yet
-     * collected) is the caller's; @queued, @quit and each job's @done are
-     * shared under @lock. */
+     * collected: vd_submit() pushes, vd_collect() pops, possibly on two
+     * threads), @queued, @quit and each job's @done are shared under @lock. */
     GMutex lock;
     GCond cond;
     GThread *worker;

@@ -290,6 +290,73 @@ static void test_submit_collect(void)
     g_free(frame);
 }
 
+/* A producer thread submits while the test's thread collects, at the same
+ * time (the element's two threads): every result in order, each equal to
+ * vd_detect()'s for its frame. */
+#define PC_FRAMES 40
+typedef struct {
+    vd_context *ctx;
+    guint8 *pixels[2];
+    int width, height;
+} pc_state;
+
+static gpointer pc_producer(gpointer data)
+{
+    pc_state *st = data;
+    for (int i = 0; i < PC_FRAMES; i++) {
+        vd_image image = vd_image_rgb(st->pixels[i % 3 == 0], st->width, st->height);
+        GError *error = NULL;
+        /* the limit: wait for the consumer, as the element does */
+        while (vd_context_in_flight(st->ctx) >= VD_MAX_IN_FLIGHT)
+            g_usleep(100);
+        if (!vd_submit(st->ctx, &image, 1, &error)) {
+            g_error_free(error);
+            return GINT_TO_POINTER(i + 1);
+        }
+    }
+    return NULL;
+}
+
+static void test_producer_consumer(void)
+{
+    vd_model *model = tiny_model();
+    vd_context *ctx = cpu_context(model, 0.0f);
+    pc_state st = {ctx, {make_rgb(72, 56), make_rgb(72, 56)}, 72, 56};
+    vd_result expected[2];
+    GError *error = NULL;
+
+    st.pixels[1][100] ^= 0xff;
+    st.pixels[1][3000] ^= 0xff;
+    for (int k = 0; k < 2; k++) {
+        vd_image image = vd_image_rgb(st.pixels[k], st.width, st.height);
+        expected[k] = detect_ok(ctx, &image);
+    }
+    g_assert_false(expected[0].n_detections == expected[1].n_detections &&
+                   memcmp(expected[0].detections, expected[1].detections,
+                          sizeof(vd_detection) * expected[0].n_detections) == 0);
+
+    GThread *producer = g_thread_new("producer", pc_producer, &st);
+    for (int i = 0; i < PC_FRAMES; i++) {
+        vd_result r = {0};
+        /* collect only what was submitted: vd_collect() refuses an empty queue */
+        while (vd_context_in_flight(ctx) == 0)
+            g_usleep(100);
+        g_assert_true(vd_collect(ctx, &r, 1, &error));
+        g_assert_no_error(error);
+        assert_same_result(&expected[i % 3 == 0], &r);
+        vd_result_clear(&r);
+    }
+    g_assert_null(g_thread_join(producer));
+    g_assert_cmpint(vd_context_in_flight(ctx), ==, 0);
+
+    for (int k = 0; k < 2; k++) {
+        vd_result_clear(&expected[k]);
+        g_free(st.pixels[k]);
+    }
+    vd_context_free(ctx);
+    vd_model_unref(model);
+}
+
 static void test_resolution_change(void)
 {
     vd_model *model = tiny_model();
@@ -601,6 +668,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/basic", test_detect_basic);
     g_test_add_func("/context/detect/model-reference", test_model_outlives_caller);
     g_test_add_func("/context/detect/submit-collect", test_submit_collect);
+    g_test_add_func("/context/detect/producer-consumer", test_producer_consumer);
     g_test_add_func("/context/detect/resolution-change", test_resolution_change);
     g_test_add_func("/context/detect/packed-formats", test_packed_formats);
     g_test_add_func("/context/detect/thresholds", test_thresholds);

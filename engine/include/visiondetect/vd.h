@@ -242,9 +242,9 @@ VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
  * context takes only vd_submit(), vd_collect(), the setters (which apply to
  * batches submitted afterwards), the getters and vd_context_free(), which waits
  * for the running batch and drops the others; vd_detect() is refused until
- * everything is collected. As for vd_detect(), these are calls of one thread at
- * a time: a producer thread that submits and a consumer that collects must not
- * call them at the same moment. The observer is called on the thread that runs
+ * everything is collected. One thread may submit (and call the setters) while
+ * another collects, at the same moment: a producer and a consumer; each of the
+ * two is one thread at a time. The observer is called on the thread that runs
  * the batch (see vd_context_set_observer()). */
 #define VD_MAX_IN_FLIGHT 4
 
