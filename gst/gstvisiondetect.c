@@ -78,6 +78,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
 #define DEFAULT_CLASSES NULL
 #define DEFAULT_LABELS NULL
 #define DEFAULT_THREADS 0
+#define DEFAULT_MAX_IN_FLIGHT 1
+#define DEFAULT_LATE_FRAMES GST_VISION_DETECT_LATE_SKIP_INFERENCE
 
 enum
 {
@@ -92,7 +94,22 @@ enum
   PROP_CLASSES,
   PROP_LABELS,
   PROP_THREADS,
+  PROP_MAX_IN_FLIGHT,
+  PROP_LATE_FRAMES,
+  PROP_FRAMES_INFERRED,
+  PROP_FRAMES_SKIPPED_LATE,
 };
+
+/* A frame between the streaming thread and the output thread. */
+typedef struct
+{
+  GstBuffer *buffer;
+  guint64 index;
+  GstVisionDetectInference inference;
+  gint width, height;
+  gboolean *keep_class;         /* a reference (g_rc_box) or NULL: every class */
+  GstClockTime submitted;       /* monotonic time of vd_submit () */
+} PendingFrame;
 
 struct _GstVisionDetect
 {
@@ -109,6 +126,8 @@ struct _GstVisionDetect
   gchar *classes;
   gchar *labels_path;
   gint threads;
+  guint max_in_flight;
+  GstVisionDetectLateFrames late_frames;
   gboolean thresholds_changed;  /* set by the property setters, read when streaming */
   gboolean classes_changed;
   gboolean started;             /* between start() and stop() */
@@ -119,16 +138,41 @@ struct _GstVisionDetect
   vd_context *ctx;
   gchar **class_names;          /* num_classes names: the model's or the labels file's */
   gint num_classes;
-  gboolean *keep_class;         /* num_classes flags; NULL keeps every class */
+  gboolean *keep_class;         /* num_classes flags (g_rc_box); NULL keeps every class */
   GstVideoInfo info;
   gboolean have_info;
   guint64 frame_count;
-  GstClockTime inference_time;  /* moving average of vd_detect(), for the latency */
-  guint n_inferences;
 
-  /* the latency we report, protected by the object lock */
-  GstClockTime latency;
+  /* Frames in order, each passed downstream by the output thread once the
+   * engine's result for it (if it was submitted) is collected. The streaming
+   * thread submits and queues, waiting while max-in-flight batches run; the
+   * output thread collects, attaches the metas and pushes. Under @lock. */
+  GMutex lock;
+  GCond cond;
+  GQueue pending;               /* PendingFrame */
+  guint n_submitted;            /* of @pending, submitted and not yet collected */
+  gboolean pushing;             /* the output thread holds a frame not yet pushed */
+  gboolean flushing;            /* drop everything: flush, or going to READY */
+  gboolean quit;
+  GstFlowReturn output_ret;     /* of the last push (or the engine's failure) */
+  GThread *output_thread;
+  GstClockTime engine_free_at;  /* monotonic time the submitted batches end (estimate) */
+  GstClockTime qos_earliest;    /* running time downstream reports as late (QoS) */
+  gboolean pending_discont;     /* a frame was dropped: mark the next one */
+  guint64 n_inferred, n_skipped_late;
+
+  /* under the object lock: */
+  GstClockTime inference_time;  /* moving average of the engine's time per frame */
+  guint n_inferences;
+  GstClockTime latency;         /* what we report */
+  GstClockTime upstream_latency;        /* the minimum upstream reported, live */
+  gboolean upstream_live;
 };
+
+static gpointer output_main (gpointer data);
+static GstFlowReturn drain (GstVisionDetect * self);
+static void stop_output (GstVisionDetect * self);
+static gboolean warm_up (GstVisionDetect * self, const GstVideoInfo * info);
 
 #define VIDEO_FORMATS "{ RGB, BGR, RGBA, BGRA, RGBx, BGRx, NV12, I420 }"
 
@@ -166,6 +210,27 @@ gst_vision_detect_precision_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstVisionDetectPrecision", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+#define GST_TYPE_VISION_DETECT_LATE_FRAMES (gst_vision_detect_late_frames_get_type ())
+static GType
+gst_vision_detect_late_frames_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_VISION_DETECT_LATE_SKIP_INFERENCE,
+          "Pass the frame on time without inference (its meta says it was "
+          "skipped)", "skip-inference"},
+    {GST_VISION_DETECT_LATE_DROP,
+        "Drop the frame whole when downstream reports it late (QoS)", "drop"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstVisionDetectLateFrames", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -247,7 +312,7 @@ resolve_classes (GstVisionDetect * self, const gchar * classes)
   if (classes == NULL)
     return NULL;
 
-  keep = g_new0 (gboolean, self->num_classes);
+  keep = g_rc_box_alloc0 (sizeof (gboolean) * self->num_classes);
   entries = g_strsplit (classes, ",", -1);
   for (i = 0; entries[i] != NULL; i++) {
     gchar *entry = g_strstrip (entries[i]);
@@ -284,7 +349,7 @@ resolve_classes (GstVisionDetect * self, const gchar * classes)
       GST_ELEMENT_WARNING (self, RESOURCE, SETTINGS,
           ("The classes \"%s\" name no class: every class is kept", classes),
           ("classes=\"%s\" has no non-empty entry", classes));
-    g_free (keep);
+    g_rc_box_release (keep);
     return NULL;
   }
 
@@ -335,6 +400,7 @@ gst_vision_detect_set_property (GObject * object, guint prop_id,
     case PROP_PRECISION:
     case PROP_LABELS:
     case PROP_THREADS:
+    case PROP_MAX_IN_FLIGHT:
       if (warn_if_started (self, pspec))
         return;
       break;
@@ -382,6 +448,17 @@ gst_vision_detect_set_property (GObject * object, guint prop_id,
     case PROP_THREADS:
       self->threads = g_value_get_int (value);
       break;
+    case PROP_MAX_IN_FLIGHT:
+      self->max_in_flight = g_value_get_uint (value);
+      break;
+    case PROP_LATE_FRAMES:
+      self->late_frames = g_value_get_enum (value);
+      GST_OBJECT_UNLOCK (self);
+      /* drop: GstBaseTransform's QoS; skip-inference: ours (src_event) */
+      gst_base_transform_set_qos_enabled (GST_BASE_TRANSFORM (self),
+          self->late_frames == GST_VISION_DETECT_LATE_DROP);
+      GST_OBJECT_LOCK (self);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -427,6 +504,18 @@ gst_vision_detect_get_property (GObject * object, guint prop_id,
     case PROP_THREADS:
       g_value_set_int (value, self->threads);
       break;
+    case PROP_MAX_IN_FLIGHT:
+      g_value_set_uint (value, self->max_in_flight);
+      break;
+    case PROP_LATE_FRAMES:
+      g_value_set_enum (value, self->late_frames);
+      break;
+    case PROP_FRAMES_INFERRED:
+      g_value_set_uint64 (value, self->n_inferred);
+      break;
+    case PROP_FRAMES_SKIPPED_LATE:
+      g_value_set_uint64 (value, self->n_skipped_late);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -443,6 +532,8 @@ gst_vision_detect_finalize (GObject * object)
   g_free (self->device);
   g_free (self->classes);
   g_free (self->labels_path);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -455,7 +546,7 @@ release_engine (GstVisionDetect * self)
   g_clear_pointer (&self->ctx, vd_context_free);
   g_clear_pointer (&self->model, gst_vision_model_cache_release);
   g_clear_pointer (&self->class_names, g_strfreev);
-  g_clear_pointer (&self->keep_class, g_free);
+  g_clear_pointer (&self->keep_class, g_rc_box_release);
   self->num_classes = 0;
 }
 
@@ -556,7 +647,8 @@ gst_vision_detect_start (GstBaseTransform * trans)
       && vd_context_device (self->ctx) == VD_DEVICE_CPU) {
     GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
         ("No usable CUDA device: running on the CPU, which is much slower"),
-        ("device=auto; %s", NO_CUDA_REASON));
+        ("device=auto; %s", vd_context_fallback_reason (self->ctx) != NULL ?
+            vd_context_fallback_reason (self->ctx) : NO_CUDA_REASON));
   }
   self->keep_class = resolve_classes (self, classes);
 
@@ -567,11 +659,30 @@ gst_vision_detect_start (GstBaseTransform * trans)
   GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (self->ctx));
 
   self->frame_count = 0;
+  self->flushing = FALSE;
+  self->quit = FALSE;
+  self->pushing = FALSE;
+  self->n_submitted = 0;
+  self->output_ret = GST_FLOW_OK;
+  self->engine_free_at = 0;
+  self->qos_earliest = GST_CLOCK_TIME_NONE;
+  self->pending_discont = FALSE;
+  self->output_thread = g_thread_try_new ("visiondetect-out", output_main,
+      self, &err);
+  if (self->output_thread == NULL) {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Could not start the output thread: %s", err->message), (NULL));
+    goto out_release_engine;
+  }
+  GST_OBJECT_LOCK (self);
   self->inference_time = GST_CLOCK_TIME_NONE;
   self->n_inferences = 0;
-  GST_OBJECT_LOCK (self);
+  self->n_inferred = 0;
+  self->n_skipped_late = 0;
   self->started = TRUE;
   self->latency = 0;
+  self->upstream_live = FALSE;
+  self->upstream_latency = 0;
   GST_OBJECT_UNLOCK (self);
   ok = TRUE;
   goto out_free_settings;
@@ -595,6 +706,7 @@ gst_vision_detect_stop (GstBaseTransform * trans)
 {
   GstVisionDetect *self = GST_VISION_DETECT (trans);
 
+  stop_output (self);
   release_engine (self);
   self->have_info = FALSE;
   GST_OBJECT_LOCK (self);
@@ -609,19 +721,29 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
 {
   GstVisionDetect *self = GST_VISION_DETECT (trans);
   GstVideoInfo info;
+  gboolean new_size;
 
   if (!gst_video_info_from_caps (&info, incaps)) {
     GST_ERROR_OBJECT (self, "invalid caps %" GST_PTR_FORMAT, incaps);
     return FALSE;
   }
   /* The engine sizes its work per frame (the CUDA backend rebuilds what
-   * depends on the size when it changes); only the frame layout is ours. */
-  if (self->have_info && (GST_VIDEO_INFO_WIDTH (&info) !=
-          GST_VIDEO_INFO_WIDTH (&self->info)
-          || GST_VIDEO_INFO_HEIGHT (&info) != GST_VIDEO_INFO_HEIGHT (&self->info)))
+   * depends on the size when it changes); only the frame layout is ours. A
+   * new size is warmed up here, so that its first frame takes a typical time
+   * and the latency is known before it. */
+  new_size = !self->have_info || GST_VIDEO_INFO_WIDTH (&info) !=
+      GST_VIDEO_INFO_WIDTH (&self->info)
+      || GST_VIDEO_INFO_HEIGHT (&info) != GST_VIDEO_INFO_HEIGHT (&self->info);
+  if (self->have_info && new_size)
     GST_INFO_OBJECT (self, "frame size changes from %dx%d to %dx%d",
         GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
         GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info));
+  if (new_size && self->ctx != NULL) {
+    /* the frames of the old size leave first */
+    drain (self);
+    if (!warm_up (self, &info))
+      return FALSE;
+  }
   self->info = info;
   self->have_info = TRUE;
   return TRUE;
@@ -702,17 +824,24 @@ next_roi_id (GstBuffer * buffer)
 }
 
 static void
-attach_detections (GstVisionDetect * self, GstBuffer * buffer,
+attach_detections (GstVisionDetect * self, const PendingFrame * f,
     const vd_result * result)
 {
-  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
-  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
-  GstVisionDetectMeta *meta = NULL;
+  GstBuffer *buffer = f->buffer;
+  const gint width = f->width;
+  const gint height = f->height;
+  GstVisionDetectMeta *meta;
   gint roi_id = next_roi_id (buffer);
   gint i;
 #ifdef HAVE_GST_ANALYTICS
   GstAnalyticsRelationMeta *relations = NULL;
 #endif
+
+  /* every frame says whether it was looked at, with or without detections */
+  meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
+  meta->inference = f->inference;
+  if (result == NULL)
+    return;
 
   for (i = 0; i < result->n_detections; i++) {
     const vd_detection *det = &result->detections[i];
@@ -724,7 +853,7 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
 
     if (det->label <= 0 || det->label >= self->num_classes)
       continue;
-    if (self->keep_class != NULL && !self->keep_class[det->label])
+    if (f->keep_class != NULL && !f->keep_class[det->label])
       continue;
     label = self->class_names[det->label];
 
@@ -751,8 +880,6 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
             "label_id", G_TYPE_INT, det->label,
             "label", G_TYPE_STRING, label, NULL));
 
-    if (meta == NULL)
-      meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
     d.x = x1;
     d.y = y1;
     d.w = x2 - x1;
@@ -782,37 +909,243 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
   }
 }
 
-/* Keeps the reported latency at least the typical inference time, so that a
- * live pipeline's sinks wait for detected frames instead of dropping them. */
+/* What we report: a frame waits for the batches ahead of it, then runs; half
+ * an inference more for the variation. */
+static GstClockTime
+wanted_latency (GstVisionDetect * self, GstClockTime inference_time)
+{
+  return inference_time * self->max_in_flight + inference_time / 2;
+}
+
+/* Posts a latency message when the typical inference time needs a quarter
+ * more latency than reported. Object lock held; returns whether to post. */
+static gboolean
+raise_latency_locked (GstVisionDetect * self)
+{
+  GstClockTime wanted = wanted_latency (self, self->inference_time);
+
+  if (wanted <= self->latency + self->latency / 4)
+    return FALSE;
+  self->latency = wanted;
+  return TRUE;
+}
+
+static void
+post_latency (GstVisionDetect * self, GstClockTime inference_time,
+    GstClockTime latency)
+{
+  GST_INFO_OBJECT (self, "inference takes %" GST_TIME_FORMAT
+      ", reporting a latency of %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (inference_time), GST_TIME_ARGS (latency));
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_latency (GST_OBJECT (self)));
+}
+
+/* The engine's time for one frame (output thread), into the moving average. */
 static void
 update_latency (GstVisionDetect * self, GstClockTime elapsed)
 {
-  gboolean post = FALSE;
-  GstClockTime wanted;
+  GstClockTime inference_time, latency;
+  gboolean post;
 
+  GST_OBJECT_LOCK (self);
   self->n_inferences++;
-  /* the first inference also creates the backend's primitives: not typical */
-  if (self->n_inferences == 1)
-    return;
   if (!GST_CLOCK_TIME_IS_VALID (self->inference_time))
     self->inference_time = elapsed;
   else
     self->inference_time = (7 * self->inference_time + elapsed) / 8;
-
-  wanted = self->inference_time + self->inference_time / 2;
-  GST_OBJECT_LOCK (self);
-  if (wanted > self->latency + self->latency / 4) {
-    self->latency = wanted;
-    post = TRUE;
-  }
+  post = raise_latency_locked (self);
+  inference_time = self->inference_time;
+  latency = self->latency;
   GST_OBJECT_UNLOCK (self);
-  if (post) {
-    GST_INFO_OBJECT (self, "inference takes %" GST_TIME_FORMAT
-        ", reporting a latency of %" GST_TIME_FORMAT,
-        GST_TIME_ARGS (self->inference_time), GST_TIME_ARGS (wanted));
-    gst_element_post_message (GST_ELEMENT (self),
-        gst_message_new_latency (GST_OBJECT (self)));
+  if (post)
+    post_latency (self, inference_time, latency);
+}
+
+/* A frame at the size and format of the caps, run twice: the first run creates
+ * the engine's primitives for the size, the second is a typical inference, which
+ * sets the latency before the first frame. Nothing in flight. */
+static gboolean
+warm_up (GstVisionDetect * self, const GstVideoInfo * info)
+{
+  GstBuffer *buffer = gst_buffer_new_allocate (NULL, info->size, NULL);
+  GstClockTime start = 0, elapsed = 0, latency;
+  GstVideoFrame frame;
+  GError *err = NULL;
+  vd_image image;
+  gboolean ok = TRUE, post;
+  gint run;
+
+  if (buffer != NULL)
+    gst_buffer_memset (buffer, 0, 0x80, info->size);
+  if (buffer == NULL || !gst_video_frame_map (&frame, info, buffer,
+          GST_MAP_READ)) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
+        ("Could not allocate a %dx%d frame", GST_VIDEO_INFO_WIDTH (info),
+            GST_VIDEO_INFO_HEIGHT (info)), (NULL));
+    gst_clear_buffer (&buffer);
+    return FALSE;
   }
+  fill_image (&frame, &image);
+  for (run = 0; run < 2 && ok; run++) {
+    vd_result result;
+
+    start = gst_util_get_timestamp ();
+    ok = vd_detect (self->ctx, &image, 1, &result, &err);
+    elapsed = gst_util_get_timestamp () - start;
+    if (ok)
+      vd_result_clear (&result);
+  }
+  gst_video_frame_unmap (&frame);
+  gst_buffer_unref (buffer);
+  if (!ok) {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Detection failed on a %dx%d %s frame: %s",
+            GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
+            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (info)),
+            err->message), ("engine error code %d, warming up", err->code));
+    g_clear_error (&err);
+    return FALSE;
+  }
+
+  GST_OBJECT_LOCK (self);
+  /* a new size: its own typical time, not the average of the old one */
+  self->inference_time = elapsed;
+  post = raise_latency_locked (self);
+  latency = self->latency;
+  GST_OBJECT_UNLOCK (self);
+  GST_INFO_OBJECT (self, "warm-up at %dx%d: %" GST_TIME_FORMAT,
+      GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
+      GST_TIME_ARGS (elapsed));
+  if (post)
+    post_latency (self, elapsed, latency);
+  return TRUE;
+}
+
+static void
+pending_frame_free (PendingFrame * f)
+{
+  gst_clear_buffer (&f->buffer);
+  g_clear_pointer (&f->keep_class, g_rc_box_release);
+  g_free (f);
+}
+
+/* The output thread: frames leave in order, each once its result is in. */
+static gpointer
+output_main (gpointer data)
+{
+  GstVisionDetect *self = data;
+  GstBaseTransform *trans = GST_BASE_TRANSFORM (self);
+  GstClockTime last_done = 0;
+
+  g_mutex_lock (&self->lock);
+  for (;;) {
+    PendingFrame *f;
+    gboolean submitted, drop;
+    GstFlowReturn ret = GST_FLOW_OK;
+    vd_result result;
+    GError *err = NULL;
+    gboolean ok = TRUE;
+
+    while (!self->quit && g_queue_is_empty (&self->pending))
+      g_cond_wait (&self->cond, &self->lock);
+    if (self->quit)
+      break;
+    f = g_queue_pop_head (&self->pending);
+    submitted = f->inference == GST_VISION_DETECT_INFERRED;
+    self->pushing = TRUE;
+    g_mutex_unlock (&self->lock);
+
+    if (submitted) {
+      GstClockTime done;
+
+      ok = vd_collect (self->ctx, &result, 1, &err);
+      done = gst_util_get_timestamp ();
+      g_mutex_lock (&self->lock);
+      self->n_submitted--;
+      if (self->n_submitted == 0)
+        self->engine_free_at = done;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      if (ok) {
+        /* the engine's own time: from when it could start on this frame */
+        update_latency (self, done - MAX (f->submitted, last_done));
+        GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
+            f->index, result.n_detections);
+      }
+      last_done = done;
+    }
+
+    g_mutex_lock (&self->lock);
+    drop = self->flushing || self->output_ret != GST_FLOW_OK;
+    g_mutex_unlock (&self->lock);
+    if (!ok) {
+      if (!drop)
+        GST_ELEMENT_ERROR (self, STREAM, FAILED,
+            ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d): %s",
+                f->index, f->width, f->height, err->message),
+            ("engine error code %d", err->code));
+      g_clear_error (&err);
+      ret = GST_FLOW_ERROR;
+    } else if (drop) {
+      ret = GST_FLOW_OK;
+    } else {
+      GstBuffer *buffer;
+
+      attach_detections (self, f, submitted ? &result : NULL);
+      buffer = f->buffer;
+      f->buffer = NULL;
+      ret = gst_pad_push (trans->srcpad, buffer);
+    }
+    if (submitted && ok)
+      vd_result_clear (&result);
+    pending_frame_free (f);
+
+    g_mutex_lock (&self->lock);
+    self->pushing = FALSE;
+    if (ret != GST_FLOW_OK && self->output_ret == GST_FLOW_OK) {
+      GST_DEBUG_OBJECT (self, "push: %s", gst_flow_get_name (ret));
+      self->output_ret = ret;
+    }
+    g_cond_broadcast (&self->cond);
+  }
+  g_mutex_unlock (&self->lock);
+  return NULL;
+}
+
+/* Waits until every queued frame is out (or dropped). Streaming thread. */
+static GstFlowReturn
+drain (GstVisionDetect * self)
+{
+  GstFlowReturn ret;
+
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) || self->pushing)
+    g_cond_wait (&self->cond, &self->lock);
+  ret = self->flushing ? GST_FLOW_FLUSHING : self->output_ret;
+  g_mutex_unlock (&self->lock);
+  return ret;
+}
+
+/* Stops the output thread and drops what it had not pushed. */
+static void
+stop_output (GstVisionDetect * self)
+{
+  PendingFrame *f;
+
+  g_mutex_lock (&self->lock);
+  self->quit = TRUE;
+  self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (self->output_thread != NULL)
+    g_thread_join (self->output_thread);
+  self->output_thread = NULL;
+  /* their batches are dropped with the context */
+  while ((f = g_queue_pop_head (&self->pending)) != NULL)
+    pending_frame_free (f);
+  self->n_submitted = 0;
+  self->pushing = FALSE;
 }
 
 /* controlled properties (threshold) follow the stream time */
@@ -828,29 +1161,107 @@ gst_vision_detect_before_transform (GstBaseTransform * trans,
 }
 
 static GstFlowReturn
-gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+gst_vision_detect_submit_input_buffer (GstBaseTransform * trans,
+    gboolean is_discont, GstBuffer * input)
 {
   GstVisionDetect *self = GST_VISION_DETECT (trans);
-  guint64 frame_index = self->frame_count++;
+  GstFlowReturn ret;
+
+  ret = GST_BASE_TRANSFORM_CLASS (parent_class)->submit_input_buffer (trans,
+      is_discont, input);
+  /* late-frames=drop: GstBaseTransform dropped it (QoS) */
+  if (ret == GST_BASE_TRANSFORM_FLOW_DROPPED)
+    self->pending_discont = TRUE;
+  return ret;
+}
+
+/* Whether inference would make the frame at running time @rt leave after
+ * its deadline: the time it is due here (@rt plus the live upstream latency)
+ * plus the latency we report. Also late: what downstream reported as late. */
+static gboolean
+would_be_late (GstVisionDetect * self, GstClockTime rt)
+{
+  GstClock *clock;
+  GstClockTime now, base_time, done, deadline, inference_time, latency,
+      upstream;
+  gboolean live;
+
+  if (!GST_CLOCK_TIME_IS_VALID (rt))
+    return FALSE;
+  if (GST_CLOCK_TIME_IS_VALID (self->qos_earliest) && rt < self->qos_earliest)
+    return TRUE;
+
+  GST_OBJECT_LOCK (self);
+  live = self->upstream_live;
+  upstream = self->upstream_latency;
+  inference_time = self->inference_time;
+  latency = self->latency;
+  clock = GST_ELEMENT_CLOCK (self) ? gst_object_ref (GST_ELEMENT_CLOCK (self))
+      : NULL;
+  base_time = GST_ELEMENT_CAST (self)->base_time;
+  GST_OBJECT_UNLOCK (self);
+  if (clock == NULL)
+    return FALSE;
+  now = gst_clock_get_time (clock);
+  gst_object_unref (clock);
+  if (!live || !GST_CLOCK_TIME_IS_VALID (inference_time)
+      || GST_STATE (self) != GST_STATE_PLAYING || now < base_time)
+    return FALSE;
+
+  /* when the batches ahead end, then this one */
+  g_mutex_lock (&self->lock);
+  done = self->n_submitted > 0 ? MAX (self->engine_free_at,
+      gst_util_get_timestamp ()) : gst_util_get_timestamp ();
+  g_mutex_unlock (&self->lock);
+  done = (now - base_time) + (done - gst_util_get_timestamp ()) +
+      inference_time;
+  deadline = rt + upstream + latency;
+  GST_LOG_OBJECT (self, "running time %" GST_TIME_FORMAT ": done at %"
+      GST_TIME_FORMAT ", deadline %" GST_TIME_FORMAT, GST_TIME_ARGS (rt),
+      GST_TIME_ARGS (done), GST_TIME_ARGS (deadline));
+  return done > deadline;
+}
+
+static GstFlowReturn
+gst_vision_detect_generate_output (GstBaseTransform * trans,
+    GstBuffer ** outbuf)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+  GstBuffer *buffer = trans->queued_buf;
   gboolean thresholds_changed, classes_changed;
   gfloat threshold, iou_threshold;
   gint max_detections;
   gchar *classes = NULL;
-  guint interval;
-  GstVideoFrame frame;
-  vd_image image;
-  vd_result result;
-  GError *err = NULL;
-  GstClockTime start;
+  guint interval, max_in_flight;
+  GstVisionDetectLateFrames late_frames;
+  PendingFrame *f;
+  GstFlowReturn ret;
+  guint64 frame_index;
+
+  *outbuf = NULL;
+  if (buffer == NULL)
+    return GST_FLOW_OK;
+  trans->queued_buf = NULL;
 
   if (G_UNLIKELY (!self->have_info || self->ctx == NULL)) {
+    gst_buffer_unref (buffer);
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
         ("frame before caps or before the engine started"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
 
+  g_mutex_lock (&self->lock);
+  ret = self->flushing ? GST_FLOW_FLUSHING : self->output_ret;
+  g_mutex_unlock (&self->lock);
+  if (ret != GST_FLOW_OK) {
+    gst_buffer_unref (buffer);
+    return ret;
+  }
+
   GST_OBJECT_LOCK (self);
   interval = self->interval;
+  max_in_flight = self->max_in_flight;
+  late_frames = self->late_frames;
   thresholds_changed = self->thresholds_changed;
   threshold = self->threshold;
   iou_threshold = self->iou_threshold;
@@ -866,50 +1277,181 @@ gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     vd_context_set_thresholds (self->ctx, threshold, iou_threshold,
         max_detections);
   if (classes_changed) {
-    g_free (self->keep_class);
+    g_clear_pointer (&self->keep_class, g_rc_box_release);
     self->keep_class = resolve_classes (self, classes);
     g_free (classes);
   }
 
+  /* in place: the metas need a writable buffer (a shallow copy when it is
+   * shared; the pixels are never copied) */
+  buffer = gst_buffer_make_writable (buffer);
+  if (self->pending_discont) {
+    GST_BUFFER_FLAG_SET (buffer, GST_BUFFER_FLAG_DISCONT);
+    self->pending_discont = FALSE;
+  }
+
+  f = g_new0 (PendingFrame, 1);
+  f->buffer = buffer;
+  f->index = frame_index = self->frame_count++;
+  f->width = GST_VIDEO_INFO_WIDTH (&self->info);
+  f->height = GST_VIDEO_INFO_HEIGHT (&self->info);
+  f->keep_class = self->keep_class ? g_rc_box_acquire (self->keep_class) : NULL;
   if (interval > 1 && frame_index % interval != 0)
-    return GST_FLOW_OK;
-  if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
-    return GST_FLOW_OK;
-
-  /* read only: the frame passes unchanged, the metas are on the buffer */
-  if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Could not map video frame %" G_GUINT64_FORMAT, frame_index), (NULL));
-    return GST_FLOW_ERROR;
+    f->inference = GST_VISION_DETECT_SKIPPED_INTERVAL;
+  else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
+    f->inference = GST_VISION_DETECT_SKIPPED_GAP;
+  else if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
+      && would_be_late (self, gst_segment_to_running_time (&trans->segment,
+              GST_FORMAT_TIME, GST_BUFFER_PTS (buffer)))) {
+    f->inference = GST_VISION_DETECT_SKIPPED_LATE;
+    GST_OBJECT_LOCK (self);
+    self->n_skipped_late++;
+    GST_OBJECT_UNLOCK (self);
+    GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " would be late: "
+        "passed without inference", frame_index);
   }
-  if (!fill_image (&frame, &image)) {
+
+  if (f->inference == GST_VISION_DETECT_INFERRED) {
+    GstVideoFrame frame;
+    vd_image image;
+    GError *err = NULL;
+    gboolean ok;
+
+    /* room in the engine */
+    g_mutex_lock (&self->lock);
+    while (self->n_submitted >= max_in_flight && !self->flushing)
+      g_cond_wait (&self->cond, &self->lock);
+    ret = self->flushing ? GST_FLOW_FLUSHING : GST_FLOW_OK;
+    g_mutex_unlock (&self->lock);
+    if (ret != GST_FLOW_OK) {
+      pending_frame_free (f);
+      return ret;
+    }
+
+    /* read only: the frame passes unchanged; the engine copies what it reads */
+    if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
+      pending_frame_free (f);
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("Could not map video frame %" G_GUINT64_FORMAT, frame_index),
+          (NULL));
+      return GST_FLOW_ERROR;
+    }
+    if (!fill_image (&frame, &image)) {
+      gst_video_frame_unmap (&frame);
+      pending_frame_free (f);
+      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+          ("Unsupported video format %s",
+              gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info))),
+          (NULL));
+      return GST_FLOW_NOT_NEGOTIATED;
+    }
+    f->submitted = gst_util_get_timestamp ();
+    ok = vd_submit (self->ctx, &image, 1, &err);
     gst_video_frame_unmap (&frame);
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-        ("Unsupported video format %s",
-            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info))),
-        (NULL));
-    return GST_FLOW_NOT_NEGOTIATED;
+    if (!ok) {
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d %s): %s",
+              frame_index, image.width, image.height,
+              gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info)),
+              err->message), ("engine error code %d", err->code));
+      g_clear_error (&err);
+      pending_frame_free (f);
+      return GST_FLOW_ERROR;
+    }
+    GST_OBJECT_LOCK (self);
+    self->n_inferred++;
+    GST_OBJECT_UNLOCK (self);
   }
 
-  start = gst_util_get_timestamp ();
-  if (!vd_detect (self->ctx, &image, 1, &result, &err)) {
-    gst_video_frame_unmap (&frame);
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d %s): %s",
-            frame_index, image.width, image.height,
-            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info)),
-            err->message), ("engine error code %d", err->code));
-    g_clear_error (&err);
-    return GST_FLOW_ERROR;
+  g_mutex_lock (&self->lock);
+  if (f->inference == GST_VISION_DETECT_INFERRED) {
+    self->n_submitted++;
+    self->engine_free_at = MAX (self->engine_free_at, f->submitted) +
+        self->inference_time;
   }
-  update_latency (self, gst_util_get_timestamp () - start);
-  gst_video_frame_unmap (&frame);
-
-  GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
-      frame_index, result.n_detections);
-  attach_detections (self, buffer, &result);
-  vd_result_clear (&result);
+  g_queue_push_tail (&self->pending, f);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
   return GST_FLOW_OK;
+}
+
+static GstFlowReturn
+gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+{
+  return GST_FLOW_OK;
+}
+
+static gboolean
+gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_START:
+      /* the frames not yet out are dropped; a wait for room ends */
+      g_mutex_lock (&self->lock);
+      self->flushing = TRUE;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      break;
+    case GST_EVENT_FLUSH_STOP:
+      drain (self);
+      g_mutex_lock (&self->lock);
+      self->flushing = FALSE;
+      self->output_ret = GST_FLOW_OK;
+      self->qos_earliest = GST_CLOCK_TIME_NONE;
+      g_mutex_unlock (&self->lock);
+      /* a seek starts the interval again: its first frame is inferred */
+      self->frame_count = 0;
+      break;
+    default:
+      /* serialized events (caps, segment, EOS, ...) follow the frames before
+       * them */
+      if (GST_EVENT_IS_SERIALIZED (event))
+        drain (self);
+      if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
+        self->qos_earliest = GST_CLOCK_TIME_NONE;
+      break;
+  }
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
+}
+
+static gboolean
+gst_vision_detect_src_event (GstBaseTransform * trans, GstEvent * event)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (trans);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_QOS) {
+    GstQOSType type;
+    gdouble proportion;
+    GstClockTimeDiff diff;
+    GstClockTime timestamp;
+
+    gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
+    /* read by the streaming thread only for skip-inference; late frames are
+     * skipped until downstream catches up (as GstVideoDecoder does) */
+    if (GST_CLOCK_TIME_IS_VALID (timestamp))
+      self->qos_earliest = diff > 0 ? timestamp + 2 * diff :
+          (GstClockTime) MAX ((GstClockTimeDiff) timestamp + diff, 0);
+  }
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->src_event (trans, event);
+}
+
+static GstStateChangeReturn
+gst_vision_detect_change_state (GstElement * element,
+    GstStateChange transition)
+{
+  GstVisionDetect *self = GST_VISION_DETECT (element);
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    /* a streaming thread waiting for room stops waiting before the pads
+     * deactivate (which takes its stream lock) */
+    g_mutex_lock (&self->lock);
+    self->flushing = TRUE;
+    g_cond_broadcast (&self->cond);
+    g_mutex_unlock (&self->lock);
+  }
+  return GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
 }
 
 static gboolean
@@ -926,10 +1468,12 @@ gst_vision_detect_query (GstBaseTransform * trans, GstPadDirection direction,
     GstClockTime min, max, latency;
     gboolean live;
 
+    gst_query_parse_latency (query, &live, &min, &max);
     GST_OBJECT_LOCK (self);
     latency = self->latency;
+    self->upstream_live = live;
+    self->upstream_latency = min;
     GST_OBJECT_UNLOCK (self);
-    gst_query_parse_latency (query, &live, &min, &max);
     min += latency;
     if (GST_CLOCK_TIME_IS_VALID (max))
       max += latency;
@@ -954,6 +1498,8 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
   gobject_class->set_property = gst_vision_detect_set_property;
   gobject_class->get_property = gst_vision_detect_get_property;
   gobject_class->finalize = gst_vision_detect_finalize;
+  element_class->change_state =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_change_state);
 
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
@@ -1007,6 +1553,30 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
       g_param_spec_int ("threads", "CPU threads",
           "Threads of the CPU backend (0: all cores)", 0, 1024,
           DEFAULT_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_MAX_IN_FLIGHT,
+      g_param_spec_uint ("max-in-flight", "Frames in flight",
+          "Frames the engine may hold at once: while they run, the streaming "
+          "thread goes on (upstream work, the next frame's copy) and the "
+          "detected frames are pushed from the element's own thread. 1 keeps "
+          "the latency lowest; more can add throughput (CUDA)", 1,
+          VD_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT,
+          rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_LATE_FRAMES,
+      g_param_spec_enum ("late-frames", "Late frames",
+          "What happens to a frame that would leave late (live pipelines): "
+          "skip-inference passes it on time with no detections and says so in "
+          "its meta; drop drops frames downstream reports as late (QoS)",
+          GST_TYPE_VISION_DETECT_LATE_FRAMES, DEFAULT_LATE_FRAMES,
+          rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_INFERRED,
+      g_param_spec_uint64 ("frames-inferred", "Frames inferred",
+          "Frames the detector ran on since the element started", 0,
+          G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_SKIPPED_LATE,
+      g_param_spec_uint64 ("frames-skipped-late", "Frames skipped late",
+          "Frames passed without inference because it would have made them "
+          "late (late-frames=skip-inference)", 0, G_MAXUINT64, 0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -1021,12 +1591,21 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_detect_set_caps);
   trans_class->before_transform =
       GST_DEBUG_FUNCPTR (gst_vision_detect_before_transform);
+  trans_class->submit_input_buffer =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_submit_input_buffer);
+  trans_class->generate_output =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_generate_output);
+  /* never called (generate_output takes every frame); with it the base class
+   * treats the element as in place: the allocation query goes downstream */
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_detect_sink_event);
+  trans_class->src_event = GST_DEBUG_FUNCPTR (gst_vision_detect_src_event);
   trans_class->query = GST_DEBUG_FUNCPTR (gst_vision_detect_query);
   trans_class->passthrough_on_same_caps = FALSE;
   trans_class->transform_ip_on_passthrough = FALSE;
 
   gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_PRECISION, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_LATE_FRAMES, 0);
   GST_DEBUG_CATEGORY_INIT (gst_vision_detect_debug, "visiondetect", 0,
       "visiondetect object detector");
 }
@@ -1046,12 +1625,18 @@ gst_vision_detect_init (GstVisionDetect * self)
   self->classes = g_strdup (DEFAULT_CLASSES);
   self->labels_path = g_strdup (DEFAULT_LABELS);
   self->threads = DEFAULT_THREADS;
+  self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
+  self->late_frames = DEFAULT_LATE_FRAMES;
   self->inference_time = GST_CLOCK_TIME_NONE;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->pending);
 
   /* in place, never passthrough: the metas need a writable buffer (basetransform
    * makes a shallow copy when it is shared; the pixels are never copied) */
   gst_base_transform_set_in_place (trans, TRUE);
   gst_base_transform_set_passthrough (trans, FALSE);
-  /* like GstVideoFilter: drop frames that downstream reports as too late */
-  gst_base_transform_set_qos_enabled (trans, TRUE);
+  /* late frames: see the late-frames property (drop: GstBaseTransform's QoS) */
+  gst_base_transform_set_qos_enabled (trans,
+      DEFAULT_LATE_FRAMES == GST_VISION_DETECT_LATE_DROP);
 }

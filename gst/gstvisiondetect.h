@@ -26,6 +26,19 @@ typedef enum
   GST_VISION_DETECT_PRECISION_BF16,
 } GstVisionDetectPrecision;
 
+/**
+ * GstVisionDetectLateFrames:
+ * @GST_VISION_DETECT_LATE_SKIP_INFERENCE: a frame that inference would make
+ *     late passes on time without detections, marked as skipped
+ * @GST_VISION_DETECT_LATE_DROP: a frame that downstream reports as late is
+ *     dropped whole (GstBaseTransform's QoS)
+ */
+typedef enum
+{
+  GST_VISION_DETECT_LATE_SKIP_INFERENCE,
+  GST_VISION_DETECT_LATE_DROP,
+} GstVisionDetectLateFrames;
+
 GST_ELEMENT_REGISTER_DECLARE (visiondetect);
 
 G_END_DECLS

@@ -33,6 +33,7 @@ gst_vision_detect_meta_init (GstMeta * meta, gpointer params, GstBuffer * buffer
 
   dmeta->width = 0;
   dmeta->height = 0;
+  dmeta->inference = GST_VISION_DETECT_INFERRED;
   dmeta->detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
   return TRUE;
 }
@@ -77,6 +78,7 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
   dmeta = gst_buffer_add_vision_detect_meta (dest, width, height);
   if (dmeta == NULL)
     return FALSE;
+  dmeta->inference = smeta->inference;
   for (i = 0; i < smeta->detections->len; i++) {
     GstVisionDetection d =
         g_array_index (smeta->detections, GstVisionDetection, i);
@@ -132,6 +134,22 @@ gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
   g_return_if_fail (meta != NULL && detection != NULL);
 
   g_array_append_vals (meta->detections, detection, 1);
+}
+
+const gchar *
+gst_vision_detect_inference_name (GstVisionDetectInference inference)
+{
+  switch (inference) {
+    case GST_VISION_DETECT_INFERRED:
+      return "inferred";
+    case GST_VISION_DETECT_SKIPPED_INTERVAL:
+      return "interval";
+    case GST_VISION_DETECT_SKIPPED_LATE:
+      return "late";
+    case GST_VISION_DETECT_SKIPPED_GAP:
+      return "gap";
+  }
+  return "unknown";
 }
 
 static gboolean

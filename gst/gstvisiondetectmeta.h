@@ -36,11 +36,37 @@ typedef struct
 } GstVisionDetection;
 
 /**
+ * GstVisionDetectInference:
+ * @GST_VISION_DETECT_INFERRED: the detector ran on the frame: no detection
+ *     means nothing was found
+ * @GST_VISION_DETECT_SKIPPED_INTERVAL: not looked at: between two frames of
+ *     the interval property
+ * @GST_VISION_DETECT_SKIPPED_LATE: not looked at: the frame would have left the
+ *     element later than the latency it reports (live sources)
+ * @GST_VISION_DETECT_SKIPPED_GAP: not looked at: a GAP buffer
+ *
+ * Whether the detector looked at a frame, so that "nothing found" and "not
+ * looked at" differ.
+ */
+typedef enum
+{
+  GST_VISION_DETECT_INFERRED = 0,
+  GST_VISION_DETECT_SKIPPED_INTERVAL,
+  GST_VISION_DETECT_SKIPPED_LATE,
+  GST_VISION_DETECT_SKIPPED_GAP,
+} GstVisionDetectInference;
+
+/* "inferred", "interval", "late", "gap" */
+const gchar *gst_vision_detect_inference_name (GstVisionDetectInference inference);
+
+/**
  * GstVisionDetectMeta:
  * @meta: parent
  * @width: width of the frame the boxes refer to
  * @height: height of the frame the boxes refer to
  * @detections: (element-type GstVisionDetection): the detections, by descending score
+ * @inference: whether the detector ran on the frame (visiondetect attaches the
+ *     meta to every frame it passes, with no detection when it skipped it)
  */
 typedef struct
 {
@@ -48,6 +74,7 @@ typedef struct
   guint width;
   guint height;
   GArray *detections;
+  GstVisionDetectInference inference;
 } GstVisionDetectMeta;
 
 GType gst_vision_detect_meta_api_get_type (void);

@@ -3,6 +3,7 @@
  * is the oracle: the element must hand the engine the frame exactly as it is and
  * turn the engine's detections into metadata without loss. */
 #include "vdtest.h"
+#include "../../gst/gstvisiondetect.h"
 /* test only: the engine's documented YUV conversion, to build the reference */
 #include "vd_math.h"
 
@@ -777,51 +778,331 @@ GST_START_TEST (test_detections_survive_videoscale)
 
 GST_END_TEST;
 
-/* Frames that downstream reports as too late are dropped (QoS), and the element
- * reports its inference time as latency. */
-GST_START_TEST (test_qos_and_latency)
+static GstBuffer *
+timed_copy (GstBuffer * frame, GstClockTime pts)
+{
+  GstBuffer *in = gst_buffer_copy (frame);
+
+  GST_BUFFER_PTS (in) = pts;
+  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+  return in;
+}
+
+static GstVisionDetectInference
+inference_of (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
+
+  fail_unless (meta != NULL, "a frame without the companion meta");
+  return meta->inference;
+}
+
+/* The latency is known from the caps on (a warm-up inference), before the
+ * first frame, and stays of that order while frames run. */
+GST_START_TEST (test_latency_before_first_frame)
 {
   GstVideoInfo info;
   GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("interval=1");
-  GstClockTime min_latency;
-  GstBuffer *in;
+  GstHarness *h = new_detect (NULL);
+  GstClockTime warm, later;
+  guint i;
+
+  fail_unless_equals_uint64 (gst_harness_query_latency (h), 0);
+  gst_harness_set_src_caps_str (h, caps_320);
+  /* the caps event is handled when it is pushed */
+  warm = gst_harness_query_latency (h);
+  fail_unless (warm > 0 && warm < 60 * GST_SECOND,
+      "latency %" GST_TIME_FORMAT, GST_TIME_ARGS (warm));
+  for (i = 0; i < 4; i++) {
+    GstBuffer *out = push_pull (h, frame);
+
+    fail_unless (n_detections (out) > 0);
+    gst_buffer_unref (out);
+  }
+  later = gst_harness_query_latency (h);
+  fail_unless (later >= warm && later < 10 * warm, "latency %" GST_TIME_FORMAT
+      " after %" GST_TIME_FORMAT, GST_TIME_ARGS (later), GST_TIME_ARGS (warm));
+
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* late-frames=drop: frames that downstream reports as too late are dropped
+ * whole (QoS). */
+GST_START_TEST (test_qos_drop)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("late-frames=drop");
+  GstBuffer *out;
   guint i;
 
   gst_harness_set_src_caps_str (h, caps_320);
-  for (i = 0; i < 3; i++) {
-    in = gst_buffer_copy (frame);
-    GST_BUFFER_PTS (in) = i * 33 * GST_MSECOND;
-    GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
-    fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  for (i = 0; i < 2; i++) {
+    fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+                i * 33 * GST_MSECOND)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
   }
-  /* the second and third inferences set the latency */
-  min_latency = gst_harness_query_latency (h);
-  fail_unless (min_latency > 0 && min_latency < 60 * GST_SECOND,
-      "latency %" GST_TIME_FORMAT, GST_TIME_ARGS (min_latency));
-
   /* downstream: 10 s late at 0.1 s */
   fail_unless (gst_harness_push_upstream_event (h,
           gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 2.0, 10 * GST_SECOND,
               100 * GST_MSECOND)));
-  in = gst_buffer_copy (frame);
-  GST_BUFFER_PTS (in) = 1 * GST_SECOND;
-  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
-  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+              1 * GST_SECOND)), GST_FLOW_OK);
+  /* a frame after the late period passes: the next out, the late one is gone */
+  fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+              30 * GST_SECOND)), GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  fail_unless_equals_uint64 (GST_BUFFER_PTS (out), 30 * GST_SECOND);
+  fail_unless (n_detections (out) > 0);
+  fail_unless (GST_BUFFER_FLAG_IS_SET (out, GST_BUFFER_FLAG_DISCONT));
+  gst_buffer_unref (out);
   fail_unless_equals_int (gst_harness_buffers_in_queue (h), 0);
-
-  /* a frame after the late period passes */
-  in = gst_buffer_copy (frame);
-  GST_BUFFER_PTS (in) = 30 * GST_SECOND;
-  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
-  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
-  in = gst_harness_pull (h);
-  fail_unless (n_detections (in) > 0);
-  gst_buffer_unref (in);
 
   gst_harness_teardown (h);
   gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* late-frames=skip-inference (the default): a frame downstream reports as
+ * late passes, without inference, and says so. */
+GST_START_TEST (test_qos_skip_inference)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect (NULL);
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBuffer *out;
+  guint64 skipped, inferred;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, timed_copy (frame, 0));
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  gst_buffer_unref (out);
+  fail_unless (gst_harness_push_upstream_event (h,
+          gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 2.0, 10 * GST_SECOND,
+              100 * GST_MSECOND)));
+  out = push_pull (h, timed_copy (frame, 1 * GST_SECOND));
+  fail_unless_equals_uint64 (GST_BUFFER_PTS (out), 1 * GST_SECOND);
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_LATE);
+  fail_unless (n_detections (out) == 0 && vdtest_count_roi_metas (out) == 0);
+  gst_buffer_unref (out);
+  out = push_pull (h, timed_copy (frame, 30 * GST_SECOND));
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  fail_unless (n_detections (out) > 0);
+  gst_buffer_unref (out);
+  g_object_get (detect, "frames-skipped-late", &skipped, "frames-inferred",
+      &inferred, NULL);
+  fail_unless_equals_uint64 (skipped, 1);
+  fail_unless_equals_uint64 (inferred, 2);
+
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* Live: a frame whose inference would end after its deadline (its running
+ * time + the upstream latency + ours) passes on time without inference. The
+ * test clock says how late each frame is. */
+GST_START_TEST (test_live_deadline)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect (NULL);
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBuffer *out;
+  guint64 skipped;
+
+  gst_harness_use_testclock (h);
+  gst_harness_set_src_caps_str (h, caps_320);
+  /* the harness's source is live: the element learns it from this query */
+  fail_unless (gst_harness_query_latency (h) > 0);
+  gst_element_set_base_time (detect, 0);
+
+  /* now = 10 s: a frame of 0 s is far behind */
+  fail_unless (gst_harness_set_time (h, 10 * GST_SECOND));
+  out = push_pull (h, timed_copy (frame, 0));
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_LATE);
+  fail_unless (n_detections (out) == 0);
+  gst_buffer_unref (out);
+  /* a frame of 10 s has its whole latency ahead */
+  out = push_pull (h, timed_copy (frame, 10 * GST_SECOND));
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  fail_unless (n_detections (out) > 0);
+  gst_buffer_unref (out);
+  g_object_get (detect, "frames-skipped-late", &skipped, NULL);
+  fail_unless_equals_uint64 (skipped, 1);
+
+  /* late-frames=drop does not look at the clock */
+  g_object_set (detect, "late-frames", GST_VISION_DETECT_LATE_DROP, NULL);
+  out = push_pull (h, timed_copy (frame, 1 * GST_SECOND));
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  gst_buffer_unref (out);
+
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* Every frame carries the companion meta, saying whether it was inferred. */
+GST_START_TEST (test_inference_status)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("interval=3");
+  GstBuffer *gap, *out;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  for (i = 0; i < 4; i++) {
+    out = push_pull (h, frame);
+    fail_unless_equals_int (inference_of (out), i % 3 == 0 ?
+        GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_INTERVAL);
+    gst_buffer_unref (out);
+  }
+  g_object_set (gst_harness_find_element (h, "visiondetect"), "interval", 1,
+      NULL);
+  gap = gst_buffer_copy (frame);
+  GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
+  out = push_pull (h, gap);
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_GAP);
+  gst_buffer_unref (out);
+  gst_buffer_unref (gap);
+
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* A flushing seek starts the interval again: its first frame is inferred. */
+GST_START_TEST (test_flush_resets_interval)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstHarness *h = new_detect ("interval=3");
+  GstSegment segment;
+  GstBuffer *out;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  out = push_pull (h, frame);
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  gst_buffer_unref (out);
+  out = push_pull (h, frame);
+  fail_unless_equals_int (inference_of (out),
+      GST_VISION_DETECT_SKIPPED_INTERVAL);
+  gst_buffer_unref (out);
+
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  out = push_pull (h, frame);
+  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  fail_unless (n_detections (out) > 0);
+  gst_buffer_unref (out);
+
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
+/* Runs 12 frames (alternately @frames[0] and @frames[1], every second one
+ * inferred) through an element with @max_in_flight, then EOS; returns the
+ * output buffers, checked for order and inference status. */
+static GPtrArray *
+run_in_flight (GstBuffer ** frames, guint max_in_flight)
+{
+  gchar *extra = g_strdup_printf ("threshold=0.3 interval=2 max-in-flight=%u",
+      max_in_flight);
+  GstHarness *h = new_detect (extra);
+  GPtrArray *outs = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+  GstEvent *event;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, caps_320);
+  for (i = 0; i < 12; i++)
+    fail_unless_equals_int (gst_harness_push (h, timed_copy (frames[(i / 2) %
+                    2], i * 33 * GST_MSECOND)), GST_FLOW_OK);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  for (i = 0; i < 12; i++) {
+    GstBuffer *out = gst_harness_pull (h);
+
+    fail_unless (out != NULL);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), i * 33 * GST_MSECOND);
+    fail_unless_equals_int (inference_of (out), i % 2 == 0 ?
+        GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_INTERVAL);
+    if (i % 2 == 1)
+      fail_unless (n_detections (out) == 0);
+    g_ptr_array_add (outs, out);
+  }
+  /* EOS after the last frame */
+  while ((event = gst_harness_try_pull_event (h)) != NULL) {
+    gboolean eos = GST_EVENT_TYPE (event) == GST_EVENT_EOS;
+
+    gst_event_unref (event);
+    if (eos)
+      break;
+  }
+  fail_unless (event != NULL, "no EOS after the frames");
+  gst_harness_teardown (h);
+  g_free (extra);
+  return outs;
+}
+
+static gboolean
+same_detections (GstBuffer * a, GstBuffer * b)
+{
+  GArray *da = vdtest_get_detect_meta (a)->detections;
+  GArray *db = vdtest_get_detect_meta (b)->detections;
+
+  return da->len == db->len && memcmp (da->data, db->data,
+      da->len * sizeof (GstVisionDetection)) == 0;
+}
+
+/* With frames in flight, every frame leaves in order with its own detections,
+ * the same as one frame at a time, and EOS waits for them. */
+GST_START_TEST (test_frames_in_flight)
+{
+  GstVideoInfo info;
+  GstBuffer *frames[2];
+  GArray *ref = reference (0, 0.3);
+  GPtrArray *one, *three;
+  guint i;
+
+  frames[0] = load_frame (0, &info);
+  /* another picture: the left half black */
+  frames[1] = gst_buffer_copy_deep (frames[0]);
+  for (i = 0; i < 240; i++)
+    gst_buffer_memset (frames[1], i * 320 * 3, 0, 160 * 3);
+
+  one = run_in_flight (frames, 1);
+  three = run_in_flight (frames, 3);
+  /* the two pictures differ in what is found: a mix-up would show */
+  fail_unless (!same_detections (g_ptr_array_index (one, 0),
+          g_ptr_array_index (one, 2)));
+  for (i = 0; i < 12; i += 2) {
+    if ((i / 2) % 2 == 0)
+      check_same_detections (g_ptr_array_index (three, i), ref, NULL, 1.0,
+          BOX_TOL);
+    fail_unless (same_detections (g_ptr_array_index (one, i),
+            g_ptr_array_index (three, i)), "frame %u differs in flight", i);
+  }
+
+  g_ptr_array_unref (one);
+  g_ptr_array_unref (three);
+  g_array_unref (ref);
+  gst_buffer_unref (frames[0]);
+  gst_buffer_unref (frames[1]);
 }
 
 GST_END_TEST;
@@ -1147,7 +1428,8 @@ GST_START_TEST (test_properties)
   gchar *model, *device, *classes, *labels;
   gint precision, max_detections, threads;
   gfloat threshold, iou;
-  guint interval;
+  guint interval, max_in_flight;
+  gint late_frames;
   gboolean qos;
 
   fail_unless (detect != NULL);
@@ -1163,6 +1445,14 @@ GST_START_TEST (test_properties)
   fail_unless_equals_int (interval, 1);
   fail_unless (classes == NULL && labels == NULL);
   fail_unless_equals_int (threads, 0);
+  /* late frames are skipped by the element, not dropped by the base class */
+  fail_unless (!qos);
+  g_object_get (detect, "max-in-flight", &max_in_flight, "late-frames",
+      &late_frames, NULL);
+  fail_unless_equals_int (max_in_flight, 1);
+  fail_unless_equals_int (late_frames, GST_VISION_DETECT_LATE_SKIP_INFERENCE);
+  gst_util_set_object_arg (G_OBJECT (detect), "late-frames", "drop");
+  g_object_get (detect, "qos", &qos, NULL);
   fail_unless (qos);
   g_free (device);
 
@@ -1362,7 +1652,13 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_thresholds_while_playing);
   tcase_add_test (tc, test_resolution_change);
   tcase_add_test (tc, test_detections_survive_videoscale);
-  tcase_add_test (tc, test_qos_and_latency);
+  tcase_add_test (tc, test_latency_before_first_frame);
+  tcase_add_test (tc, test_qos_drop);
+  tcase_add_test (tc, test_qos_skip_inference);
+  tcase_add_test (tc, test_live_deadline);
+  tcase_add_test (tc, test_inference_status);
+  tcase_add_test (tc, test_flush_resets_interval);
+  tcase_add_test (tc, test_frames_in_flight);
   tcase_add_test (tc, test_labels_file);
   return s;
 }
