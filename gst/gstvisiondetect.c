@@ -715,6 +715,20 @@ gst_vision_detect_stop (GstBaseTransform * trans)
   return TRUE;
 }
 
+/* Live sources need the latency before their first frame reaches the sink;
+ * elsewhere the first frame may take what it takes. */
+static gboolean
+upstream_is_live (GstVisionDetect * self)
+{
+  GstQuery *query = gst_query_new_latency ();
+  gboolean live = FALSE;
+
+  if (gst_pad_peer_query (GST_BASE_TRANSFORM_SINK_PAD (self), query))
+    gst_query_parse_latency (query, &live, NULL, NULL);
+  gst_query_unref (query);
+  return live;
+}
+
 static gboolean
 gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
     GstCaps * outcaps)
@@ -728,9 +742,9 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
     return FALSE;
   }
   /* The engine sizes its work per frame (the CUDA backend rebuilds what
-   * depends on the size when it changes); only the frame layout is ours. A
-   * new size is warmed up here, so that its first frame takes a typical time
-   * and the latency is known before it. */
+   * depends on the size when it changes); only the frame layout is ours. On
+   * a live source a new size is warmed up here, so that its first frame takes
+   * a typical time and the latency is known before it. */
   new_size = !self->have_info || GST_VIDEO_INFO_WIDTH (&info) !=
       GST_VIDEO_INFO_WIDTH (&self->info)
       || GST_VIDEO_INFO_HEIGHT (&info) != GST_VIDEO_INFO_HEIGHT (&self->info);
@@ -738,7 +752,7 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
     GST_INFO_OBJECT (self, "frame size changes from %dx%d to %dx%d",
         GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
         GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info));
-  if (new_size && self->ctx != NULL) {
+  if (new_size && self->ctx != NULL && upstream_is_live (self)) {
     /* the frames of the old size leave first */
     drain (self);
     if (!warm_up (self, &info))

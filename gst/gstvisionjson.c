@@ -11,7 +11,7 @@
  * `pts` and `json`). The video passes unchanged. Each line is:
  *
  * |[
- * {"frame":0,"pts":0,"width":640,"height":480,"objects":[
+ * {"frame":0,"pts":0,"width":640,"height":480,"inferred":true,"objects":[
  *   {"id":0,"label":"ball","label_id":1,"confidence":0.97,
  *    "box":{"x_min":0.41,"y_min":0.33,"x_max":0.59,"y_max":0.57},
  *    "rect":{"x":262.4,"y":158.4,"w":115.2,"h":115.2}}]}
@@ -20,7 +20,10 @@
  * (on one line). `pts` is in nanoseconds (null when the buffer has none), `box`
  * is normalised to 0..1, `rect` is in pixels of this frame; `confidence` and
  * `label_id` are -1 for regions of interest that carry no detection
- * parameters.
+ * parameters. `inferred` says whether visiondetect ran on the frame (absent
+ * when no visiondetect is upstream); when it is false, `skipped` says why:
+ * "interval" (between two frames of its interval property), "late" (inference
+ * would have made a live frame late) or "gap" (a GAP buffer).
  *
  * ## Example launch line
  * |[
@@ -108,6 +111,7 @@ frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
   GArray *detections = gst_vision_detections_from_buffer (buffer, width,
       height);
   GString *json = g_string_sized_new (128 + 256 * detections->len);
+  GstVisionDetectMeta *meta;
   guint i;
 
   g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
@@ -116,8 +120,19 @@ frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
     g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
   else
     g_string_append (json, "null");
-  g_string_append_printf (json, ",\"width\":%d,\"height\":%d,\"objects\":[",
-      width, height);
+  g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width,
+      height);
+  /* whether visiondetect looked at the frame: "nothing found" and "not looked
+   * at" differ (absent when no visiondetect ran upstream) */
+  meta = gst_buffer_get_vision_detect_meta (buffer);
+  if (meta != NULL) {
+    g_string_append_printf (json, ",\"inferred\":%s",
+        meta->inference == GST_VISION_DETECT_INFERRED ? "true" : "false");
+    if (meta->inference != GST_VISION_DETECT_INFERRED)
+      g_string_append_printf (json, ",\"skipped\":\"%s\"",
+          gst_vision_detect_inference_name (meta->inference));
+  }
+  g_string_append (json, ",\"objects\":[");
 
   for (i = 0; i < detections->len; i++) {
     const GstVisionDetection *d =

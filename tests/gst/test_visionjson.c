@@ -93,8 +93,10 @@ GST_START_TEST (test_lines_match_metadata)
   vdtest_add_detection (meta, 10.125, 20.5, 100.25, 50.0, 0.9375, 2, "box", 0);
   vdtest_add_detection (meta, 150.0, 100.0, 30.5, 40.0, 0.123456789, 1,
       "ball \"quoted\"", 1);
-  /* frame 1: nothing, and no timestamp */
+  /* frame 1: nothing, and no timestamp; visiondetect skipped it */
   b1 = new_frame (GST_CLOCK_TIME_NONE);
+  vdtest_add_detect_meta (b1, WIDTH, HEIGHT)->inference =
+      GST_VISION_DETECT_SKIPPED_LATE;
   /* frame 2: ROI metas only, one with DL Streamer's params, one bare */
   b2 = new_frame (80 * GST_MSECOND);
   roi = gst_buffer_add_video_region_of_interest_meta (b2, "car", 32, 24, 64,
@@ -131,6 +133,8 @@ GST_START_TEST (test_lines_match_metadata)
   fail_unless_equals_int (json_object_get_int_member (o, "pts"), 0);
   fail_unless_equals_int (json_object_get_int_member (o, "width"), WIDTH);
   fail_unless_equals_int (json_object_get_int_member (o, "height"), HEIGHT);
+  fail_unless (json_object_get_boolean_member (o, "inferred"));
+  fail_unless (!json_object_has_member (o, "skipped"));
   objects = json_object_get_array_member (o, "objects");
   fail_unless_equals_int (json_array_get_length (objects), 2);
   check_object (json_array_get_object_element (objects, 0), 0, "box", 2,
@@ -141,6 +145,9 @@ GST_START_TEST (test_lines_match_metadata)
   o = parse_line (parser, lines[1]);
   fail_unless_equals_int (json_object_get_int_member (o, "frame"), 1);
   fail_unless (json_object_get_null_member (o, "pts"));
+  fail_unless (!json_object_get_boolean_member (o, "inferred"));
+  fail_unless_equals_string (json_object_get_string_member (o, "skipped"),
+      "late");
   fail_unless_equals_int (json_array_get_length (json_object_get_array_member
           (o, "objects")), 0);
 
@@ -148,6 +155,8 @@ GST_START_TEST (test_lines_match_metadata)
   fail_unless_equals_int (json_object_get_int_member (o, "frame"), 2);
   fail_unless_equals_int (json_object_get_int_member (o, "pts"),
       80 * GST_MSECOND);
+  /* no visiondetect upstream: nothing said about inference */
+  fail_unless (!json_object_has_member (o, "inferred"));
   objects = json_object_get_array_member (o, "objects");
   fail_unless_equals_int (json_array_get_length (objects), 2);
   check_object (json_array_get_object_element (objects, 0), 3, "car", 3, 0.5,
