@@ -1082,8 +1082,16 @@ output_main (gpointer data)
       g_cond_broadcast (&self->cond);
       g_mutex_unlock (&self->lock);
       if (ok) {
-        /* the engine's own time: from when it could start on this frame */
-        update_latency (self, done - MAX (f->submitted, last_done));
+        vd_stage_time stages[16];
+        gint n = vd_context_stage_times (self->ctx, stages, 16), k;
+        gdouble ms = 0.0;
+
+        /* the engine's own time for the frame (the stages follow each other);
+         * not the time to collect it, which waited on the pushes before it */
+        for (k = 0; k < n; k++)
+          ms += stages[k].ms;
+        update_latency (self, n > 0 ? (GstClockTime) (ms * GST_MSECOND) :
+            done - MAX (f->submitted, last_done));
         GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
             f->index, result.n_detections);
       }
@@ -1197,7 +1205,7 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
 {
   GstClock *clock;
   GstClockTime now, base_time, done, deadline, inference_time, latency,
-      upstream;
+      upstream, mono, free_at;
   gboolean live;
 
   if (!GST_CLOCK_TIME_IS_VALID (rt))
@@ -1222,13 +1230,14 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
       || GST_STATE (self) != GST_STATE_PLAYING || now < base_time)
     return FALSE;
 
-  /* when the batches ahead end, then this one */
+  /* when the batches ahead end (monotonic time), then this one */
+  mono = gst_util_get_timestamp ();
   g_mutex_lock (&self->lock);
-  done = self->n_submitted > 0 ? MAX (self->engine_free_at,
-      gst_util_get_timestamp ()) : gst_util_get_timestamp ();
+  free_at = self->n_submitted > 0 ? MAX (self->engine_free_at, mono) : mono;
   g_mutex_unlock (&self->lock);
-  done = (now - base_time) + (done - gst_util_get_timestamp ()) +
-      inference_time;
+  /* a quarter more than the typical time: a slower frame still on time */
+  done = (now - base_time) + (free_at - mono) + inference_time +
+      inference_time / 4;
   deadline = rt + upstream + latency;
   GST_LOG_OBJECT (self, "running time %" GST_TIME_FORMAT ": done at %"
       GST_TIME_FORMAT ", deadline %" GST_TIME_FORMAT, GST_TIME_ARGS (rt),
