@@ -1,0 +1,44 @@
+/* Writes the soak test's model (tests/gst/test_soak.c): the engine tests' tiny
+ * ResNet-FPN fixture with random weights, resizing frames to 32..64 pixels, so
+ * that a frame costs about a millisecond and 20 000 of them fit in a CI run.
+ *   make-soak-model DIR   writes DIR/soak-tiny.safetensors */
+#include "model_fixture.h"
+
+#include <string.h>
+
+
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        g_printerr("usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    tmp_dir = argv[1];
+    tiny_arch a = tiny_basic();
+    fixture *fx = fx_tiny(&a);
+    fx_randomize(fx, 11);
+    const char *from = "\"min_size\":96,\"max_size\":160";
+    char *at = strstr(fx->config, from);
+    if (at == NULL) {
+        g_printerr("the fixture's transform is not %s\n", from);
+        return 1;
+    }
+    GString *config = g_string_new_len(fx->config, at - fx->config);
+    g_string_append(config, "\"min_size\":32,\"max_size\":64");
+    g_string_append(config, at + strlen(from));
+    g_free(fx->config);
+    fx->config = g_string_free(config, FALSE);
+
+    char *path = fx_write(fx, "soak-tiny.safetensors");
+    GError *error = NULL;
+    vd_model *model = vd_model_load(path, &error);
+    if (model == NULL) {
+        g_printerr("%s: %s\n", path, error->message);
+        return 1;
+    }
+    vd_model_unref(model);
+    g_free(path);
+    fx_free(fx);
+    return 0;
+}
