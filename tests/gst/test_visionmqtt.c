@@ -658,6 +658,65 @@ GST_START_TEST (test_broker_restart)
 
 GST_END_TEST;
 
+/* QoS 1 with a broker that stops answering (SIGSTOP: the connection stays
+ * up, nothing is acknowledged): nothing more is counted published, at most
+ * max-inflight messages are handed over, then max-queue wait, the rest is
+ * dropped (oldest first); when the broker answers again every message kept
+ * arrives and is counted. */
+GST_START_TEST (test_unacknowledged)
+{
+  const gchar *topic = "vdtest/frozen";
+  Broker *b = broker_new (NULL);
+  Subscriber *s;
+  GstHarness *h;
+  GstElement *mqtt;
+  gchar *launch;
+  GArray *frames;
+  guint i;
+
+  broker_start (b);
+  s = subscriber_new (b->port, topic, NULL);
+  launch = g_strdup_printf ("visionmqtt port=%d qos=1 max-queue=10 "
+      "max-inflight=4 topic=%s", b->port, topic);
+  h = gst_harness_new_parse (launch);
+  mqtt = gst_harness_find_element (h, "visionmqtt");
+  gst_harness_set_src_caps_str (h, caps);
+  wait_for (mqtt, "for the connection", is_connected, GINT_TO_POINTER (TRUE));
+  push_frames (h, 0, 5);
+  wait_for (mqtt, "for 5 acknowledgements", published_at_least,
+      GUINT_TO_POINTER (5));
+
+  g_subprocess_send_signal (b->process, SIGSTOP);
+  push_frames (h, 5, 20);
+  /* give acknowledgements, were there any, time to come */
+  g_usleep (200 * 1000);
+  fail_unless_equals_uint64 (get_counter (mqtt, "published"), 5);
+  /* 4 in flight, 10 queued: the 6 oldest of the queue dropped */
+  fail_unless_equals_uint64 (get_counter (mqtt, "dropped"), 6);
+  fail_unless (get_connected (mqtt));
+
+  g_subprocess_send_signal (b->process, SIGCONT);
+  push_eos (h);
+  fail_unless_equals_uint64 (get_counter (mqtt, "published"), 19);
+  fail_unless_equals_uint64 (get_counter (mqtt, "dropped"), 6);
+  gst_object_unref (mqtt);
+  gst_harness_teardown (h);
+
+  subscriber_wait_frames (s, topic, 19);
+  frames = subscriber_frames (s, topic);
+  fail_unless_equals_int (frames->len, 19);
+  /* 0..4, the 4 in flight (5..8), then the 10 newest (15..24) */
+  for (i = 0; i < frames->len; i++)
+    fail_unless_equals_uint64 (g_array_index (frames, guint64, i),
+        i < 9 ? i : i + 6);
+  g_array_unref (frames);
+  g_free (launch);
+  subscriber_free (s);
+  broker_free (b);
+}
+
+GST_END_TEST;
+
 /* The first drop of an outage is a warning, once; with no broker at all the
  * element still starts, counts what it drops, and EOS waits flush-timeout. */
 GST_START_TEST (test_no_broker)
@@ -913,7 +972,7 @@ GST_END_TEST;
 GST_START_TEST (test_properties)
 {
   GstElement *e = gst_element_factory_make ("visionmqtt", NULL);
-  gchar *host, *topic, *password = NULL;
+  gchar *host, *topic;
   guint qos, max_queue;
   GParamSpec *pspec;
 
@@ -931,9 +990,20 @@ GST_START_TEST (test_properties)
   pspec = g_object_class_find_property (G_OBJECT_GET_CLASS (e), "password");
   fail_unless (pspec != NULL && !(pspec->flags & G_PARAM_READABLE));
   g_object_set (e, "password", "secret", NULL);
-  (void) password;
   pspec = g_object_class_find_property (G_OBJECT_GET_CLASS (e), "dropped");
   fail_unless (pspec != NULL && !(pspec->flags & G_PARAM_WRITABLE));
+  {
+    /* documented as test_plugin does for the other elements */
+    GParamSpec **props;
+    guint n, p;
+
+    props = g_object_class_list_properties (G_OBJECT_GET_CLASS (e), &n);
+    for (p = 0; p < n; p++)
+      if (props[p]->owner_type == G_OBJECT_TYPE (e))
+        fail_unless (strlen (g_param_spec_get_blurb (props[p])) >= 20,
+            "visionmqtt::%s has no useful description", props[p]->name);
+    g_free (props);
+  }
   gst_object_unref (e);
 }
 
@@ -951,6 +1021,7 @@ visionmqtt_suite (void)
   tcase_add_test (tc, test_messages_match_visionjson_qos0);
   tcase_add_test (tc, test_messages_match_visionjson_qos1);
   tcase_add_test (tc, test_broker_restart);
+  tcase_add_test (tc, test_unacknowledged);
   tcase_add_test (tc, test_no_broker);
   tcase_add_test (tc, test_credentials);
   tcase_add_test (tc, test_tls);
