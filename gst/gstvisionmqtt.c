@@ -71,7 +71,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_mqtt_debug);
 #define RECONNECT_DELAY_MIN_MS 250
 /* how long the network thread waits in select() without traffic */
 #define LOOP_TIMEOUT_MS 1000
-/* how long stopping waits for the DISCONNECT (and the offline status) to go out */
+/* how long stopping waits for the last acknowledgements, then for the
+ * DISCONNECT to go out */
+#define STOP_ACK_WAIT_US (G_USEC_PER_SEC)
 #define STOP_GRACE_US (2 * G_USEC_PER_SEC)
 
 #define STATUS_ONLINE "{\"status\":\"online\"}"
@@ -363,7 +365,9 @@ on_publish (struct mosquitto *mosq, void *user_data, int mid)
     self->published++;
     self->n_in_flight--;
     g_cond_broadcast (&self->cond);
-  } else if (!g_hash_table_remove (self->status_mids, key)) {
+  } else if (g_hash_table_remove (self->status_mids, key)) {
+    g_cond_broadcast (&self->cond);
+  } else {
     /* mosquitto_publish() has not returned this mid yet */
     g_hash_table_add (self->early_acks, key);
   }
@@ -994,6 +998,8 @@ gst_vision_mqtt_stop (GstBaseTransform * trans)
 {
   GstVisionMqtt *self = GST_VISION_MQTT (trans);
   gboolean connected;
+  gint64 deadline;
+  gint status_mid = -1;
 
   if (self->mosq == NULL)
     return TRUE;
@@ -1006,9 +1012,26 @@ gst_vision_mqtt_stop (GstBaseTransform * trans)
 
   /* a clean stop is no outage: the status says offline, and the DISCONNECT
    * tells the broker not to publish the will */
-  if (connected && self->status_topic != NULL)
-    mosquitto_publish (self->mosq, NULL, self->status_topic,
-        strlen (STATUS_OFFLINE), STATUS_OFFLINE, self->active_qos, true);
+  if (connected && self->status_topic != NULL
+      && mosquitto_publish (self->mosq, &status_mid, self->status_topic,
+          strlen (STATUS_OFFLINE), STATUS_OFFLINE, self->active_qos,
+          true) == MOSQ_ERR_SUCCESS) {
+    g_mutex_lock (&self->lock);
+    if (!g_hash_table_remove (self->early_acks, GINT_TO_POINTER (status_mid)))
+      g_hash_table_add (self->status_mids, GINT_TO_POINTER (status_mid));
+    g_mutex_unlock (&self->lock);
+  }
+  /* Acknowledgements still to come would reach a socket libmosquitto closes
+   * as soon as the DISCONNECT is written: the reset that answers them makes
+   * the broker drop the connection as lost, before it reads the DISCONNECT,
+   * and publish the will. So wait for them first, a little. */
+  deadline = g_get_monotonic_time () + STOP_ACK_WAIT_US;
+  g_mutex_lock (&self->lock);
+  while (self->connected && (g_hash_table_size (self->status_mids) > 0
+          || self->n_in_flight > 0))
+    if (!g_cond_wait_until (&self->cond, &self->lock, deadline))
+      break;
+  g_mutex_unlock (&self->lock);
   mosquitto_disconnect (self->mosq);
   g_thread_join (self->network_thread);
   self->network_thread = NULL;
