@@ -151,16 +151,16 @@ struct _GstVisionMqtt
    * callbacks, which run in it) and the application, protected by lock.
    * Never held while calling libmosquitto or posting a message. */
   GMutex lock;
-  GCond cond;                   /* queue, in-flight, connection or stop changed */
-  GQueue queue;                 /* GBytes payloads not yet handed to libmosquitto */
-  GHashTable *in_flight;        /* mids handed to libmosquitto, not yet published */
-  GHashTable *early_acks;       /* mids published before mosquitto_publish() returned */
+  GCond cond;                   /* queue, in flight, connection, stop changed */
+  GQueue queue;                 /* GBytes payloads not handed over yet */
+  GHashTable *in_flight;        /* mids handed over, not yet published */
+  GHashTable *early_acks;       /* mids acked before their publish returned */
   GHashTable *status_mids;      /* mids of status messages (not counted) */
   guint n_in_flight;            /* in_flight plus the one being handed over */
   guint64 epoch;                /* connections lost so far */
   gboolean pumping;             /* a thread is handing messages over */
   gboolean connected;           /* CONNACK accepted, connection not yet lost */
-  gboolean session_up;          /* connected since the last connection_ended() */
+  gboolean session_up;          /* connected since connection_ended() ran */
   gboolean status_pending;      /* publish the online status first */
   gboolean outage;              /* not connected since a failure was reported */
   gboolean drop_warned;         /* dropping reported for this outage */
@@ -841,7 +841,8 @@ gst_vision_mqtt_start (GstBaseTransform * trans)
   GST_OBJECT_UNLOCK (self);
 
   /* empty strings from gst-launch mean unset */
-#define UNSET_IF_EMPTY(s) if ((s) != NULL && *(s) == '\0') g_clear_pointer (&(s), g_free)
+#define UNSET_IF_EMPTY(s) \
+  if ((s) != NULL && *(s) == '\0') g_clear_pointer (&(s), g_free)
   UNSET_IF_EMPTY (status_template);
   UNSET_IF_EMPTY (client_id);
   UNSET_IF_EMPTY (username);
@@ -1347,7 +1348,8 @@ gst_vision_mqtt_class_init (GstVisionMqttClass * klass)
       "Publishes each frame's detections as JSON (visionjson's line) to an "
       "MQTT broker", "visiondetect developers");
 
-  element_class->change_state = GST_DEBUG_FUNCPTR (gst_vision_mqtt_change_state);
+  element_class->change_state =
+      GST_DEBUG_FUNCPTR (gst_vision_mqtt_change_state);
   trans_class->start = GST_DEBUG_FUNCPTR (gst_vision_mqtt_start);
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_mqtt_stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_mqtt_set_caps);
