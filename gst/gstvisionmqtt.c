@@ -531,7 +531,11 @@ connection_ended (GstVisionMqtt * self, gint rc, gint err)
 }
 
 /* The network thread: connects, runs libmosquitto's loop (which calls the
- * callbacks above), hands messages over, reconnects with a growing delay. */
+ * callbacks above), hands messages over, reconnects with a growing delay.
+ * Ours rather than mosquitto_loop_start()'s: that one reconnects with a
+ * blocking connect that only pthread_cancel() interrupts, and ends quietly
+ * on a TLS error; here connections are non-blocking, every failure is seen
+ * and the delay is spread at random. */
 static gpointer
 gst_vision_mqtt_network_thread (gpointer user_data)
 {
@@ -1307,8 +1311,8 @@ gst_vision_mqtt_class_init (GstVisionMqttClass * klass)
           "encrypted)", NULL));
   g_object_class_install_property (gobject_class, PROP_KEEPALIVE,
       g_param_spec_uint ("keepalive", "Keepalive", "Seconds between keepalive "
-              "pings when idle; a broker silent for 1.5 times as long is "
-              "taken as away", 5, 65535, DEFAULT_KEEPALIVE, ready));
+              "pings when idle; a broker that does not answer a ping within "
+              "as long is taken as away", 5, 65535, DEFAULT_KEEPALIVE, ready));
   g_object_class_install_property (gobject_class, PROP_MAX_QUEUE,
       g_param_spec_uint ("max-queue", "Maximum queue", "Messages waiting for "
               "the broker at most; beyond, the oldest is dropped", 1,
