@@ -37,12 +37,10 @@
 #endif
 
 #include "gstvisionjson.h"
-#include "gstvisiondetectmeta.h"
-#include "gstvisionjsonformat.h"
+#include "gstvisionjsonframe.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,7 +48,6 @@
 
 #include <glib/gstdio.h>
 #include <gst/video/video.h>
-#include <json-glib/json-glib.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_vision_json_debug);
 #define GST_CAT_DEFAULT gst_vision_json_debug
@@ -102,72 +99,6 @@ G_DEFINE_TYPE (GstVisionJson, gst_vision_json, GST_TYPE_BASE_TRANSFORM);
 GST_ELEMENT_REGISTER_DEFINE (visionjson, "visionjson", GST_RANK_NONE,
     GST_TYPE_VISION_JSON);
 
-/* One line of JSON for the frame (see the schema in the element's doc). */
-static gchar *
-frame_to_json (GstVisionJson * self, GstBuffer * buffer, guint64 frame_index)
-{
-  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
-  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
-  GArray *detections = gst_vision_detections_from_buffer (buffer, width,
-      height);
-  GString *json = g_string_sized_new (128 + 256 * detections->len);
-  GstVisionDetectMeta *meta;
-  guint i;
-
-  g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
-      frame_index);
-  if (GST_BUFFER_PTS_IS_VALID (buffer))
-    g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
-  else
-    g_string_append (json, "null");
-  g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width,
-      height);
-  /* whether visiondetect looked at the frame: "nothing found" and "not looked
-   * at" differ (absent when no visiondetect ran upstream) */
-  meta = gst_buffer_get_vision_detect_meta (buffer);
-  if (meta != NULL) {
-    g_string_append_printf (json, ",\"inferred\":%s",
-        meta->inference == GST_VISION_DETECT_INFERRED ? "true" : "false");
-    if (meta->inference != GST_VISION_DETECT_INFERRED)
-      g_string_append_printf (json, ",\"skipped\":\"%s\"",
-          gst_vision_detect_inference_name (meta->inference));
-  }
-  g_string_append (json, ",\"objects\":[");
-
-  for (i = 0; i < detections->len; i++) {
-    const GstVisionDetection *d =
-        &g_array_index (detections, GstVisionDetection, i);
-
-    g_string_append_printf (json, "%s{\"id\":%d,\"label\":", i ? "," : "",
-        d->roi_id);
-    gst_vision_json_append_string (json, d->label ? g_quark_to_string (d->label) : "");
-    g_string_append_printf (json, ",\"label_id\":%d,\"confidence\":",
-        d->label_id);
-    gst_vision_json_append_number (json, d->confidence, 6);
-    g_string_append (json, ",\"box\":{\"x_min\":");
-    gst_vision_json_append_number (json, d->x / width, 6);
-    g_string_append (json, ",\"y_min\":");
-    gst_vision_json_append_number (json, d->y / height, 6);
-    g_string_append (json, ",\"x_max\":");
-    gst_vision_json_append_number (json, (d->x + d->w) / width, 6);
-    g_string_append (json, ",\"y_max\":");
-    gst_vision_json_append_number (json, (d->y + d->h) / height, 6);
-    g_string_append (json, "},\"rect\":{\"x\":");
-    gst_vision_json_append_number (json, d->x, 2);
-    g_string_append (json, ",\"y\":");
-    gst_vision_json_append_number (json, d->y, 2);
-    g_string_append (json, ",\"w\":");
-    gst_vision_json_append_number (json, d->w, 2);
-    g_string_append (json, ",\"h\":");
-    gst_vision_json_append_number (json, d->h, 2);
-    g_string_append (json, "}}");
-  }
-  g_string_append (json, "]}");
-
-  g_array_unref (detections);
-  return g_string_free (json, FALSE);
-}
-
 static GstFlowReturn
 gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
@@ -182,7 +113,9 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     return GST_FLOW_NOT_NEGOTIATED;
   }
 
-  json = frame_to_json (self, buffer, frame_index);
+  json = gst_vision_json_frame_to_string (buffer,
+      GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
+      frame_index);
 
   /* the line and its newline in one call: stdio locks the stream per call, so
    * elements sharing standard output never interleave within a line */

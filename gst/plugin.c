@@ -1,4 +1,5 @@
-/* visiondetect: the GStreamer plugin (visiondetect, visionoverlay, visionjson). */
+/* visiondetect: the GStreamer plugin (visiondetect, visionoverlay, visionjson and,
+ * built with libmosquitto, visionmqtt). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -11,6 +12,9 @@
 #include "gstvisiondetectmeta.h"
 #include "gstvisionjson.h"
 #include "gstvisionoverlay.h"
+#ifdef HAVE_MQTT
+#include "gstvisionmqtt.h"
+#endif
 
 #define PACKAGE "visiondetect"
 
@@ -29,6 +33,9 @@ plugin_init (GstPlugin * plugin)
   ret |= GST_ELEMENT_REGISTER (visiondetect, plugin);
   ret |= GST_ELEMENT_REGISTER (visionoverlay, plugin);
   ret |= GST_ELEMENT_REGISTER (visionjson, plugin);
+#ifdef HAVE_MQTT
+  ret |= GST_ELEMENT_REGISTER (visionmqtt, plugin);
+#endif
   return ret;
 }
 

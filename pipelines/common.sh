@@ -10,7 +10,7 @@ VD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VD_BUILD="${VISIONDETECT_BUILD_DIR:-$VD_ROOT/build}"
 
 # Debian packages the scripts need to build and to run their pipelines
-# (x264enc is in -ugly, most decoders in -libav).
+# (x264enc is in -ugly, most decoders in -libav; libmosquitto-dev builds visionmqtt).
 vd_packages=(
   meson ninja-build pkg-config gcc
   libglib2.0-dev libjson-glib-dev libdnnl-dev
@@ -18,6 +18,7 @@ vd_packages=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
   python3-numpy python3-pil
+  libmosquitto-dev
 )
 
 vd_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }

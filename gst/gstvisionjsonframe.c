@@ -1,0 +1,70 @@
+/* One frame's detections as one line of JSON (see gstvisionjsonframe.h). The
+ * values themselves are written by gstvisionjsonformat.c, which the JSON fuzzer
+ * runs without GStreamer. */
+#include "gstvisionjsonframe.h"
+#include "gstvisiondetectmeta.h"
+#include "gstvisionjsonformat.h"
+
+gchar *
+gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
+    guint64 frame_index)
+{
+  GArray *detections = gst_vision_detections_from_buffer (buffer, width,
+      height);
+  GString *json = g_string_sized_new (128 + 256 * detections->len);
+  GstVisionDetectMeta *meta;
+  guint i;
+
+  g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
+      frame_index);
+  if (GST_BUFFER_PTS_IS_VALID (buffer))
+    g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
+  else
+    g_string_append (json, "null");
+  g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width,
+      height);
+  /* whether visiondetect looked at the frame: "nothing found" and "not looked
+   * at" differ (absent when no visiondetect ran upstream) */
+  meta = gst_buffer_get_vision_detect_meta (buffer);
+  if (meta != NULL) {
+    g_string_append_printf (json, ",\"inferred\":%s",
+        meta->inference == GST_VISION_DETECT_INFERRED ? "true" : "false");
+    if (meta->inference != GST_VISION_DETECT_INFERRED)
+      g_string_append_printf (json, ",\"skipped\":\"%s\"",
+          gst_vision_detect_inference_name (meta->inference));
+  }
+  g_string_append (json, ",\"objects\":[");
+
+  for (i = 0; i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+
+    g_string_append_printf (json, "%s{\"id\":%d,\"label\":", i ? "," : "",
+        d->roi_id);
+    gst_vision_json_append_string (json, d->label ? g_quark_to_string (d->label) : "");
+    g_string_append_printf (json, ",\"label_id\":%d,\"confidence\":",
+        d->label_id);
+    gst_vision_json_append_number (json, d->confidence, 6);
+    g_string_append (json, ",\"box\":{\"x_min\":");
+    gst_vision_json_append_number (json, d->x / width, 6);
+    g_string_append (json, ",\"y_min\":");
+    gst_vision_json_append_number (json, d->y / height, 6);
+    g_string_append (json, ",\"x_max\":");
+    gst_vision_json_append_number (json, (d->x + d->w) / width, 6);
+    g_string_append (json, ",\"y_max\":");
+    gst_vision_json_append_number (json, (d->y + d->h) / height, 6);
+    g_string_append (json, "},\"rect\":{\"x\":");
+    gst_vision_json_append_number (json, d->x, 2);
+    g_string_append (json, ",\"y\":");
+    gst_vision_json_append_number (json, d->y, 2);
+    g_string_append (json, ",\"w\":");
+    gst_vision_json_append_number (json, d->w, 2);
+    g_string_append (json, ",\"h\":");
+    gst_vision_json_append_number (json, d->h, 2);
+    g_string_append (json, "}}");
+  }
+  g_string_append (json, "]}");
+
+  g_array_unref (detections);
+  return g_string_free (json, FALSE);
+}
