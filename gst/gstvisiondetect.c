@@ -14,10 +14,14 @@
  * through a downstream videoscale. The video itself passes unchanged.
  *
  * The engine runs on CUDA when a device is available and on the CPU otherwise
- * (with a warning on the bus). Inference is synchronous: on a live source, use
- * #GstVisionDetect:interval or a leaky queue in front of the element to keep
- * up; the element reports its processing time as latency and drops frames that
- * downstream reports as too late (QoS).
+ * (with a warning on the bus). Frames are handed to the engine by the streaming
+ * thread and pushed, in order, from the element's own thread once their result
+ * is in (#GstVisionDetect:max-in-flight of them at most in the engine). Every
+ * buffer gets the companion meta, which says whether the frame was inferred.
+ * On a live source the element reports its inference time as latency (measured
+ * by a warm-up inference when the caps arrive) and, with
+ * #GstVisionDetect:late-frames=skip-inference, passes a frame that inference
+ * would make late on time without detections, marked as skipped.
  *
  * Without the #GstVisionDetect:model property, the bundled model
  * visiondetect-shapes.safetensors is used, looked up in $VISIONDETECT_MODEL
@@ -32,9 +36,10 @@
  *     visionoverlay ! videoconvert ! autovideosink
  * ]| Shows a video with the detected objects' boxes and labels.
  * |[
- * gst-launch-1.0 v4l2src ! videoconvert ! queue leaky=downstream max-size-buffers=1 ! \
+ * gst-launch-1.0 v4l2src ! videoconvert ! \
  *     visiondetect interval=2 classes=person,car ! visionjson location=out.jsonl ! fakesink
- * ]| Detects people and cars on every second camera frame and writes them as JSON Lines.
+ * ]| Detects people and cars on every second camera frame (fewer when it cannot keep
+ * up: the others say they were skipped) and writes them as JSON Lines.
  */
 
 #ifdef HAVE_CONFIG_H

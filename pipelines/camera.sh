@@ -10,10 +10,12 @@ Usage: pipelines/camera.sh [OPTION]... [DEVICE]
 Shows the camera DEVICE (default /dev/video0) in a window with the detected
 objects drawn on it. Raw and MJPEG cameras both work (decodebin).
 
-Latency stays bounded when inference is slower than the camera: a leaky queue
-in front of visiondetect keeps only the newest frame, and the window shows each
-frame as soon as it is annotated (sync=false). Use --interval to run inference
-on fewer frames and keep the video smooth (frames in between pass without boxes).
+Latency stays bounded when inference is slower than the camera: visiondetect
+runs the detector on each frame it can finish in time and passes the others on
+time without boxes (late-frames=skip-inference), so the window shows every frame
+at its time, one latency (about 1.5 inference times) after capture. Use
+--interval to run inference on fewer frames on purpose (frames in between pass
+without boxes).
 
 Options:
   --model FILE       detection model (.safetensors); default: \$VISIONDETECT_MODEL,
@@ -72,9 +74,8 @@ else
 fi
 vd_add ! videoconvert ! videoscale ! "video/x-raw,width=$width,height=$height"
 [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
-vd_add ! queue leaky=downstream max-size-buffers=1 max-size-bytes=0 max-size-time=0
 vd_add ! ; vd_add_detect
 [ -n "$opt_json" ] && vd_add ! visionjson "location=$opt_json"
-vd_add ! visionoverlay ! videoconvert ! "$opt_sink" sync=false
+vd_add ! visionoverlay ! videoconvert ! "$opt_sink"
 
 vd_launch

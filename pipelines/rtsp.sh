@@ -11,8 +11,9 @@ Receives the RTSP stream URL (rtsp://user:password@host:554/path), runs
 visiondetect on it and shows it in a window with the detections drawn, or with
 --output records it to an MP4 file (Ctrl-C ends the recording cleanly).
 
-As with a camera, a leaky queue keeps latency bounded when inference is slower
-than the stream: stale frames are dropped before visiondetect.
+As with a camera, latency stays bounded when inference is slower than the
+stream: visiondetect passes the frames it cannot finish in time without boxes
+(late-frames=skip-inference), so every frame is shown or recorded.
 
 Options:
   --model FILE       detection model (.safetensors); default: \$VISIONDETECT_MODEL,
@@ -67,7 +68,6 @@ vd_add rtspsrc "location=$url" "latency=$opt_latency"
 [ "$opt_tcp" = 1 ] && vd_add protocols=tcp
 vd_add ! decodebin ! videoconvert
 [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
-vd_add ! queue leaky=downstream max-size-buffers=1 max-size-bytes=0 max-size-time=0
 vd_add ! ; vd_add_detect
 [ -n "$opt_json" ] && vd_add ! visionjson "location=$opt_json"
 vd_add ! visionoverlay ! videoconvert

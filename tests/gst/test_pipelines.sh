@@ -47,6 +47,8 @@ for i, line in enumerate(lines):
     assert d["frame"] == i, (i, d["frame"])
     assert d["width"] > 0 and d["height"] > 0
     assert d["pts"] is None or d["pts"] >= 0
+    assert d["inferred"] in (True, False), d
+    assert d["inferred"] or (d["skipped"] in ("interval", "late", "gap") and not d["objects"]), d
     for o in d["objects"]:
         assert isinstance(o["label"], str) and isinstance(o["label_id"], int)
         assert 0 <= o["confidence"] <= 1, o
@@ -85,7 +87,7 @@ if "$src/pipelines/annotate.sh" --model "$work/missing.safetensors" 2>"$work/err
 fi
 grep -q "missing.safetensors' does not exist" "$work/err" || fail "unclear error: $(cat "$work/err")"
 
-step "camera.sh --test (live source, leaky queue)"
+step "camera.sh --test (live source, late frames skipped)"
 timeout 120 "$src/pipelines/camera.sh" --test --model "$model" --frames 10 --size 320x240 \
   --sink fakesink --json "$work/camera.jsonl" >"$work/camera.log" 2>&1 \
   || { cat "$work/camera.log"; fail "camera.sh --test"; }
