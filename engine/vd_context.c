@@ -52,15 +52,22 @@ static gboolean select_backend(vd_context *ctx, const vd_context_params *params,
                     "device 'cuda' requested but this build of visiondetect has no CUDA backend");
         return FALSE;
 #endif
-    case VD_DEVICE_AUTO:
+    case VD_DEVICE_AUTO: {
 #ifdef HAVE_CUDA
-        if (vd_cuda_available(params->device_index)) {
+        GError *why = NULL;
+        if (vd_cuda_available(params->device_index, &why)) {
             ctx->backend = &vd_cuda_backend;
             return TRUE;
         }
+        /* the caller warns with it (vd_context_fallback_reason()) */
+        ctx->fallback_reason = g_strdup(why->message);
+        g_error_free(why);
+#else
+        ctx->fallback_reason = g_strdup("this build of visiondetect has no CUDA backend");
 #endif
         ctx->backend = &vd_cpu_backend;
         return TRUE;
+    }
     }
     g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "unknown device type %d",
                 (int)params->device);
@@ -96,6 +103,7 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     if (ctx->state == NULL && params->device == VD_DEVICE_AUTO &&
         ctx->backend != &vd_cpu_backend) {
         /* auto: a GPU that fails to start is not fatal; keep why for the caller */
+        g_free(ctx->fallback_reason);
         ctx->fallback_reason = g_strdup(backend_error->message);
         g_clear_error(&backend_error);
         ctx->backend = &vd_cpu_backend;

@@ -80,7 +80,7 @@ extern const vd_backend vd_cpu_backend;
 #ifdef HAVE_CUDA
 extern const vd_backend vd_cuda_backend;
 /* TRUE when a CUDA device is present and usable; never fails loudly. */
-gboolean vd_cuda_available(int device_index);
+gboolean vd_cuda_available(int device_index, GError **error);
 #endif
 
 /* Image views (vd_image.c). Validation: size, format, planes present with

@@ -67,12 +67,6 @@
 GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
 #define GST_CAT_DEFAULT gst_vision_detect_debug
 
-#ifdef HAVE_CUDA
-#define NO_CUDA_REASON "no CUDA device was found"
-#else
-#define NO_CUDA_REASON "this build has no CUDA backend"
-#endif
-
 #define DEFAULT_MODEL NULL
 #define DEFAULT_DEVICE "auto"
 #define DEFAULT_PRECISION GST_VISION_DETECT_PRECISION_AUTO
@@ -650,10 +644,10 @@ gst_vision_detect_start (GstBaseTransform * trans)
   }
   if (params.device == VD_DEVICE_AUTO
       && vd_context_device (self->ctx) == VD_DEVICE_CPU) {
+    /* the engine's reason: no device, the driver, the build, ... */
     GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
-        ("No usable CUDA device: running on the CPU, which is much slower"),
-        ("device=auto; %s", vd_context_fallback_reason (self->ctx) != NULL ?
-            vd_context_fallback_reason (self->ctx) : NO_CUDA_REASON));
+        ("No usable CUDA device (%s): running on the CPU, which is much slower",
+            vd_context_fallback_reason (self->ctx)), ("device=auto"));
   }
   self->keep_class = resolve_classes (self, classes);
 

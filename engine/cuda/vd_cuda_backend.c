@@ -214,9 +214,9 @@ static gboolean device_usable(int device_index, GError **error)
     return TRUE;
 }
 
-gboolean vd_cuda_available(int device_index)
+gboolean vd_cuda_available(int device_index, GError **error)
 {
-    return device_usable(device_index, NULL);
+    return device_usable(device_index, error);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -611,11 +611,24 @@ static void test_device_and_precision(void)
     g_assert_no_error(error);
     g_assert_nonnull(ctx);
 #ifdef HAVE_CUDA
-    gboolean gpu = vd_cuda_available(0);
+    GError *why = NULL;
+    gboolean gpu = vd_cuda_available(0, &why);
 #else
     gboolean gpu = FALSE;
 #endif
     g_assert_cmpint(vd_context_device(ctx), ==, gpu ? VD_DEVICE_CUDA : VD_DEVICE_CPU);
+    /* on the CPU, the reason says why not CUDA: the engine's own words */
+    if (gpu) {
+        g_assert_null(vd_context_fallback_reason(ctx));
+    } else {
+        g_assert_nonnull(vd_context_fallback_reason(ctx));
+#ifdef HAVE_CUDA
+        g_assert_cmpstr(vd_context_fallback_reason(ctx), ==, why->message);
+        g_clear_error(&why);
+#else
+        g_assert_nonnull(strstr(vd_context_fallback_reason(ctx), "no CUDA backend"));
+#endif
+    }
     vd_context_free(ctx);
 
     /* cuda without a device (or without the backend) is an error naming the cause */

@@ -1484,6 +1484,48 @@ GST_START_TEST (test_properties)
 
 GST_END_TEST;
 
+/* device=auto on the CPU: the warning names the engine's reason (a build
+ * without CUDA, no device, a driver error, ...), not one fixed sentence */
+GST_START_TEST (test_cpu_fallback_reason)
+{
+  GstElement *detect = gst_element_factory_make ("visiondetect", NULL);
+  GstBus *bus = gst_bus_new ();
+  gchar *model = vdtest_model ();
+  GstMessage *msg;
+  GError *err = NULL;
+  gchar *debug = NULL;
+
+  g_object_set (detect, "model", model, "threads", THREADS, NULL);
+  gst_element_set_bus (detect, bus);
+  fail_unless (gst_element_set_state (detect, GST_STATE_PAUSED) !=
+      GST_STATE_CHANGE_FAILURE);
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING);
+  if (msg == NULL) {
+    /* on a GPU: no fallback, nothing to say */
+    GST_INFO ("running on CUDA: no fallback warning");
+  } else {
+    gst_message_parse_warning (msg, &err, &debug);
+    fail_unless (g_str_has_prefix (err->message, "No usable CUDA device ("),
+        "%s", err->message);
+    /* the engine's reason, between the parentheses: the CUDA runtime's words,
+     * or that the build has no CUDA backend; each names CUDA */
+    fail_unless (strstr (err->message, "): running on the CPU") != NULL
+        && strstr (err->message + strlen ("No usable CUDA device ("), "CUDA")
+        != NULL, "%s", err->message);
+    g_error_free (err);
+    g_free (debug);
+    gst_message_unref (msg);
+  }
+  fail_unless_equals_int (gst_element_set_state (detect, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  gst_element_set_bus (detect, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (detect);
+  g_free (model);
+}
+
+GST_END_TEST;
+
 /* model and device cannot change once started: a warning, the value is kept */
 GST_START_TEST (test_model_locked_while_running)
 {
@@ -1652,6 +1694,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_thresholds_while_playing);
   tcase_add_test (tc, test_resolution_change);
   tcase_add_test (tc, test_detections_survive_videoscale);
+  tcase_add_test (tc, test_cpu_fallback_reason);
   tcase_add_test (tc, test_latency_before_first_frame);
   tcase_add_test (tc, test_qos_drop);
   tcase_add_test (tc, test_qos_skip_inference);

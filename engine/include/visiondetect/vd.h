@@ -141,9 +141,10 @@ VD_API vd_device_type vd_context_device(const vd_context *ctx);
 VD_API vd_precision vd_context_precision(const vd_context *ctx);
 VD_API const vd_model *vd_context_model(const vd_context *ctx);
 
-/* With VD_DEVICE_AUTO: when a CUDA device was found but could not be used (driver
- * error, out of memory, ...), the context runs on the CPU and this returns the
- * reason (owned by the context); NULL otherwise. Callers should warn with it. */
+/* With VD_DEVICE_AUTO on the CPU: why not CUDA (no device, a driver error, too old
+ * a device, out of memory starting it, a build without the backend), owned by the
+ * context; NULL when the context runs on CUDA or was not asked for AUTO. Callers
+ * should warn with it. */
 VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
 /* "auto", "fp32", "fp16" or "bf16" (a static string; "unknown" for other values). */
