@@ -1,0 +1,152 @@
+/* vt-track: runs the visiontrack tracker core on detections read from a text
+ * file (or standard input) and prints the tracked objects, for benchmarks
+ * (tools/bench_track.py) and tests without GStreamer.
+ *
+ * Input, one record per line ('#' lines and blank lines are skipped):
+ *   F <frame> <detected>                  a frame; detected 0: no detection ran
+ *   D <class> <score> <x1> <y1> <x2> <y2> a detection of the last F line
+ * Output, one line per object reported on a frame:
+ *   <frame> <id> <class> <x1> <y1> <x2> <y2> <score> <predicted>
+ * On a frame with detections, the detections that belong to a confirmed track
+ * (their own box, predicted 0); on a frame without, the prediction of every
+ * track tracked on the last detection frame (predicted 1). */
+#include "vt_tracker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    vt_tracker *tracker;
+    GArray *detections;
+    gint64 frame;
+    gboolean detected;
+    gboolean have_frame;
+    FILE *out;
+} driver;
+
+static void flush_frame(driver *d)
+{
+    if (!d->have_frame)
+        return;
+    if (d->detected) {
+        guint n = d->detections->len, i;
+        int32_t *ids = g_new0(int32_t, n + 1);
+
+        vt_tracker_update(d->tracker, (const vt_detection *)d->detections->data, n, VT_NO_PTS,
+                          ids);
+        for (i = 0; i < n; i++) {
+            const vt_detection *det = &g_array_index(d->detections, vt_detection, i);
+
+            if (ids[i] > 0)
+                fprintf(d->out, "%" G_GINT64_FORMAT " %d %d %.3f %.3f %.3f %.3f %.4f 0\n",
+                        d->frame, ids[i], det->class_id, det->x1, det->y1, det->x2, det->y2,
+                        det->score);
+        }
+        g_free(ids);
+    } else {
+        const vt_track *tracks;
+        size_t n, i;
+
+        vt_tracker_predict(d->tracker, VT_NO_PTS);
+        tracks = vt_tracker_tracks(d->tracker, &n);
+        for (i = 0; i < n; i++)
+            if (tracks[i].state == VT_TRACK_TRACKED && tracks[i].id > 0)
+                fprintf(d->out, "%" G_GINT64_FORMAT " %d %d %.3f %.3f %.3f %.3f %.4f 1\n",
+                        d->frame, tracks[i].id, tracks[i].class_id, tracks[i].x1, tracks[i].y1,
+                        tracks[i].x2, tracks[i].y2, tracks[i].score);
+    }
+    g_array_set_size(d->detections, 0);
+    d->have_frame = FALSE;
+}
+
+int main(int argc, char **argv)
+{
+    vt_tracker_params params = vt_tracker_default_params();
+    gdouble high = params.high_threshold, low = params.low_threshold;
+    gdouble new_track = params.new_track_threshold, match_iou = params.match_iou;
+    gdouble low_match_iou = params.low_match_iou;
+    gint confirm_hits = (gint)params.confirm_hits, max_lost = (gint)params.max_lost_frames;
+    gboolean any_class = FALSE;
+    GOptionEntry entries[] = {
+        {"high", 0, 0, G_OPTION_ARG_DOUBLE, &high, "high-confidence threshold", "S"},
+        {"low", 0, 0, G_OPTION_ARG_DOUBLE, &low, "low-confidence threshold", "S"},
+        {"new-track", 0, 0, G_OPTION_ARG_DOUBLE, &new_track, "score to start a track", "S"},
+        {"match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &match_iou, "first round IoU", "IOU"},
+        {"low-match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &low_match_iou, "second round IoU", "IOU"},
+        {"confirm-hits", 0, 0, G_OPTION_ARG_INT, &confirm_hits, "hits to confirm a track", "N"},
+        {"max-lost", 0, 0, G_OPTION_ARG_INT, &max_lost, "frames a lost track is kept", "N"},
+        {"any-class", 0, 0, G_OPTION_ARG_NONE, &any_class, "match across classes", NULL},
+        {NULL}};
+    GOptionContext *context = g_option_context_new("[DETECTIONS] - track detections");
+    GError *error = NULL;
+    FILE *in = stdin;
+    driver d = {0};
+    char line[512];
+    long line_no = 0;
+    int status = 1;
+
+    g_option_context_add_main_entries(context, entries, NULL);
+    if (!g_option_context_parse(context, &argc, &argv, &error)) {
+        fprintf(stderr, "vt-track: %s\n", error->message);
+        goto out_free_context;
+    }
+    params.high_threshold = (float)high;
+    params.low_threshold = (float)low;
+    params.new_track_threshold = (float)new_track;
+    params.match_iou = (float)match_iou;
+    params.low_match_iou = (float)low_match_iou;
+    params.confirm_hits = (unsigned)MAX(confirm_hits, 0);
+    params.max_lost_frames = (unsigned)MAX(max_lost, 0);
+    params.per_class = !any_class;
+    d.tracker = vt_tracker_new(&params, &error);
+    if (d.tracker == NULL) {
+        fprintf(stderr, "vt-track: %s\n", error->message);
+        goto out_free_context;
+    }
+    if (argc > 1 && strcmp(argv[1], "-") != 0) {
+        in = fopen(argv[1], "r");
+        if (in == NULL) {
+            fprintf(stderr, "vt-track: %s: %s\n", argv[1], g_strerror(errno));
+            goto out_free_tracker;
+        }
+    }
+    d.detections = g_array_new(FALSE, FALSE, sizeof(vt_detection));
+    d.out = stdout;
+
+    while (fgets(line, sizeof(line), in) != NULL) {
+        gint64 frame;
+        int detected;
+        vt_detection det;
+
+        line_no++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        if (sscanf(line, "F %" G_GINT64_FORMAT " %d", &frame, &detected) == 2) {
+            flush_frame(&d);
+            d.frame = frame;
+            d.detected = detected != 0;
+            d.have_frame = TRUE;
+        } else if (d.have_frame && sscanf(line, "D %d %f %f %f %f %f", &det.class_id, &det.score,
+                                          &det.x1, &det.y1, &det.x2, &det.y2) == 6) {
+            g_array_append_val(d.detections, det);
+        } else {
+            fprintf(stderr, "vt-track: line %ld: not a frame or detection record\n", line_no);
+            goto out_close;
+        }
+    }
+    flush_frame(&d);
+    status = ferror(in) ? 1 : 0;
+
+out_close:
+    if (in != stdin)
+        fclose(in);
+    g_array_unref(d.detections);
+out_free_tracker:
+    vt_tracker_free(d.tracker);
+out_free_context:
+    g_clear_error(&error);
+    g_option_context_free(context);
+    return status;
+}
