@@ -7,9 +7,11 @@
  *   D <class> <score> <x1> <y1> <x2> <y2> a detection of the last F line
  * Output, one line per object reported on a frame:
  *   <frame> <id> <class> <x1> <y1> <x2> <y2> <score> <predicted>
- * On a frame with detections, the detections that belong to a confirmed track
- * (their own box, predicted 0); on a frame without, the prediction of every
- * track tracked on the last detection frame (predicted 1). */
+ * The detections of the frame that belong to a confirmed track (their own box,
+ * predicted 0), and the predicted box of every other confirmed track that has
+ * missed at most --hold-misses (default 1) detection frames (predicted 1): on
+ * a frame without detection, that is every track matched on the last
+ * detection frame. visiontrack shows the same objects. */
 #include "vt_tracker.h"
 
 #include <errno.h>
@@ -24,10 +26,21 @@ typedef struct {
     gboolean detected;
     gboolean have_frame;
     FILE *out;
+    guint hold_misses;
 } driver;
+
+static void print_object(driver *d, int32_t id, int class_id, float x1, float y1, float x2,
+                         float y2, float score, int predicted)
+{
+    fprintf(d->out, "%" G_GINT64_FORMAT " %d %d %.3f %.3f %.3f %.3f %.4f %d\n", d->frame, id,
+            class_id, x1, y1, x2, y2, score, predicted);
+}
 
 static void flush_frame(driver *d)
 {
+    const vt_track *tracks;
+    size_t n_tracks, k;
+
     if (!d->have_frame)
         return;
     if (d->detected) {
@@ -40,23 +53,20 @@ static void flush_frame(driver *d)
             const vt_detection *det = &g_array_index(d->detections, vt_detection, i);
 
             if (ids[i] > 0)
-                fprintf(d->out, "%" G_GINT64_FORMAT " %d %d %.3f %.3f %.3f %.3f %.4f 0\n",
-                        d->frame, ids[i], det->class_id, det->x1, det->y1, det->x2, det->y2,
-                        det->score);
+                print_object(d, ids[i], det->class_id, det->x1, det->y1, det->x2, det->y2,
+                             det->score, 0);
         }
         g_free(ids);
     } else {
-        const vt_track *tracks;
-        size_t n, i;
-
         vt_tracker_predict(d->tracker, VT_NO_PTS);
-        tracks = vt_tracker_tracks(d->tracker, &n);
-        for (i = 0; i < n; i++)
-            if (tracks[i].state == VT_TRACK_TRACKED && tracks[i].id > 0)
-                fprintf(d->out, "%" G_GINT64_FORMAT " %d %d %.3f %.3f %.3f %.3f %.4f 1\n",
-                        d->frame, tracks[i].id, tracks[i].class_id, tracks[i].x1, tracks[i].y1,
-                        tracks[i].x2, tracks[i].y2, tracks[i].score);
     }
+    /* the element's rule: confirmed tracks not matched on this frame are shown
+     * predicted while they have missed at most hold_misses detection frames */
+    tracks = vt_tracker_tracks(d->tracker, &n_tracks);
+    for (k = 0; k < n_tracks; k++)
+        if (tracks[k].id > 0 && tracks[k].detection < 0 && tracks[k].misses <= d->hold_misses)
+            print_object(d, tracks[k].id, tracks[k].class_id, tracks[k].x1, tracks[k].y1,
+                         tracks[k].x2, tracks[k].y2, tracks[k].score, 1);
     g_array_set_size(d->detections, 0);
     d->have_frame = FALSE;
 }
@@ -69,6 +79,7 @@ int main(int argc, char **argv)
     gdouble low_match_iou = params.low_match_iou;
     gint confirm_hits = (gint)params.confirm_hits, max_lost = (gint)params.max_lost_frames;
     gboolean any_class = FALSE;
+    gint hold_misses = 1;
     GOptionEntry entries[] = {
         {"high", 0, 0, G_OPTION_ARG_DOUBLE, &high, "high-confidence threshold", "S"},
         {"low", 0, 0, G_OPTION_ARG_DOUBLE, &low, "low-confidence threshold", "S"},
@@ -78,6 +89,8 @@ int main(int argc, char **argv)
         {"confirm-hits", 0, 0, G_OPTION_ARG_INT, &confirm_hits, "hits to confirm a track", "N"},
         {"max-lost", 0, 0, G_OPTION_ARG_INT, &max_lost, "frames a lost track is kept", "N"},
         {"any-class", 0, 0, G_OPTION_ARG_NONE, &any_class, "match across classes", NULL},
+        {"hold-misses", 0, 0, G_OPTION_ARG_INT, &hold_misses,
+         "show a track predicted through N detection frames without a match", "N"},
         {NULL}};
     GOptionContext *context = g_option_context_new("[DETECTIONS] - track detections");
     GError *error = NULL;
@@ -114,6 +127,7 @@ int main(int argc, char **argv)
     }
     d.detections = g_array_new(FALSE, FALSE, sizeof(vt_detection));
     d.out = stdout;
+    d.hold_misses = (guint)MAX(hold_misses, 0);
 
     while (fgets(line, sizeof(line), in) != NULL) {
         gint64 frame;

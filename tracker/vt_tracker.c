@@ -218,6 +218,7 @@ static void apply_match(vt_tracker *tracker, track_entry *e, const vt_detection 
     e->pub.detection = index;
     e->pub.hits++;
     e->pub.frames_lost = 0;
+    e->pub.misses = 0;
     e->last_pts = pts;
     if (e->pub.state == VT_TRACK_LOST) {
         e->pub.state = VT_TRACK_TRACKED;
@@ -329,11 +330,11 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
             d_idx[n_d++] = (int)i;
     associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->match_iou, track_match, det_match);
 
-    /* round 2: tracks tracked on the last frame still unmatched, low detections */
+    /* round 2: confirmed tracks still unmatched, low detections */
     n_t = n_d = 0;
     for (i = 0; i < n_tracks; i++)
         if (track_match[i] < 0 &&
-            g_array_index(tracker->tracks, track_entry, i).pub.state == VT_TRACK_TRACKED)
+            g_array_index(tracker->tracks, track_entry, i).pub.state != VT_TRACK_TENTATIVE)
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
         if (detection_valid(&dets[i]) && dets[i].score < p->high_threshold &&
@@ -362,6 +363,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
         } else {
             e->pub.state = VT_TRACK_LOST;
             e->pub.frames_lost++;
+            e->pub.misses++;
         }
     }
 

@@ -77,6 +77,7 @@ typedef struct {
     vt_track_state state;
     uint32_t hits;        /* matched frames */
     uint32_t frames_lost; /* frames since the last match */
+    uint32_t misses;      /* detection frames since the last match */
 } vt_track;
 
 typedef struct vt_tracker vt_tracker;
