@@ -714,6 +714,10 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
   GstAnalyticsRelationMeta *relations = NULL;
 #endif
 
+  /* on every frame inference ran on, even with no detection: a frame without
+   * it is one the interval skipped (visiontrack predicts boxes on those) */
+  meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
+
   for (i = 0; i < result->n_detections; i++) {
     const vd_detection *det = &result->detections[i];
     GstVideoRegionOfInterestMeta *roi;
@@ -751,8 +755,6 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
             "label_id", G_TYPE_INT, det->label,
             "label", G_TYPE_STRING, label, NULL));
 
-    if (meta == NULL)
-      meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
     d.x = x1;
     d.y = y1;
     d.w = x2 - x1;
@@ -761,7 +763,10 @@ attach_detections (GstVisionDetect * self, GstBuffer * buffer,
     d.label_id = det->label;
     d.label = g_quark_from_string (label);
     d.roi_id = roi_id;
-    gst_vision_detect_meta_add_detection (meta, &d);
+    d.object_id = 0;
+    d.tracked = FALSE;
+    if (meta != NULL)
+      gst_vision_detect_meta_add_detection (meta, &d);
 
 #ifdef HAVE_GST_ANALYTICS
     {

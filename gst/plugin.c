@@ -1,4 +1,5 @@
-/* visiondetect: the GStreamer plugin (visiondetect, visionoverlay, visionjson). */
+/* visiondetect: the GStreamer plugin (visiondetect, visiontrack, visionoverlay,
+ * visionjson). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -11,6 +12,7 @@
 #include "gstvisiondetectmeta.h"
 #include "gstvisionjson.h"
 #include "gstvisionoverlay.h"
+#include "gstvisiontrack.h"
 
 #define PACKAGE "visiondetect"
 
@@ -27,6 +29,7 @@ plugin_init (GstPlugin * plugin)
   gst_vision_detect_meta_get_info ();
 
   ret |= GST_ELEMENT_REGISTER (visiondetect, plugin);
+  ret |= GST_ELEMENT_REGISTER (visiontrack, plugin);
   ret |= GST_ELEMENT_REGISTER (visionoverlay, plugin);
   ret |= GST_ELEMENT_REGISTER (visionjson, plugin);
   return ret;
