@@ -77,6 +77,7 @@ int main(int argc, char **argv)
     gdouble high = params.high_threshold, low = params.low_threshold;
     gdouble new_track = params.new_track_threshold, match_iou = params.match_iou;
     gdouble low_match_iou = params.low_match_iou;
+    gdouble tentative_match_iou = params.tentative_match_iou;
     gint confirm_hits = (gint)params.confirm_hits, max_lost = (gint)params.max_lost_frames;
     gboolean any_class = FALSE;
     gint hold_misses = 1;
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
         {"new-track", 0, 0, G_OPTION_ARG_DOUBLE, &new_track, "score to start a track", "S"},
         {"match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &match_iou, "first round IoU", "IOU"},
         {"low-match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &low_match_iou, "second round IoU", "IOU"},
+        {"tentative-match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &tentative_match_iou,
+         "third round (tentative tracks) IoU", "IOU"},
         {"confirm-hits", 0, 0, G_OPTION_ARG_INT, &confirm_hits, "hits to confirm a track", "N"},
         {"max-lost", 0, 0, G_OPTION_ARG_INT, &max_lost, "frames a lost track is kept", "N"},
         {"any-class", 0, 0, G_OPTION_ARG_NONE, &any_class, "match across classes", NULL},
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
     params.new_track_threshold = (float)new_track;
     params.match_iou = (float)match_iou;
     params.low_match_iou = (float)low_match_iou;
+    params.tentative_match_iou = (float)tentative_match_iou;
     params.confirm_hits = (unsigned)MAX(confirm_hits, 0);
     params.max_lost_frames = (unsigned)MAX(max_lost, 0);
     params.per_class = !any_class;

@@ -156,12 +156,30 @@ static void set_box(vt_track *t, const float box[4])
     t->y2 = box[3];
 }
 
+/* A tentative track has one box and no velocity yet: after frames without
+ * detection (a detector interval) its prediction has not moved while the
+ * object has. Its round compares boxes enlarged on every side by @buffer times
+ * their size (the buffered IoU of C-BIoU, Yang et al. 2023), growing with the
+ * frames since its match; with detections on every frame it is plain IoU. */
+#define VT_TENTATIVE_BUFFER_PER_FRAME 0.15f
+#define VT_MAX_BUFFER 0.6f
+
+static float buffered_iou(const float *track_box, const vt_detection *d, float buffer)
+{
+    float tw = track_box[2] - track_box[0], th = track_box[3] - track_box[1];
+    float dw = d->x2 - d->x1, dh = d->y2 - d->y1;
+
+    return vt_iou(track_box[0] - buffer * tw, track_box[1] - buffer * th,
+                  track_box[2] + buffer * tw, track_box[3] + buffer * th, d->x1 - buffer * dw,
+                  d->y1 - buffer * dh, d->x2 + buffer * dw, d->y2 + buffer * dh);
+}
+
 /* Matches the tracks @track_idx (n_t) to the detections @det_idx (n_d) at
  * @min_iou; matched pairs are written to @track_match / @det_match (by
  * track / detection index, -1 unmatched). */
 static void associate(vt_tracker *tracker, const vt_detection *dets, const int *track_idx,
-                      size_t n_t, const int *det_idx, size_t n_d, float min_iou, int *track_match,
-                      int *det_match)
+                      size_t n_t, const int *det_idx, size_t n_d, float min_iou,
+                      float buffer_per_frame, int *track_match, int *det_match)
 {
     double *cost;
     int *row_to_col;
@@ -173,6 +191,9 @@ static void associate(vt_tracker *tracker, const vt_detection *dets, const int *
     row_to_col = g_new(int, n_t);
     for (i = 0; i < n_t; i++) {
         const vt_track *t = &g_array_index(tracker->tracks, track_entry, track_idx[i]).pub;
+        /* frames since the track's last match beyond the one just predicted */
+        float buffer = fminf(buffer_per_frame * (t->frames_lost > 1 ? t->frames_lost - 1 : 0),
+                             VT_MAX_BUFFER);
 
         for (j = 0; j < n_d; j++) {
             const vt_detection *d = &dets[det_idx[j]];
@@ -182,7 +203,8 @@ static void associate(vt_tracker *tracker, const vt_detection *dets, const int *
                 cost[i * n_d + j] = INFINITY;
                 continue;
             }
-            iou = vt_iou(t->x1, t->y1, t->x2, t->y2, d->x1, d->y1, d->x2, d->y2);
+            iou = buffer > 0.0f ? buffered_iou(&t->x1, d, buffer)
+                                : vt_iou(t->x1, t->y1, t->x2, t->y2, d->x1, d->y1, d->x2, d->y2);
             cost[i * n_d + j] = iou > 0.0f ? 1.0 - iou : INFINITY;
         }
     }
@@ -244,6 +266,7 @@ static void predict_all(vt_tracker *tracker)
         vt_kalman_box(&e->kf, box);
         set_box(&e->pub, box);
         e->pub.detection = -1;
+        e->pub.frames_lost++;
     }
 }
 
@@ -284,15 +307,7 @@ static void finish_frame(vt_tracker *tracker, int64_t pts, const bool *drop)
 
 void vt_tracker_predict(vt_tracker *tracker, int64_t pts)
 {
-    guint i;
-
     predict_all(tracker);
-    for (i = 0; i < tracker->tracks->len; i++) {
-        track_entry *e = &g_array_index(tracker->tracks, track_entry, i);
-
-        if (e->pub.state == VT_TRACK_LOST)
-            e->pub.frames_lost++;
-    }
     finish_frame(tracker, pts, NULL);
 }
 
@@ -328,7 +343,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     for (i = 0; i < n_dets; i++)
         if (detection_valid(&dets[i]) && dets[i].score >= p->high_threshold)
             d_idx[n_d++] = (int)i;
-    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->match_iou, track_match, det_match);
+    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->match_iou, 0.0f, track_match, det_match);
 
     /* round 2: confirmed tracks still unmatched, low detections */
     n_t = n_d = 0;
@@ -340,7 +355,8 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
         if (detection_valid(&dets[i]) && dets[i].score < p->high_threshold &&
             dets[i].score >= p->low_threshold)
             d_idx[n_d++] = (int)i;
-    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->low_match_iou, track_match, det_match);
+    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->low_match_iou, 0.0f, track_match,
+              det_match);
 
     /* round 3: tentative tracks, high detections left */
     n_t = n_d = 0;
@@ -350,8 +366,8 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     for (i = 0; i < n_dets; i++)
         if (det_match[i] < 0 && detection_valid(&dets[i]) && dets[i].score >= p->high_threshold)
             d_idx[n_d++] = (int)i;
-    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->tentative_match_iou, track_match,
-              det_match);
+    associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->tentative_match_iou,
+              VT_TENTATIVE_BUFFER_PER_FRAME, track_match, det_match);
 
     for (i = 0; i < n_tracks; i++) {
         track_entry *e = &g_array_index(tracker->tracks, track_entry, i);
@@ -362,7 +378,6 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
             drop[i] = true;
         } else {
             e->pub.state = VT_TRACK_LOST;
-            e->pub.frames_lost++;
             e->pub.misses++;
         }
     }
