@@ -169,6 +169,47 @@ def generate(seed, n_frames=300, interval=1):
     return frames, crossings
 
 
+def motion(seed, n_frames):
+    """Object motion alone, for rendering (tools/track_render.py): per frame
+    the shapes back to front as (id, class, cx, cy, size) in the 640x480
+    plane. The same kinds of entries, exits and planned crossings as generate()
+    (its own random stream)."""
+    rng = random.Random(seed * 7919 + 1)
+    shapes, plans, next_id = [], sorted(rng.randrange(10, max(11, n_frames - 80))
+                                        for _ in range(3)), 1
+
+    def add(x, y, vx, vy, cls=None):
+        nonlocal next_id
+        s = Shape(next_id, cls or rng.randrange(1, N_CLASSES + 1), x, y, vx, vy,
+                  rng.uniform(35, 80), 0, 0)
+        next_id += 1
+        shapes.append(s)
+        return s
+
+    for _ in range(3):
+        add(rng.uniform(80, WIDTH - 80), rng.uniform(80, HEIGHT - 80),
+            rng.uniform(-4, 4), rng.uniform(-3, 3))
+    for f in range(n_frames):
+        while plans and plans[0] == f:
+            plans.pop(0)
+            px, py = rng.uniform(200, WIDTH - 200), rng.uniform(150, HEIGHT - 150)
+            angle = rng.uniform(0, 2 * math.pi)
+            speed = rng.uniform(2.5, 5.0)
+            vx, vy = speed * math.cos(angle), speed * math.sin(angle)
+            a = add(px - 40 * vx, py - 40 * vy, vx, vy)
+            add(px + 40 * vx, py + 40 * vy + rng.uniform(-8, 8), -vx, -vy,
+                a.cls if rng.random() < 0.5 else None)
+        if rng.random() < 1.0 / 30 and len(shapes) < 7:
+            add(*_edge_entry(rng))
+        yield [(s.oid, s.cls, s.x, s.y, s.w) for s in shapes]
+        for s in shapes:
+            s.vx += rng.gauss(0.0, 0.08)
+            s.vy += rng.gauss(0.0, 0.08)
+            s.x += s.vx
+            s.y += s.vy
+        shapes = [s for s in shapes if -80 < s.x < WIDTH + 80 and -80 < s.y < HEIGHT + 80]
+
+
 def with_interval(frames, interval):
     return [dict(fr, detected=(i % interval == 0)) for i, fr in enumerate(frames)]
 
