@@ -47,8 +47,7 @@ static void flush_frame(driver *d)
         guint n = d->detections->len, i;
         int32_t *ids = g_new0(int32_t, n + 1);
 
-        vt_tracker_update(d->tracker, (const vt_detection *)d->detections->data, n, VT_NO_PTS,
-                          ids);
+        vt_tracker_update(d->tracker, (const vt_detection *)d->detections->data, n, VT_NO_PTS, ids);
         for (i = 0; i < n; i++) {
             const vt_detection *det = &g_array_index(d->detections, vt_detection, i);
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK(vt-error-quark, vt_error)
+G_DEFINE_QUARK(vt - error - quark, vt_error)
 
 typedef struct {
     vt_track pub;
@@ -120,8 +120,7 @@ const vt_track *vt_tracker_tracks(const vt_tracker *tracker, size_t *n_tracks)
     return (const vt_track *)tracker->view->data;
 }
 
-float vt_iou(float ax1, float ay1, float ax2, float ay2, float bx1, float by1, float bx2,
-             float by2)
+float vt_iou(float ax1, float ay1, float ax2, float ay2, float bx1, float by1, float bx2, float by2)
 {
     double aw = (double)ax2 - ax1, ah = (double)ay2 - ay1;
     double bw = (double)bx2 - bx1, bh = (double)by2 - by1;
@@ -187,13 +186,13 @@ static void associate(vt_tracker *tracker, const vt_detection *dets, const int *
 
     if (n_t == 0 || n_d == 0)
         return;
-    cost = g_new(double, n_t * n_d);
+    cost = g_new(double, n_t *n_d);
     row_to_col = g_new(int, n_t);
     for (i = 0; i < n_t; i++) {
         const vt_track *t = &g_array_index(tracker->tracks, track_entry, track_idx[i]).pub;
         /* frames since the track's last match beyond the one just predicted */
-        float buffer = fminf(buffer_per_frame * (t->frames_lost > 1 ? t->frames_lost - 1 : 0),
-                             VT_MAX_BUFFER);
+        float buffer =
+            fminf(buffer_per_frame * (t->frames_lost > 1 ? t->frames_lost - 1 : 0), VT_MAX_BUFFER);
 
         for (j = 0; j < n_d; j++) {
             const vt_detection *d = &dets[det_idx[j]];
@@ -244,8 +243,7 @@ static void apply_match(vt_tracker *tracker, track_entry *e, const vt_detection 
     e->last_pts = pts;
     if (e->pub.state == VT_TRACK_LOST) {
         e->pub.state = VT_TRACK_TRACKED;
-    } else if (e->pub.state == VT_TRACK_TENTATIVE &&
-               e->pub.hits >= tracker->params.confirm_hits) {
+    } else if (e->pub.state == VT_TRACK_TENTATIVE && e->pub.hits >= tracker->params.confirm_hits) {
         confirm(tracker, e);
     }
 }

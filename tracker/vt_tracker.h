@@ -98,8 +98,7 @@ vt_tracker *vt_tracker_new(const vt_tracker_params *params, GError **error);
 void vt_tracker_free(vt_tracker *tracker);
 
 /* Replaces the parameters (validated as by vt_tracker_new); the tracks stay. */
-bool vt_tracker_set_params(vt_tracker *tracker, const vt_tracker_params *params,
-                           GError **error);
+bool vt_tracker_set_params(vt_tracker *tracker, const vt_tracker_params *params, GError **error);
 void vt_tracker_get_params(const vt_tracker *tracker, vt_tracker_params *params);
 
 /* Drops every track (a seek, a flush, a new stream). Ids keep increasing, so a
@@ -111,8 +110,8 @@ void vt_tracker_reset(vt_tracker *tracker);
  * tracks. @pts is the frame's time in nanoseconds or VT_NO_PTS. When @ids is
  * not NULL it receives, per detection, the id of the confirmed track it belongs
  * to, or 0 (a tentative track, an ignored or unmatched detection). */
-void vt_tracker_update(vt_tracker *tracker, const vt_detection *detections,
-                       size_t n_detections, int64_t pts, int32_t *ids);
+void vt_tracker_update(vt_tracker *tracker, const vt_detection *detections, size_t n_detections,
+                       int64_t pts, int32_t *ids);
 
 /* One frame without detection (a detector interval): predicts every track one
  * frame ahead; no track is confirmed, lost or dropped by it except lost tracks

@@ -22,8 +22,8 @@ static double assignment_cost(const double *cost, int n_rows, int n_cols, double
 
 /* every partial matching; pairs only below u and finite (the others are never
  * worth taking: leaving both unmatched costs u) */
-static void best_rec(const double *cost, int n_rows, int n_cols, double u, int row,
-                     bool *col_used, int *current, double *best)
+static void best_rec(const double *cost, int n_rows, int n_cols, double u, int row, bool *col_used,
+                     int *current, double *best)
 {
     int j;
 
@@ -129,7 +129,7 @@ static void test_empty_and_rectangular(void)
 static void test_large(void)
 {
     enum { N = 120 };
-    double *cost = g_new(double, N * N);
+    double *cost = g_new(double, N *N);
     int row_to_col[N], i, j;
 
     for (i = 0; i < N; i++)
