@@ -89,9 +89,9 @@ struct _GstVisionTrack
   vt_tracker *tracker;
   GstVideoInfo info;
   gboolean have_info;
-  GHashTable *label_ids;        /* object id -> label_id + 1 of its last detection */
+  GHashTable *label_ids;        /* object id -> its label_id + 1 */
   GArray *detections;           /* vt_detection of the frame */
-  GPtrArray *rois;              /* GstVideoRegionOfInterestMeta, the same order */
+  GPtrArray *rois;              /* their GstVideoRegionOfInterestMeta */
   GArray *ids;                  /* gint32 per detection */
 };
 
