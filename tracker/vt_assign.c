@@ -12,6 +12,7 @@
 #include "vt_private.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* large but far from overflow in the potentials' sums */
 #define NEVER 1e12
@@ -26,6 +27,10 @@ void vt_assign(const double *cost, size_t n_rows, size_t n_cols, double unmatche
     bool *used;
     size_t i, j;
 
+    if (n > VT_ASSIGN_OPTIMAL_MAX) {
+        vt_assign_greedy(cost, n_rows, n_cols, unmatched_cost, row_to_col);
+        return;
+    }
     for (i = 0; i < n_rows; i++)
         row_to_col[i] = -1;
     if (n_rows == 0 || n_cols == 0)
@@ -120,4 +125,51 @@ void vt_assign(const double *cost, size_t n_rows, size_t n_cols, double unmatche
     g_free(p);
     g_free(way);
     g_free(used);
+}
+
+typedef struct {
+    double cost;
+    size_t row, col;
+} pair;
+
+static int compare_pairs(const void *a, const void *b)
+{
+    const pair *pa = a, *pb = b;
+
+    if (pa->cost != pb->cost)
+        return pa->cost < pb->cost ? -1 : 1;
+    if (pa->row != pb->row)
+        return pa->row < pb->row ? -1 : 1;
+    return pa->col < pb->col ? -1 : (pa->col > pb->col);
+}
+
+void vt_assign_greedy(const double *cost, size_t n_rows, size_t n_cols, double unmatched_cost,
+                      int *row_to_col)
+{
+    GArray *pairs = g_array_new(FALSE, FALSE, sizeof(pair));
+    bool *col_used = g_new0(bool, n_cols + 1);
+    size_t i, j;
+
+    for (i = 0; i < n_rows; i++) {
+        row_to_col[i] = -1;
+        for (j = 0; j < n_cols; j++) {
+            double c = cost[i * n_cols + j];
+
+            if (isfinite(c) && c < unmatched_cost) {
+                pair p = {c, i, j};
+                g_array_append_val(pairs, p);
+            }
+        }
+    }
+    qsort(pairs->data, pairs->len, sizeof(pair), compare_pairs);
+    for (i = 0; i < pairs->len; i++) {
+        const pair *p = &g_array_index(pairs, pair, i);
+
+        if (row_to_col[p->row] >= 0 || col_used[p->col])
+            continue;
+        row_to_col[p->row] = (int)p->col;
+        col_used[p->col] = true;
+    }
+    g_array_unref(pairs);
+    g_free(col_used);
 }

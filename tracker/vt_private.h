@@ -24,13 +24,25 @@ bool vt_kalman_update(vt_kalman *kf, const float box[4]);
 /* The filter's box; a degenerate state gives a box of at least 1e-3 in size. */
 void vt_kalman_box(const vt_kalman *kf, float box[4]);
 
+/* Beyond this many rows and columns together, vt_assign() is greedy: the
+ * optimal method's O((rows + cols)^3) time and O((rows + cols)^2) memory would
+ * stall a frame (8 ms measured at 256 with dense random costs, growing as the
+ * cube). */
+#define VT_ASSIGN_OPTIMAL_MAX 256
+
 /* Optimal assignment of @n_rows rows to @n_cols columns of @cost (row-major,
  * n_rows x n_cols) where an unassigned row or column costs @unmatched_cost / 2,
  * so a pair is only assigned when its cost is below @unmatched_cost. Costs that
  * are not finite never match. @row_to_col (n_rows) receives each row's column
- * or -1. Allocates O((n_rows + n_cols)^2). */
+ * or -1. Allocates O((n_rows + n_cols)^2). Above VT_ASSIGN_OPTIMAL_MAX rows and
+ * columns, vt_assign_greedy() instead. */
 void vt_assign(const double *cost, size_t n_rows, size_t n_cols, double unmatched_cost,
                int *row_to_col);
+
+/* The pairs below @unmatched_cost taken cheapest first (ties by row, then
+ * column), each row and column once: what IoU trackers do. */
+void vt_assign_greedy(const double *cost, size_t n_rows, size_t n_cols, double unmatched_cost,
+                      int *row_to_col);
 
 G_END_DECLS
 

@@ -2,9 +2,19 @@
 #include "vt_private.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-G_DEFINE_QUARK(vt - error - quark, vt_error)
+GQuark vt_error_quark(void)
+{
+    return g_quark_from_static_string("vt-error-quark");
+}
+
+/* Bounds on a frame's work whatever the input: the highest-scoring
+ * VT_MAX_DETECTIONS detections of a frame are used (the others get id 0), and
+ * no track starts while VT_MAX_TRACKS exist. */
+#define VT_MAX_DETECTIONS 1024
+#define VT_MAX_TRACKS 2048
 
 typedef struct {
     vt_track pub;
@@ -145,6 +155,47 @@ static bool detection_valid(const vt_detection *d)
     return isfinite(d->x1) && isfinite(d->y1) && isfinite(d->x2) && isfinite(d->y2) &&
            isfinite(d->score) && d->x2 > d->x1 && d->y2 > d->y1 &&
            isfinite((double)d->x2 - d->x1) && isfinite((double)d->y2 - d->y1);
+}
+
+typedef struct {
+    float score;
+    size_t index;
+} scored_index;
+
+static int compare_scores_desc(const void *a, const void *b)
+{
+    const scored_index *sa = a, *sb = b;
+
+    if (sa->score != sb->score)
+        return sa->score > sb->score ? -1 : 1;
+    return sa->index < sb->index ? -1 : 1;
+}
+
+/* Per detection: valid, and among the VT_MAX_DETECTIONS highest scores. */
+static bool *usable_detections(const vt_detection *dets, size_t n_dets)
+{
+    bool *usable = g_new0(bool, n_dets + 1);
+    scored_index *order;
+    size_t n_valid = 0, i;
+
+    for (i = 0; i < n_dets; i++) {
+        usable[i] = detection_valid(&dets[i]);
+        n_valid += usable[i];
+    }
+    if (n_valid <= VT_MAX_DETECTIONS)
+        return usable;
+    order = g_new(scored_index, n_valid);
+    n_valid = 0;
+    for (i = 0; i < n_dets; i++)
+        if (usable[i]) {
+            order[n_valid].score = dets[i].score;
+            order[n_valid++].index = i;
+        }
+    qsort(order, n_valid, sizeof(scored_index), compare_scores_desc);
+    for (i = VT_MAX_DETECTIONS; i < n_valid; i++)
+        usable[order[i].index] = false;
+    g_free(order);
+    return usable;
 }
 
 static void set_box(vt_track *t, const float box[4])
@@ -315,11 +366,12 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     const vt_tracker_params *p = &tracker->params;
     size_t n_tracks;
     int *track_match, *det_match, *t_idx, *d_idx;
-    bool *drop;
+    bool *drop, *usable;
     size_t n_t, n_d, i;
 
     if (dets == NULL)
         n_dets = 0;
+    usable = usable_detections(dets, n_dets);
     predict_all(tracker);
     n_tracks = tracker->tracks->len;
 
@@ -339,7 +391,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
         if (g_array_index(tracker->tracks, track_entry, i).pub.state != VT_TRACK_TENTATIVE)
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
-        if (detection_valid(&dets[i]) && dets[i].score >= p->high_threshold)
+        if (usable[i] && dets[i].score >= p->high_threshold)
             d_idx[n_d++] = (int)i;
     associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->match_iou, 0.0f, track_match, det_match);
 
@@ -350,8 +402,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
             g_array_index(tracker->tracks, track_entry, i).pub.state != VT_TRACK_TENTATIVE)
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
-        if (detection_valid(&dets[i]) && dets[i].score < p->high_threshold &&
-            dets[i].score >= p->low_threshold)
+        if (usable[i] && dets[i].score < p->high_threshold && dets[i].score >= p->low_threshold)
             d_idx[n_d++] = (int)i;
     associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->low_match_iou, 0.0f, track_match,
               det_match);
@@ -362,7 +413,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
         if (g_array_index(tracker->tracks, track_entry, i).pub.state == VT_TRACK_TENTATIVE)
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
-        if (det_match[i] < 0 && detection_valid(&dets[i]) && dets[i].score >= p->high_threshold)
+        if (det_match[i] < 0 && usable[i] && dets[i].score >= p->high_threshold)
             d_idx[n_d++] = (int)i;
     associate(tracker, dets, t_idx, n_t, d_idx, n_d, p->tentative_match_iou,
               VT_TENTATIVE_BUFFER_PER_FRAME, track_match, det_match);
@@ -385,8 +436,8 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
         const vt_detection *d = &dets[i];
         track_entry e;
 
-        if (det_match[i] >= 0 || !detection_valid(d) || d->score < p->new_track_threshold ||
-            d->score < p->high_threshold)
+        if (det_match[i] >= 0 || !usable[i] || d->score < p->new_track_threshold ||
+            d->score < p->high_threshold || tracker->tracks->len >= VT_MAX_TRACKS)
             continue;
         const float box[4] = {d->x1, d->y1, d->x2, d->y2};
 
@@ -418,4 +469,5 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     g_free(t_idx);
     g_free(d_idx);
     g_free(drop);
+    g_free(usable);
 }

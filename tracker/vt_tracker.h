@@ -24,7 +24,10 @@
  *     when frames carry timestamps and max_lost_ns > 0, after max_lost_ns.
  * Detections and tracks of different classes never match unless per_class is
  * false. Assignment is the optimal one (Hungarian method) where leaving a track
- * and a detection unmatched costs as much as a match at the IoU threshold.
+ * and a detection unmatched costs as much as a match at the IoU threshold; a
+ * round of more than 256 tracks and detections together is matched greedily
+ * (highest IoU first). At most the 1024 highest-scoring detections of a frame
+ * are used, and no track starts while 2048 exist.
  *
  * Threads: a vt_tracker is used by one thread at a time; distinct trackers are
  * independent. Nothing here aborts, exits or prints; bad parameters are reported

@@ -141,6 +141,38 @@ static void test_large(void)
     g_free(cost);
 }
 
+/* greedy: cheapest pair first; above VT_ASSIGN_OPTIMAL_MAX vt_assign is greedy
+ * too and still gives the obvious matching of a large sparse problem */
+static void test_greedy(void)
+{
+    const double cost[] = {0.1, 0.2, 0.3, INFINITY};
+    enum { N = 400 };
+    double *big = g_new(double, N *N);
+    int row_to_col[N], i, j;
+
+    vt_assign_greedy(cost, 2, 2, 0.8, row_to_col);
+    g_assert_cmpint(row_to_col[0], ==, 0);
+    g_assert_cmpint(row_to_col[1], ==, -1);
+
+    g_assert_cmpint(2 * N, >, VT_ASSIGN_OPTIMAL_MAX);
+    for (i = 0; i < N; i++)
+        for (j = 0; j < N; j++)
+            big[i * N + j] = (j == (i * 3) % N || j == (i * 3 + 1) % N)
+                                 ? (j == (i * 3) % N ? 0.1 : 0.5)
+                                 : INFINITY;
+    vt_assign(big, N, N, 0.8, row_to_col);
+    for (i = 0; i < N; i++) {
+        j = row_to_col[i];
+        g_assert_cmpint(j, >=, -1);
+        if (j >= 0)
+            g_assert_true(isfinite(big[i * N + j]));
+    }
+    /* 400 and 3 are coprime: every row's 0.1 column is its own */
+    for (i = 0; i < N; i++)
+        g_assert_cmpint(row_to_col[i], ==, (i * 3) % N);
+    g_free(big);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -149,5 +181,6 @@ int main(int argc, char **argv)
     g_test_add_func("/assign/threshold-strict", test_threshold_is_strict);
     g_test_add_func("/assign/empty-and-rectangular", test_empty_and_rectangular);
     g_test_add_func("/assign/large", test_large);
+    g_test_add_func("/assign/greedy", test_greedy);
     return g_test_run();
 }

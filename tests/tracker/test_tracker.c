@@ -4,6 +4,7 @@
 #include "vt_tracker.h"
 
 #include <math.h>
+#include <string.h>
 
 static vt_detection det(float cx, float cy, float w, float h, float score, int class_id)
 {
@@ -265,6 +266,42 @@ static void test_bad_detections(void)
     vt_tracker_free(NULL);
 }
 
+/* thousands of detections a frame (a foreign element's flood of ROIs): the
+ * work stays bounded (the 1024 best are used) and those keep their ids */
+static void test_flood(void)
+{
+    enum { N = 5000 };
+    vt_tracker *t = tracker_with(1);
+    vt_detection *d = g_new(vt_detection, N);
+    int32_t *ids = g_new(int32_t, N), *first = g_new(int32_t, N);
+    gint64 start = g_get_monotonic_time();
+    int frame, i, n_ids = 0;
+
+    for (frame = 0; frame < 3; frame++) {
+        for (i = 0; i < N; i++)
+            d[i] = det(10.0f * (i % 100) + frame, 10.0f * (i / 100), 8, 8,
+                       0.5f + 0.5f * (float)i / N, 1);
+        vt_tracker_update(t, d, N, VT_NO_PTS, ids);
+        if (frame == 0)
+            memcpy(first, ids, sizeof(int32_t) * N);
+        for (i = 0; i < N; i++) {
+            if (i < N - 1024)
+                g_assert_cmpint(ids[i], ==, 0); /* not among the best */
+            else
+                g_assert_cmpint(ids[i], ==, first[i]);
+        }
+    }
+    for (i = 0; i < N; i++)
+        n_ids += ids[i] > 0;
+    g_assert_cmpint(n_ids, ==, 1024);
+    /* about 0.1 s here; 10 s is far above any machine or sanitizer slowness */
+    g_assert_cmpint(g_get_monotonic_time() - start, <, 10 * G_USEC_PER_SEC);
+    g_free(d);
+    g_free(ids);
+    g_free(first);
+    vt_tracker_free(t);
+}
+
 static void test_reset_keeps_ids_growing(void)
 {
     vt_tracker *t = tracker_with(1);
@@ -337,6 +374,7 @@ int main(int argc, char **argv)
     g_test_add_func("/tracker/classes", test_classes);
     g_test_add_func("/tracker/prediction", test_prediction_between_detections);
     g_test_add_func("/tracker/bad-detections", test_bad_detections);
+    g_test_add_func("/tracker/flood", test_flood);
     g_test_add_func("/tracker/reset", test_reset_keeps_ids_growing);
     g_test_add_func("/tracker/bad-params", test_bad_params);
     return g_test_run();
