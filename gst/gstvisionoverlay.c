@@ -504,6 +504,25 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   return GST_FLOW_OK;
 }
 
+/* Whether @buffer has a detection to draw: a ROI meta, or a companion meta
+ * that is not empty (visiondetect adds one to every frame it ran on). */
+static gboolean
+has_detections (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta;
+  gpointer state = NULL;
+
+  if (gst_buffer_get_meta (buffer,
+          GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) != NULL)
+    return TRUE;
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL)
+    if (meta->detections->len > 0)
+      return TRUE;
+  return FALSE;
+}
+
 /* Frames without detections are not mapped at all: GstVideoFilter maps for
  * writing, which would copy memory shared with another branch of a tee. */
 static GstFlowReturn
@@ -513,9 +532,7 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 
   /* counted here: frames without metadata age the trails too */
   self->frame_count++;
-  if (gst_buffer_get_meta (buffer, GST_VISION_DETECT_META_API_TYPE) == NULL
-      && gst_buffer_get_meta (buffer,
-          GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) == NULL)
+  if (!has_detections (buffer))
     return GST_FLOW_OK;
   return GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
 }
