@@ -14,7 +14,7 @@
  *     benchmark of tools/bench_track.py, MOTA 0.70 -> 0.79 at interval 1,
  *     before the element showed missed tracks predicted);
  *   - round 3: tentative tracks against the high-confidence detections left,
- *     with boxes enlarged by 15% of their size per frame since the track's
+ *     with boxes enlarged by 35% of their size per frame since the track's
  *     match beyond the first (buffered IoU: a tentative track has no velocity
  *     yet, and a detector interval lets the object move away from it); a
  *     tentative track that misses a detection frame is dropped;

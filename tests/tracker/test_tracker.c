@@ -234,6 +234,32 @@ static void test_prediction_between_detections(void)
     vt_tracker_free(t);
 }
 
+/* a fast object (near a quarter of its size per frame, as videotestsrc's ball at
+ * 640x480) detected every 3rd frame gets its id at its second detection: its
+ * tentative track, with no velocity yet, is matched with boxes enlarged for
+ * the frames between */
+static void test_fast_object_with_interval(void)
+{
+    vt_tracker *t = tracker_with(2);
+    int32_t id = 0;
+    int frame;
+
+    for (frame = 0; frame <= 12; frame += 3) {
+        vt_detection d = det(100.0f + 9.0f * frame, 100.0f + 9.0f * frame, 38, 38, 0.99f, 1);
+
+        if (frame > 0) {
+            vt_tracker_predict(t, VT_NO_PTS);
+            vt_tracker_predict(t, VT_NO_PTS);
+        }
+        vt_tracker_update(t, &d, 1, VT_NO_PTS, &id);
+        if (frame == 0)
+            g_assert_cmpint(id, ==, 0);
+        else
+            g_assert_cmpint(id, ==, 1);
+    }
+    vt_tracker_free(t);
+}
+
 /* NaN, infinite, empty and inverted boxes and NaN scores are ignored */
 static void test_bad_detections(void)
 {
@@ -373,6 +399,7 @@ int main(int argc, char **argv)
     g_test_add_func("/tracker/low-confidence-round", test_low_confidence_round);
     g_test_add_func("/tracker/classes", test_classes);
     g_test_add_func("/tracker/prediction", test_prediction_between_detections);
+    g_test_add_func("/tracker/fast-object-interval", test_fast_object_with_interval);
     g_test_add_func("/tracker/bad-detections", test_bad_detections);
     g_test_add_func("/tracker/flood", test_flood);
     g_test_add_func("/tracker/reset", test_reset_keeps_ids_growing);
