@@ -901,7 +901,10 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
     d.label_id = det->label;
     d.label = g_quark_from_string (label);
     d.roi_id = roi_id;
-    gst_vision_detect_meta_add_detection (meta, &d);
+    d.object_id = 0;
+    d.tracked = FALSE;
+    if (meta != NULL)
+      gst_vision_detect_meta_add_detection (meta, &d);
 
 #ifdef HAVE_GST_ANALYTICS
     {

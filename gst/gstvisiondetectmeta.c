@@ -190,6 +190,8 @@ detections_from_roi_metas (GstBuffer * buffer, guint width, guint height,
     d.label_id = -1;
     d.label = roi->roi_type;
     d.roi_id = roi->id;
+    d.object_id = 0;
+    d.tracked = FALSE;
 
     if (s != NULL) {
       gdouble x_min, y_min, x_max, y_max;
@@ -209,6 +211,17 @@ detections_from_roi_metas (GstBuffer * buffer, guint width, guint height,
       label = gst_structure_get_string (s, "label");
       if (label != NULL)
         d.label = g_quark_from_string (label);
+      gst_structure_get_int (s, "object_id", &d.object_id);
+      gst_structure_get_boolean (s, "tracked", &d.tracked);
+    }
+    if (d.object_id <= 0) {
+      GstStructure *o = gst_video_region_of_interest_meta_get_param (roi,
+          "object_id");
+
+      d.object_id = 0;
+      if (o != NULL && gst_structure_get_int (o, "id", &d.object_id)
+          && d.object_id < 0)
+        d.object_id = 0;
     }
     g_array_append_val (detections, d);
   }

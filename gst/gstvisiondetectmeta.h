@@ -25,6 +25,11 @@ G_BEGIN_DECLS
  * @label_id: class id of the model (1..num_classes-1)
  * @label: class name, as a quark
  * @roi_id: id of the GstVideoRegionOfInterestMeta added for the same detection
+ * @object_id: the object's id across frames given by visiontrack (> 0), 0 when
+ *   the detection is not tracked
+ * @tracked: TRUE for a box predicted by visiontrack on a frame where the object
+ *   was not detected (a detector interval, a missed detection); FALSE for a
+ *   detection
  */
 typedef struct
 {
@@ -33,6 +38,8 @@ typedef struct
   gint label_id;
   GQuark label;
   gint roi_id;
+  gint object_id;
+  gboolean tracked;
 } GstVisionDetection;
 
 /**
@@ -103,7 +110,9 @@ void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
  * Collects the detections of @buffer in pixels of a @width x @height frame: from
  * the GstVisionDetectMeta when there is one (rescaled if it describes another
  * size), else from the GstVideoRegionOfInterestMetas (their "detection" param
- * when present, else their roi_type and box with confidence -1).
+ * when present, else their roi_type and box with confidence -1). The object id
+ * of a ROI meta is its "detection" param's "object_id" (int), else its
+ * "object_id" param's "id" (DL Streamer's gvatrack convention).
  *
  * Returns: (transfer full) (element-type GstVisionDetection): a new array.
  */

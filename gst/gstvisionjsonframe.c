@@ -61,7 +61,12 @@ gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
     gst_vision_json_append_number (json, d->w, 2);
     g_string_append (json, ",\"h\":");
     gst_vision_json_append_number (json, d->h, 2);
-    g_string_append (json, "}}");
+    g_string_append (json, "}");
+    /* only for tracked objects, so that untracked streams keep their schema */
+    if (d->object_id > 0)
+      g_string_append_printf (json, ",\"object_id\":%d,\"tracked\":%s",
+          d->object_id, d->tracked ? "true" : "false");
+    g_string_append (json, "}");
   }
   g_string_append (json, "]}");
 

@@ -7,7 +7,10 @@
  *
  * visionoverlay draws each detection found in a buffer's metadata onto the
  * frame: a box in a colour chosen per class and, above it, the class name and
- * the confidence. It reads the detections visiondetect attaches (its companion
+ * the confidence, preceded by the object id ("#12 ball 0.93") for objects
+ * visiontrack follows; boxes visiontrack predicted (no detection on that frame)
+ * are dashed, and with #GstVisionOverlay:trail each tracked object draws the
+ * path of its last centres. It reads the detections visiondetect attaches (its companion
  * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
  * "detection" parameters DL Streamer uses when present.
  *
@@ -40,6 +43,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_overlay_debug);
 #define DEFAULT_LINE_WIDTH 0.0
 #define DEFAULT_FONT_DESC NULL
 #define DEFAULT_TEXT GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE
+#define DEFAULT_TRAIL 0
 
 enum
 {
@@ -47,7 +51,16 @@ enum
   PROP_LINE_WIDTH,
   PROP_FONT_DESC,
   PROP_TEXT,
+  PROP_TRAIL,
 };
+
+/* The last centres of one tracked object. */
+typedef struct
+{
+  GArray *points;               /* gdouble x, y pairs, oldest first */
+  GstVisionDetection last;      /* for the colour */
+  guint64 last_frame;
+} Trail;
 
 struct _GstVisionOverlay
 {
@@ -57,6 +70,11 @@ struct _GstVisionOverlay
   gdouble line_width;
   gchar *font_desc;
   GstVisionOverlayText text;
+  guint trail;
+
+  /* streaming thread: object id -> Trail, and the frames seen */
+  GHashTable *trails;
+  guint64 frame_count;
 
   /* streaming thread: the drawing surface for formats Cairo cannot draw on
    * directly, blended onto the frame afterwards */
@@ -134,15 +152,116 @@ detection_text (const GstVisionDetection * d, GstVisionOverlayText text)
       && (text == GST_VISION_OVERLAY_TEXT_CONFIDENCE
       || text == GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE);
 
+  gchar *str = NULL, *with_id;
+
   if (label == NULL)
     show_label = FALSE;
   if (show_label && show_confidence)
-    return g_strdup_printf ("%s %.2f", label, d->confidence);
-  if (show_label)
-    return g_strdup (label);
-  if (show_confidence)
-    return g_strdup_printf ("%.2f", d->confidence);
-  return NULL;
+    str = g_strdup_printf ("%s %.2f", label, d->confidence);
+  else if (show_label)
+    str = g_strdup (label);
+  else if (show_confidence)
+    str = g_strdup_printf ("%.2f", d->confidence);
+  if (d->object_id <= 0 || text == GST_VISION_OVERLAY_TEXT_NONE)
+    return str;
+  with_id = str ? g_strdup_printf ("#%d %s", d->object_id, str)
+      : g_strdup_printf ("#%d", d->object_id);
+  g_free (str);
+  return with_id;
+}
+
+static void
+trail_free (gpointer data)
+{
+  Trail *t = data;
+
+  g_array_unref (t->points);
+  g_free (t);
+}
+
+static gboolean
+trail_expired (gpointer key, gpointer value, gpointer user_data)
+{
+  const Trail *t = value;
+  const guint64 *oldest = user_data;
+
+  return t->last_frame < *oldest;
+}
+
+/* Adds this frame's centres of the tracked objects to their trails (at most
+ * @length points each) and forgets the objects not seen for @length frames. */
+static void
+update_trails (GstVisionOverlay * self, GArray * detections, guint length)
+{
+  guint64 oldest;
+  guint i;
+
+  if (self->trails == NULL)
+    self->trails = g_hash_table_new_full (NULL, NULL, NULL, trail_free);
+  for (i = 0; i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+    gdouble centre[2] = { d->x + d->w / 2, d->y + d->h / 2 };
+    Trail *t;
+
+    if (d->object_id <= 0 || !isfinite (centre[0]) || !isfinite (centre[1]))
+      continue;
+    t = g_hash_table_lookup (self->trails, GINT_TO_POINTER (d->object_id));
+    if (t == NULL) {
+      t = g_new0 (Trail, 1);
+      t->points = g_array_new (FALSE, FALSE, sizeof (gdouble));
+      g_hash_table_insert (self->trails, GINT_TO_POINTER (d->object_id), t);
+    }
+    if (t->last_frame == self->frame_count && t->points->len > 0)
+      continue;                 /* the same object twice in a frame */
+    g_array_append_vals (t->points, centre, 2);
+    if (t->points->len > 2 * length)
+      g_array_remove_range (t->points, 0, t->points->len - 2 * length);
+    t->last = *d;
+    t->last_frame = self->frame_count;
+  }
+  oldest = self->frame_count >= length ? self->frame_count - length : 0;
+  g_hash_table_foreach_remove (self->trails, trail_expired, &oldest);
+}
+
+static void
+draw_trails (cairo_t * cr, GHashTable * trails, gdouble line_width,
+    gboolean swap_rb)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  if (trails == NULL)
+    return;
+  cairo_save (cr);
+  cairo_set_line_width (cr, MAX (1.0, line_width / 2));
+  cairo_set_line_join (cr, CAIRO_LINE_JOIN_ROUND);
+  cairo_set_line_cap (cr, CAIRO_LINE_CAP_ROUND);
+  g_hash_table_iter_init (&iter, trails);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const Trail *t = value;
+    gdouble rgb[3];
+    guint i;
+
+    if (t->points->len < 4)
+      continue;
+    class_colour (&t->last, rgb);
+    if (swap_rb)
+      cairo_set_source_rgb (cr, rgb[2], rgb[1], rgb[0]);
+    else
+      cairo_set_source_rgb (cr, rgb[0], rgb[1], rgb[2]);
+    for (i = 0; i < t->points->len; i += 2) {
+      gdouble x = g_array_index (t->points, gdouble, i);
+      gdouble y = g_array_index (t->points, gdouble, i + 1);
+
+      if (i == 0)
+        cairo_move_to (cr, x, y);
+      else
+        cairo_line_to (cr, x, y);
+    }
+    cairo_stroke (cr);
+  }
+  cairo_restore (cr);
 }
 
 /* Draws the detections with colours given as seen by Cairo; @swap_rb when the
@@ -187,9 +306,15 @@ draw_detections (cairo_t * cr, GArray * detections, gint width, gint height,
       cairo_rectangle (cr, x, y, w, h);
       cairo_fill (cr);
     } else {
+      /* dashed: a box visiontrack predicted, not a detection */
+      gdouble dash = 3 * line_width;
+
+      if (d->tracked)
+        cairo_set_dash (cr, &dash, 1, 0);
       cairo_rectangle (cr, x + line_width / 2, y + line_width / 2,
           w - line_width, h - line_width);
       cairo_stroke (cr);
+      cairo_set_dash (cr, NULL, 0, 0);
     }
 
     str = layout ? detection_text (d, text) : NULL;
@@ -304,11 +429,19 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   PangoFontDescription *font;
   GstVisionOverlayText text;
   gdouble line_width;
+  guint trail;
   gboolean swap_rb = FALSE, direct;
   cairo_surface_t *surface;
   cairo_t *cr;
 
   detections = gst_vision_detections_from_buffer (frame->buffer, width, height);
+  GST_OBJECT_LOCK (self);
+  trail = self->trail;
+  GST_OBJECT_UNLOCK (self);
+  if (trail > 0)
+    update_trails (self, detections, trail);
+  else
+    g_clear_pointer (&self->trails, g_hash_table_unref);
   if (detections->len == 0) {
     g_array_unref (detections);
     return GST_FLOW_OK;
@@ -353,6 +486,8 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     cairo_paint (cr);
     cairo_set_operator (cr, CAIRO_OPERATOR_OVER);
   }
+  if (trail > 0)
+    draw_trails (cr, self->trails, line_width, swap_rb);
   draw_detections (cr, detections, width, height, line_width, font, text,
       swap_rb);
   if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
@@ -369,14 +504,35 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   return GST_FLOW_OK;
 }
 
+/* Whether @buffer has a detection to draw: a ROI meta, or a companion meta
+ * that is not empty (visiondetect adds one to every frame it ran on). */
+static gboolean
+has_detections (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta;
+  gpointer state = NULL;
+
+  if (gst_buffer_get_meta (buffer,
+          GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) != NULL)
+    return TRUE;
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL)
+    if (meta->detections->len > 0)
+      return TRUE;
+  return FALSE;
+}
+
 /* Frames without detections are not mapped at all: GstVideoFilter maps for
  * writing, which would copy memory shared with another branch of a tee. */
 static GstFlowReturn
 gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
-  if (gst_buffer_get_meta (buffer, GST_VISION_DETECT_META_API_TYPE) == NULL
-      && gst_buffer_get_meta (buffer,
-          GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) == NULL)
+  GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
+
+  /* counted here: frames without metadata age the trails too */
+  self->frame_count++;
+  if (!has_detections (buffer))
     return GST_FLOW_OK;
   return GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
 }
@@ -387,7 +543,21 @@ gst_vision_overlay_stop (GstBaseTransform * trans)
   GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
 
   g_clear_pointer (&self->scratch, cairo_surface_destroy);
+  g_clear_pointer (&self->trails, g_hash_table_unref);
+  self->frame_count = 0;
   return TRUE;
+}
+
+static gboolean
+gst_vision_overlay_sink_event (GstBaseTransform * trans, GstEvent * event)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
+
+  /* a seek: the paths drawn before it are elsewhere in the video */
+  if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP
+      || GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
+    g_clear_pointer (&self->trails, g_hash_table_unref);
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
 
 static void
@@ -407,6 +577,9 @@ gst_vision_overlay_set_property (GObject * object, guint prop_id,
       break;
     case PROP_TEXT:
       self->text = g_value_get_enum (value);
+      break;
+    case PROP_TRAIL:
+      self->trail = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -432,6 +605,9 @@ gst_vision_overlay_get_property (GObject * object, guint prop_id,
     case PROP_TEXT:
       g_value_set_enum (value, self->text);
       break;
+    case PROP_TRAIL:
+      g_value_set_uint (value, self->trail);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -446,6 +622,7 @@ gst_vision_overlay_finalize (GObject * object)
 
   g_free (self->font_desc);
   g_clear_pointer (&self->scratch, cairo_surface_destroy);
+  g_clear_pointer (&self->trails, g_hash_table_unref);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -475,6 +652,10 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
       g_param_spec_enum ("text", "Text",
           "What to write above each box", GST_TYPE_VISION_OVERLAY_TEXT,
           DEFAULT_TEXT, rw));
+  g_object_class_install_property (gobject_class, PROP_TRAIL,
+      g_param_spec_uint ("trail", "Trail",
+          "Draw the path of each tracked object's (visiontrack) last this many "
+          "centres; 0: none", 0, 10000, DEFAULT_TRAIL, rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -484,6 +665,7 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
       "frames' region-of-interest metadata", "visiondetect developers");
 
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_overlay_stop);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_overlay_sink_event);
   filter_class->transform_frame_ip =
       GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_frame_ip);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_ip);
@@ -499,4 +681,5 @@ gst_vision_overlay_init (GstVisionOverlay * self)
   self->line_width = DEFAULT_LINE_WIDTH;
   self->font_desc = g_strdup (DEFAULT_FONT_DESC);
   self->text = DEFAULT_TEXT;
+  self->trail = DEFAULT_TRAIL;
 }

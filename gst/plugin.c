@@ -1,5 +1,5 @@
-/* visiondetect: the GStreamer plugin (visiondetect, visionoverlay, visionjson and,
- * built with libmosquitto, visionmqtt). */
+/* visiondetect: the GStreamer plugin (visiondetect, visiontrack, visionoverlay,
+ * visionjson and, built with libmosquitto, visionmqtt). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -12,6 +12,7 @@
 #include "gstvisiondetectmeta.h"
 #include "gstvisionjson.h"
 #include "gstvisionoverlay.h"
+#include "gstvisiontrack.h"
 #ifdef HAVE_MQTT
 #include "gstvisionmqtt.h"
 #endif
@@ -31,6 +32,7 @@ plugin_init (GstPlugin * plugin)
   gst_vision_detect_meta_get_info ();
 
   ret |= GST_ELEMENT_REGISTER (visiondetect, plugin);
+  ret |= GST_ELEMENT_REGISTER (visiontrack, plugin);
   ret |= GST_ELEMENT_REGISTER (visionoverlay, plugin);
   ret |= GST_ELEMENT_REGISTER (visionjson, plugin);
 #ifdef HAVE_MQTT

@@ -3,7 +3,8 @@
 # builds and runs every meson test suite, then the engine suite again under
 # AddressSanitizer and UBSan.
 #   tests/run.sh            all suites
-#   tests/run.sh SUITE...   only these suites (engine, parity, gst, model, gpu, libfuzzer)
+#   tests/run.sh SUITE...   only these suites (engine, tracker, parity, gst, model, gpu,
+#                           libfuzzer); the engine suite includes the tracker's tests
 # libfuzzer: the libFuzzer harnesses in a clang build of their own (build-fuzz, ASan and
 # UBSan), each for a short fixed time; tests/fuzz/long.sh runs them long.
 set -euo pipefail

@@ -1,4 +1,4 @@
-/* State cycles NULL -> PLAYING -> NULL of a pipeline with the three elements,
+/* State cycles NULL -> PLAYING -> NULL of a pipeline with the four elements,
  * checked for leaks twice: by the heap's size (glibc's mallinfo2: bytes in use,
  * small and mmap'd chunks) after many cycles, and, in the valgrind variant of
  * this test, by valgrind's definitely-lost report after a few.
@@ -85,7 +85,8 @@ GST_START_TEST (test_state_cycles)
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_ppm (path, &info);
   gchar *chain = g_strdup_printf ("visiondetect model=\"%s\" threads=2 "
-      "threshold=0.3 ! visionoverlay ! visionjson location=/dev/null", model);
+      "threshold=0.3 ! visiontrack ! visionoverlay trail=5 ! "
+      "visionjson location=/dev/null", model);
   gchar *launch = g_strdup_printf ("appsrc name=src format=time "
       "caps=video/x-raw,format=RGB,width=320,height=240,framerate=25/1 ! %s ! "
       "fakesink", g_getenv ("VD_LEAK_CHAIN") ? g_getenv ("VD_LEAK_CHAIN") :

@@ -1,4 +1,4 @@
-/* The plugin: three elements, each with metadata and a description of every
+/* The plugin: four elements, each with metadata and a description of every
  * property of its own (what gst-inspect-1.0 shows). */
 #include "vdtest.h"
 
@@ -6,7 +6,9 @@
 
 GST_START_TEST (test_elements_documented)
 {
-  const gchar *names[] = { "visiondetect", "visionoverlay", "visionjson" };
+  const gchar *names[] = { "visiondetect", "visiontrack", "visionoverlay",
+    "visionjson"
+  };
   guint i;
 
   for (i = 0; i < G_N_ELEMENTS (names); i++) {

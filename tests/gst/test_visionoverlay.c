@@ -263,6 +263,34 @@ GST_START_TEST (test_no_detections_no_change)
 
 GST_END_TEST;
 
+/* A frame visiondetect ran on and found nothing carries an empty companion
+ * meta: it is not mapped either (its read-only memory, mapped for writing,
+ * would be replaced by a copy) */
+GST_START_TEST (test_empty_meta_not_mapped)
+{
+  const gsize size = WIDTH * HEIGHT * 4;
+  guint8 *pixels = g_malloc0 (size);
+  GstBuffer *in = gst_buffer_new ();
+  GstHarness *h = gst_harness_new ("visionoverlay");
+  GstMemory *memory = gst_memory_new_wrapped (GST_MEMORY_FLAG_READONLY,
+      pixels, size, 0, size, pixels, g_free);
+  GstBuffer *out;
+
+  gst_buffer_append_memory (in, memory);
+  vdtest_add_detect_meta (in, WIDTH, HEIGHT);
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=BGRx,width=320,"
+      "height=240,framerate=25/1");
+  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  fail_unless (out != NULL);
+  fail_unless (gst_buffer_n_memory (out) == 1
+      && gst_buffer_peek_memory (out, 0) == memory, "the frame was mapped");
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_properties)
 {
   GstElement *e = gst_element_factory_make ("visionoverlay", NULL);
@@ -296,6 +324,7 @@ visionoverlay_suite (void)
   tcase_add_test (tc, test_roi_metas_only);
   tcase_add_test (tc, test_labels_above_boxes);
   tcase_add_test (tc, test_no_detections_no_change);
+  tcase_add_test (tc, test_empty_meta_not_mapped);
   tcase_add_test (tc, test_properties);
   return s;
 }

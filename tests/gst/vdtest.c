@@ -165,6 +165,8 @@ vdtest_add_detection (GstVisionDetectMeta * meta, gdouble x, gdouble y,
   d.label_id = label_id;
   d.label = g_quark_from_string (label);
   d.roi_id = roi_id;
+  d.object_id = 0;
+  d.tracked = FALSE;
   g_array_append_val (meta->detections, d);
 }
 

@@ -1,0 +1,674 @@
+/* visiontrack: persistent object ids for the detections of each frame. */
+
+/**
+ * SECTION:element-visiontrack
+ * @title: visiontrack
+ *
+ * visiontrack follows the objects detected upstream across frames and gives
+ * each one an id that stays the same while it is in view: the tracker core of
+ * tracker/vt_tracker.h (ByteTrack-style association of high- and then
+ * low-confidence detections with the constant-velocity Kalman predictions of
+ * the tracks, per class). It reads the detections from the buffer's
+ * #GstVideoRegionOfInterestMeta (from visiondetect or any other element) and,
+ * for each detection of a confirmed track, sets:
+ *
+ * - `object_id` (int) in the ROI meta's "detection" parameter structure, and a
+ *   parameter structure named "object_id" with field `id` (int), as DL
+ *   Streamer's gvatrack does (the ROI meta's own `id` stays its per-buffer id);
+ * - `object_id` in visiondetect's companion meta, so visionoverlay and
+ *   visionjson show it.
+ *
+ * On a frame no detection ran on (visiondetect's companion meta says so: the
+ * frames #GstVisionDetect:interval skips, and those skipped as late on a live
+ * source; from another detector, a frame without any ROI meta), and for a
+ * confirmed track that missed at most #GstVisionTrack:hold-misses detection
+ * frames, it adds the track's predicted box as a new ROI meta (and companion
+ * entry) marked `tracked`=TRUE in its "detection" structure, so that an overlay
+ * sees every object on every frame.
+ *
+ * visiondetect's default threshold (0.5) keeps no low-confidence detections;
+ * with `visiondetect threshold=0.1` the second association round can use them
+ * (an object partly hidden keeps its id).
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
+ *     visiondetect threshold=0.1 interval=3 ! visiontrack ! \
+ *     visionoverlay trail=30 ! videoconvert ! autovideosink
+ * ]|
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstvisiontrack.h"
+#include "gstvisiondetectmeta.h"
+#include "vt_tracker.h"
+
+#include <math.h>
+
+#include <gst/video/video.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_vision_track_debug);
+#define GST_CAT_DEFAULT gst_vision_track_debug
+
+#define DEFAULT_HIGH_THRESHOLD 0.5f
+#define DEFAULT_LOW_THRESHOLD 0.1f
+#define DEFAULT_NEW_TRACK_THRESHOLD 0.6f
+#define DEFAULT_MATCH_IOU 0.2f
+#define DEFAULT_CONFIRM_HITS 2
+#define DEFAULT_MAX_LOST 30
+#define DEFAULT_MAX_LOST_TIME 0
+#define DEFAULT_HOLD_MISSES 1
+#define DEFAULT_PER_CLASS TRUE
+
+enum
+{
+  PROP_0,
+  PROP_HIGH_THRESHOLD,
+  PROP_LOW_THRESHOLD,
+  PROP_NEW_TRACK_THRESHOLD,
+  PROP_MATCH_IOU,
+  PROP_CONFIRM_HITS,
+  PROP_MAX_LOST,
+  PROP_MAX_LOST_TIME,
+  PROP_HOLD_MISSES,
+  PROP_PER_CLASS,
+};
+
+struct _GstVisionTrack
+{
+  GstBaseTransform parent;
+
+  /* properties, protected by the object lock */
+  vt_tracker_params params;
+  guint hold_misses;
+  gboolean params_changed;
+
+  /* streaming thread */
+  vt_tracker *tracker;
+  GstVideoInfo info;
+  gboolean have_info;
+  GHashTable *label_ids;        /* object id -> its label_id + 1 */
+  GArray *detections;           /* vt_detection of the frame */
+  GPtrArray *rois;              /* their GstVideoRegionOfInterestMeta */
+  GArray *ids;                  /* gint32 per detection */
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC,
+    GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+
+#define gst_vision_track_parent_class parent_class
+G_DEFINE_TYPE (GstVisionTrack, gst_vision_track, GST_TYPE_BASE_TRANSFORM);
+GST_ELEMENT_REGISTER_DEFINE (visiontrack, "visiontrack", GST_RANK_NONE,
+    GST_TYPE_VISION_TRACK);
+
+/* Forgets every track (a flush, a new stream, another frame size). Ids keep
+ * increasing, so that a count downstream never sees an id twice. */
+static void
+reset_tracks (GstVisionTrack * self)
+{
+  if (self->tracker != NULL)
+    vt_tracker_reset (self->tracker);
+  if (self->label_ids != NULL)
+    g_hash_table_remove_all (self->label_ids);
+}
+
+/* The detection of @roi in frame pixels: the normalised box of its "detection"
+ * parameters when they are there and finite (exact), else its integer box. */
+static void
+roi_to_detection (GstVideoRegionOfInterestMeta * roi, gint width, gint height,
+    vt_detection * d)
+{
+  GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+      "detection");
+  gdouble x1 = roi->x, y1 = roi->y;
+  gdouble x2 = (gdouble) roi->x + roi->w, y2 = (gdouble) roi->y + roi->h;
+  gdouble confidence = 1.0;
+
+  if (s != NULL) {
+    gdouble nx1, ny1, nx2, ny2, c;
+
+    if (gst_structure_get (s, "x_min", G_TYPE_DOUBLE, &nx1,
+            "y_min", G_TYPE_DOUBLE, &ny1, "x_max", G_TYPE_DOUBLE, &nx2,
+            "y_max", G_TYPE_DOUBLE, &ny2, NULL)
+        && isfinite (nx1) && isfinite (ny1) && isfinite (nx2)
+        && isfinite (ny2)) {
+      x1 = nx1 * width;
+      y1 = ny1 * height;
+      x2 = nx2 * width;
+      y2 = ny2 * height;
+    }
+    /* a ROI without a confidence (another element's) counts as certain */
+    if (gst_structure_get_double (s, "confidence", &c))
+      confidence = c;
+  }
+  d->x1 = (gfloat) x1;
+  d->y1 = (gfloat) y1;
+  d->x2 = (gfloat) x2;
+  d->y2 = (gfloat) y2;
+  d->score = (gfloat) confidence;
+  /* classes compared by name: label ids of different detectors differ */
+  d->class_id = (gint) roi->roi_type;
+  /* the tracker ignores NaN, infinite and empty boxes itself */
+}
+
+static gint
+roi_label_id (GstVideoRegionOfInterestMeta * roi)
+{
+  GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+      "detection");
+  gint label_id = -1;
+
+  if (s != NULL)
+    gst_structure_get_int (s, "label_id", &label_id);
+  return label_id;
+}
+
+/* DL Streamer's convention ("object_id" structure, "id") and ours (object_id
+ * in the "detection" structure). */
+static void
+set_roi_object_id (GstVideoRegionOfInterestMeta * roi, gint object_id)
+{
+  GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+      "detection");
+
+  if (s != NULL)
+    gst_structure_set (s, "object_id", G_TYPE_INT, object_id, NULL);
+  s = gst_video_region_of_interest_meta_get_param (roi, "object_id");
+  if (s != NULL)
+    gst_structure_set (s, "id", G_TYPE_INT, object_id, NULL);
+  else
+    gst_video_region_of_interest_meta_add_param (roi,
+        gst_structure_new ("object_id", "id", G_TYPE_INT, object_id, NULL));
+}
+
+static void
+set_companion_object_id (GstBuffer * buffer, gint roi_id, gint object_id)
+{
+  GstVisionDetectMeta *meta;
+  gpointer state = NULL;
+
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL) {
+    guint i;
+
+    for (i = 0; i < meta->detections->len; i++) {
+      GstVisionDetection *d =
+          &g_array_index (meta->detections, GstVisionDetection, i);
+
+      if (d->roi_id == roi_id && !d->tracked)
+        d->object_id = object_id;
+    }
+  }
+}
+
+/* Adds the predicted box of @track as a ROI meta marked tracked, and as an
+ * entry of the companion meta (in that meta's frame size). */
+static void
+attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
+    const vt_track * track, gint roi_id, GstVisionDetectMeta ** companion)
+{
+  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
+  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
+  GQuark label = (GQuark) track->class_id;
+  const gchar *label_str = g_quark_to_string (label);
+  gint label_id = GPOINTER_TO_INT (g_hash_table_lookup (self->label_ids,
+          GINT_TO_POINTER (track->id))) - 1;
+  gdouble x1, y1, x2, y2;
+  GstVideoRegionOfInterestMeta *roi;
+  GstStructure *s;
+  GstVisionDetection d;
+  guint ix1, iy1, ix2, iy2;
+
+  x1 = CLAMP (track->x1, 0.0, width);
+  y1 = CLAMP (track->y1, 0.0, height);
+  x2 = CLAMP (track->x2, x1, width);
+  y2 = CLAMP (track->y2, y1, height);
+  if (!(x2 - x1 >= 1.0 && y2 - y1 >= 1.0))
+    return;                     /* outside the frame, or degenerate */
+  ix1 = (guint) lround (x1);
+  iy1 = (guint) lround (y1);
+  ix2 = MAX ((guint) lround (x2), ix1);
+  iy2 = MAX ((guint) lround (y2), iy1);
+
+  roi = gst_buffer_add_video_region_of_interest_meta_id (buffer, label,
+      ix1, iy1, ix2 - ix1, iy2 - iy1);
+  roi->id = roi_id;
+  roi->parent_id = -1;
+  s = gst_structure_new ("detection",
+      "x_min", G_TYPE_DOUBLE, x1 / width,
+      "y_min", G_TYPE_DOUBLE, y1 / height,
+      "x_max", G_TYPE_DOUBLE, x2 / width,
+      "y_max", G_TYPE_DOUBLE, y2 / height,
+      "confidence", G_TYPE_DOUBLE, (gdouble) track->score,
+      "label_id", G_TYPE_INT, label_id,
+      "object_id", G_TYPE_INT, track->id,
+      "tracked", G_TYPE_BOOLEAN, TRUE, NULL);
+  if (label_str != NULL)
+    gst_structure_set (s, "label", G_TYPE_STRING, label_str, NULL);
+  gst_video_region_of_interest_meta_add_param (roi, s);
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("object_id", "id", G_TYPE_INT, track->id, NULL));
+
+  if (*companion == NULL) {
+    *companion = gst_buffer_get_vision_detect_meta (buffer);
+    if (*companion == NULL)
+      *companion = gst_buffer_add_vision_detect_meta (buffer, width, height);
+    if (*companion == NULL)
+      return;
+  }
+  {
+    /* the companion meta may describe another size (scaled upstream of us) */
+    gdouble sx = (*companion)->width > 0 ?
+        (gdouble) (*companion)->width / width : 1.0;
+    gdouble sy = (*companion)->height > 0 ?
+        (gdouble) (*companion)->height / height : 1.0;
+
+    d.x = x1 * sx;
+    d.y = y1 * sy;
+    d.w = (x2 - x1) * sx;
+    d.h = (y2 - y1) * sy;
+  }
+  d.confidence = track->score;
+  d.label_id = label_id;
+  d.label = label;
+  d.roi_id = roi_id;
+  d.object_id = track->id;
+  d.tracked = TRUE;
+  gst_vision_detect_meta_add_detection (*companion, &d);
+}
+
+static gint
+next_roi_id (GstBuffer * buffer)
+{
+  GstVideoRegionOfInterestMeta *roi;
+  gpointer state = NULL;
+  gint next = 0;
+
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL)
+    if (roi->id >= next && roi->id < G_MAXINT)
+      next = roi->id + 1;
+  return next;
+}
+
+static gboolean
+remove_gone_label (gpointer key, gpointer value, gpointer user_data)
+{
+  return !g_hash_table_contains (user_data, key);
+}
+
+static void
+apply_params (GstVisionTrack * self)
+{
+  vt_tracker_params params;
+  GError *error = NULL;
+  gboolean changed;
+
+  GST_OBJECT_LOCK (self);
+  changed = self->params_changed;
+  params = self->params;
+  self->params_changed = FALSE;
+  GST_OBJECT_UNLOCK (self);
+  if (changed && !vt_tracker_set_params (self->tracker, &params, &error)) {
+    GST_ELEMENT_WARNING (self, LIBRARY, SETTINGS,
+        ("Tracker settings not applied: %s", error->message),
+        ("the previous settings stay"));
+    g_clear_error (&error);
+  }
+}
+
+static GstFlowReturn
+gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (trans);
+  const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
+  const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
+  GstVideoRegionOfInterestMeta *roi;
+  GstVisionDetectMeta *companion = NULL;
+  gpointer state = NULL;
+  const vt_track *tracks;
+  size_t n_tracks, k;
+  GHashTable *live_ids;
+  gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer) ?
+      (gint64) GST_BUFFER_PTS (buffer) : VT_NO_PTS;
+  GstVisionDetectMeta *companion_meta;
+  gboolean detected;
+  guint hold_misses, i;
+  gint roi_id;
+
+  if (G_UNLIKELY (!self->have_info || self->tracker == NULL)) {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("frame before caps or before the element started"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  apply_params (self);
+  GST_OBJECT_LOCK (self);
+  hold_misses = self->hold_misses;
+  GST_OBJECT_UNLOCK (self);
+
+  g_array_set_size (self->detections, 0);
+  g_ptr_array_set_size (self->rois, 0);
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+    vt_detection d;
+
+    roi_to_detection (roi, width, height, &d);
+    g_array_append_val (self->detections, d);
+    g_ptr_array_add (self->rois, roi);
+  }
+  /* visiondetect's companion meta, on every frame, says whether it ran on it;
+   * without one (another detector), a frame with no ROI meta counts as skipped */
+  companion_meta = gst_buffer_get_vision_detect_meta (buffer);
+  detected = companion_meta != NULL ?
+      companion_meta->inference == GST_VISION_DETECT_INFERRED :
+      self->rois->len > 0;
+
+  if (detected) {
+    g_array_set_size (self->ids, self->detections->len);
+    vt_tracker_update (self->tracker,
+        (const vt_detection *) self->detections->data, self->detections->len,
+        pts, (gint32 *) self->ids->data);
+    for (i = 0; i < self->rois->len; i++) {
+      gint32 id = g_array_index (self->ids, gint32, i);
+
+      roi = g_ptr_array_index (self->rois, i);
+      if (id <= 0)
+        continue;
+      set_roi_object_id (roi, id);
+      set_companion_object_id (buffer, roi->id, id);
+      g_hash_table_insert (self->label_ids, GINT_TO_POINTER (id),
+          GINT_TO_POINTER (roi_label_id (roi) + 1));
+    }
+  } else {
+    vt_tracker_predict (self->tracker, pts);
+  }
+
+  /* confirmed tracks not detected on this frame, predicted */
+  tracks = vt_tracker_tracks (self->tracker, &n_tracks);
+  roi_id = next_roi_id (buffer);
+  live_ids = g_hash_table_new (NULL, NULL);
+  for (k = 0; k < n_tracks; k++) {
+    if (tracks[k].id <= 0)
+      continue;
+    g_hash_table_add (live_ids, GINT_TO_POINTER (tracks[k].id));
+    if (tracks[k].detection >= 0 || tracks[k].misses > hold_misses)
+      continue;
+    attach_prediction (self, buffer, &tracks[k], roi_id, &companion);
+    if (roi_id < G_MAXINT)
+      roi_id++;
+  }
+  g_hash_table_foreach_remove (self->label_ids, remove_gone_label, live_ids);
+  g_hash_table_unref (live_ids);
+
+  GST_LOG_OBJECT (self, "%s frame: %u detections, %" G_GSIZE_FORMAT " tracks",
+      detected ? "detection" : "prediction", self->detections->len, n_tracks);
+  return GST_FLOW_OK;
+}
+
+static gboolean
+gst_vision_track_set_caps (GstBaseTransform * trans, GstCaps * incaps,
+    GstCaps * outcaps)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (trans);
+  GstVideoInfo info;
+
+  if (!gst_video_info_from_caps (&info, incaps)) {
+    GST_ERROR_OBJECT (self, "invalid caps %" GST_PTR_FORMAT, incaps);
+    return FALSE;
+  }
+  /* the tracks' boxes are in pixels of the old size */
+  if (self->have_info && (GST_VIDEO_INFO_WIDTH (&info) !=
+          GST_VIDEO_INFO_WIDTH (&self->info)
+          || GST_VIDEO_INFO_HEIGHT (&info) !=
+          GST_VIDEO_INFO_HEIGHT (&self->info))) {
+    GST_DEBUG_OBJECT (self, "frame size changed: tracks reset");
+    reset_tracks (self);
+  }
+  self->info = info;
+  self->have_info = TRUE;
+  return TRUE;
+}
+
+static gboolean
+gst_vision_track_sink_event (GstBaseTransform * trans, GstEvent * event)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (trans);
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_FLUSH_STOP:
+    case GST_EVENT_STREAM_START:
+      GST_DEBUG_OBJECT (self, "%s: tracks reset", GST_EVENT_TYPE_NAME (event));
+      reset_tracks (self);
+      break;
+    default:
+      break;
+  }
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
+}
+
+static gboolean
+gst_vision_track_start (GstBaseTransform * trans)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (trans);
+  vt_tracker_params params;
+  GError *error = NULL;
+
+  GST_OBJECT_LOCK (self);
+  params = self->params;
+  self->params_changed = FALSE;
+  GST_OBJECT_UNLOCK (self);
+
+  self->tracker = vt_tracker_new (&params, &error);
+  if (self->tracker == NULL) {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("Invalid tracker settings: %s", error->message), (NULL));
+    g_clear_error (&error);
+    return FALSE;
+  }
+  self->label_ids = g_hash_table_new (NULL, NULL);
+  self->detections = g_array_new (FALSE, FALSE, sizeof (vt_detection));
+  self->rois = g_ptr_array_new ();
+  self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  return TRUE;
+}
+
+static gboolean
+gst_vision_track_stop (GstBaseTransform * trans)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (trans);
+
+  g_clear_pointer (&self->tracker, vt_tracker_free);
+  g_clear_pointer (&self->label_ids, g_hash_table_unref);
+  g_clear_pointer (&self->detections, g_array_unref);
+  g_clear_pointer (&self->rois, g_ptr_array_unref);
+  g_clear_pointer (&self->ids, g_array_unref);
+  self->have_info = FALSE;
+  return TRUE;
+}
+
+static void
+gst_vision_track_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_HIGH_THRESHOLD:
+      self->params.high_threshold = g_value_get_float (value);
+      break;
+    case PROP_LOW_THRESHOLD:
+      self->params.low_threshold = g_value_get_float (value);
+      break;
+    case PROP_NEW_TRACK_THRESHOLD:
+      self->params.new_track_threshold = g_value_get_float (value);
+      break;
+    case PROP_MATCH_IOU:
+      self->params.match_iou = g_value_get_float (value);
+      break;
+    case PROP_CONFIRM_HITS:
+      self->params.confirm_hits = g_value_get_uint (value);
+      break;
+    case PROP_MAX_LOST:
+      self->params.max_lost_frames = g_value_get_uint (value);
+      break;
+    case PROP_MAX_LOST_TIME:
+      self->params.max_lost_ns =
+          (gint64) MIN (g_value_get_uint64 (value), (guint64) G_MAXINT64);
+      break;
+    case PROP_HOLD_MISSES:
+      self->hold_misses = g_value_get_uint (value);
+      break;
+    case PROP_PER_CLASS:
+      self->params.per_class = g_value_get_boolean (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  self->params_changed = TRUE;
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_track_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstVisionTrack *self = GST_VISION_TRACK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_HIGH_THRESHOLD:
+      g_value_set_float (value, self->params.high_threshold);
+      break;
+    case PROP_LOW_THRESHOLD:
+      g_value_set_float (value, self->params.low_threshold);
+      break;
+    case PROP_NEW_TRACK_THRESHOLD:
+      g_value_set_float (value, self->params.new_track_threshold);
+      break;
+    case PROP_MATCH_IOU:
+      g_value_set_float (value, self->params.match_iou);
+      break;
+    case PROP_CONFIRM_HITS:
+      g_value_set_uint (value, self->params.confirm_hits);
+      break;
+    case PROP_MAX_LOST:
+      g_value_set_uint (value, self->params.max_lost_frames);
+      break;
+    case PROP_MAX_LOST_TIME:
+      g_value_set_uint64 (value, (guint64) self->params.max_lost_ns);
+      break;
+    case PROP_HOLD_MISSES:
+      g_value_set_uint (value, self->hold_misses);
+      break;
+    case PROP_PER_CLASS:
+      g_value_set_boolean (value, self->params.per_class);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_vision_track_class_init (GstVisionTrackClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+      | GST_PARAM_MUTABLE_PLAYING;
+
+  gobject_class->set_property = gst_vision_track_set_property;
+  gobject_class->get_property = gst_vision_track_get_property;
+
+  g_object_class_install_property (gobject_class, PROP_HIGH_THRESHOLD,
+      g_param_spec_float ("high-threshold", "High threshold",
+          "Detections at or above this confidence are matched first (and "
+          "may start tracks)", 0.0f, 1.0f, DEFAULT_HIGH_THRESHOLD, rw));
+  g_object_class_install_property (gobject_class, PROP_LOW_THRESHOLD,
+      g_param_spec_float ("low-threshold", "Low threshold",
+          "Detections from this confidence up to high-threshold are matched "
+          "in a second round, to tracks only (at most high-threshold)",
+          0.0f, 1.0f, DEFAULT_LOW_THRESHOLD, rw));
+  g_object_class_install_property (gobject_class, PROP_NEW_TRACK_THRESHOLD,
+      g_param_spec_float ("new-track-threshold", "New track threshold",
+          "An unmatched detection starts a track from this confidence "
+          "(and from high-threshold)", 0.0f, 1.0f,
+          DEFAULT_NEW_TRACK_THRESHOLD, rw));
+  g_object_class_install_property (gobject_class, PROP_MATCH_IOU,
+      g_param_spec_float ("match-iou", "Match IoU",
+          "Minimum IoU between a track's predicted box and a high-confidence "
+          "detection to match them", 0.0f, 1.0f, DEFAULT_MATCH_IOU, rw));
+  g_object_class_install_property (gobject_class, PROP_CONFIRM_HITS,
+      g_param_spec_uint ("confirm-hits", "Confirm hits",
+          "Detection frames a new track must be matched on (in a row) before "
+          "it gets an id", 1, G_MAXINT, DEFAULT_CONFIRM_HITS, rw));
+  g_object_class_install_property (gobject_class, PROP_MAX_LOST,
+      g_param_spec_uint ("max-lost", "Max lost frames",
+          "Frames a track that is no longer detected is kept (so that it "
+          "gets its id back when it reappears)", 0, G_MAXINT,
+          DEFAULT_MAX_LOST, rw));
+  g_object_class_install_property (gobject_class, PROP_MAX_LOST_TIME,
+      g_param_spec_uint64 ("max-lost-time", "Max lost time",
+          "When not 0, the time in nanoseconds of buffer timestamps a lost "
+          "track is kept, instead of max-lost frames", 0, G_MAXINT64,
+          DEFAULT_MAX_LOST_TIME, rw));
+  g_object_class_install_property (gobject_class, PROP_HOLD_MISSES,
+      g_param_spec_uint ("hold-misses", "Hold misses",
+          "A confirmed track not detected is still shown, at its predicted "
+          "box, until it has missed more than this many detection frames",
+          0, G_MAXINT, DEFAULT_HOLD_MISSES, rw));
+  g_object_class_install_property (gobject_class, PROP_PER_CLASS,
+      g_param_spec_boolean ("per-class", "Per class",
+          "Match detections only to tracks of the same class (roi_type)",
+          DEFAULT_PER_CLASS, rw));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_set_static_metadata (element_class,
+      "Vision object tracker", "Filter/Analyzer/Video",
+      "Gives the detected objects ids that persist across frames and "
+      "predicts their boxes on frames without detection",
+      "visiondetect developers");
+
+  trans_class->start = GST_DEBUG_FUNCPTR (gst_vision_track_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_track_stop);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_track_set_caps);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_track_sink_event);
+  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_track_transform_ip);
+
+  GST_DEBUG_CATEGORY_INIT (gst_vision_track_debug, "visiontrack", 0,
+      "visiondetect object tracker");
+}
+
+static void
+gst_vision_track_init (GstVisionTrack * self)
+{
+  self->params = vt_tracker_default_params ();
+  self->params.high_threshold = DEFAULT_HIGH_THRESHOLD;
+  self->params.low_threshold = DEFAULT_LOW_THRESHOLD;
+  self->params.new_track_threshold = DEFAULT_NEW_TRACK_THRESHOLD;
+  self->params.match_iou = DEFAULT_MATCH_IOU;
+  self->params.confirm_hits = DEFAULT_CONFIRM_HITS;
+  self->params.max_lost_frames = DEFAULT_MAX_LOST;
+  self->params.max_lost_ns = DEFAULT_MAX_LOST_TIME;
+  self->params.per_class = DEFAULT_PER_CLASS;
+  self->hold_misses = DEFAULT_HOLD_MISSES;
+  gst_base_transform_set_in_place (GST_BASE_TRANSFORM (self), TRUE);
+}

@@ -1,0 +1,478 @@
+/* visiontrack: ids across frames on the ROI metas (our params and DL Streamer's
+ * "object_id" structure) and the companion meta, predicted boxes on frames
+ * without detection, resets on flush and size changes, visionjson's fields,
+ * and bad metadata. Detections are put on the buffers by hand, as visiondetect
+ * would (ROI meta with "detection" params plus the companion meta). */
+#include "vdtest.h"
+
+#include <math.h>
+#include <string.h>
+
+#define WIDTH 320
+#define HEIGHT 240
+
+static const gchar *caps = "video/x-raw,format=RGB,width=320,height=240,"
+    "framerate=25/1";
+
+static GstBuffer *
+new_frame (guint index)
+{
+  GstBuffer *buffer = gst_buffer_new_allocate (NULL, WIDTH * HEIGHT * 3, NULL);
+
+  GST_BUFFER_PTS (buffer) = index * 40 * GST_MSECOND;
+  GST_BUFFER_DURATION (buffer) = 40 * GST_MSECOND;
+  return buffer;
+}
+
+/* a detection as visiondetect attaches it */
+static void
+add_detection (GstBuffer * buffer, GstVisionDetectMeta ** meta, gint roi_id,
+    const gchar * label, gint label_id, gdouble x, gdouble y, gdouble w,
+    gdouble h, gdouble confidence)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_add_video_region_of_interest_meta (buffer, label, (guint) x,
+      (guint) y, (guint) w, (guint) h);
+
+  roi->id = roi_id;
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("detection", "x_min", G_TYPE_DOUBLE, x / WIDTH,
+          "y_min", G_TYPE_DOUBLE, y / HEIGHT, "x_max", G_TYPE_DOUBLE,
+          (x + w) / WIDTH, "y_max", G_TYPE_DOUBLE, (y + h) / HEIGHT,
+          "confidence", G_TYPE_DOUBLE, confidence, "label_id", G_TYPE_INT,
+          label_id, "label", G_TYPE_STRING, label, NULL));
+  if (*meta == NULL)
+    *meta = vdtest_add_detect_meta (buffer, WIDTH, HEIGHT);
+  vdtest_add_detection (*meta, x, y, w, h, confidence, label_id, label, roi_id);
+}
+
+/* a frame of visiondetect: two balls crossing horizontally, or a skipped
+ * frame (no meta at all) */
+static GstBuffer *
+crossing_frame (guint i, gboolean detected)
+{
+  GstBuffer *b = new_frame (i);
+  GstVisionDetectMeta *meta = NULL;
+
+  if (!detected)
+    return b;
+  meta = vdtest_add_detect_meta (b, WIDTH, HEIGHT);
+  /* roi ids swap order each frame: ids must come from the boxes */
+  add_detection (b, &meta, i % 2, "ball", 1, 20.0 + 6.0 * i, 100, 30, 30, 0.9);
+  add_detection (b, &meta, 1 - i % 2, "ball", 1, 270.0 - 6.0 * i, 104, 30, 30,
+      0.8);
+  return b;
+}
+
+typedef struct
+{
+  gint roi_id;
+  gint object_id;               /* from the "detection" params, 0 when none */
+  gint dl_object_id;            /* from the "object_id" structure, 0 when none */
+  gboolean tracked;
+  gdouble cx;
+} RoiInfo;
+
+static GArray *
+roi_infos (GstBuffer * buffer)
+{
+  GArray *infos = g_array_new (FALSE, TRUE, sizeof (RoiInfo));
+  GstVideoRegionOfInterestMeta *roi;
+  gpointer state = NULL;
+
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+    RoiInfo info = { roi->id, 0, 0, FALSE, roi->x + roi->w / 2.0 };
+    GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+        "detection");
+    GstStructure *o = gst_video_region_of_interest_meta_get_param (roi,
+        "object_id");
+
+    if (s != NULL) {
+      gst_structure_get_int (s, "object_id", &info.object_id);
+      gst_structure_get_boolean (s, "tracked", &info.tracked);
+    }
+    if (o != NULL)
+      fail_unless (gst_structure_get_int (o, "id", &info.dl_object_id));
+    g_array_append_val (infos, info);
+  }
+  return infos;
+}
+
+static GstVisionDetection *
+companion_for (GstBuffer * buffer, gint roi_id)
+{
+  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
+  guint i;
+
+  if (meta == NULL)
+    return NULL;
+  for (i = 0; i < meta->detections->len; i++) {
+    GstVisionDetection *d =
+        &g_array_index (meta->detections, GstVisionDetection, i);
+    if (d->roi_id == roi_id)
+      return d;
+  }
+  return NULL;
+}
+
+static GstHarness *
+new_track (const gchar * props)
+{
+  gchar *launch = g_strdup_printf ("visiontrack %s", props ? props : "");
+  GstHarness *h = gst_harness_new_parse (launch);
+
+  g_free (launch);
+  gst_harness_set_src_caps_str (h, caps);
+  return h;
+}
+
+/* Two balls cross; the left one (starting at x 35) keeps one id, the right one
+ * another, through the crossing; the ids are on both ROI conventions and in the
+ * companion meta. The first frame has no ids (confirm-hits 2). */
+GST_START_TEST (test_ids_through_crossing)
+{
+  GstHarness *h = new_track (NULL);
+  gint left_id = 0, right_id = 0;
+  guint i;
+
+  for (i = 0; i < 40; i++) {
+    GstBuffer *out;
+    GArray *infos;
+    guint k;
+
+    fail_unless_equals_int (gst_harness_push (h, crossing_frame (i, TRUE)),
+        GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    infos = roi_infos (out);
+    fail_unless_equals_int (infos->len, 2);
+    for (k = 0; k < infos->len; k++) {
+      RoiInfo *r = &g_array_index (infos, RoiInfo, k);
+      gboolean left = r->roi_id == (gint) (i % 2);
+      GstVisionDetection *d = companion_for (out, r->roi_id);
+
+      fail_unless (d != NULL);
+      fail_unless (!r->tracked && !d->tracked);
+      if (i == 0) {
+        fail_unless_equals_int (r->object_id, 0);
+        fail_unless_equals_int (r->dl_object_id, 0);
+        fail_unless_equals_int (d->object_id, 0);
+        continue;
+      }
+      if (i == 1) {
+        if (left)
+          left_id = r->object_id;
+        else
+          right_id = r->object_id;
+      }
+      fail_unless (r->object_id > 0, "frame %u: no id", i);
+      fail_unless_equals_int (r->object_id, left ? left_id : right_id);
+      fail_unless_equals_int (r->dl_object_id, r->object_id);
+      fail_unless_equals_int (d->object_id, r->object_id);
+    }
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  fail_unless (left_id > 0 && right_id > 0 && left_id != right_id);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* Detections on every 3rd frame (visiondetect interval=3: the other frames
+ * carry no meta): the frames between get both balls, predicted, marked
+ * tracked, with their ids, near where they are; a frame with the companion
+ * meta but no detection is a detection frame (no prediction from it beyond
+ * hold-misses). */
+GST_START_TEST (test_predictions_on_skipped_frames)
+{
+  GstHarness *h = new_track (NULL);
+  gint ids[2] = { 0, 0 };
+  guint i;
+
+  for (i = 0; i < 30; i++) {
+    gboolean detected = i % 3 == 0;
+    GstBuffer *out;
+    GArray *infos;
+    guint k;
+
+    fail_unless_equals_int (gst_harness_push (h, crossing_frame (i, detected)),
+        GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    infos = roi_infos (out);
+    if (i == 3) {
+      for (k = 0; k < infos->len; k++) {
+        RoiInfo *r = &g_array_index (infos, RoiInfo, k);
+        ids[r->roi_id == 1] = r->object_id;
+      }
+    }
+    if (i < 3) {
+      g_array_unref (infos);
+      gst_buffer_unref (out);
+      continue;
+    }
+    fail_unless_equals_int (infos->len, 2);
+    for (k = 0; k < infos->len; k++) {
+      RoiInfo *r = &g_array_index (infos, RoiInfo, k);
+      GstVisionDetection *d = companion_for (out, r->roi_id);
+
+      fail_unless (r->object_id == ids[0] || r->object_id == ids[1]);
+      fail_unless_equals_int (r->dl_object_id, r->object_id);
+      fail_unless (r->tracked == !detected);
+      fail_unless (d != NULL && d->tracked == !detected
+          && d->object_id == r->object_id);
+      if (!detected) {
+        /* the left ball's centre is at 35 + 6 i: the prediction follows
+         * once the velocity is known (within 8 px, the speed is 6 px/frame) */
+        gdouble left = 35.0 + 6.0 * i, right = 285.0 - 6.0 * i;
+
+        if (i > 9)
+          fail_unless (fabs (r->cx - left) < 8.0 || fabs (r->cx - right) < 8.0,
+              "frame %u: predicted centre %f, balls at %f and %f", i, r->cx,
+              left, right);
+      }
+    }
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  fail_unless (ids[0] > 0 && ids[1] > 0 && ids[0] != ids[1]);
+
+  /* inference ran and found nothing: shown once more (hold-misses 1), then not */
+  for (i = 30; i < 33; i++) {
+    GstBuffer *b = new_frame (i);
+    GstBuffer *out;
+    GArray *infos;
+
+    vdtest_add_detect_meta (b, WIDTH, HEIGHT);
+    out = gst_harness_push_and_pull (h, b);
+    infos = roi_infos (out);
+    fail_unless_equals_int (infos->len, i == 30 ? 2 : 0);
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+static gint
+first_object_id (GstBuffer * buffer)
+{
+  GArray *infos = roi_infos (buffer);
+  gint id = infos->len > 0 ? g_array_index (infos, RoiInfo, 0).object_id : -1;
+
+  g_array_unref (infos);
+  return id;
+}
+
+static gint
+push_ball (GstHarness * h, guint i)
+{
+  GstBuffer *b = new_frame (i);
+  GstVisionDetectMeta *meta = NULL;
+  GstBuffer *out;
+  gint id;
+
+  add_detection (b, &meta, 0, "ball", 1, 100, 100, 30, 30, 0.9);
+  out = gst_harness_push_and_pull (h, b);
+  id = first_object_id (out);
+  gst_buffer_unref (out);
+  return id;
+}
+
+/* A flush (a seek) and a change of frame size forget the tracks: the same box
+ * gets a new id after them, and ids never repeat. */
+GST_START_TEST (test_flush_and_caps_reset)
+{
+  GstHarness *h = new_track ("confirm-hits=1");
+  gint id;
+
+  id = push_ball (h, 0);
+  fail_unless (id > 0);
+  fail_unless_equals_int (push_ball (h, 1), id);
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  /* the harness needs its segment again after the flush */
+  {
+    GstSegment segment;
+
+    gst_segment_init (&segment, GST_FORMAT_TIME);
+    fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  }
+  fail_unless_equals_int (push_ball (h, 2), id + 1);
+  fail_unless_equals_int (push_ball (h, 3), id + 1);
+
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=640,"
+      "height=480,framerate=25/1");
+  fail_unless_equals_int (push_ball (h, 4), id + 2);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* Bad metadata never crashes and is never tracked: a ROI meta without
+ * params (another element's: tracked from its integer box, given DL Streamer's
+ * "object_id" structure only), empty boxes, NaN and infinite params, a label
+ * that is not UTF-8; invalid settings at run time are a warning. */
+GST_START_TEST (test_bad_metadata)
+{
+  GstHarness *h = new_track ("confirm-hits=1");
+  GstElement *track = gst_harness_find_element (h, "visiontrack");
+  guint i;
+
+  for (i = 0; i < 4; i++) {
+    GstBuffer *b = new_frame (i);
+    GstVideoRegionOfInterestMeta *roi;
+    GstBuffer *out;
+    GArray *infos;
+    guint k;
+
+    roi = gst_buffer_add_video_region_of_interest_meta (b, "face", 10, 10, 40,
+        40);
+    roi->id = 7;
+    roi = gst_buffer_add_video_region_of_interest_meta (b, "empty", 100, 100,
+        0, 0);
+    roi->id = 8;
+    roi = gst_buffer_add_video_region_of_interest_meta (b, "nan", 200, 100,
+        20, 20);
+    roi->id = 9;
+    gst_video_region_of_interest_meta_add_param (roi,
+        gst_structure_new ("detection", "x_min", G_TYPE_DOUBLE, NAN,
+            "y_min", G_TYPE_DOUBLE, 0.1, "x_max", G_TYPE_DOUBLE, INFINITY,
+            "y_max", G_TYPE_DOUBLE, 0.2, "confidence", G_TYPE_DOUBLE, NAN,
+            NULL));
+    roi = gst_buffer_add_video_region_of_interest_meta (b, "huge", 0, 0,
+        G_MAXUINT, G_MAXUINT);
+    roi->id = 10;
+    gst_video_region_of_interest_meta_add_param (roi,
+        gst_structure_new ("detection", "x_min", G_TYPE_DOUBLE, -1e300,
+            "y_min", G_TYPE_DOUBLE, -1e300, "x_max", G_TYPE_DOUBLE, 1e300,
+            "y_max", G_TYPE_DOUBLE, 1e300, "confidence", G_TYPE_STRING, "x",
+            NULL));
+    roi = gst_buffer_add_video_region_of_interest_meta (b, "\xff\xfe", 60, 60,
+        20, 20);
+    roi->id = 11;
+    if (i == 2)
+      g_object_set (track, "low-threshold", 0.9f, NULL);   /* above high */
+
+    out = gst_harness_push_and_pull (h, b);
+    infos = roi_infos (out);
+    for (k = 0; k < infos->len; k++) {
+      RoiInfo *r = &g_array_index (infos, RoiInfo, k);
+
+      if (r->roi_id == 7 || r->roi_id == 11) {
+        /* no "detection" params to write to: DL Streamer's structure only */
+        fail_unless_equals_int (r->object_id, 0);
+        fail_unless (r->dl_object_id > 0, "frame %u roi %d untracked", i,
+            r->roi_id);
+      } else if (r->roi_id >= 8 && r->roi_id <= 10) {
+        fail_unless_equals_int (r->dl_object_id, 0);
+      }
+    }
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  gst_object_unref (track);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* visionjson after visiontrack writes object_id and tracked */
+GST_START_TEST (test_json_fields)
+{
+  GstHarness *h = new_track ("confirm-hits=1 ! visionjson post-messages=true");
+  GstElement *json = gst_harness_find_element (h, "visionjson");
+  GstBus *bus = gst_bus_new ();
+  GstBuffer *out;
+  GstMessage *msg;
+  guint i;
+
+  gst_element_set_bus (json, bus);
+  for (i = 0; i < 3; i++) {
+    out = gst_harness_push_and_pull (h, crossing_frame (i, i != 2));
+    gst_buffer_unref (out);
+  }
+  for (i = 0; i < 3; i++) {
+    const gchar *line;
+
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL);
+    line = gst_structure_get_string (gst_message_get_structure (msg), "json");
+    fail_unless (strstr (line, "\"object_id\":1,") != NULL, "%s", line);
+    fail_unless (strstr (line, "\"object_id\":2,") != NULL, "%s", line);
+    fail_unless ((strstr (line, "\"tracked\":true") != NULL) == (i == 2),
+        "%s", line);
+    gst_message_unref (msg);
+  }
+  gst_element_set_bus (json, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (json);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* visionoverlay draws ids and trails of tracked objects (and predicted boxes
+ * dashed) without trouble; the trail leaves pixels between the boxes */
+GST_START_TEST (test_overlay_trail)
+{
+  GstHarness *h = gst_harness_new_parse ("visiontrack ! visionoverlay "
+      "trail=20 line-width=2");
+  GstBuffer *out = NULL;
+  GstMapInfo map;
+  guint i;
+
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGBx,width=320,"
+      "height=240,framerate=25/1");
+  for (i = 0; i < 12; i++) {
+    GstBuffer *b = gst_buffer_new_allocate (NULL, WIDTH * HEIGHT * 4, NULL);
+    GstVisionDetectMeta *meta = NULL;
+
+    gst_buffer_memset (b, 0, 0, WIDTH * HEIGHT * 4);
+    GST_BUFFER_PTS (b) = i * 40 * GST_MSECOND;
+    if (i % 2 == 0)
+      add_detection (b, &meta, 0, "ball", 1, 20.0 + 10.0 * i, 100, 30, 30,
+          0.9);
+    if (out)
+      gst_buffer_unref (out);
+    out = gst_harness_push_and_pull (h, b);
+  }
+  /* the first centres (35..45, 115) are far from the last box (130..160):
+   * only the trail can have drawn there */
+  gst_buffer_map (out, &map, GST_MAP_READ);
+  {
+    guint x, lit = 0;
+
+    for (x = 36; x < 100; x++) {
+      const guint8 *p = map.data + (115 * WIDTH + x) * 4;
+      lit += (p[0] | p[1] | p[2]) != 0;
+    }
+    fail_unless (lit > 40, "only %u trail pixels", lit);
+  }
+  gst_buffer_unmap (out, &map);
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+static Suite *
+visiontrack_suite (void)
+{
+  Suite *s = suite_create ("visiontrack");
+  TCase *tc = tcase_create ("general");
+
+  tcase_add_checked_fixture (tc, vdtest_load_plugin, NULL);
+  suite_add_tcase (s, tc);
+  tcase_add_test (tc, test_ids_through_crossing);
+  tcase_add_test (tc, test_predictions_on_skipped_frames);
+  tcase_add_test (tc, test_flush_and_caps_reset);
+  tcase_add_test (tc, test_bad_metadata);
+  tcase_add_test (tc, test_json_fields);
+  tcase_add_test (tc, test_overlay_trail);
+  return s;
+}
+
+GST_CHECK_MAIN (visiontrack);
