@@ -1207,12 +1207,15 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
 {
   GstClock *clock;
   GstClockTime now, base_time, done, deadline, inference_time, latency,
-      upstream, mono, free_at;
+      upstream, mono, free_at, earliest;
   gboolean live;
 
   if (!GST_CLOCK_TIME_IS_VALID (rt))
     return FALSE;
-  if (GST_CLOCK_TIME_IS_VALID (self->qos_earliest) && rt < self->qos_earliest)
+  g_mutex_lock (&self->lock);
+  earliest = self->qos_earliest;
+  g_mutex_unlock (&self->lock);
+  if (GST_CLOCK_TIME_IS_VALID (earliest) && rt < earliest)
     return TRUE;
 
   GST_OBJECT_LOCK (self);
@@ -1262,6 +1265,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   PendingFrame *f;
   GstFlowReturn ret;
   guint64 frame_index;
+  GstClockTime inference_time;
 
   *outbuf = NULL;
   if (buffer == NULL)
@@ -1388,11 +1392,15 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     GST_OBJECT_UNLOCK (self);
   }
 
+  GST_OBJECT_LOCK (self);
+  inference_time = self->inference_time;
+  GST_OBJECT_UNLOCK (self);
   g_mutex_lock (&self->lock);
   if (f->inference == GST_VISION_DETECT_INFERRED) {
     self->n_submitted++;
-    self->engine_free_at = MAX (self->engine_free_at, f->submitted) +
-        self->inference_time;
+    self->engine_free_at = MAX (self->engine_free_at, f->submitted);
+    if (GST_CLOCK_TIME_IS_VALID (inference_time))
+      self->engine_free_at += inference_time;
   }
   g_queue_push_tail (&self->pending, f);
   g_cond_broadcast (&self->cond);
@@ -1434,8 +1442,11 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
        * them */
       if (GST_EVENT_IS_SERIALIZED (event))
         drain (self);
-      if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
+      if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT) {
+        g_mutex_lock (&self->lock);
         self->qos_earliest = GST_CLOCK_TIME_NONE;
+        g_mutex_unlock (&self->lock);
+      }
       break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
@@ -1455,9 +1466,12 @@ gst_vision_detect_src_event (GstBaseTransform * trans, GstEvent * event)
     gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
     /* read by the streaming thread only for skip-inference; late frames are
      * skipped until downstream catches up (as GstVideoDecoder does) */
-    if (GST_CLOCK_TIME_IS_VALID (timestamp))
+    if (GST_CLOCK_TIME_IS_VALID (timestamp)) {
+      g_mutex_lock (&self->lock);
       self->qos_earliest = diff > 0 ? timestamp + 2 * diff :
           (GstClockTime) MAX ((GstClockTimeDiff) timestamp + diff, 0);
+      g_mutex_unlock (&self->lock);
+    }
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->src_event (trans, event);
 }
