@@ -690,6 +690,34 @@ GST_END_TEST;
 /* The companion meta survives videoscale and videoconvert with every field,
  * rescaled; the standard ROI metas are rescaled too (without their params, as
  * GStreamer's own transform drops them). */
+/* visiondetect, then a videoscale that letterboxes 4:3 into 1:1 (add-borders,
+ * its default): the companion meta is dropped (its transform cannot tell a
+ * letterbox from a stretch in GStreamer 1.22) rather than stretched onto the
+ * wrong place; visionjson and visionoverlay then read GStreamer's ROI metas,
+ * which GStreamer's own transform stretched (the README says so). */
+GST_START_TEST (test_videoscale_letterbox_drops_meta)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
+      "threshold=0.3 ! videoscale add-borders=true ! capsfilter "
+      "caps=video/x-raw,width=320,height=320,pixel-aspect-ratio=1/1", model,
+      THREADS);
+  GList *outs = vdtest_run_pipeline (launch, caps_320, &frame, 1);
+
+  fail_unless (vdtest_count_roi_metas (outs->data) > 0,
+      "nothing was detected: the test proves nothing");
+  fail_unless (vdtest_get_detect_meta (outs->data) == NULL,
+      "the companion meta survived a letterbox");
+  g_list_free_full (outs, (GDestroyNotify) gst_buffer_unref);
+  g_free (launch);
+  g_free (model);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_detections_survive_videoscale)
 {
   const struct
@@ -1744,6 +1772,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_inference_status);
   tcase_add_test (tc, test_flush_resets_interval);
   tcase_add_test (tc, test_crop_meta_refused);
+  tcase_add_test (tc, test_videoscale_letterbox_drops_meta);
   tcase_add_test (tc, test_frames_in_flight);
   tcase_add_test (tc, test_labels_file);
   return s;
