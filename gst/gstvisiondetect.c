@@ -1414,6 +1414,32 @@ gst_vision_detect_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   return GST_FLOW_OK;
 }
 
+/* In place, the allocation query is downstream's answer: a sink that takes
+ * GstVideoCropMeta would make upstream (videocrop, a decoder) pass the whole
+ * frame with a crop meta, and the detector would look at pixels that are not
+ * part of the picture. As GstVideoFilter-based analysers do (they map the
+ * whole frame and drop the meta from the query), the meta is taken out, so
+ * upstream crops for real and every box is in pixels of the frame the caps
+ * describe: a cropped frame's detections, in its coordinates. (Honouring the
+ * meta would save upstream's copy but leave the coordinate frame of the
+ * region-of-interest metas undefined: GStreamer does not say whether they are
+ * relative to the full buffer or to the crop, and elements downstream that do
+ * not know the crop would draw or report them off by its offset.) */
+static gboolean
+gst_vision_detect_propose_allocation (GstBaseTransform * trans,
+    GstQuery * decide_query, GstQuery * query)
+{
+  guint index;
+
+  if (!GST_BASE_TRANSFORM_CLASS (parent_class)->propose_allocation (trans,
+          decide_query, query))
+    return FALSE;
+  while (gst_query_find_allocation_meta (query, GST_VIDEO_CROP_META_API_TYPE,
+          &index))
+    gst_query_remove_nth_allocation_meta (query, index);
+  return TRUE;
+}
+
 static gboolean
 gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
 {
@@ -1637,6 +1663,8 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
   /* never called (generate_output takes every frame); with it the base class
    * treats the element as in place: the allocation query goes downstream */
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
+  trans_class->propose_allocation =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_propose_allocation);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_detect_sink_event);
   trans_class->src_event = GST_DEBUG_FUNCPTR (gst_vision_detect_src_event);
   trans_class->query = GST_DEBUG_FUNCPTR (gst_vision_detect_query);

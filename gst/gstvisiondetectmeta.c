@@ -13,8 +13,11 @@ gst_vision_detect_meta_api_get_type (void)
 {
   static GType type = 0;
   /* "size" makes videoscale/videoconvertscale call our transform with a scale
-   * request instead of dropping the meta; no "orientation": a flip or rotation
-   * we do not handle drops it (videoflip keeps only metas it understands). */
+   * request instead of dropping the meta. It also makes GStreamer 1.22's
+   * videoflip, videocrop and videobox drop it without calling the transform
+   * (they keep only metas tagged "video" alone): the 1.22 transform data
+   * could not say how they move the picture anyway (only the scale transform
+   * exists, with the two frame infos). */
   static const gchar *tags[] = { GST_META_TAG_VIDEO_STR,
     GST_META_TAG_VIDEO_SIZE_STR, NULL
   };
@@ -46,6 +49,35 @@ gst_vision_detect_meta_free (GstMeta * meta, GstBuffer * buffer)
   g_clear_pointer (&dmeta->detections, g_array_unref);
 }
 
+/* Whether scaling @in to @out keeps the display aspect ratio, to within one
+ * output pixel. GStreamer 1.22 tells a meta's scale transform only the two
+ * frame infos (GstVideoMetaTransform: in_info, out_info), not where the
+ * picture lands: when the aspect ratio changes, videoscale/videoconvertscale
+ * with add-borders=true (their default) letterbox the picture, with
+ * add-borders=false they stretch it, and the infos are the same for both.
+ * The borders are computed as videoconvertscale computes them. */
+static gboolean
+scale_keeps_aspect (const GstVideoInfo * in, const GstVideoInfo * out)
+{
+  gint dar_n, dar_d, n, d;
+  gint64 picture;
+
+  if (in->par_n <= 0 || in->par_d <= 0 || out->par_n <= 0 || out->par_d <= 0)
+    return FALSE;
+  if (!gst_util_fraction_multiply (in->width, in->height, in->par_n,
+          in->par_d, &dar_n, &dar_d)
+      || !gst_util_fraction_multiply (dar_n, dar_d, out->par_d, out->par_n,
+          &n, &d) || n <= 0 || d <= 0)
+    return FALSE;
+  /* the picture's height at the output width, else its width at the output
+   * height: a border of one pixel or less moves nothing by more than one */
+  picture = gst_util_uint64_scale_int (out->width, d, n);
+  if (picture <= out->height)
+    return out->height - picture <= 1;
+  picture = gst_util_uint64_scale_int (out->height, n, d);
+  return out->width - picture <= 1;
+}
+
 static gboolean
 gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
     GstBuffer * buffer, GQuark type, gpointer data)
@@ -67,6 +99,13 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
     height = GST_VIDEO_INFO_HEIGHT (trans->out_info);
     if (in_w <= 0 || in_h <= 0)
       return FALSE;
+    if (!scale_keeps_aspect (trans->in_info, trans->out_info)) {
+      /* letterboxed or stretched: no way to know which, so no boxes rather
+       * than wrong ones */
+      GST_DEBUG ("dropping %u detections: %dx%d -> %ux%u changes the display "
+          "aspect ratio", smeta->detections->len, in_w, in_h, width, height);
+      return FALSE;
+    }
     sx = (gdouble) width / in_w;
     sy = (gdouble) height / in_h;
     GST_DEBUG ("scaling %u detections %dx%d -> %ux%u",

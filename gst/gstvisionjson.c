@@ -25,6 +25,11 @@
  * "interval" (between two frames of its interval property), "late" (inference
  * would have made a live frame late) or "gap" (a GAP buffer).
  *
+ * `frame` counts the frames from 0 since the element started or since the
+ * last flushing seek (which starts it at 0 again, wherever it seeks to);
+ * `pts` places the frame in the stream. Frames wholly outside the current
+ * segment (which the sink will drop) are not written.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
@@ -103,7 +108,7 @@ static GstFlowReturn
 gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
   GstVisionJson *self = GST_VISION_JSON (trans);
-  guint64 frame_index = self->frame_count++;
+  guint64 frame_index;
   gboolean post_messages;
   gchar *json, *line;
   gsize line_length, written;
@@ -112,6 +117,9 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("frame before caps"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
+  if (!gst_vision_json_frame_in_segment (&trans->segment, buffer))
+    return GST_FLOW_OK;
+  frame_index = self->frame_count++;
 
   json = gst_vision_json_frame_to_string (buffer,
       GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
@@ -153,6 +161,24 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   }
   g_free (json);
   return GST_FLOW_OK;
+}
+
+/* `frame` counts the frames since the element started or since the last
+ * flush: a flushing seek starts it again at 0, whatever the position sought
+ * (`pts` says where in the stream the frame is). Frames outside the segment
+ * (those an accurate seek's demuxer sends before the position, which the
+ * sink drops) get no line and no number. A segment without a flush
+ * (a segment seek's loop, gapless playback) continues the count, so that the
+ * numbers of one run between flushes never repeat; EOS changes nothing (a
+ * new stream after it comes after a flush or a restart). */
+static gboolean
+gst_vision_json_sink_event (GstBaseTransform * trans, GstEvent * event)
+{
+  GstVisionJson *self = GST_VISION_JSON (trans);
+
+  if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP)
+    self->frame_count = 0;
+  return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
 
 static gboolean
@@ -384,6 +410,7 @@ gst_vision_json_class_init (GstVisionJsonClass * klass)
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_json_stop);
   trans_class->set_caps = GST_DEBUG_FUNCPTR (gst_vision_json_set_caps);
   trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_json_transform_ip);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_json_sink_event);
   trans_class->transform_ip_on_passthrough = TRUE;
 
   GST_DEBUG_CATEGORY_INIT (gst_vision_json_debug, "visionjson", 0,

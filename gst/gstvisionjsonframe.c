@@ -73,3 +73,17 @@ gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
   g_array_unref (detections);
   return g_string_free (json, FALSE);
 }
+
+gboolean
+gst_vision_json_frame_in_segment (const GstSegment * segment,
+    GstBuffer * buffer)
+{
+  GstClockTime start = GST_BUFFER_PTS (buffer);
+  GstClockTime stop = start;
+
+  if (segment->format != GST_FORMAT_TIME || !GST_CLOCK_TIME_IS_VALID (start))
+    return TRUE;
+  if (GST_BUFFER_DURATION_IS_VALID (buffer))
+    stop = start + GST_BUFFER_DURATION (buffer);
+  return gst_segment_clip (segment, GST_FORMAT_TIME, start, stop, NULL, NULL);
+}

@@ -15,6 +15,13 @@ G_BEGIN_DECLS
 gchar *gst_vision_json_frame_to_string (GstBuffer * buffer, gint width,
     gint height, guint64 frame_index);
 
+/* Whether @buffer is at least partly inside @segment (a TIME segment; a
+ * buffer without a timestamp or a segment in another format counts as
+ * inside). The frames outside are those a sink drops: visionjson and
+ * visionmqtt neither write nor number them. */
+gboolean gst_vision_json_frame_in_segment (const GstSegment * segment,
+    GstBuffer * buffer);
+
 G_END_DECLS
 
 #endif /* __GST_VISION_JSON_FRAME_H__ */

@@ -607,7 +607,7 @@ static GstFlowReturn
 gst_vision_mqtt_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
   GstVisionMqtt *self = GST_VISION_MQTT (trans);
-  guint64 frame_index = self->frame_count++;
+  guint64 frame_index;
   gboolean warn_drop = FALSE, fatal;
   gchar *json;
   gsize length;
@@ -616,6 +616,10 @@ gst_vision_mqtt_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL), ("frame before caps"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
+  /* numbered and filtered as visionjson does */
+  if (!gst_vision_json_frame_in_segment (&trans->segment, buffer))
+    return GST_FLOW_OK;
+  frame_index = self->frame_count++;
 
   json = gst_vision_json_frame_to_string (buffer,
       GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
@@ -701,6 +705,8 @@ gst_vision_mqtt_sink_event (GstBaseTransform * trans, GstEvent * event)
       g_mutex_lock (&self->lock);
       self->flushing = FALSE;
       g_mutex_unlock (&self->lock);
+      /* `frame` as visionjson writes it: from 0 again after a flush */
+      self->frame_count = 0;
       break;
     default:
       break;

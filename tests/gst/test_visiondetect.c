@@ -697,6 +697,34 @@ GST_END_TEST;
 /* The companion meta survives videoscale and videoconvert with every field,
  * rescaled; the standard ROI metas are rescaled too (without their params, as
  * GStreamer's own transform drops them). */
+/* visiondetect, then a videoscale that letterboxes 4:3 into 1:1 (add-borders,
+ * its default): the companion meta is dropped (its transform cannot tell a
+ * letterbox from a stretch in GStreamer 1.22) rather than stretched onto the
+ * wrong place; visionjson and visionoverlay then read GStreamer's ROI metas,
+ * which GStreamer's own transform stretched (the README says so). */
+GST_START_TEST (test_videoscale_letterbox_drops_meta)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
+      "threshold=0.3 ! videoscale add-borders=true ! capsfilter "
+      "caps=video/x-raw,width=320,height=320,pixel-aspect-ratio=1/1", model,
+      THREADS);
+  GList *outs = vdtest_run_pipeline (launch, caps_320, &frame, 1);
+
+  fail_unless (vdtest_count_roi_metas (outs->data) > 0,
+      "nothing was detected: the test proves nothing");
+  fail_unless (vdtest_get_detect_meta (outs->data) == NULL,
+      "the companion meta survived a letterbox");
+  g_list_free_full (outs, (GDestroyNotify) gst_buffer_unref);
+  g_free (launch);
+  g_free (model);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_detections_survive_videoscale)
 {
   const struct
@@ -1088,6 +1116,91 @@ same_detections (GstBuffer * a, GstBuffer * b)
   }
   return TRUE;
 }
+
+/* @frame (RGB 320x240) cropped by hand to @w x @h at @x, @y */
+static GstBuffer *
+crop_by_hand (GstBuffer * frame, gint x, gint y, gint w, gint h)
+{
+  GstVideoInfo in_info, out_info;
+  GstVideoFrame in, out;
+  GstBuffer *cropped;
+  gint row;
+
+  gst_video_info_set_format (&in_info, GST_VIDEO_FORMAT_RGB, 320, 240);
+  gst_video_info_set_format (&out_info, GST_VIDEO_FORMAT_RGB, w, h);
+  cropped = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&out_info),
+      NULL);
+  fail_unless (gst_video_frame_map (&in, &in_info, frame, GST_MAP_READ));
+  fail_unless (gst_video_frame_map (&out, &out_info, cropped, GST_MAP_WRITE));
+  for (row = 0; row < h; row++)
+    memcpy ((guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&out, 0) +
+        row * GST_VIDEO_FRAME_PLANE_STRIDE (&out, 0),
+        (const guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&in, 0) +
+        (y + row) * GST_VIDEO_FRAME_PLANE_STRIDE (&in, 0) + 3 * x, 3 * w);
+  gst_video_frame_unmap (&out);
+  gst_video_frame_unmap (&in);
+  return cropped;
+}
+
+/* videocrop upstream, and a sink that takes GstVideoMeta and GstVideoCropMeta
+ * or one that takes neither: visiondetect refuses the crop meta in the
+ * allocation query, so videocrop crops for real in both cases, and the
+ * detections are exactly those of a frame cropped by hand, in its pixels. */
+GST_START_TEST (test_crop_meta_refused)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *cropped = crop_by_hand (frame, 80, 0, 240, 180);
+  GstHarness *h = new_detect ("threshold=0.05 device=cpu");
+  GstBuffer *ref;
+  guint sink;
+
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=240,"
+      "height=180,framerate=30/1");
+  ref = push_pull (h, cropped);
+  gst_harness_teardown (h);
+  fail_unless (n_detections (ref) > 0, "nothing to compare");
+
+  for (sink = 0; sink < 2; sink++) {
+    gchar *model = vdtest_model ();
+    gchar *launch = g_strdup_printf ("videocrop left=80 bottom=60 ! "
+        "visiondetect model=\"%s\" threads=%d threshold=0.05 device=cpu",
+        model, THREADS);
+    GstBuffer *out;
+    GstCaps *caps;
+
+    h = gst_harness_new_parse (launch);
+    if (sink == 1) {
+      gst_harness_add_propose_allocation_meta (h, GST_VIDEO_META_API_TYPE,
+          NULL);
+      gst_harness_add_propose_allocation_meta (h,
+          GST_VIDEO_CROP_META_API_TYPE, NULL);
+    }
+    gst_harness_set_src_caps_str (h, caps_320);
+    out = push_pull (h, frame);
+    caps = gst_pad_get_current_caps (h->sinkpad);
+    fail_unless (gst_video_info_from_caps (&info, caps));
+    gst_caps_unref (caps);
+    fail_unless_equals_int (GST_VIDEO_INFO_WIDTH (&info), 240);
+    fail_unless_equals_int (GST_VIDEO_INFO_HEIGHT (&info), 180);
+    fail_unless (same_detections (out, ref),
+        "sink %u: %u detections, not those of the cropped frame (%u)", sink,
+        n_detections (out), n_detections (ref));
+    fail_unless (gst_buffer_get_video_crop_meta (out) == NULL,
+        "sink %u: upstream passed a crop meta", sink);
+    fail_unless_equals_int (vdtest_get_detect_meta (out)->width, 240);
+    gst_buffer_unref (out);
+    gst_harness_teardown (h);
+    g_free (launch);
+    g_free (model);
+  }
+
+  gst_buffer_unref (ref);
+  gst_buffer_unref (cropped);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
 
 /* With frames in flight, every frame leaves in order with its own detections,
  * the same as one frame at a time, and EOS waits for them. */
@@ -1721,6 +1834,8 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_live_deadline);
   tcase_add_test (tc, test_inference_status);
   tcase_add_test (tc, test_flush_resets_interval);
+  tcase_add_test (tc, test_crop_meta_refused);
+  tcase_add_test (tc, test_videoscale_letterbox_drops_meta);
   tcase_add_test (tc, test_frames_in_flight);
   tcase_add_test (tc, test_labels_file);
   return s;

@@ -626,6 +626,76 @@ check_messages_match_visionjson (guint qos)
   broker_free (b);
 }
 
+/* A flushing seek (FLUSH_START, FLUSH_STOP, a segment from 80 ms): `frame`
+ * starts at 0 again, as visionjson's; a frame before the segment (pts 0)
+ * is not published. Expected frames: 0, 1, 2, then 0, 1 for pts 80, 120 ms. */
+GST_START_TEST (test_flush_restarts_frame)
+{
+  Broker *b = broker_new (NULL);
+  Subscriber *s;
+  gchar *launch;
+  GstHarness *h;
+  GstElement *mqtt;
+  GstSegment segment;
+  GPtrArray *messages;
+  const guint64 frames[] = { 0, 1, 2, 0, 1 };
+  const guint64 pts_ms[] = { 0, 40, 80, 80, 120 };
+  guint i;
+
+  broker_start (b);
+  s = subscriber_new (b->port, "vdtest/#", NULL);
+  launch = g_strdup_printf ("visionmqtt port=%d qos=1 topic=vdtest/flush",
+      b->port);
+  h = gst_harness_new_parse (launch);
+  mqtt = gst_harness_find_element (h, "visionmqtt");
+  gst_harness_set_src_caps_str (h, caps);
+  wait_for (mqtt, "for the connection", is_connected, GINT_TO_POINTER (TRUE));
+
+  push_frames (h, 0, 3);
+  wait_for (mqtt, "for 3 frames published", published_at_least,
+      GUINT_TO_POINTER (3));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  segment.start = segment.time = segment.position = 80 * GST_MSECOND;
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  push_frames (h, 0, 1);
+  push_frames (h, 2, 2);
+  push_eos (h);
+  fail_unless_equals_uint64 (get_counter (mqtt, "published"), 5);
+  gst_object_unref (mqtt);
+  gst_harness_teardown (h);
+
+  {
+    gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+    for (;;) {
+      messages = subscriber_messages (s, "vdtest/flush");
+      if (messages->len >= 5 || g_get_monotonic_time () > deadline)
+        break;
+      g_ptr_array_unref (messages);
+      g_usleep (10 * 1000);
+    }
+  }
+  fail_unless_equals_int (messages->len, 5);
+  for (i = 0; i < 5; i++) {
+    gchar *expected = g_strdup_printf ("{\"frame\":%" G_GUINT64_FORMAT
+        ",\"pts\":%" G_GUINT64_FORMAT ",", frames[i], pts_ms[i] * GST_MSECOND);
+
+    fail_unless (g_str_has_prefix (g_ptr_array_index (messages, i), expected),
+        "message %u: %s, expected %s...", i,
+        (gchar *) g_ptr_array_index (messages, i), expected);
+    g_free (expected);
+  }
+
+  g_ptr_array_unref (messages);
+  g_free (launch);
+  subscriber_free (s);
+  broker_free (b);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_messages_match_visionjson_qos0)
 {
   check_messages_match_visionjson (0);
@@ -1176,6 +1246,7 @@ visionmqtt_suite (void)
   tcase_set_timeout (tc, 60);
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_messages_match_visionjson_qos0);
+  tcase_add_test (tc, test_flush_restarts_frame);
   tcase_add_test (tc, test_messages_match_visionjson_qos1);
   tcase_add_test (tc, test_broker_restart);
   tcase_add_test (tc, test_unacknowledged);
