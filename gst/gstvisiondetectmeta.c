@@ -5,6 +5,8 @@
 
 #include "gstvisiondetectmeta.h"
 
+#include <math.h>
+
 GST_DEBUG_CATEGORY_STATIC (vision_detect_meta_debug);
 #define GST_CAT_DEFAULT vision_detect_meta_debug
 
@@ -191,36 +193,95 @@ gst_vision_detect_inference_name (GstVisionDetectInference inference)
   return "unknown";
 }
 
-static gboolean
-has_roi_id (GArray * detections, guint n, gint roi_id)
+/* The companion entry that describes @roi: the same ROI id and, within
+ * rounding and rescaling, the same box (a foreign ROI meta may reuse an id);
+ * each entry describes one ROI meta at most. */
+static GstVisionDetection *
+companion_entry (GArray * companion, GArray * used,
+    const GstVideoRegionOfInterestMeta * roi, guint width, guint height)
 {
+  /* the ROI's integer pixels: rounded, then rescaled by GStreamer as integers */
+  const gdouble tol = 2.0 + 0.01 * MAX (width, height);
   guint i;
 
-  for (i = 0; i < n; i++)
-    if (g_array_index (detections, GstVisionDetection, i).roi_id == roi_id)
-      return TRUE;
-  return FALSE;
+  for (i = 0; i < companion->len; i++) {
+    GstVisionDetection *c = &g_array_index (companion, GstVisionDetection, i);
+
+    if (g_array_index (used, gboolean, i) || c->roi_id != roi->id)
+      continue;
+    if (fabs (c->x - roi->x) <= tol && fabs (c->y - roi->y) <= tol
+        && fabs (c->x + c->w - (roi->x + roi->w)) <= tol
+        && fabs (c->y + c->h - (roi->y + roi->h)) <= tol) {
+      g_array_index (used, gboolean, i) = TRUE;
+      return c;
+    }
+  }
+  return NULL;
 }
 
-/* Adds the ROI metas that no companion meta already described (the first
- * @n_companion entries of @detections). */
-static void
-detections_from_roi_metas (GstBuffer * buffer, guint width, guint height,
-    GArray * detections, guint n_companion)
+/* Every companion entry of @buffer, in pixels of a @width x @height frame. */
+static GArray *
+companion_entries (GstBuffer * buffer, guint width, guint height)
 {
+  GArray *entries = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
+  GstVisionDetectMeta *meta;
+  gpointer state = NULL;
+
+  /* several visiondetect elements in a row each add their own meta */
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL) {
+    gdouble sx = 1.0, sy = 1.0;
+    guint i;
+
+    if (meta->width > 0 && meta->height > 0) {
+      sx = (gdouble) width / meta->width;
+      sy = (gdouble) height / meta->height;
+    }
+    for (i = 0; i < meta->detections->len; i++) {
+      GstVisionDetection d =
+          g_array_index (meta->detections, GstVisionDetection, i);
+
+      d.x *= sx;
+      d.w *= sx;
+      d.y *= sy;
+      d.h *= sy;
+      g_array_append_val (entries, d);
+    }
+  }
+  return entries;
+}
+
+GArray *
+gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
+    guint height)
+{
+  GArray *detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
+  GArray *companion, *used;
   GstVideoRegionOfInterestMeta *roi;
   gpointer state = NULL;
 
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), detections);
+
+  companion = companion_entries (buffer, width, height);
+  used = g_array_new (FALSE, TRUE, sizeof (gboolean));
+  g_array_set_size (used, companion->len);
+
+  /* The ROI metas are the truth: what downstream elements changed on them (a
+   * classifier's label, a tracker's id) or removed wins. The companion entry
+   * of the same detection gives only what the ROI meta lost (its parameters,
+   * dropped by GStreamer's own scale transform) or never had. */
   while ((roi = (GstVideoRegionOfInterestMeta *)
           gst_buffer_iterate_meta_filtered (buffer, &state,
               GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
-    GstStructure *s;
+    GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+        "detection");
+    const GstVisionDetection *c = companion_entry (companion, used, roi,
+        width, height);
+    gboolean have_box = FALSE, have_confidence = FALSE, have_label_id = FALSE,
+        have_object_id = FALSE, have_tracked = FALSE;
     GstVisionDetection d;
 
-    if (has_roi_id (detections, n_companion, roi->id))
-      continue;
-    s = gst_video_region_of_interest_meta_get_param (roi,
-        "detection");
     d.x = roi->x;
     d.y = roi->y;
     d.w = roi->w;
@@ -244,61 +305,47 @@ detections_from_roi_metas (GstBuffer * buffer, guint width, guint height,
         d.y = y_min * height;
         d.w = (x_max - x_min) * width;
         d.h = (y_max - y_min) * height;
+        have_box = TRUE;
       }
-      gst_structure_get_double (s, "confidence", &d.confidence);
-      gst_structure_get_int (s, "label_id", &d.label_id);
+      have_confidence = gst_structure_get_double (s, "confidence",
+          &d.confidence);
+      have_label_id = gst_structure_get_int (s, "label_id", &d.label_id);
       label = gst_structure_get_string (s, "label");
       if (label != NULL)
         d.label = g_quark_from_string (label);
-      gst_structure_get_int (s, "object_id", &d.object_id);
-      gst_structure_get_boolean (s, "tracked", &d.tracked);
+      have_object_id = gst_structure_get_int (s, "object_id", &d.object_id)
+          && d.object_id > 0;
+      have_tracked = gst_structure_get_boolean (s, "tracked", &d.tracked);
     }
-    if (d.object_id <= 0) {
+    if (!have_object_id) {
       GstStructure *o = gst_video_region_of_interest_meta_get_param (roi,
           "object_id");
 
       d.object_id = 0;
-      if (o != NULL && gst_structure_get_int (o, "id", &d.object_id)
-          && d.object_id < 0)
+      have_object_id = o != NULL && gst_structure_get_int (o, "id",
+          &d.object_id) && d.object_id > 0;
+      if (!have_object_id)
         d.object_id = 0;
+    }
+    if (c != NULL) {
+      if (!have_box) {
+        d.x = c->x;
+        d.y = c->y;
+        d.w = c->w;
+        d.h = c->h;
+      }
+      if (!have_confidence)
+        d.confidence = c->confidence;
+      if (!have_label_id)
+        d.label_id = c->label_id;
+      if (!have_object_id)
+        d.object_id = c->object_id;
+      if (!have_tracked)
+        d.tracked = c->tracked;
     }
     g_array_append_val (detections, d);
   }
-}
-
-GArray *
-gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
-    guint height)
-{
-  GArray *detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
-  GstVisionDetectMeta *meta;
-  gpointer state = NULL;
-
-  g_return_val_if_fail (GST_IS_BUFFER (buffer), detections);
-
-  /* several visiondetect elements in a row each add their own meta */
-  while ((meta = (GstVisionDetectMeta *)
-          gst_buffer_iterate_meta_filtered (buffer, &state,
-              GST_VISION_DETECT_META_API_TYPE)) != NULL) {
-    gdouble sx = 1.0, sy = 1.0;
-    guint i;
-
-    if (meta->width > 0 && meta->height > 0) {
-      sx = (gdouble) width / meta->width;
-      sy = (gdouble) height / meta->height;
-    }
-    for (i = 0; i < meta->detections->len; i++) {
-      GstVisionDetection d =
-          g_array_index (meta->detections, GstVisionDetection, i);
-
-      d.x *= sx;
-      d.w *= sx;
-      d.y *= sy;
-      d.h *= sy;
-      g_array_append_val (detections, d);
-    }
-  }
-  detections_from_roi_metas (buffer, width, height, detections,
-      detections->len);
+  g_array_unref (used);
+  g_array_unref (companion);
   return detections;
 }

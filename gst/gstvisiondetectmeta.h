@@ -4,8 +4,10 @@
  * scale transform (videoscale, videoconvertscale) drops the "detection" params.
  * GstVisionDetectMeta carries every detection of a buffer with all its fields and
  * rescales them when the frame is scaled, so that the detections survive a
- * downstream resize. visionoverlay and visionjson read it first and fall back to
- * ROI metas (from this or another element) when it is absent.
+ * downstream resize. visionoverlay and visionjson read the ROI metas (the
+ * truth: what other elements change or remove there wins) and take from this
+ * meta only what a ROI meta lost or cannot carry (the exact box, confidence,
+ * label id, object id, and whether the frame was inferred).
  */
 #ifndef __GST_VISION_DETECT_META_H__
 #define __GST_VISION_DETECT_META_H__
@@ -107,12 +109,17 @@ void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
  * @width: the buffer's frame width
  * @height: the buffer's frame height
  *
- * Collects the detections of @buffer in pixels of a @width x @height frame: from
- * the GstVisionDetectMeta when there is one (rescaled if it describes another
- * size), else from the GstVideoRegionOfInterestMetas (their "detection" param
- * when present, else their roi_type and box with confidence -1). The object id
- * of a ROI meta is its "detection" param's "object_id" (int), else its
- * "object_id" param's "id" (DL Streamer's gvatrack convention).
+ * Collects the detections of @buffer in pixels of a @width x @height frame, one
+ * per GstVideoRegionOfInterestMeta: the ROI metas are the truth (what another
+ * element changed or removed there wins). Each field comes from the ROI meta's
+ * "detection" param when present (the normalised box, confidence, label_id,
+ * label, object_id, tracked), else from the GstVisionDetectMeta entry of the
+ * same detection (same ROI id and box, rescaled if the meta describes another
+ * size: GStreamer's scale transform drops the ROI's params), else from the ROI
+ * itself (roi_type, integer box; confidence and label_id -1). The object id of
+ * a ROI meta is its "detection" param's "object_id" (int), else its
+ * "object_id" param's "id" (DL Streamer's gvatrack convention). A companion
+ * entry whose ROI meta is gone is not reported.
  *
  * Returns: (transfer full) (element-type GstVisionDetection): a new array.
  */

@@ -93,6 +93,12 @@ GST_START_TEST (test_lines_match_metadata)
   vdtest_add_detection (meta, 10.125, 20.5, 100.25, 50.0, 0.9375, 2, "box", 0);
   vdtest_add_detection (meta, 150.0, 100.0, 30.5, 40.0, 0.123456789, 1,
       "ball \"quoted\"", 1);
+  /* their ROI metas bare, as after GStreamer's scale transform: the companion
+   * gives the exact box, confidence and label id */
+  gst_buffer_add_video_region_of_interest_meta (b0, "box", 10, 21, 100,
+      50)->id = 0;
+  gst_buffer_add_video_region_of_interest_meta (b0, "ball \"quoted\"", 150,
+      100, 31, 40)->id = 1;
   /* frame 1: nothing, and no timestamp; visiondetect skipped it */
   b1 = new_frame (GST_CLOCK_TIME_NONE);
   vdtest_add_detect_meta (b1, WIDTH, HEIGHT)->inference =
@@ -435,6 +441,69 @@ GST_START_TEST (test_flushing_seek)
 
 GST_END_TEST;
 
+/* The ROI metas are the truth: a detection whose ROI meta another element
+ * removed is gone, what it changed in the params wins, and a foreign ROI that
+ * reuses an id of ours is not hidden; the companion fills what the ROI lost. */
+GST_START_TEST (test_roi_metas_are_the_truth)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *b = new_frame (0);
+  GstVisionDetectMeta *meta = vdtest_add_detect_meta (b, WIDTH, HEIGHT);
+  GstVideoRegionOfInterestMeta *roi;
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects;
+  gchar *contents;
+  JsonObject *o;
+
+  gst_harness_set_src_caps_str (h, caps);
+  vdtest_add_detection (meta, 10.0, 20.0, 40.0, 30.0, 0.9, 2, "box", 0);
+  vdtest_add_detection (meta, 100.0, 50.0, 20.0, 20.0, 0.8, 1, "ball", 1);
+  vdtest_add_detection (meta, 200.0, 10.0, 30.0, 30.0, 0.7, 1, "ball", 2);
+  /* id 0: a classifier relabelled it and changed its confidence */
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "crate", 10, 20, 40,
+      30);
+  roi->id = 0;
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("detection", "confidence", G_TYPE_DOUBLE, 0.25,
+          "label", G_TYPE_STRING, "crate", NULL));
+  /* id 1: removed by a filter (no ROI meta); id 2: kept, bare */
+  gst_buffer_add_video_region_of_interest_meta (b, "ball", 200, 10, 30,
+      30)->id = 2;
+  /* a foreign detector's ROI that also has id 0, elsewhere */
+  gst_buffer_add_video_region_of_interest_meta (b, "face", 60, 120, 16,
+      16)->id = 0;
+
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  o = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 3);
+  /* the ROI's params win, the companion fills the label id and exact box */
+  check_object (json_array_get_object_element (objects, 0), 0, "crate", 2,
+      0.25, 10.0, 20.0, 40.0, 30.0);
+  check_object (json_array_get_object_element (objects, 1), 2, "ball", 1, 0.7,
+      200.0, 10.0, 30.0, 30.0);
+  /* not ours: nothing from the companion */
+  check_object (json_array_get_object_element (objects, 2), 0, "face", -1,
+      -1.0, 60.0, 120.0, 16.0, 16.0);
+
+  g_free (contents);
+  g_object_unref (parser);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 static Suite *
 visionjson_suite (void)
 {
@@ -444,6 +513,7 @@ visionjson_suite (void)
   tcase_add_checked_fixture (tc, vdtest_load_plugin, NULL);
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_lines_match_metadata);
+  tcase_add_test (tc, test_roi_metas_are_the_truth);
   tcase_add_test (tc, test_unwritable_location);
   tcase_add_test (tc, test_one_writer_per_file);
   tcase_add_test (tc, test_foreign_labels_and_numbers);
