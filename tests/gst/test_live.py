@@ -19,7 +19,10 @@ late-frames=skip-inference:
 The same run with late-frames=drop (the base class's QoS, the behaviour before
 skip-inference) is printed next to it for comparison, not asserted.
 
-Usage: test_live.py [seconds] (default 8); exits 0 on success, 1 on failure.
+Usage: test_live.py [SECONDS [FACTOR]]: SECONDS of each live run (default 8),
+FACTOR times the measured capacity offered (default 1.5; below 1 the source is
+slower than the engine, and skipped frames are allowed but not required).
+Exits 0 on success, 1 on failure.
 """
 import json
 import math
@@ -153,9 +156,10 @@ def run_live(fps, mode, seconds):
 
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 8.0
+    factor = float(sys.argv[2]) if len(sys.argv) > 2 else 1.5
     Gst.init(None)
     capacity = engine_fps()
-    fps = max(2, min(120, math.ceil(1.5 * capacity)))
+    fps = max(2, min(120, math.ceil(factor * capacity)))
     print(f"engine: {capacity:.1f} frames/s at {WIDTH}x{HEIGHT}; offering {fps} frames/s live")
 
     results = [run_live(fps, "skip-inference", seconds), run_live(fps, "drop", seconds)]
@@ -174,7 +178,7 @@ def main():
     if r["worst_late_ms"] * 1e6 > MAX_LATENESS:
         failures.append(f"{r['late']} frames reached the sink after their deadline, "
                         f"the worst by {r['worst_late_ms']:.1f} ms")
-    if r["inferred"] == 0 or r["skipped_late"] == 0:
+    if r["inferred"] == 0 or (factor > 1.0 and r["skipped_late"] == 0):
         failures.append(f"expected both inferred and skipped frames at 1.5x capacity, got "
                         f"{r['inferred']} inferred, {r['skipped_late']} skipped")
     missing = [p for p in r["steady_pts"] if p not in r["frames"]]
