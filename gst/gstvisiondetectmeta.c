@@ -1,4 +1,5 @@
-/* visiondetect: the companion detection meta (see gstvisiondetectmeta.h). */
+/* visiondetect: the companion detection meta (see gstvisiondetectmeta.h),
+ * built into libgstvisiondetectmeta-1.0, which the plugin links to. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -10,6 +11,61 @@
 GST_DEBUG_CATEGORY_STATIC (vision_detect_meta_debug);
 #define GST_CAT_DEFAULT vision_detect_meta_debug
 
+/**
+ * gst_vision_detection_copy:
+ * @detection: a detection
+ *
+ * Returns: (transfer full): a copy of @detection, to free with
+ *     gst_vision_detection_free()
+ */
+GstVisionDetection *
+gst_vision_detection_copy (const GstVisionDetection * detection)
+{
+  GstVisionDetection *copy;
+
+  g_return_val_if_fail (detection != NULL, NULL);
+
+  copy = g_new (GstVisionDetection, 1);
+  *copy = *detection;
+  return copy;
+}
+
+/**
+ * gst_vision_detection_free:
+ * @detection: (transfer full) (nullable): a detection from
+ *     gst_vision_detection_copy()
+ */
+void
+gst_vision_detection_free (GstVisionDetection * detection)
+{
+  g_free (detection);
+}
+
+G_DEFINE_BOXED_TYPE (GstVisionDetection, gst_vision_detection,
+    gst_vision_detection_copy, gst_vision_detection_free);
+
+/**
+ * gst_vision_detection_get_label:
+ * @detection: a detection
+ *
+ * The class name of @detection (its @label quark as a string).
+ *
+ * Returns: (transfer none) (nullable): the label, valid for the life of the
+ *     process (a quark's string); %NULL when the detection has none
+ */
+const gchar *
+gst_vision_detection_get_label (const GstVisionDetection * detection)
+{
+  g_return_val_if_fail (detection != NULL, NULL);
+
+  return g_quark_to_string (detection->label);
+}
+
+/**
+ * gst_vision_detect_meta_api_get_type:
+ *
+ * Returns: the API type of #GstVisionDetectMeta
+ */
 GType
 gst_vision_detect_meta_api_get_type (void)
 {
@@ -133,6 +189,11 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
   return TRUE;
 }
 
+/**
+ * gst_vision_detect_meta_get_info:
+ *
+ * Returns: (transfer none): the #GstMetaInfo of #GstVisionDetectMeta
+ */
 const GstMetaInfo *
 gst_vision_detect_meta_get_info (void)
 {
@@ -151,6 +212,37 @@ gst_vision_detect_meta_get_info (void)
   return info;
 }
 
+/**
+ * gst_buffer_get_vision_detect_meta:
+ * @buffer: a buffer
+ *
+ * The first #GstVisionDetectMeta of @buffer (several visiondetect elements
+ * in a row each add their own: iterate with gst_buffer_iterate_meta_filtered()
+ * and %GST_VISION_DETECT_META_API_TYPE to see them all).
+ *
+ * Returns: (transfer none) (nullable): the meta, valid while @buffer is, or
+ *     %NULL when @buffer has none
+ */
+GstVisionDetectMeta *
+gst_buffer_get_vision_detect_meta (GstBuffer * buffer)
+{
+  g_return_val_if_fail (GST_IS_BUFFER (buffer), NULL);
+
+  return (GstVisionDetectMeta *) gst_buffer_get_meta (buffer,
+      GST_VISION_DETECT_META_API_TYPE);
+}
+
+/**
+ * gst_buffer_add_vision_detect_meta:
+ * @buffer: a writable buffer
+ * @width: width of the frame the boxes will refer to
+ * @height: height of the frame the boxes will refer to
+ *
+ * Attaches a new #GstVisionDetectMeta with no detection, status
+ * %GST_VISION_DETECT_INFERRED.
+ *
+ * Returns: (transfer none) (nullable): the meta, owned by @buffer
+ */
 GstVisionDetectMeta *
 gst_buffer_add_vision_detect_meta (GstBuffer * buffer, guint width,
     guint height)
@@ -168,6 +260,11 @@ gst_buffer_add_vision_detect_meta (GstBuffer * buffer, guint width,
   return meta;
 }
 
+/**
+ * gst_vision_detect_meta_add_detection:
+ * @meta: a meta
+ * @detection: the detection, copied
+ */
 void
 gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
     const GstVisionDetection * detection)
@@ -177,6 +274,91 @@ gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
   g_array_append_vals (meta->detections, detection, 1);
 }
 
+/**
+ * gst_vision_detect_meta_get_width:
+ * @meta: a meta
+ *
+ * Returns: the width of the frame the boxes refer to (0 for a %NULL @meta)
+ */
+guint
+gst_vision_detect_meta_get_width (const GstVisionDetectMeta * meta)
+{
+  g_return_val_if_fail (meta != NULL, 0);
+
+  return meta->width;
+}
+
+/**
+ * gst_vision_detect_meta_get_height:
+ * @meta: a meta
+ *
+ * Returns: the height of the frame the boxes refer to (0 for a %NULL @meta)
+ */
+guint
+gst_vision_detect_meta_get_height (const GstVisionDetectMeta * meta)
+{
+  g_return_val_if_fail (meta != NULL, 0);
+
+  return meta->height;
+}
+
+/**
+ * gst_vision_detect_meta_get_inference:
+ * @meta: a meta
+ *
+ * Returns: whether the detector looked at the frame
+ */
+GstVisionDetectInference
+gst_vision_detect_meta_get_inference (const GstVisionDetectMeta * meta)
+{
+  g_return_val_if_fail (meta != NULL, GST_VISION_DETECT_INFERRED);
+
+  return meta->inference;
+}
+
+/**
+ * gst_vision_detect_meta_get_n_detections:
+ * @meta: a meta
+ *
+ * Returns: the number of detections of @meta (0 for a %NULL @meta)
+ */
+guint
+gst_vision_detect_meta_get_n_detections (const GstVisionDetectMeta * meta)
+{
+  g_return_val_if_fail (meta != NULL, 0);
+
+  return meta->detections->len;
+}
+
+/**
+ * gst_vision_detect_meta_get_detection:
+ * @meta: a meta
+ * @index: 0 .. gst_vision_detect_meta_get_n_detections() - 1 (by descending
+ *     score)
+ * @detection: (out caller-allocates): where the detection is copied
+ *
+ * Returns: %TRUE with @detection set; %FALSE (@detection untouched) when
+ *     @index is out of range or an argument is %NULL
+ */
+gboolean
+gst_vision_detect_meta_get_detection (const GstVisionDetectMeta * meta,
+    guint index, GstVisionDetection * detection)
+{
+  g_return_val_if_fail (meta != NULL, FALSE);
+  g_return_val_if_fail (detection != NULL, FALSE);
+  g_return_val_if_fail (index < meta->detections->len, FALSE);
+
+  *detection = g_array_index (meta->detections, GstVisionDetection, index);
+  return TRUE;
+}
+
+/**
+ * gst_vision_detect_inference_name:
+ * @inference: an inference status
+ *
+ * Returns: (transfer none): "inferred", "interval", "late", "gap" (the
+ *     visionjson "inference" field), or "unknown"
+ */
 const gchar *
 gst_vision_detect_inference_name (GstVisionDetectInference inference)
 {

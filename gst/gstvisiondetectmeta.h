@@ -1,5 +1,11 @@
 /* visiondetect: the companion detection meta.
  *
+ * The public API of libgstvisiondetectmeta-1.0 (pkg-config
+ * gstreamer-visiondetect-meta-1.0, GObject-Introspection namespace
+ * GstVisionDetect-1.0), installed as <gst/visiondetect/gstvisiondetectmeta.h>:
+ * what an application needs to read the detections visiondetect and
+ * visiontrack attach to buffers.
+ *
  * GstVideoRegionOfInterestMeta is the standard place for detections, but its
  * scale transform (videoscale, videoconvertscale) drops the "detection" params.
  * GstVisionDetectMeta carries every detection of a buffer with all its fields and
@@ -17,6 +23,20 @@
 
 G_BEGIN_DECLS
 
+/* Everything declared with it is exported from libgstvisiondetectmeta-1.0
+ * (built with -fvisibility=hidden, as the plugin is): the public API only. */
+#ifndef GST_VISION_DETECT_META_API
+#if defined(_WIN32) && defined(BUILDING_GST_VISION_DETECT_META)
+#define GST_VISION_DETECT_META_API __declspec(dllexport) extern
+#elif defined(_WIN32)
+#define GST_VISION_DETECT_META_API __declspec(dllimport) extern
+#elif defined(__GNUC__)
+#define GST_VISION_DETECT_META_API extern __attribute__ ((visibility ("default")))
+#else
+#define GST_VISION_DETECT_META_API extern
+#endif
+#endif
+
 /**
  * GstVisionDetection:
  * @x: left edge in pixels of the frame the meta describes (continuous coordinates)
@@ -32,6 +52,11 @@ G_BEGIN_DECLS
  * @tracked: TRUE for a box predicted by visiontrack on a frame where the object
  *   was not detected (a detector interval, a missed detection); FALSE for a
  *   detection
+ *
+ * One detection, in pixels of the frame its #GstVisionDetectMeta describes
+ * (#GstVisionDetectMeta.width x #GstVisionDetectMeta.height). A plain struct
+ * that callers allocate (on the stack in C); registered as a boxed type for
+ * the bindings.
  */
 typedef struct
 {
@@ -65,7 +90,20 @@ typedef enum
   GST_VISION_DETECT_SKIPPED_GAP,
 } GstVisionDetectInference;
 
-/* "inferred", "interval", "late", "gap" */
+GST_VISION_DETECT_META_API
+GType gst_vision_detection_get_type (void);
+#define GST_TYPE_VISION_DETECTION (gst_vision_detection_get_type ())
+
+GST_VISION_DETECT_META_API
+GstVisionDetection *gst_vision_detection_copy (const GstVisionDetection * detection);
+
+GST_VISION_DETECT_META_API
+void gst_vision_detection_free (GstVisionDetection * detection);
+
+GST_VISION_DETECT_META_API
+const gchar *gst_vision_detection_get_label (const GstVisionDetection * detection);
+
+GST_VISION_DETECT_META_API
 const gchar *gst_vision_detect_inference_name (GstVisionDetectInference inference);
 
 /**
@@ -86,20 +124,44 @@ typedef struct
   GstVisionDetectInference inference;
 } GstVisionDetectMeta;
 
+GST_VISION_DETECT_META_API
 GType gst_vision_detect_meta_api_get_type (void);
 #define GST_VISION_DETECT_META_API_TYPE (gst_vision_detect_meta_api_get_type ())
 
+GST_VISION_DETECT_META_API
 const GstMetaInfo *gst_vision_detect_meta_get_info (void);
 #define GST_VISION_DETECT_META_INFO (gst_vision_detect_meta_get_info ())
 
-#define gst_buffer_get_vision_detect_meta(b) \
-  ((GstVisionDetectMeta *) gst_buffer_get_meta ((b), GST_VISION_DETECT_META_API_TYPE))
+GST_VISION_DETECT_META_API
+GstVisionDetectMeta *gst_buffer_get_vision_detect_meta (GstBuffer * buffer);
 
+GST_VISION_DETECT_META_API
 GstVisionDetectMeta *gst_buffer_add_vision_detect_meta (GstBuffer * buffer,
     guint width, guint height);
 
+GST_VISION_DETECT_META_API
 void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
     const GstVisionDetection * detection);
+
+/* Accessors: the fields are public in C; these are for the bindings, and
+ * check their arguments. */
+
+GST_VISION_DETECT_META_API
+guint gst_vision_detect_meta_get_width (const GstVisionDetectMeta * meta);
+
+GST_VISION_DETECT_META_API
+guint gst_vision_detect_meta_get_height (const GstVisionDetectMeta * meta);
+
+GST_VISION_DETECT_META_API
+GstVisionDetectInference gst_vision_detect_meta_get_inference (const
+    GstVisionDetectMeta * meta);
+
+GST_VISION_DETECT_META_API
+guint gst_vision_detect_meta_get_n_detections (const GstVisionDetectMeta * meta);
+
+GST_VISION_DETECT_META_API
+gboolean gst_vision_detect_meta_get_detection (const GstVisionDetectMeta * meta,
+    guint index, GstVisionDetection * detection);
 
 /* Reading detections back, for visionoverlay, visionjson and the tests. */
 
@@ -123,6 +185,7 @@ void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
  *
  * Returns: (transfer full) (element-type GstVisionDetection): a new array.
  */
+GST_VISION_DETECT_META_API
 GArray *gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
     guint height);
 

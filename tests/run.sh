@@ -20,6 +20,7 @@ packages=(
   python3 python3-numpy python3-torchvision
   gstreamer1.0-libav valgrind
   gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi gir1.2-gstreamer-1.0
+  gobject-introspection libgirepository1.0-dev gir1.2-gst-plugins-base-1.0
   clang libclang-rt-dev libomp-dev
   libmosquitto-dev mosquitto mosquitto-clients openssl
 )
