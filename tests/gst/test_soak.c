@@ -133,9 +133,9 @@ soak (const gchar * chain)
       G_GSIZE_FORMAT " -> %" G_GSIZE_FORMAT " KiB (%+.2f bytes per frame, "
       "peak %" G_GSIZE_FORMAT " KiB)\n", *chain ? chain : "visiondetect alone",
       n_frames, s.heap_early, s.heap_late,
-      ((gdouble) s.heap_late - s.heap_early) / (n_frames - 3 * WINDOW),
+      ((gdouble) s.heap_late - s.heap_early) / (n_frames - 2 * WINDOW),
       s.rss_early / 1024, s.rss_late / 1024,
-      ((gdouble) s.rss_late - s.rss_early) / (n_frames - 3 * WINDOW),
+      ((gdouble) s.rss_late - s.rss_early) / (n_frames - 2 * WINDOW),
       s.rss_max / 1024);
   /* 16 KiB: a byte a frame over the 18 000 frames between the windows */
   fail_unless (s.heap_late <= s.heap_early + 16 * 1024,
