@@ -1781,8 +1781,9 @@ static void box_plans_clear(cpu_state *st)
 }
 
 /* Row counts are rounded up to a multiple of this, so that a video's proposal
- * counts (almost always the post-NMS top-n) reuse a handful of primitives; the
- * extra rows compute on stale RoI features and are ignored. */
+ * counts reuse a handful of primitives; the extra rows compute on stale RoI
+ * features and are ignored. The most frequent count, the post-NMS top-n, runs
+ * exactly (150 rows, not 160: 6 % of the 320 MobileNet's box head). */
 #define BOX_ROWS_QUANTUM 16
 
 /* Makes the box-head workspace hold @n RoIs, and returns the primitives for them
@@ -1790,8 +1791,10 @@ static void box_plans_clear(cpu_state *st)
 static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
 {
     const vd_config *cfg = &st->model->config;
-    int rows = MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM,
-                   BOX_ROWS_QUANTUM);
+    int rows = n == cfg->rpn_post_nms_top_n
+                   ? n
+                   : MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM,
+                         BOX_ROWS_QUANTUM);
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     size_t es = dt_size(dt);
     int rep = st->fc6.out, n_out = st->predictor.out;
