@@ -1590,6 +1590,7 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
     if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3) {
+        /* parse_config's count is of features there, not of ResNet stages */
         model->mnv3_n_computed = model->n_stages_used;
         model->n_stages_used = 0;
     }
