@@ -400,8 +400,8 @@ static gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject
     for (GList *l = members; l && ok; l = l->next) {
         char *what = g_strdup_printf("backbone.norm_eps_per_module.%s", (const char *)l->data);
         float eps;
-        ok = number_in_range(path, json_object_get_member(*eps_per_module, l->data), what, 0.0,
-                             1.0, FALSE, &eps, error);
+        ok = number_in_range(path, json_object_get_member(*eps_per_module, l->data), what, 0.0, 1.0,
+                             FALSE, &eps, error);
         g_free(what);
     }
     g_list_free(members);
@@ -421,8 +421,10 @@ static gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config
         JsonNode *node = json_array_get_element(returned, i);
         gint64 v = node_is_int(node) ? json_node_get_int(node) : G_MININT64;
         if (v < min || v > max || (i > 0 && v <= c->returned_layers[i - 1]))
-            return config_error(error, path, "'backbone.returned_layers' must be ascending %s in "
-                                "%d..%d", meaning, min, max);
+            return config_error(error, path,
+                                "'backbone.returned_layers' must be ascending %s in "
+                                "%d..%d",
+                                meaning, min, max);
         c->returned_layers[i] = (int)v;
     }
     return TRUE;
@@ -433,15 +435,21 @@ static gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config
 /* MobileNetV3 (engine/MOBILENETV3.md): the stem, the block list, the last 1x1 conv;
  * returned layers index torchvision's features (0 the stem .. n_blocks + 1). */
 static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *c,
-                                    JsonObject **eps_per_module, int *n_computed,
-                                    GError **error)
+                                    JsonObject **eps_per_module, int *n_computed, GError **error)
 {
-    static const char *const keys[] = { "type", "arch", "stem_channels", "blocks",
-                                        "last_channels", "returned_layers", "norm_eps",
-                                        "norm_eps_per_module", NULL };
-    static const char *const block_keys[] = { "kernel", "expanded_channels", "out_channels",
-                                              "se_channels", "activation", "stride",
-                                              "dilation", NULL };
+    static const char *const keys[] = {"type",
+                                       "arch",
+                                       "stem_channels",
+                                       "blocks",
+                                       "last_channels",
+                                       "returned_layers",
+                                       "norm_eps",
+                                       "norm_eps_per_module",
+                                       NULL};
+    static const char *const block_keys[] = {"kernel",       "expanded_channels",
+                                             "out_channels", "se_channels",
+                                             "activation",   "stride",
+                                             "dilation",     NULL};
     JsonArray *blocks;
     const char *arch;
 
@@ -451,14 +459,16 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
     if (!(arch = get_string(path, o, "backbone", "arch", error)))
         return FALSE;
     if (strcmp(arch, "mobilenet_v3_large") != 0 && strcmp(arch, "mobilenet_v3_small") != 0)
-        return config_error(error, path, "'backbone.arch' is '%.64s', expected "
-                            "'mobilenet_v3_large' or 'mobilenet_v3_small'", arch);
+        return config_error(error, path,
+                            "'backbone.arch' is '%.64s', expected "
+                            "'mobilenet_v3_large' or 'mobilenet_v3_small'",
+                            arch);
     g_strlcpy(c->mnv3_arch, arch, sizeof c->mnv3_arch);
     c->depth = 0;
     if (!get_int(path, o, "backbone", "stem_channels", 1, VD_MAX_CHANNELS, &c->stem_channels,
                  error) ||
-        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS,
-                 &c->mnv3_last_channels, error) ||
+        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS, &c->mnv3_last_channels,
+                 error) ||
         !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
         return FALSE;
     blocks = get_array(path, o, "backbone", "blocks", 1, VD_MAX_BLOCKS, error);
@@ -493,8 +503,8 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
                                 bc->kernel);
         if (dilation != 1) {
             g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "%s: %s: dilated MobileNetV3 blocks (dilation %d) are not supported",
-                        path, section, dilation);
+                        "%s: %s: dilated MobileNetV3 blocks (dilation %d) are not supported", path,
+                        section, dilation);
             return FALSE;
         }
         if (!(activation = get_string(path, bo, section, "activation", error)))
@@ -504,14 +514,16 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
         else if (strcmp(activation, "hardswish") == 0)
             bc->activation = VD_ACT_HARDSWISH;
         else
-            return config_error(error, path, "'%s.activation' is '%.32s', expected 'relu' or "
-                                "'hardswish'", section, activation);
+            return config_error(error, path,
+                                "'%s.activation' is '%.32s', expected 'relu' or "
+                                "'hardswish'",
+                                section, activation);
     }
     if (!parse_returned_layers(path, o, c, 0, c->mnv3_n_blocks + 1, "feature indices", error))
         return FALSE;
     for (int i = 0; i < c->n_returned_layers; i++) {
         int f = c->returned_layers[i];
-        c->fpn_in_channels[i] = f == 0 ? c->stem_channels
+        c->fpn_in_channels[i] = f == 0                  ? c->stem_channels
                                 : f <= c->mnv3_n_blocks ? c->mnv3_blocks[f - 1].out_channels
                                                         : c->mnv3_last_channels;
     }
@@ -536,8 +548,8 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
         return parse_backbone_mnv3(path, o, c, eps_per_module, n_stages_used, error);
     if (strcmp(type, "resnet") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: backbone type '%.64s' is not supported ('resnet' or 'mobilenet_v3')",
-                    path, type);
+                    "%s: backbone type '%.64s' is not supported ('resnet' or 'mobilenet_v3')", path,
+                    type);
         return FALSE;
     }
     if (!check_keys(path, o, "backbone", keys, error))
@@ -630,11 +642,10 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
         JsonNode *node = json_array_get_element(in_channels, i);
         int expected = c->fpn_in_channels[i];
         if (!node_is_int(node) || json_node_get_int(node) != expected)
-            return config_error(error, path, "'fpn.in_channels[%d]' should be %d (output of %s %d)",
-                                i, expected,
-                                c->backbone_type == VD_BACKBONE_RESNET ? "ResNet stage"
-                                                                       : "MobileNetV3 feature",
-                                c->returned_layers[i]);
+            return config_error(
+                error, path, "'fpn.in_channels[%d]' should be %d (output of %s %d)", i, expected,
+                c->backbone_type == VD_BACKBONE_RESNET ? "ResNet stage" : "MobileNetV3 feature",
+                c->returned_layers[i]);
     }
     return TRUE;
 }
@@ -1208,7 +1219,7 @@ static gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const c
                                     vd_conv *conv, int out, int in, int kernel, int stride,
                                     int padding, int groups, GError **error)
 {
-    const gint64 wshape[4] = { out, in / groups, kernel, kernel }, vshape[1] = { out };
+    const gint64 wshape[4] = {out, in / groups, kernel, kernel}, vshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", conv_prefix);
     float *gamma = NULL, *beta = NULL, *mean = NULL, *var = NULL;
     gsize per_output = (gsize)(in / groups) * kernel * kernel;
@@ -1324,8 +1335,8 @@ static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
     int in_channels = c->stem_channels;
     char conv[80], bn[80], prefix[48];
 
-    if (!load_conv_bn(ld, "backbone.body.0.0", "backbone.body.0.1", &model->stem,
-                      c->stem_channels, 3, 3, 2, 1, error))
+    if (!load_conv_bn(ld, "backbone.body.0.0", "backbone.body.0.1", &model->stem, c->stem_channels,
+                      3, 3, 2, 1, error))
         return FALSE;
     for (int b = 0; b < c->mnv3_n_blocks && b + 1 < n; b++) {
         const vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
@@ -1333,27 +1344,27 @@ static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
         int exp = bc->expanded_channels, j = 0;
 
         g_snprintf(prefix, sizeof prefix, "backbone.body.%d.block", b + 1);
-#define CONV_BN(field, out_, in_, k_, stride_, groups_)                                          \
-    g_snprintf(conv, sizeof conv, "%s.%d.0", prefix, j);                                        \
-    g_snprintf(bn, sizeof bn, "%s.%d.1", prefix, j);                                            \
-    if (!load_conv_bn_groups(ld, conv, bn, &mb->field, out_, in_, k_, stride_, (k_ - 1) / 2,    \
-                             groups_, error))                                                   \
-        return FALSE;                                                                           \
+#define CONV_BN(field, out_, in_, k_, stride_, groups_)                                            \
+    g_snprintf(conv, sizeof conv, "%s.%d.0", prefix, j);                                           \
+    g_snprintf(bn, sizeof bn, "%s.%d.1", prefix, j);                                               \
+    if (!load_conv_bn_groups(ld, conv, bn, &mb->field, out_, in_, k_, stride_, (k_ - 1) / 2,       \
+                             groups_, error))                                                      \
+        return FALSE;                                                                              \
     j++;
         if (exp != in_channels) {
             CONV_BN(expand, exp, in_channels, 1, 1, 1)
         }
         CONV_BN(depthwise, exp, exp, bc->kernel, bc->stride, exp)
         if (bc->se_channels > 0) {
-            const gint64 w1[4] = { bc->se_channels, exp, 1, 1 }, b1[1] = { bc->se_channels };
-            const gint64 w2[4] = { exp, bc->se_channels, 1, 1 }, b2[1] = { exp };
+            const gint64 w1[4] = {bc->se_channels, exp, 1, 1}, b1[1] = {bc->se_channels};
+            const gint64 w2[4] = {exp, bc->se_channels, 1, 1}, b2[1] = {exp};
             mb->se_fc1.out_features = bc->se_channels;
             mb->se_fc1.in_features = exp;
             mb->se_fc2.out_features = exp;
             mb->se_fc2.in_features = bc->se_channels;
-#define SE_TENSOR(dst, field, ndim, shape)                                                       \
-    g_snprintf(conv, sizeof conv, "%s.%d." field, prefix, j);                                   \
-    if (!(dst = read_tensor(ld, conv, NULL, ndim, shape, error)))                               \
+#define SE_TENSOR(dst, field, ndim, shape)                                                         \
+    g_snprintf(conv, sizeof conv, "%s.%d." field, prefix, j);                                      \
+    if (!(dst = read_tensor(ld, conv, NULL, ndim, shape, error)))                                  \
         return FALSE;
             SE_TENSOR(mb->se_fc1.weight, "fc1.weight", 4, w1)
             SE_TENSOR(mb->se_fc1.bias, "fc1.bias", 1, b1)
@@ -1370,8 +1381,8 @@ static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
     if (n == c->mnv3_n_blocks + 2) {
         g_snprintf(conv, sizeof conv, "backbone.body.%d.0", c->mnv3_n_blocks + 1);
         g_snprintf(bn, sizeof bn, "backbone.body.%d.1", c->mnv3_n_blocks + 1);
-        if (!load_conv_bn(ld, conv, bn, &model->mnv3_last, c->mnv3_last_channels, in_channels, 1,
-                          1, 0, error))
+        if (!load_conv_bn(ld, conv, bn, &model->mnv3_last, c->mnv3_last_channels, in_channels, 1, 1,
+                          0, error))
             return FALSE;
     }
     return TRUE;

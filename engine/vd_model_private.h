@@ -14,7 +14,7 @@ G_BEGIN_DECLS
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
-    VD_BACKBONE_MOBILENET_V3, /* torchvision's mobilenet_v3_large features (engine/MOBILENETV3.md) */
+    VD_BACKBONE_MOBILENET_V3, /* torchvision's MobileNetV3 features (engine/MOBILENETV3.md) */
 } vd_backbone_type;
 
 typedef enum {
@@ -60,12 +60,12 @@ typedef struct {
 /* One MobileNetV3 InvertedResidual block as torchvision's InvertedResidualConfig
  * describes it (input channels: the previous block's output). */
 typedef struct {
-    int kernel;              /* 3 or 5: the depthwise convolution's */
-    int expanded_channels;   /* == input channels: no expand 1x1 */
+    int kernel;               /* 3 or 5: the depthwise convolution's */
+    int expanded_channels;    /* == input channels: no expand 1x1 */
     int out_channels;
-    int se_channels;         /* squeeze width, 0 without squeeze-and-excitation */
+    int se_channels;          /* squeeze width, 0 without squeeze-and-excitation */
     vd_activation activation; /* VD_ACT_RELU ("RE") or VD_ACT_HARDSWISH ("HS") */
-    int stride;              /* 1 or 2 */
+    int stride;               /* 1 or 2 */
 } vd_mnv3_block_config;
 
 /* Its weights: expand (1x1, BN folded, activation; out_channels 0 when absent),

@@ -196,7 +196,7 @@ typedef struct {
     int n_mnv3;
     cpu_conv mnv3_last;
     gboolean has_mnv3_last;
-    float *se_work;           /* [3][max expanded channels]: mean, hidden, scale */
+    float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
 
     cpu_tensor *returned_out[4]; /* the FPN's inputs (ResNet: stage outputs) */
 
@@ -468,8 +468,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
                              vd_activation act, const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || groups != 1 ||
-        act == VD_ACT_HARDSWISH || src->dt != dnnl_f32 ||
-        dst->dt != dnnl_f32 || src->cb == 0 || dst->cb == 0)
+        act == VD_ACT_HARDSWISH || src->dt != dnnl_f32 || dst->dt != dnnl_f32 || src->cb == 0 ||
+        dst->cb == 0)
         return FALSE;
     return in_c >= 64 && dst->h * dst->w >= 256;
 }
@@ -563,8 +563,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, src->dt, src->tag), "conv src");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, dst->dt, dst->tag), "conv dst");
     if (groups < 1 || in_c % groups != 0 || out_c % groups != 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "convolution %d->%d channels in %d groups", in_c, out_c, groups);
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "convolution %d->%d channels in %d groups",
+                    in_c, out_c, groups);
         return FALSE;
     }
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any_md, grouped ? 5 : 4,
@@ -869,9 +869,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
         return FALSE;
     plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
-    if (plan->stem_out == NULL ||
-        !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, plan->stem_out, FALSE, VD_ACT_RELU,
-                         error))
+    if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
+                                                   plan->stem_out, FALSE, VD_ACT_RELU, error))
         return FALSE;
     plan->pool_out = plan_tensor(st, plan, h, w, stem_c, dt, TRUE,
                                  pool_is_stage_out ? NULL : temps + 2 * max_temp, error);
@@ -920,15 +919,18 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                                                           mb->conv2.out_channels, dt, TRUE,
                                                           temp2, error);
                 if (t2 == NULL ||
-                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, error) ||
-                    !conv_init_model(st, &pb->conv2, &mb->conv2, t1, t2, FALSE, VD_ACT_RELU, error) ||
+                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
+                                     error) ||
+                    !conv_init_model(st, &pb->conv2, &mb->conv2, t1, t2, FALSE, VD_ACT_RELU,
+                                     error) ||
                     !conv_init_model(st, &pb->conv3, &mb->conv3, t2, out, TRUE, VD_ACT_RELU, error))
                     return FALSE;
             } else {
                 cpu_tensor *t1 = plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, dt, TRUE,
                                              temp1, error);
                 if (t1 == NULL ||
-                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, error) ||
+                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
+                                     error) ||
                     !conv_init_model(st, &pb->conv2, &mb->conv2, t1, out, TRUE, VD_ACT_RELU, error))
                     return FALSE;
             }
@@ -978,7 +980,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
      * returned features' sizes */
     size_t sums = 0, hidden = 0;
     {
-        int fh = conv_out_size(plan->padded_h, 3, 2, 1), fw = conv_out_size(plan->padded_w, 3, 2, 1);
+        int fh = conv_out_size(plan->padded_h, 3, 2, 1),
+            fw = conv_out_size(plan->padded_w, 3, 2, 1);
         for (int f = 0, r = 0; f < n_features && r < cfg->n_returned_layers; f++) {
             if (f >= 1 && f <= n_blocks) {
                 const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[f - 1];
@@ -1018,12 +1021,12 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         return FALSE;
 
     char *temps = plan->temps;
-    plan->input = plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps,
-                              error);
-    plan->stem_in = plan->input == NULL ? NULL
-                                        : plan_tensor_tag(st, plan, plan->padded_h,
-                                                          plan->padded_w, 3, dt, dnnl_nchw,
-                                                          temps + in_bytes, error);
+    plan->input =
+        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
+    plan->stem_in = plan->input == NULL
+                        ? NULL
+                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
+                                          dnnl_nchw, temps + in_bytes, error);
     if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
         return FALSE;
     h = conv_out_size(plan->padded_h, 3, 2, 1);
@@ -1052,8 +1055,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         pb->has_expand = mb->expand.out_channels > 0;
         if (pb->has_expand) {
             t1 = plan_tensor(st, plan, x->h, x->w, exp, dt, TRUE, temps, error);
-            if (t1 == NULL || !conv_init_model(st, &pb->expand, &mb->expand, x, t1, FALSE,
-                                               bc->activation, error))
+            if (t1 == NULL ||
+                !conv_init_model(st, &pb->expand, &mb->expand, x, t1, FALSE, bc->activation, error))
                 return FALSE;
         }
         t2 = plan_tensor(st, plan, oh, ow, exp, dt, TRUE, plan->scratch, error);

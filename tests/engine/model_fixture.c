@@ -429,22 +429,31 @@ vd_model *fx_load(fixture *fx, GError **error)
     return model;
 }
 
-
 /* torchvision's mobilenet_v3_large features as fasterrcnn_mobilenet_v3_large_fpn
  * (low_res: _320_fpn's sizes and RPN top-n) builds them: 91 classes. */
 mnv3_arch mnv3_large(gboolean low_res)
 {
     static const mnv3_block_arch blocks[15] = {
-        { 3, 16, 16, 0, 1, FALSE },    { 3, 64, 24, 0, 2, FALSE },    { 3, 72, 24, 0, 1, FALSE },
-        { 5, 72, 40, 24, 2, FALSE },   { 5, 120, 40, 32, 1, FALSE },  { 5, 120, 40, 32, 1, FALSE },
-        { 3, 240, 80, 0, 2, TRUE },    { 3, 200, 80, 0, 1, TRUE },    { 3, 184, 80, 0, 1, TRUE },
-        { 3, 184, 80, 0, 1, TRUE },    { 3, 480, 112, 120, 1, TRUE }, { 3, 672, 112, 168, 1, TRUE },
-        { 5, 672, 160, 168, 2, TRUE }, { 5, 960, 160, 240, 1, TRUE }, { 5, 960, 160, 240, 1, TRUE },
+        {3, 16, 16, 0, 1, FALSE},    {3, 64, 24, 0, 2, FALSE},    {3, 72, 24, 0, 1, FALSE},
+        {5, 72, 40, 24, 2, FALSE},   {5, 120, 40, 32, 1, FALSE},  {5, 120, 40, 32, 1, FALSE},
+        {3, 240, 80, 0, 2, TRUE},    {3, 200, 80, 0, 1, TRUE},    {3, 184, 80, 0, 1, TRUE},
+        {3, 184, 80, 0, 1, TRUE},    {3, 480, 112, 120, 1, TRUE}, {3, 672, 112, 168, 1, TRUE},
+        {5, 672, 160, 168, 2, TRUE}, {5, 960, 160, 240, 1, TRUE}, {5, 960, 160, 240, 1, TRUE},
     };
     mnv3_arch a = {
-        .stem = 16, .n_blocks = 15, .last = 960, .returned = { 13, 16 }, .n_returned = 2,
-        .fpn_channels = 256, .n_sizes = 5, .n_ratios = 3, .roi_size = 7, .representation = 1024,
-        .num_classes = 91, .min_size = low_res ? 320 : 800, .max_size = low_res ? 640 : 1333,
+        .stem = 16,
+        .n_blocks = 15,
+        .last = 960,
+        .returned = {13, 16},
+        .n_returned = 2,
+        .fpn_channels = 256,
+        .n_sizes = 5,
+        .n_ratios = 3,
+        .roi_size = 7,
+        .representation = 1024,
+        .num_classes = 91,
+        .min_size = low_res ? 320 : 800,
+        .max_size = low_res ? 640 : 1333,
         .rpn_top_n = low_res ? 150 : 1000,
     };
     memcpy(a.blocks, blocks, sizeof blocks);
@@ -457,10 +466,21 @@ mnv3_arch mnv3_large(gboolean low_res)
 mnv3_arch mnv3_tiny(void)
 {
     mnv3_arch a = {
-        .stem = 8, .n_blocks = 2, .blocks = { { 3, 8, 8, 0, 1, FALSE }, { 5, 16, 8, 8, 2, TRUE } },
-        .last = 16, .returned = { 2, 3 }, .n_returned = 2, .fpn_channels = 8, .n_sizes = 2,
-        .n_ratios = 3, .roi_size = 2, .representation = 4, .num_classes = 3, .min_size = 96,
-        .max_size = 160, .rpn_top_n = 100,
+        .stem = 8,
+        .n_blocks = 2,
+        .blocks = {{3, 8, 8, 0, 1, FALSE}, {5, 16, 8, 8, 2, TRUE}},
+        .last = 16,
+        .returned = {2, 3},
+        .n_returned = 2,
+        .fpn_channels = 8,
+        .n_sizes = 2,
+        .n_ratios = 3,
+        .roi_size = 2,
+        .representation = 4,
+        .num_classes = 3,
+        .min_size = 96,
+        .max_size = 160,
+        .rpn_top_n = 100,
     };
     return a;
 }
@@ -475,18 +495,23 @@ char *mnv3_config(const mnv3_arch *a)
     GString *s = g_string_new(NULL);
     int n_levels = a->n_returned + 1;
 
-    g_string_append_printf(s, "{\"architecture\":\"fasterrcnn\",\"transform\":{\"min_size\":%d,"
+    g_string_append_printf(s,
+                           "{\"architecture\":\"fasterrcnn\",\"transform\":{\"min_size\":%d,"
                            "\"max_size\":%d,\"image_mean\":[0.485,0.456,0.406],"
                            "\"image_std\":[0.229,0.224,0.225],\"size_divisible\":32},",
                            a->min_size, a->max_size);
-    g_string_append_printf(s, "\"backbone\":{\"type\":\"mobilenet_v3\",\"arch\":"
-                           "\"mobilenet_v3_large\",\"stem_channels\":%d,\"blocks\":[", a->stem);
+    g_string_append_printf(s,
+                           "\"backbone\":{\"type\":\"mobilenet_v3\",\"arch\":"
+                           "\"mobilenet_v3_large\",\"stem_channels\":%d,\"blocks\":[",
+                           a->stem);
     for (int b = 0; b < a->n_blocks; b++) {
         const mnv3_block_arch *k = &a->blocks[b];
-        g_string_append_printf(s, "%s{\"kernel\":%d,\"expanded_channels\":%d,\"out_channels\":%d,"
+        g_string_append_printf(s,
+                               "%s{\"kernel\":%d,\"expanded_channels\":%d,\"out_channels\":%d,"
                                "\"se_channels\":%d,\"activation\":\"%s\",\"stride\":%d,"
-                               "\"dilation\":1}", b ? "," : "", k->kernel, k->expanded, k->out,
-                               k->se, k->hardswish ? "hardswish" : "relu", k->stride);
+                               "\"dilation\":1}",
+                               b ? "," : "", k->kernel, k->expanded, k->out, k->se,
+                               k->hardswish ? "hardswish" : "relu", k->stride);
     }
     g_string_append_printf(s, "],\"last_channels\":%d,\"returned_layers\":[", a->last);
     for (int i = 0; i < a->n_returned; i++)
@@ -510,10 +535,12 @@ char *mnv3_config(const mnv3_arch *a)
             g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
         g_string_append(s, "]");
     }
-    g_string_append_printf(s, "]},\"rpn\":{\"pre_nms_top_n\":%d,\"post_nms_top_n\":%d,"
+    g_string_append_printf(s,
+                           "]},\"rpn\":{\"pre_nms_top_n\":%d,\"post_nms_top_n\":%d,"
                            "\"nms_thresh\":0.7,\"score_thresh\":0.05,\"min_size\":0.001},",
                            a->rpn_top_n, a->rpn_top_n);
-    g_string_append_printf(s, "\"roi_heads\":{\"output_size\":%d,\"sampling_ratio\":2,"
+    g_string_append_printf(s,
+                           "\"roi_heads\":{\"output_size\":%d,\"sampling_ratio\":2,"
                            "\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"representation_size\":%d,"
                            "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
                            "\"bbox_reg_weights\":[10.0,10.0,5.0,5.0],\"min_size\":0.01},",

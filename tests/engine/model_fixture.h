@@ -62,11 +62,11 @@ typedef struct {
     int stem;
     int n_blocks;
     mnv3_block_arch blocks[16];
-    int last;                  /* channels of the last 1x1 conv */
-    int returned[4];           /* feature indices */
+    int last;        /* channels of the last 1x1 conv */
+    int returned[4]; /* feature indices */
     int n_returned;
     int fpn_channels;
-    int n_sizes, n_ratios;     /* anchors per level (3 levels with the pool) */
+    int n_sizes, n_ratios; /* anchors per level (3 levels with the pool) */
     int roi_size, representation, num_classes;
     int min_size, max_size, rpn_top_n;
 } mnv3_arch;

@@ -595,7 +595,8 @@ static void test_mnv3_valid(void)
     c = &model->config;
     g_assert_cmpint(c->backbone_type, ==, VD_BACKBONE_MOBILENET_V3);
     g_assert_cmpstr(c->mnv3_arch, ==, "mobilenet_v3_large");
-    g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn mobilenet_v3_large-fpn, 3 classes");
+    g_assert_cmpstr(vd_model_description(model), ==,
+                    "fasterrcnn mobilenet_v3_large-fpn, 3 classes");
     g_assert_cmpint(c->mnv3_n_blocks, ==, 2);
     g_assert_cmpint(c->n_returned_layers, ==, 2);
     g_assert_cmpint(c->fpn_in_channels[0], ==, 8);
@@ -704,7 +705,7 @@ static void test_mnv3_invalid(void)
     fx = fx_mnv3_default();
     fx_remove(fx, "backbone.body.1.block.0.0.weight");
     {
-        const gint64 shape[4] = { 8, 8, 3, 3 };
+        const gint64 shape[4] = {8, 8, 3, 3};
         fx_add(fx, "backbone.body.1.block.0.0.weight", 4, shape);
     }
     expect_error(fx, VD_ERROR_FORMAT, "backbone.body.1.block.0.0.weight", "[8, 1, 3, 3]");

@@ -1,13 +1,12 @@
 /* Writes the loader fuzzer's seed corpus (tests/fuzz/corpus/model): the engine
  * tests' tiny ResNet-FPN fixture cut to its first stage (a complete, loadable
  * model of about 85 000 parameters) stored as F16 and BF16, and its header
- * alone; and the tiny MobileNetV3-FPN fixture (mnv3_tiny()) as F16. Run from the fuzz build: build-fuzz/tests/fuzz/make-model-seeds DIR. */
+ * alone; and the tiny MobileNetV3-FPN fixture (mnv3_tiny()) as F16. Run from the fuzz build:
+ * build-fuzz/tests/fuzz/make-model-seeds DIR. */
 #include "../engine/model_fixture.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
-
-
 
 static void write_seed(const char *dtype, const char *name, gboolean mnv3)
 {
