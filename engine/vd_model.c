@@ -383,6 +383,154 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
                                   error);
 }
 
+/* The optional per-module batch-norm eps map, shared by both backbone types. */
+static gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
+                                     GError **error)
+{
+    JsonNode *eps_node = json_object_get_member(o, "norm_eps_per_module");
+    GList *members;
+    gboolean ok = TRUE;
+
+    if (!eps_node)
+        return TRUE;
+    if (!JSON_NODE_HOLDS_OBJECT(eps_node))
+        return config_error(error, path, "'backbone.norm_eps_per_module' is not an object");
+    *eps_per_module = json_node_get_object(eps_node);
+    members = json_object_get_members(*eps_per_module);
+    for (GList *l = members; l && ok; l = l->next) {
+        char *what = g_strdup_printf("backbone.norm_eps_per_module.%s", (const char *)l->data);
+        float eps;
+        ok = number_in_range(path, json_object_get_member(*eps_per_module, l->data), what, 0.0, 1.0,
+                             FALSE, &eps, error);
+        g_free(what);
+    }
+    g_list_free(members);
+    return ok;
+}
+
+/* Ascending integers in [min, max], 1 to 4 of them, into c->returned_layers. */
+static gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, int min,
+                                      int max, const char *meaning, GError **error)
+{
+    JsonArray *returned = get_array(path, o, "backbone", "returned_layers", 1, 4, error);
+
+    if (!returned)
+        return FALSE;
+    c->n_returned_layers = (int)json_array_get_length(returned);
+    for (int i = 0; i < c->n_returned_layers; i++) {
+        JsonNode *node = json_array_get_element(returned, i);
+        gint64 v = node_is_int(node) ? json_node_get_int(node) : G_MININT64;
+        if (v < min || v > max || (i > 0 && v <= c->returned_layers[i - 1]))
+            return config_error(error, path,
+                                "'backbone.returned_layers' must be ascending %s in "
+                                "%d..%d",
+                                meaning, min, max);
+        c->returned_layers[i] = (int)v;
+    }
+    return TRUE;
+}
+
+#define VD_MAX_CHANNELS 65536
+
+/* MobileNetV3 (engine/MOBILENETV3.md): the stem, the block list, the last 1x1 conv;
+ * returned layers index torchvision's features (0 the stem .. n_blocks + 1). */
+static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *c,
+                                    JsonObject **eps_per_module, int *n_computed, GError **error)
+{
+    static const char *const keys[] = {"type",
+                                       "arch",
+                                       "stem_channels",
+                                       "blocks",
+                                       "last_channels",
+                                       "returned_layers",
+                                       "norm_eps",
+                                       "norm_eps_per_module",
+                                       NULL};
+    static const char *const block_keys[] = {"kernel",       "expanded_channels",
+                                             "out_channels", "se_channels",
+                                             "activation",   "stride",
+                                             "dilation",     NULL};
+    JsonArray *blocks;
+    const char *arch;
+
+    if (!check_keys(path, o, "backbone", keys, error))
+        return FALSE;
+    c->backbone_type = VD_BACKBONE_MOBILENET_V3;
+    if (!(arch = get_string(path, o, "backbone", "arch", error)))
+        return FALSE;
+    if (strcmp(arch, "mobilenet_v3_large") != 0 && strcmp(arch, "mobilenet_v3_small") != 0)
+        return config_error(error, path,
+                            "'backbone.arch' is '%.64s', expected "
+                            "'mobilenet_v3_large' or 'mobilenet_v3_small'",
+                            arch);
+    g_strlcpy(c->mnv3_arch, arch, sizeof c->mnv3_arch);
+    c->depth = 0;
+    if (!get_int(path, o, "backbone", "stem_channels", 1, VD_MAX_CHANNELS, &c->stem_channels,
+                 error) ||
+        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS, &c->mnv3_last_channels,
+                 error) ||
+        !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
+        return FALSE;
+    blocks = get_array(path, o, "backbone", "blocks", 1, VD_MAX_BLOCKS, error);
+    if (!blocks)
+        return FALSE;
+    c->mnv3_n_blocks = (int)json_array_get_length(blocks);
+    for (int b = 0; b < c->mnv3_n_blocks; b++) {
+        JsonNode *node = json_array_get_element(blocks, b);
+        vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
+        char section[48];
+        const char *activation;
+        JsonObject *bo;
+        int dilation;
+
+        g_snprintf(section, sizeof section, "backbone.blocks[%d]", b);
+        if (!JSON_NODE_HOLDS_OBJECT(node))
+            return config_error(error, path, "'%s' is not an object", section);
+        bo = json_node_get_object(node);
+        if (!check_keys(path, bo, section, block_keys, error) ||
+            !get_int(path, bo, section, "kernel", 1, 11, &bc->kernel, error) ||
+            !get_int(path, bo, section, "expanded_channels", 1, VD_MAX_CHANNELS,
+                     &bc->expanded_channels, error) ||
+            !get_int(path, bo, section, "out_channels", 1, VD_MAX_CHANNELS, &bc->out_channels,
+                     error) ||
+            !get_int(path, bo, section, "se_channels", 0, VD_MAX_SE_CHANNELS, &bc->se_channels,
+                     error) ||
+            !get_int(path, bo, section, "stride", 1, 2, &bc->stride, error) ||
+            !get_int(path, bo, section, "dilation", 1, 64, &dilation, error))
+            return FALSE;
+        if (bc->kernel % 2 == 0)
+            return config_error(error, path, "'%s.kernel' is %d, expected an odd size", section,
+                                bc->kernel);
+        if (dilation != 1) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "%s: %s: dilated MobileNetV3 blocks (dilation %d) are not supported", path,
+                        section, dilation);
+            return FALSE;
+        }
+        if (!(activation = get_string(path, bo, section, "activation", error)))
+            return FALSE;
+        if (strcmp(activation, "relu") == 0)
+            bc->activation = VD_ACT_RELU;
+        else if (strcmp(activation, "hardswish") == 0)
+            bc->activation = VD_ACT_HARDSWISH;
+        else
+            return config_error(error, path,
+                                "'%s.activation' is '%.32s', expected 'relu' or "
+                                "'hardswish'",
+                                section, activation);
+    }
+    if (!parse_returned_layers(path, o, c, 0, c->mnv3_n_blocks + 1, "feature indices", error))
+        return FALSE;
+    for (int i = 0; i < c->n_returned_layers; i++) {
+        int f = c->returned_layers[i];
+        c->fpn_in_channels[i] = f == 0                  ? c->stem_channels
+                                : f <= c->mnv3_n_blocks ? c->mnv3_blocks[f - 1].out_channels
+                                                        : c->mnv3_last_channels;
+    }
+    *n_computed = c->returned_layers[c->n_returned_layers - 1] + 1;
+    return parse_eps_per_module(path, o, eps_per_module, error);
+}
+
 static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *c,
                                JsonObject **eps_per_module, int *n_stages_used, GError **error)
 {
@@ -391,19 +539,22 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
                                         "norm_eps", "norm_eps_per_module", NULL };
     JsonObject *o = get_section(path, config, "backbone", error);
     const char *type, *block;
-    JsonArray *layers, *returned;
-    JsonNode *eps_node;
+    JsonArray *layers;
     int groups, total_blocks = 0;
 
-    if (!o || !check_keys(path, o, "backbone", keys, error))
+    if (!o || !(type = get_string(path, o, "backbone", "type", error)))
         return FALSE;
-    if (!(type = get_string(path, o, "backbone", "type", error)))
-        return FALSE;
+    if (strcmp(type, "mobilenet_v3") == 0)
+        return parse_backbone_mnv3(path, o, c, eps_per_module, n_stages_used, error);
     if (strcmp(type, "resnet") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: backbone type '%s' is not supported (only 'resnet')", path, type);
+                    "%s: backbone type '%.64s' is not supported ('resnet' or 'mobilenet_v3')", path,
+                    type);
         return FALSE;
     }
+    if (!check_keys(path, o, "backbone", keys, error))
+        return FALSE;
+    c->backbone_type = VD_BACKBONE_RESNET;
     if (!(block = get_string(path, o, "backbone", "block", error)))
         return FALSE;
     if (strcmp(block, "basic") == 0) {
@@ -430,18 +581,10 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
         return FALSE;
     }
 
-    returned = get_array(path, o, "backbone", "returned_layers", 1, 4, error);
-    if (!returned)
+    if (!parse_returned_layers(path, o, c, 1, 4, "stage numbers", error))
         return FALSE;
-    c->n_returned_layers = (int)json_array_get_length(returned);
-    for (int i = 0; i < c->n_returned_layers; i++) {
-        JsonNode *node = json_array_get_element(returned, i);
-        gint64 v = node_is_int(node) ? json_node_get_int(node) : 0;
-        if (v < 1 || v > 4 || (i > 0 && v <= c->returned_layers[i - 1]))
-            return config_error(error, path,
-                                "'backbone.returned_layers' must be ascending stage numbers in 1..4");
-        c->returned_layers[i] = (int)v;
-    }
+    for (int i = 0; i < c->n_returned_layers; i++)
+        c->fpn_in_channels[i] = stage_out_channels(c->block, c->returned_layers[i]);
     *n_stages_used = c->returned_layers[c->n_returned_layers - 1];
 
     /* Stages after the last returned one are not in the file (torchvision's
@@ -464,26 +607,7 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
         return config_error(error, path, "%d ResNet blocks, more than the %d supported",
                             total_blocks, VD_MAX_BLOCKS);
 
-    eps_node = json_object_get_member(o, "norm_eps_per_module");
-    if (eps_node) {
-        GList *members;
-        gboolean ok = TRUE;
-        if (!JSON_NODE_HOLDS_OBJECT(eps_node))
-            return config_error(error, path, "'backbone.norm_eps_per_module' is not an object");
-        *eps_per_module = json_node_get_object(eps_node);
-        members = json_object_get_members(*eps_per_module);
-        for (GList *l = members; l && ok; l = l->next) {
-            char *what = g_strdup_printf("backbone.norm_eps_per_module.%s", (const char *)l->data);
-            float eps;
-            ok = number_in_range(path, json_object_get_member(*eps_per_module, l->data), what, 0.0,
-                                 1.0, FALSE, &eps, error);
-            g_free(what);
-        }
-        g_list_free(members);
-        if (!ok)
-            return FALSE;
-    }
-    return TRUE;
+    return parse_eps_per_module(path, o, eps_per_module, error);
 }
 
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
@@ -516,10 +640,12 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
         return FALSE;
     for (int i = 0; i < c->n_returned_layers; i++) {
         JsonNode *node = json_array_get_element(in_channels, i);
-        int expected = stage_out_channels(c->block, c->returned_layers[i]);
+        int expected = c->fpn_in_channels[i];
         if (!node_is_int(node) || json_node_get_int(node) != expected)
-            return config_error(error, path, "'fpn.in_channels[%d]' should be %d (output of ResNet "
-                                "stage %d)", i, expected, c->returned_layers[i]);
+            return config_error(
+                error, path, "'fpn.in_channels[%d]' should be %d (output of %s %d)", i, expected,
+                c->backbone_type == VD_BACKBONE_RESNET ? "ResNet stage" : "MobileNetV3 feature",
+                c->returned_layers[i]);
     }
     return TRUE;
 }
@@ -1089,14 +1215,14 @@ static float norm_eps_of(loader *ld, const char *bn_prefix)
 /* A bias-free convolution followed by batch-norm @bn_prefix, folded as torchvision's
  * FrozenBatchNorm2d computes it in float32: scale = w * rsqrt(rv + eps),
  * shift = b - rm * scale; then weight[o] *= scale[o], bias[o] = shift[o]. */
-static gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix,
-                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
-                             GError **error)
+static gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn_prefix,
+                                    vd_conv *conv, int out, int in, int kernel, int stride,
+                                    int padding, int groups, GError **error)
 {
-    const gint64 wshape[4] = { out, in, kernel, kernel }, vshape[1] = { out };
+    const gint64 wshape[4] = {out, in / groups, kernel, kernel}, vshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", conv_prefix);
     float *gamma = NULL, *beta = NULL, *mean = NULL, *var = NULL;
-    gsize per_output = (gsize)in * kernel * kernel;
+    gsize per_output = (gsize)(in / groups) * kernel * kernel;
     float eps = norm_eps_of(ld, bn_prefix);
     gboolean ok = FALSE;
 
@@ -1105,6 +1231,7 @@ static gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn
     conv->kernel = kernel;
     conv->stride = stride;
     conv->padding = padding;
+    conv->groups = groups;
     conv->weight = read_tensor(ld, name, NULL, 4, wshape, error);
     if (!conv->weight)
         goto out_free_name;
@@ -1145,6 +1272,14 @@ out_free_name:
     return ok;
 }
 
+static gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix,
+                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
+                             GError **error)
+{
+    return load_conv_bn_groups(ld, conv_prefix, bn_prefix, conv, out, in, kernel, stride, padding,
+                               1, error);
+}
+
 /* A convolution with its own bias; @alt_prefix is the older torchvision name. */
 static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix,
                                vd_conv *conv, int out, int in, int kernel, int stride, int padding,
@@ -1160,6 +1295,7 @@ static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_p
     conv->kernel = kernel;
     conv->stride = stride;
     conv->padding = padding;
+    conv->groups = 1;
     conv->weight = read_tensor(ld, name, alt, 4, wshape, error);
     g_free(name);
     g_free(alt);
@@ -1186,6 +1322,70 @@ static gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, i
     ok = linear->weight && (linear->bias = read_tensor(ld, name, NULL, 1, bshape, error)) != NULL;
     g_free(name);
     return ok;
+}
+
+/* torchvision's mobilenet_v3 features under backbone.body.<index>: the stem
+ * (Conv2dNormActivation '.0'/'.1'), the InvertedResidual blocks ('.block.<j>': expand
+ * when the width changes, depthwise, SE ('fc1', 'fc2'), project), the last 1x1 conv;
+ * only up to the last returned feature (IntermediateLayerGetter drops the rest). */
+static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    int n = model->mnv3_n_computed;
+    int in_channels = c->stem_channels;
+    char conv[80], bn[80], prefix[48];
+
+    if (!load_conv_bn(ld, "backbone.body.0.0", "backbone.body.0.1", &model->stem, c->stem_channels,
+                      3, 3, 2, 1, error))
+        return FALSE;
+    for (int b = 0; b < c->mnv3_n_blocks && b + 1 < n; b++) {
+        const vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
+        vd_mnv3_block *mb = &model->mnv3_blocks[b];
+        int exp = bc->expanded_channels, j = 0;
+
+        g_snprintf(prefix, sizeof prefix, "backbone.body.%d.block", b + 1);
+#define CONV_BN(field, out_, in_, k_, stride_, groups_)                                            \
+    g_snprintf(conv, sizeof conv, "%s.%d.0", prefix, j);                                           \
+    g_snprintf(bn, sizeof bn, "%s.%d.1", prefix, j);                                               \
+    if (!load_conv_bn_groups(ld, conv, bn, &mb->field, out_, in_, k_, stride_, (k_ - 1) / 2,       \
+                             groups_, error))                                                      \
+        return FALSE;                                                                              \
+    j++;
+        if (exp != in_channels) {
+            CONV_BN(expand, exp, in_channels, 1, 1, 1)
+        }
+        CONV_BN(depthwise, exp, exp, bc->kernel, bc->stride, exp)
+        if (bc->se_channels > 0) {
+            const gint64 w1[4] = {bc->se_channels, exp, 1, 1}, b1[1] = {bc->se_channels};
+            const gint64 w2[4] = {exp, bc->se_channels, 1, 1}, b2[1] = {exp};
+            mb->se_fc1.out_features = bc->se_channels;
+            mb->se_fc1.in_features = exp;
+            mb->se_fc2.out_features = exp;
+            mb->se_fc2.in_features = bc->se_channels;
+#define SE_TENSOR(dst, field, ndim, shape)                                                         \
+    g_snprintf(conv, sizeof conv, "%s.%d." field, prefix, j);                                      \
+    if (!(dst = read_tensor(ld, conv, NULL, ndim, shape, error)))                                  \
+        return FALSE;
+            SE_TENSOR(mb->se_fc1.weight, "fc1.weight", 4, w1)
+            SE_TENSOR(mb->se_fc1.bias, "fc1.bias", 1, b1)
+            SE_TENSOR(mb->se_fc2.weight, "fc2.weight", 4, w2)
+            SE_TENSOR(mb->se_fc2.bias, "fc2.bias", 1, b2)
+#undef SE_TENSOR
+            j++;
+        }
+        CONV_BN(project, bc->out_channels, exp, 1, 1, 1)
+#undef CONV_BN
+        mb->residual = bc->stride == 1 && in_channels == bc->out_channels;
+        in_channels = bc->out_channels;
+    }
+    if (n == c->mnv3_n_blocks + 2) {
+        g_snprintf(conv, sizeof conv, "backbone.body.%d.0", c->mnv3_n_blocks + 1);
+        g_snprintf(bn, sizeof bn, "backbone.body.%d.1", c->mnv3_n_blocks + 1);
+        if (!load_conv_bn(ld, conv, bn, &model->mnv3_last, c->mnv3_last_channels, in_channels, 1, 1,
+                          0, error))
+            return FALSE;
+    }
+    return TRUE;
 }
 
 static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
@@ -1251,7 +1451,7 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
     char name[64], alt[64];
 
     for (int i = 0; i < c->n_returned_layers; i++) {
-        int in = stage_out_channels(c->block, c->returned_layers[i]);
+        int in = c->fpn_in_channels[i];
         /* torchvision >= 0.13 wraps the FPN convs in Conv2dNormActivation ('.0') */
         g_snprintf(name, sizeof name, "backbone.fpn.inner_blocks.%d.0", i);
         g_snprintf(alt, sizeof alt, "backbone.fpn.inner_blocks.%d", i);
@@ -1333,6 +1533,14 @@ static void model_free(vd_model *model)
         conv_clear(&model->blocks[b].conv3);
         conv_clear(&model->blocks[b].downsample);
     }
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        conv_clear(&model->mnv3_blocks[b].expand);
+        conv_clear(&model->mnv3_blocks[b].depthwise);
+        conv_clear(&model->mnv3_blocks[b].project);
+        linear_clear(&model->mnv3_blocks[b].se_fc1);
+        linear_clear(&model->mnv3_blocks[b].se_fc2);
+    }
+    conv_clear(&model->mnv3_last);
     for (int i = 0; i < 4; i++) {
         conv_clear(&model->fpn_inner[i]);
         conv_clear(&model->fpn_layer[i]);
@@ -1392,11 +1600,21 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
         !parse_entries(&ld, json_node_get_object(header_root), error))
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
-    if (!load_backbone(&ld, model, error) || !load_heads(&ld, model, error) ||
-        !check_leftovers(&ld, error))
+    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3) {
+        /* parse_config's count is of features there, not of ResNet stages */
+        model->mnv3_n_computed = model->n_stages_used;
+        model->n_stages_used = 0;
+    }
+    if (!(model->config.backbone_type == VD_BACKBONE_MOBILENET_V3
+              ? load_backbone_mnv3(&ld, model, error)
+              : load_backbone(&ld, model, error)) ||
+        !load_heads(&ld, model, error) || !check_leftovers(&ld, error))
         goto out_free_loader;
 
-    if (model->config.depth > 0)
+    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
+        model->description = g_strdup_printf("fasterrcnn %s-fpn, %d classes",
+                                             model->config.mnv3_arch, model->config.num_classes);
+    else if (model->config.depth > 0)
         model->description = g_strdup_printf("fasterrcnn resnet%d-fpn, %d classes",
                                              model->config.depth, model->config.num_classes);
     else

@@ -10,6 +10,18 @@ G_BEGIN_DECLS
 #define VD_MAX_FPN_LEVELS 5     /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
+#define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
+
+typedef enum {
+    VD_BACKBONE_RESNET = 0,
+    VD_BACKBONE_MOBILENET_V3, /* torchvision's MobileNetV3 features (engine/MOBILENETV3.md) */
+} vd_backbone_type;
+
+typedef enum {
+    VD_ACT_NONE = 0,
+    VD_ACT_RELU,
+    VD_ACT_HARDSWISH,
+} vd_activation;
 
 typedef enum {
     VD_BLOCK_BASIC = 0, /* resnet18/34 */
@@ -24,7 +36,8 @@ typedef struct {
     int kernel;       /* square kernels only */
     int stride;
     int padding;
-    float *weight;    /* [out][in][kernel][kernel] */
+    int groups;       /* 1, or in_channels == out_channels for a depthwise convolution */
+    float *weight;    /* [out][in / groups][kernel][kernel] */
     float *bias;      /* [out] */
 } vd_conv;
 
@@ -44,6 +57,27 @@ typedef struct {
     vd_conv downsample;          /* 1x1, stride of the block */
 } vd_block;
 
+/* One MobileNetV3 InvertedResidual block as torchvision's InvertedResidualConfig
+ * describes it (input channels: the previous block's output). */
+typedef struct {
+    int kernel;               /* 3 or 5: the depthwise convolution's */
+    int expanded_channels;    /* == input channels: no expand 1x1 */
+    int out_channels;
+    int se_channels;          /* squeeze width, 0 without squeeze-and-excitation */
+    vd_activation activation; /* VD_ACT_RELU ("RE") or VD_ACT_HARDSWISH ("HS") */
+    int stride;               /* 1 or 2 */
+} vd_mnv3_block_config;
+
+/* Its weights: expand (1x1, BN folded, activation; out_channels 0 when absent),
+ * depthwise (kxk, BN folded, activation), SE fc1 (1x1 + ReLU) and fc2 (1x1 +
+ * hardsigmoid) as linears, project (1x1, BN folded, no activation), and the
+ * residual add when stride is 1 and the channel count is kept. */
+typedef struct {
+    vd_conv expand, depthwise, project;
+    vd_linear se_fc1, se_fc2; /* out_features 0 without SE */
+    gboolean residual;
+} vd_mnv3_block;
+
 /* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
  * for the writer and vd_model.c for the accepted keys). Field meanings and defaults
  * follow torchvision's FasterRCNN constructor arguments. */
@@ -56,14 +90,24 @@ typedef struct {
     int size_divisible;
 
     /* backbone */
+    vd_backbone_type backbone_type;
     int depth;                /* 18, 34, 50, 101, 152; informational */
     vd_block_type block;
     int layers[4];            /* blocks per stage */
     int stem_channels;        /* 64 */
     int width_per_group;      /* 64 */
-    int returned_layers[4];   /* 1-based stage numbers feeding the FPN, ascending */
+    int returned_layers[4];   /* feeding the FPN, ascending: ResNet: 1-based stage
+                               * numbers; MobileNetV3: indices into features
+                               * (0 the stem, 1..n the blocks, n + 1 the last conv) */
     int n_returned_layers;
+    int fpn_in_channels[4];   /* channels of each returned layer */
     float norm_eps;           /* batch-norm eps used when folding (0 for COCO_V1) */
+
+    /* MobileNetV3 (backbone_type VD_BACKBONE_MOBILENET_V3) */
+    char mnv3_arch[32];       /* "mobilenet_v3_large" or "mobilenet_v3_small" */
+    int mnv3_n_blocks;        /* inverted residual blocks: features[1..n] */
+    vd_mnv3_block_config mnv3_blocks[VD_MAX_BLOCKS];
+    int mnv3_last_channels;   /* features[n + 1]: 1x1 conv + hardswish */
 
     /* FPN */
     int fpn_channels;         /* out_channels, 256 */
@@ -104,7 +148,11 @@ struct vd_model {
     vd_config config;
     char *description;
 
-    vd_conv stem;                     /* conv1 + bn1, 7x7 stride 2 */
+    vd_conv stem;                     /* ResNet: conv1 + bn1, 7x7 stride 2;
+                                       * MobileNetV3: features[0], 3x3 stride 2 + hardswish */
+    vd_mnv3_block mnv3_blocks[VD_MAX_BLOCKS]; /* features[1..n] */
+    vd_conv mnv3_last;                /* features[n + 1] (out_channels 0 when not computed) */
+    int mnv3_n_computed;              /* features computed: up to the last returned one */
     vd_block blocks[VD_MAX_BLOCKS];   /* stage after stage */
     int n_blocks;
     int stage_first_block[4];         /* index into blocks */

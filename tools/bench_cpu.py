@@ -55,7 +55,8 @@ with the same label and IoU >= 0.9; under 90 % it warns that the ONNX export is 
 faithful (the timing is then of a different computation), without failing.
 
 Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
-min/max size 800/1333; --arch picks ResNet-18/34-FPN instead) with random weights,
+min/max size 800/1333; --arch picks ResNet-18/34-FPN or the MobileNetV3-Large-FPN
+builders, fasterrcnn_mobilenet_v3_large_fpn and _320_fpn, instead) with random weights,
 calibrated on the first frame so that the RPN and the box head see realistic score
 spreads (tests/parity/parity_common.calibrate), and exports it with
 tools/export_torchvision.py. The timing depends on the weights only through the number
@@ -82,6 +83,9 @@ Examples (from the repository root, after ninja -C build):
   /usr/bin/python3 tools/bench_cpu.py --torch-linear native,onednn --precisions fp32,bf16
   /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --repeats 3 --runs 2 --threads 4
   /usr/bin/python3 tools/bench_cpu.py --arch resnet18 --min-size 320 --max-size 512
+  /usr/bin/python3 tools/bench_cpu.py --arch mobilenet_v3_large_320_fpn --sizes 640x480 \
+      --precisions fp32 --peers onnxruntime,openvino
+      torchvision's fasterrcnn_mobilenet_v3_large_320_fpn (or --arch mobilenet_v3_large_fpn)
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
   /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
 
@@ -140,17 +144,32 @@ def torchvision_model_from_file(path):
     tensors, meta = pc.read_safetensors(path)
     cfg = json.loads(meta["config"])
     bb, fpn = cfg["backbone"], cfg["fpn"]
-    if bb.get("type") != "resnet" or fpn.get("extra_block") != "maxpool" or bb.get("groups", 1) != 1:
-        raise SystemExit(f"bench_cpu.py: {path}: only ResNet-FPN backbones with the pool level are supported")
     norm_eps = bb.get("norm_eps", 1e-5)
-    body = getattr(torchvision.models, f"resnet{bb['depth']}")(
-        weights=None, norm_layer=lambda n: FrozenBatchNorm2d(n, eps=norm_eps))
-    for name, m in body.named_modules():
-        if isinstance(m, FrozenBatchNorm2d):
-            m.eps = bb.get("norm_eps_per_module", {}).get("backbone.body." + name, norm_eps)
-    returned = bb["returned_layers"]
-    backbone = BackboneWithFPN(body, {f"layer{k}": str(i) for i, k in enumerate(returned)},
-                               fpn["in_channels"], fpn["out_channels"], extra_blocks=LastLevelMaxPool())
+    if bb.get("type") == "mobilenet_v3" and fpn.get("extra_block") == "maxpool":
+        # the body of fasterrcnn_mobilenet_v3_large_fpn / _320_fpn (their blocks are
+        # mobilenet_v3_large's; _mobilenet_extractor returns features 13 and 16)
+        from torchvision.models.detection.backbone_utils import _mobilenet_extractor
+        if bb.get("arch") != "mobilenet_v3_large" or bb["returned_layers"] != [13, 16]:
+            raise SystemExit(f"bench_cpu.py: {path}: only mobilenet_v3_large returning features 13 "
+                             "and 16 (the torchvision builders') is supported")
+        body = torchvision.models.mobilenet_v3_large(
+            weights=None, norm_layer=lambda n: FrozenBatchNorm2d(n, eps=norm_eps))
+        backbone = _mobilenet_extractor(body, True, 6)
+        for name, m in backbone.body.named_modules():
+            if isinstance(m, FrozenBatchNorm2d):
+                m.eps = bb.get("norm_eps_per_module", {}).get("backbone.body." + name, norm_eps)
+    elif bb.get("type") == "resnet" and fpn.get("extra_block") == "maxpool" and bb.get("groups", 1) == 1:
+        body = getattr(torchvision.models, f"resnet{bb['depth']}")(
+            weights=None, norm_layer=lambda n: FrozenBatchNorm2d(n, eps=norm_eps))
+        for name, m in body.named_modules():
+            if isinstance(m, FrozenBatchNorm2d):
+                m.eps = bb.get("norm_eps_per_module", {}).get("backbone.body." + name, norm_eps)
+        returned = bb["returned_layers"]
+        backbone = BackboneWithFPN(body, {f"layer{k}": str(i) for i, k in enumerate(returned)},
+                                   fpn["in_channels"], fpn["out_channels"], extra_blocks=LastLevelMaxPool())
+    else:
+        raise SystemExit(f"bench_cpu.py: {path}: only ResNet-FPN and MobileNetV3-Large-FPN backbones "
+                         "with the pool level are supported")
     tr, rpn, roi = cfg["transform"], cfg["rpn"], cfg["roi_heads"]
     anchors = AnchorGenerator(tuple(tuple(s) for s in cfg["anchors"]["sizes"]),
                               tuple(tuple(r) for r in cfg["anchors"]["aspect_ratios"]))
@@ -435,7 +454,12 @@ def spread(times):
 
 def build_model_file(args, pc, workdir, first_frame):
     name = args.arch
-    if args.arch == "resnet50":
+    if args.arch.startswith("mobilenet"):
+        model = pc.build_mobilenet_v3_fpn("fasterrcnn_" + args.arch, seed=3)
+        if args.min_size is not None or args.max_size is not None:
+            model.transform.min_size = (args.min_size or model.transform.min_size[-1],)
+            model.transform.max_size = args.max_size or model.transform.max_size
+    elif args.arch == "resnet50":
         model = pc.build_resnet50_fpn_coco(seed=50)
         if args.min_size is not None or args.max_size is not None:
             model.transform.min_size = (args.min_size or 800,)
@@ -456,10 +480,15 @@ def build_model_file(args, pc, workdir, first_frame):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN) instead of building one")
-    p.add_argument("--arch", default="resnet50", choices=["resnet50", "resnet34", "resnet18"],
+    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN) "
+                        "instead of building one")
+    p.add_argument("--arch", default="resnet50",
+                   choices=["resnet50", "resnet34", "resnet18", "mobilenet_v3_large_fpn",
+                            "mobilenet_v3_large_320_fpn"],
                    help="architecture to build when --model is not given (default resnet50: "
-                        "fasterrcnn_resnet50_fpn, 91 classes)")
+                        "fasterrcnn_resnet50_fpn, 91 classes; mobilenet_v3_large_fpn and "
+                        "mobilenet_v3_large_320_fpn: torchvision's fasterrcnn_ builders of those "
+                        "names, 91 classes, their sizes)")
     p.add_argument("--num-classes", type=int, help="classes of a built resnet18/34 model (91)")
     p.add_argument("--min-size", type=int, help="min_size of a built model (800)")
     p.add_argument("--max-size", type=int, help="max_size of a built model (1333)")
@@ -593,8 +622,11 @@ def main(argv=None):
                   f"{peer_versions['openvino']} (get_version {peer_versions['openvino_build']}), numpy "
                   f"{peer_versions['numpy']}; sides {', '.join(peer_names)}")
         tr = cfg["transform"]
-        print(f"model {model_path}: resnet{cfg['backbone']['depth']}-FPN, {cfg['num_classes']} classes, "
-              f"min/max size {tr['min_size']}/{tr['max_size']}")
+        bb = cfg["backbone"]
+        arch = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
+        print(f"model {model_path}: {arch}-FPN, {cfg['num_classes']} classes, "
+              f"min/max size {tr['min_size']}/{tr['max_size']}, RPN top-n "
+              f"{cfg['rpn']['pre_nms_top_n']}/{cfg['rpn']['post_nms_top_n']}")
         results = []
         warnings_out = []
         for w, h, frame, img in frames:

@@ -23,6 +23,13 @@ object itself, not from the builder's defaults:
                    "norm": "frozen_batch_norm", "norm_eps": 0.0},
                    # + "norm_eps_per_module": {"backbone.body.bn1": 1e-05, ...} when the
                    #   batch-norm modules disagree (the map then lists every one of them)
+                   # or, for the MobileNetV3-Large-FPN builders (engine/MOBILENETV3.md):
+                   # {"type": "mobilenet_v3", "arch": "mobilenet_v3_large", "stem_channels": 16,
+                   #  "blocks": [{"kernel": 3, "expanded_channels": 16, "out_channels": 16,
+                   #              "se_channels": 0, "activation": "relu", "stride": 1,
+                   #              "dilation": 1}, ...one per InvertedResidual (15)],
+                   #  "last_channels": 960, "returned_layers": [13, 16],  # features indices
+                   #  "norm_eps": 1e-05}
       "fpn": {"in_channels": [256, 512, 1024, 2048], "out_channels": 256,
               "extra_block": "maxpool"},                      # or "none"
       "anchors": {"sizes": [[32], [64], [128], [256], [512]],
@@ -49,9 +56,11 @@ As a module:
     sys.path.insert(0, "tools"); import export_torchvision
     export_torchvision.export(model, "model.safetensors", class_names=None, dtype="f32")
 
-Only the Faster R-CNN family with a torchvision ResNet + FPN backbone, TwoMLPHead box
-head and FastRCNNPredictor is supported; anything else (MobileNetV3 backbones, the v2
-model's conv box head, ResNeXt/wide ResNets, Mask/Keypoint R-CNN) raises ExportError.
+Only the Faster R-CNN family with a torchvision ResNet + FPN or MobileNetV3 + FPN
+(fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_mobilenet_v3_large_320_fpn) backbone,
+TwoMLPHead box head and FastRCNNPredictor is supported; anything else (the v2
+model's conv box head, ResNeXt/wide ResNets, dilated MobileNets, Mask/Keypoint
+R-CNN) raises ExportError.
 """
 
 import argparse
@@ -73,6 +82,13 @@ _RESNET_LAYERS = {
     ("bottleneck", (3, 4, 6, 3)): 50,
     ("bottleneck", (3, 4, 23, 3)): 101,
     ("bottleneck", (3, 8, 36, 3)): 152,
+}
+
+
+# torchvision's MobileNetV3-Large-FPN builders and their weight enums
+_MOBILENET_BUILDERS = {
+    "fasterrcnn_mobilenet_v3_large_fpn": "FasterRCNN_MobileNet_V3_Large_FPN_Weights",
+    "fasterrcnn_mobilenet_v3_large_320_fpn": "FasterRCNN_MobileNet_V3_Large_320_FPN_Weights",
 }
 
 
@@ -167,6 +183,8 @@ def _describe_backbone(model):
                           "only ResNet-FPN backbones are supported")
     body = backbone.body
     children = dict(body.named_children())
+    if "0" in children and "conv1" not in children:
+        return _describe_mobilenet(model)
     if "conv1" not in children or "layer1" not in children:
         shown = ", ".join(list(children)[:6]) + (", ..." if len(children) > 6 else "")
         raise ExportError(f"backbone is not a ResNet (MobileNetV3 and other backbones are not "
@@ -290,7 +308,28 @@ def _describe_backbone(model):
 
     expansion = 1 if block_type == "basic" else 4
     in_channels = [(64 << (s - 1)) * expansion for s in returned_layers]
-    if len(fpn.inner_blocks) != len(returned_layers) or len(fpn.layer_blocks) != len(returned_layers):
+    fpn_cfg = _describe_fpn(backbone, in_channels)
+    backbone_cfg = {
+        "type": "resnet",
+        "depth": depth,
+        "block": block_type,
+        "layers": all_layers,
+        "stem_channels": 64,
+        "width_per_group": 64,
+        "groups": 1,
+        "returned_layers": returned_layers,
+    }
+    return backbone_cfg, fpn_cfg, norms
+
+
+def _describe_fpn(backbone, in_channels):
+    """Checks BackboneWithFPN's FeaturePyramidNetwork (plain convolutions, no norm)
+    over backbone outputs of @in_channels; returns the fpn config."""
+    from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork
+    fpn = backbone.fpn
+    if not isinstance(fpn, FeaturePyramidNetwork):
+        raise ExportError(f"backbone.fpn is {type(fpn).__name__}, not a torchvision FeaturePyramidNetwork")
+    if len(fpn.inner_blocks) != len(in_channels) or len(fpn.layer_blocks) != len(in_channels):
         raise ExportError("FPN level count does not match the returned backbone layers")
     fpn_channels = backbone.out_channels
     for i, cin in enumerate(in_channels):
@@ -312,19 +351,139 @@ def _describe_backbone(model):
     else:
         raise ExportError(f"FPN extra block {type(extra).__name__} is not supported (only LastLevelMaxPool "
                           "or none)")
+    return {"in_channels": list(in_channels), "out_channels": fpn_channels, "extra_block": extra_block}
 
+
+def _conv_norm_act(module, name, activation):
+    """The (Conv2d, norm) of a torchvision Conv2dNormActivation with the activation
+    @activation ("relu", "hardswish" or None), else ExportError."""
+    import torch.nn as nn
+    children = list(module.children()) if isinstance(module, nn.Sequential) else []
+    kinds = ", ".join(type(c).__name__ for c in children)
+    acts = {"relu": nn.ReLU, "hardswish": nn.Hardswish}
+    want = 2 if activation is None else 3
+    if len(children) != want or type(children[0]) is not nn.Conv2d \
+            or (activation is not None and type(children[2]) is not acts[activation]):
+        raise ExportError(f"{name}: expected Conv2d, norm{', ' + activation if activation else ''}; "
+                          f"found [{kinds}]")
+    conv = children[0]
+    if conv.bias is not None:
+        raise ExportError(f"{name}.0: expected a convolution without bias before its norm")
+    if tuple(conv.dilation) != (1, 1):
+        raise ExportError(f"{name}.0: dilated convolutions (dilated=True) are not supported")
+    if conv.padding_mode != "zeros":
+        raise ExportError(f"{name}.0: padding mode {conv.padding_mode!r} is not supported")
+    return conv, children[1]
+
+
+def _check_mnv3_conv(conv, name, out_c, in_c, kernel, stride, groups):
+    if conv.out_channels != out_c or conv.in_channels != in_c or conv.groups != groups \
+            or tuple(conv.kernel_size) != (kernel, kernel) or tuple(conv.stride) != (stride, stride) \
+            or tuple(conv.padding) != ((kernel - 1) // 2,) * 2:
+        raise ExportError(f"{name}: expected a {kernel}x{kernel} convolution {in_c} -> {out_c} with "
+                          f"stride {stride}, padding {(kernel - 1) // 2} and {groups} groups; found "
+                          f"{conv}")
+
+
+def _describe_mobilenet(model):
+    """Checks a torchvision MobileNetV3 body (_mobilenet_extractor with fpn=True) and
+    returns the backbone config (without norm eps), the FPN config and the norms."""
+    import torch.nn as nn
+    from torchvision.models.mobilenetv3 import InvertedResidual
+    from torchvision.ops.misc import SqueezeExcitation
+
+    backbone = model.backbone
+    body = backbone.body
+    features = list(body.children())
+    names = [n for n, _ in body.named_children()]
+    if names != [str(i) for i in range(len(names))] or len(features) < 2:
+        raise ExportError(f"backbone body modules {names[:6]} are not MobileNetV3 features 0, 1, ...")
+    norms = []
+    stem, bn = _conv_norm_act(features[0], "backbone.body.0", "hardswish")
+    _check_mnv3_conv(stem, "backbone.body.0.0", stem.out_channels, 3, 3, 2, 1)
+    norms.append(("backbone.body.0.1", bn))
+    in_c = stem.out_channels
+    blocks = []
+    last_channels = None
+    for i, f in enumerate(features[1:], start=1):
+        prefix = f"backbone.body.{i}"
+        if type(f) is not InvertedResidual:
+            if i != len(features) - 1 or i == 1:
+                raise ExportError(f"{prefix}: {type(f).__name__} is not an InvertedResidual block "
+                                  "(only the last feature is the 1x1 conv)")
+            conv, bn = _conv_norm_act(f, prefix, "hardswish")
+            _check_mnv3_conv(conv, prefix + ".0", conv.out_channels, in_c, 1, 1, 1)
+            norms.append((prefix + ".1", bn))
+            last_channels = conv.out_channels
+            break
+        parts = list(f.block.children())
+        j = 0
+        # expand (when present) and depthwise share the block's activation
+        last = list(parts[0].children())[-1] if parts and isinstance(parts[0], nn.Sequential) else None
+        act = "relu" if type(last) is nn.ReLU else "hardswish"
+        exp = _conv_norm_act(parts[0], f"{prefix}.block.0", act)[0].out_channels
+        if exp != in_c:
+            conv, bn = _conv_norm_act(parts[j], f"{prefix}.block.{j}", act)
+            _check_mnv3_conv(conv, f"{prefix}.block.{j}.0", exp, in_c, 1, 1, 1)
+            norms.append((f"{prefix}.block.{j}.1", bn))
+            j += 1
+        if j >= len(parts):
+            raise ExportError(f"{prefix}: missing the depthwise convolution")
+        dw, bn = _conv_norm_act(parts[j], f"{prefix}.block.{j}", act)
+        kernel, stride = dw.kernel_size[0], dw.stride[0]
+        _check_mnv3_conv(dw, f"{prefix}.block.{j}.0", exp, exp, kernel, stride, exp)
+        norms.append((f"{prefix}.block.{j}.1", bn))
+        j += 1
+        se_channels = 0
+        if j < len(parts) and isinstance(parts[j], SqueezeExcitation):
+            se = parts[j]
+            if type(se.activation) is not nn.ReLU or type(se.scale_activation) is not nn.Hardsigmoid:
+                raise ExportError(f"{prefix}.block.{j}: SE activations {type(se.activation).__name__}/"
+                                  f"{type(se.scale_activation).__name__}; expected ReLU/Hardsigmoid")
+            se_channels = se.fc1.out_channels
+            for fc, o, n in ((se.fc1, se_channels, exp), (se.fc2, exp, se_channels)):
+                _check_conv(fc, f"{prefix}.block.{j}.fc", 1, 1, 0, bias=True)
+                if fc.out_channels != o or fc.in_channels != n:
+                    raise ExportError(f"{prefix}.block.{j}: SE channel counts are inconsistent")
+            j += 1
+        if j != len(parts) - 1:
+            raise ExportError(f"{prefix}: unexpected modules in the block: "
+                              f"{[type(p).__name__ for p in parts]}")
+        proj, bn = _conv_norm_act(parts[j], f"{prefix}.block.{j}", None)
+        out_c = proj.out_channels
+        _check_mnv3_conv(proj, f"{prefix}.block.{j}.0", out_c, exp, 1, 1, 1)
+        norms.append((f"{prefix}.block.{j}.1", bn))
+        if f.use_res_connect != (stride == 1 and in_c == out_c):
+            raise ExportError(f"{prefix}: residual connection does not follow torchvision's rule")
+        blocks.append({"kernel": int(kernel), "expanded_channels": int(exp), "out_channels": int(out_c),
+                       "se_channels": int(se_channels), "activation": act, "stride": int(stride),
+                       "dilation": 1})
+        in_c = out_c
+
+    return_layers = body.return_layers  # {"13": "0", "16": "1"}
+    returned = sorted((int(k), v) for k, v in return_layers.items())
+    if [v for _, v in returned] != [str(i) for i in range(len(returned))]:
+        raise ExportError(f"backbone return_layers {return_layers} do not name the outputs '0', '1', ... "
+                          "in order")
+    returned_layers = [k for k, _ in returned]
+    if returned_layers[-1] != len(features) - 1:
+        raise ExportError("backbone body keeps features after the last returned one")
+    if last_channels is None:
+        # IntermediateLayerGetter dropped the last conv: torchvision's value, 6x the last block
+        last_channels = 6 * in_c
+    channels = [stem.out_channels] + [b["out_channels"] for b in blocks] + [last_channels]
+    in_channels = [channels[k] for k in returned_layers]
+    # informational: mobilenet_v3_small's first block has SE, large's has not
+    arch = "mobilenet_v3_small" if blocks and blocks[0]["se_channels"] else "mobilenet_v3_large"
     backbone_cfg = {
-        "type": "resnet",
-        "depth": depth,
-        "block": block_type,
-        "layers": all_layers,
-        "stem_channels": 64,
-        "width_per_group": 64,
-        "groups": 1,
+        "type": "mobilenet_v3",
+        "arch": arch,
+        "stem_channels": int(stem.out_channels),
+        "blocks": blocks,
+        "last_channels": int(last_channels),
         "returned_layers": returned_layers,
     }
-    fpn_cfg = {"in_channels": in_channels, "out_channels": fpn_channels, "extra_block": extra_block}
-    return backbone_cfg, fpn_cfg, norms
+    return backbone_cfg, _describe_fpn(backbone, in_channels), norms
 
 
 def _floats(values):
@@ -569,8 +728,20 @@ def _build(args):
         backbone = resnet_fpn_backbone(backbone_name=f"resnet{depth}", weights=weights,
                                        trainable_layers=5 if weights is None else 3)
         model = FasterRCNN(backbone, num_classes=num_classes, **kwargs)
+    elif args.builder in _MOBILENET_BUILDERS:
+        from torchvision.models import detection
+        builder = getattr(detection, args.builder)
+        weights = None
+        if args.pretrained:
+            weights = getattr(detection, _MOBILENET_BUILDERS[args.builder]).COCO_V1
+            if num_classes != 91:
+                raise ExportError("--pretrained COCO weights have 91 classes; drop --num-classes")
+        # without weights the builder uses nn.BatchNorm2d (eps 1e-5), with them
+        # FrozenBatchNorm2d (eps 1e-5): the same inference
+        model = builder(weights=weights, weights_backbone=None, num_classes=num_classes, **kwargs)
     else:
-        raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn or resnet_fpn:<depth>)")
+        raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn, "
+                          f"{', '.join(_MOBILENET_BUILDERS)} or resnet_fpn:<depth>)")
 
     if args.state_dict:
         sd = torch.load(args.state_dict, map_location="cpu")
@@ -604,7 +775,8 @@ def main(argv=None):
         description="Export a torchvision Faster R-CNN (ResNet-FPN) to a visiondetect .safetensors "
                     "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
-                        help="fasterrcnn_resnet50_fpn (default) or resnet_fpn:<depth> "
+                        help="fasterrcnn_resnet50_fpn (default), fasterrcnn_mobilenet_v3_large_fpn, "
+                             "fasterrcnn_mobilenet_v3_large_320_fpn, or resnet_fpn:<depth> "
                              "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN)")
     parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")
     parser.add_argument("--state-dict", metavar="FILE",
@@ -654,7 +826,8 @@ def main(argv=None):
         print(f"export_torchvision: error: {e}", file=sys.stderr)
         return 1
     bb = config["backbone"]
-    print(f"wrote {args.output}: fasterrcnn resnet{bb['depth']}-fpn, {config['num_classes']} classes, "
+    name = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
+    print(f"wrote {args.output}: fasterrcnn {name}-fpn, {config['num_classes']} classes, "
           f"{args.dtype}")
     return 0
 

@@ -1291,6 +1291,16 @@ out_free:
 static void *cuda_create(vd_context *ctx, GError **error)
 {
     const vd_config *cfg = &ctx->model->config;
+    /* ResNet bodies only (cuDNN convolutions without groups, no hardswish or SE);
+     * device=auto falls back to the CPU with this reason */
+    if (cfg->backbone_type != VD_BACKBONE_RESNET) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not support the %s backbone of this model (%s): use "
+                    "the CPU backend",
+                    cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3_arch : "unknown",
+                    vd_model_description(ctx->model));
+        return NULL;
+    }
     if (ctx->params.precision == VD_PRECISION_AUTO)
         ctx->params.precision = VD_PRECISION_FP16;
     if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {

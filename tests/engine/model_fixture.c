@@ -429,3 +429,179 @@ vd_model *fx_load(fixture *fx, GError **error)
     return model;
 }
 
+/* torchvision's mobilenet_v3_large features as fasterrcnn_mobilenet_v3_large_fpn
+ * (low_res: _320_fpn's sizes and RPN top-n) builds them: 91 classes. */
+mnv3_arch mnv3_large(gboolean low_res)
+{
+    static const mnv3_block_arch blocks[15] = {
+        {3, 16, 16, 0, 1, FALSE},    {3, 64, 24, 0, 2, FALSE},    {3, 72, 24, 0, 1, FALSE},
+        {5, 72, 40, 24, 2, FALSE},   {5, 120, 40, 32, 1, FALSE},  {5, 120, 40, 32, 1, FALSE},
+        {3, 240, 80, 0, 2, TRUE},    {3, 200, 80, 0, 1, TRUE},    {3, 184, 80, 0, 1, TRUE},
+        {3, 184, 80, 0, 1, TRUE},    {3, 480, 112, 120, 1, TRUE}, {3, 672, 112, 168, 1, TRUE},
+        {5, 672, 160, 168, 2, TRUE}, {5, 960, 160, 240, 1, TRUE}, {5, 960, 160, 240, 1, TRUE},
+    };
+    mnv3_arch a = {
+        .stem = 16,
+        .n_blocks = 15,
+        .last = 960,
+        .returned = {13, 16},
+        .n_returned = 2,
+        .fpn_channels = 256,
+        .n_sizes = 5,
+        .n_ratios = 3,
+        .roi_size = 7,
+        .representation = 1024,
+        .num_classes = 91,
+        .min_size = low_res ? 320 : 800,
+        .max_size = low_res ? 640 : 1333,
+        .rpn_top_n = low_res ? 150 : 1000,
+    };
+    memcpy(a.blocks, blocks, sizeof blocks);
+    return a;
+}
+
+/* The smallest MobileNetV3 that has every part: a block without expansion (with a
+ * residual), one with expansion, SE and hardswish (stride 2), the last conv; the
+ * block and the last conv feed the FPN; 2 sizes x 3 ratios per level. */
+mnv3_arch mnv3_tiny(void)
+{
+    mnv3_arch a = {
+        .stem = 8,
+        .n_blocks = 2,
+        .blocks = {{3, 8, 8, 0, 1, FALSE}, {5, 16, 8, 8, 2, TRUE}},
+        .last = 16,
+        .returned = {2, 3},
+        .n_returned = 2,
+        .fpn_channels = 8,
+        .n_sizes = 2,
+        .n_ratios = 3,
+        .roi_size = 2,
+        .representation = 4,
+        .num_classes = 3,
+        .min_size = 96,
+        .max_size = 160,
+        .rpn_top_n = 100,
+    };
+    return a;
+}
+
+static int mnv3_feature_channels(const mnv3_arch *a, int f)
+{
+    return f == 0 ? a->stem : f <= a->n_blocks ? a->blocks[f - 1].out : a->last;
+}
+
+char *mnv3_config(const mnv3_arch *a)
+{
+    GString *s = g_string_new(NULL);
+    int n_levels = a->n_returned + 1;
+
+    g_string_append_printf(s,
+                           "{\"architecture\":\"fasterrcnn\",\"transform\":{\"min_size\":%d,"
+                           "\"max_size\":%d,\"image_mean\":[0.485,0.456,0.406],"
+                           "\"image_std\":[0.229,0.224,0.225],\"size_divisible\":32},",
+                           a->min_size, a->max_size);
+    g_string_append_printf(s,
+                           "\"backbone\":{\"type\":\"mobilenet_v3\",\"arch\":"
+                           "\"mobilenet_v3_large\",\"stem_channels\":%d,\"blocks\":[",
+                           a->stem);
+    for (int b = 0; b < a->n_blocks; b++) {
+        const mnv3_block_arch *k = &a->blocks[b];
+        g_string_append_printf(s,
+                               "%s{\"kernel\":%d,\"expanded_channels\":%d,\"out_channels\":%d,"
+                               "\"se_channels\":%d,\"activation\":\"%s\",\"stride\":%d,"
+                               "\"dilation\":1}",
+                               b ? "," : "", k->kernel, k->expanded, k->out, k->se,
+                               k->hardswish ? "hardswish" : "relu", k->stride);
+    }
+    g_string_append_printf(s, "],\"last_channels\":%d,\"returned_layers\":[", a->last);
+    for (int i = 0; i < a->n_returned; i++)
+        g_string_append_printf(s, "%s%d", i ? "," : "", a->returned[i]);
+    g_string_append(s, "],\"norm_eps\":1e-05},\"fpn\":{\"in_channels\":[");
+    for (int i = 0; i < a->n_returned; i++)
+        g_string_append_printf(s, "%s%d", i ? "," : "", mnv3_feature_channels(a, a->returned[i]));
+    g_string_append_printf(s, "],\"out_channels\":%d,\"extra_block\":\"maxpool\"},",
+                           a->fpn_channels);
+    g_string_append(s, "\"anchors\":{\"sizes\":[");
+    for (int l = 0; l < n_levels; l++) {
+        g_string_append(s, l ? ",[" : "[");
+        for (int i = 0; i < a->n_sizes; i++)
+            g_string_append_printf(s, "%s%d", i ? "," : "", 32 << i);
+        g_string_append(s, "]");
+    }
+    g_string_append(s, "],\"aspect_ratios\":[");
+    for (int l = 0; l < n_levels; l++) {
+        g_string_append(s, l ? ",[" : "[");
+        for (int i = 0; i < a->n_ratios; i++)
+            g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
+        g_string_append(s, "]");
+    }
+    g_string_append_printf(s,
+                           "]},\"rpn\":{\"pre_nms_top_n\":%d,\"post_nms_top_n\":%d,"
+                           "\"nms_thresh\":0.7,\"score_thresh\":0.05,\"min_size\":0.001},",
+                           a->rpn_top_n, a->rpn_top_n);
+    g_string_append_printf(s,
+                           "\"roi_heads\":{\"output_size\":%d,\"sampling_ratio\":2,"
+                           "\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"representation_size\":%d,"
+                           "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
+                           "\"bbox_reg_weights\":[10.0,10.0,5.0,5.0],\"min_size\":0.01},",
+                           a->roi_size, a->representation);
+    g_string_append_printf(s, "\"num_classes\":%d}", a->num_classes);
+    return g_string_free(s, FALSE);
+}
+
+fixture *fx_mnv3(const mnv3_arch *a)
+{
+    fixture *fx = g_new0(fixture, 1);
+    int C = a->fpn_channels, A = a->n_sizes * a->n_ratios;
+    int n_features = a->returned[a->n_returned - 1] + 1, in = a->stem;
+    char conv[96], bn[96];
+
+    fx->tensors = g_ptr_array_new_with_free_func(fx_tensor_free);
+    fx->config = mnv3_config(a);
+    fx->format = g_strdup("visiondetect");
+    fx->format_version = g_strdup("1");
+    fx->truncate = -1;
+
+    add_conv_bn(fx, "backbone.body.0.0", "backbone.body.0.1", a->stem, 3, 3);
+    for (int b = 0; b < a->n_blocks && b + 1 < n_features; b++) {
+        const mnv3_block_arch *k = &a->blocks[b];
+        int j = 0;
+        if (k->expanded != in) {
+            g_snprintf(conv, sizeof conv, "backbone.body.%d.block.%d.0", b + 1, j);
+            g_snprintf(bn, sizeof bn, "backbone.body.%d.block.%d.1", b + 1, j++);
+            add_conv_bn(fx, conv, bn, k->expanded, in, 1);
+        }
+        g_snprintf(conv, sizeof conv, "backbone.body.%d.block.%d.0", b + 1, j);
+        g_snprintf(bn, sizeof bn, "backbone.body.%d.block.%d.1", b + 1, j++);
+        add_conv_bn(fx, conv, bn, k->expanded, 1, k->kernel); /* depthwise: [C][1][k][k] */
+        if (k->se > 0) {
+            g_snprintf(conv, sizeof conv, "backbone.body.%d.block.%d.fc1", b + 1, j);
+            add_conv_bias(fx, conv, k->se, k->expanded, 1);
+            g_snprintf(conv, sizeof conv, "backbone.body.%d.block.%d.fc2", b + 1, j++);
+            add_conv_bias(fx, conv, k->expanded, k->se, 1);
+        }
+        g_snprintf(conv, sizeof conv, "backbone.body.%d.block.%d.0", b + 1, j);
+        g_snprintf(bn, sizeof bn, "backbone.body.%d.block.%d.1", b + 1, j);
+        add_conv_bn(fx, conv, bn, k->out, k->expanded, 1);
+        in = k->out;
+    }
+    if (n_features == a->n_blocks + 2) {
+        g_snprintf(conv, sizeof conv, "backbone.body.%d.0", a->n_blocks + 1);
+        g_snprintf(bn, sizeof bn, "backbone.body.%d.1", a->n_blocks + 1);
+        add_conv_bn(fx, conv, bn, a->last, in, 1);
+    }
+    for (int i = 0; i < a->n_returned; i++) {
+        g_snprintf(conv, sizeof conv, "backbone.fpn.inner_blocks.%d.0", i);
+        add_conv_bias(fx, conv, C, mnv3_feature_channels(a, a->returned[i]), 1);
+        g_snprintf(conv, sizeof conv, "backbone.fpn.layer_blocks.%d.0", i);
+        add_conv_bias(fx, conv, C, C, 3);
+    }
+    add_conv_bias(fx, "rpn.head.conv.0.0", C, C, 3);
+    add_conv_bias(fx, "rpn.head.cls_logits", A, C, 1);
+    add_conv_bias(fx, "rpn.head.bbox_pred", 4 * A, C, 1);
+    add_linear(fx, "roi_heads.box_head.fc6", a->representation, C * a->roi_size * a->roi_size);
+    add_linear(fx, "roi_heads.box_head.fc7", a->representation, a->representation);
+    add_linear(fx, "roi_heads.box_predictor.cls_score", a->num_classes, a->representation);
+    add_linear(fx, "roi_heads.box_predictor.bbox_pred", 4 * a->num_classes, a->representation);
+    return fx;
+}

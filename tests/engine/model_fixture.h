@@ -52,6 +52,25 @@ typedef struct {
     gboolean old_keys;         /* torchvision < 0.13 FPN / RPN key names */
 } tiny_arch;
 
+/* A MobileNetV3-FPN fixture (torchvision's _mobilenet_extractor + FasterRCNN). */
+typedef struct {
+    int kernel, expanded, out, se, stride;
+    gboolean hardswish;
+} mnv3_block_arch;
+
+typedef struct {
+    int stem;
+    int n_blocks;
+    mnv3_block_arch blocks[16];
+    int last;        /* channels of the last 1x1 conv */
+    int returned[4]; /* feature indices */
+    int n_returned;
+    int fpn_channels;
+    int n_sizes, n_ratios; /* anchors per level (3 levels with the pool) */
+    int roi_size, representation, num_classes;
+    int min_size, max_size, rpn_top_n;
+} mnv3_arch;
+
 void fx_tensor_free(gpointer data);
 void fx_free(fixture *fx);
 float fill_value(guint salt, gsize i);
@@ -74,5 +93,9 @@ GByteArray *fx_layout(fixture *fx);
 void append_json_string(GString *s, const char *text);
 char *fx_write(fixture *fx, const char *file_name);
 vd_model *fx_load(fixture *fx, GError **error);
+mnv3_arch mnv3_large(gboolean low_res);
+mnv3_arch mnv3_tiny(void);
+char *mnv3_config(const mnv3_arch *a);
+fixture *fx_mnv3(const mnv3_arch *a);
 
 #endif

@@ -141,11 +141,21 @@ def custom(directory):
         json.dump(reference, f)
 
 
+def _dilated_mobilenet():
+    """A MobileNetV3-Large-FPN with the last stage dilated (mobilenet_v3_large(dilated=True)),
+    which the exporter refuses."""
+    from torchvision.models import mobilenet_v3_large
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.backbone_utils import _mobilenet_extractor
+    backbone = _mobilenet_extractor(mobilenet_v3_large(weights=None, dilated=True), True, 6)
+    anchors = AnchorGenerator(((32, 64, 128, 256, 512),) * 3, ((0.5, 1.0, 2.0),) * 3)
+    return FasterRCNN(backbone, 3, rpn_anchor_generator=anchors)
+
+
 def reject():
     import torchvision.models.detection as detection
     cases = [
-        ("MobileNetV3", "MobileNetV3",
-         lambda: detection.fasterrcnn_mobilenet_v3_large_320_fpn(weights=None, weights_backbone=None)),
+        ("dilated MobileNetV3", "dilated", _dilated_mobilenet),
         ("fasterrcnn_resnet50_fpn_v2", "fasterrcnn_resnet50_fpn_v2",
          lambda: detection.fasterrcnn_resnet50_fpn_v2(weights=None, weights_backbone=None)),
         ("ResNeXt", "groups",

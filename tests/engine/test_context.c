@@ -647,6 +647,50 @@ static void test_device_and_precision(void)
     vd_model_unref(model);
 }
 
+/* MobileNetV3 models run on the CPU; the CUDA backend refuses them by name, and
+ * auto falls back to the CPU with that reason where a GPU is usable. */
+static void test_mobilenet_v3_devices(void)
+{
+    mnv3_arch a = mnv3_tiny();
+    fixture *fx = fx_mnv3(&a);
+    fx_randomize(fx, 7);
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    fx_free(fx);
+    vd_context_params params = vd_context_default_params();
+
+    params.device = VD_DEVICE_CUDA;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+#ifdef HAVE_CUDA
+    g_assert_nonnull(strstr(error->message, "CUDA backend does not support"));
+    g_assert_nonnull(strstr(error->message, "mobilenet_v3_large"));
+#endif
+    if (g_test_verbose())
+        g_test_message("cuda error: %s", error->message);
+    g_clear_error(&error);
+
+    params = vd_context_default_params();
+    vd_context *ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+#ifdef HAVE_CUDA
+    if (vd_cuda_available(0))
+        g_assert_nonnull(strstr(vd_context_fallback_reason(ctx), "mobilenet_v3_large"));
+#endif
+    guint8 *pixels = g_malloc0(120 * 90 * 3);
+    for (int i = 0; i < 120 * 90 * 3; i++)
+        pixels[i] = (guint8)(i * 37 % 251);
+    vd_image image = vd_image_rgb(pixels, 120, 90);
+    vd_result result = detect_ok(ctx, &image);
+    g_assert_cmpint(result.n_detections, >=, 0);
+    vd_result_clear(&result);
+    g_free(pixels);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+}
+
 static void test_default_model_path(void)
 {
     char *searched = NULL;
@@ -688,6 +732,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
+    g_test_add_func("/context/error/cuda-mobilenet-v3", test_mobilenet_v3_devices);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

@@ -5,6 +5,9 @@
  * must load and detect without crashing, returning only finite boxes inside the
  * frame. Run under ASan/UBSan by tests/run.sh, where a memory error fails it.
  *
+ * Both runs use two seeds: the tiny ResNet-FPN and the tiny MobileNetV3-FPN
+ * (block list, SE and depthwise tensors).
+ *
  *   VD_FUZZ_ITERATIONS=N  header mutations (default 2000)
  *   VD_FUZZ_SEED=S        another deterministic sequence (default 1) */
 #include "model_fixture.h"
@@ -106,8 +109,38 @@ static gsize find_digit_runs(const guint8 *h, gsize len, gsize *starts, gsize *l
     return n;
 }
 
-static void test_header_mutations(void)
+/* Makes the tiny model of @data ("resnet" or "mobilenet-v3") the valid file the
+ * mutations start from. */
+static void use_seed(gconstpointer data)
 {
+    fixture *fx;
+    if (g_str_equal(data, "mobilenet-v3")) {
+        mnv3_arch a = mnv3_tiny();
+        fx = fx_mnv3(&a);
+    } else {
+        tiny_arch a = tiny_basic();
+        fx = fx_tiny(&a);
+    }
+    char *path = fx_write(fx, "valid.safetensors");
+    g_free(valid_bytes);
+    g_assert_true(g_file_get_contents(path, (gchar **)&valid_bytes, &valid_size, NULL));
+    header_len = read_u64le(valid_bytes);
+    g_assert_cmpuint(8 + header_len, <, valid_size);
+    tally t = {0};
+    GByteArray *b = g_byte_array_new();
+    g_byte_array_append(b, valid_bytes, (guint)valid_size);
+    vd_model *model = load_bytes(b, "the unmutated seed", &t);
+    g_assert_nonnull(model);
+    vd_model_unref(model);
+    g_byte_array_unref(b);
+    g_remove(path);
+    g_free(path);
+    fx_free(fx);
+}
+
+static void test_header_mutations(gconstpointer data)
+{
+    use_seed(data);
     const gchar *it = g_getenv("VD_FUZZ_ITERATIONS");
     const gchar *seed = g_getenv("VD_FUZZ_SEED");
     int iterations = it ? atoi(it) : 2000;
@@ -223,8 +256,9 @@ static void test_header_mutations(void)
 /* Weights overwritten with non-finite or huge values: the model loads (values
  * are not the loader's business) and detection neither crashes nor returns a
  * box outside the frame. */
-static void test_poisoned_weights(void)
+static void test_poisoned_weights(gconstpointer data)
 {
+    use_seed(data);
     static const float poison[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-45f};
     GRand *rand = g_rand_new_with_seed(7);
     const int w = 150, h = 110;
@@ -303,32 +337,19 @@ int main(int argc, char **argv)
     tmp_dir = g_dir_make_tmp("vd-fuzz-XXXXXX", &error);
     g_assert_no_error(error);
 
-    /* the seed: a valid tiny model with float32 weights */
-    tiny_arch a = tiny_basic();
-    fixture *fx = fx_tiny(&a);
-    char *path = fx_write(fx, "valid.safetensors");
-    g_assert_true(g_file_get_contents(path, (gchar **)&valid_bytes, &valid_size, NULL));
-    header_len = read_u64le(valid_bytes);
-    g_assert_cmpuint(8 + header_len, <, valid_size);
-    tally t = {0};
-    GByteArray *b = g_byte_array_new();
-    g_byte_array_append(b, valid_bytes, (guint)valid_size);
-    vd_model *model = load_bytes(b, "the unmutated seed", &t);
-    g_assert_nonnull(model);
-    vd_model_unref(model);
-    g_byte_array_unref(b);
-
-    g_test_add_func("/fuzz/header-mutations", test_header_mutations);
-    g_test_add_func("/fuzz/poisoned-weights", test_poisoned_weights);
+    /* the seeds: valid tiny models with float32 weights */
+    g_test_add_data_func("/fuzz/header-mutations/resnet", "resnet", test_header_mutations);
+    g_test_add_data_func("/fuzz/header-mutations/mobilenet-v3", "mobilenet-v3",
+                         test_header_mutations);
+    g_test_add_data_func("/fuzz/poisoned-weights/resnet", "resnet", test_poisoned_weights);
+    g_test_add_data_func("/fuzz/poisoned-weights/mobilenet-v3", "mobilenet-v3",
+                         test_poisoned_weights);
     int result = g_test_run();
 
-    g_remove(path);
     gchar *fuzz = g_build_filename(tmp_dir, "fuzz.safetensors", NULL);
     g_remove(fuzz);
     g_free(fuzz);
     g_rmdir(tmp_dir);
-    g_free(path);
     g_free(valid_bytes);
-    fx_free(fx);
     return result;
 }

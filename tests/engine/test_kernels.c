@@ -2,7 +2,8 @@
  * its reference loops (hundreds to thousands of times slower): every convolution,
  * pooling, matrix product and eltwise primitive of a frame of the bundled model and
  * of a ResNet-50-FPN (the tiny fixture's generator at torchvision's real sizes,
- * random weights) is checked by the implementation name oneDNN gives it
+ * random weights) and of both MobileNetV3-Large-FPN variants is checked by the
+ * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
  * is refused clearly elsewhere.
  *
@@ -85,6 +86,21 @@ static vd_model *resnet50_fpn(void)
     return model;
 }
 
+/* torchvision's fasterrcnn_mobilenet_v3_large_fpn (low_res: _320_fpn): MobileNetV3-
+ * Large (depthwise convolutions, hardswish, SE), features 13 and 16 into the FPN with
+ * the pool level, 15 anchors per location, random weights. */
+static vd_model *mobilenet_v3_fpn(gboolean low_res)
+{
+    mnv3_arch a = mnv3_large(low_res);
+    fixture *fx = fx_mnv3(&a);
+    fx_randomize(fx, 3);
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    fx_free(fx);
+    return model;
+}
+
 static vd_context *cpu_context(vd_model *model, vd_precision precision, GError **error)
 {
     vd_context_params params = vd_context_default_params();
@@ -139,7 +155,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         n_conv += g_str_equal(k->kind, "convolution");
         n_pool += g_str_equal(k->kind, "pooling");
         n_matmul += g_str_equal(k->kind, "matmul");
-        stem = stem || g_str_equal(k->layer, "backbone.body.conv1");
+        stem = stem || g_str_equal(k->layer, "backbone.body.conv1") ||
+               g_str_equal(k->layer, "backbone.body.0");
         fc6 = fc6 || g_str_has_prefix(k->layer, "roi_heads.box_head.fc6");
     }
     g_test_message("%d primitives: %d convolutions, %d pooling, %d matmul; %d reference", n, n_conv,
@@ -148,12 +165,18 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
      * three box-head products */
     const vd_config *cfg = &model->config;
+    gboolean mnv3 = cfg->backbone_type == VD_BACKBONE_MOBILENET_V3;
     int expected_conv = 1 + 2 * cfg->n_returned_layers + 2 * cfg->n_fpn_levels;
     for (int b = 0; b < model->n_blocks; b++)
         expected_conv +=
             (cfg->block == VD_BLOCK_BOTTLENECK ? 3 : 2) + model->blocks[b].has_downsample;
+    /* MobileNetV3: expand (where present), depthwise and project per block, the
+     * last conv; no max-pool */
+    for (int b = 0; mnv3 && b < cfg->mnv3_n_blocks; b++)
+        expected_conv += 2 + (model->mnv3_blocks[b].expand.out_channels > 0);
+    expected_conv += mnv3 && model->mnv3_last.out_channels > 0;
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
-    g_assert_cmpint(n_pool, ==, 1);
+    g_assert_cmpint(n_pool, ==, mnv3 ? 0 : 1);
     g_assert_cmpint(n_matmul, ==, 3);
     g_assert_true(stem);
     g_assert_true(fc6);
@@ -176,6 +199,15 @@ static void test_resnet50_fp32(void)
     vd_model_unref(model);
 }
 
+static void test_mobilenet_v3_fp32(void)
+{
+    for (int low_res = 0; low_res <= 1; low_res++) {
+        vd_model *model = mobilenet_v3_fpn(low_res);
+        check_frame_kernels(model, VD_PRECISION_FP32);
+        vd_model_unref(model);
+    }
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX); elsewhere a clear refusal at
  * context creation, and AUTO is float32 everywhere on the CPU. */
 static void test_bf16(void)
@@ -192,6 +224,9 @@ static void test_bf16(void)
         vd_model *r50 = resnet50_fpn();
         check_frame_kernels(r50, VD_PRECISION_BF16);
         vd_model_unref(r50);
+        vd_model *mnv3 = mobilenet_v3_fpn(TRUE);
+        check_frame_kernels(mnv3, VD_PRECISION_BF16);
+        vd_model_unref(mnv3);
     } else {
         g_assert_null(cpu_context(model, VD_PRECISION_BF16, &error));
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
@@ -237,6 +272,7 @@ int main(int argc, char **argv)
     g_assert_no_error(error);
     g_test_add_func("/kernels/bundled/fp32", test_bundled_fp32);
     g_test_add_func("/kernels/resnet50-fpn/fp32", test_resnet50_fp32);
+    g_test_add_func("/kernels/mobilenet-v3-large-fpn/fp32", test_mobilenet_v3_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     int result = g_test_run();
     g_rmdir(tmp_dir);

@@ -434,8 +434,8 @@ static void test_unsupported_metadata(void)
     expect_error(fx, VD_ERROR_UNSUPPORTED, "architecture 'retinanet'", NULL);
 
     fx = fx_tiny_default();
-    fx_config_replace(fx, "\"type\":\"resnet\"", "\"type\":\"mobilenet_v3_large\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "backbone type 'mobilenet_v3_large'", NULL);
+    fx_config_replace(fx, "\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "backbone type 'mobilenet_v2'", NULL);
 
     fx = fx_tiny_default();
     fx_config_replace(fx, "\"block\":\"basic\"", "\"block\":\"inverted_residual\"");
@@ -578,6 +578,141 @@ static void test_invalid_metadata(void)
     fx = fx_tiny_default();
     fx_config_replace(fx, "\"num_classes\":3", "\"num_classes\":3,\"num_classes\":3");
     expect_error(fx, VD_ERROR_FORMAT, "config has the key 'num_classes' more than once", NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* MobileNetV3                                                               */
+
+static void test_mnv3_valid(void)
+{
+    mnv3_arch a = mnv3_tiny();
+    fixture *fx = fx_mnv3(&a);
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    const vd_config *c;
+
+    g_assert_no_error(error);
+    c = &model->config;
+    g_assert_cmpint(c->backbone_type, ==, VD_BACKBONE_MOBILENET_V3);
+    g_assert_cmpstr(c->mnv3_arch, ==, "mobilenet_v3_large");
+    g_assert_cmpstr(vd_model_description(model), ==,
+                    "fasterrcnn mobilenet_v3_large-fpn, 3 classes");
+    g_assert_cmpint(c->mnv3_n_blocks, ==, 2);
+    g_assert_cmpint(c->n_returned_layers, ==, 2);
+    g_assert_cmpint(c->fpn_in_channels[0], ==, 8);
+    g_assert_cmpint(c->fpn_in_channels[1], ==, 16);
+    g_assert_cmpint(c->n_fpn_levels, ==, 3);
+    g_assert_cmpint(c->anchors_per_location, ==, 6);
+    g_assert_cmpint(c->n_roi_levels, ==, 2);
+    g_assert_cmpint(model->mnv3_n_computed, ==, 4);
+    assert_conv(&model->stem, 8, 3, 3, 2, 1);
+    /* block 1: no expansion, residual; block 2: expansion, SE, stride 2 */
+    g_assert_cmpint(model->mnv3_blocks[0].expand.out_channels, ==, 0);
+    g_assert_true(model->mnv3_blocks[0].residual);
+    assert_conv(&model->mnv3_blocks[0].depthwise, 8, 8, 3, 1, 1);
+    g_assert_cmpint(model->mnv3_blocks[0].depthwise.groups, ==, 8);
+    g_assert_cmpint(model->mnv3_blocks[0].se_fc1.out_features, ==, 0);
+    assert_conv(&model->mnv3_blocks[1].expand, 16, 8, 1, 1, 0);
+    assert_conv(&model->mnv3_blocks[1].depthwise, 16, 16, 5, 2, 2);
+    g_assert_cmpint(model->mnv3_blocks[1].depthwise.groups, ==, 16);
+    g_assert_cmpint(model->mnv3_blocks[1].se_fc1.out_features, ==, 8);
+    g_assert_cmpint(model->mnv3_blocks[1].se_fc2.in_features, ==, 8);
+    g_assert_cmpint(model->mnv3_blocks[1].se_fc2.out_features, ==, 16);
+    g_assert_false(model->mnv3_blocks[1].residual);
+    g_assert_cmpint(c->mnv3_blocks[1].activation, ==, VD_ACT_HARDSWISH);
+    assert_conv(&model->mnv3_last, 16, 8, 1, 1, 0);
+    vd_model_unref(model);
+    fx_free(fx);
+
+    /* returned up to block 2 only: the last conv is not in the file */
+    a.returned[0] = 1;
+    a.returned[1] = 2;
+    fx = fx_mnv3(&a);
+    model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(model->mnv3_n_computed, ==, 3);
+    g_assert_cmpint(model->mnv3_last.out_channels, ==, 0);
+    vd_model_unref(model);
+    fx_free(fx);
+}
+
+static fixture *fx_mnv3_default(void)
+{
+    mnv3_arch a = mnv3_tiny();
+    return fx_mnv3(&a);
+}
+
+static void test_mnv3_invalid(void)
+{
+    fixture *fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"activation\":\"relu\"", "\"activation\":\"gelu\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[0].activation' is 'gelu'", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"stride\":2,\"dilation\":1", "\"stride\":1,\"dilation\":2");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "dilated", "backbone.blocks[1]");
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"stride\":2,", "\"stride\":3,");
+    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[1].stride' is 3", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"kernel\":5,", "\"kernel\":4,");
+    expect_error(fx, VD_ERROR_FORMAT, "odd", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":\"8\",");
+    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[1].se_channels' is not an integer", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":4,");
+    expect_error(fx, VD_ERROR_FORMAT, "backbone.body.2.block.2.fc1.weight", "shape");
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":0,");
+    /* without SE the projection is block.2 */
+    expect_error(fx, VD_ERROR_FORMAT, "missing tensor 'backbone.body.2.block.2.0.weight'", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, ",\"dilation\":1}", ",\"dilation\":1,\"groups\":1}");
+    expect_error(fx, VD_ERROR_FORMAT, "unknown key 'backbone.blocks[0].groups'", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"blocks\":[{", "\"blocks\":[7,{");
+    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[0]' is not an object", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"returned_layers\":[2,3]", "\"returned_layers\":[2,4]");
+    expect_error(fx, VD_ERROR_FORMAT, "ascending feature indices in 0..3", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"returned_layers\":[2,3]", "\"returned_layers\":[3,2]");
+    expect_error(fx, VD_ERROR_FORMAT, "ascending feature indices", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"in_channels\":[8,16]", "\"in_channels\":[8,8]");
+    expect_error(fx, VD_ERROR_FORMAT, "'fpn.in_channels[1]' should be 16", "MobileNetV3 feature 3");
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"arch\":\"mobilenet_v3_large\"", "\"arch\":\"mobilenet_v2\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'backbone.arch' is 'mobilenet_v2'", NULL);
+
+    fx = fx_mnv3_default();
+    fx_config_replace(fx, "\"last_channels\":16,", "");
+    expect_error(fx, VD_ERROR_FORMAT, "missing 'backbone.last_channels'", NULL);
+
+    /* a depthwise weight of a dense shape */
+    fx = fx_mnv3_default();
+    fx_remove(fx, "backbone.body.1.block.0.0.weight");
+    {
+        const gint64 shape[4] = {8, 8, 3, 3};
+        fx_add(fx, "backbone.body.1.block.0.0.weight", 4, shape);
+    }
+    expect_error(fx, VD_ERROR_FORMAT, "backbone.body.1.block.0.0.weight", "[8, 1, 3, 3]");
+
+    fx = fx_mnv3_default();
+    fx_remove(fx, "backbone.body.2.block.2.fc2.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "missing tensor 'backbone.body.2.block.2.fc2.bias'", NULL);
 }
 
 static void test_unexpected_tensor(void)
@@ -1084,6 +1219,8 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/error/unexpected-tensor", test_unexpected_tensor);
     g_test_add_func("/model-load/error/duplicate-tensor", test_duplicate_tensor);
     g_test_add_func("/model-load/convert/f16", test_f16);
+    g_test_add_func("/model-load/mobilenet-v3/valid", test_mnv3_valid);
+    g_test_add_func("/model-load/mobilenet-v3/invalid", test_mnv3_invalid);
     g_test_add_func("/model-load/convert/bf16", test_bf16);
     g_test_add_func("/model-load/convert/bn-fold", test_bn_fold);
     g_test_add_func("/model-load/torchvision/export-cli", test_export_cli);

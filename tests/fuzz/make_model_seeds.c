@@ -1,18 +1,18 @@
 /* Writes the loader fuzzer's seed corpus (tests/fuzz/corpus/model): the engine
  * tests' tiny ResNet-FPN fixture cut to its first stage (a complete, loadable
  * model of about 85 000 parameters) stored as F16 and BF16, and its header
- * alone. Run from the fuzz build: build-fuzz/tests/fuzz/make-model-seeds DIR. */
+ * alone; and the tiny MobileNetV3-FPN fixture (mnv3_tiny()) as F16. Run from the fuzz build:
+ * build-fuzz/tests/fuzz/make-model-seeds DIR. */
 #include "../engine/model_fixture.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
 
-
-
-static void write_seed(const char *dtype, const char *name)
+static void write_seed(const char *dtype, const char *name, gboolean mnv3)
 {
     tiny_arch a = tiny_basic();
-    fixture *fx = fx_tiny(&a);
+    mnv3_arch m = mnv3_tiny();
+    fixture *fx = mnv3 ? fx_mnv3(&m) : fx_tiny(&a);
     for (guint i = 0; i < fx->tensors->len; i++) {
         fx_tensor *t = g_ptr_array_index(fx->tensors, i);
         g_free(t->dtype);
@@ -35,8 +35,9 @@ int main(int argc, char **argv)
         return 2;
     }
     tmp_dir = argv[1];
-    write_seed("F16", "tiny-f16.safetensors");
-    write_seed("BF16", "tiny-bf16.safetensors");
+    write_seed("F16", "tiny-f16.safetensors", FALSE);
+    write_seed("BF16", "tiny-bf16.safetensors", FALSE);
+    write_seed("F16", "tiny-mobilenet-v3-f16.safetensors", TRUE);
 
     /* the header alone (the loader fails at the first tensor's data) */
     char *path = g_build_filename(tmp_dir, "tiny-f16.safetensors", NULL);

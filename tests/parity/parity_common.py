@@ -238,6 +238,16 @@ def build_resnet_fpn(depth, num_classes, min_size, max_size, seed, norm="frozen"
     return model.eval()
 
 
+def build_mobilenet_v3_fpn(builder, seed):
+    """torchvision's fasterrcnn_mobilenet_v3_large_fpn or _320_fpn (@builder) with
+    random weights and 91 classes at the builder's sizes; without pretrained weights
+    the builders use nn.BatchNorm2d (eps 1e-5) and every backbone layer trainable."""
+    torch.manual_seed(seed)
+    model = getattr(torchvision.models.detection, builder)(
+        weights=None, weights_backbone=None, num_classes=91)
+    return model.eval()
+
+
 def build_resnet50_fpn_coco(seed):
     """fasterrcnn_resnet50_fpn with random weights and 91 classes at the default sizes
     (800/1333); without pretrained weights the builder uses nn.BatchNorm2d (eps 1e-5)."""
@@ -249,7 +259,8 @@ def build_resnet50_fpn_coco(seed):
 
 def convs_before_norms(model):
     """The convolution feeding each norm layer of a torchvision ResNet body (conv1/bn1,
-    convK/bnK, downsample.0/downsample.1)."""
+    convK/bnK, downsample.0/downsample.1) or MobileNetV3 body (Conv2dNormActivation:
+    .0/.1)."""
     modules = dict(model.named_modules())
     convs = []
     for name, m in modules.items():
@@ -258,7 +269,7 @@ def convs_before_norms(model):
         head, _, last = name.rpartition(".")
         if last.startswith("bn"):
             conv_name = f"{head}.conv{last[2:]}"
-        elif head.endswith("downsample") and last == "1":
+        elif last == "1" and isinstance(modules.get(f"{head}.0"), torch.nn.Conv2d):
             conv_name = f"{head}.0"
         else:
             raise ValueError(f"no convolution known before norm layer {name}")

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Parity: torchvision's fasterrcnn_mobilenet_v3_large_fpn and
+fasterrcnn_mobilenet_v3_large_320_fpn (--builder), MobileNetV3-Large features 0..16
+(hardswish, squeeze-and-excitation with hardsigmoid, depthwise convolutions,
+nn.BatchNorm2d with eps 1e-5 as the builders make it without pretrained weights),
+features 13 and 16 into a 256-channel FPN with the pool level, 15 anchors per
+location on 3 levels, RPN score threshold 0.05, every RoI pooled from level '0'
+(engine/MOBILENETV3.md). 91 classes with the COCO category names, the builders'
+sizes (800/1333, or 320/640 with 150 RPN proposals), random calibrated weights,
+float32 model file. One image per run (--size HxW):
+
+  --size 480x640: float32 and double resize scales agree (800x1066, 320x426); the
+    reference is unmodified torchvision.
+  --size 427x640: 0.14.1's float32 scale gives 799x1199 (and 319x479) where double gives
+    800x1199 (320x479): the reference runs with the resize scale patched to double
+    precision, as the engine and current torchvision compute it.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+from torchvision.models.detection import FasterRCNN_MobileNet_V3_Large_FPN_Weights  # noqa: E402
+
+SIZES = {  # builder -> (min_size, max_size)
+    "fasterrcnn_mobilenet_v3_large_fpn": (800, 1333),
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (320, 640),
+}
+
+
+def main():
+    import argparse
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--builder", choices=sorted(SIZES), required=True)
+    known, rest = pre.parse_known_args()
+    sys.argv = [sys.argv[0]] + rest
+    args = pc.parse_args(__doc__, size=True)
+    pc.setup_torch(args.threads)
+    h, w = args.size
+    min_size, max_size = SIZES[known.builder]
+    double = pc.resized_size(h, w, min_size, max_size, False) != \
+        pc.resized_size(h, w, min_size, max_size, True)
+    model = pc.build_mobilenet_v3_fpn(known.builder, seed=3)
+    classes = list(FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1.meta["categories"])
+    short = known.builder.replace("fasterrcnn_", "")
+    return pc.run_parity(args, f"{short}_{h}x{w}", model, [(h, w, 7000 + h + w, double)],
+                         class_names=classes, min_size=min_size, max_size=max_size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
