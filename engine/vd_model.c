@@ -612,7 +612,8 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
 
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "in_channels", "out_channels", "extra_block", NULL };
+    static const char *const keys[] = { "in_channels", "out_channels", "extra_block", "norm",
+                                        NULL };
     JsonObject *o = get_section(path, config, "fpn", error);
     JsonArray *in_channels;
     const char *extra;
@@ -620,6 +621,17 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
     if (!o || !check_keys(path, o, "fpn", keys, error) ||
         !get_int(path, o, "fpn", "out_channels", 1, 65536, &c->fpn_channels, error))
         return FALSE;
+    c->fpn_norm = FALSE;
+    if (json_object_has_member(o, "norm")) {
+        const char *norm = get_string(path, o, "fpn", "norm", error);
+        if (!norm)
+            return FALSE;
+        if (strcmp(norm, "batch_norm") == 0)
+            c->fpn_norm = TRUE;
+        else if (strcmp(norm, "none") != 0)
+            return config_error(error, path, "'fpn.norm' is '%s'; expected 'batch_norm' or 'none'",
+                                norm);
+    }
     if (!(extra = get_string(path, o, "fpn", "extra_block", error)))
         return FALSE;
     if (strcmp(extra, "maxpool") == 0) {
@@ -706,10 +718,14 @@ static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c
 static gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = { "pre_nms_top_n", "post_nms_top_n", "nms_thresh",
-                                        "score_thresh", "min_size", NULL };
+                                        "score_thresh", "min_size", "conv_depth", NULL };
     JsonObject *o = get_section(path, config, "rpn", error);
 
+    c->rpn_conv_depth = 1;
     return o && check_keys(path, o, "rpn", keys, error) &&
+           (!json_object_has_member(o, "conv_depth") ||
+            get_int(path, o, "rpn", "conv_depth", 1, VD_MAX_RPN_CONVS, &c->rpn_conv_depth,
+                    error)) &&
            get_int(path, o, "rpn", "pre_nms_top_n", 1, 1000000, &c->rpn_pre_nms_top_n, error) &&
            get_int(path, o, "rpn", "post_nms_top_n", 1, 1000000, &c->rpn_post_nms_top_n, error) &&
            get_float(path, o, "rpn", "nms_thresh", 0.0, 1.0, FALSE, &c->rpn_nms_thresh, error) &&
@@ -718,13 +734,56 @@ static gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GE
            get_float(path, o, "rpn", "min_size", 0.0, 1e6, FALSE, &c->rpn_min_size, error);
 }
 
+/* roi_heads.box_head: absent for TwoMLPHead; {"type": "conv_fc", "conv_channels":
+ * [...], "norm": "batch_norm"} for FastRCNNConvFCHead (fasterrcnn_resnet50_fpn_v2). */
+static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, GError **error)
+{
+    static const char *const keys[] = { "type", "conv_channels", "norm", NULL };
+    JsonObject *o = get_section(path, roi, "box_head", error);
+    const char *type, *norm;
+    JsonArray *channels;
+
+    if (!o || !check_keys(path, o, "roi_heads.box_head", keys, error) ||
+        !(type = get_string(path, o, "roi_heads.box_head", "type", error)))
+        return FALSE;
+    if (strcmp(type, "two_mlp") == 0)
+        return TRUE;
+    if (strcmp(type, "conv_fc") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: box head type '%s' is not supported ('two_mlp' or 'conv_fc')", path, type);
+        return FALSE;
+    }
+    if (!(norm = get_string(path, o, "roi_heads.box_head", "norm", error)))
+        return FALSE;
+    if (strcmp(norm, "batch_norm") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: conv box head with norm '%s' is not supported (only 'batch_norm')", path,
+                    norm);
+        return FALSE;
+    }
+    channels = get_array(path, o, "roi_heads.box_head", "conv_channels", 1, VD_MAX_BOX_CONVS,
+                         error);
+    if (!channels)
+        return FALSE;
+    for (guint i = 0; i < json_array_get_length(channels); i++) {
+        JsonNode *node = json_array_get_element(channels, i);
+        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
+            return config_error(error, path,
+                                "'roi_heads.box_head.conv_channels[%u]' must be an integer in "
+                                "[1, 65536]", i);
+        c->box_conv_channels[i] = (int)json_node_get_int(node);
+    }
+    c->n_box_convs = (int)json_array_get_length(channels);
+    return TRUE;
+}
+
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c,
                                 GError **error)
 {
     static const char *const keys[] = { "output_size", "sampling_ratio", "featmap_names",
                                         "representation_size", "score_thresh", "nms_thresh",
                                         "detections_per_img", "bbox_reg_weights", "min_size",
-                                        NULL };
+                                        "box_head", NULL };
     JsonObject *o = get_section(path, config, "roi_heads", error);
     JsonArray *names, *weights;
 
@@ -740,6 +799,9 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
         !get_int(path, o, "roi_heads", "detections_per_img", 1, 1000000, &c->detections_per_img,
                  error) ||
         !get_float(path, o, "roi_heads", "min_size", 0.0, 1e6, FALSE, &c->box_min_size, error))
+        return FALSE;
+    c->n_box_convs = 0;
+    if (json_object_has_member(o, "box_head") && !parse_box_head(path, o, c, error))
         return FALSE;
     weights = get_array(path, o, "roi_heads", "bbox_reg_weights", 4, 4, error);
     if (!weights || !get_float_array(path, weights, "roi_heads.bbox_reg_weights", 0.0, 1e6, TRUE,
@@ -1455,23 +1517,56 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
         /* torchvision >= 0.13 wraps the FPN convs in Conv2dNormActivation ('.0') */
         g_snprintf(name, sizeof name, "backbone.fpn.inner_blocks.%d.0", i);
         g_snprintf(alt, sizeof alt, "backbone.fpn.inner_blocks.%d", i);
-        if (!load_conv_bias(ld, name, alt, &model->fpn_inner[i], C, in, 1, 1, 0, error))
+        if (c->fpn_norm) {
+            /* v2: Conv2dNormActivation(norm_layer=BatchNorm2d): '.0' conv, '.1' norm */
+            g_snprintf(alt, sizeof alt, "backbone.fpn.inner_blocks.%d.1", i);
+            if (!load_conv_bn(ld, name, alt, &model->fpn_inner[i], C, in, 1, 1, 0, error))
+                return FALSE;
+        } else if (!load_conv_bias(ld, name, alt, &model->fpn_inner[i], C, in, 1, 1, 0, error)) {
             return FALSE;
+        }
         g_snprintf(name, sizeof name, "backbone.fpn.layer_blocks.%d.0", i);
         g_snprintf(alt, sizeof alt, "backbone.fpn.layer_blocks.%d", i);
-        if (!load_conv_bias(ld, name, alt, &model->fpn_layer[i], C, C, 3, 1, 1, error))
+        if (c->fpn_norm) {
+            g_snprintf(alt, sizeof alt, "backbone.fpn.layer_blocks.%d.1", i);
+            if (!load_conv_bn(ld, name, alt, &model->fpn_layer[i], C, C, 3, 1, 1, error))
+                return FALSE;
+        } else if (!load_conv_bias(ld, name, alt, &model->fpn_layer[i], C, C, 3, 1, 1, error)) {
+            return FALSE;
+        }
+    }
+    if (!load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1,
+                        1, error))
+        return FALSE;
+    for (int j = 1; j < c->rpn_conv_depth; j++) {
+        g_snprintf(name, sizeof name, "rpn.head.conv.%d.0", j);
+        if (!load_conv_bias(ld, name, NULL, &model->rpn_conv_more[j - 1], C, C, 3, 1, 1, error))
             return FALSE;
     }
-    return load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1,
-                          1, error) &&
-           load_conv_bias(ld, "rpn.head.cls_logits", NULL, &model->rpn_cls, A, C, 1, 1, 0,
+    int box_in = C;
+    for (int j = 0; j < c->n_box_convs; j++) {
+        g_snprintf(name, sizeof name, "roi_heads.box_head.%d.0", j);
+        g_snprintf(alt, sizeof alt, "roi_heads.box_head.%d.1", j);
+        if (!load_conv_bn(ld, name, alt, &model->box_convs[j], c->box_conv_channels[j], box_in, 3,
+                          1, 1, error))
+            return FALSE;
+        box_in = c->box_conv_channels[j];
+    }
+    if (c->n_box_convs > 0) {
+        /* Sequential: the blocks, Flatten (no weights), the Linear */
+        g_snprintf(name, sizeof name, "roi_heads.box_head.%d", c->n_box_convs + 1);
+        if (!load_linear(ld, name, &model->fc6, c->representation_size, box_in * P * P, error))
+            return FALSE;
+    } else if (!load_linear(ld, "roi_heads.box_head.fc6", &model->fc6, c->representation_size,
+                            C * P * P, error) ||
+               !load_linear(ld, "roi_heads.box_head.fc7", &model->fc7, c->representation_size,
+                            c->representation_size, error)) {
+        return FALSE;
+    }
+    return load_conv_bias(ld, "rpn.head.cls_logits", NULL, &model->rpn_cls, A, C, 1, 1, 0,
                           error) &&
            load_conv_bias(ld, "rpn.head.bbox_pred", NULL, &model->rpn_bbox, 4 * A, C, 1, 1, 0,
                           error) &&
-           load_linear(ld, "roi_heads.box_head.fc6", &model->fc6, c->representation_size,
-                       C * P * P, error) &&
-           load_linear(ld, "roi_heads.box_head.fc7", &model->fc7, c->representation_size,
-                       c->representation_size, error) &&
            load_linear(ld, "roi_heads.box_predictor.cls_score", &model->cls_score, c->num_classes,
                        c->representation_size, error) &&
            load_linear(ld, "roi_heads.box_predictor.bbox_pred", &model->bbox_pred,
@@ -1546,6 +1641,10 @@ static void model_free(vd_model *model)
         conv_clear(&model->fpn_layer[i]);
     }
     conv_clear(&model->rpn_conv);
+    for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
+        conv_clear(&model->rpn_conv_more[j]);
+    for (int j = 0; j < VD_MAX_BOX_CONVS; j++)
+        conv_clear(&model->box_convs[j]);
     conv_clear(&model->rpn_cls);
     conv_clear(&model->rpn_bbox);
     linear_clear(&model->fc6);

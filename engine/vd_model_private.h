@@ -11,6 +11,8 @@ G_BEGIN_DECLS
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
 #define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
+#define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
+#define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
@@ -112,6 +114,7 @@ typedef struct {
     /* FPN */
     int fpn_channels;         /* out_channels, 256 */
     gboolean fpn_pool_level;  /* LastLevelMaxPool present ('pool' level) */
+    gboolean fpn_norm;        /* batch-norm after every FPN conv (v2; folded, no bias) */
     int n_fpn_levels;         /* n_returned_layers + (pool ? 1 : 0) */
 
     /* anchors: per FPN level (same count of anchors per location on every level) */
@@ -127,12 +130,17 @@ typedef struct {
     float rpn_nms_thresh;
     float rpn_score_thresh;
     float rpn_min_size;       /* torchvision hard-codes 1e-3 */
+    int rpn_conv_depth;       /* 3x3 conv + ReLU layers of the RPN head: 1, v2 2 */
 
     /* RoI heads */
     int roi_output_size;      /* 7 */
     int roi_sampling_ratio;   /* 2 */
     int n_roi_levels;         /* how many of the FPN levels '0','1',.. the pooler uses */
-    int representation_size;  /* 1024 */
+    int representation_size;  /* 1024 (TwoMLPHead's fc7, or the conv head's one Linear) */
+    /* box head: TwoMLPHead (n_box_convs 0) or FastRCNNConvFCHead (v2): n_box_convs
+     * 3x3 conv + batch-norm + ReLU on the pooled features, flatten, one Linear + ReLU */
+    int n_box_convs;
+    int box_conv_channels[VD_MAX_BOX_CONVS];
     float box_score_thresh;   /* 0.05, strict */
     float box_nms_thresh;     /* 0.5 */
     int detections_per_img;   /* 100 */
@@ -162,11 +170,14 @@ struct vd_model {
     vd_conv fpn_layer[4];             /* 3x3 output, per returned layer */
 
     vd_conv rpn_conv;                 /* 3x3 + ReLU */
+    vd_conv rpn_conv_more[VD_MAX_RPN_CONVS - 1]; /* conv_depth > 1: the next ones */
+    vd_conv box_convs[VD_MAX_BOX_CONVS]; /* FastRCNNConvFCHead (BN folded) */
     vd_conv rpn_cls;                  /* 1x1 -> A */
     vd_conv rpn_bbox;                 /* 1x1 -> 4A */
 
-    vd_linear fc6;                    /* C*P*P -> representation, input order c*P*P + y*P + x */
-    vd_linear fc7;
+    vd_linear fc6;                    /* C*P*P -> representation, input order c*P*P + y*P + x
+                                       * (conv head: its Linear, C the last conv's width) */
+    vd_linear fc7;                    /* out_features 0 with the conv head */
     vd_linear cls_score;              /* -> num_classes */
     vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
 };
@@ -176,6 +187,22 @@ struct vd_model {
  * The loader fuzzer's entry point. */
 vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 size,
                               GError **error);
+
+/* The fasterrcnn_resnet50_fpn_v2 parts of @config that a backend without them must
+ * refuse (VD_ERROR_UNSUPPORTED naming them), or NULL when it has none: the FPN's
+ * batch-norm is folded at load and needs nothing, the RPN's extra convolutions and
+ * the conv box head do. */
+static inline const char *vd_config_v2_parts(const vd_config *config)
+{
+    if (config->n_box_convs > 0 && config->rpn_conv_depth > 1)
+        return "the RPN head's conv_depth > 1 and the FastRCNNConvFCHead box head "
+               "(fasterrcnn_resnet50_fpn_v2)";
+    if (config->n_box_convs > 0)
+        return "the FastRCNNConvFCHead box head (fasterrcnn_resnet50_fpn_v2)";
+    if (config->rpn_conv_depth > 1)
+        return "the RPN head's conv_depth > 1 (fasterrcnn_resnet50_fpn_v2)";
+    return NULL;
+}
 
 /* Number of channels of ResNet stage @stage (1..4) output. */
 int vd_config_stage_channels(const vd_config *config, int stage);

@@ -58,9 +58,11 @@ As a module:
 
 Only the Faster R-CNN family with a torchvision ResNet + FPN or MobileNetV3 + FPN
 (fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_mobilenet_v3_large_320_fpn) backbone,
-TwoMLPHead box head and FastRCNNPredictor is supported; anything else (the v2
-model's conv box head, ResNeXt/wide ResNets, dilated MobileNets, Mask/Keypoint
-R-CNN) raises ExportError.
+TwoMLPHead or FastRCNNConvFCHead box head and FastRCNNPredictor is supported;
+fasterrcnn_resnet50_fpn_v2 adds "fpn": {"norm": "batch_norm"}, "rpn": {"conv_depth": 2}
+and "roi_heads": {"box_head": {"type": "conv_fc", "conv_channels": [256, 256, 256, 256],
+"norm": "batch_norm"}} (representation_size: its one Linear's width). Anything else
+(ResNeXt/wide ResNets, dilated MobileNets, Mask/Keypoint R-CNN) raises ExportError.
 """
 
 import argparse
@@ -308,7 +310,7 @@ def _describe_backbone(model):
 
     expansion = 1 if block_type == "basic" else 4
     in_channels = [(64 << (s - 1)) * expansion for s in returned_layers]
-    fpn_cfg = _describe_fpn(backbone, in_channels)
+    fpn_cfg = _describe_fpn(backbone, in_channels, norms)
     backbone_cfg = {
         "type": "resnet",
         "depth": depth,
@@ -322,8 +324,16 @@ def _describe_backbone(model):
     return backbone_cfg, fpn_cfg, norms
 
 
-def _describe_fpn(backbone, in_channels):
-    """Checks BackboneWithFPN's FeaturePyramidNetwork (plain convolutions, no norm)
+def _is_conv_norm(module):
+    import torch.nn as nn
+    children = list(module.children()) if isinstance(module, nn.Sequential) else []
+    return len(children) >= 2 and type(children[0]) is nn.Conv2d and \
+        isinstance(children[1], nn.modules.batchnorm._NormBase)
+
+
+def _describe_fpn(backbone, in_channels, norms):
+    """Checks BackboneWithFPN's FeaturePyramidNetwork (plain convolutions, or conv +
+    batch-norm as in fasterrcnn_resnet50_fpn_v2, whose norms are appended to @norms)
     over backbone outputs of @in_channels; returns the fpn config."""
     from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork
     fpn = backbone.fpn
@@ -332,11 +342,20 @@ def _describe_fpn(backbone, in_channels):
     if len(fpn.inner_blocks) != len(in_channels) or len(fpn.layer_blocks) != len(in_channels):
         raise ExportError("FPN level count does not match the returned backbone layers")
     fpn_channels = backbone.out_channels
+    # fasterrcnn_resnet50_fpn_v2: Conv2dNormActivation(norm_layer=BatchNorm2d) blocks,
+    # conv without bias + norm, no activation; all levels alike
+    normed = _is_conv_norm(fpn.inner_blocks[0])
     for i, cin in enumerate(in_channels):
-        inner = _sequence_conv(fpn.inner_blocks[i], f"backbone.fpn.inner_blocks.{i}")
-        outer = _sequence_conv(fpn.layer_blocks[i], f"backbone.fpn.layer_blocks.{i}")
-        _check_conv(inner, f"backbone.fpn.inner_blocks.{i}", 1, 1, 0, bias=True)
-        _check_conv(outer, f"backbone.fpn.layer_blocks.{i}", 3, 1, 1, bias=True)
+        if normed:
+            inner, inner_bn = _conv_norm_act(fpn.inner_blocks[i], f"backbone.fpn.inner_blocks.{i}", None)
+            outer, outer_bn = _conv_norm_act(fpn.layer_blocks[i], f"backbone.fpn.layer_blocks.{i}", None)
+            norms.append((f"backbone.fpn.inner_blocks.{i}.1", inner_bn))
+            norms.append((f"backbone.fpn.layer_blocks.{i}.1", outer_bn))
+        else:
+            inner = _sequence_conv(fpn.inner_blocks[i], f"backbone.fpn.inner_blocks.{i}")
+            outer = _sequence_conv(fpn.layer_blocks[i], f"backbone.fpn.layer_blocks.{i}")
+        _check_conv(inner, f"backbone.fpn.inner_blocks.{i}", 1, 1, 0, bias=not normed)
+        _check_conv(outer, f"backbone.fpn.layer_blocks.{i}", 3, 1, 1, bias=not normed)
         if inner.in_channels != cin or inner.out_channels != fpn_channels \
                 or outer.in_channels != fpn_channels or outer.out_channels != fpn_channels:
             raise ExportError(f"backbone.fpn level {i}: channel counts do not match the backbone "
@@ -351,7 +370,10 @@ def _describe_fpn(backbone, in_channels):
     else:
         raise ExportError(f"FPN extra block {type(extra).__name__} is not supported (only LastLevelMaxPool "
                           "or none)")
-    return {"in_channels": list(in_channels), "out_channels": fpn_channels, "extra_block": extra_block}
+    cfg = {"in_channels": list(in_channels), "out_channels": fpn_channels, "extra_block": extra_block}
+    if normed:
+        cfg["norm"] = "batch_norm"
+    return cfg
 
 
 def _conv_norm_act(module, name, activation):
@@ -483,7 +505,41 @@ def _describe_mobilenet(model):
         "last_channels": int(last_channels),
         "returned_layers": returned_layers,
     }
-    return backbone_cfg, _describe_fpn(backbone, in_channels), norms
+    return backbone_cfg, _describe_fpn(backbone, in_channels, norms), norms
+
+
+def _describe_conv_fc_head(box_head, in_c, pooled, norms):
+    """FastRCNNConvFCHead (fasterrcnn_resnet50_fpn_v2): 3x3 Conv2dNormActivation
+    blocks with BatchNorm2d and ReLU on the pooled RoI features, Flatten, one Linear +
+    ReLU. Returns (its config, the representation size); its norms go to @norms."""
+    import torch.nn as nn
+    children = list(box_head.children())
+    n_conv = 0
+    while n_conv < len(children) and isinstance(children[n_conv], nn.Sequential):
+        n_conv += 1
+    rest = children[n_conv:]
+    if n_conv == 0 or len(rest) != 3 or type(rest[0]) is not nn.Flatten \
+            or type(rest[1]) is not nn.Linear or type(rest[2]) is not nn.ReLU:
+        raise ExportError("roi_heads.box_head: expected FastRCNNConvFCHead's 3x3 conv blocks, Flatten "
+                          "and exactly one Linear + ReLU")
+    channels = []
+    prev = in_c
+    for j in range(n_conv):
+        name = f"roi_heads.box_head.{j}"
+        if not _is_conv_norm(children[j]):
+            raise ExportError(f"{name}: conv box head blocks without batch-norm are not supported")
+        conv, bn = _conv_norm_act(children[j], name, "relu")
+        _check_conv(conv, name + ".0", 3, 1, 1, bias=False)
+        if conv.in_channels != prev:
+            raise ExportError(f"{name}: expected {prev} input channels")
+        prev = conv.out_channels
+        channels.append(int(prev))
+        norms.append((name + ".1", bn))
+    fc = rest[1]
+    if fc.in_features != prev * pooled * pooled:
+        raise ExportError(f"roi_heads.box_head.{n_conv + 1}: {fc.in_features} inputs instead of "
+                          f"{prev * pooled * pooled}")
+    return {"type": "conv_fc", "conv_channels": channels, "norm": "batch_norm"}, int(fc.out_features)
 
 
 def _floats(values):
@@ -493,7 +549,8 @@ def _floats(values):
 def model_config(model, class_names=None):
     """The visiondetect config dict of a torchvision FasterRCNN; raises ExportError when
     the model cannot be represented."""
-    from torchvision.models.detection.faster_rcnn import FasterRCNN, FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.faster_rcnn import (FasterRCNN, FastRCNNConvFCHead,
+                                                          FastRCNNPredictor, TwoMLPHead)
     from torchvision.models.detection.rpn import RPNHead
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
     from torchvision.ops.poolers import MultiScaleRoIAlign
@@ -524,11 +581,7 @@ def model_config(model, class_names=None):
         raise ExportError("image_mean and image_std must have 3 entries (RGB)")
 
     backbone_cfg, fpn_cfg, norms = _describe_backbone(model)
-    eps_by_module = collections.OrderedDict((name, _norm_eps(bn, name)) for name, bn in norms)
-    counts = collections.Counter(eps_by_module.values())
-    backbone_cfg["norm_eps"] = counts.most_common(1)[0][0]
-    if len(counts) > 1:
-        backbone_cfg["norm_eps_per_module"] = dict(eps_by_module)
+    norms_heads = []  # the conv box head's batch-norms
 
     n_fpn_levels = len(backbone_cfg["returned_layers"]) + (1 if fpn_cfg["extra_block"] == "maxpool" else 0)
     fpn_names = [str(i) for i in range(len(backbone_cfg["returned_layers"]))]
@@ -553,16 +606,18 @@ def model_config(model, class_names=None):
         raise ExportError(f"RPN head {type(head).__name__} is not torchvision's RPNHead")
     import torch.nn as nn
     convs = [head.conv] if isinstance(head.conv, nn.Conv2d) else list(head.conv.children())
-    if len(convs) != 1:
-        raise ExportError(f"RPN head with {len(convs)} convolutions (fasterrcnn_resnet50_fpn_v2) is not "
-                          "supported")
-    rpn_conv = _sequence_conv(convs[0], "rpn.head.conv.0", relu=True)
+    # conv_depth 2 in fasterrcnn_resnet50_fpn_v2: each a 3x3 conv (bias) + ReLU, no norm
+    if not 1 <= len(convs) <= 4:
+        raise ExportError(f"RPN head with {len(convs)} convolutions is not supported (1 to 4)")
     c = fpn_cfg["out_channels"]
-    _check_conv(rpn_conv, "rpn.head.conv.0", 3, 1, 1, bias=True)
+    for j, module in enumerate(convs):
+        rpn_conv = _sequence_conv(module, f"rpn.head.conv.{j}", relu=True)
+        _check_conv(rpn_conv, f"rpn.head.conv.{j}", 3, 1, 1, bias=True)
+        if rpn_conv.in_channels != c or rpn_conv.out_channels != c:
+            raise ExportError(f"rpn.head.conv.{j}: channel counts do not match the FPN channels")
     _check_conv(head.cls_logits, "rpn.head.cls_logits", 1, 1, 0, bias=True)
     _check_conv(head.bbox_pred, "rpn.head.bbox_pred", 1, 1, 0, bias=True)
-    if rpn_conv.in_channels != c or rpn_conv.out_channels != c \
-            or head.cls_logits.out_channels != anchors_per_location \
+    if head.cls_logits.out_channels != anchors_per_location \
             or head.bbox_pred.out_channels != 4 * anchors_per_location:
         raise ExportError("RPN head channel counts do not match the FPN channels and anchors")
     if tuple(float(w) for w in rpn.box_coder.weights) != (1.0, 1.0, 1.0, 1.0):
@@ -577,6 +632,8 @@ def model_config(model, class_names=None):
         "score_thresh": float(rpn.score_thresh),
         "min_size": float(rpn.min_size),
     }
+    if len(convs) != 1:
+        rpn_cfg["conv_depth"] = len(convs)
 
     # RoI heads
     pool = roi.box_roi_pool
@@ -595,16 +652,21 @@ def model_config(model, class_names=None):
         raise ExportError(f"the box pooler's featmap_names {featmap_names} do not select the first FPN "
                           f"levels of {fpn_names}")
     box_head = roi.box_head
-    if type(box_head) is not TwoMLPHead:
-        raise ExportError(f"box head {type(box_head).__name__} is not supported (only TwoMLPHead; "
-                          "FastRCNNConvFCHead of fasterrcnn_resnet50_fpn_v2 is not)")
     predictor = roi.box_predictor
     if type(predictor) is not FastRCNNPredictor:
         raise ExportError(f"box predictor {type(predictor).__name__} is not FastRCNNPredictor")
-    rep = box_head.fc7.out_features
-    if box_head.fc6.in_features != c * out_size[0] * out_size[1] or box_head.fc6.out_features != rep \
-            or box_head.fc7.in_features != rep or predictor.cls_score.in_features != rep \
-            or predictor.bbox_pred.in_features != rep:
+    box_head_cfg = None
+    if type(box_head) is TwoMLPHead:
+        rep = box_head.fc7.out_features
+        if box_head.fc6.in_features != c * out_size[0] * out_size[1] or box_head.fc6.out_features != rep \
+                or box_head.fc7.in_features != rep:
+            raise ExportError("box head feature sizes are inconsistent")
+    elif type(box_head) is FastRCNNConvFCHead:
+        box_head_cfg, rep = _describe_conv_fc_head(box_head, c, out_size[0], norms_heads)
+    else:
+        raise ExportError(f"box head {type(box_head).__name__} is not supported (TwoMLPHead or "
+                          "FastRCNNConvFCHead)")
+    if predictor.cls_score.in_features != rep or predictor.bbox_pred.in_features != rep:
         raise ExportError("box head feature sizes are inconsistent")
     num_classes = predictor.cls_score.out_features
     if predictor.bbox_pred.out_features != 4 * num_classes:
@@ -621,6 +683,14 @@ def model_config(model, class_names=None):
         "bbox_reg_weights": _floats(roi.box_coder.weights),
         "min_size": 1e-2,  # hard-coded in RoIHeads.postprocess_detections
     }
+    if box_head_cfg is not None:
+        roi_cfg["box_head"] = box_head_cfg
+    # one eps for every batch-norm folded (backbone, FPN, box head), or the map
+    eps_by_module = collections.OrderedDict((name, _norm_eps(bn, name)) for name, bn in norms + norms_heads)
+    counts = collections.Counter(eps_by_module.values())
+    backbone_cfg["norm_eps"] = counts.most_common(1)[0][0]
+    if len(counts) > 1:
+        backbone_cfg["norm_eps_per_module"] = dict(eps_by_module)
 
     if class_names is None:
         class_names = _default_class_names(num_classes)
@@ -717,6 +787,15 @@ def _build(args):
             raise ExportError("--pretrained COCO weights have 91 classes; drop --num-classes")
         model = fasterrcnn_resnet50_fpn(weights=weights, weights_backbone=None,
                                         num_classes=num_classes, **kwargs)
+    elif args.builder == "fasterrcnn_resnet50_fpn_v2":
+        from torchvision.models.detection import (FasterRCNN_ResNet50_FPN_V2_Weights,
+                                                  fasterrcnn_resnet50_fpn_v2)
+        weights = FasterRCNN_ResNet50_FPN_V2_Weights.COCO_V1 if args.pretrained else None
+        if weights is not None and num_classes != 91:
+            raise ExportError("--pretrained COCO weights have 91 classes; drop --num-classes")
+        # BatchNorm2d (eps 1e-5) in the backbone, the FPN and the box head, folded at load
+        model = fasterrcnn_resnet50_fpn_v2(weights=weights, weights_backbone=None,
+                                           num_classes=num_classes, **kwargs)
     elif args.builder.startswith("resnet_fpn:"):
         depth = args.builder.split(":", 1)[1]
         if depth not in ("18", "34", "50", "101", "152"):
@@ -741,6 +820,7 @@ def _build(args):
         model = builder(weights=weights, weights_backbone=None, num_classes=num_classes, **kwargs)
     else:
         raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn, "
+                          "fasterrcnn_resnet50_fpn_v2, "
                           f"{', '.join(_MOBILENET_BUILDERS)} or resnet_fpn:<depth>)")
 
     if args.state_dict:
@@ -775,7 +855,8 @@ def main(argv=None):
         description="Export a torchvision Faster R-CNN (ResNet-FPN) to a visiondetect .safetensors "
                     "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
-                        help="fasterrcnn_resnet50_fpn (default), fasterrcnn_mobilenet_v3_large_fpn, "
+                        help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
+                             "fasterrcnn_mobilenet_v3_large_fpn, "
                              "fasterrcnn_mobilenet_v3_large_320_fpn, or resnet_fpn:<depth> "
                              "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN)")
     parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")

@@ -2164,6 +2164,14 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
     const vd_config *cfg = &ctx->model->config;
+    const char *v2_parts = vd_config_v2_parts(cfg);
+    if (v2_parts != NULL) {
+        /* loaded and validated, but not computed yet (issue 14, item 2) */
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CPU backend does not support %s yet (%s)", v2_parts,
+                    vd_model_description(ctx->model));
+        return NULL;
+    }
     if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
         ctx->model->fc6.in_features) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "fc6 takes %d inputs, the pooler gives %d",

@@ -1301,6 +1301,14 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     vd_model_description(ctx->model));
         return NULL;
     }
+    const char *v2_parts = vd_config_v2_parts(cfg);
+    if (v2_parts != NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not support %s of this model (%s): use the CPU backend",
+                    v2_parts,
+                    vd_model_description(ctx->model));
+        return NULL;
+    }
     if (ctx->params.precision == VD_PRECISION_AUTO)
         ctx->params.precision = VD_PRECISION_FP16;
     if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {
