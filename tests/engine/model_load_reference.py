@@ -152,12 +152,21 @@ def _dilated_mobilenet():
     return FasterRCNN(backbone, 3, rpn_anchor_generator=anchors)
 
 
+def _conv_head_without_norm():
+    """fasterrcnn_resnet50_fpn_v2 with a FastRCNNConvFCHead built without norm_layer
+    (convolutions with bias), which the exporter refuses."""
+    import torchvision.models.detection as detection
+    from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead
+    model = detection.fasterrcnn_resnet50_fpn_v2(weights=None, weights_backbone=None)
+    model.roi_heads.box_head = FastRCNNConvFCHead((256, 7, 7), [256] * 4, [1024], norm_layer=None)
+    return model
+
+
 def reject():
     import torchvision.models.detection as detection
     cases = [
         ("dilated MobileNetV3", "dilated", _dilated_mobilenet),
-        ("fasterrcnn_resnet50_fpn_v2", "fasterrcnn_resnet50_fpn_v2",
-         lambda: detection.fasterrcnn_resnet50_fpn_v2(weights=None, weights_backbone=None)),
+        ("conv box head without norm", "without batch-norm", _conv_head_without_norm),
         ("ResNeXt", "groups",
          lambda: FasterRCNN(resnet_fpn_backbone(backbone_name="resnext50_32x4d", weights=None), 3)),
         ("wide ResNet", "width_per_group",

@@ -1166,6 +1166,103 @@ out:
     g_free(reference);
 }
 
+/* fasterrcnn_resnet50_fpn_v2 (random weights) through the exporter's CLI: the FPN's,
+ * the backbone's and the conv box head's batch-norms folded, two RPN convolutions,
+ * four box-head convolutions and one Linear (no fc7). */
+static void test_export_v2(void)
+{
+    char *exporter = source_path("tools/export_torchvision.py");
+    char *output = g_build_filename(tmp_dir, "v2.safetensors", NULL);
+    char *export_argv[] = { (char *)python_path(), exporter, "--builder",
+                            "fasterrcnn_resnet50_fpn_v2", output, NULL };
+    GError *error = NULL;
+    vd_model *model;
+    const vd_config *c;
+
+    if (!have_torchvision())
+        goto out;
+    g_assert_true(run_command(export_argv, NULL));
+    model = vd_model_load(output, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(model);
+    c = &model->config;
+    g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn resnet50-fpn, 91 classes");
+    g_assert_true(c->fpn_norm);
+    g_assert_cmpint(c->rpn_conv_depth, ==, 2);
+    g_assert_cmpint(c->n_box_convs, ==, 4);
+    g_assert_true(c->norm_eps == 1e-5f);
+    assert_conv(&model->fpn_inner[0], 256, 256, 1, 1, 0);
+    assert_conv(&model->fpn_layer[3], 256, 256, 3, 1, 1);
+    assert_conv(&model->rpn_conv_more[0], 256, 256, 3, 1, 1);
+    for (int j = 0; j < 4; j++)
+        assert_conv(&model->box_convs[j], 256, 256, 3, 1, 1);
+    g_assert_cmpint(model->fc6.in_features, ==, 256 * 49);
+    g_assert_cmpint(model->fc6.out_features, ==, 1024);
+    g_assert_cmpint(model->fc7.out_features, ==, 0);
+    g_assert_nonnull(vd_config_v2_parts(c));
+    vd_model_unref(model);
+out:
+    remove_in_tmp("v2.safetensors");
+    g_free(output);
+    g_free(exporter);
+}
+
+/* The v2 fields on the tiny ResNet fixture: each validated. */
+static void test_v2_invalid(void)
+{
+    fixture *fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":5}");
+    expect_error(fx, VD_ERROR_FORMAT, "conv_depth", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":2}");
+    expect_error(fx, VD_ERROR_FORMAT, "rpn.head.conv.1.0.weight", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"extra_block\":", "\"norm\":\"group_norm\",\"extra_block\":");
+    expect_error(fx, VD_ERROR_FORMAT, "'fpn.norm'", "group_norm");
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"extra_block\":", "\"norm\":\"batch_norm\",\"extra_block\":");
+    expect_error(fx, VD_ERROR_FORMAT, "backbone.fpn.inner_blocks.0.1", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc_gn\","
+                      "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "box head type 'conv_fc_gn'", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+                      "\"conv_channels\":[8],\"norm\":\"none\"}}");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "norm 'none'", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+                      "\"conv_channels\":[8,0],\"norm\":\"batch_norm\"}}");
+    expect_error(fx, VD_ERROR_FORMAT, "conv_channels[1]", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+                      "\"conv_channels\":[],\"norm\":\"batch_norm\"}}");
+    expect_error(fx, VD_ERROR_FORMAT, "conv_channels", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+                      "\"conv_channels\":[8],\"norm\":\"batch_norm\",\"extra\":1}}");
+    expect_error(fx, VD_ERROR_FORMAT, "extra", NULL);
+
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+                      "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}");
+    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.box_head.0.0.weight", NULL);
+}
+
 static void test_export_rejects(void)
 {
     char *helper = source_path("tests/engine/model_load_reference.py");
@@ -1226,6 +1323,8 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/torchvision/export-cli", test_export_cli);
     g_test_add_func("/model-load/torchvision/export-custom", test_export_custom);
     g_test_add_func("/model-load/torchvision/export-rejects", test_export_rejects);
+    g_test_add_func("/model-load/torchvision/export-v2", test_export_v2);
+    g_test_add_func("/model-load/v2/invalid", test_v2_invalid);
 
     result = g_test_run();
     g_rmdir(tmp_dir);
