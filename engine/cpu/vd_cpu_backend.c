@@ -208,6 +208,8 @@ typedef struct {
     cpu_conv fpn_layer[4];
 
     cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS]; /* views of one buffer: levels run in turn */
+    cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
+    cpu_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
     cpu_tensor *rpn_out[VD_MAX_FPN_LEVELS];  /* [h][w][A + 4A], blocked */
     cpu_conv rpn_conv[VD_MAX_FPN_LEVELS];
     cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
@@ -248,9 +250,26 @@ typedef struct {
 
 #define BOX_HEAD_CACHE 4
 
+/* One convolution of FastRCNNConvFCHead (v2) over all RoIs at once: a batch of
+ * rows 7x7 maps, in the layout oneDNN picks; bias (folded batch-norm) and ReLU
+ * fused. */
+typedef struct {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, weights, bias, dst;
+} cpu_box_conv;
+
 typedef struct {
     int rows;                        /* 0: unused */
-    cpu_linear fc6, fc7, predictor;
+    cpu_linear fc6, fc7, predictor;  /* fc7 unused (prim NULL) with the conv head */
+    /* conv head: the RoI features (torch's NCHW per RoI) reordered into the
+     * convolutions' layout, the convolutions alternating between two buffers, the
+     * last output reordered back to NCHW over the RoI features for fc6 */
+    cpu_box_conv convs[VD_MAX_BOX_CONVS];
+    int n_convs;
+    dnnl_primitive_t to_blocked, to_plain;
+    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out;
+    void *conv_buffers[2];
+    dnnl_memory_desc_t blocked_in_md;
 } cpu_box_head_plan;
 
 /* A box-head layer's weights, packed once in the layout the matmul primitive
@@ -728,6 +747,8 @@ static void plan_free(cpu_plan *plan)
     }
     for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
         conv_clear(&plan->rpn_conv[l]);
+        for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
+            conv_clear(&plan->rpn_conv_more[l][j]);
         conv_clear(&plan->rpn_head[l]);
     }
     if (plan->tensors != NULL)
@@ -1161,10 +1182,30 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
             return FALSE;
         if (!conv_init_model(st, &plan->rpn_conv[l], &model->rpn_conv, p, plan->rpn_hidden[l],
-                             FALSE, VD_ACT_RELU, error) ||
-            !conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
-                       st->rpn_head_out, fc, 1, 1, 0, 1, plan->rpn_hidden[l], plan->rpn_out[l],
-                       FALSE, VD_ACT_NONE, error))
+                             FALSE, VD_ACT_RELU, error))
+            return FALSE;
+        /* conv_depth > 1 (v2): the next 3x3 conv + ReLU layers alternate between two
+         * buffers, the second right after the first in the temps when both fit */
+        cpu_tensor *last = plan->rpn_hidden[l];
+        if (cfg->rpn_conv_depth > 1) {
+            size_t bytes = round64(act_bytes(st, p->h, p->w, fc, dt));
+            void *hidden2 = hidden != NULL && 2 * bytes <= plan->temps_bytes
+                                ? (char *)plan->temps + bytes
+                                : NULL;
+            plan->rpn_hidden2[l] = plan_tensor(st, plan, p->h, p->w, fc, dt, TRUE, hidden2, error);
+            if (plan->rpn_hidden2[l] == NULL)
+                return FALSE;
+        }
+        for (int j = 1; j < cfg->rpn_conv_depth; j++) {
+            cpu_tensor *next = j % 2 ? plan->rpn_hidden2[l] : plan->rpn_hidden[l];
+            if (!conv_init_model(st, &plan->rpn_conv_more[l][j - 1], &model->rpn_conv_more[j - 1],
+                                 last, next, FALSE, VD_ACT_RELU, error))
+                return FALSE;
+            last = next;
+        }
+        if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
+                       st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE,
+                       VD_ACT_NONE, error))
             return FALSE;
     }
 
@@ -1773,9 +1814,197 @@ static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_
     return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, "box head matmul", error);
 }
 
+static void box_convs_clear(cpu_box_head_plan *bp)
+{
+    for (int j = 0; j < VD_MAX_BOX_CONVS; j++) {
+        cpu_box_conv *bc = &bp->convs[j];
+        if (bc->prim != NULL)
+            dnnl_primitive_destroy(bc->prim);
+        dnnl_memory_t mems[] = {bc->src, bc->weights, bc->bias, bc->dst};
+        for (int k = 0; k < 4; k++)
+            if (mems[k] != NULL)
+                dnnl_memory_destroy(mems[k]);
+        memset(bc, 0, sizeof(*bc));
+    }
+    if (bp->to_blocked != NULL)
+        dnnl_primitive_destroy(bp->to_blocked);
+    if (bp->to_plain != NULL)
+        dnnl_primitive_destroy(bp->to_plain);
+    dnnl_memory_t mems[] = {bp->plain_in, bp->blocked_in, bp->blocked_out, bp->plain_out};
+    for (int k = 0; k < 4; k++)
+        if (mems[k] != NULL)
+            dnnl_memory_destroy(mems[k]);
+    free(bp->conv_buffers[0]);
+    free(bp->conv_buffers[1]);
+    bp->to_blocked = bp->to_plain = NULL;
+    bp->plain_in = bp->blocked_in = bp->blocked_out = bp->plain_out = NULL;
+    bp->conv_buffers[0] = bp->conv_buffers[1] = NULL;
+    bp->n_convs = 0;
+}
+
+static gboolean reorder_init(cpu_state *st, const dnnl_memory_desc_t *from,
+                             const dnnl_memory_desc_t *to, dnnl_primitive_t *prim, GError **error)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = FALSE;
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, from, st->engine, to, st->engine, NULL),
+             "box head reorder desc");
+    DNNL_TRY(dnnl_primitive_create(prim, pd), "box head reorder");
+    ok = TRUE;
+out_fail:
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* The conv head's primitives for @rows RoIs: each 3x3 convolution (pad 1) with
+ * the folded batch-norm as bias and ReLU, src of the first and dst of every one in
+ * the layout oneDNN prefers (format_tag_any: the blocked layout of the ISA), the
+ * next one's src the previous one's dst; the reorders in and out of torch's NCHW. */
+static gboolean box_convs_init(cpu_state *st, cpu_box_head_plan *bp, int rows, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    int P = cfg->roi_output_size;
+    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t prev_md, plain_md;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    size_t buffer_bytes = 0;
+    gboolean ok = FALSE;
+
+    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+             "scratchpad mode");
+    DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
+    DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
+             "relu post-op");
+    DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
+
+    for (int j = 0; j < cfg->n_box_convs; j++) {
+        const vd_conv *w = &m->box_convs[j];
+        cpu_box_conv *bc = &bp->convs[j];
+        dnnl_dims_t src_dims = {rows, w->in_channels, P, P}, dst_dims = {rows, w->out_channels, P, P};
+        dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, 3, 3}, bias_dims = {w->out_channels};
+        dnnl_dims_t strides = {1, 1}, pad = {1, 1};
+        dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
+        dnnl_convolution_desc_t desc;
+
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dt, dnnl_format_tag_any),
+                 "box conv src");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dt, dnnl_format_tag_any),
+                 "box conv dst");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dt, dnnl_format_tag_any),
+                 "box conv weights");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32, dnnl_oihw),
+                 "box conv weights");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x),
+                 "box conv bias");
+        DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
+                                                    dnnl_convolution_direct,
+                                                    j == 0 ? &src_any : &prev_md, &wei_any,
+                                                    &bias_md, &dst_any, strides, pad, pad),
+                 "box conv desc");
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
+                 "box conv primitive desc");
+        DNNL_TRY(dnnl_primitive_create(&bc->prim, pd), "box conv primitive");
+        note_scratchpad(st, pd);
+        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+        const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+        buffer_bytes = MAX(buffer_bytes, MAX(dnnl_memory_desc_get_size(src_md),
+                                             dnnl_memory_desc_get_size(dst_md)));
+        if (j == 0)
+            bp->blocked_in_md = *src_md;
+        prev_md = *dst_md;
+        if (!packed_weights(st, &wei_user, w->weight,
+                            dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+                            &bc->weights, error) ||
+            !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &bc->bias, error))
+            goto out_fail;
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+    }
+    for (int k = 0; k < 2; k++)
+        if (!(bp->conv_buffers[k] = alloc_aligned(buffer_bytes, "box head convolutions", error)))
+            goto out_fail;
+    for (int j = 0; j < cfg->n_box_convs; j++) {
+        cpu_box_conv *bc = &bp->convs[j];
+        const dnnl_memory_desc_t *src_md, *dst_md;
+        const_dnnl_primitive_desc_t cpd;
+        DNNL_TRY(dnnl_primitive_get_primitive_desc(bc->prim, &cpd), "box conv desc");
+        src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
+        dst_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
+        DNNL_TRY(dnnl_memory_create(&bc->src, src_md, st->engine, bp->conv_buffers[j % 2]),
+                 "box conv src");
+        DNNL_TRY(dnnl_memory_create(&bc->dst, dst_md, st->engine, bp->conv_buffers[(j + 1) % 2]),
+                 "box conv dst");
+    }
+    /* torch's NCHW of the RoI features in, the last convolution's output back to NCHW
+     * (fc6's flatten order c * P * P + y * P + x) */
+    {
+        int c_in = m->box_convs[0].in_channels;
+        int c_out = m->box_convs[cfg->n_box_convs - 1].out_channels;
+        dnnl_dims_t in_dims = {rows, c_in, P, P}, out_dims = {rows, c_out, P, P};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dt, dnnl_nchw), "RoI features");
+        if (!reorder_init(st, &plain_md, &bp->blocked_in_md, &bp->to_blocked, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&bp->plain_in, &plain_md, st->engine, DNNL_MEMORY_NONE),
+                 "RoI features");
+        DNNL_TRY(dnnl_memory_create(&bp->blocked_in, &bp->blocked_in_md, st->engine,
+                                    bp->conv_buffers[0]),
+                 "RoI features");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dt, dnnl_nchw),
+                 "box head features");
+        if (!reorder_init(st, &prev_md, &plain_md, &bp->to_plain, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&bp->blocked_out, &prev_md, st->engine,
+                                    bp->conv_buffers[cfg->n_box_convs % 2]),
+                 "box head features");
+        DNNL_TRY(dnnl_memory_create(&bp->plain_out, &plain_md, st->engine, DNNL_MEMORY_NONE),
+                 "box head features");
+    }
+    bp->n_convs = cfg->n_box_convs;
+    ok = TRUE;
+out_fail:
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (ops != NULL)
+        dnnl_post_ops_destroy(ops);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+/* The conv head over @pooled (the RoI features, NCHW per RoI), its output written
+ * back over them. */
+static gboolean box_convs_run(cpu_state *st, cpu_box_head_plan *bp, void *pooled, GError **error)
+{
+    DNNL_TRY(dnnl_memory_set_data_handle(bp->plain_in, pooled), "RoI features");
+    DNNL_TRY(dnnl_memory_set_data_handle(bp->plain_out, pooled), "box head features");
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, bp->plain_in}, {DNNL_ARG_TO, bp->blocked_in}};
+        DNNL_TRY(dnnl_primitive_execute(bp->to_blocked, st->stream, 2, args), "RoI reorder");
+    }
+    for (int j = 0; j < bp->n_convs; j++) {
+        const cpu_box_conv *bc = &bp->convs[j];
+        if (!layer_run(st, bc->prim, bc->src, bc->weights, bc->bias, bc->dst, "box head convolution",
+                       error))
+            return FALSE;
+    }
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, bp->blocked_out}, {DNNL_ARG_TO, bp->plain_out}};
+        DNNL_TRY(dnnl_primitive_execute(bp->to_plain, st->stream, 2, args), "box head reorder");
+    }
+    return TRUE;
+out_fail:
+    return FALSE;
+}
+
 static void box_plans_clear(cpu_state *st)
 {
     for (int i = 0; i < BOX_HEAD_CACHE; i++) {
+        box_convs_clear(&st->box_plans[i]);
         linear_clear(&st->box_plans[i].fc6);
         linear_clear(&st->box_plans[i].fc7);
         linear_clear(&st->box_plans[i].predictor);
@@ -1831,12 +2060,16 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
     linear_clear(&bp->fc6);
     linear_clear(&bp->fc7);
     linear_clear(&bp->predictor);
+    box_convs_clear(bp);
     bp->rows = 0;
-    if (!linear_init(st, &bp->fc6, &st->fc6, rows, DNNL_MEMORY_NONE, dt, st->h6, dt, TRUE,
+    gboolean has_fc7 = st->model->fc7.out_features > 0;
+    if ((cfg->n_box_convs > 0 && !box_convs_init(st, bp, rows, error)) ||
+        !linear_init(st, &bp->fc6, &st->fc6, rows, DNNL_MEMORY_NONE, dt, st->h6, dt, TRUE,
                      error) ||
-        !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE, error) ||
-        !linear_init(st, &bp->predictor, &st->predictor, rows, st->h7, dt, st->head_out, dnnl_f32,
-                     FALSE, error) ||
+        (has_fc7 && !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE,
+                                 error)) ||
+        !linear_init(st, &bp->predictor, &st->predictor, rows, has_fc7 ? st->h7 : st->h6, dt,
+                     st->head_out, dnnl_f32, FALSE, error) ||
         !ensure_scratchpad(st, error))
         return NULL;
     bp->rows = rows;
@@ -1850,7 +2083,10 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
 {
     const vd_config *cfg = &st->model->config;
     int P = cfg->roi_output_size;
-    int in6 = st->fc6.in;
+    /* RoI features per RoI: the pooler's C * P * P; fc6 takes the last conv's
+     * output with the conv head (the same size in v2), which overwrites them */
+    int in6 = MAX(st->fc6.in, cfg->fpn_channels * P * P);
+    int roi_row = cfg->fpn_channels * P * P;
     gboolean ok = FALSE;
 
     cpu_box_head_plan *bp = box_head_plan(st, n_props, error);
@@ -1891,12 +2127,14 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         if (m == 0)
             continue;
         roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
-                          cfg->roi_sampling_ratio, pooled, st->bf16, in6);
+                          cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
     }
     vd_context_stage_mark(ctx, "roi_align");
 
+    if (n_props > 0 && bp->n_convs > 0 && !box_convs_run(st, bp, pooled, error))
+        goto out_free;
     if (n_props > 0 && (!linear_run(st, &bp->fc6, &st->fc6, error) ||
-                        !linear_run(st, &bp->fc7, &st->fc7, error) ||
+                        (bp->fc7.prim != NULL && !linear_run(st, &bp->fc7, &st->fc7, error)) ||
                         !linear_run(st, &bp->predictor, &st->predictor, error) ||
                         !dnnl_check(dnnl_stream_wait(st->stream), "stream wait", error)))
         goto out_free;
@@ -2037,9 +2275,15 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     vd_context_stage_mark(ctx, "fpn");
 
-    for (int l = 0; l < plan->n_levels; l++)
-        if (!conv_run(st, &plan->rpn_conv[l], error) || !conv_run(st, &plan->rpn_head[l], error))
+    for (int l = 0; l < plan->n_levels; l++) {
+        if (!conv_run(st, &plan->rpn_conv[l], error))
             return FALSE;
+        for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
+            if (!conv_run(st, &plan->rpn_conv_more[l][j - 1], error))
+                return FALSE;
+        if (!conv_run(st, &plan->rpn_head[l], error))
+            return FALSE;
+    }
     if (!dnnl_check(dnnl_stream_wait(st->stream), "stream wait", error))
         return FALSE;
     int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, error);
@@ -2145,7 +2389,8 @@ static gboolean prepare_weights(cpu_state *st, GError **error)
 
     ok = linear_pack(st, &st->fc6, m->fc6.weight, m->fc6.bias, m->fc6.in_features,
                      m->fc6.out_features, rows, TRUE, error) &&
-         linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep, rep, rows, TRUE, error) &&
+         (m->fc7.out_features == 0 ||
+          linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep, rep, rows, TRUE, error)) &&
          linear_pack(st, &st->predictor, predictor_weight, predictor_bias, rep, 5 * K, rows, FALSE,
                      error);
 out_free:
@@ -2164,19 +2409,15 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
     const vd_config *cfg = &ctx->model->config;
-    const char *v2_parts = vd_config_v2_parts(cfg);
-    if (v2_parts != NULL) {
-        /* loaded and validated, but not computed yet (issue 14, item 2) */
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "the CPU backend does not support %s yet (%s)", v2_parts,
-                    vd_model_description(ctx->model));
-        return NULL;
-    }
-    if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
+    /* the conv head (v2) feeds fc6 with its last convolution's channels */
+    int head_channels = cfg->n_box_convs > 0
+                            ? ctx->model->box_convs[cfg->n_box_convs - 1].out_channels
+                            : cfg->fpn_channels;
+    if (head_channels * cfg->roi_output_size * cfg->roi_output_size !=
         ctx->model->fc6.in_features) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "fc6 takes %d inputs, the pooler gives %d",
                     ctx->model->fc6.in_features,
-                    cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size);
+                    head_channels * cfg->roi_output_size * cfg->roi_output_size);
         return NULL;
     }
 
@@ -2338,6 +2579,10 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         for (int l = 0; l < plan->n_levels; l++) {
             g_snprintf(name, sizeof(name), "rpn.head.conv[level %d]", l);
             conv_kernels(out, strings, &plan->rpn_conv[l], name);
+            for (int j = 1; j < m->config.rpn_conv_depth; j++) {
+                g_snprintf(name, sizeof(name), "rpn.head.conv.%d[level %d]", j, l);
+                conv_kernels(out, strings, &plan->rpn_conv_more[l][j - 1], name);
+            }
             g_snprintf(name, sizeof(name), "rpn.head.cls_logits+bbox_pred[level %d]", l);
             conv_kernels(out, strings, &plan->rpn_head[l], name);
         }
@@ -2346,10 +2591,20 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         const cpu_box_head_plan *bp = &st->box_plans[i];
         if (bp->rows == 0)
             continue;
+        for (int j = 0; j < bp->n_convs; j++)
+            kernel_add(out, strings, bp->convs[j].prim, "convolution",
+                       "roi_heads.box_head.%d[%d rows]", j, bp->rows);
+        if (bp->n_convs > 0) {
+            kernel_add(out, strings, bp->to_blocked, "reorder", "roi_heads.box_head.in[%d rows]",
+                       bp->rows);
+            kernel_add(out, strings, bp->to_plain, "reorder", "roi_heads.box_head.out[%d rows]",
+                       bp->rows);
+        }
         kernel_add(out, strings, bp->fc6.prim, "matmul", "roi_heads.box_head.fc6[%d rows]",
                    bp->rows);
-        kernel_add(out, strings, bp->fc7.prim, "matmul", "roi_heads.box_head.fc7[%d rows]",
-                   bp->rows);
+        if (bp->fc7.prim != NULL)
+            kernel_add(out, strings, bp->fc7.prim, "matmul", "roi_heads.box_head.fc7[%d rows]",
+                       bp->rows);
         kernel_add(out, strings, bp->predictor.prim, "matmul",
                    "roi_heads.box_predictor[%d rows]", bp->rows);
     }

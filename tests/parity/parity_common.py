@@ -248,6 +248,16 @@ def build_mobilenet_v3_fpn(builder, seed):
     return model.eval()
 
 
+def build_resnet50_fpn_v2(seed):
+    """fasterrcnn_resnet50_fpn_v2 with random weights and 91 classes at the default
+    sizes (800/1333): nn.BatchNorm2d (eps 1e-5) in the body, the FPN and the conv box
+    head, two RPN convolutions."""
+    torch.manual_seed(seed)
+    model = torchvision.models.detection.fasterrcnn_resnet50_fpn_v2(
+        weights=None, weights_backbone=None, num_classes=91)
+    return model.eval()
+
+
 def build_resnet50_fpn_coco(seed):
     """fasterrcnn_resnet50_fpn with random weights and 91 classes at the default sizes
     (800/1333); without pretrained weights the builder uses nn.BatchNorm2d (eps 1e-5)."""
@@ -496,6 +506,18 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         head.bbox_pred.bias.mul_(rpn_delta_std / dstd)
 
         roi = model.roi_heads
+        # A conv box head's norm layers (FastRCNNConvFCHead of fasterrcnn_resnet50_fpn_v2):
+        # statistics of their actual input, the first image's proposals, as the body's
+        box_norms = norm_layers(roi)
+        if box_norms:
+            handles = [m.register_forward_pre_hook(set_stats) for m in box_norms]
+            try:
+                batch, feats = per_image[0]
+                proposals, _ = model.rpn(batch, feats)
+                roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+            finally:
+                for h in handles:
+                    h.remove()
         pred = roi.box_predictor
         cached = []
         for batch, feats in per_image:

@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+"""Parity: torchvision's fasterrcnn_resnet50_fpn_v2: ResNet-50 with nn.BatchNorm2d
+(eps 1e-5, as the builder makes it without pretrained weights), an FPN whose inner
+and layer convolutions are followed by BatchNorm2d (no bias), an RPN head of two 3x3
+conv + ReLU layers (conv_depth 2), and the FastRCNNConvFCHead box head (four 3x3
+conv + BatchNorm2d + ReLU on the 7x7 RoI features, flatten, one Linear 12544 -> 1024
++ ReLU) before FastRCNNPredictor. 91 classes with the COCO category names, 800/1333,
+random calibrated weights (the box head's norm statistics measured on the first
+image's proposals), float32 model file. One image per run (--size HxW):
+
+  --size 480x640: float32 and double resize scales agree (800x1066); the reference is
+    unmodified torchvision.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+from torchvision.models.detection import FasterRCNN_ResNet50_FPN_V2_Weights  # noqa: E402
+
+
+def main():
+    args = pc.parse_args(__doc__, size=True)
+    pc.setup_torch(args.threads)
+    h, w = args.size
+    double = pc.resized_size(h, w, 800, 1333, False) != pc.resized_size(h, w, 800, 1333, True)
+    model = pc.build_resnet50_fpn_v2(seed=5)
+    classes = list(FasterRCNN_ResNet50_FPN_V2_Weights.COCO_V1.meta["categories"])
+    return pc.run_parity(args, f"resnet50_fpn_v2_{h}x{w}", model, [(h, w, 9000 + h + w, double)],
+                         class_names=classes, min_size=800, max_size=1333)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
