@@ -175,9 +175,12 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     for (int b = 0; mnv3 && b < cfg->mnv3_n_blocks; b++)
         expected_conv += 2 + (model->mnv3_blocks[b].expand.out_channels > 0);
     expected_conv += mnv3 && model->mnv3_last.out_channels > 0;
+    /* fasterrcnn_resnet50_fpn_v2: the RPN's further 3x3 convolutions on every level,
+     * the conv box head's convolutions; fc6 and the predictor, no fc7 */
+    expected_conv += cfg->n_fpn_levels * (cfg->rpn_conv_depth - 1) + cfg->n_box_convs;
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
     g_assert_cmpint(n_pool, ==, mnv3 ? 0 : 1);
-    g_assert_cmpint(n_matmul, ==, 3);
+    g_assert_cmpint(n_matmul, ==, model->fc7.out_features > 0 ? 3 : 2);
     g_assert_true(stem);
     g_assert_true(fc6);
 
@@ -206,6 +209,45 @@ static void test_mobilenet_v3_fp32(void)
         check_frame_kernels(model, VD_PRECISION_FP32);
         vd_model_unref(model);
     }
+}
+
+/* fasterrcnn_resnet50_fpn_v2 with torchvision's random initialisation, exported by
+ * tools/export_torchvision.py (skipped without torchvision for /usr/bin/python3 or
+ * VD_PYTHON): its RPN's second convolution and the conv box head's batched
+ * convolutions over the RoIs are optimised kernels too. */
+static void test_resnet50_v2_fp32(void)
+{
+    const char *env = g_getenv("VD_PYTHON");
+    char *python = g_strdup(env && *env ? env : "/usr/bin/python3");
+    char *exporter = g_build_filename(VD_TEST_SRCDIR, "..", "..", "tools", "export_torchvision.py",
+                                      NULL);
+    char *output = g_build_filename(tmp_dir, "v2.safetensors", NULL);
+    char *probe_argv[] = {python, "-c", "import torchvision", NULL};
+    char *export_argv[] = {python, exporter, "--builder", "fasterrcnn_resnet50_fpn_v2", output,
+                           NULL};
+    GError *error = NULL;
+    int status = 0;
+
+    if (!g_spawn_sync(NULL, probe_argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, NULL, NULL, &status, NULL) ||
+        !g_spawn_check_wait_status(status, NULL)) {
+        g_test_skip("no torchvision (set VD_PYTHON to an interpreter that has it)");
+        goto out;
+    }
+    g_assert_true(g_spawn_sync(NULL, export_argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                               NULL, NULL, &status, &error));
+    g_assert_no_error(error);
+    g_assert_true(g_spawn_check_wait_status(status, NULL));
+    vd_model *model = vd_model_load(output, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(model->config.n_box_convs, ==, 4);
+    check_frame_kernels(model, VD_PRECISION_FP32);
+    vd_model_unref(model);
+    g_unlink(output);
+out:
+    g_free(output);
+    g_free(exporter);
+    g_free(python);
 }
 
 /* bf16 where the processor has it (AVX512_BF16, AMX); elsewhere a clear refusal at
@@ -273,6 +315,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/bundled/fp32", test_bundled_fp32);
     g_test_add_func("/kernels/resnet50-fpn/fp32", test_resnet50_fp32);
     g_test_add_func("/kernels/mobilenet-v3-large-fpn/fp32", test_mobilenet_v3_fp32);
+    g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     int result = g_test_run();
     g_rmdir(tmp_dir);
