@@ -24,7 +24,10 @@
  * confirmed track that missed at most #GstVisionTrack:hold-misses detection
  * frames, it adds the track's predicted box as a new ROI meta (and companion
  * entry) marked `tracked`=TRUE in its "detection" structure, so that an overlay
- * sees every object on every frame.
+ * sees every object on every frame. With such frames, a new object gets its id
+ * on the first frame without detection after its first detection
+ * (#GstVisionTrack:confirm-frames), not a whole interval later; if the next
+ * detection frame misses it, it is hidden until it is detected again.
  *
  * visiondetect's default threshold (0.5) keeps no low-confidence detections;
  * with `visiondetect threshold=0.1` the second association round can use them
@@ -58,6 +61,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_track_debug);
 #define DEFAULT_NEW_TRACK_THRESHOLD 0.6f
 #define DEFAULT_MATCH_IOU 0.2f
 #define DEFAULT_CONFIRM_HITS 2
+#define DEFAULT_CONFIRM_FRAMES 2
 #define DEFAULT_MAX_LOST 30
 #define DEFAULT_MAX_LOST_TIME 0
 #define DEFAULT_HOLD_MISSES 1
@@ -71,6 +75,7 @@ enum
   PROP_NEW_TRACK_THRESHOLD,
   PROP_MATCH_IOU,
   PROP_CONFIRM_HITS,
+  PROP_CONFIRM_FRAMES,
   PROP_MAX_LOST,
   PROP_MAX_LOST_TIME,
   PROP_HOLD_MISSES,
@@ -91,6 +96,7 @@ struct _GstVisionTrack
   GstVideoInfo info;
   gboolean have_info;
   GHashTable *label_ids;        /* object id -> its label_id + 1 */
+  GHashTable *class_label_ids;  /* class quark -> the last label_id + 1 seen */
   GArray *detections;           /* vt_detection of the frame */
   GPtrArray *rois;              /* their GstVideoRegionOfInterestMeta */
   GArray *ids;                  /* gint32 per detection */
@@ -120,6 +126,8 @@ reset_tracks (GstVisionTrack * self)
     vt_tracker_reset (self->tracker);
   if (self->label_ids != NULL)
     g_hash_table_remove_all (self->label_ids);
+  if (self->class_label_ids != NULL)
+    g_hash_table_remove_all (self->class_label_ids);
 }
 
 /* The detection of @roi in frame pixels: the normalised box of its "detection"
@@ -222,13 +230,21 @@ attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
   const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
   GQuark label = (GQuark) track->class_id;
   const gchar *label_str = g_quark_to_string (label);
-  gint label_id = GPOINTER_TO_INT (g_hash_table_lookup (self->label_ids,
-          GINT_TO_POINTER (track->id))) - 1;
+  gpointer stored = g_hash_table_lookup (self->label_ids,
+      GINT_TO_POINTER (track->id));
+  gint label_id;
   gdouble x1, y1, x2, y2;
   GstVideoRegionOfInterestMeta *roi;
   GstStructure *s;
   GstVisionDetection d;
   guint ix1, iy1, ix2, iy2;
+
+  /* a track given its id between detections (provisionally) has no detection
+   * with that id yet: the label id of its class */
+  if (stored == NULL)
+    stored = g_hash_table_lookup (self->class_label_ids,
+        GINT_TO_POINTER (track->class_id));
+  label_id = GPOINTER_TO_INT (stored) - 1;
 
   x1 = CLAMP (track->x1, 0.0, width);
   y1 = CLAMP (track->y1, 0.0, height);
@@ -385,6 +401,9 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
       gint32 id = g_array_index (self->ids, gint32, i);
 
       roi = g_ptr_array_index (self->rois, i);
+      g_hash_table_insert (self->class_label_ids,
+          GINT_TO_POINTER (roi->roi_type),
+          GINT_TO_POINTER (roi_label_id (roi) + 1));
       if (id <= 0)
         continue;
       set_roi_object_id (roi, id);
@@ -405,6 +424,9 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
       continue;
     g_hash_table_add (live_ids, GINT_TO_POINTER (tracks[k].id));
     if (tracks[k].detection >= 0 || tracks[k].misses > hold_misses)
+      continue;
+    /* given its id between detections, then missed: not shown until seen */
+    if (tracks[k].provisional && tracks[k].misses > 0)
       continue;
     attach_prediction (self, buffer, &tracks[k], roi_id, &companion);
     if (roi_id < G_MAXINT)
@@ -479,6 +501,7 @@ gst_vision_track_start (GstBaseTransform * trans)
     return FALSE;
   }
   self->label_ids = g_hash_table_new (NULL, NULL);
+  self->class_label_ids = g_hash_table_new (NULL, NULL);
   self->detections = g_array_new (FALSE, FALSE, sizeof (vt_detection));
   self->rois = g_ptr_array_new ();
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
@@ -492,6 +515,7 @@ gst_vision_track_stop (GstBaseTransform * trans)
 
   g_clear_pointer (&self->tracker, vt_tracker_free);
   g_clear_pointer (&self->label_ids, g_hash_table_unref);
+  g_clear_pointer (&self->class_label_ids, g_hash_table_unref);
   g_clear_pointer (&self->detections, g_array_unref);
   g_clear_pointer (&self->rois, g_ptr_array_unref);
   g_clear_pointer (&self->ids, g_array_unref);
@@ -521,6 +545,9 @@ gst_vision_track_set_property (GObject * object, guint prop_id,
       break;
     case PROP_CONFIRM_HITS:
       self->params.confirm_hits = g_value_get_uint (value);
+      break;
+    case PROP_CONFIRM_FRAMES:
+      self->params.confirm_frames = g_value_get_uint (value);
       break;
     case PROP_MAX_LOST:
       self->params.max_lost_frames = g_value_get_uint (value);
@@ -565,6 +592,9 @@ gst_vision_track_get_property (GObject * object, guint prop_id,
       break;
     case PROP_CONFIRM_HITS:
       g_value_set_uint (value, self->params.confirm_hits);
+      break;
+    case PROP_CONFIRM_FRAMES:
+      g_value_set_uint (value, self->params.confirm_frames);
       break;
     case PROP_MAX_LOST:
       g_value_set_uint (value, self->params.max_lost_frames);
@@ -619,6 +649,15 @@ gst_vision_track_class_init (GstVisionTrackClass * klass)
       g_param_spec_uint ("confirm-hits", "Confirm hits",
           "Detection frames a new track must be matched on (in a row) before "
           "it gets an id", 1, G_MAXINT, DEFAULT_CONFIRM_HITS, rw));
+  g_object_class_install_property (gobject_class, PROP_CONFIRM_FRAMES,
+      g_param_spec_uint ("confirm-frames", "Confirm frames",
+          "With frames without detection between detection frames (a "
+          "detector interval), a new track gets its id, provisionally, on "
+          "the first such frame at least this many frames after its first "
+          "detection (counting that one), rather than waiting for "
+          "confirm-hits detection frames; missed on the next detection frame, "
+          "it is hidden until detected again (0: ids only by confirm-hits)",
+          0, G_MAXINT, DEFAULT_CONFIRM_FRAMES, rw));
   g_object_class_install_property (gobject_class, PROP_MAX_LOST,
       g_param_spec_uint ("max-lost", "Max lost frames",
           "Frames a track that is no longer detected is kept (so that it "
@@ -666,6 +705,7 @@ gst_vision_track_init (GstVisionTrack * self)
   self->params.new_track_threshold = DEFAULT_NEW_TRACK_THRESHOLD;
   self->params.match_iou = DEFAULT_MATCH_IOU;
   self->params.confirm_hits = DEFAULT_CONFIRM_HITS;
+  self->params.confirm_frames = DEFAULT_CONFIRM_FRAMES;
   self->params.max_lost_frames = DEFAULT_MAX_LOST;
   self->params.max_lost_ns = DEFAULT_MAX_LOST_TIME;
   self->params.per_class = DEFAULT_PER_CLASS;

@@ -14,7 +14,8 @@ With --real-sequences N (default 2, 0 to skip) also on rendered clips
 backgrounds) with the detections of visiondetect and the bundled model
 (threshold 0.1), read back from visionjson's output.
 
-Builds build/tools/vt-track first (ninja) unless VD_VT_TRACK names a binary.
+Builds build/tools/vt-track first (ninja) unless VD_VT_TRACK names a binary;
+VD_BUILD_DIR names another build tree (its plugin and vt-track).
 Targets (issue 13): IDF1 >= 0.9 and fewer ID switches than the baseline at
 interval 1; MOTA at interval 3 within 0.05 of interval 1."""
 import argparse
@@ -26,6 +27,8 @@ import venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.join(ROOT, "build-bench", "track-venv")
+# the build tree whose plugin and vt-track are measured (VD_BUILD_DIR, default build/)
+BUILD = os.path.abspath(os.environ.get("VD_BUILD_DIR", os.path.join(ROOT, "build")))
 
 
 def ensure_venv():
@@ -52,8 +55,8 @@ def real_sequence(seed, n_frames):
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "track_render.py"),
                         clip, str(seed), str(n_frames)], check=True)
     if not os.path.exists(det_path):
-        env = dict(os.environ, GST_PLUGIN_PATH=os.path.join(ROOT, "build", "gst"),
-                   GST_REGISTRY=os.path.join(ROOT, "build", "gst-registry.bin"))
+        env = dict(os.environ, GST_PLUGIN_PATH=os.path.join(BUILD, "gst"),
+                   GST_REGISTRY=os.path.join(BUILD, "gst-registry.bin"))
         subprocess.run(["gst-launch-1.0", "-q", "multifilesrc",
                         "location=" + os.path.join(clip, "frame-%04d.png"),
                         "stop-index=%d" % (n_frames - 1), "caps=image/png,framerate=25/1",
@@ -91,9 +94,9 @@ def main():
 
     vt_track = os.environ.get("VD_VT_TRACK")
     if not vt_track:
-        subprocess.run(["ninja", "-C", os.path.join(ROOT, "build"), "tools/vt-track"],
+        subprocess.run(["ninja", "-C", BUILD, "tools/vt-track"],
                        check=True, stdout=subprocess.DEVNULL)
-        vt_track = ts.default_vt_track()
+        vt_track = os.path.join(BUILD, "tools", "vt-track")
 
     def accumulate(frames, hyp):
         acc = mm.MOTAccumulator(auto_id=True)
@@ -116,7 +119,9 @@ def main():
         for frames in sequences:
             for interval in (1, 3):
                 fi = ts.with_interval(frames, interval)
-                for name, hyp in (("visiontrack", ts.run_vt_track(vt_track, fi)),
+                # predicted boxes clipped to the frame, as visiontrack does
+                ours = ts.run_vt_track(vt_track, fi, ("--frame-size", "%dx%d" % (ts.WIDTH, ts.HEIGHT)))
+                for name, hyp in (("visiontrack", ours),
                                   ("iou-baseline", ts.run_iou_baseline(fi))):
                     runs.setdefault((name, interval), []).append(accumulate(fi, hyp))
         print("%s: %d ground-truth boxes, %d objects"

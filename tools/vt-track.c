@@ -11,7 +11,9 @@
  * predicted 0), and the predicted box of every other confirmed track that has
  * missed at most --hold-misses (default 1) detection frames (predicted 1): on
  * a frame without detection, that is every track matched on the last
- * detection frame. visiontrack shows the same objects. */
+ * detection frame. visiontrack shows the same objects. With --frame-size WxH
+ * predicted boxes are clipped to the frame as visiontrack clips them (and not
+ * shown when less than a pixel of them is left inside). */
 #include "vt_tracker.h"
 
 #include <errno.h>
@@ -27,6 +29,7 @@ typedef struct {
     gboolean have_frame;
     FILE *out;
     guint hold_misses;
+    int width, height; /* > 0: the frame predicted boxes are clipped to */
 } driver;
 
 static void print_object(driver *d, int32_t id, int class_id, float x1, float y1, float x2,
@@ -63,9 +66,20 @@ static void flush_frame(driver *d)
      * predicted while they have missed at most hold_misses detection frames */
     tracks = vt_tracker_tracks(d->tracker, &n_tracks);
     for (k = 0; k < n_tracks; k++)
-        if (tracks[k].id > 0 && tracks[k].detection < 0 && tracks[k].misses <= d->hold_misses)
-            print_object(d, tracks[k].id, tracks[k].class_id, tracks[k].x1, tracks[k].y1,
-                         tracks[k].x2, tracks[k].y2, tracks[k].score, 1);
+        if (tracks[k].id > 0 && tracks[k].detection < 0 && tracks[k].misses <= d->hold_misses &&
+            !(tracks[k].provisional && tracks[k].misses > 0)) {
+            float x1 = tracks[k].x1, y1 = tracks[k].y1, x2 = tracks[k].x2, y2 = tracks[k].y2;
+
+            if (d->width > 0) {
+                x1 = CLAMP(x1, 0.0f, (float)d->width);
+                y1 = CLAMP(y1, 0.0f, (float)d->height);
+                x2 = CLAMP(x2, x1, (float)d->width);
+                y2 = CLAMP(y2, y1, (float)d->height);
+                if (!(x2 - x1 >= 1.0f && y2 - y1 >= 1.0f))
+                    continue; /* outside the frame, or degenerate */
+            }
+            print_object(d, tracks[k].id, tracks[k].class_id, x1, y1, x2, y2, tracks[k].score, 1);
+        }
     g_array_set_size(d->detections, 0);
     d->have_frame = FALSE;
 }
@@ -78,8 +92,10 @@ int main(int argc, char **argv)
     gdouble low_match_iou = params.low_match_iou;
     gdouble tentative_match_iou = params.tentative_match_iou;
     gint confirm_hits = (gint)params.confirm_hits, max_lost = (gint)params.max_lost_frames;
+    gint confirm_frames = (gint)params.confirm_frames;
     gboolean any_class = FALSE;
     gint hold_misses = 1;
+    gchar *frame_size = NULL;
     GOptionEntry entries[] = {
         {"high", 0, 0, G_OPTION_ARG_DOUBLE, &high, "high-confidence threshold", "S"},
         {"low", 0, 0, G_OPTION_ARG_DOUBLE, &low, "low-confidence threshold", "S"},
@@ -89,10 +105,14 @@ int main(int argc, char **argv)
         {"tentative-match-iou", 0, 0, G_OPTION_ARG_DOUBLE, &tentative_match_iou,
          "third round (tentative tracks) IoU", "IOU"},
         {"confirm-hits", 0, 0, G_OPTION_ARG_INT, &confirm_hits, "hits to confirm a track", "N"},
+        {"confirm-frames", 0, 0, G_OPTION_ARG_INT, &confirm_frames,
+         "frames after its first hit a new track gets its id between detections (0: off)", "N"},
         {"max-lost", 0, 0, G_OPTION_ARG_INT, &max_lost, "frames a lost track is kept", "N"},
         {"any-class", 0, 0, G_OPTION_ARG_NONE, &any_class, "match across classes", NULL},
         {"hold-misses", 0, 0, G_OPTION_ARG_INT, &hold_misses,
          "show a track predicted through N detection frames without a match", "N"},
+        {"frame-size", 0, 0, G_OPTION_ARG_STRING, &frame_size,
+         "clip predicted boxes to a frame of this size, as visiontrack does", "WxH"},
         {NULL}};
     GOptionContext *context = g_option_context_new("[DETECTIONS] - track detections");
     GError *error = NULL;
@@ -107,6 +127,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "vt-track: %s\n", error->message);
         goto out_free_context;
     }
+    if (frame_size != NULL) {
+        char end;
+
+        if (sscanf(frame_size, "%dx%d%c", &d.width, &d.height, &end) != 2 || d.width <= 0 ||
+            d.height <= 0) {
+            fprintf(stderr, "vt-track: --frame-size %s: not WIDTHxHEIGHT\n", frame_size);
+            goto out_free_context;
+        }
+    }
     params.high_threshold = (float)high;
     params.low_threshold = (float)low;
     params.new_track_threshold = (float)new_track;
@@ -115,6 +144,7 @@ int main(int argc, char **argv)
     params.tentative_match_iou = (float)tentative_match_iou;
     params.confirm_hits = (unsigned)MAX(confirm_hits, 0);
     params.max_lost_frames = (unsigned)MAX(max_lost, 0);
+    params.confirm_frames = (unsigned)MAX(confirm_frames, 0);
     params.per_class = !any_class;
     d.tracker = vt_tracker_new(&params, &error);
     if (d.tracker == NULL) {
@@ -164,6 +194,7 @@ out_free_tracker:
     vt_tracker_free(d.tracker);
 out_free_context:
     g_clear_error(&error);
+    g_free(frame_size);
     g_option_context_free(context);
     return status;
 }

@@ -40,6 +40,7 @@ vt_tracker_params vt_tracker_default_params(void)
     p.low_match_iou = 0.5f;
     p.tentative_match_iou = 0.3f;
     p.confirm_hits = 2;
+    p.confirm_frames = 2;
     p.max_lost_frames = 30;
     p.max_lost_ns = 0;
     p.per_class = true;
@@ -300,6 +301,42 @@ static void apply_match(vt_tracker *tracker, track_entry *e, const vt_detection 
     } else if (e->pub.state == VT_TRACK_TENTATIVE && e->pub.hits >= tracker->params.confirm_hits) {
         confirm(tracker, e);
     }
+    if (e->pub.provisional && e->pub.hits >= tracker->params.confirm_hits)
+        e->pub.provisional = false;
+}
+
+/* A tentative track not yet seen again, on a frame without detection: given its
+ * id once confirm_frames frames have passed since its first match (counting
+ * that one), provisionally, so that a detector interval does not delay new ids
+ * by whole intervals. Until confirm_hits matches it is still matched as a
+ * tentative track (round 3, buffered IoU: it has no velocity yet); missed on a
+ * detection frame, it becomes lost like a confirmed track (callers do not show
+ * a provisional track that has missed: see vt_track.provisional). Dropping it
+ * instead cost ID switches when the object was seen again: on the benchmark of
+ * tools/bench_track.py at interval 3, 69 ID switches against 29, MOTA 0.832
+ * against 0.841. */
+static void confirm_between_detections(vt_tracker *tracker)
+{
+    const unsigned frames = tracker->params.confirm_frames;
+    guint i;
+
+    if (frames == 0)
+        return;
+    for (i = 0; i < tracker->tracks->len; i++) {
+        track_entry *e = &g_array_index(tracker->tracks, track_entry, i);
+
+        if (e->pub.state == VT_TRACK_TENTATIVE && e->pub.frames_lost + 1 >= frames) {
+            confirm(tracker, e);
+            e->pub.provisional = true;
+        }
+    }
+}
+
+/* Whether a track is matched as a tentative one (round 3, buffered boxes): not
+ * yet confirmed, or confirmed provisionally. */
+static bool matched_as_tentative(const track_entry *e)
+{
+    return e->pub.state == VT_TRACK_TENTATIVE || e->pub.provisional;
 }
 
 /* Every track one frame ahead (lost ones without height velocity, as
@@ -360,6 +397,7 @@ static void finish_frame(vt_tracker *tracker, int64_t pts, const bool *drop)
 void vt_tracker_predict(vt_tracker *tracker, int64_t pts)
 {
     predict_all(tracker);
+    confirm_between_detections(tracker);
     finish_frame(tracker, pts, NULL);
 }
 
@@ -391,7 +429,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     /* round 1: confirmed (tracked and lost) tracks, high detections */
     n_t = n_d = 0;
     for (i = 0; i < n_tracks; i++)
-        if (g_array_index(tracker->tracks, track_entry, i).pub.state != VT_TRACK_TENTATIVE)
+        if (!matched_as_tentative(&g_array_index(tracker->tracks, track_entry, i)))
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
         if (usable[i] && dets[i].score >= p->high_threshold)
@@ -402,7 +440,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     n_t = n_d = 0;
     for (i = 0; i < n_tracks; i++)
         if (track_match[i] < 0 &&
-            g_array_index(tracker->tracks, track_entry, i).pub.state != VT_TRACK_TENTATIVE)
+            !matched_as_tentative(&g_array_index(tracker->tracks, track_entry, i)))
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
         if (usable[i] && dets[i].score < p->high_threshold && dets[i].score >= p->low_threshold)
@@ -413,7 +451,7 @@ void vt_tracker_update(vt_tracker *tracker, const vt_detection *dets, size_t n_d
     /* round 3: tentative tracks, high detections left */
     n_t = n_d = 0;
     for (i = 0; i < n_tracks; i++)
-        if (g_array_index(tracker->tracks, track_entry, i).pub.state == VT_TRACK_TENTATIVE)
+        if (matched_as_tentative(&g_array_index(tracker->tracks, track_entry, i)))
             t_idx[n_t++] = (int)i;
     for (i = 0; i < n_dets; i++)
         if (det_match[i] < 0 && usable[i] && dets[i].score >= p->high_threshold)

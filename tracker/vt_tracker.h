@@ -18,6 +18,13 @@
  *     match beyond the first (buffered IoU: a tentative track has no velocity
  *     yet, and a detector interval lets the object move away from it); a
  *     tentative track that misses a detection frame is dropped;
+ *   - a detector interval does not delay new ids by whole intervals: on a
+ *     frame without detection, a tentative track confirm_frames frames after
+ *     its first match (counting that one) gets its id provisionally; until
+ *     confirm_hits matches it is still matched as a tentative track (round 3),
+ *     and when a detection frame misses it, it is lost like a confirmed track
+ *     but should not be shown (vt_track.provisional) until it is matched
+ *     again. With detections on every frame this never happens;
  *   - a high-confidence detection left over (score >= new_track_threshold)
  *     starts a tentative track, confirmed (and given an id) after confirm_hits
  *     matched frames; a lost track is dropped after max_lost_frames frames or,
@@ -67,6 +74,9 @@ typedef struct {
     float low_match_iou;       /* round 2 minimum IoU (default 0.5) */
     float tentative_match_iou; /* round 3 minimum IoU (default 0.3) */
     unsigned confirm_hits;     /* matched frames before a track has an id (default 2, >= 1) */
+    unsigned confirm_frames;   /* a tentative track not matched again yet gets its id on a
+                                * frame without detection this many frames after its first
+                                * match, counting that one (default 2; 0: only by hits) */
     unsigned max_lost_frames;  /* frames a lost track is kept (default 30) */
     int64_t max_lost_ns;       /* > 0: a lost track is kept this long instead (default 0) */
     bool per_class;            /* match only equal class ids (default true) */
@@ -88,6 +98,8 @@ typedef struct {
     uint32_t hits;        /* matched frames */
     uint32_t frames_lost; /* frames (updates and predictions) since the last match */
     uint32_t misses;      /* detection frames (updates) since the last match */
+    bool provisional;     /* id given by confirm_frames, fewer than confirm_hits matches yet;
+                           * one that has missed (misses > 0) is best not shown */
 } vt_track;
 
 typedef struct vt_tracker vt_tracker;

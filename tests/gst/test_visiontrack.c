@@ -256,6 +256,73 @@ GST_START_TEST (test_predictions_on_skipped_frames)
 
 GST_END_TEST;
 
+/* One ball, detected on frames 0, 6, 9 (interval 3, frame 3's inference found
+ * nothing): its id appears on frame 1 (predicted, provisional, with the
+ * detection's label id), frame 3's miss hides it (not predicted as
+ * hold-misses would show a confirmed track), and frame 6's detection has the
+ * same id; with confirm-frames=0 the id waits for two detections in a row. */
+GST_START_TEST (test_id_between_detections)
+{
+  const gchar *props[] = { NULL, "confirm-frames=0" };
+  guint v;
+
+  for (v = 0; v < G_N_ELEMENTS (props); v++) {
+    GstHarness *h = new_track (props[v]);
+    gint id = 0;
+    guint i;
+
+    for (i = 0; i < 10; i++) {
+      GstBuffer *b = new_frame (i), *out;
+      GstVisionDetectMeta *meta = NULL;
+      GArray *infos;
+      guint expected;
+
+      if (i % 3 == 0)
+        meta = vdtest_add_detect_meta (b, WIDTH, HEIGHT);
+      if (i % 3 == 0 && i != 3)
+        add_detection (b, &meta, 0, "ball", 3, 100.0 + 2.0 * i, 100, 30, 30,
+            0.9);
+      out = gst_harness_push_and_pull (h, b);
+      infos = roi_infos (out);
+      if (props[v] == NULL)
+        expected = i == 3 || i == 4 || i == 5 ? 0 : 1;
+      else
+        expected = i % 3 == 0 && i != 3 ? 1 : 0;
+      fail_unless (infos->len == expected, "frame %u (%s): %u ROIs, not %u",
+          i, props[v] ? props[v] : "defaults", infos->len, expected);
+      if (infos->len == 1) {
+        RoiInfo *r = &g_array_index (infos, RoiInfo, 0);
+        GstVideoRegionOfInterestMeta *roi =
+            gst_buffer_get_video_region_of_interest_meta_id (out, r->roi_id);
+        GstStructure *s =
+            gst_video_region_of_interest_meta_get_param (roi, "detection");
+        gint label_id = -1;
+
+        fail_unless (r->tracked == (i % 3 != 0));
+        if (props[v] == NULL && i >= 1) {
+          if (id == 0)
+            id = r->object_id;
+          fail_unless (id > 0);
+          fail_unless_equals_int (r->object_id, id);
+        }
+        /* without: tentative on frame 0, dropped by frame 3's miss, again
+         * tentative on frame 6, confirmed on frame 9 */
+        if (props[v] != NULL)
+          fail_unless_equals_int (r->object_id, i == 9 ? 1 : 0);
+        fail_unless (gst_structure_get_int (s, "label_id", &label_id));
+        fail_unless_equals_int (label_id, 3);
+        fail_unless_equals_string (g_quark_to_string (roi->roi_type), "ball");
+      }
+      g_array_unref (infos);
+      gst_buffer_unref (out);
+    }
+    fail_unless (props[v] != NULL || id > 0);
+    gst_harness_teardown (h);
+  }
+}
+
+GST_END_TEST;
+
 static gint
 first_object_id (GstBuffer * buffer)
 {
@@ -468,6 +535,7 @@ visiontrack_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_ids_through_crossing);
   tcase_add_test (tc, test_predictions_on_skipped_frames);
+  tcase_add_test (tc, test_id_between_detections);
   tcase_add_test (tc, test_flush_and_caps_reset);
   tcase_add_test (tc, test_bad_metadata);
   tcase_add_test (tc, test_json_fields);

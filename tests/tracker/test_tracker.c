@@ -261,6 +261,79 @@ static void test_fast_object_with_interval(void)
 }
 
 /* NaN, infinite, empty and inverted boxes and NaN scores are ignored */
+/* detections on every 3rd frame: a new track gets its id on the first frame
+ * without detection after its first one (confirm_frames 2), provisionally; a
+ * detection frame that misses it makes it lost, still provisional (not to be
+ * shown), and its next match confirms it for good with the same id; with
+ * confirm_frames 0 the id waits for the second hit, with 3 for the second
+ * frame without detection */
+static void test_confirm_between_detections(void)
+{
+    static const unsigned frames_param[] = {2, 0, 3};
+    unsigned v;
+
+    for (v = 0; v < G_N_ELEMENTS(frames_param); v++) {
+        vt_tracker_params p = vt_tracker_default_params();
+        vt_detection d = det(100.0f, 100.0f, 40, 40, 0.9f, 1);
+        const vt_track *tracks;
+        int32_t id = -1;
+        size_t n;
+
+        p.confirm_frames = frames_param[v];
+        vt_tracker *t = vt_tracker_new(&p, NULL);
+        g_assert_nonnull(t);
+        vt_tracker_update(t, &d, 1, VT_NO_PTS, &id);
+        g_assert_cmpint(id, ==, 0);
+
+        vt_tracker_predict(t, VT_NO_PTS);
+        tracks = vt_tracker_tracks(t, &n);
+        g_assert_cmpuint(n, ==, 1);
+        if (frames_param[v] == 2) {
+            g_assert_cmpint(tracks[0].id, ==, 1);
+            g_assert_true(tracks[0].provisional);
+            g_assert_cmpint(tracks[0].state, ==, VT_TRACK_TRACKED);
+        } else {
+            g_assert_cmpint(tracks[0].id, ==, 0);
+            g_assert_cmpint(tracks[0].state, ==, VT_TRACK_TENTATIVE);
+        }
+        vt_tracker_predict(t, VT_NO_PTS);
+        tracks = vt_tracker_tracks(t, &n);
+        g_assert_cmpuint(n, ==, 1);
+        g_assert_cmpint(tracks[0].id, ==, frames_param[v] == 0 ? 0 : 1);
+
+        if (frames_param[v] == 0) {
+            /* a tentative track is dropped by a missed detection frame */
+            vt_tracker_update(t, NULL, 0, VT_NO_PTS, NULL);
+            vt_tracker_tracks(t, &n);
+            g_assert_cmpuint(n, ==, 0);
+            vt_tracker_free(t);
+            continue;
+        }
+        /* missed: lost, kept, still provisional */
+        vt_tracker_update(t, NULL, 0, VT_NO_PTS, NULL);
+        tracks = vt_tracker_tracks(t, &n);
+        g_assert_cmpuint(n, ==, 1);
+        g_assert_cmpint(tracks[0].id, ==, 1);
+        g_assert_cmpint(tracks[0].state, ==, VT_TRACK_LOST);
+        g_assert_true(tracks[0].provisional);
+        g_assert_cmpuint(tracks[0].misses, ==, 1);
+        vt_tracker_predict(t, VT_NO_PTS);
+        vt_tracker_predict(t, VT_NO_PTS);
+        /* seen again, moved by a third of its size: matched as a tentative
+         * track (buffered IoU), confirmed for good, same id */
+        d = det(113.0f, 100.0f, 40, 40, 0.9f, 1);
+        vt_tracker_update(t, &d, 1, VT_NO_PTS, &id);
+        g_assert_cmpint(id, ==, 1);
+        tracks = vt_tracker_tracks(t, &n);
+        g_assert_cmpuint(n, ==, 1);
+        g_assert_cmpint(tracks[0].state, ==, VT_TRACK_TRACKED);
+        g_assert_false(tracks[0].provisional);
+        g_assert_cmpuint(tracks[0].hits, ==, 2);
+        g_assert_cmpint(vt_tracker_last_id(t), ==, 1);
+        vt_tracker_free(t);
+    }
+}
+
 static void test_bad_detections(void)
 {
     vt_tracker *t = tracker_with(1);
@@ -400,6 +473,7 @@ int main(int argc, char **argv)
     g_test_add_func("/tracker/classes", test_classes);
     g_test_add_func("/tracker/prediction", test_prediction_between_detections);
     g_test_add_func("/tracker/fast-object-interval", test_fast_object_with_interval);
+    g_test_add_func("/tracker/confirm-between-detections", test_confirm_between_detections);
     g_test_add_func("/tracker/bad-detections", test_bad_detections);
     g_test_add_func("/tracker/flood", test_flood);
     g_test_add_func("/tracker/reset", test_reset_keeps_ids_growing);
