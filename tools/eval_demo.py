@@ -237,6 +237,14 @@ def main(argv=None):
                     help="score threshold of both sides (torchvision's box_score_thresh is 0.05)")
     ap.add_argument("--min-map", type=float, default=None, help="fail below this mAP (both sides)")
     ap.add_argument("--max-diff", type=float, default=None, help="fail if |mAP engine - torchvision| > this")
+    ap.add_argument("--distractors", type=int, default=0,
+                    help="also N held-out frames without any shape (lines, grids, text, "
+                         "videotestsrc's sweep lines: train_demo.distractor_scene)")
+    ap.add_argument("--distractor-threshold", type=float, default=0.5,
+                    help="score from which a detection on such a frame counts (the element's "
+                         "default threshold)")
+    ap.add_argument("--max-distracted", type=float, default=None,
+                    help="fail when more than this fraction of those frames has a detection")
     ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
@@ -304,6 +312,32 @@ def main(argv=None):
                 ok = False
             if args.max_diff is not None and diff > args.max_diff:
                 print(f"FAIL: |engine - torchvision| {diff:.4f} > {args.max_diff}")
+                ok = False
+    if args.distractors > 0:
+        frames = [(train_demo.distractor_scene(args.seed, i), None, None)
+                  for i in range(args.distractors)]
+        thr = args.distractor_threshold
+        sides = [("torchvision", lambda: run_torchvision(model, frames, args.threads))]
+        if vd:
+            sides.append(("engine", lambda: run_engine(vd, args.model, frames, workdir,
+                                                       args.threads, args.threshold)))
+        for name, run in sides:
+            dets = run()
+            hit = [[d for d in ds if d[1] > thr] for ds in dets]
+            n_frames = sum(1 for h in hit if h)
+            n_dets = sum(len(h) for h in hit)
+            frac = n_frames / len(frames)
+            labels = {}
+            for h in hit:
+                for _, _, label in h:
+                    labels[config["class_names"][label]] = labels.get(config["class_names"][label], 0) + 1
+            print(f"{name + ':':12s} frames without shapes: {n_frames}/{len(frames)} with a detection "
+                  f"above {thr} ({n_dets} detections: {labels})", flush=True)
+            results[f"{name}_distracted_frames"] = frac
+            results[f"{name}_distractor_detections"] = n_dets
+            if args.max_distracted is not None and frac > args.max_distracted:
+                print(f"FAIL: {name}: {frac:.3f} of the frames without shapes have a detection "
+                      f"(> {args.max_distracted})")
                 ok = False
     if args.bench > 0:
         b = bench(model, args.model, vd, args.bench, args.threads, workdir)

@@ -46,8 +46,12 @@ from PIL import Image, ImageDraw
 CLASS_NAMES = ["__background__", "ball", "box", "triangle", "ring"]
 
 # Streams of the scene generator: training scenes and held-out scenes never share a key.
+# STREAM_EVAL scenes are drawn as before distractors existed (the held-out mAP stays
+# comparable); STREAM_DISTRACT holds held-out frames without any shape (distractors
+# only, and videotestsrc's sweep motions), on which nothing should be detected.
 STREAM_TRAIN = 0
 STREAM_EVAL = 1
+STREAM_DISTRACT = 2
 
 # Frame sizes of the videotestsrc-like scenes.
 VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
@@ -193,6 +197,142 @@ def _pick_colour(rng, img, mask):
     return best
 
 
+def _contrasting(rng, img):
+    """A colour that stands out from the mean of @img, or a random one."""
+    if rng.random() < 0.5:
+        return _pick_colour(rng, img, np.ones(img.shape[:2], np.float32))
+    return _rand_colour(rng)
+
+
+def _draw_on(img, draw_fn):
+    """Runs draw_fn(ImageDraw, colour_index) on an 'L' coverage mask and returns it
+    (float32 HxW in [0, 1])."""
+    h, w = img.shape[:2]
+    cov = Image.new("L", (w, h), 0)
+    draw_fn(ImageDraw.Draw(cov))
+    return np.asarray(cov, np.float32) / 255.0
+
+
+def _line_through(rng, w, h):
+    """End points of a straight line across the whole frame: axis-aligned (as guide
+    lines and borders usually are) or at any angle."""
+    if rng.random() < 0.6:
+        if rng.random() < 0.5:
+            y = rng.uniform(0, h)
+            return (-1.0, y, w + 1.0, y)
+        x = rng.uniform(0, w)
+        return (x, -1.0, x, h + 1.0)
+    a = rng.uniform(0, math.pi)
+    cx, cy, r = rng.uniform(0, w), rng.uniform(0, h), float(w + h)
+    return (cx - r * math.cos(a), cy - r * math.sin(a), cx + r * math.cos(a), cy + r * math.sin(a))
+
+
+def add_distractors(rng, img):
+    """Draws things that are not shapes over @img (float32 HxWx3, in place): thin
+    straight lines across the frame, crosshairs, grids, line segments and text. They
+    are what the model saw nothing of and answered with large 'box' detections
+    (videotestsrc's sweep motions draw guide lines through the frame)."""
+    h, w = img.shape[:2]
+    for _ in range(int(rng.integers(1, 3))):
+        kind = rng.choice(["lines", "crosshair", "grid", "segments", "text"],
+                          p=[0.3, 0.15, 0.2, 0.15, 0.2])
+        colour = _contrasting(rng, img)
+        width = int(rng.choice([1, 1, 1, 2, 3]))
+        if kind == "lines":
+            n = int(rng.integers(1, 7))
+            cov = _draw_on(img, lambda d: [d.line(_line_through(rng, w, h), fill=255, width=width)
+                                           for _ in range(n)])
+        elif kind == "crosshair":
+            pts = [(rng.uniform(0, w), rng.uniform(0, h)) for _ in range(int(rng.integers(1, 3)))]
+            if rng.random() < 0.5:
+                pts[0] = (w / 2, h / 2)
+            cov = _draw_on(img, lambda d: [(d.line((-1, y, w + 1, y), fill=255, width=width),
+                                            d.line((x, -1, x, h + 1), fill=255, width=width))
+                                           for x, y in pts])
+        elif kind == "grid":
+            step = int(rng.integers(16, max(17, min(w, h) // 2)))
+            ox, oy = int(rng.integers(0, step)), int(rng.integers(0, step))
+
+            def grid(d):
+                for x in range(ox, w, step):
+                    d.line((x, 0, x, h), fill=255, width=width)
+                for y in range(oy, h, step):
+                    d.line((0, y, w, y), fill=255, width=width)
+            cov = _draw_on(img, grid)
+        elif kind == "segments":
+            n = int(rng.integers(2, 12))
+
+            def segments(d):
+                for _ in range(n):
+                    x, y = rng.uniform(0, w), rng.uniform(0, h)
+                    a, length = rng.uniform(0, 2 * math.pi), rng.uniform(0.1, 0.6) * min(w, h)
+                    d.line((x, y, x + length * math.cos(a), y + length * math.sin(a)), fill=255,
+                           width=width)
+            cov = _draw_on(img, segments)
+        else:  # text: PIL's bitmap font, scaled up, a few words anywhere
+            cov = np.zeros((h, w), np.float32)
+            for _ in range(int(rng.integers(1, 5))):
+                n_chars = int(rng.integers(3, 16))
+                chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 :-./"
+                text = "".join(chars[int(i)] for i in rng.integers(0, len(chars), n_chars))
+                small = Image.new("L", (6 * n_chars + 4, 14), 0)
+                ImageDraw.Draw(small).text((2, 1), text, fill=255)
+                scale = rng.uniform(1.0, 4.0)
+                tw, th = int(small.width * scale), int(small.height * scale)
+                if tw >= w or th >= h:
+                    continue
+                big = np.asarray(small.resize((tw, th), Image.BILINEAR), np.float32) / 255.0
+                x, y = int(rng.integers(0, w - tw)), int(rng.integers(0, h - th))
+                cov[y:y + th, x:x + tw] = np.maximum(cov[y:y + th, x:x + tw], big)
+        img *= 1 - cov[:, :, None]
+        img += colour * cov[:, :, None]
+    return img
+
+
+def videotestsrc_sweep(rng):
+    """A frame like videotestsrc pattern=ball motion=sweep or hsweep: a large disc
+    (radius a quarter of the frame height) and one-pixel lines across the frame
+    through its centre and through the frame's centre. Returns (uint8 HxWx3, [box],
+    [label])."""
+    w, h = VTS_SIZES[int(rng.integers(0, len(VTS_SIZES)))]
+    radius = h // 4 if rng.random() < 0.7 else int(rng.integers(10, max(11, h // 3)))
+    fg = (255, 255, 255) if rng.random() < 0.5 else tuple(int(v) for v in _rand_colour(rng))
+    bg = (0, 0, 0) if rng.random() < 0.7 else tuple(int(v) for v in _rand_colour(rng))
+    if np.linalg.norm(np.subtract(fg, bg)) < 100:
+        bg = (0, 0, 0) if sum(fg) > 300 else (255, 255, 255)
+    a = rng.uniform(0, 2 * math.pi)
+    x = w / 2 + (h / 4) * math.cos(a)
+    y = h / 2 + (h / 4) * math.sin(a)
+    x = min(max(x, radius), w - radius)
+    y = min(max(y, radius), h - radius)
+    img, boxes, labels = draw_ball_frame(w, h, x, y, radius, fg, bg)
+    img[int(h // 2), :] = fg
+    img[:, int(w // 2)] = fg
+    img[int(y), :] = fg
+    img[:, int(x)] = fg
+    return img, boxes, labels
+
+
+def distractor_scene(seed, index):
+    """Held-out frame number @index without any shape (STREAM_DISTRACT): a background
+    with distractors, or videotestsrc's sweep lines without the ball. Returns uint8
+    HxWx3."""
+    rng = np.random.default_rng([int(seed), STREAM_DISTRACT, int(index)])
+    if rng.random() < 0.2:
+        w, h = VTS_SIZES[int(rng.integers(0, len(VTS_SIZES)))]
+        fg = (255, 255, 255) if rng.random() < 0.5 else tuple(int(v) for v in _rand_colour(rng))
+        img = np.zeros((h, w, 3), np.uint8)
+        for x, y in ((w / 2, h / 2), (rng.uniform(0, w), rng.uniform(0, h))):
+            img[int(y), :] = fg
+            img[:, int(x)] = fg
+        return img
+    short = int(rng.integers(200, 420))
+    long_ = int(short * rng.uniform(1.0, 1.8))
+    w, h = (long_, short) if rng.random() < 0.75 else (short, long_)
+    img = add_distractors(rng, make_background(rng, w, h))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
 def videotestsrc_ball(rng, w=None, h=None, radius=20, fg=None, bg=None):
     """A frame like videotestsrc pattern=ball: an aliased disc drawn row by row exactly as
     gst_video_test_src_ball() does. Returns (uint8 HxWx3, [box], [label])."""
@@ -234,6 +374,16 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     """Scene number @index of the stream (@seed, @stream): (uint8 HxWx3, boxes Nx4 float32
     [x1, y1, x2, y2] in pixels, labels N int64)."""
     rng = np.random.default_rng([int(seed), int(stream), int(index)])
+    # training scenes only: distractors (the held-out stream is drawn as it always was)
+    distract = stream == STREAM_TRAIN and rng.random() < 0.4
+    if stream == STREAM_TRAIN and rng.random() < 0.05:
+        img, boxes, labels = videotestsrc_sweep(rng)
+        return img, np.asarray(boxes, np.float32), np.asarray(labels, np.int64)
+    if stream == STREAM_TRAIN and rng.random() < 0.04:  # nothing but distractors
+        img = add_distractors(rng, make_background(rng, int(rng.integers(200, 640)),
+                                                   int(rng.integers(200, 480))))
+        return (np.clip(np.rint(img), 0, 255).astype(np.uint8), np.zeros((0, 4), np.float32),
+                np.zeros((0,), np.int64))
     if rng.random() < 0.18:
         img, boxes, labels = videotestsrc_ball(rng)
         if rng.random() < 0.15:  # the same with a random radius
@@ -245,6 +395,8 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     long_ = int(short * rng.uniform(1.0, 1.8))
     w, h = (long_, short) if rng.random() < 0.75 else (short, long_)
     img = make_background(rng, w, h)
+    if distract:
+        img = add_distractors(rng, img)
     n = int(rng.choice([1, 2, 3, 4, 5, 6, 7, 8], p=[0.12, 0.16, 0.17, 0.16, 0.14, 0.11, 0.08, 0.06]))
     ss = 2 if rng.random() < 0.6 else 1
     masks, boxes, labels = [], [], []
@@ -441,6 +593,9 @@ def main(argv=None):
     ap.add_argument("--out-dir", default="/tmp/train")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init", default=None,
+                    help="start from the weights of this model file (.safetensors written by "
+                         "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
     ap.add_argument("--keep-snapshots", action="store_true",
                     help="also keep model-<iter>.pt at every checkpoint")
     ap.add_argument("--export", default=None, help="write the final model here (.safetensors)")
@@ -459,7 +614,14 @@ def main(argv=None):
     ckpt_path = os.path.join(args.out_dir, "checkpoint.pt")
 
     device = torch.device(args.device)
-    model = build_model().to(device)
+    if args.init:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import eval_demo
+        model, _ = eval_demo.torchvision_model(args.init)
+        print(f"initialised from {args.init}", flush=True)
+    else:
+        model = build_model()
+    model = model.to(device)
     if device.type == "cpu" and args.cpu_linear == "onednn":
         linears_on_onednn(model)
     model.train()
