@@ -79,6 +79,13 @@ struct _GstVisionOverlay
   /* streaming thread: the drawing surface for formats Cairo cannot draw on
    * directly, blended onto the frame afterwards */
   cairo_surface_t *scratch;
+
+  /* streaming thread: the element's own font map and text context, created
+   * at the first label; with pango_cairo_create_layout() every new streaming
+   * thread (each start, and visiondetect's output thread) built Pango's
+   * per-thread default font map again */
+  PangoFontMap *font_map;
+  PangoContext *pango;
 };
 
 #define VIDEO_FORMATS \
@@ -267,15 +274,16 @@ draw_trails (cairo_t * cr, GHashTable * trails, gdouble line_width,
 /* Draws the detections with colours given as seen by Cairo; @swap_rb when the
  * frame's bytes hold red where Cairo puts blue. */
 static void
-draw_detections (cairo_t * cr, GArray * detections, gint width, gint height,
-    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
-    gboolean swap_rb)
+draw_detections (cairo_t * cr, PangoContext * pango, GArray * detections,
+    gint width, gint height, gdouble line_width, PangoFontDescription * font,
+    GstVisionOverlayText text, gboolean swap_rb)
 {
   PangoLayout *layout = NULL;
   guint i;
 
   if (text != GST_VISION_OVERLAY_TEXT_NONE) {
-    layout = pango_cairo_create_layout (cr);
+    pango_cairo_update_context (cr, pango);
+    layout = pango_layout_new (pango);
     pango_layout_set_font_description (layout, font);
   }
 
@@ -488,8 +496,12 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   }
   if (trail > 0)
     draw_trails (cr, self->trails, line_width, swap_rb);
-  draw_detections (cr, detections, width, height, line_width, font, text,
-      swap_rb);
+  if (text != GST_VISION_OVERLAY_TEXT_NONE && self->pango == NULL) {
+    self->font_map = pango_cairo_font_map_new ();
+    self->pango = pango_font_map_create_context (self->font_map);
+  }
+  draw_detections (cr, self->pango, detections, width, height, line_width,
+      font, text, swap_rb);
   if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
     GST_WARNING_OBJECT (self, "drawing failed: %s",
         cairo_status_to_string (cairo_status (cr)));
@@ -623,6 +635,8 @@ gst_vision_overlay_finalize (GObject * object)
   g_free (self->font_desc);
   g_clear_pointer (&self->scratch, cairo_surface_destroy);
   g_clear_pointer (&self->trails, g_hash_table_unref);
+  g_clear_object (&self->pango);
+  g_clear_object (&self->font_map);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
