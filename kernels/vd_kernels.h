@@ -187,7 +187,7 @@ cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype featur
                                     vd_dtype out_dtype, cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
-/* roi_align backward (mirrors vd_roi_align_backward)                        */
+/* roi_align forward and backward (mirror vd_roi_align_forward/_backward)    */
 
 /* torchvision.ops.roi_align's parameters, as vd_roi_align_params: maps and their
  * gradients NHWC [n_images][height][width][channels], pooled tensors
@@ -200,6 +200,17 @@ typedef struct {
     int sampling_ratio; /* <= 0: adaptive */
     int aligned;        /* torchvision's aligned (0 or 1) */
 } vd_roi_align_shape;
+
+/* out [n_rois][pooled_h][pooled_w][channels] = roi_align of @features, both in
+ * @dtype, @rois fp32 on the device: features read in their dtype, sample
+ * coordinates, weights, blend and sum in fp32 (vd_math.h, the CPU's order),
+ * rounded to @dtype once at the store; fp32 equals vd_roi_align_forward bit for
+ * bit. A RoI whose batch index is not in [0, n_images) after truncation (or
+ * NaN) gets zeros (the CPU op reports it). Returns cudaErrorInvalidValue for
+ * sizes out of range or a NULL pointer. */
+cudaError_t vd_roi_align_forward_device(const vd_roi_align_shape *shape, vd_dtype dtype,
+                                        const void *features, const float *rois, int n_rois,
+                                        void *out, cudaStream_t stream);
 
 /* Device workspace vd_roi_align_backward_device needs: 0 for fp32 gradients, the fp32
  * accumulator (4 bytes per grad_input element) for fp16. */
