@@ -435,6 +435,11 @@ static gboolean roi_align_check(const char *op, const vd_roi_align_params *p, co
     return TRUE;
 }
 
+/* Below this many pooled elements (RoIs x bins x channels) the op runs on the
+ * calling thread: a parallel region costs more than the work, and much more on
+ * oversubscribed cores, where waking the team can take milliseconds. */
+#define ROI_ALIGN_PARALLEL_MIN 16384
+
 gboolean vd_roi_align_forward(const vd_roi_align_params *params, const float *features,
                               const float *rois, int n_rois, float *out, GError **error)
 {
@@ -443,7 +448,8 @@ gboolean vd_roi_align_forward(const vd_roi_align_params *params, const float *fe
     const vd_roi_align_params p = *params;
     size_t image_stride = (size_t)p.height * p.width * p.channels;
     size_t roi_stride = (size_t)p.pooled_h * p.pooled_w * p.channels;
-#pragma omp parallel for schedule(dynamic, 8)
+    gboolean parallel = (double)n_rois * (double)roi_stride >= ROI_ALIGN_PARALLEL_MIN;
+#pragma omp parallel for schedule(dynamic, 8) if (parallel)
     for (int k = 0; k < n_rois; k++) {
         const float *roi = rois + 5 * (size_t)k;
         int image = (int)roi[0];
@@ -515,7 +521,9 @@ gboolean vd_roi_align_backward(const vd_roi_align_params *params, const float *g
     if (n_rois == 0)
         return TRUE;
     int quanta = (p.channels + ROI_GRAD_CHANNEL_QUANTUM - 1) / ROI_GRAD_CHANNEL_QUANTUM;
-#pragma omp parallel if (quanta > 1)
+    gboolean parallel = quanta > 1 && (double)n_rois * p.pooled_h * p.pooled_w * p.channels >=
+                                          ROI_ALIGN_PARALLEL_MIN;
+#pragma omp parallel if (parallel)
     {
         int n_threads = omp_get_num_threads(), t = omp_get_thread_num();
         int per_thread = (quanta + n_threads - 1) / n_threads;

@@ -162,7 +162,8 @@ vd_roi_align_params vd_roi_align_default_params(void);
 
 /* Forward: out[k][ph][pw][c] = the mean of the bin's bilinear samples of image
  * rois[k][0], channel c, in torchvision's CPU kernel's float32 operations and
- * order (bit-exact, spec §5.5 with the aligned offset). OpenMP over RoIs.
+ * order (bit-exact, spec §5.5 with the aligned offset). OpenMP over RoIs
+ * (from 16384 pooled elements; smaller calls run on the calling thread).
  * Returns FALSE with @error set (VD_ERROR_INVALID_ARGUMENT, nothing written)
  * when a size is out of range or a RoI's batch index is NaN or outside
  * [0, n_images); the message names the RoI. Reentrant; keeps no pointer. */
@@ -177,7 +178,8 @@ gboolean vd_roi_align_forward(const vd_roi_align_params *params, const float *fe
  * with torchvision's CPU backward: every grad_input element receives its
  * contributions in torchvision's order (RoI, ph, pw, iy, ix, then the four
  * neighbours), the threads (OpenMP) each owning a block of channels, which
- * never collide. Errors as vd_roi_align_forward (nothing written). */
+ * never collide (the same size threshold as the forward). Errors as
+ * vd_roi_align_forward (nothing written). */
 gboolean vd_roi_align_backward(const vd_roi_align_params *params, const float *grad_output,
                                const float *rois, int n_rois, float *grad_input, GError **error);
 

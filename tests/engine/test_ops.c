@@ -885,13 +885,14 @@ static void test_roi_align_backward_adjoint(void)
 }
 
 /* Deterministic whatever the number of threads: each thread owns a block of
- * channels and every element's sum keeps its order. */
+ * channels and every element's sum keeps its order. 60 RoIs x 12 bins x 40
+ * channels: above the size from which the op runs in parallel. */
 static void test_roi_align_backward_threads(void)
 {
-    const int n_images = 2, h = 13, w = 17, c = 40, n_rois = 30;
+    const int n_images = 2, h = 13, w = 17, c = 40, n_rois = 60;
     vd_roi_align_params p = roi_params(n_images, h, w, c, 3, 4, 0, FALSE);
     p.spatial_scale = 0.5f;
-    float rois[30 * 5];
+    float rois[60 * 5];
     guint32 seed = 7;
     for (int k = 0; k < n_rois; k++) {
         float *roi = rois + 5 * k;
