@@ -8,8 +8,16 @@
  * Threads: one per (RoI, bin, group of V channels), V = 8 for fp16 (16-byte
  * loads) and 4 for fp32, so the threads of one bin read whole pixel rows of
  * channels contiguously. Output [capacity][pooled][pooled][channels], the
- * order fc6's permuted weights expect. */
+ * order fc6's permuted weights expect.
+ *
+ * Below it, torchvision.ops.roi_align as an op of its own (any batch, [K][5]
+ * RoIs, aligned on or off), forward and backward, mirroring
+ * vd_roi_align_forward and vd_roi_align_backward of the CPU: the backward by
+ * fp32 atomics into an fp32 accumulator (grad_input itself, or a workspace
+ * rounded to fp16 at the end). */
 #include "vd_kernels_common.cuh"
+
+#include <limits.h>
 
 template <typename T, int V>
 struct vec_io;
@@ -139,4 +147,172 @@ extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels,
                                       out, out_dtype, stream);
     return launch_typed<float, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio, out,
                                   out_dtype, stream);
+}
+
+/* ------------------------------------------------------------------------ */
+/* roi_align backward (torchvision.ops.roi_align's gradient)                 */
+
+/* One thread per (RoI, bin, channel), channel fastest, like grad_output's
+ * NHWC order: consecutive threads read consecutive grad_output elements and
+ * add to consecutive channels of the same pixels. Geometry, sample
+ * coordinates, weights, the outside rule and the shares (grad * w) / count
+ * are vd_math.h's, the CPU backward's; atomicAdd makes the order of the sums
+ * the only difference. */
+template <typename G>
+__global__ void roi_align_backward_kernel(vd_roi_align_shape shape, const G *grad_output,
+                                          const float *rois, int n_rois, float *grad_acc)
+{
+    int C = shape.channels, PH = shape.pooled_h, PW = shape.pooled_w;
+    int H = shape.height, W = shape.width;
+    long long total = (long long)n_rois * PH * PW * C;
+    VD_GRID_LOOP(idx, total)
+    {
+        int c = (int)(idx % C);
+        long long rest = idx / C;
+        int pw = (int)(rest % PW);
+        rest /= PW;
+        int ph = (int)(rest % PH);
+        int k = (int)(rest / PH);
+        const float *roi = rois + 5 * (size_t)k;
+        float batch = roi[0];
+        if (!(batch > -1.0f && batch < (float)shape.n_images))
+            continue; /* also NaN; the CPU op reports it */
+        vd_math_roi_geometry geo = vd_math_roi_geometry_aligned(
+            roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
+        float grad = vd_load(grad_output + idx); /* ((k * PH + ph) * PW + pw) * C + c */
+        float *dst = grad_acc + (size_t)(int)batch * H * W * C + c;
+        for (int iy = 0; iy < geo.grid_h; iy++) {
+            float y = vd_math_roi_sample_coord(geo.start_y, ph, geo.bin_h, iy, geo.grid_h);
+            for (int ix = 0; ix < geo.grid_w; ix++) {
+                float x = vd_math_roi_sample_coord(geo.start_x, pw, geo.bin_w, ix, geo.grid_w);
+                if (!vd_math_roi_sample_inside(y, x, H, W))
+                    continue;
+                vd_math_roi_sample s = vd_math_roi_bilinear(y, x, H, W);
+                for (int q = 0; q < 4; q++)
+                    atomicAdd(dst + (size_t)s.pos[q] * C,
+                              vd_math_roi_grad_share(grad, s.w[q], geo.count));
+            }
+        }
+    }
+}
+
+/* The forward of the same op, one thread per output element ((RoI, bin,
+ * channel), channel fastest), in vd_roi_align_forward's arithmetic: each
+ * sample's blend added in fp32 in the CPU's order, then divided by the count. */
+template <typename T>
+__global__ void roi_align_forward_kernel(vd_roi_align_shape shape, const T *features,
+                                         const float *rois, int n_rois, T *out)
+{
+    int C = shape.channels, PH = shape.pooled_h, PW = shape.pooled_w;
+    int H = shape.height, W = shape.width;
+    long long total = (long long)n_rois * PH * PW * C;
+    VD_GRID_LOOP(idx, total)
+    {
+        int c = (int)(idx % C);
+        long long rest = idx / C;
+        int pw = (int)(rest % PW);
+        rest /= PW;
+        int ph = (int)(rest % PH);
+        int k = (int)(rest / PH);
+        const float *roi = rois + 5 * (size_t)k;
+        float batch = roi[0];
+        if (!(batch > -1.0f && batch < (float)shape.n_images)) {
+            vd_store(out + idx, 0.0f); /* also NaN; the CPU op reports it */
+            continue;
+        }
+        vd_math_roi_geometry geo = vd_math_roi_geometry_aligned(
+            roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
+        const T *map = features + (size_t)(int)batch * H * W * C + c;
+        float acc = 0.0f;
+        for (int iy = 0; iy < geo.grid_h; iy++) {
+            float y = vd_math_roi_sample_coord(geo.start_y, ph, geo.bin_h, iy, geo.grid_h);
+            for (int ix = 0; ix < geo.grid_w; ix++) {
+                float x = vd_math_roi_sample_coord(geo.start_x, pw, geo.bin_w, ix, geo.grid_w);
+                vd_math_roi_sample s = vd_math_roi_bilinear(y, x, H, W);
+                acc = vd_math_fadd(acc, vd_math_roi_blend(&s, vd_load(map + (size_t)s.pos[0] * C),
+                                                          vd_load(map + (size_t)s.pos[1] * C),
+                                                          vd_load(map + (size_t)s.pos[2] * C),
+                                                          vd_load(map + (size_t)s.pos[3] * C)));
+            }
+        }
+        vd_store(out + idx, vd_math_fdiv(acc, geo.count));
+    }
+}
+
+static bool roi_align_shape_valid(const vd_roi_align_shape *s)
+{
+    return s != NULL && s->n_images >= 1 && s->height >= 1 && s->width >= 1 && s->channels >= 1 &&
+           s->pooled_h >= 1 && s->pooled_w >= 1 && (long long)s->height * s->width <= INT_MAX;
+}
+
+static size_t roi_align_grad_elements(const vd_roi_align_shape *s)
+{
+    return (size_t)s->n_images * s->height * s->width * s->channels;
+}
+
+extern "C" cudaError_t vd_roi_align_forward_device(const vd_roi_align_shape *shape, vd_dtype dtype,
+                                                   const void *features, const float *rois,
+                                                   int n_rois, void *out, cudaStream_t stream)
+{
+    if (!roi_align_shape_valid(shape) || n_rois < 0 || features == NULL ||
+        (n_rois > 0 && (rois == NULL || out == NULL)) ||
+        (dtype != VD_DTYPE_F32 && dtype != VD_DTYPE_F16))
+        return cudaErrorInvalidValue;
+    long long total = (long long)n_rois * shape->pooled_h * shape->pooled_w * shape->channels;
+    if (total == 0)
+        return cudaSuccess;
+    unsigned blocks = vd_blocks_for(total, 256, 65535);
+    if (dtype == VD_DTYPE_F16)
+        roi_align_forward_kernel<__half><<<blocks, 256, 0, stream>>>(
+            *shape, (const __half *)features, rois, n_rois, (__half *)out);
+    else
+        roi_align_forward_kernel<float><<<blocks, 256, 0, stream>>>(*shape, (const float *)features,
+                                                                    rois, n_rois, (float *)out);
+    return vd_launch_status();
+}
+
+extern "C" size_t vd_roi_align_backward_workspace_size(const vd_roi_align_shape *shape,
+                                                       vd_dtype dtype)
+{
+    if (dtype != VD_DTYPE_F16 || !roi_align_shape_valid(shape))
+        return 0;
+    return roi_align_grad_elements(shape) * sizeof(float);
+}
+
+extern "C" cudaError_t vd_roi_align_backward_device(const vd_roi_align_shape *shape, vd_dtype dtype,
+                                                    const void *grad_output, const float *rois,
+                                                    int n_rois, void *grad_input, void *workspace,
+                                                    size_t workspace_size, cudaStream_t stream)
+{
+    if (!roi_align_shape_valid(shape) || n_rois < 0 || grad_input == NULL ||
+        (n_rois > 0 && (grad_output == NULL || rois == NULL)) ||
+        (dtype != VD_DTYPE_F32 && dtype != VD_DTYPE_F16))
+        return cudaErrorInvalidValue;
+    size_t n = roi_align_grad_elements(shape);
+    float *acc = (float *)grad_input;
+    if (dtype == VD_DTYPE_F16) {
+        if (workspace == NULL || workspace_size < n * sizeof(float) ||
+            (uintptr_t)workspace % sizeof(float) != 0)
+            return cudaErrorInvalidValue;
+        acc = (float *)workspace;
+    }
+    cudaError_t err = cudaMemsetAsync(acc, 0, n * sizeof(float), stream);
+    if (err != cudaSuccess)
+        return err;
+    long long total = (long long)n_rois * shape->pooled_h * shape->pooled_w * shape->channels;
+    if (total > 0) {
+        unsigned blocks = vd_blocks_for(total, 256, 65535);
+        if (dtype == VD_DTYPE_F16)
+            roi_align_backward_kernel<__half><<<blocks, 256, 0, stream>>>(
+                *shape, (const __half *)grad_output, rois, n_rois, acc);
+        else
+            roi_align_backward_kernel<float>
+                <<<blocks, 256, 0, stream>>>(*shape, (const float *)grad_output, rois, n_rois, acc);
+        err = vd_launch_status();
+        if (err != cudaSuccess)
+            return err;
+    }
+    if (dtype == VD_DTYPE_F16)
+        return vd_convert_from_f32(acc, n, VD_DTYPE_F16, grad_input, stream);
+    return cudaSuccess;
 }

@@ -187,6 +187,56 @@ cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype featur
                                     vd_dtype out_dtype, cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
+/* roi_align forward and backward (mirror vd_roi_align_forward/_backward)    */
+
+/* torchvision.ops.roi_align's parameters, as vd_roi_align_params: maps and their
+ * gradients NHWC [n_images][height][width][channels], pooled tensors
+ * [n_rois][pooled_h][pooled_w][channels], RoIs [n_rois][5] float32 (batch
+ * index, x1, y1, x2, y2) in image pixels. */
+typedef struct {
+    int n_images, height, width, channels;
+    int pooled_h, pooled_w;
+    float spatial_scale;
+    int sampling_ratio; /* <= 0: adaptive */
+    int aligned;        /* torchvision's aligned (0 or 1) */
+} vd_roi_align_shape;
+
+/* out [n_rois][pooled_h][pooled_w][channels] = roi_align of @features, both in
+ * @dtype, @rois fp32 on the device: features read in their dtype, sample
+ * coordinates, weights, blend and sum in fp32 (vd_math.h, the CPU's order),
+ * rounded to @dtype once at the store; fp32 equals vd_roi_align_forward bit for
+ * bit. A RoI whose batch index is not in [0, n_images) after truncation (or
+ * NaN) gets zeros (the CPU op reports it). Returns cudaErrorInvalidValue for
+ * sizes out of range or a NULL pointer. */
+cudaError_t vd_roi_align_forward_device(const vd_roi_align_shape *shape, vd_dtype dtype,
+                                        const void *features, const float *rois, int n_rois,
+                                        void *out, cudaStream_t stream);
+
+/* Device workspace vd_roi_align_backward_device needs: 0 for fp32 gradients, the fp32
+ * accumulator (4 bytes per grad_input element) for fp16. */
+size_t vd_roi_align_backward_workspace_size(const vd_roi_align_shape *shape, vd_dtype dtype);
+
+/* grad_input (all of it overwritten) = the gradient of roi_align for
+ * @grad_output, both in @dtype, @rois fp32 on the device. Each (RoI, bin,
+ * channel) thread adds (grad * w) / count of each sample to its four
+ * neighbours with fp32 atomicAdd, in vd_math.h's arithmetic (the CPU's):
+ * fp32 gradients straight into grad_input, fp16 ones into the fp32 workspace
+ * (fp16 grad_output read exactly as fp32), rounded to fp16 once at the end
+ * (vd_convert_from_f32). The terms are the CPU's, bit for bit; only their
+ * order of addition varies (atomics), so results may differ from the CPU's,
+ * and from run to run, by float32 rounding of the sums. A RoI whose batch
+ * index is not in [0, n_images) after truncation (or NaN) adds nothing: the
+ * device values cannot be checked without a synchronisation (the CPU op
+ * reports them). Stream-ordered only (cudaMemsetAsync and launches). Returns
+ * cudaErrorInvalidValue for sizes out of range, a NULL pointer, or a
+ * workspace smaller than vd_roi_align_backward_workspace_size or not 4-byte
+ * aligned. */
+cudaError_t vd_roi_align_backward_device(const vd_roi_align_shape *shape, vd_dtype dtype,
+                                         const void *grad_output, const float *rois, int n_rois,
+                                         void *grad_input, void *workspace, size_t workspace_size,
+                                         cudaStream_t stream);
+
+/* ------------------------------------------------------------------------ */
 /* Box head post-processing (mirrors postprocess of the CPU backend)        */
 
 /* Same layout as vd.h's vd_detection. */

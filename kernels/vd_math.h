@@ -263,12 +263,12 @@ VD_MATH_FN int vd_math_roi_level(const float *box, int k_min, int k_max)
 }
 
 /* ------------------------------------------------------------------------ */
-/* roi_align (spec §5.5, aligned=False)                                       */
+/* roi_align (spec §5.5; aligned=True as torchvision's op) and its gradient    */
 
 /* Per-RoI geometry in feature-map coordinates. */
 typedef struct {
-    float start_x, start_y; /* x1 * scale, y1 * scale */
-    float bin_w, bin_h;     /* max(extent, 1) / pooled */
+    float start_x, start_y; /* x1 * scale - offset, y1 * scale - offset */
+    float bin_w, bin_h;     /* extent / pooled (extent >= 1 unless aligned) */
     int grid_h, grid_w;     /* samples per bin along y / x */
     float count;            /* max(grid_h * grid_w, 1), the divisor */
 } vd_math_roi_geometry;
@@ -277,30 +277,42 @@ typedef struct {
  * no limit, but an unbounded int product would overflow). */
 #define VD_MATH_ROI_MAX_GRID 1024
 
+/* ceil(extent / pooled) samples per bin side. An extent <= 0 (aligned=True lets
+ * a RoI have no or a negative size) gives 0 samples, as torchvision's loops over
+ * a grid of ceil(...) <= 0 run no iteration; NaN gives 0 too (torchvision would
+ * convert NaN to int). With aligned=False the extent is >= 1, so the grid >= 1. */
 VD_MATH_FN int vd_math_roi_adaptive_grid(float extent, int pooled)
 {
     float g = ceilf(vd_math_fdiv(extent, (float)pooled));
     if (!(g >= 1.0f))
-        return 1; /* NaN; an extent >= 1 never gets here */
+        return 0;
     if (g > (float)VD_MATH_ROI_MAX_GRID)
         return VD_MATH_ROI_MAX_GRID;
     return (int)g;
 }
 
 /* @box (x1, y1, x2, y2) in image pixels. sampling_ratio <= 0 selects the
- * adaptive grid ceil(extent / pooled). */
-VD_MATH_FN vd_math_roi_geometry vd_math_roi_geometry_of(const float *box, float spatial_scale,
-                                                        int pooled_h, int pooled_w,
-                                                        int sampling_ratio)
+ * adaptive grid ceil(extent / pooled). @aligned (torchvision's aligned=True)
+ * shifts the box by -0.5 feature pixel after scaling and keeps its extent as it
+ * is (zero or negative included); aligned=False subtracts 0 (an exact no-op) and
+ * makes the extent at least 1. */
+VD_MATH_FN vd_math_roi_geometry vd_math_roi_geometry_aligned(const float *box, float spatial_scale,
+                                                             int pooled_h, int pooled_w,
+                                                             int sampling_ratio, int aligned)
 {
     vd_math_roi_geometry g;
-    float sx1 = vd_math_fmul(box[0], spatial_scale);
-    float sy1 = vd_math_fmul(box[1], spatial_scale);
-    float sx2 = vd_math_fmul(box[2], spatial_scale);
-    float sy2 = vd_math_fmul(box[3], spatial_scale);
-    /* aligned=False: a RoI is at least one feature pixel wide (std::max) */
-    float rw = vd_math_std_max(vd_math_fsub(sx2, sx1), 1.0f);
-    float rh = vd_math_std_max(vd_math_fsub(sy2, sy1), 1.0f);
+    float offset = aligned ? 0.5f : 0.0f;
+    float sx1 = vd_math_fsub(vd_math_fmul(box[0], spatial_scale), offset);
+    float sy1 = vd_math_fsub(vd_math_fmul(box[1], spatial_scale), offset);
+    float sx2 = vd_math_fsub(vd_math_fmul(box[2], spatial_scale), offset);
+    float sy2 = vd_math_fsub(vd_math_fmul(box[3], spatial_scale), offset);
+    float rw = vd_math_fsub(sx2, sx1);
+    float rh = vd_math_fsub(sy2, sy1);
+    if (!aligned) {
+        /* a RoI is at least one feature pixel wide (std::max) */
+        rw = vd_math_std_max(rw, 1.0f);
+        rh = vd_math_std_max(rh, 1.0f);
+    }
     g.start_x = sx1;
     g.start_y = sy1;
     g.bin_w = vd_math_fdiv(rw, (float)pooled_w);
@@ -310,6 +322,14 @@ VD_MATH_FN vd_math_roi_geometry vd_math_roi_geometry_of(const float *box, float 
     int count = g.grid_h * g.grid_w;
     g.count = (float)(count > 1 ? count : 1);
     return g;
+}
+
+/* aligned=False, the detection models' setting (spec §5.5). */
+VD_MATH_FN vd_math_roi_geometry vd_math_roi_geometry_of(const float *box, float spatial_scale,
+                                                        int pooled_h, int pooled_w,
+                                                        int sampling_ratio)
+{
+    return vd_math_roi_geometry_aligned(box, spatial_scale, pooled_h, pooled_w, sampling_ratio, 0);
 }
 
 /* Sample coordinate of sample @i (of @grid) in bin @bin along one axis:
@@ -328,15 +348,22 @@ typedef struct {
     float w[4];
 } vd_math_roi_sample;
 
-/* Samples strictly outside [-1, height] x [-1, width] get all-zero weights at
- * pixel 0 (torchvision's CPU kernel reads them as 0 * v[0]); y == height is
- * still sampled, clamped to the last row. NaN coordinates count as outside
- * (torchvision would cast NaN to int and read out of bounds). */
+/* Whether a sample at (y, x) reads the map: not strictly outside [-1, height] x
+ * [-1, width] (y == height is still sampled, clamped to the last row). NaN
+ * coordinates count as outside (torchvision would cast NaN to int and read out
+ * of bounds). The backward adds nothing for a sample outside. */
+VD_MATH_FN int vd_math_roi_sample_inside(float y, float x, int height, int width)
+{
+    return y >= -1.0f && y <= (float)height && x >= -1.0f && x <= (float)width;
+}
+
+/* Samples outside (vd_math_roi_sample_inside) get all-zero weights at pixel 0
+ * (torchvision's CPU forward reads them as 0 * v[0]). */
 VD_MATH_FN vd_math_roi_sample vd_math_roi_bilinear(float y, float x, int height, int width)
 {
     vd_math_roi_sample s;
     int k;
-    if (!(y >= -1.0f && y <= (float)height && x >= -1.0f && x <= (float)width)) {
+    if (!vd_math_roi_sample_inside(y, x, height, width)) {
         for (k = 0; k < 4; k++) {
             s.pos[k] = 0;
             s.w[k] = 0.0f;
@@ -385,6 +412,14 @@ VD_MATH_FN float vd_math_roi_blend(const vd_math_roi_sample *s, float v1, float 
         vd_math_fadd(vd_math_fadd(vd_math_fmul(s->w[0], v1), vd_math_fmul(s->w[1], v2)),
                      vd_math_fmul(s->w[2], v3)),
         vd_math_fmul(s->w[3], v4));
+}
+
+/* The gradient one neighbour of a sample receives from its bin:
+ * (grad_bin * w) / count, rounded twice in that order, as torchvision's
+ * backward computes it (a division, not a product with 1/count). */
+VD_MATH_FN float vd_math_roi_grad_share(float grad_bin, float w, float count)
+{
+    return vd_math_fdiv(vd_math_fmul(grad_bin, w), count);
 }
 
 /* ------------------------------------------------------------------------ */

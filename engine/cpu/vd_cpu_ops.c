@@ -4,7 +4,9 @@
  * vd_math.h for why. */
 #include "vd_cpu_ops.h"
 
+#include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "vd_math.h"
@@ -328,43 +330,211 @@ VD_CPU_HOT static void roi_accumulate(float *restrict acc, const float *restrict
         acc[c] += ((w1 * v1[c] + w2 * v2[c]) + w3 * v3[c]) + w4 * v4[c];
 }
 
+/* The pooled_h x pooled_w bins of one RoI of geometry @g over one NHWC map,
+ * written at @dst [pooled_h][pooled_w][channels]. */
+static void roi_align_bins(const float *features, int height, int width, int channels,
+                           const vd_math_roi_geometry *g, int pooled_h, int pooled_w, float *dst)
+{
+    size_t pixel_stride = (size_t)channels;
+    for (int ph = 0; ph < pooled_h; ph++) {
+        for (int pw = 0; pw < pooled_w; pw++) {
+            float *acc = dst + ((size_t)ph * pooled_w + pw) * pixel_stride;
+            memset(acc, 0, pixel_stride * sizeof(float));
+            /* the indices and weights of a sample are computed once and
+             * shared by all channels (contiguous in NHWC) */
+            for (int iy = 0; iy < g->grid_h; iy++) {
+                float y = vd_math_roi_sample_coord(g->start_y, ph, g->bin_h, iy, g->grid_h);
+                for (int ix = 0; ix < g->grid_w; ix++) {
+                    float x = vd_math_roi_sample_coord(g->start_x, pw, g->bin_w, ix, g->grid_w);
+                    vd_math_roi_sample s = vd_math_roi_bilinear(y, x, height, width);
+                    roi_accumulate(acc, features + s.pos[0] * pixel_stride,
+                                   features + s.pos[1] * pixel_stride,
+                                   features + s.pos[2] * pixel_stride,
+                                   features + s.pos[3] * pixel_stride, &s, channels);
+                }
+            }
+            float count = g->count;
+#pragma omp simd
+            for (int c = 0; c < channels; c++)
+                acc[c] = acc[c] / count; /* a division, not a reciprocal product */
+        }
+    }
+}
+
 void vd_roi_align_nhwc(const float *features, int height, int width, int channels,
                        const float *rois, const int *roi_index, int n_rois, float spatial_scale,
                        int pooled, int sampling_ratio, float *out, int64_t out_roi_stride)
 {
     if (n_rois <= 0 || channels <= 0 || pooled <= 0 || height <= 0 || width <= 0)
         return;
-    size_t pixel_stride = (size_t)channels;
 #pragma omp parallel for schedule(dynamic, 8)
     for (int r = 0; r < n_rois; r++) {
         int row = roi_index ? roi_index[r] : r;
-        float *dst = out + (int64_t)row * out_roi_stride;
         vd_math_roi_geometry g = vd_math_roi_geometry_of(rois + 4 * (size_t)r, spatial_scale,
                                                          pooled, pooled, sampling_ratio);
-        for (int ph = 0; ph < pooled; ph++) {
-            for (int pw = 0; pw < pooled; pw++) {
-                float *acc = dst + ((size_t)ph * pooled + pw) * pixel_stride;
-                memset(acc, 0, pixel_stride * sizeof(float));
-                /* the indices and weights of a sample are computed once and
-                 * shared by all channels (contiguous in NHWC) */
+        roi_align_bins(features, height, width, channels, &g, pooled, pooled,
+                       out + (int64_t)row * out_roi_stride);
+    }
+}
+
+vd_roi_align_params vd_roi_align_default_params(void)
+{
+    vd_roi_align_params p;
+    memset(&p, 0, sizeof(p));
+    p.n_images = 1;
+    p.pooled_h = 7;
+    p.pooled_w = 7;
+    p.spatial_scale = 1.0f;
+    p.sampling_ratio = 0;
+    p.aligned = FALSE;
+    return p;
+}
+
+/* The arguments both directions share: sizes, pointers, every RoI's batch index
+ * (truncated as torchvision's int conversion does: valid when -1 < b < n). */
+static gboolean roi_align_check(const char *op, const vd_roi_align_params *p, const float *map,
+                                const float *pooled, const float *rois, int n_rois, GError **error)
+{
+    if (p == NULL || p->n_images < 1 || p->height < 1 || p->width < 1 || p->channels < 1 ||
+        p->pooled_h < 1 || p->pooled_w < 1 || n_rois < 0) {
+        if (p == NULL)
+            g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "%s: no parameters", op);
+        else
+            g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                        "%s: sizes out of range (%d images of %dx%d pixels, %d channels, "
+                        "%dx%d bins, %d RoIs): every size must be positive, the RoI count "
+                        "not negative",
+                        op, p->n_images, p->height, p->width, p->channels, p->pooled_h, p->pooled_w,
+                        n_rois);
+        return FALSE;
+    }
+    /* pixel indices are int (vd_math_roi_sample), offsets size_t */
+    if ((int64_t)p->height * p->width > INT_MAX ||
+        (int64_t)p->pooled_h * p->pooled_w > INT_MAX / p->channels) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "%s: a %dx%d map or %dx%d bins of %d channels is too large", op, p->height,
+                    p->width, p->pooled_h, p->pooled_w, p->channels);
+        return FALSE;
+    }
+    if (map == NULL || (n_rois > 0 && (pooled == NULL || rois == NULL))) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "%s: NULL %s", op,
+                    map == NULL    ? "feature map"
+                    : rois == NULL ? "RoIs"
+                                   : "pooled tensor");
+        return FALSE;
+    }
+    for (int k = 0; k < n_rois; k++) {
+        float b = rois[5 * (size_t)k];
+        if (!(b > -1.0f && b < (float)p->n_images)) {
+            g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                        "%s: RoI %d has batch index %g, not one of the %d images", op, k, (double)b,
+                        p->n_images);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Below this many pooled elements (RoIs x bins x channels) the op runs on the
+ * calling thread: a parallel region costs more than the work, and much more on
+ * oversubscribed cores, where waking the team can take milliseconds. */
+#define ROI_ALIGN_PARALLEL_MIN 16384
+
+gboolean vd_roi_align_forward(const vd_roi_align_params *params, const float *features,
+                              const float *rois, int n_rois, float *out, GError **error)
+{
+    if (!roi_align_check("roi_align", params, features, out, rois, n_rois, error))
+        return FALSE;
+    const vd_roi_align_params p = *params;
+    size_t image_stride = (size_t)p.height * p.width * p.channels;
+    size_t roi_stride = (size_t)p.pooled_h * p.pooled_w * p.channels;
+    gboolean parallel = (double)n_rois * (double)roi_stride >= ROI_ALIGN_PARALLEL_MIN;
+#pragma omp parallel for schedule(dynamic, 8) if (parallel)
+    for (int k = 0; k < n_rois; k++) {
+        const float *roi = rois + 5 * (size_t)k;
+        int image = (int)roi[0];
+        vd_math_roi_geometry g = vd_math_roi_geometry_aligned(
+            roi + 1, p.spatial_scale, p.pooled_h, p.pooled_w, p.sampling_ratio, p.aligned);
+        roi_align_bins(features + (size_t)image * image_stride, p.height, p.width, p.channels, &g,
+                       p.pooled_h, p.pooled_w, out + (size_t)k * roi_stride);
+    }
+    return TRUE;
+}
+
+/* dst[c] += (grad[c] * w) / count for the @n channels of one neighbour. */
+VD_CPU_HOT static void roi_grad_add(float *restrict dst, const float *restrict grad, float w,
+                                    float count, int n)
+{
+#pragma omp simd
+    for (int c = 0; c < n; c++)
+        dst[c] += vd_math_roi_grad_share(grad[c], w, count);
+}
+
+/* Channels [c0, c0 + n) of the gradient of every RoI, in torchvision's order. */
+static void roi_align_backward_channels(const vd_roi_align_params *p, const float *grad_output,
+                                        const float *rois, int n_rois, float *grad_input, int c0,
+                                        int n)
+{
+    size_t C = (size_t)p->channels;
+    size_t image_stride = (size_t)p->height * p->width * C;
+    for (int k = 0; k < n_rois; k++) {
+        const float *roi = rois + 5 * (size_t)k;
+        float *gi = grad_input + (size_t)(int)roi[0] * image_stride + c0;
+        vd_math_roi_geometry g = vd_math_roi_geometry_aligned(
+            roi + 1, p->spatial_scale, p->pooled_h, p->pooled_w, p->sampling_ratio, p->aligned);
+        for (int ph = 0; ph < p->pooled_h; ph++) {
+            for (int pw = 0; pw < p->pooled_w; pw++) {
+                const float *go =
+                    grad_output + (((size_t)k * p->pooled_h + ph) * p->pooled_w + pw) * C + c0;
                 for (int iy = 0; iy < g.grid_h; iy++) {
                     float y = vd_math_roi_sample_coord(g.start_y, ph, g.bin_h, iy, g.grid_h);
                     for (int ix = 0; ix < g.grid_w; ix++) {
                         float x = vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
-                        vd_math_roi_sample s = vd_math_roi_bilinear(y, x, height, width);
-                        roi_accumulate(acc, features + s.pos[0] * pixel_stride,
-                                       features + s.pos[1] * pixel_stride,
-                                       features + s.pos[2] * pixel_stride,
-                                       features + s.pos[3] * pixel_stride, &s, channels);
+                        if (!vd_math_roi_sample_inside(y, x, p->height, p->width))
+                            continue;
+                        vd_math_roi_sample s = vd_math_roi_bilinear(y, x, p->height, p->width);
+                        /* neighbour by neighbour: a clamped sample's coinciding
+                         * neighbours still add in torchvision's order */
+                        for (int q = 0; q < 4; q++)
+                            roi_grad_add(gi + (size_t)s.pos[q] * C, go, s.w[q], g.count, n);
                     }
                 }
-                float count = g.count;
-#pragma omp simd
-                for (int c = 0; c < channels; c++)
-                    acc[c] = acc[c] / count; /* a division, not a reciprocal product */
             }
         }
     }
+}
+
+/* Channels per thread block of the backward: a multiple of 16 (whole cache
+ * lines, a full AVX-512 vector); the split never changes a result, since each
+ * element's additions stay in one thread in a fixed order. */
+#define ROI_GRAD_CHANNEL_QUANTUM 16
+
+gboolean vd_roi_align_backward(const vd_roi_align_params *params, const float *grad_output,
+                               const float *rois, int n_rois, float *grad_input, GError **error)
+{
+    if (!roi_align_check("roi_align backward", params, grad_input, grad_output, rois, n_rois,
+                         error))
+        return FALSE;
+    const vd_roi_align_params p = *params;
+    size_t total = (size_t)p.n_images * p.height * p.width * p.channels;
+    memset(grad_input, 0, total * sizeof(float));
+    if (n_rois == 0)
+        return TRUE;
+    int quanta = (p.channels + ROI_GRAD_CHANNEL_QUANTUM - 1) / ROI_GRAD_CHANNEL_QUANTUM;
+    gboolean parallel = quanta > 1 && (double)n_rois * p.pooled_h * p.pooled_w * p.channels >=
+                                          ROI_ALIGN_PARALLEL_MIN;
+#pragma omp parallel if (parallel)
+    {
+        int n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+        int per_thread = (quanta + n_threads - 1) / n_threads;
+        int c0 = t * per_thread * ROI_GRAD_CHANNEL_QUANTUM;
+        int c1 = (t + 1) * per_thread * ROI_GRAD_CHANNEL_QUANTUM;
+        if (c1 > p.channels)
+            c1 = p.channels;
+        if (c0 < c1)
+            roi_align_backward_channels(&p, grad_output, rois, n_rois, grad_input, c0, c1 - c0);
+    }
+    return TRUE;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -142,6 +142,47 @@ void vd_roi_align_nhwc(const float *features, int height, int width, int channel
                        float spatial_scale, int pooled, int sampling_ratio,
                        float *out, int64_t out_roi_stride);
 
+/* torchvision.ops.roi_align as an op of its own, forward and backward, for any
+ * batch of images: the parameters that both directions share. Feature maps and
+ * their gradients are NHWC [n_images][height][width][channels] float32; pooled
+ * tensors [n_rois][pooled_h][pooled_w][channels] (torchvision's [K, C, PH, PW],
+ * channels last); @rois [n_rois][5] float32 (batch index, x1, y1, x2, y2) in
+ * image pixels, scaled by spatial_scale, the batch index truncated to an integer
+ * as torchvision does. */
+typedef struct {
+    int n_images, height, width, channels;
+    int pooled_h, pooled_w;
+    float spatial_scale;
+    int sampling_ratio; /* <= 0: adaptive, ceil(extent / pooled) per bin side */
+    gboolean aligned;   /* torchvision's aligned: -0.5 pixel shift, extent not forced >= 1 */
+} vd_roi_align_params;
+
+/* One image of C channels, 7x7, scale 1, adaptive sampling, aligned=False. */
+vd_roi_align_params vd_roi_align_default_params(void);
+
+/* Forward: out[k][ph][pw][c] = the mean of the bin's bilinear samples of image
+ * rois[k][0], channel c, in torchvision's CPU kernel's float32 operations and
+ * order (bit-exact, spec §5.5 with the aligned offset). OpenMP over RoIs
+ * (from 16384 pooled elements; smaller calls run on the calling thread).
+ * Returns FALSE with @error set (VD_ERROR_INVALID_ARGUMENT, nothing written)
+ * when a size is out of range or a RoI's batch index is NaN or outside
+ * [0, n_images); the message names the RoI. Reentrant; keeps no pointer. */
+gboolean vd_roi_align_forward(const vd_roi_align_params *params, const float *features,
+                              const float *rois, int n_rois, float *out, GError **error);
+
+/* Backward: grad_input (overwritten, all of it) = the gradient of the forward
+ * with respect to the features for @grad_output: each sample of a bin adds
+ * (grad * w) / count to each of its four neighbours, a sample outside the map
+ * (vd_math_roi_sample_inside) adds nothing; samples clamped to the last row or
+ * column add there, as torchvision's backward does. Deterministic and bit-exact
+ * with torchvision's CPU backward: every grad_input element receives its
+ * contributions in torchvision's order (RoI, ph, pw, iy, ix, then the four
+ * neighbours), the threads (OpenMP) each owning a block of channels, which
+ * never collide (the same size threshold as the forward). Errors as
+ * vd_roi_align_forward (nothing written). */
+gboolean vd_roi_align_backward(const vd_roi_align_params *params, const float *grad_output,
+                               const float *rois, int n_rois, float *grad_input, GError **error);
+
 /* Softmax over @n_classes for each of @n rows, float32, in place, in the
  * evaluation order of torch 1.13's AVX2 kernel (SLEEF exp, 8-lane partial sums
  * reduced as a tree, multiplication by 1/sum), which makes it bit-exact. */

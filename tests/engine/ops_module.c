@@ -13,6 +13,61 @@ VDT_EXPORT void vdt_roi_align_nhwc(const float *features, int height, int width,
                       sampling_ratio, out, (int64_t)pooled * pooled * channels);
 }
 
+/* torchvision.ops.roi_align and its gradient (NHWC maps, [K][5] RoIs): 1 on
+ * success, 0 with the error message copied into @message. */
+static void roi_align_params_set(vd_roi_align_params *p, int n_images, int height, int width,
+                                 int channels, float spatial_scale, int pooled_h, int pooled_w,
+                                 int sampling_ratio, int aligned)
+{
+    *p = vd_roi_align_default_params();
+    p->n_images = n_images;
+    p->height = height;
+    p->width = width;
+    p->channels = channels;
+    p->spatial_scale = spatial_scale;
+    p->pooled_h = pooled_h;
+    p->pooled_w = pooled_w;
+    p->sampling_ratio = sampling_ratio;
+    p->aligned = aligned != 0;
+}
+
+static int report(gboolean ok, GError *error, char *message, int message_size)
+{
+    if (!ok) {
+        g_strlcpy(message, error->message, (gsize)message_size);
+        g_error_free(error);
+    }
+    return ok ? 1 : 0;
+}
+
+VDT_EXPORT int vdt_roi_align_forward(const float *features, int n_images, int height, int width,
+                                     int channels, const float *rois, int n_rois,
+                                     float spatial_scale, int pooled_h, int pooled_w,
+                                     int sampling_ratio, int aligned, float *out, char *message,
+                                     int message_size)
+{
+    vd_roi_align_params p;
+    roi_align_params_set(&p, n_images, height, width, channels, spatial_scale, pooled_h, pooled_w,
+                         sampling_ratio, aligned);
+    GError *error = NULL;
+    gboolean ok = vd_roi_align_forward(&p, features, rois, n_rois, out, &error);
+    return report(ok, error, message, message_size);
+}
+
+VDT_EXPORT int vdt_roi_align_backward(const float *grad_output, int n_images, int height, int width,
+                                      int channels, const float *rois, int n_rois,
+                                      float spatial_scale, int pooled_h, int pooled_w,
+                                      int sampling_ratio, int aligned, float *grad_input,
+                                      char *message, int message_size)
+{
+    vd_roi_align_params p;
+    roi_align_params_set(&p, n_images, height, width, channels, spatial_scale, pooled_h, pooled_w,
+                         sampling_ratio, aligned);
+    GError *error = NULL;
+    gboolean ok = vd_roi_align_backward(&p, grad_output, rois, n_rois, grad_input, &error);
+    return report(ok, error, message, message_size);
+}
+
 VDT_EXPORT int vdt_nms(const float *boxes, const float *scores, int n, float threshold, int *keep)
 {
     return vd_nms(boxes, scores, n, threshold, keep);

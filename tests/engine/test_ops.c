@@ -4,6 +4,7 @@
  * reason. */
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "cpu/vd_cpu_ops.h"
@@ -771,6 +772,211 @@ static void test_resize_source(void)
     g_assert_cmpfloat(l1, ==, 0.0f);
 }
 
+/* ------------------------------------------------------------------------ */
+/* roi_align as torchvision's op: forward and backward                        */
+
+static vd_roi_align_params roi_params(int n_images, int h, int w, int c, int ph, int pw,
+                                      int sampling_ratio, gboolean aligned)
+{
+    vd_roi_align_params p = vd_roi_align_default_params();
+    p.n_images = n_images;
+    p.height = h;
+    p.width = w;
+    p.channels = c;
+    p.pooled_h = ph;
+    p.pooled_w = pw;
+    p.sampling_ratio = sampling_ratio;
+    p.aligned = aligned;
+    return p;
+}
+
+static void test_roi_align_backward_hand(void)
+{
+    /* 3x3 map, 2 channels, RoI [0,0,2,2], 2x2 bins, 1 sample at each bin
+     * centre (0.5 / 1.5): each sample gives a quarter of its bin's gradient
+     * to each of its four neighbours. Bin gradients 1, 2, 3, 4 (channel 0)
+     * and 10x (channel 1). Pixel (1,1) is a neighbour of all four samples:
+     * (1+2+3+4)/4; pixel (0,1) of the two top ones: (1+2)/4; and so on. */
+    vd_roi_align_params p = roi_params(1, 3, 3, 2, 2, 2, 1, FALSE);
+    const float roi[5] = {0, 0, 0, 2, 2};
+    const float grad[8] = {1, 10, 2, 20, 3, 30, 4, 40}; /* [ph][pw][c] */
+    const float expected0[9] = {0.25f, 0.75f, 0.5f, 1.0f, 2.5f, 1.5f, 0.75f, 1.75f, 1.0f};
+    float gi[18];
+    GError *error = NULL;
+    g_assert_true(vd_roi_align_backward(&p, grad, roi, 1, gi, &error));
+    g_assert_no_error(error);
+    for (int i = 0; i < 9; i++) {
+        g_assert_cmpfloat(gi[2 * i], ==, expected0[i]);
+        g_assert_cmpfloat(gi[2 * i + 1], ==, 10.0f * expected0[i]);
+    }
+    /* aligned=True shifts by half a pixel: RoI [0.5,0.5,2.5,2.5] has the same
+     * samples */
+    vd_roi_align_params pa = roi_params(1, 3, 3, 2, 2, 2, 1, TRUE);
+    const float roi_aligned[5] = {0, 0.5f, 0.5f, 2.5f, 2.5f};
+    float gi_aligned[18];
+    g_assert_true(vd_roi_align_backward(&pa, grad, roi_aligned, 1, gi_aligned, &error));
+    g_assert_cmpmem(gi_aligned, sizeof(gi_aligned), gi, sizeof(gi));
+
+    /* one bin, one sample at (y, x) = (3, 1.5): y == H is still sampled,
+     * clamped to row 2 (ly = 0), so pixels (2,1) and (2,2) get half each; at
+     * y = 3.5 the sample is outside: nothing */
+    vd_roi_align_params p1 = roi_params(1, 3, 3, 1, 1, 1, 1, FALSE);
+    const float at_h[5] = {0, 1.0f, 2.5f, 2.0f, 3.5f};
+    const float beyond_h[5] = {0, 1.0f, 3.0f, 2.0f, 4.0f};
+    const float g8 = 8.0f;
+    float one[9];
+    g_assert_true(vd_roi_align_backward(&p1, &g8, at_h, 1, one, &error));
+    for (int i = 0; i < 9; i++)
+        g_assert_cmpfloat(one[i], ==, (i == 7 || i == 8) ? 4.0f : 0.0f);
+    g_assert_true(vd_roi_align_backward(&p1, &g8, beyond_h, 1, one, &error));
+    for (int i = 0; i < 9; i++)
+        g_assert_cmpfloat(one[i], ==, 0.0f);
+
+    /* sampling_ratio 2: the four samples of the bin share the gradient,
+     * divided by the count 4: the shares add up to the bin's gradient */
+    vd_roi_align_params p2 = roi_params(1, 3, 3, 1, 1, 1, 2, FALSE);
+    const float whole[5] = {0, 0, 0, 2, 2};
+    g_assert_true(vd_roi_align_backward(&p2, &g8, whole, 1, one, &error));
+    float total = 0;
+    for (int i = 0; i < 9; i++)
+        total += one[i];
+    g_assert_cmpfloat(total, ==, 8.0f);
+    g_assert_cmpfloat(one[4], ==, 4.0f * (8.0f * 0.25f) / 4.0f); /* (1,1): one quarter of each */
+}
+
+/* A map and RoIs whose every value is exact in float32: integer features and
+ * gradients, integer RoI corners, 2x2 bins with 2x2 samples: coordinates and
+ * weights are multiples of 1/16 and the count 4 divides exactly. Then the
+ * forward F and the backward B compute exact sums, and B must be F's
+ * transpose exactly: <g, F(x)> == <B(g), x>. The RoIs cross every edge,
+ * including samples clamped on the last row and column and samples outside. */
+static void test_roi_align_backward_adjoint(void)
+{
+    const int n_images = 2, h = 6, w = 7, c = 3, n_rois = 8;
+    const float rois[8][5] = {
+        {0, 0, 0, 4, 4},     {1, 1, 2, 7, 6}, {0, -2, -3, 2, 1}, {1, 4, 3, 9, 8},
+        {1, -5, -5, -1, -1}, {0, 3, 3, 3, 5}, {0, 6, 1, 2, 5},   {1.5f, 0, 0, 7, 6},
+    };
+    size_t n_x = (size_t)n_images * h * w * c, n_g = (size_t)n_rois * 2 * 2 * c;
+    float *x = g_new(float, n_x), *bx = g_new(float, n_x);
+    float *g = g_new(float, n_g), *fx = g_new(float, n_g);
+    for (size_t i = 0; i < n_x; i++)
+        x[i] = (float)((int)(i * 7 % 17) - 8);
+    for (size_t i = 0; i < n_g; i++)
+        g[i] = (float)((int)(i * 5 % 11) - 5);
+    for (int aligned = 0; aligned < 2; aligned++) {
+        vd_roi_align_params p = roi_params(n_images, h, w, c, 2, 2, 2, aligned);
+        GError *error = NULL;
+        g_assert_true(vd_roi_align_forward(&p, x, &rois[0][0], n_rois, fx, &error));
+        g_assert_true(vd_roi_align_backward(&p, g, &rois[0][0], n_rois, bx, &error));
+        g_assert_no_error(error);
+        double gfx = 0, bxx = 0;
+        for (size_t i = 0; i < n_g; i++)
+            gfx += (double)g[i] * fx[i];
+        for (size_t i = 0; i < n_x; i++)
+            bxx += (double)bx[i] * x[i];
+        g_assert_cmpfloat(gfx, !=, 0.0);
+        g_assert_cmpfloat(gfx, ==, bxx);
+    }
+    g_free(x);
+    g_free(bx);
+    g_free(g);
+    g_free(fx);
+}
+
+/* Deterministic whatever the number of threads: each thread owns a block of
+ * channels and every element's sum keeps its order. 60 RoIs x 12 bins x 40
+ * channels: above the size from which the op runs in parallel. */
+static void test_roi_align_backward_threads(void)
+{
+    const int n_images = 2, h = 13, w = 17, c = 40, n_rois = 60;
+    vd_roi_align_params p = roi_params(n_images, h, w, c, 3, 4, 0, FALSE);
+    p.spatial_scale = 0.5f;
+    float rois[60 * 5];
+    guint32 seed = 7;
+    for (int k = 0; k < n_rois; k++) {
+        float *roi = rois + 5 * k;
+        seed = seed * 1664525u + 1013904223u;
+        roi[0] = (float)(seed >> 31);
+        roi[1] = (float)(seed >> 8 & 63) - 8.0f;
+        roi[2] = (float)(seed >> 14 & 31) - 4.0f;
+        roi[3] = roi[1] + (float)(seed >> 20 & 31) * 0.75f;
+        roi[4] = roi[2] + (float)(seed >> 25 & 15) * 1.25f;
+    }
+    size_t n_g = (size_t)n_rois * 3 * 4 * c, n_x = (size_t)n_images * h * w * c;
+    float *g = g_new(float, n_g);
+    for (size_t i = 0; i < n_g; i++)
+        g[i] = sinf((float)i * 0.37f);
+    float *one = g_new(float, n_x), *many = g_new(float, n_x);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    g_assert_true(vd_roi_align_backward(&p, g, rois, n_rois, one, NULL));
+    for (int t = 2; t <= 4; t++) {
+        omp_set_num_threads(t);
+        g_assert_true(vd_roi_align_backward(&p, g, rois, n_rois, many, NULL));
+        g_assert_cmpmem(many, n_x * sizeof(float), one, n_x * sizeof(float));
+    }
+    omp_set_num_threads(saved);
+    g_free(g);
+    g_free(one);
+    g_free(many);
+}
+
+/* Bad arguments fail with VD_ERROR_INVALID_ARGUMENT before anything is
+ * written; no RoI is a valid gradient of zeros. */
+static void test_roi_align_backward_errors(void)
+{
+    vd_roi_align_params p = roi_params(2, 4, 4, 1, 2, 2, 0, FALSE);
+    float gi[32], out[8];
+    const float grad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const float bad_batch[3][10] = {
+        {0, 0, 0, 2, 2, 2, 0, 0, 2, 2},   /* batch index 2 of 2 images */
+        {0, 0, 0, 2, 2, -1, 0, 0, 2, 2},  /* -1 */
+        {0, 0, 0, 2, 2, NAN, 0, 0, 2, 2}, /* NaN */
+    };
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < 32; i++)
+            gi[i] = 7.0f;
+        GError *error = NULL;
+        g_assert_false(vd_roi_align_backward(&p, grad, bad_batch[b], 2, gi, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+        g_assert_nonnull(strstr(error->message, "RoI 1 has batch index"));
+        g_clear_error(&error);
+        for (int i = 0; i < 32; i++)
+            g_assert_cmpfloat(gi[i], ==, 7.0f);
+        g_assert_false(vd_roi_align_forward(&p, gi, bad_batch[b], 2, out, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+        g_clear_error(&error);
+    }
+    const float ok_rois[5] = {1.9f, 0, 0, 2, 2}; /* truncated to image 1 */
+    vd_roi_align_params zero_bins = p;
+    zero_bins.pooled_w = 0;
+    GError *error = NULL;
+    g_assert_false(vd_roi_align_backward(&zero_bins, grad, ok_rois, 1, gi, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_false(vd_roi_align_backward(NULL, grad, ok_rois, 1, gi, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_false(vd_roi_align_backward(&p, NULL, ok_rois, 1, gi, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_true(vd_roi_align_backward(&p, grad, ok_rois, 1, gi, &error));
+    g_assert_no_error(error);
+    float image0 = 0, image1 = 0;
+    for (int i = 0; i < 16; i++) {
+        image0 += gi[i];
+        image1 += gi[16 + i];
+    }
+    g_assert_cmpfloat(image0, ==, 0.0f);
+    g_assert_cmpfloat(image1, ==, 4.0f); /* four bins of gradient 1 */
+    for (int i = 0; i < 32; i++)
+        gi[i] = 7.0f;
+    g_assert_true(vd_roi_align_backward(&p, NULL, NULL, 0, gi, &error));
+    for (int i = 0; i < 32; i++)
+        g_assert_cmpfloat(gi[i], ==, 0.0f);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -798,6 +1004,10 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/roi-align/adaptive", test_roi_align_adaptive);
     g_test_add_func("/ops/roi-align/divides-by-count", test_roi_align_divides_by_count);
     g_test_add_func("/ops/roi-align/random-vs-reference", test_roi_align_random_against_reference);
+    g_test_add_func("/ops/roi-align-backward/hand", test_roi_align_backward_hand);
+    g_test_add_func("/ops/roi-align-backward/adjoint", test_roi_align_backward_adjoint);
+    g_test_add_func("/ops/roi-align-backward/threads", test_roi_align_backward_threads);
+    g_test_add_func("/ops/roi-align-backward/errors", test_roi_align_backward_errors);
     g_test_add_func("/ops/softmax", test_softmax);
     g_test_add_func("/ops/expf-sleef", test_expf_sleef);
     g_test_add_func("/ops/sigmoid", test_sigmoid);

@@ -6,7 +6,9 @@
  * log2f (the LevelMapper) is the platform's, and random RoIs do not sit on a
  * level boundary. fp16 results are compared against the CPU result on fp16-rounded
  * inputs, rounded to fp16: exact, since the kernels compute in fp32 and round
- * once at the store.
+ * once at the store. The one exception is roi_align's backward, whose atomic
+ * additions change the order of its sums: it is held to the summation bound
+ * of check_roi_align_backward.
  *
  * Skips (exit 77) without a device: everything here runs a kernel. */
 #include "vd_config.h"
@@ -665,6 +667,345 @@ static void test_roi_align(void)
 }
 
 /* ------------------------------------------------------------------------ */
+/* roi_align backward                                                        */
+
+/* Random RoIs over an @h x @w map at @scale ([n][5], n = n_random + 16) and the
+ * edge cases: the whole map, beyond every edge, the corner, partly and fully
+ * outside, a point, zero width, zero height, negative sizes, three times the
+ * map, smaller than a pixel; batch indices random, some fractional (truncated). */
+#define ROI_GRAD_SPECIAL 16
+static float *roi_grad_rois(test_rng *r, int n_random, int n_images, int h, int w, float scale)
+{
+    float iw = (float)w / scale, ih = (float)h / scale, px = 1.0f / scale;
+    const float special[ROI_GRAD_SPECIAL][4] = {
+        {0, 0, iw, ih},
+        {-px, -px, iw + px, ih + px},
+        {iw - 0.5f * px, ih - 0.5f * px, iw, ih},
+        {-0.3f * iw, -0.2f * ih, 0.4f * iw, 0.5f * ih},
+        {0.7f * iw, 0.6f * ih, 1.4f * iw, 1.3f * ih},
+        {1.2f * iw, 0.1f * ih, 1.5f * iw, 0.5f * ih},
+        {-0.9f * iw, -0.8f * ih, -0.3f * iw, -0.2f * ih},
+        {0.2f * iw, ih + 2 * px, 0.6f * iw, ih + 5 * px},
+        {-3 * px, -2.5f * px, -1.2f * px, -1.1f * px},
+        {0.3f * iw, 0.4f * ih, 0.3f * iw, 0.4f * ih},
+        {0.5f * iw, 0.1f * ih, 0.5f * iw, 0.8f * ih},
+        {0.1f * iw, 0.5f * ih, 0.9f * iw, 0.5f * ih},
+        {0.8f * iw, 0.7f * ih, 0.2f * iw, 0.3f * ih},
+        {0.6f * iw, 0.2f * ih, 0.5f * iw, 0.9f * ih},
+        {-iw, -ih, 2 * iw, 2 * ih},
+        {0.25f * px, 0.5f * px, 0.75f * px, 0.9f * px},
+    };
+    int n = n_random + ROI_GRAD_SPECIAL;
+    float *rois = g_new(float, 5 * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        float *roi = rois + 5 * (size_t)i;
+        roi[0] = (float)rng_int(r, n_images) + (i % 7 == 0 ? 0.5f : 0.0f);
+        if (i < n_random) {
+            float x = rng_uniform(r, -0.2f * iw, 1.1f * iw),
+                  y = rng_uniform(r, -0.2f * ih, 1.1f * ih);
+            roi[1] = x;
+            roi[2] = y;
+            roi[3] = x + rng_uniform(r, 0, 0.7f * iw);
+            roi[4] = y + rng_uniform(r, 0, 0.7f * ih);
+        } else {
+            memcpy(roi + 1, special[i - n_random], 4 * sizeof(float));
+        }
+    }
+    return rois;
+}
+
+/* How many (sample, neighbour) shares the backward adds to each pixel of each
+ * image ([n_images][h][w], the same for every channel): the m of the
+ * summation bound. The loops of vd_roi_align_backward, with vd_math.h. */
+static int *roi_grad_counts(const vd_roi_align_params *p, const float *rois, int n_rois)
+{
+    int *count = g_new0(int, (size_t)p->n_images * p->height * p->width);
+    for (int k = 0; k < n_rois; k++) {
+        const float *roi = rois + 5 * (size_t)k;
+        int *img = count + (size_t)(int)roi[0] * p->height * p->width;
+        vd_math_roi_geometry g = vd_math_roi_geometry_aligned(
+            roi + 1, p->spatial_scale, p->pooled_h, p->pooled_w, p->sampling_ratio, p->aligned);
+        for (int ph = 0; ph < p->pooled_h; ph++)
+            for (int pw = 0; pw < p->pooled_w; pw++)
+                for (int iy = 0; iy < g.grid_h; iy++) {
+                    float y = vd_math_roi_sample_coord(g.start_y, ph, g.bin_h, iy, g.grid_h);
+                    for (int ix = 0; ix < g.grid_w; ix++) {
+                        float x = vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
+                        if (!vd_math_roi_sample_inside(y, x, p->height, p->width))
+                            continue;
+                        vd_math_roi_sample smp = vd_math_roi_bilinear(y, x, p->height, p->width);
+                        for (int q = 0; q < 4; q++)
+                            img[smp.pos[q]]++;
+                    }
+                }
+    }
+    return count;
+}
+
+/* The number of elements of @got outside the bound described below (a message
+ * names the first). @count from roi_grad_counts, @abs_sum the CPU backward of
+ * |grad_output|. */
+static size_t roi_grad_compare(const char *what, vd_dtype dtype, const float *got,
+                               const float *want, const float *abs_sum, const int *count, size_t n,
+                               int channels)
+{
+    size_t bad_at = 0, n_bad = 0, n_multi = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        int m = count[i / channels];
+        double gamma = m > 1 ? (m - 1) * 0x1p-24 / (1.0 - (m - 1) * 0x1p-24) : 0.0;
+        double tol = 2.0 * gamma / (1.0 - gamma) * abs_sum[i];
+        gboolean ok;
+        if (dtype == VD_DTYPE_F32) {
+            ok = fabs((double)got[i] - want[i]) <= tol;
+        } else {
+            float lo = round_half(nextafterf((float)(want[i] - tol), -INFINITY));
+            float hi = round_half(nextafterf((float)(want[i] + tol), INFINITY));
+            if (m <= 1)
+                lo = hi = round_half(want[i]);
+            ok = got[i] >= lo && got[i] <= hi;
+        }
+        if (m > 1)
+            n_multi++;
+        double d = fabs((double)got[i] - want[i]);
+        if (d > worst)
+            worst = d;
+        if (!ok && n_bad++ == 0)
+            bad_at = i;
+    }
+    if (n_bad > 0)
+        g_printerr("%s: %zu of %zu outside the bound, first at %zu: got %.9g, want %.9g (%d "
+                   "shares, sum|shares| %.9g)\n",
+                   what, n_bad, n, bad_at, (double)got[bad_at], (double)want[bad_at],
+                   count[bad_at / channels], (double)abs_sum[bad_at]);
+    else if (g_test_verbose())
+        g_print("%s: %zu elements, %zu with several shares, max |diff| %.3g\n", what, n, n_multi,
+                worst);
+    return n_bad;
+}
+
+/* The CUDA backward (fp32 and fp16) against vd_roi_align_backward on the same
+ * inputs. Both add the same float32 shares (vd_math.h, separately rounded on
+ * the device), the CPU in torchvision's order, the GPU in atomicAdd's; two
+ * recursive sums of the same m terms each lie within gamma(m-1) * sum|terms|
+ * of the exact sum (gamma(k) = k u / (1 - k u), u = 2^-24), so they differ by
+ * at most 2 gamma(m-1) sum|terms|, where sum|terms| is the CPU backward of
+ * |grad_output| (the shares of |g| are the |shares| of g: w, count >= 0),
+ * itself computed to within gamma(m-1): tol = 2 gamma / (1 - gamma) * that. A
+ * pixel of one share (m = 1) must match exactly, an untouched one be 0.
+ * fp16: grad_output rounded to fp16 for both; the GPU rounds its fp32 sum s
+ * once, so with s in [want - tol, want + tol] and rounding monotonic, the
+ * result lies in [fp16(want - tol), fp16(want + tol)]: the fp16 rounding of
+ * the output is the whole allowance. The RoI at row @n_rois / 2 gets the batch
+ * index n_images, which the CPU op refuses and the kernel must ignore: the
+ * CPU reference runs without it. */
+static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels, int h, int w,
+                                     int pooled_h, int pooled_w, float scale, int n_random,
+                                     uint64_t seed)
+{
+    test_rng r = {seed};
+    float *rois = roi_grad_rois(&r, n_random, n_images, h, w, scale);
+    int n_rois = n_random + ROI_GRAD_SPECIAL, bad = n_rois / 2;
+    rois[5 * bad] = (float)n_images;
+    size_t bin_row = (size_t)pooled_h * pooled_w * channels;
+    size_t n_go = (size_t)n_rois * bin_row, n_gi = (size_t)n_images * h * w * channels;
+    float *go = g_new(float, n_go), *abs_go = g_new(float, n_go);
+    for (size_t i = 0; i < n_go; i++) {
+        go[i] = dtype == VD_DTYPE_F16 ? round_half(rng_normal(&r)) : rng_normal(&r);
+        abs_go[i] = fabsf(go[i]);
+    }
+    /* the CPU reference without the bad RoI */
+    float *ref_rois = g_new(float, 5 * (size_t)n_rois);
+    float *ref_go = g_new(float, n_go), *ref_abs = g_new(float, n_go);
+    memcpy(ref_rois, rois, 5 * sizeof(float) * bad);
+    memcpy(ref_rois + 5 * bad, rois + 5 * (bad + 1), 5 * sizeof(float) * (n_rois - bad - 1));
+    memcpy(ref_go, go, sizeof(float) * bin_row * bad);
+    memcpy(ref_go + bin_row * bad, go + bin_row * (bad + 1),
+           sizeof(float) * bin_row * (n_rois - bad - 1));
+    memcpy(ref_abs, abs_go, sizeof(float) * bin_row * bad);
+    memcpy(ref_abs + bin_row * bad, abs_go + bin_row * (bad + 1),
+           sizeof(float) * bin_row * (n_rois - bad - 1));
+
+    void *dgo;
+    upload_as(go, n_go, dtype, &dgo);
+    float *drois = dev_upload(rois, 5 * sizeof(float) * n_rois);
+    void *dgi = dev_alloc(n_gi * vd_dtype_size(dtype)); /* poisoned: all must be written */
+    float *got = g_new(float, n_gi), *want = g_new(float, n_gi), *abs_sum = g_new(float, n_gi);
+
+    for (int aligned = 0; aligned < 2; aligned++) {
+        for (int si = 0; si < 4; si++) {
+            const int samplings[4] = {0, 1, 2, -1};
+            vd_roi_align_params p = vd_roi_align_default_params();
+            p.n_images = n_images;
+            p.height = h;
+            p.width = w;
+            p.channels = channels;
+            p.pooled_h = pooled_h;
+            p.pooled_w = pooled_w;
+            p.spatial_scale = scale;
+            p.sampling_ratio = samplings[si];
+            p.aligned = aligned;
+            GError *error = NULL;
+            g_assert_true(vd_roi_align_backward(&p, ref_go, ref_rois, n_rois - 1, want, &error));
+            g_assert_true(
+                vd_roi_align_backward(&p, ref_abs, ref_rois, n_rois - 1, abs_sum, &error));
+            g_assert_no_error(error);
+            int *count = roi_grad_counts(&p, ref_rois, n_rois - 1);
+
+            vd_roi_align_shape shape = {
+                n_images, h, w, channels, pooled_h, pooled_w, scale, samplings[si], aligned};
+            size_t ws_size = vd_roi_align_backward_workspace_size(&shape, dtype);
+            g_assert_cmpuint(ws_size, ==, dtype == VD_DTYPE_F16 ? n_gi * sizeof(float) : 0);
+            void *ws = ws_size ? dev_alloc(ws_size) : NULL;
+            CU(vd_roi_align_backward_device(&shape, dtype, dgo, drois, n_rois, dgi, ws, ws_size,
+                                            stream));
+            download_as(got, dgi, n_gi, dtype);
+
+            char *what =
+                g_strdup_printf("roi_align backward %s aligned=%d sampling_ratio=%d",
+                                dtype == VD_DTYPE_F16 ? "fp16" : "fp32", aligned, samplings[si]);
+            size_t n_bad = roi_grad_compare(what, dtype, got, want, abs_sum, count, n_gi, channels);
+            g_free(what);
+            g_assert_cmpuint(n_bad, ==, 0);
+            g_free(count);
+            if (ws)
+                CU(cudaFree(ws));
+        }
+    }
+    CU(cudaFree(dgo));
+    CU(cudaFree(drois));
+    CU(cudaFree(dgi));
+    g_free(rois);
+    g_free(go);
+    g_free(abs_go);
+    g_free(ref_rois);
+    g_free(ref_go);
+    g_free(ref_abs);
+    g_free(got);
+    g_free(want);
+    g_free(abs_sum);
+}
+
+static void test_roi_align_backward(void)
+{
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        /* two images, channels not a multiple of 8, non-square bins */
+        check_roi_align_backward(dt, 2, 24, 19, 27, 7, 5, 0.5f, 40, 41 + d);
+        /* a stride-16 detection level, three images */
+        check_roi_align_backward(dt, 3, 64, 50, 76, 7, 7, 1.0f / 16, 120, 43 + d);
+    }
+}
+
+/* The CUDA forward against vd_roi_align_forward on the same RoIs (those of the
+ * backward test, the one with batch index n_images included: its rows must be
+ * zeros). Same fp32 operations in the same order: fp32 exact; fp16 features
+ * rounded to fp16 for both, the GPU's fp32 result rounded once at the store:
+ * exactly the CPU's result rounded to fp16. */
+static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int channels, int h, int w,
+                                           int pooled_h, int pooled_w, float scale, int n_random,
+                                           uint64_t seed)
+{
+    test_rng r = {seed};
+    float *rois = roi_grad_rois(&r, n_random, n_images, h, w, scale);
+    int n_rois = n_random + ROI_GRAD_SPECIAL, bad = n_rois / 2;
+    rois[5 * bad] = (float)n_images;
+    size_t bin_row = (size_t)pooled_h * pooled_w * channels;
+    size_t n_out = (size_t)n_rois * bin_row, n_map = (size_t)n_images * h * w * channels;
+    float *map = g_new(float, n_map);
+    for (size_t i = 0; i < n_map; i++)
+        map[i] = dtype == VD_DTYPE_F16 ? round_half(rng_normal(&r)) : rng_normal(&r);
+    float *ref_rois = g_new(float, 5 * (size_t)n_rois);
+    memcpy(ref_rois, rois, 5 * sizeof(float) * n_rois);
+    ref_rois[5 * bad] = 0; /* computed, then replaced by the expected zeros */
+    void *dmap;
+    upload_as(map, n_map, dtype, &dmap);
+    float *drois = dev_upload(rois, 5 * sizeof(float) * n_rois);
+    void *dout = dev_alloc(n_out * vd_dtype_size(dtype));
+    float *want = g_new(float, n_out), *got = g_new(float, n_out);
+    for (int aligned = 0; aligned < 2; aligned++) {
+        for (int si = 0; si < 4; si++) {
+            const int samplings[4] = {0, 1, 2, -1};
+            vd_roi_align_params p = vd_roi_align_default_params();
+            p.n_images = n_images;
+            p.height = h;
+            p.width = w;
+            p.channels = channels;
+            p.pooled_h = pooled_h;
+            p.pooled_w = pooled_w;
+            p.spatial_scale = scale;
+            p.sampling_ratio = samplings[si];
+            p.aligned = aligned;
+            GError *error = NULL;
+            g_assert_true(vd_roi_align_forward(&p, map, ref_rois, n_rois, want, &error));
+            g_assert_no_error(error);
+            memset(want + bin_row * bad, 0, bin_row * sizeof(float));
+            if (dtype == VD_DTYPE_F16)
+                for (size_t i = 0; i < n_out; i++)
+                    want[i] = round_half(want[i]);
+            vd_roi_align_shape shape = {
+                n_images, h, w, channels, pooled_h, pooled_w, scale, samplings[si], aligned};
+            CU(vd_roi_align_forward_device(&shape, dtype, dmap, drois, n_rois, dout, stream));
+            download_as(got, dout, n_out, dtype);
+            assert_close_ulp(dtype == VD_DTYPE_F16 ? "roi_align forward fp16"
+                                                   : "roi_align forward fp32",
+                             got, want, n_out, 0);
+        }
+    }
+    CU(cudaFree(dmap));
+    CU(cudaFree(drois));
+    CU(cudaFree(dout));
+    g_free(rois);
+    g_free(ref_rois);
+    g_free(map);
+    g_free(want);
+    g_free(got);
+}
+
+static void test_roi_align_forward_device(void)
+{
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        check_roi_align_forward_device(dt, 2, 24, 19, 27, 7, 5, 0.5f, 40, 51 + d);
+        check_roi_align_forward_device(dt, 3, 64, 50, 76, 7, 7, 1.0f / 16, 120, 53 + d);
+    }
+}
+
+/* No RoI: the gradient is all zeros (the poisoned buffer overwritten); bad
+ * arguments are refused before anything is enqueued, forward and backward. */
+static void test_roi_align_backward_edges(void)
+{
+    vd_roi_align_shape shape = {2, 5, 6, 8, 2, 2, 1.0f, 0, 0};
+    size_t n = 2 * 5 * 6 * 8;
+    float *got = g_new(float, n);
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        void *dgi = dev_alloc(n * vd_dtype_size(dt));
+        size_t ws_size = vd_roi_align_backward_workspace_size(&shape, dt);
+        void *ws = ws_size ? dev_alloc(ws_size) : NULL;
+        CU(vd_roi_align_backward_device(&shape, dt, NULL, NULL, 0, dgi, ws, ws_size, stream));
+        download_as(got, dgi, n, dt);
+        for (size_t i = 0; i < n; i++)
+            g_assert_cmpfloat(got[i], ==, 0.0f);
+        if (dt == VD_DTYPE_F16)
+            g_assert_cmpint(vd_roi_align_backward_device(&shape, dt, NULL, NULL, 0, dgi, ws,
+                                                         ws_size - 4, stream),
+                            ==, cudaErrorInvalidValue);
+        vd_roi_align_shape no_channels = shape;
+        no_channels.channels = 0;
+        g_assert_cmpint(
+            vd_roi_align_backward_device(&no_channels, dt, NULL, NULL, 0, dgi, ws, ws_size, stream),
+            ==, cudaErrorInvalidValue);
+        g_assert_cmpint(vd_roi_align_forward_device(&no_channels, dt, dgi, NULL, 0, NULL, stream),
+                        ==, cudaErrorInvalidValue);
+        CU(cudaFree(dgi));
+        if (ws)
+            CU(cudaFree(ws));
+    }
+    g_free(got);
+}
+
+/* ------------------------------------------------------------------------ */
 /* RPN and box head post-processing                                          */
 
 static void test_rpn(void)
@@ -899,6 +1240,9 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu/nms/random", test_nms_random);
     g_test_add_func("/gpu/nms/edges", test_nms_edges);
     g_test_add_func("/gpu/roi-align", test_roi_align);
+    g_test_add_func("/gpu/roi-align/forward", test_roi_align_forward_device);
+    g_test_add_func("/gpu/roi-align/backward", test_roi_align_backward);
+    g_test_add_func("/gpu/roi-align/backward-edges", test_roi_align_backward_edges);
     g_test_add_func("/gpu/rpn", test_rpn);
     g_test_add_func("/gpu/box-postprocess", test_box_postprocess);
     int status = g_test_run();
