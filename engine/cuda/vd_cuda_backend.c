@@ -145,8 +145,18 @@ typedef struct {
     guint64 sync_count;
 
     gboolean use_graphs;
+    const char *graphs_off_reason; /* why use_graphs is FALSE */
     cuda_graph graph;
     gboolean graph_replayed;
+    guint64 graph_replays;
+    /* A failed capture or instantiation (a transient out-of-memory, say) is
+     * tried again after 1, 2, 4, ... VD_GRAPH_RETRY_MAX_FRAMES frames that
+     * would have been captured, run eagerly meanwhile. */
+    guint64 graph_failures;
+    int graph_failures_in_a_row;
+    int graph_retry_in;
+    char graph_reason[VD_STATUS_REASON_MAX];
+    int fail_captures; /* test hook: captures still to fail on purpose */
     gboolean inject_sync;
 } cuda_state;
 
@@ -922,23 +932,41 @@ static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const v
            g->max_detections == ctx->params.max_detections;
 }
 
-/* Captures the frame's work into st->graph. FALSE without @error set means
- * the capture is not possible (the caller runs the frame eagerly instead). */
+/* Captures the frame's work into st->graph. On failure (nothing captured:
+ * the caller runs the frame eagerly) @reason (@reason_size bytes) says which
+ * step failed and why. */
 static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
-                              size_t frame_bytes, int rh, int rw, GError **error)
+                              size_t frame_bytes, int rh, int rw, char *reason,
+                              size_t reason_size)
 {
     cudaStream_t s = st->layers.stream;
     cudaGraph_t graph = NULL;
     GError *local = NULL;
+    cudaError_t status;
+    gboolean enqueued, ok = FALSE;
     forget_graph(st);
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        cudaGetLastError();
-        return FALSE;
+    status = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    if (status != cudaSuccess) {
+        g_snprintf(reason, reason_size, "beginning the capture: %s (%s)",
+                   cudaGetErrorString(status), cudaGetErrorName(status));
+        goto out_clear;
     }
-    gboolean ok = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
-    cudaError_t end = cudaStreamEndCapture(s, &graph);
-    if (ok && end == cudaSuccess && graph != NULL &&
-        cudaGraphInstantiate(&st->graph.exec, graph, 0) == cudaSuccess) {
+    enqueued = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
+    /* always ends the capture, which leaves the stream as it was */
+    status = cudaStreamEndCapture(s, &graph);
+    if (!enqueued) {
+        g_snprintf(reason, reason_size, "capturing the frame: %s", local->message);
+    } else if (status != cudaSuccess || graph == NULL) {
+        g_snprintf(reason, reason_size, "ending the capture: %s (%s)",
+                   cudaGetErrorString(status), cudaGetErrorName(status));
+    } else if (st->fail_captures > 0) {
+        st->fail_captures--;
+        g_snprintf(reason, reason_size, "instantiating the graph: failure injected by a test");
+    } else if ((status = cudaGraphInstantiate(&st->graph.exec, graph, 0)) != cudaSuccess) {
+        st->graph.exec = NULL;
+        g_snprintf(reason, reason_size, "instantiating the graph: %s (%s)",
+                   cudaGetErrorString(status), cudaGetErrorName(status));
+    } else {
         cuda_graph *g = &st->graph;
         g->plan = st->plan;
         g->frame = *frame;
@@ -947,16 +975,35 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         g->score_threshold = ctx->params.score_threshold;
         g->nms_threshold = ctx->params.nms_threshold;
         g->max_detections = ctx->params.max_detections;
-    } else {
-        st->graph.exec = NULL;
-        ok = FALSE;
+        ok = TRUE;
     }
     if (graph != NULL)
         cudaGraphDestroy(graph);
+out_clear:
     cudaGetLastError(); /* a refused capture leaves no sticky error */
     g_clear_error(&local);
-    (void)error;
     return ok;
+}
+
+/* After a failed capture: eager frames, then another try after twice as many
+ * as the last time (1, 2, 4, ..., at most VD_GRAPH_RETRY_MAX_FRAMES). */
+static void graph_capture_failed(cuda_state *st, const char *reason)
+{
+    st->graph_failures++;
+    int wait = 1 << MIN(st->graph_failures_in_a_row, 30);
+    st->graph_failures_in_a_row++;
+    st->graph_retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
+    g_strlcpy(st->graph_reason, reason, sizeof(st->graph_reason));
+    /* this plan's first frame has been seen: the next try needs no warm-up */
+    st->graph.plan = st->plan;
+    st->graph.times_seen = 1;
+}
+
+static void graph_capture_succeeded(cuda_state *st)
+{
+    st->graph_failures_in_a_row = 0;
+    st->graph_retry_in = 0;
+    st->graph_reason[0] = '\0';
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1086,13 +1133,19 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     st->graph_replayed = FALSE;
     if (st->use_graphs && !st->inject_sync) {
         if (!graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
+            char reason[VD_STATUS_REASON_MAX];
             /* the first frame of a layout runs eagerly; the second is captured */
             if (st->graph.times_seen == 0 || st->graph.plan != st->plan) {
                 forget_graph(st);
                 st->graph.plan = st->plan;
                 st->graph.times_seen = 1;
-            } else if (!capture_frame(st, ctx, &frame, frame_bytes, rh, rw, error)) {
-                st->use_graphs = FALSE; /* not capturable here: stay eager */
+            } else if (st->graph_retry_in > 0) {
+                st->graph_retry_in--; /* backing off after a failure: eager */
+            } else if (capture_frame(st, ctx, &frame, frame_bytes, rh, rw, reason,
+                                     sizeof(reason))) {
+                graph_capture_succeeded(st);
+            } else {
+                graph_capture_failed(st, reason);
             }
         }
         if (graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
@@ -1100,6 +1153,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
                                "replaying the frame graph", error))
                 return FALSE;
             st->graph_replayed = TRUE;
+            st->graph_replays++;
         }
     }
     gboolean timing = !st->graph_replayed;
@@ -1353,6 +1407,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
      * cuDNN's legacy calls, and 2.3 ms replayed */
     const char *graphs = g_getenv("VD_CUDA_GRAPHS");
     st->use_graphs = graphs == NULL || g_strcmp0(graphs, "0") != 0;
+    st->graphs_off_reason = "VD_CUDA_GRAPHS=0 in the environment";
 
     if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error) ||
         !vd_cuda_check(cudaStreamCreateWithFlags(&st->layers.stream, cudaStreamNonBlocking),
@@ -1396,11 +1451,28 @@ out_fail:
     return NULL;
 }
 
+static void cuda_status(void *p, vd_run_status *status)
+{
+    cuda_state *st = p;
+    status->graph_failures = st->graph_failures;
+    if (!st->use_graphs) {
+        status->graphs = VD_GRAPHS_OFF;
+        g_strlcpy(status->graphs_reason, st->graphs_off_reason, sizeof(status->graphs_reason));
+    } else if (st->graph_failures_in_a_row > 0) {
+        status->graphs = VD_GRAPHS_RETRYING;
+        g_strlcpy(status->graphs_reason, st->graph_reason, sizeof(status->graphs_reason));
+        status->graph_retry_frames = st->graph_retry_in;
+    } else {
+        status->graphs = VD_GRAPHS_ACTIVE;
+    }
+}
+
 const vd_backend vd_cuda_backend = {
     .name = "cuda",
     .create = cuda_create,
     .destroy = cuda_destroy,
     .detect = cuda_detect,
+    .status = cuda_status,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1423,6 +1495,9 @@ gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable)
     if (st == NULL)
         return FALSE;
     st->use_graphs = enable;
+    st->graphs_off_reason = "turned off by vd_cuda_context_set_graphs()";
+    /* a fresh start: no back-off left from earlier failures */
+    graph_capture_succeeded(st);
     return TRUE;
 }
 
@@ -1430,6 +1505,24 @@ gboolean vd_cuda_context_graph_replayed(const vd_context *ctx)
 {
     cuda_state *st = state_of(ctx);
     return st != NULL && st->graph_replayed;
+}
+
+guint64 vd_cuda_context_graph_replays(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL ? st->graph_replays : 0;
+}
+
+void vd_cuda_context_fail_captures(vd_context *ctx, int n)
+{
+    cuda_state *st = state_of(ctx);
+    if (st == NULL)
+        return;
+    st->fail_captures = MAX(n, 0);
+    /* the next frame of this plan captures (and fails), without a warm-up */
+    forget_graph(st);
+    st->graph.plan = st->plan;
+    st->graph.times_seen = 1;
 }
 
 void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable)

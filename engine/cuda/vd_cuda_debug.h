@@ -23,8 +23,18 @@ guint64 vd_cuda_context_sync_count(const vd_context *ctx);
  * creation. Returns FALSE for a non-CUDA context. */
 gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable);
 
-/* TRUE when the last frame was replayed from a captured graph. */
+/* TRUE when the last frame was replayed from a captured graph; and the number
+ * of frames replayed since creation. Enabling graphs also clears the back-off
+ * left by earlier capture failures. */
 gboolean vd_cuda_context_graph_replayed(const vd_context *ctx);
+guint64 vd_cuda_context_graph_replays(const vd_context *ctx);
+
+/* Fault injection: drops the captured graph, so that the next frame of the
+ * current input size tries a capture, and makes the next @n captures fail at
+ * instantiation (the capture itself runs and is discarded), as a transient
+ * out-of-memory would; the frames run eagerly and the retry back-off applies
+ * (vd_run_status). */
+void vd_cuda_context_fail_captures(vd_context *ctx, int n);
 
 /* Negative test of the sync count: with @enable, every frame makes one more,
  * deliberate, host synchronisation in the middle of its work (through the

@@ -331,6 +331,107 @@ static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
     vd_result_clear(&replay);
 }
 
+/* Graph capture failures are retried (issue 11, item 1): with captures made
+ * to fail on purpose, frames run eagerly with the eager detections, the status
+ * says RETRYING with the reason and the back-off, and replay comes back after
+ * 1, then 2, then 4 eager frames; one host synchronisation per frame
+ * throughout. */
+static void test_graph_retry(vd_context *ctx, const vd_image *image)
+{
+    vd_result eager = {0}, r = {0};
+    vd_run_status status;
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    if (!detect(ctx, image, &eager)) {
+        check(FALSE, "graph retry", "eager detection failed");
+        return;
+    }
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    for (int i = 0; i < 2; i++) { /* captured (or already), replayed */
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+    }
+    vd_context_run_status(ctx, &status);
+    guint64 failures0 = status.graph_failures;
+    check(status.graphs == VD_GRAPHS_ACTIVE && vd_cuda_context_graph_replayed(ctx),
+          "graph retry: active before", "state %s, %s", vd_graphs_state_name(status.graphs),
+          vd_cuda_context_graph_replayed(ctx) ? "replayed" : "NOT replayed");
+
+    /* one failure: the failing frame and one more eager, then replayed */
+    vd_cuda_context_fail_captures(ctx, 1);
+    guint64 syncs0 = vd_cuda_context_sync_count(ctx);
+    gboolean replayed[4], equal[4];
+    vd_run_status st[4];
+    for (int i = 0; i < 4; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+        replayed[i] = vd_cuda_context_graph_replayed(ctx);
+        equal[i] = results_identical(&eager, &r);
+        vd_context_run_status(ctx, &st[i]);
+    }
+    guint64 syncs = vd_cuda_context_sync_count(ctx) - syncs0;
+    check(!replayed[0] && equal[0] && st[0].graphs == VD_GRAPHS_RETRYING &&
+              strstr(st[0].graphs_reason, "injected") != NULL &&
+              st[0].graph_failures == failures0 + 1 && st[0].graph_retry_frames == 1,
+          "graph retry: a failed capture runs eagerly",
+          "frame 1 %s, %s to eager, state %s (\"%s\", %" G_GUINT64_FORMAT
+          " failure(s) more, next try in %d frame(s))",
+          replayed[0] ? "REPLAYED" : "eager", equal[0] ? "identical" : "DIFFERENT",
+          vd_graphs_state_name(st[0].graphs), st[0].graphs_reason,
+          st[0].graph_failures - failures0, st[0].graph_retry_frames);
+    check(!replayed[1] && equal[1] && st[1].graphs == VD_GRAPHS_RETRYING &&
+              st[1].graph_retry_frames == 0,
+          "graph retry: backing off one frame", "frame 2 %s, %s to eager, state %s, next try in %d",
+          replayed[1] ? "REPLAYED" : "eager", equal[1] ? "identical" : "DIFFERENT",
+          vd_graphs_state_name(st[1].graphs), st[1].graph_retry_frames);
+    check(replayed[2] && replayed[3] && equal[2] && equal[3] &&
+              st[2].graphs == VD_GRAPHS_ACTIVE && st[3].graphs == VD_GRAPHS_ACTIVE &&
+              st[3].graphs_reason[0] == '\0' && syncs == 4,
+          "graph retry: replay comes back",
+          "frames 3 and 4 %s and %s, %s to eager, state %s then %s; %" G_GUINT64_FORMAT
+          " host synchronisations in 4 frames",
+          replayed[2] ? "replayed" : "NOT replayed", replayed[3] ? "replayed" : "NOT replayed",
+          equal[2] && equal[3] ? "identical" : "DIFFERENT", vd_graphs_state_name(st[2].graphs),
+          vd_graphs_state_name(st[3].graphs), syncs);
+
+    /* three failures in a row: tries at frames 1, 3 and 6, replayed from 11 */
+    vd_cuda_context_fail_captures(ctx, 3);
+    int first_replay = 0, n_equal = 0, n_frames = 0;
+    GString *waits = g_string_new("");
+    for (int i = 1; i <= 16 && first_replay == 0; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r)) {
+            g_string_free(waits, TRUE);
+            goto out_fail;
+        }
+        n_frames++;
+        n_equal += results_identical(&eager, &r);
+        vd_context_run_status(ctx, &status);
+        g_string_append_printf(waits, "%s%d", i > 1 ? "," : "",
+                               status.graphs == VD_GRAPHS_RETRYING ? status.graph_retry_frames
+                                                                   : -1);
+        if (vd_cuda_context_graph_replayed(ctx))
+            first_replay = i;
+    }
+    check(first_replay == 11 && n_equal == n_frames &&
+              status.graph_failures == failures0 + 4 && status.graphs == VD_GRAPHS_ACTIVE,
+          "graph retry: back-off doubles",
+          "3 failures in a row: first replay at frame %d (expected 11: tries at 1, 3, 6, 11), "
+          "%d of %d frames identical to eager, frames left before a try after each frame: %s "
+          "(-1: active)",
+          first_replay, n_equal, n_frames, waits->str);
+    g_string_free(waits, TRUE);
+    goto out_clear;
+out_fail:
+    check(FALSE, "graph retry", "detection failed");
+out_clear:
+    vd_cuda_context_fail_captures(ctx, 0);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    vd_result_clear(&eager);
+    vd_result_clear(&r);
+}
+
 /* vd_submit()/vd_collect(): batches run on the context's worker thread, in
  * order, with the same results as vd_detect() and still one host
  * synchronisation per frame. */
@@ -781,6 +882,7 @@ int main(int argc, char **argv)
     test_sync_count(f16, &first, "fp16", TRUE);
     test_injected_sync(f16, &first);
     test_graph_equals_eager(f16, &first);
+    test_graph_retry(f16, &first);
     test_formats(cpu, f32, f16, &first);
     test_submit_collect(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
