@@ -16,6 +16,12 @@
  *   - exactly one host synchronisation per frame after the first frame of a
  *     size, eagerly and with CUDA graph replay (whose detections must equal the
  *     eager ones bit for bit), and the negative test: an injected sync is counted;
+ *   - graph captures made to fail (a test hook): those frames run eagerly with
+ *     the eager detections, vd_context_run_status() says RETRYING and why, and
+ *     replay comes back after 1, 2, 4 eager frames (the back-off);
+ *   - replay with other pixels: three different frames of one layout, F1 F1
+ *     F2 F3 F1 F2 with graphs, each replayed frame identical to its eager
+ *     result, then thresholds and max_detections changed mid-stream;
  *   - every pixel format (BGRx, RGBA, NV12 and I420 in each matrix and range,
  *     padded rows, odd sizes) against the CPU engine on the same bytes, and a
  *     stream whose size and format change, replayed from graphs, that gives
@@ -430,6 +436,137 @@ out_clear:
     vd_cuda_context_set_graphs(ctx, FALSE);
     vd_result_clear(&eager);
     vd_result_clear(&r);
+}
+
+/* @rgb (packed RGB) mirrored left-right (@horizontal) or upside down: another
+ * frame of the same layout with other detections. */
+static uint8_t *mirrored(const vd_image *rgb, gboolean horizontal)
+{
+    int w = rgb->width, h = rgb->height;
+    uint8_t *out = g_malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int sx = horizontal ? w - 1 - x : x, sy = horizontal ? y : h - 1 - y;
+            memcpy(out + ((size_t)y * w + x) * 3,
+                   rgb->planes[0] + (size_t)sy * rgb->strides[0] + (size_t)sx * 3, 3);
+        }
+    return out;
+}
+
+/* A captured graph replays with each frame's own pixels and the current
+ * thresholds (issue 11, item 2): three different frames of one layout run
+ * eagerly first (the references), then on a fresh context with graphs F1 F1
+ * F2 F3 F1 F2, every frame from the second on replayed and identical to its
+ * eager result (a graph that read a stale staging buffer would give F2 the
+ * detections of F1); then the thresholds and max_detections change mid-stream,
+ * each frame again against its eager result at those settings. */
+static void test_graph_replay_frames(vd_model *model, const vd_image *first)
+{
+    enum { N_FRAMES = 3, N_SETTINGS = 3 };
+    uint8_t *pixels[N_FRAMES] = {NULL, mirrored(first, TRUE), mirrored(first, FALSE)};
+    vd_image frames[N_FRAMES];
+    vd_result eager[N_SETTINGS][N_FRAMES];
+    memset(eager, 0, sizeof(eager));
+    frames[0] = *first;
+    for (int f = 1; f < N_FRAMES; f++)
+        frames[f] = vd_image_rgb(pixels[f], first->width, first->height);
+    vd_context *ctx = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    if (ctx == NULL) {
+        check(FALSE, "graph replay of different frames", "no context");
+        goto out_free;
+    }
+    const vd_config *cfg = &model->config;
+    /* settings 0: the model's; 1: a score threshold at the median of F1's
+     * scores and a tighter NMS; 2: at most 3 detections */
+    float score[N_SETTINGS] = {-1.0f, -1.0f, -1.0f};
+    float nms[N_SETTINGS] = {-1.0f, 0.3f, -1.0f};
+    int max_det[N_SETTINGS] = {0, 0, 3};
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    for (int k = 0; k < N_SETTINGS; k++) {
+        vd_context_set_thresholds(ctx, score[k], nms[k], max_det[k]);
+        for (int f = 0; f < N_FRAMES; f++)
+            if (!detect(ctx, &frames[f], &eager[k][f]))
+                goto out_fail;
+        if (k == 0) {
+            const vd_result *r = &eager[0][0];
+            score[1] = r->n_detections >= 2 ? r->detections[r->n_detections / 2].score
+                                            : cfg->box_score_thresh;
+        }
+    }
+    gboolean frames_differ = !results_identical(&eager[0][0], &eager[0][1]) &&
+                             !results_identical(&eager[0][0], &eager[0][2]) &&
+                             !results_identical(&eager[0][1], &eager[0][2]);
+    gboolean settings_differ = !results_identical(&eager[0][0], &eager[1][0]) &&
+                               !results_identical(&eager[0][0], &eager[2][0]);
+    check(frames_differ && settings_differ, "graph replay of different frames: references",
+          "eager detections of F1, F2 (mirrored), F3 (flipped): %d, %d, %d, %s; at score > "
+          "%.3f and NMS 0.3: %d, %d, %d; at most 3: %d, %d, %d; %s",
+          eager[0][0].n_detections, eager[0][1].n_detections, eager[0][2].n_detections,
+          frames_differ ? "all different" : "NOT all different (the test could not see a stale "
+                                            "frame)",
+          score[1], eager[1][0].n_detections, eager[1][1].n_detections, eager[1][2].n_detections,
+          eager[2][0].n_detections, eager[2][1].n_detections, eager[2][2].n_detections,
+          settings_differ ? "each setting changes F1's detections" : "a setting changes NOTHING");
+
+    /* the stream: (settings, frame); the first frame of each settings runs
+     * eagerly (a new capture key), the second is captured and replayed */
+    static const int stream[][2] = {
+        {0, 0}, {0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 1},           /* F1 F1 F2 F3 F1 F2 */
+        {1, 2}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 0}, {0, 1}, {0, 2},
+    };
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    vd_context_set_thresholds(ctx, score[0], nms[0], max_det[0]);
+    int current = 0, identical = 0, replays_expected = 0, replays_where_expected = 0;
+    guint64 replays0 = vd_cuda_context_graph_replays(ctx);
+    GString *pattern = g_string_new("");
+    for (guint i = 0; i < G_N_ELEMENTS(stream); i++) {
+        int k = stream[i][0], f = stream[i][1];
+        gboolean first_of_settings = i == 0 || k != current;
+        if (k != current) {
+            vd_context_set_thresholds(ctx, score[k], nms[k], max_det[k]);
+            current = k;
+        }
+        vd_result r = {0};
+        if (!detect(ctx, &frames[f], &r)) {
+            g_string_free(pattern, TRUE);
+            goto out_fail;
+        }
+        gboolean same = results_identical(&eager[k][f], &r);
+        gboolean replayed = vd_cuda_context_graph_replayed(ctx);
+        identical += same;
+        if (!first_of_settings) {
+            replays_expected++;
+            replays_where_expected += replayed;
+        }
+        g_string_append_printf(pattern, "%s%sF%d%s%s", i ? " " : "", first_of_settings ? "| " : "",
+                               f + 1, replayed ? "r" : "e", same ? "" : "!");
+        vd_result_clear(&r);
+        if (i == 5) {
+            check(identical == 6 && replays_where_expected == 5,
+                  "graph replay of different frames",
+                  "F1 F1 F2 F3 F1 F2: %d of 6 identical to their eager results, %d of the last 5 "
+                  "replayed (%s; r replayed, e eager, ! different)",
+                  identical, replays_where_expected, pattern->str);
+        }
+    }
+    guint64 replays = vd_cuda_context_graph_replays(ctx) - replays0;
+    check(identical == (int)G_N_ELEMENTS(stream) && replays_where_expected == replays_expected,
+          "graph replay with thresholds changed mid-stream",
+          "%d of %d frames identical to their eager results at their settings, %d of %d "
+          "replayed where expected (%" G_GUINT64_FORMAT " in all): %s",
+          identical, (int)G_N_ELEMENTS(stream), replays_where_expected, replays_expected,
+          replays, pattern->str);
+    g_string_free(pattern, TRUE);
+    goto out_free;
+out_fail:
+    check(FALSE, "graph replay of different frames", "detection failed");
+out_free:
+    for (int k = 0; k < N_SETTINGS; k++)
+        for (int f = 0; f < N_FRAMES; f++)
+            vd_result_clear(&eager[k][f]);
+    vd_context_free(ctx);
+    for (int f = 1; f < N_FRAMES; f++)
+        g_free(pixels[f]);
 }
 
 /* vd_submit()/vd_collect(): batches run on the context's worker thread, in
@@ -883,6 +1020,7 @@ int main(int argc, char **argv)
     test_injected_sync(f16, &first);
     test_graph_equals_eager(f16, &first);
     test_graph_retry(f16, &first);
+    test_graph_replay_frames(model, &first);
     test_formats(cpu, f32, f16, &first);
     test_submit_collect(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
