@@ -13,7 +13,10 @@
  * one host synchronisation per frame, through the counted wrapper of
  * vd_cuda_util.c. From the second frame of a size (and set of thresholds) on,
  * the device work of a frame is captured once into a CUDA graph and replayed
- * (VD_CUDA_GRAPHS=0 in the environment keeps every frame eager).
+ * (VD_CUDA_GRAPHS=0 in the environment keeps every frame eager). A capture or
+ * instantiation that fails (a transient out-of-memory, say) is tried again
+ * after 1, 2, 4, ... eager frames, at most VD_GRAPH_RETRY_MAX_FRAMES; the
+ * context's run status says so, and why (vd_context_run_status()).
  *
  * Precision: fp16 (default) stores activations and weights in half with fp32
  * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
@@ -96,6 +99,8 @@ typedef struct {
     void *box_nms_workspace;
     size_t box_nms_workspace_bytes;
     int *n_box_keep;
+
+    int *n_nonfinite; /* device count of the frame (vd_result.n_nonfinite) */
 } cuda_plan;
 
 /* A captured frame, valid for one plan, frame (every field the pre-processing
@@ -561,7 +566,9 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
                                                  L->stream, "detection NMS", error);
     plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "detection NMS",
                                           error);
-    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL)
+    plan->n_nonfinite = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream,
+                                           "the non-finite count", error);
+    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
     /* the linear layers' algorithms for R rows */
     return vd_cuda_linear_plan(L, &st->fc6, R, error) &&
@@ -765,6 +772,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
     if (!record_stage(st, 0, timing, error))
         return FALSE;
     /* preprocess */
+    CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, sizeof(int), s), "the non-finite count");
     CUDA_TRY(cudaMemcpyAsync(st->raw, st->staging, frame_bytes, cudaMemcpyHostToDevice, s),
              "uploading the frame");
     CUDA_TRY(vd_preprocess(frame, cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
@@ -815,10 +823,17 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         return FALSE;
 
     /* RPN */
-    for (int l = 0; l < plan->n_levels; l++)
+    for (int l = 0; l < plan->n_levels; l++) {
+        vd_cuda_tensor *head = plan->rpn_out[l];
         if (!vd_cuda_conv_run(L, &plan->rpn_conv[l], error) ||
             !vd_cuda_conv_run(L, &plan->rpn_head[l], error))
             return FALSE;
+        /* fp16 overflow shows here first: objectness and deltas, not the padding */
+        CUDA_TRY(vd_count_nonfinite(head->data, dt, head->h * head->w,
+                                    5 * cfg->anchors_per_location, head->c, NULL,
+                                    plan->n_nonfinite, s),
+                 "counting non-finite RPN outputs");
+    }
     CUDA_TRY(vd_rpn_gather_logits(&plan->rpn, dt, plan->logit_keys, plan->logit_index, s),
              "RPN logits");
     CUDA_TRY(vd_rpn_topk(&plan->rpn, plan->logit_keys, plan->logit_index, plan->logit_keys_sorted,
@@ -871,6 +886,10 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         !vd_cuda_linear_run(L, &st->fc7, plan->fc6_out, plan->fc7_out, error) ||
         !vd_cuda_linear_run(L, &st->predictor, plan->fc7_out, plan->head, error))
         return FALSE;
+    CUDA_TRY(vd_count_nonfinite(plan->head, VD_DTYPE_F32, plan->proposal_capacity,
+                                5 * cfg->num_classes, st->predictor_stride, plan->n_proposals,
+                                plan->n_nonfinite, s),
+             "counting non-finite box head outputs");
     if (!record_stage(st, 6, timing, error))
         return FALSE;
 
@@ -901,7 +920,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         float rx = (float)frame->width / (float)rw;
         CUDA_TRY(vd_finalize_detections(plan->box_boxes, plan->box_scores, plan->box_labels,
                                         st->box_keep, plan->n_box_keep, plan->n_proposals,
-                                        p->max_detections, rx, ry, st->result_device, s),
+                                        plan->n_nonfinite, p->max_detections, rx, ry,
+                                        st->result_device, s),
                  "detections");
         size_t bytes = sizeof(vd_kernel_result) +
                        (size_t)p->max_detections * sizeof(vd_kernel_detection);
@@ -1173,6 +1193,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     result->width = image->width;
     result->height = image->height;
     result->n_detections = count;
+    result->n_nonfinite = MAX(r->n_nonfinite, 0);
     result->detections = g_new0(vd_detection, MAX(count, 1));
     memcpy(result->detections, r->detections, (size_t)count * sizeof(vd_detection));
 

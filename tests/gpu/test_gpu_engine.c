@@ -19,6 +19,10 @@
  *   - graph captures made to fail (a test hook): those frames run eagerly with
  *     the eager detections, vd_context_run_status() says RETRYING and why, and
  *     replay comes back after 1, 2, 4 eager frames (the back-off);
+ *   - weights poisoned with NaN and infinities as the CPU fuzz test does, and
+ *     an fp16 overflow: no crash, sane detections, and vd_result.n_nonfinite
+ *     counted on the device (zero where fp32 holds the values, equal to the
+ *     CPU's count where both count the same NaN logits);
  *   - replay with other pixels: three different frames of one layout, F1 F1
  *     F2 F3 F1 F2 with graphs, each replayed frame identical to its eager
  *     result, then thresholds and max_detections changed mid-stream;
@@ -38,7 +42,9 @@
 #include "gpu_test_util.h"
 #include "visiondetect/vd.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <unistd.h>
 
 static int failures;
 static JsonBuilder *report;
@@ -787,6 +793,188 @@ static void test_formats(vd_context *cpu, vd_context *f32, vd_context *f16, cons
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Non-finite values (issue 11, item 3)                                      */
+
+/* A copy of the safetensors file @bytes whose F32 tensors named @prefix...
+ * are changed: every value times @scale, or (@n_set > 0) the first @n_set
+ * values of each set to @value; loaded from a temporary file. NULL (and a
+ * message) if no tensor matched or the copy does not load. */
+static vd_model *poisoned_model(const guint8 *bytes, gsize size, const char *prefix, float scale,
+                                int n_set, float value, int *n_changed)
+{
+    guint64 header_len = 0;
+    vd_model *model = NULL;
+    *n_changed = 0;
+    for (int i = 7; i >= 0 && size >= 8; i--)
+        header_len = (header_len << 8) | bytes[i];
+    if (size < 8 || header_len > size - 8)
+        return NULL;
+    guint8 *copy = g_memdup2(bytes, size);
+    gsize data_start = 8 + (gsize)header_len;
+    JsonParser *parser = json_parser_new();
+    GError *error = NULL;
+    if (!json_parser_load_from_data(parser, (const gchar *)bytes + 8, (gssize)header_len,
+                                    &error)) {
+        printf("  model header: %s\n", error->message);
+        g_clear_error(&error);
+        goto out_free;
+    }
+    JsonObject *header = json_node_get_object(json_parser_get_root(parser));
+    GList *names = json_object_get_members(header);
+    for (GList *l = names; l != NULL; l = l->next) {
+        const char *name = l->data;
+        if (!g_str_has_prefix(name, prefix))
+            continue;
+        JsonObject *t = json_object_get_object_member(header, name);
+        if (t == NULL || g_strcmp0(json_object_get_string_member(t, "dtype"), "F32") != 0)
+            continue;
+        JsonArray *span = json_object_get_array_member(t, "data_offsets");
+        gsize begin = (gsize)json_array_get_int_element(span, 0);
+        gsize end = (gsize)json_array_get_int_element(span, 1);
+        if (end > size - data_start || begin > end)
+            continue;
+        float *values = (float *)(void *)(copy + data_start + begin);
+        gsize n = (end - begin) / sizeof(float);
+        for (gsize i = 0; i < n && (n_set <= 0 || i < (gsize)n_set); i++) {
+            float v;
+            memcpy(&v, &values[i], sizeof(v));
+            v = n_set > 0 ? value : v * scale;
+            memcpy(&values[i], &v, sizeof(v));
+        }
+        (*n_changed)++;
+    }
+    g_list_free(names);
+    if (*n_changed > 0) {
+        gchar *path = NULL;
+        int fd = g_file_open_tmp("vd-poisoned-XXXXXX.safetensors", &path, &error);
+        if (fd >= 0) {
+            close(fd);
+            if (g_file_set_contents(path, (const gchar *)copy, (gssize)size, &error))
+                model = vd_model_load(path, &error);
+            g_unlink(path);
+        }
+        if (model == NULL)
+            printf("  poisoned model: %s\n", error ? error->message : "not written");
+        g_clear_error(&error);
+        g_free(path);
+    }
+out_free:
+    g_object_unref(parser);
+    g_free(copy);
+    return model;
+}
+
+/* One frame on @ctx: TRUE when it ran (its count in *@n_nonfinite) or failed
+ * with a VD_ERROR that says why; every detection finite, scored in [0, 1]
+ * and inside the frame, as the CPU fuzz test requires. */
+static gboolean poisoned_frame(vd_context *ctx, const vd_image *image, int *n_nonfinite,
+                               int *n_detections, GString *notes)
+{
+    vd_result r = {0};
+    GError *error = NULL;
+    *n_nonfinite = -2;
+    *n_detections = 0;
+    if (!vd_detect(ctx, image, 1, &r, &error)) {
+        gboolean said = error != NULL && error->domain == VD_ERROR && error->message[0];
+        g_string_append_printf(notes, " [failed: %s]", error ? error->message : "no error");
+        g_clear_error(&error);
+        return said;
+    }
+    gboolean sane = TRUE;
+    for (int d = 0; d < r.n_detections; d++) {
+        const vd_detection *o = &r.detections[d];
+        sane = sane && isfinite(o->score) && o->score >= 0 && o->score <= 1 && o->x1 >= 0 &&
+               o->y1 >= 0 && o->x2 <= image->width * (1 + 1e-6) &&
+               o->y2 <= image->height * (1 + 1e-6) && o->x1 <= o->x2 && o->y1 <= o->y2 &&
+               o->label >= 1;
+    }
+    if (!sane)
+        g_string_append(notes, " [a detection is not finite or outside the frame]");
+    *n_nonfinite = r.n_nonfinite;
+    *n_detections = r.n_detections;
+    vd_result_clear(&r);
+    return sane;
+}
+
+/* Weights poisoned as the CPU fuzz test does, and an fp16 overflow: no
+ * crash, sane detections, and vd_result.n_nonfinite counted on the device
+ * (the per-frame result already read back) where the CPU counts too. */
+static void test_poisoned_weights(const char *model_path, const vd_image *image)
+{
+    gchar *bytes = NULL;
+    gsize size = 0;
+    if (!g_file_get_contents(model_path, &bytes, &size, NULL)) {
+        check(FALSE, "poisoned weights", "cannot read %s", model_path);
+        return;
+    }
+    enum { ZERO, POSITIVE, CPU_COUNT, ANY };
+    static const struct {
+        const char *what, *prefix;
+        float scale;
+        int n_set;
+        float value;
+        int cpu, fp32, fp16; /* expected count: ZERO, POSITIVE, CPU_COUNT or ANY */
+    } cases[] = {
+        /* fp32 holds activations of 1e6 times the usual; in fp16 the RPN conv's
+         * output overflows to inf (0 there would mean the kernels saturate at
+         * 65504 instead), and the head's sums of infinities are non-finite */
+        {"RPN conv x1e6 (fp16 overflow)", "rpn.head.conv", 1e6f, 0, 0, ZERO, ZERO, POSITIVE},
+        /* anchor 0's objectness NaN at every location: top-k lists full of NaN,
+         * the same number on both backends in fp32 */
+        {"NaN objectness of anchor 0", "rpn.head.cls_logits.weight", 1, 256, NAN, POSITIVE,
+         CPU_COUNT, POSITIVE},
+        /* no ReLU between the poison and the counted logits */
+        {"NaN background logit", "roi_heads.box_predictor.cls_score.weight", 1, 100, NAN,
+         POSITIVE, POSITIVE, POSITIVE},
+        /* the fuzz test's kind: whether a ReLU lets NaN or -inf through is the
+         * library's business, so only no crash and sane detections */
+        {"NaN in the stem", "backbone.body.conv1.weight", 1, 1000, NAN, ANY, ANY, ANY},
+        {"+inf in fc6", "roi_heads.box_head.fc6.weight", 1, 2000, INFINITY, ANY, ANY, ANY},
+    };
+    for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+        int n_changed = 0;
+        gchar *what = g_strdup_printf("poisoned weights: %s", cases[c].what);
+        vd_model *model = poisoned_model((const guint8 *)bytes, size, cases[c].prefix,
+                                         cases[c].scale, cases[c].n_set, cases[c].value,
+                                         &n_changed);
+        if (model == NULL) {
+            check(FALSE, what, "no poisoned model (%d tensors named %s...)", n_changed,
+                  cases[c].prefix);
+            g_free(what);
+            continue;
+        }
+        vd_context *ctxs[3] = {new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32),
+                               new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32),
+                               new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16)};
+        int counts[3] = {-2, -2, -2}, dets[3] = {0, 0, 0};
+        gboolean ran[3] = {FALSE, FALSE, FALSE};
+        GString *notes = g_string_new("");
+        for (int k = 0; k < 3; k++)
+            ran[k] = ctxs[k] != NULL && poisoned_frame(ctxs[k], image, &counts[k], &dets[k], notes);
+        int expect[3] = {cases[c].cpu, cases[c].fp32, cases[c].fp16};
+        gboolean ok = TRUE;
+        for (int k = 0; k < 3; k++)
+            ok = ok && ran[k] &&
+                 (expect[k] == ZERO        ? counts[k] == 0
+                  : expect[k] == POSITIVE  ? counts[k] > 0
+                  : expect[k] == CPU_COUNT ? counts[k] == counts[0] && counts[0] > 0
+                                           : TRUE /* ran, or failed saying why */);
+        static const char *const names[] = {"zero", "> 0", "= CPU's", "any"};
+        check(ok, what,
+              "%d tensor(s) changed; non-finite values: CPU %d (expected %s), CUDA fp32 %d "
+              "(expected %s), fp16 %d (expected %s); detections %d, %d, %d%s",
+              n_changed, counts[0], names[expect[0]], counts[1], names[expect[1]], counts[2],
+              names[expect[2]], dets[0], dets[1], dets[2], notes->str);
+        g_string_free(notes, TRUE);
+        for (int k = 0; k < 3; k++)
+            vd_context_free(ctxs[k]);
+        vd_model_unref(model);
+        g_free(what);
+    }
+    g_free(bytes);
+}
+
 /* Takes (nearly) all free device memory; returns the blocks to free. */
 static GPtrArray *exhaust_device_memory(size_t leave)
 {
@@ -1021,6 +1209,7 @@ int main(int argc, char **argv)
     test_graph_equals_eager(f16, &first);
     test_graph_retry(f16, &first);
     test_graph_replay_frames(model, &first);
+    test_poisoned_weights(model_path, &first);
     test_formats(cpu, f32, f16, &first);
     test_submit_collect(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",

@@ -227,7 +227,8 @@ typedef struct {
      * (objectness and deltas) and box head (class logits and deltas) outputs:
      * an fp16 activation above 65504 overflows, and weights may be corrupt.
      * When > 0 the detections are unreliable (typically too few), and callers
-     * should warn. -1: the backend does not count them (the CPU backend). */
+     * should warn. Both backends count them (CUDA on the device, read back
+     * with the detections); -1 from a backend that does not. */
     int n_nonfinite;
 } vd_result;
 
