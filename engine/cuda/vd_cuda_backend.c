@@ -1433,7 +1433,13 @@ static void *cuda_create(vd_context *ctx, GError **error)
     if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error) ||
         !vd_cuda_check(cudaStreamCreateWithFlags(&st->layers.stream, cudaStreamNonBlocking),
                        "creating a stream", error) ||
-        !vd_cuda_check(cudaEventCreateWithFlags(&st->frame_done, cudaEventDisableTiming),
+        /* the one wait of a frame blocks the thread instead of spinning a core
+         * for the whole frame (the other pipelines, the decoder and the CPU
+         * backend want it). Per event, not cudaSetDeviceFlags(), which is
+         * process-wide (every library sharing the device) and refused once the
+         * device is in use. Waking costs some tens of microseconds a frame. */
+        !vd_cuda_check(cudaEventCreateWithFlags(&st->frame_done,
+                                                cudaEventDisableTiming | cudaEventBlockingSync),
                        "creating an event", error))
         goto out_fail;
     for (int i = 0; i <= VD_MAX_STAGES; i++)
@@ -1577,4 +1583,19 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
         n += plan->rpn_head[l].mode == VD_CUDA_CONV_UNFUSED;
     }
     return n;
+}
+
+vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    vd_cuda_memory m = {0, 0, 0, 0};
+    if (st == NULL)
+        return m;
+    m.conv_workspace = st->layers.workspace_bytes;
+    m.weights = st->weights_pool.bytes;
+    if (st->plan != NULL) {
+        m.plan = st->plan->pool.bytes;
+        m.box_nms_workspace = st->plan->box_nms_workspace_bytes;
+    }
+    return m;
 }

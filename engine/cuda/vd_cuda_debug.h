@@ -44,6 +44,15 @@ void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable);
 /* Convolutions that cuDNN refused in their fused form and now run unfused. */
 int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
 
+/* Device memory the context holds, in bytes: the convolutions' shared
+ * workspace, the current plan's buffers (0 before the first frame) and of
+ * those the detection NMS workspace, and the weights. */
+typedef struct {
+    size_t conv_workspace, plan, box_nms_workspace, weights;
+} vd_cuda_memory;
+
+vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx);
+
 G_END_DECLS
 
 #endif /* VD_CUDA_DEBUG_H */

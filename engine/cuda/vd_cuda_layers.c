@@ -210,8 +210,12 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
             }
         }
         conv->mode = conv->n_algos > 0 ? VD_CUDA_CONV_FUSED : VD_CUDA_CONV_UNFUSED;
-        for (int i = 0; i < conv->n_algos; i++)
-            *workspace_bytes = MAX(*workspace_bytes, conv->algo_bytes[i]);
+        /* sized by what runs: the first fused candidate (used unless cuDNN
+         * refuses it) and the unfused fallback, not every candidate's need (up
+         * to CONV_WORKSPACE_LIMIT); a later candidate that needs more than the
+         * plan's workspace is skipped by vd_cuda_conv_run */
+        if (conv->n_algos > 0)
+            *workspace_bytes = MAX(*workspace_bytes, conv->algo_bytes[0]);
         *workspace_bytes = MAX(*workspace_bytes, conv->unfused_bytes);
     }
     return TRUE;

@@ -89,7 +89,7 @@ if [ $prepared -eq 1 ]; then  # the steps that need the prepared model and frame
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
 trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
-timeout 120 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
+timeout 150 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
   --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
 
