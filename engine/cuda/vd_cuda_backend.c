@@ -147,6 +147,10 @@ typedef struct {
 
     cudaEvent_t frame_done;
     cudaEvent_t stage_events[VD_MAX_STAGES + 1];
+
+    /* the observer's device scratch (float32), grown as needed */
+    float *observe_scratch;
+    size_t observe_scratch_bytes;
     guint64 sync_count;
 
     gboolean use_graphs;
@@ -605,7 +609,9 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
     plan->pooler.resized_h = -1;
-    vd_cuda_pool_init(&plan->pool);
+    /* a size change frees one plan and allocates the next without making every
+     * context of the device wait (cudaFree would) */
+    vd_cuda_pool_init_stream_ordered(&plan->pool, L->stream, st->device);
     plan->tensors = g_ptr_array_new_with_free_func(g_free);
 
     plan->input = plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
@@ -1033,11 +1039,24 @@ static void observe_device(cuda_state *st, vd_context *ctx, const char *name, co
                            vd_dtype dtype, int h, int w, int c, int c_stride, gboolean nchw,
                            const int64_t *shape, int ndim)
 {
-    size_t n = (size_t)h * w * c;
-    float *dev = NULL, *host = g_try_malloc(MAX(n, 1) * sizeof(float));
+    size_t n = (size_t)h * w * c, bytes = MAX(n, 1) * sizeof(float);
+    float *dev = NULL, *host = g_try_malloc(bytes);
     cudaStream_t s = st->layers.stream;
-    if (host == NULL || cudaMalloc((void **)&dev, MAX(n, 1) * sizeof(float)) != cudaSuccess)
+    if (host == NULL)
         goto out_free;
+    /* grown, not allocated per tensor: cudaFree waits for the whole device;
+     * every use ends with the wait below */
+    if (bytes > st->observe_scratch_bytes) {
+        cudaFree(st->observe_scratch);
+        st->observe_scratch = NULL;
+        st->observe_scratch_bytes = 0;
+        if (cudaMalloc((void **)&st->observe_scratch, bytes) != cudaSuccess) {
+            st->observe_scratch = NULL;
+            goto out_free;
+        }
+        st->observe_scratch_bytes = bytes;
+    }
+    dev = st->observe_scratch;
     if (nchw) {
         if (vd_nhwc_to_nchw_f32(data, h, w, c, c_stride, dtype, dev, s) != cudaSuccess)
             goto out_free;
@@ -1050,7 +1069,6 @@ static void observe_device(cuda_state *st, vd_context *ctx, const char *name, co
     vd_context_observe(ctx, name, host, shape, ndim);
 out_free:
     cudaGetLastError();
-    cudaFree(dev);
     g_free(host);
 }
 
@@ -1249,6 +1267,8 @@ static void cuda_destroy(void *p)
     vd_cuda_linear_clear(&st->fc7);
     vd_cuda_linear_clear(&st->predictor);
     vd_cuda_pool_free(&st->weights_pool);
+    vd_cuda_upload_done(&st->layers);
+    cudaFree(st->observe_scratch);
     cudaFree(st->layers.workspace);
     cudaFree(st->layers.lt_workspace);
     cudaFree(st->raw);
@@ -1465,8 +1485,10 @@ static void *cuda_create(vd_context *ctx, GError **error)
         st->layers.lt_workspace = NULL;
         goto out_fail;
     }
-    if (!upload_weights(st, error) ||
-        !ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
+    if (!upload_weights(st, error))
+        goto out_fail;
+    vd_cuda_upload_done(&st->layers);
+    if (!ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
                                 error))
         goto out_fail;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
