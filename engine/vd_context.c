@@ -522,10 +522,14 @@ void vd_context_run_status(const vd_context *ctx, vd_run_status *status)
 const char *vd_graphs_state_name(vd_graphs_state state)
 {
     switch (state) {
-    case VD_GRAPHS_NOT_APPLICABLE: return "not applicable";
-    case VD_GRAPHS_ACTIVE: return "active";
-    case VD_GRAPHS_RETRYING: return "retrying";
-    case VD_GRAPHS_OFF: return "off";
+    case VD_GRAPHS_NOT_APPLICABLE:
+        return "not applicable";
+    case VD_GRAPHS_ACTIVE:
+        return "active";
+    case VD_GRAPHS_RETRYING:
+        return "retrying";
+    case VD_GRAPHS_OFF:
+        return "off";
     }
     return "unknown";
 }

@@ -63,7 +63,7 @@ struct vd_context {
     int n_stages;
     gint64 stage_start_us;
 
-    vd_run_status status;       /* after the batch that ran last */
+    vd_run_status status; /* after the batch that ran last */
 
     /* the last batch returned to the caller (vd_context_stage_times(),
      * vd_context_run_status()) */

@@ -139,11 +139,10 @@ __global__ void finalize_kernel(const float *boxes, const float *scores, const i
 }
 
 extern "C" cudaError_t vd_finalize_detections(const float *boxes, const float *scores,
-                                              const int *labels, const int *keep,
-                                              const int *n_keep, const int *n_props,
-                                              const int *n_nonfinite, int max_detections,
-                                              float rx, float ry, vd_kernel_result *result,
-                                              cudaStream_t stream)
+                                              const int *labels, const int *keep, const int *n_keep,
+                                              const int *n_props, const int *n_nonfinite,
+                                              int max_detections, float rx, float ry,
+                                              vd_kernel_result *result, cudaStream_t stream)
 {
     finalize_kernel<<<1, 128, 0, stream>>>(boxes, scores, labels, keep, n_keep, n_props,
                                            n_nonfinite, max_detections, rx, ry, result);

@@ -186,8 +186,8 @@ __global__ void count_nonfinite_kernel(const T *data, int capacity, int cols, in
         atomicAdd(count, total);
 }
 
-extern "C" cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity,
-                                          int cols, int stride, const int *n_rows, int *count,
+extern "C" cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity, int cols,
+                                          int stride, const int *n_rows, int *count,
                                           cudaStream_t stream)
 {
     unsigned blocks = vd_blocks_for((long long)capacity * cols, COUNT_THREADS, 1024);

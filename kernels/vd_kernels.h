@@ -95,8 +95,8 @@ cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, int c_strid
  * per row, in @dtype); @n_rows NULL means @capacity rows. Counts per frame
  * for vd_result.n_nonfinite (the CPU backend counts the same entries): the
  * caller zeroes *@count at the start of the frame. One atomic add per block. */
-cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity, int cols,
-                               int stride, const int *n_rows, int *count, cudaStream_t stream);
+cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity, int cols, int stride,
+                               const int *n_rows, int *count, cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
 /* Top-k and NMS                                                             */
@@ -239,8 +239,8 @@ cudaError_t vd_box_candidates(const vd_box_shape *shape, const float *head, cons
  * result->n_nonfinite = *n_nonfinite (0 when NULL). */
 cudaError_t vd_finalize_detections(const float *boxes, const float *scores, const int *labels,
                                    const int *keep, const int *n_keep, const int *n_props,
-                                   const int *n_nonfinite, int max_detections, float rx,
-                                   float ry, vd_kernel_result *result, cudaStream_t stream);
+                                   const int *n_nonfinite, int max_detections, float rx, float ry,
+                                   vd_kernel_result *result, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

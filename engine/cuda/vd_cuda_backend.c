@@ -570,8 +570,8 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
                                                  L->stream, "detection NMS", error);
     plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "detection NMS",
                                           error);
-    plan->n_nonfinite = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream,
-                                           "the non-finite count", error);
+    plan->n_nonfinite =
+        vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "the non-finite count", error);
     if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
     /* the linear layers' algorithms for R rows */
@@ -836,8 +836,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
             return FALSE;
         /* fp16 overflow shows here first: objectness and deltas, not the padding */
         CUDA_TRY(vd_count_nonfinite(head->data, dt, head->h * head->w,
-                                    5 * cfg->anchors_per_location, head->c, NULL,
-                                    plan->n_nonfinite, s),
+                                    5 * cfg->anchors_per_location, head->c, NULL, plan->n_nonfinite,
+                                    s),
                  "counting non-finite RPN outputs");
     }
     CUDA_TRY(vd_rpn_gather_logits(&plan->rpn, dt, plan->logit_keys, plan->logit_index, s),
@@ -962,8 +962,7 @@ static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const v
  * the caller runs the frame eagerly) @reason (@reason_size bytes) says which
  * step failed and why. */
 static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
-                              size_t frame_bytes, int rh, int rw, char *reason,
-                              size_t reason_size)
+                              size_t frame_bytes, int rh, int rw, char *reason, size_t reason_size)
 {
     cudaStream_t s = st->layers.stream;
     cudaGraph_t graph = NULL;
@@ -983,8 +982,8 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
     if (!enqueued) {
         g_snprintf(reason, reason_size, "capturing the frame: %s", local->message);
     } else if (status != cudaSuccess || graph == NULL) {
-        g_snprintf(reason, reason_size, "ending the capture: %s (%s)",
-                   cudaGetErrorString(status), cudaGetErrorName(status));
+        g_snprintf(reason, reason_size, "ending the capture: %s (%s)", cudaGetErrorString(status),
+                   cudaGetErrorName(status));
     } else if (st->fail_captures > 0) {
         st->fail_captures--;
         g_snprintf(reason, reason_size, "instantiating the graph: failure injected by a test");

@@ -95,8 +95,8 @@ void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, 
     void *p = NULL;
     if (bytes == 0)
         bytes = 256;
-    cudaError_t status = pool->stream_ordered ? cudaMallocAsync(&p, bytes, pool->stream)
-                                              : cudaMalloc(&p, bytes);
+    cudaError_t status =
+        pool->stream_ordered ? cudaMallocAsync(&p, bytes, pool->stream) : cudaMalloc(&p, bytes);
     if (status != cudaSuccess) {
         cudaGetLastError(); /* an allocation failure is not sticky: clear it */
         g_set_error(error, VD_ERROR, cuda_error_code(status),

@@ -3,7 +3,8 @@
  * truncations) must each either load or fail with a VD_ERROR naming the cause,
  * and models whose weights were overwritten with NaN, infinities and huge values
  * must load and detect without crashing, returning only finite boxes inside the
- * frame, and saying in vd_result.n_nonfinite when the heads saw NaN or inf. Run under ASan/UBSan by tests/run.sh, where a memory error fails it.
+ * frame, and saying in vd_result.n_nonfinite when the heads saw NaN or inf. Run under ASan/UBSan by
+ * tests/run.sh, where a memory error fails it.
  *
  * Both runs use two seeds: the tiny ResNet-FPN and the tiny MobileNetV3-FPN
  * (block list, SE and depthwise tensors).

@@ -394,16 +394,15 @@ static void test_graph_retry(vd_context *ctx, const vd_image *image)
           "frame 1 %s, %s to eager, state %s (\"%s\", %" G_GUINT64_FORMAT
           " failure(s) more, next try in %d frame(s))",
           replayed[0] ? "REPLAYED" : "eager", equal[0] ? "identical" : "DIFFERENT",
-          vd_graphs_state_name(st[0].graphs), st[0].graphs_reason,
-          st[0].graph_failures - failures0, st[0].graph_retry_frames);
+          vd_graphs_state_name(st[0].graphs), st[0].graphs_reason, st[0].graph_failures - failures0,
+          st[0].graph_retry_frames);
     check(!replayed[1] && equal[1] && st[1].graphs == VD_GRAPHS_RETRYING &&
               st[1].graph_retry_frames == 0,
           "graph retry: backing off one frame", "frame 2 %s, %s to eager, state %s, next try in %d",
           replayed[1] ? "REPLAYED" : "eager", equal[1] ? "identical" : "DIFFERENT",
           vd_graphs_state_name(st[1].graphs), st[1].graph_retry_frames);
-    check(replayed[2] && replayed[3] && equal[2] && equal[3] &&
-              st[2].graphs == VD_GRAPHS_ACTIVE && st[3].graphs == VD_GRAPHS_ACTIVE &&
-              st[3].graphs_reason[0] == '\0' && syncs == 4,
+    check(replayed[2] && replayed[3] && equal[2] && equal[3] && st[2].graphs == VD_GRAPHS_ACTIVE &&
+              st[3].graphs == VD_GRAPHS_ACTIVE && st[3].graphs_reason[0] == '\0' && syncs == 4,
           "graph retry: replay comes back",
           "frames 3 and 4 %s and %s, %s to eager, state %s then %s; %" G_GUINT64_FORMAT
           " host synchronisations in 4 frames",
@@ -430,8 +429,8 @@ static void test_graph_retry(vd_context *ctx, const vd_image *image)
         if (vd_cuda_context_graph_replayed(ctx))
             first_replay = i;
     }
-    check(first_replay == 11 && n_equal == n_frames &&
-              status.graph_failures == failures0 + 4 && status.graphs == VD_GRAPHS_ACTIVE,
+    check(first_replay == 11 && n_equal == n_frames && status.graph_failures == failures0 + 4 &&
+              status.graphs == VD_GRAPHS_ACTIVE,
           "graph retry: back-off doubles",
           "3 failures in a row: first replay at frame %d (expected 11: tries at 1, 3, 6, 11), "
           "%d of %d frames identical to eager, frames left before a try after each frame: %s "
@@ -512,8 +511,9 @@ static void test_graph_replay_frames(vd_model *model, const vd_image *first)
           "eager detections of F1, F2 (mirrored), F3 (flipped): %d, %d, %d, %s; at score > "
           "%.3f and NMS 0.3: %d, %d, %d; at most 3: %d, %d, %d; %s",
           eager[0][0].n_detections, eager[0][1].n_detections, eager[0][2].n_detections,
-          frames_differ ? "all different" : "NOT all different (the test could not see a stale "
-                                            "frame)",
+          frames_differ ? "all different"
+                        : "NOT all different (the test could not see a stale "
+                          "frame)",
           score[1], eager[1][0].n_detections, eager[1][1].n_detections, eager[1][2].n_detections,
           eager[2][0].n_detections, eager[2][1].n_detections, eager[2][2].n_detections,
           settings_differ ? "each setting changes F1's detections" : "a setting changes NOTHING");
@@ -521,7 +521,7 @@ static void test_graph_replay_frames(vd_model *model, const vd_image *first)
     /* the stream: (settings, frame); the first frame of each settings runs
      * eagerly (a new capture key), the second is captured and replayed */
     static const int stream[][2] = {
-        {0, 0}, {0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 1},           /* F1 F1 F2 F3 F1 F2 */
+        {0, 0}, {0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 1}, /* F1 F1 F2 F3 F1 F2 */
         {1, 2}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 0}, {0, 1}, {0, 2},
     };
     vd_cuda_context_set_graphs(ctx, TRUE);
@@ -552,8 +552,7 @@ static void test_graph_replay_frames(vd_model *model, const vd_image *first)
                                f + 1, replayed ? "r" : "e", same ? "" : "!");
         vd_result_clear(&r);
         if (i == 5) {
-            check(identical == 6 && replays_where_expected == 5,
-                  "graph replay of different frames",
+            check(identical == 6 && replays_where_expected == 5, "graph replay of different frames",
                   "F1 F1 F2 F3 F1 F2: %d of 6 identical to their eager results, %d of the last 5 "
                   "replayed (%s; r replayed, e eager, ! different)",
                   identical, replays_where_expected, pattern->str);
@@ -564,8 +563,8 @@ static void test_graph_replay_frames(vd_model *model, const vd_image *first)
           "graph replay with thresholds changed mid-stream",
           "%d of %d frames identical to their eager results at their settings, %d of %d "
           "replayed where expected (%" G_GUINT64_FORMAT " in all): %s",
-          identical, (int)G_N_ELEMENTS(stream), replays_where_expected, replays_expected,
-          replays, pattern->str);
+          identical, (int)G_N_ELEMENTS(stream), replays_where_expected, replays_expected, replays,
+          pattern->str);
     g_string_free(pattern, TRUE);
     goto out_free;
 out_fail:
@@ -611,10 +610,13 @@ static void test_wait_yields(vd_context *ctx, const vd_image *image)
     }
     double cpu = thread_cpu_seconds() - cpu0;
     double wall = (double)(g_get_monotonic_time() - t0) * 1e-6;
-    check(wall > 0 && cpu / wall < 0.6, "frame wait yields the core",
-          "%d replayed frames: %.2f ms of the thread's CPU time per frame in %.2f ms wall (%.0f%%; "
-          "a spinning wait would be ~100%%)",
-          n, 1e3 * cpu / n, 1e3 * wall / n, wall > 0 ? 100 * cpu / wall : 0);
+    check(wall > 0 && cpu / wall<0.6, "frame wait yields the core",
+                                 "%d replayed frames: %.2f ms of the thread's CPU time per frame "
+                                 "in %.2f ms wall (%.0f%%; "
+                                 "a spinning wait would be ~100%%)",
+                                 n, 1e3 * cpu / n, 1e3 * wall / n, wall> 0
+              ? 100 * cpu / wall
+              : 0);
     goto out_clear;
 out_fail:
     check(FALSE, "frame wait yields the core", "detection failed");
@@ -862,8 +864,7 @@ static vd_model *poisoned_model(const guint8 *bytes, gsize size, const char *pre
     gsize data_start = 8 + (gsize)header_len;
     JsonParser *parser = json_parser_new();
     GError *error = NULL;
-    if (!json_parser_load_from_data(parser, (const gchar *)bytes + 8, (gssize)header_len,
-                                    &error)) {
+    if (!json_parser_load_from_data(parser, (const gchar *)bytes + 8, (gssize)header_len, &error)) {
         printf("  model header: %s\n", error->message);
         g_clear_error(&error);
         goto out_free;
@@ -973,8 +974,8 @@ static void test_poisoned_weights(const char *model_path, const vd_image *image)
         {"NaN objectness of anchor 0", "rpn.head.cls_logits.weight", 1, 256, NAN, POSITIVE,
          CPU_COUNT, POSITIVE},
         /* no ReLU between the poison and the counted logits */
-        {"NaN background logit", "roi_heads.box_predictor.cls_score.weight", 1, 100, NAN,
-         POSITIVE, POSITIVE, POSITIVE},
+        {"NaN background logit", "roi_heads.box_predictor.cls_score.weight", 1, 100, NAN, POSITIVE,
+         POSITIVE, POSITIVE},
         /* the fuzz test's kind: whether a ReLU lets NaN or -inf through is the
          * library's business, so only no crash and sane detections */
         {"NaN in the stem", "backbone.body.conv1.weight", 1, 1000, NAN, ANY, ANY, ANY},
@@ -982,9 +983,9 @@ static void test_poisoned_weights(const char *model_path, const vd_image *image)
     for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
         int n_changed = 0;
         gchar *what = g_strdup_printf("poisoned weights: %s", cases[c].what);
-        vd_model *model = poisoned_model((const guint8 *)bytes, size, cases[c].prefix,
-                                         cases[c].scale, cases[c].n_set, cases[c].value,
-                                         &n_changed);
+        vd_model *model =
+            poisoned_model((const guint8 *)bytes, size, cases[c].prefix, cases[c].scale,
+                           cases[c].n_set, cases[c].value, &n_changed);
         if (model == NULL) {
             check(FALSE, what, "no poisoned model (%d tensors named %s...)", n_changed,
                   cases[c].prefix);

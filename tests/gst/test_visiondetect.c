@@ -1834,8 +1834,8 @@ nan_model (const gchar * tensor, gchar ** dir)
       memcpy (contents + 8 + header_len + i, &nan, 4);
     }
   } else {
-    fail_unless (g_strcmp0 (dtype, "F16") == 0 || g_strcmp0 (dtype, "BF16") == 0,
-        "%s is %s", tensor, dtype);
+    fail_unless (g_strcmp0 (dtype, "F16") == 0
+        || g_strcmp0 (dtype, "BF16") == 0, "%s is %s", tensor, dtype);
     for (i = begin; i + 2 <= end; i += 2) {
       /* a quiet NaN in either (little-endian) */
       guint16 nan = g_strcmp0 (dtype, "F16") == 0 ? 0x7e00 : 0x7fc0;

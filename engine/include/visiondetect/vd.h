@@ -314,8 +314,8 @@ typedef struct {
     /* why graphs are RETRYING or OFF (with RETRYING: the step that failed and
      * the device's error); "" otherwise */
     char graphs_reason[VD_STATUS_REASON_MAX];
-    guint64 graph_failures;  /* captures or instantiations failed since creation */
-    int graph_retry_frames;  /* RETRYING: eager frames left before the next try */
+    guint64 graph_failures; /* captures or instantiations failed since creation */
+    int graph_retry_frames; /* RETRYING: eager frames left before the next try */
 } vd_run_status;
 
 /* The state after the last batch returned (vd_detect() or vd_collect(), as
