@@ -1448,6 +1448,11 @@ static void *cuda_create(vd_context *ctx, GError **error)
     const char *graphs = g_getenv("VD_CUDA_GRAPHS");
     st->use_graphs = graphs == NULL || g_strcmp0(graphs, "0") != 0;
     st->graphs_off_reason = "VD_CUDA_GRAPHS=0 in the environment";
+    /* test hook (tests/gpu/element-check.sh): the first N captures fail, as
+     * vd_cuda_context_fail_captures() makes them */
+    const char *fail_captures = g_getenv("VD_CUDA_FAIL_CAPTURES");
+    if (fail_captures != NULL)
+        st->fail_captures = (int)CLAMP(g_ascii_strtoll(fail_captures, NULL, 10), 0, 1000);
 
     if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error) ||
         !vd_cuda_check(cudaStreamCreateWithFlags(&st->layers.stream, cudaStreamNonBlocking),

@@ -33,7 +33,8 @@ guint64 vd_cuda_context_graph_replays(const vd_context *ctx);
  * current input size tries a capture, and makes the next @n captures fail at
  * instantiation (the capture itself runs and is discarded), as a transient
  * out-of-memory would; the frames run eagerly and the retry back-off applies
- * (vd_run_status). */
+ * (vd_run_status). VD_CUDA_FAIL_CAPTURES=N in the environment at context
+ * creation fails the first N captures, for tests through the element. */
 void vd_cuda_context_fail_captures(vd_context *ctx, int n);
 
 /* Negative test of the sync count: with @enable, every frame makes one more,

@@ -111,9 +111,9 @@ fi  # prepared
 
 step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"
 # the carried gst-launch-1.0 and plugins, with our LD_LIBRARY_PATH; its budget
-# (80 s) ends its runs before this timeout
-VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=80 \
-  timeout -k 5 100 bash tests/gpu/element-check.sh "$WORK" "$OUT"
+# (90 s) ends its runs before this timeout
+VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=90 \
+  timeout -k 5 110 bash tests/gpu/element-check.sh "$WORK" "$OUT"
 rc=$?
 [ -f "$OUT/element.json" ] || printf '{"ok": false, "failures": ["element-check.sh: exit %d before writing its results"]}\n' $rc > "$OUT/element.json"
 sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60
