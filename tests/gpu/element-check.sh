@@ -222,7 +222,7 @@ if [ "$DEVICE" != cpu ]; then
   graph_json=$(printf '{"ok": %s, "exit": %d, "warnings": %d, "infos": %d}' "$gok" "$grc" "$nwarn" "$ninfo")
   {
     echo "--- graph capture failing (VD_CUDA_FAIL_CAPTURES=2): exit $grc, $nwarn warning(s), $ninfo info(s) that replay is back (expected 0, 1, 1): $([ $gok = true ] && echo ok || echo FAILED)"
-    grep -E -A1 "CUDA graph capture failed|^INFO" "$glog" | cut -c1-400 | sed 's/^/    /'
+    grep -E -A2 "CUDA graph capture failed|^INFO" "$glog" | cut -c1-400 | sed 's/^/    /'
   } >> "$LOG"
 fi
 
