@@ -116,6 +116,9 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
         g_propagate_error(error, backend_error);
         goto out_free_context;
     }
+    if (ctx->backend->status != NULL)
+        ctx->backend->status(ctx->state, &ctx->status);
+    ctx->reported_status = ctx->status;
     if (ctx->backend->describe != NULL)
         ctx->description = ctx->backend->describe(ctx->state, ctx);
     else
@@ -144,6 +147,8 @@ struct vd_job {
     vd_run_settings settings;
     vd_stage_time stages[VD_MAX_STAGES];
     int n_stages;
+    vd_run_status status;
+    gboolean ran;       /* FALSE: refused at submission (invalid image) */
     gboolean done;      /* under the context's lock */
 };
 
@@ -168,7 +173,14 @@ static gboolean run_batch(vd_context *ctx, const vd_run_settings *settings,
     apply_settings(ctx, settings);
     ctx->n_stages = 0;
     memset(results, 0, sizeof(*results) * (size_t)n_images);
-    if (!ctx->backend->detect(ctx->state, ctx, images, n_images, results, error)) {
+    for (int i = 0; i < n_images; i++)
+        results[i].n_nonfinite = -1; /* not counted, unless the backend does */
+    gboolean ok = ctx->backend->detect(ctx->state, ctx, images, n_images, results, error);
+    if (ctx->backend->status != NULL) {
+        memset(&ctx->status, 0, sizeof(ctx->status));
+        ctx->backend->status(ctx->state, &ctx->status);
+    }
+    if (!ok) {
         for (int i = 0; i < n_images; i++)
             vd_result_clear(&results[i]);
         return FALSE;
@@ -190,6 +202,8 @@ static gpointer worker_main(gpointer data)
         run_batch(ctx, &job->settings, job->images, job->n_images, job->results, &job->error);
         job->n_stages = ctx->n_stages;
         memcpy(job->stages, ctx->stages, sizeof(job->stages));
+        job->status = ctx->status;
+        job->ran = TRUE;
         g_mutex_lock(&ctx->lock);
         job->done = TRUE;
         g_cond_broadcast(&ctx->cond);
@@ -356,6 +370,7 @@ gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images, vd_res
     gboolean ok = run_batch(ctx, &ctx->requested, images, n_images, results, error);
     ctx->n_reported = ctx->n_stages;
     memcpy(ctx->reported, ctx->stages, sizeof(ctx->reported));
+    ctx->reported_status = ctx->status;
     return ok;
 }
 
@@ -428,6 +443,9 @@ gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, GError *
 
     ctx->n_reported = job->n_stages;
     memcpy(ctx->reported, job->stages, sizeof(ctx->reported));
+    /* a batch refused at submission never ran: the status stays */
+    if (job->ran)
+        ctx->reported_status = job->status;
     if (job->error != NULL) {
         g_propagate_error(error, job->error);
         job->error = NULL;
@@ -494,6 +512,26 @@ void vd_context_stage_mark(vd_context *ctx, const char *name)
         ctx->n_stages++;
     }
     ctx->stage_start_us = now;
+}
+
+void vd_context_run_status(const vd_context *ctx, vd_run_status *status)
+{
+    *status = ctx->reported_status;
+}
+
+const char *vd_graphs_state_name(vd_graphs_state state)
+{
+    switch (state) {
+    case VD_GRAPHS_NOT_APPLICABLE:
+        return "not applicable";
+    case VD_GRAPHS_ACTIVE:
+        return "active";
+    case VD_GRAPHS_RETRYING:
+        return "retrying";
+    case VD_GRAPHS_OFF:
+        return "off";
+    }
+    return "unknown";
 }
 
 int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max)

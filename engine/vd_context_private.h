@@ -24,6 +24,9 @@ typedef struct {
      * @out, its strings added to @strings (freed with it). */
     char *(*describe)(void *state, const vd_context *ctx);
     void (*kernels)(void *state, GArray *out, GStringChunk *strings);
+    /* Optional: fills @status (zeroed: VD_GRAPHS_NOT_APPLICABLE) after each
+     * batch and at creation, on the thread that runs the batch. */
+    void (*status)(void *state, vd_run_status *status);
 } vd_backend;
 
 /* What the caller set last (thresholds resolved, observer): each batch takes a
@@ -60,9 +63,13 @@ struct vd_context {
     int n_stages;
     gint64 stage_start_us;
 
-    /* the last batch returned to the caller (vd_context_stage_times()) */
+    vd_run_status status; /* after the batch that ran last */
+
+    /* the last batch returned to the caller (vd_context_stage_times(),
+     * vd_context_run_status()) */
     vd_stage_time reported[VD_MAX_STAGES];
     int n_reported;
+    vd_run_status reported_status;
 
     /* vd_submit()/vd_collect(): batches run in submission order on a worker
      * thread started with the first submit. @in_flight (submitted, not yet

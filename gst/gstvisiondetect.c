@@ -160,6 +160,11 @@ struct _GstVisionDetect
   gboolean pending_discont;     /* a frame was dropped: mark the next one */
   guint64 n_inferred, n_skipped_late;
 
+  /* the engine's warnings, posted once per start(): by the output thread, or
+   * by the streaming thread with nothing in flight (warm-up) */
+  gboolean warned_graphs;       /* graph capture failing (the info when back) */
+  gboolean warned_nonfinite;
+
   /* under the object lock: */
   GstClockTime inference_time;  /* moving average of the engine's time per frame */
   guint n_inferences;
@@ -666,6 +671,8 @@ gst_vision_detect_start (GstBaseTransform * trans)
   self->engine_free_at = 0;
   self->qos_earliest = GST_CLOCK_TIME_NONE;
   self->pending_discont = FALSE;
+  self->warned_graphs = FALSE;
+  self->warned_nonfinite = FALSE;
   self->output_thread = g_thread_try_new ("visiondetect-out", output_main,
       self, &err);
   if (self->output_thread == NULL) {
@@ -978,6 +985,46 @@ update_latency (GstVisionDetect * self, GstClockTime elapsed)
     post_latency (self, inference_time, latency);
 }
 
+/* After a batch returned by the engine: one warning the first time graph
+ * capture is found failing (frames then cost several times more), an info
+ * when it works again, and one warning the first time a frame has infinite or
+ * NaN activations (fp16 overflow, corrupt weights: too few detections). */
+static void
+report_engine_status (GstVisionDetect * self, const vd_result * result,
+    const gchar * when)
+{
+  vd_run_status status;
+
+  vd_context_run_status (self->ctx, &status);
+  if (status.graphs == VD_GRAPHS_RETRYING && !self->warned_graphs) {
+    self->warned_graphs = TRUE;
+    GST_ELEMENT_WARNING (self, RESOURCE, FAILED,
+        ("CUDA graph capture failed (%s): frames run eagerly, several times "
+            "slower, and capture is tried again after %d frame(s), then "
+            "after twice as many each time it fails (at most %d)",
+            status.graphs_reason, status.graph_retry_frames,
+            VD_GRAPH_RETRY_MAX_FRAMES),
+        ("%" G_GUINT64_FORMAT " capture failure(s) so far, %s",
+            status.graph_failures, when));
+  } else if (status.graphs == VD_GRAPHS_ACTIVE && self->warned_graphs) {
+    self->warned_graphs = FALSE;
+    GST_ELEMENT_INFO (self, RESOURCE, FAILED,
+        ("CUDA graph capture works again: frames are replayed"),
+        ("after %" G_GUINT64_FORMAT " capture failure(s), %s",
+            status.graph_failures, when));
+  }
+  if (result != NULL && result->n_nonfinite > 0 && !self->warned_nonfinite) {
+    self->warned_nonfinite = TRUE;
+    GST_ELEMENT_WARNING (self, STREAM, FAILED,
+        ("The model produced %d infinite or NaN value(s), %s (%s): its "
+            "detections are unreliable; with precision fp16 an activation "
+            "above 65504 overflows (try precision=fp32), otherwise the "
+            "weights may be corrupt", result->n_nonfinite, when,
+            vd_precision_name (vd_context_precision (self->ctx))),
+        ("counted in the RPN head and box head outputs; warned once"));
+  }
+}
+
 /* A frame at the size and format of the caps, run twice: the first run creates
  * the engine's primitives for the size, the second is a typical inference, which
  * sets the latency before the first frame. Nothing in flight. */
@@ -1009,8 +1056,11 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
     start = gst_util_get_timestamp ();
     ok = vd_detect (self->ctx, &image, 1, &result, &err);
     elapsed = gst_util_get_timestamp () - start;
-    if (ok)
+    if (ok) {
+      /* grey frames: the model's own overflow shows here already */
+      report_engine_status (self, &result, "warming up");
       vd_result_clear (&result);
+    }
   }
   gst_video_frame_unmap (&frame);
   gst_buffer_unref (buffer);
@@ -1087,6 +1137,7 @@ output_main (gpointer data)
         vd_stage_time stages[16];
         gint n = vd_context_stage_times (self->ctx, stages, 16), k;
         gdouble ms = 0.0;
+        gchar when[48];
 
         /* the engine's own time for the frame (the stages follow each other);
          * not the time to collect it, which waited on the pushes before it */
@@ -1096,6 +1147,9 @@ output_main (gpointer data)
             done - MAX (f->submitted, last_done));
         GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
             f->index, result.n_detections);
+        g_snprintf (when, sizeof (when), "at frame %" G_GUINT64_FORMAT,
+            f->index);
+        report_engine_status (self, &result, when);
       }
       last_done = done;
     }

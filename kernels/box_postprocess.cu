@@ -116,7 +116,8 @@ extern "C" cudaError_t vd_box_candidates(const vd_box_shape *shape, const float 
 
 __global__ void finalize_kernel(const float *boxes, const float *scores, const int *labels,
                                 const int *keep, const int *n_keep, const int *n_props,
-                                int max_detections, float rx, float ry, vd_kernel_result *result)
+                                const int *n_nonfinite, int max_detections, float rx, float ry,
+                                vd_kernel_result *result)
 {
     int count = min(*n_keep, max_detections);
     for (int j = threadIdx.x; j < count; j += blockDim.x) {
@@ -132,18 +133,18 @@ __global__ void finalize_kernel(const float *boxes, const float *scores, const i
     if (threadIdx.x == 0) {
         result->count = count;
         result->n_proposals = n_props != NULL ? *n_props : 0;
-        result->reserved[0] = 0;
-        result->reserved[1] = 0;
+        result->n_nonfinite = n_nonfinite != NULL ? *n_nonfinite : 0;
+        result->reserved = 0;
     }
 }
 
 extern "C" cudaError_t vd_finalize_detections(const float *boxes, const float *scores,
-                                              const int *labels, const int *keep,
-                                              const int *n_keep, const int *n_props,
+                                              const int *labels, const int *keep, const int *n_keep,
+                                              const int *n_props, const int *n_nonfinite,
                                               int max_detections, float rx, float ry,
                                               vd_kernel_result *result, cudaStream_t stream)
 {
     finalize_kernel<<<1, 128, 0, stream>>>(boxes, scores, labels, keep, n_keep, n_props,
-                                           max_detections, rx, ry, result);
+                                           n_nonfinite, max_detections, rx, ry, result);
     return vd_launch_status();
 }

@@ -1,8 +1,11 @@
 /* Small layout kernels of the backbone and the FPN: the stem's max pooling, the
  * FPN's nearest upsampling + lateral sum, LastLevelMaxPool, and the NHWC -> NCHW
- * float32 conversion of the debugging observer. Max and copies are exact in any
- * dtype; the lateral sum is one rounding, as in torch. */
+ * float32 conversion of the debugging observer, and the count of non-finite
+ * values of a frame. Max and copies are exact in any dtype; the lateral sum is
+ * one rounding, as in torch. */
 #include "vd_kernels_common.cuh"
+
+#include <cub/block/block_reduce.cuh>
 
 template <typename T>
 __global__ void max_pool_kernel(const T *in, int h, int w, int c, T *out, int out_h, int out_w)
@@ -158,5 +161,41 @@ extern "C" cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype d
         return cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
     f32_to_f16_kernel<<<vd_blocks_for((long long)n, 256, 65535), 256, 0, stream>>>(
         in, (long long)n, (__half *)out);
+    return vd_launch_status();
+}
+
+#define COUNT_THREADS 256
+
+template <typename T>
+__global__ void count_nonfinite_kernel(const T *data, int capacity, int cols, int stride,
+                                       const int *n_rows, int *count)
+{
+    int rows = n_rows != NULL ? max(0, min(*n_rows, capacity)) : capacity;
+    long long n = (long long)rows * cols;
+    int local = 0;
+    VD_GRID_LOOP(i, n)
+    {
+        long long r = i / cols;
+        int c = (int)(i % cols);
+        local += isfinite(vd_load(data + r * stride + c)) ? 0 : 1;
+    }
+    typedef cub::BlockReduce<int, COUNT_THREADS> block_sum;
+    __shared__ typename block_sum::TempStorage temp;
+    int total = block_sum(temp).Sum(local);
+    if (threadIdx.x == 0 && total > 0)
+        atomicAdd(count, total);
+}
+
+extern "C" cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity, int cols,
+                                          int stride, const int *n_rows, int *count,
+                                          cudaStream_t stream)
+{
+    unsigned blocks = vd_blocks_for((long long)capacity * cols, COUNT_THREADS, 1024);
+    if (dtype == VD_DTYPE_F16)
+        count_nonfinite_kernel<__half><<<blocks, COUNT_THREADS, 0, stream>>>(
+            (const __half *)data, capacity, cols, stride, n_rows, count);
+    else
+        count_nonfinite_kernel<float><<<blocks, COUNT_THREADS, 0, stream>>>(
+            (const float *)data, capacity, cols, stride, n_rows, count);
     return vd_launch_status();
 }

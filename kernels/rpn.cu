@@ -24,7 +24,9 @@ __global__ void gather_logits_kernel(vd_rpn_levels lv, float *keys, int *values)
         int i = (int)(g - lv.anchor_offset[l]);
         const T *head = (const T *)lv.head[l];
         int A = lv.anchors_per_location;
-        keys[g] = vd_load(head + (size_t)(i / A) * lv.head_stride + i % A);
+        float logit = vd_load(head + (size_t)(i / A) * lv.head_stride + i % A);
+        /* one NaN, ranked first by the sort whatever its sign (vd_topk's order) */
+        keys[g] = logit != logit ? __int_as_float(0x7fffffff) : logit;
         values[g] = i;
     }
 }

@@ -90,6 +90,14 @@ cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype dtype, void 
 cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, int c_stride,
                                 vd_dtype dtype, float *out, cudaStream_t stream);
 
+/* Adds to *@count (device) the infinite and NaN values among the first @cols
+ * entries of the rows [0, min(*n_rows, capacity)) of @data (@stride entries
+ * per row, in @dtype); @n_rows NULL means @capacity rows. Counts per frame
+ * for vd_result.n_nonfinite (the CPU backend counts the same entries): the
+ * caller zeroes *@count at the start of the frame. One atomic add per block. */
+cudaError_t vd_count_nonfinite(const void *data, vd_dtype dtype, int capacity, int cols, int stride,
+                               const int *n_rows, int *count, cudaStream_t stream);
+
 /* ------------------------------------------------------------------------ */
 /* Top-k and NMS                                                             */
 
@@ -139,7 +147,11 @@ typedef struct {
     int candidate_offset[VD_KERNEL_MAX_LEVELS + 1];
 } vd_rpn_levels;
 
-/* keys[anchor_offset[l] + i] = logit i of level l (float32), values = i. */
+/* keys[anchor_offset[l] + i] = logit i of level l (float32), values = i. Every
+ * NaN becomes the one positive quiet NaN, which the descending radix sort of
+ * vd_rpn_topk ranks above +inf, ties in anchor order: vd_topk's order (torch
+ * ranks NaN as the largest value), whatever the NaN's sign bit; vd_rpn_decode
+ * then drops them (a NaN score fails the score threshold), as the CPU does. */
 cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype, float *keys,
                                  int *values, cudaStream_t stream);
 
@@ -250,7 +262,8 @@ typedef struct {
 typedef struct {
     int count;
     int n_proposals;
-    int reserved[2];
+    int n_nonfinite; /* vd_count_nonfinite's count for the frame */
+    int reserved;
     vd_kernel_detection detections[];
 } vd_kernel_result;
 
@@ -272,10 +285,11 @@ cudaError_t vd_box_candidates(const vd_box_shape *shape, const float *head, cons
                               cudaStream_t stream);
 
 /* result->count = min(*n_keep, max_detections); detection j = candidate keep[j]
- * with its box scaled by (rx, ry) (spec §1.5); result->n_proposals = *n_props. */
+ * with its box scaled by (rx, ry) (spec §1.5); result->n_proposals = *n_props;
+ * result->n_nonfinite = *n_nonfinite (0 when NULL). */
 cudaError_t vd_finalize_detections(const float *boxes, const float *scores, const int *labels,
                                    const int *keep, const int *n_keep, const int *n_props,
-                                   int max_detections, float rx, float ry,
+                                   const int *n_nonfinite, int max_detections, float rx, float ry,
                                    vd_kernel_result *result, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -433,6 +433,11 @@ int main(int argc, char **argv)
             vd_result_clear(&result);
             goto out;
         }
+        if (result.n_nonfinite > 0)
+            fprintf(stderr,
+                    "vd-detect: warning: %s: %d infinite or NaN value(s) in the model's outputs "
+                    "(fp16 overflow, or corrupt weights): the detections are unreliable\n",
+                    images[i], result.n_nonfinite);
         if (json)
             print_json(model, &result);
         else

@@ -1457,11 +1457,23 @@ static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *
     g_free(nchw);
 }
 
+/* Infinite and NaN values among @n floats (vd_result.n_nonfinite). */
+static int count_nonfinite(const float *values, size_t n)
+{
+    int count = 0;
+    for (size_t i = 0; i < n; i++)
+        count += !isfinite(values[i]);
+    return count;
+}
+
 /* RPN (spec §4): per-level top-k on the logits, decode, sigmoid, clip, small-box
  * and score filters, per-level NMS, post-NMS top-n. Returns the number of
- * proposals written to @proposals ([n][4], descending score) and @scores. */
+ * proposals written to @proposals ([n][4], descending score) and @scores, and
+ * adds to *@n_nonfinite the non-finite values of the head outputs (the A
+ * objectness logits and 4A deltas of every location, not the padding
+ * channels). */
 static int run_rpn(cpu_state *st, cpu_plan *plan, int resized_h, int resized_w,
-                   float **proposals_out, float **scores_out, GError **error)
+                   float **proposals_out, float **scores_out, int *n_nonfinite, GError **error)
 {
     const vd_config *cfg = &st->model->config;
     int A = cfg->anchors_per_location;
@@ -1501,6 +1513,12 @@ static int run_rpn(cpu_state *st, cpu_plan *plan, int resized_h, int resized_w,
         const int CB = out->cb;
         /* channel ch of pixel p of the blocked head output */
 #define RPN_AT(p, ch) (data[((size_t)((ch) / CB) * hw + (p)) * CB + (ch) % CB])
+        for (int b = 0; b * CB < 5 * A; b++) {
+            const float *block = data + (size_t)b * hw * CB;
+            int width = MIN(CB, 5 * A - b * CB);
+            for (size_t p = 0; p < hw; p++)
+                *n_nonfinite += count_nonfinite(block + p * CB, (size_t)width);
+        }
         for (int i = 0; i < n_l; i++)
             logits[i] = RPN_AT(i / A, i % A);
         int k = vd_topk(logits, n_l, cfg->rpn_pre_nms_top_n, top);
@@ -2286,7 +2304,8 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     if (!dnnl_check(dnnl_stream_wait(st->stream), "stream wait", error))
         return FALSE;
-    int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, error);
+    int n_nonfinite = 0;
+    int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, &n_nonfinite, error);
     if (n_props < 0)
         return FALSE;
     if (observe) {
@@ -2315,7 +2334,10 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     vd_context_stage_mark(ctx, "box_head");
 
+    /* the class logits and deltas, before postprocess softmaxes them in place */
+    n_nonfinite += count_nonfinite(head, (size_t)n_props * 5 * cfg->num_classes);
     ok = postprocess(st, ctx, props, n_props, head, rh, rw, image, result, error);
+    result->n_nonfinite = n_nonfinite;
     vd_context_stage_mark(ctx, "postprocess");
 
 out_free:

@@ -13,7 +13,10 @@
  * one host synchronisation per frame, through the counted wrapper of
  * vd_cuda_util.c. From the second frame of a size (and set of thresholds) on,
  * the device work of a frame is captured once into a CUDA graph and replayed
- * (VD_CUDA_GRAPHS=0 in the environment keeps every frame eager).
+ * (VD_CUDA_GRAPHS=0 in the environment keeps every frame eager). A capture or
+ * instantiation that fails (a transient out-of-memory, say) is tried again
+ * after 1, 2, 4, ... eager frames, at most VD_GRAPH_RETRY_MAX_FRAMES; the
+ * context's run status says so, and why (vd_context_run_status()).
  *
  * Precision: fp16 (default) stores activations and weights in half with fp32
  * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
@@ -96,6 +99,8 @@ typedef struct {
     void *box_nms_workspace;
     size_t box_nms_workspace_bytes;
     int *n_box_keep;
+
+    int *n_nonfinite; /* device count of the frame (vd_result.n_nonfinite) */
 } cuda_plan;
 
 /* A captured frame, valid for one plan, frame (every field the pre-processing
@@ -142,11 +147,25 @@ typedef struct {
 
     cudaEvent_t frame_done;
     cudaEvent_t stage_events[VD_MAX_STAGES + 1];
+
+    /* the observer's device scratch (float32), grown as needed */
+    float *observe_scratch;
+    size_t observe_scratch_bytes;
     guint64 sync_count;
 
     gboolean use_graphs;
+    const char *graphs_off_reason; /* why use_graphs is FALSE */
     cuda_graph graph;
     gboolean graph_replayed;
+    guint64 graph_replays;
+    /* A failed capture or instantiation (a transient out-of-memory, say) is
+     * tried again after 1, 2, 4, ... VD_GRAPH_RETRY_MAX_FRAMES frames that
+     * would have been captured, run eagerly meanwhile. */
+    guint64 graph_failures;
+    int graph_failures_in_a_row;
+    int graph_retry_in;
+    char graph_reason[VD_STATUS_REASON_MAX];
+    int fail_captures; /* test hook: captures still to fail on purpose */
     gboolean inject_sync;
 } cuda_state;
 
@@ -551,7 +570,9 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
                                                  L->stream, "detection NMS", error);
     plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "detection NMS",
                                           error);
-    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL)
+    plan->n_nonfinite =
+        vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "the non-finite count", error);
+    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
     /* the linear layers' algorithms for R rows */
     return vd_cuda_linear_plan(L, &st->fc6, R, error) &&
@@ -588,7 +609,9 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
     plan->pooler.resized_h = -1;
-    vd_cuda_pool_init(&plan->pool);
+    /* a size change frees one plan and allocates the next without making every
+     * context of the device wait (cudaFree would) */
+    vd_cuda_pool_init_stream_ordered(&plan->pool, L->stream, st->device);
     plan->tensors = g_ptr_array_new_with_free_func(g_free);
 
     plan->input = plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
@@ -755,6 +778,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
     if (!record_stage(st, 0, timing, error))
         return FALSE;
     /* preprocess */
+    CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, sizeof(int), s), "the non-finite count");
     CUDA_TRY(cudaMemcpyAsync(st->raw, st->staging, frame_bytes, cudaMemcpyHostToDevice, s),
              "uploading the frame");
     CUDA_TRY(vd_preprocess(frame, cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
@@ -805,10 +829,17 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         return FALSE;
 
     /* RPN */
-    for (int l = 0; l < plan->n_levels; l++)
+    for (int l = 0; l < plan->n_levels; l++) {
+        vd_cuda_tensor *head = plan->rpn_out[l];
         if (!vd_cuda_conv_run(L, &plan->rpn_conv[l], error) ||
             !vd_cuda_conv_run(L, &plan->rpn_head[l], error))
             return FALSE;
+        /* fp16 overflow shows here first: objectness and deltas, not the padding */
+        CUDA_TRY(vd_count_nonfinite(head->data, dt, head->h * head->w,
+                                    5 * cfg->anchors_per_location, head->c, NULL, plan->n_nonfinite,
+                                    s),
+                 "counting non-finite RPN outputs");
+    }
     CUDA_TRY(vd_rpn_gather_logits(&plan->rpn, dt, plan->logit_keys, plan->logit_index, s),
              "RPN logits");
     CUDA_TRY(vd_rpn_topk(&plan->rpn, plan->logit_keys, plan->logit_index, plan->logit_keys_sorted,
@@ -861,6 +892,10 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         !vd_cuda_linear_run(L, &st->fc7, plan->fc6_out, plan->fc7_out, error) ||
         !vd_cuda_linear_run(L, &st->predictor, plan->fc7_out, plan->head, error))
         return FALSE;
+    CUDA_TRY(vd_count_nonfinite(plan->head, VD_DTYPE_F32, plan->proposal_capacity,
+                                5 * cfg->num_classes, st->predictor_stride, plan->n_proposals,
+                                plan->n_nonfinite, s),
+             "counting non-finite box head outputs");
     if (!record_stage(st, 6, timing, error))
         return FALSE;
 
@@ -891,7 +926,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         float rx = (float)frame->width / (float)rw;
         CUDA_TRY(vd_finalize_detections(plan->box_boxes, plan->box_scores, plan->box_labels,
                                         st->box_keep, plan->n_box_keep, plan->n_proposals,
-                                        p->max_detections, rx, ry, st->result_device, s),
+                                        plan->n_nonfinite, p->max_detections, rx, ry,
+                                        st->result_device, s),
                  "detections");
         size_t bytes = sizeof(vd_kernel_result) +
                        (size_t)p->max_detections * sizeof(vd_kernel_detection);
@@ -922,23 +958,40 @@ static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const v
            g->max_detections == ctx->params.max_detections;
 }
 
-/* Captures the frame's work into st->graph. FALSE without @error set means
- * the capture is not possible (the caller runs the frame eagerly instead). */
+/* Captures the frame's work into st->graph. On failure (nothing captured:
+ * the caller runs the frame eagerly) @reason (@reason_size bytes) says which
+ * step failed and why. */
 static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
-                              size_t frame_bytes, int rh, int rw, GError **error)
+                              size_t frame_bytes, int rh, int rw, char *reason, size_t reason_size)
 {
     cudaStream_t s = st->layers.stream;
     cudaGraph_t graph = NULL;
     GError *local = NULL;
+    cudaError_t status;
+    gboolean enqueued, ok = FALSE;
     forget_graph(st);
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        cudaGetLastError();
-        return FALSE;
+    status = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    if (status != cudaSuccess) {
+        g_snprintf(reason, reason_size, "beginning the capture: %s (%s)",
+                   cudaGetErrorString(status), cudaGetErrorName(status));
+        goto out_clear;
     }
-    gboolean ok = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
-    cudaError_t end = cudaStreamEndCapture(s, &graph);
-    if (ok && end == cudaSuccess && graph != NULL &&
-        cudaGraphInstantiate(&st->graph.exec, graph, 0) == cudaSuccess) {
+    enqueued = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
+    /* always ends the capture, which leaves the stream as it was */
+    status = cudaStreamEndCapture(s, &graph);
+    if (!enqueued) {
+        g_snprintf(reason, reason_size, "capturing the frame: %s", local->message);
+    } else if (status != cudaSuccess || graph == NULL) {
+        g_snprintf(reason, reason_size, "ending the capture: %s (%s)", cudaGetErrorString(status),
+                   cudaGetErrorName(status));
+    } else if (st->fail_captures > 0) {
+        st->fail_captures--;
+        g_snprintf(reason, reason_size, "instantiating the graph: failure injected by a test");
+    } else if ((status = cudaGraphInstantiate(&st->graph.exec, graph, 0)) != cudaSuccess) {
+        st->graph.exec = NULL;
+        g_snprintf(reason, reason_size, "instantiating the graph: %s (%s)",
+                   cudaGetErrorString(status), cudaGetErrorName(status));
+    } else {
         cuda_graph *g = &st->graph;
         g->plan = st->plan;
         g->frame = *frame;
@@ -947,16 +1000,35 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         g->score_threshold = ctx->params.score_threshold;
         g->nms_threshold = ctx->params.nms_threshold;
         g->max_detections = ctx->params.max_detections;
-    } else {
-        st->graph.exec = NULL;
-        ok = FALSE;
+        ok = TRUE;
     }
     if (graph != NULL)
         cudaGraphDestroy(graph);
+out_clear:
     cudaGetLastError(); /* a refused capture leaves no sticky error */
     g_clear_error(&local);
-    (void)error;
     return ok;
+}
+
+/* After a failed capture: eager frames, then another try after twice as many
+ * as the last time (1, 2, 4, ..., at most VD_GRAPH_RETRY_MAX_FRAMES). */
+static void graph_capture_failed(cuda_state *st, const char *reason)
+{
+    st->graph_failures++;
+    int wait = 1 << MIN(st->graph_failures_in_a_row, 30);
+    st->graph_failures_in_a_row++;
+    st->graph_retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
+    g_strlcpy(st->graph_reason, reason, sizeof(st->graph_reason));
+    /* this plan's first frame has been seen: the next try needs no warm-up */
+    st->graph.plan = st->plan;
+    st->graph.times_seen = 1;
+}
+
+static void graph_capture_succeeded(cuda_state *st)
+{
+    st->graph_failures_in_a_row = 0;
+    st->graph_retry_in = 0;
+    st->graph_reason[0] = '\0';
 }
 
 /* ------------------------------------------------------------------------ */
@@ -966,11 +1038,24 @@ static void observe_device(cuda_state *st, vd_context *ctx, const char *name, co
                            vd_dtype dtype, int h, int w, int c, int c_stride, gboolean nchw,
                            const int64_t *shape, int ndim)
 {
-    size_t n = (size_t)h * w * c;
-    float *dev = NULL, *host = g_try_malloc(MAX(n, 1) * sizeof(float));
+    size_t n = (size_t)h * w * c, bytes = MAX(n, 1) * sizeof(float);
+    float *dev = NULL, *host = g_try_malloc(bytes);
     cudaStream_t s = st->layers.stream;
-    if (host == NULL || cudaMalloc((void **)&dev, MAX(n, 1) * sizeof(float)) != cudaSuccess)
+    if (host == NULL)
         goto out_free;
+    /* grown, not allocated per tensor: cudaFree waits for the whole device;
+     * every use ends with the wait below */
+    if (bytes > st->observe_scratch_bytes) {
+        cudaFree(st->observe_scratch);
+        st->observe_scratch = NULL;
+        st->observe_scratch_bytes = 0;
+        if (cudaMalloc((void **)&st->observe_scratch, bytes) != cudaSuccess) {
+            st->observe_scratch = NULL;
+            goto out_free;
+        }
+        st->observe_scratch_bytes = bytes;
+    }
+    dev = st->observe_scratch;
     if (nchw) {
         if (vd_nhwc_to_nchw_f32(data, h, w, c, c_stride, dtype, dev, s) != cudaSuccess)
             goto out_free;
@@ -983,7 +1068,6 @@ static void observe_device(cuda_state *st, vd_context *ctx, const char *name, co
     vd_context_observe(ctx, name, host, shape, ndim);
 out_free:
     cudaGetLastError();
-    cudaFree(dev);
     g_free(host);
 }
 
@@ -1086,13 +1170,19 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     st->graph_replayed = FALSE;
     if (st->use_graphs && !st->inject_sync) {
         if (!graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
+            char reason[VD_STATUS_REASON_MAX];
             /* the first frame of a layout runs eagerly; the second is captured */
             if (st->graph.times_seen == 0 || st->graph.plan != st->plan) {
                 forget_graph(st);
                 st->graph.plan = st->plan;
                 st->graph.times_seen = 1;
-            } else if (!capture_frame(st, ctx, &frame, frame_bytes, rh, rw, error)) {
-                st->use_graphs = FALSE; /* not capturable here: stay eager */
+            } else if (st->graph_retry_in > 0) {
+                st->graph_retry_in--; /* backing off after a failure: eager */
+            } else if (capture_frame(st, ctx, &frame, frame_bytes, rh, rw, reason,
+                                     sizeof(reason))) {
+                graph_capture_succeeded(st);
+            } else {
+                graph_capture_failed(st, reason);
             }
         }
         if (graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
@@ -1100,6 +1190,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
                                "replaying the frame graph", error))
                 return FALSE;
             st->graph_replayed = TRUE;
+            st->graph_replays++;
         }
     }
     gboolean timing = !st->graph_replayed;
@@ -1119,6 +1210,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     result->width = image->width;
     result->height = image->height;
     result->n_detections = count;
+    result->n_nonfinite = MAX(r->n_nonfinite, 0);
     result->detections = g_new0(vd_detection, MAX(count, 1));
     memcpy(result->detections, r->detections, (size_t)count * sizeof(vd_detection));
 
@@ -1174,6 +1266,8 @@ static void cuda_destroy(void *p)
     vd_cuda_linear_clear(&st->fc7);
     vd_cuda_linear_clear(&st->predictor);
     vd_cuda_pool_free(&st->weights_pool);
+    vd_cuda_upload_done(&st->layers);
+    cudaFree(st->observe_scratch);
     cudaFree(st->layers.workspace);
     cudaFree(st->layers.lt_workspace);
     cudaFree(st->raw);
@@ -1353,11 +1447,23 @@ static void *cuda_create(vd_context *ctx, GError **error)
      * cuDNN's legacy calls, and 2.3 ms replayed */
     const char *graphs = g_getenv("VD_CUDA_GRAPHS");
     st->use_graphs = graphs == NULL || g_strcmp0(graphs, "0") != 0;
+    st->graphs_off_reason = "VD_CUDA_GRAPHS=0 in the environment";
+    /* test hook (tests/gpu/element-check.sh): the first N captures fail, as
+     * vd_cuda_context_fail_captures() makes them */
+    const char *fail_captures = g_getenv("VD_CUDA_FAIL_CAPTURES");
+    if (fail_captures != NULL)
+        st->fail_captures = (int)CLAMP(g_ascii_strtoll(fail_captures, NULL, 10), 0, 1000);
 
     if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error) ||
         !vd_cuda_check(cudaStreamCreateWithFlags(&st->layers.stream, cudaStreamNonBlocking),
                        "creating a stream", error) ||
-        !vd_cuda_check(cudaEventCreateWithFlags(&st->frame_done, cudaEventDisableTiming),
+        /* the one wait of a frame blocks the thread instead of spinning a core
+         * for the whole frame (the other pipelines, the decoder and the CPU
+         * backend want it). Per event, not cudaSetDeviceFlags(), which is
+         * process-wide (every library sharing the device) and refused once the
+         * device is in use. Waking costs some tens of microseconds a frame. */
+        !vd_cuda_check(cudaEventCreateWithFlags(&st->frame_done,
+                                                cudaEventDisableTiming | cudaEventBlockingSync),
                        "creating an event", error))
         goto out_fail;
     for (int i = 0; i <= VD_MAX_STAGES; i++)
@@ -1383,8 +1489,10 @@ static void *cuda_create(vd_context *ctx, GError **error)
         st->layers.lt_workspace = NULL;
         goto out_fail;
     }
-    if (!upload_weights(st, error) ||
-        !ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
+    if (!upload_weights(st, error))
+        goto out_fail;
+    vd_cuda_upload_done(&st->layers);
+    if (!ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
                                 error))
         goto out_fail;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
@@ -1396,11 +1504,28 @@ out_fail:
     return NULL;
 }
 
+static void cuda_status(void *p, vd_run_status *status)
+{
+    cuda_state *st = p;
+    status->graph_failures = st->graph_failures;
+    if (!st->use_graphs) {
+        status->graphs = VD_GRAPHS_OFF;
+        g_strlcpy(status->graphs_reason, st->graphs_off_reason, sizeof(status->graphs_reason));
+    } else if (st->graph_failures_in_a_row > 0) {
+        status->graphs = VD_GRAPHS_RETRYING;
+        g_strlcpy(status->graphs_reason, st->graph_reason, sizeof(status->graphs_reason));
+        status->graph_retry_frames = st->graph_retry_in;
+    } else {
+        status->graphs = VD_GRAPHS_ACTIVE;
+    }
+}
+
 const vd_backend vd_cuda_backend = {
     .name = "cuda",
     .create = cuda_create,
     .destroy = cuda_destroy,
     .detect = cuda_detect,
+    .status = cuda_status,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1423,6 +1548,9 @@ gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable)
     if (st == NULL)
         return FALSE;
     st->use_graphs = enable;
+    st->graphs_off_reason = "turned off by vd_cuda_context_set_graphs()";
+    /* a fresh start: no back-off left from earlier failures */
+    graph_capture_succeeded(st);
     return TRUE;
 }
 
@@ -1430,6 +1558,24 @@ gboolean vd_cuda_context_graph_replayed(const vd_context *ctx)
 {
     cuda_state *st = state_of(ctx);
     return st != NULL && st->graph_replayed;
+}
+
+guint64 vd_cuda_context_graph_replays(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL ? st->graph_replays : 0;
+}
+
+void vd_cuda_context_fail_captures(vd_context *ctx, int n)
+{
+    cuda_state *st = state_of(ctx);
+    if (st == NULL)
+        return;
+    st->fail_captures = MAX(n, 0);
+    /* the next frame of this plan captures (and fails), without a warm-up */
+    forget_graph(st);
+    st->graph.plan = st->plan;
+    st->graph.times_seen = 1;
 }
 
 void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable)
@@ -1463,4 +1609,19 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
         n += plan->rpn_head[l].mode == VD_CUDA_CONV_UNFUSED;
     }
     return n;
+}
+
+vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    vd_cuda_memory m = {0, 0, 0, 0};
+    if (st == NULL)
+        return m;
+    m.conv_workspace = st->layers.workspace_bytes;
+    m.weights = st->weights_pool.bytes;
+    if (st->plan != NULL) {
+        m.plan = st->plan->pool.bytes;
+        m.box_nms_workspace = st->plan->box_nms_workspace_bytes;
+    }
+    return m;
 }

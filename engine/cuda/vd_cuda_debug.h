@@ -23,8 +23,19 @@ guint64 vd_cuda_context_sync_count(const vd_context *ctx);
  * creation. Returns FALSE for a non-CUDA context. */
 gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable);
 
-/* TRUE when the last frame was replayed from a captured graph. */
+/* TRUE when the last frame was replayed from a captured graph; and the number
+ * of frames replayed since creation. Enabling graphs also clears the back-off
+ * left by earlier capture failures. */
 gboolean vd_cuda_context_graph_replayed(const vd_context *ctx);
+guint64 vd_cuda_context_graph_replays(const vd_context *ctx);
+
+/* Fault injection: drops the captured graph, so that the next frame of the
+ * current input size tries a capture, and makes the next @n captures fail at
+ * instantiation (the capture itself runs and is discarded), as a transient
+ * out-of-memory would; the frames run eagerly and the retry back-off applies
+ * (vd_run_status). VD_CUDA_FAIL_CAPTURES=N in the environment at context
+ * creation fails the first N captures, for tests through the element. */
+void vd_cuda_context_fail_captures(vd_context *ctx, int n);
 
 /* Negative test of the sync count: with @enable, every frame makes one more,
  * deliberate, host synchronisation in the middle of its work (through the
@@ -33,6 +44,15 @@ void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable);
 
 /* Convolutions that cuDNN refused in their fused form and now run unfused. */
 int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
+
+/* Device memory the context holds, in bytes: the convolutions' shared
+ * workspace, the current plan's buffers (0 before the first frame) and of
+ * those the detection NMS workspace, and the weights. */
+typedef struct {
+    size_t conv_workspace, plan, box_nms_workspace, weights;
+} vd_cuda_memory;
+
+vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx);
 
 G_END_DECLS
 

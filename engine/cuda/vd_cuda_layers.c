@@ -31,22 +31,36 @@ gboolean vd_cuda_upload_floats(vd_cuda_layers *layers, void *dst, const float *s
                                vd_dtype dtype, GError **error)
 {
     float *tmp = NULL;
-    gboolean ok = FALSE;
     if (n == 0)
         return TRUE;
-    if (dtype != VD_DTYPE_F32 &&
-        !vd_cuda_check(cudaMalloc((void **)&tmp, n * sizeof(float)), "uploading weights", error))
-        return FALSE;
+    if (dtype != VD_DTYPE_F32) {
+        /* each use ends with the wait below, so the staging is free again */
+        if (n * sizeof(float) > layers->upload_tmp_bytes) {
+            vd_cuda_upload_done(layers);
+            if (!vd_cuda_check(cudaMalloc((void **)&layers->upload_tmp, n * sizeof(float)),
+                               "uploading weights", error)) {
+                cudaGetLastError();
+                layers->upload_tmp = NULL;
+                return FALSE;
+            }
+            layers->upload_tmp_bytes = n * sizeof(float);
+        }
+        tmp = layers->upload_tmp;
+    }
     /* setup only: the wait (counted) lets the caller free @src at once */
-    if (vd_cuda_check(cudaMemcpyAsync(tmp != NULL ? (void *)tmp : dst, src, n * sizeof(float),
-                                      cudaMemcpyHostToDevice, layers->stream),
-                      "uploading weights", error) &&
-        (tmp == NULL || vd_cuda_check(vd_convert_from_f32(tmp, n, dtype, dst, layers->stream),
-                                      "converting weights", error)) &&
-        vd_cuda_sync_stream(layers->sync_count, layers->stream, error))
-        ok = TRUE;
-    cudaFree(tmp);
-    return ok;
+    return vd_cuda_check(cudaMemcpyAsync(tmp != NULL ? (void *)tmp : dst, src, n * sizeof(float),
+                                         cudaMemcpyHostToDevice, layers->stream),
+                         "uploading weights", error) &&
+           (tmp == NULL || vd_cuda_check(vd_convert_from_f32(tmp, n, dtype, dst, layers->stream),
+                                         "converting weights", error)) &&
+           vd_cuda_sync_stream(layers->sync_count, layers->stream, error);
+}
+
+void vd_cuda_upload_done(vd_cuda_layers *layers)
+{
+    cudaFree(layers->upload_tmp);
+    layers->upload_tmp = NULL;
+    layers->upload_tmp_bytes = 0;
 }
 
 gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
@@ -210,8 +224,12 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
             }
         }
         conv->mode = conv->n_algos > 0 ? VD_CUDA_CONV_FUSED : VD_CUDA_CONV_UNFUSED;
-        for (int i = 0; i < conv->n_algos; i++)
-            *workspace_bytes = MAX(*workspace_bytes, conv->algo_bytes[i]);
+        /* sized by what runs: the first fused candidate (used unless cuDNN
+         * refuses it) and the unfused fallback, not every candidate's need (up
+         * to CONV_WORKSPACE_LIMIT); a later candidate that needs more than the
+         * plan's workspace is skipped by vd_cuda_conv_run */
+        if (conv->n_algos > 0)
+            *workspace_bytes = MAX(*workspace_bytes, conv->algo_bytes[0]);
         *workspace_bytes = MAX(*workspace_bytes, conv->unfused_bytes);
     }
     return TRUE;

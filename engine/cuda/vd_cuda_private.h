@@ -29,16 +29,26 @@ gboolean vd_cuda_sync_event(guint64 *count, cudaEvent_t event, GError **error);
 gboolean vd_cuda_sync_stream(guint64 *count, cudaStream_t stream, GError **error);
 
 /* ------------------------------------------------------------------------ */
-/* Device memory: a list of cudaMalloc'ed blocks freed together. */
+/* Device memory: a list of blocks freed together. */
 
 typedef struct {
     GPtrArray *blocks;
     size_t bytes;
+    gboolean stream_ordered; /* cudaMallocAsync / cudaFreeAsync on @stream */
+    cudaStream_t stream;
 } vd_cuda_pool;
 
+/* Blocks from cudaMalloc, freed with cudaFree (which waits for the whole
+ * device: every context of the process). */
 void vd_cuda_pool_init(vd_cuda_pool *pool);
-/* A new zero-filled block of @bytes (asynchronously zeroed on @stream), or NULL
- * with VD_ERROR_OUT_OF_MEMORY. */
+/* Blocks from the device's stream-ordered allocator on @stream (cudaMallocAsync,
+ * freed with cudaFreeAsync: no device-wide wait, and the memory is reused by
+ * the next allocations on @stream), where @device supports memory pools; else
+ * as vd_cuda_pool_init. Free the pool before destroying @stream. */
+void vd_cuda_pool_init_stream_ordered(vd_cuda_pool *pool, cudaStream_t stream, int device);
+/* A new zero-filled block of @bytes (asynchronously zeroed on @stream, which
+ * must be the pool's stream for a stream-ordered pool), or NULL with
+ * VD_ERROR_OUT_OF_MEMORY. */
 void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, const char *what,
                          GError **error);
 /* Frees every block; the caller has synchronised the work that used them.
@@ -97,6 +107,10 @@ typedef struct {
     size_t workspace_bytes;
     void *lt_workspace;
     size_t lt_workspace_bytes;
+    /* vd_cuda_upload_floats' fp32 staging, grown as needed (setup only; the
+     * caller frees it with vd_cuda_upload_done) */
+    float *upload_tmp;
+    size_t upload_tmp_bytes;
     guint64 *sync_count; /* the context's counter of host synchronisations */
 } vd_cuda_layers;
 
@@ -144,10 +158,12 @@ gboolean vd_cuda_linear_run(vd_cuda_layers *layers, vd_cuda_linear *lin, const v
                             GError **error);
 void vd_cuda_linear_clear(vd_cuda_linear *lin);
 
-/* Host float32 -> device in @dtype (through a temporary device buffer for fp16).
- * Synchronises (counted): setup only. */
+/* Host float32 -> device in @dtype (through a device staging buffer for fp16,
+ * grown as needed and reused: one cudaFree per growth, not one per tensor).
+ * Synchronises (counted): setup only. vd_cuda_upload_done frees the staging. */
 gboolean vd_cuda_upload_floats(vd_cuda_layers *layers, void *dst, const float *src, size_t n,
                                vd_dtype dtype, GError **error);
+void vd_cuda_upload_done(vd_cuda_layers *layers);
 
 G_END_DECLS
 

@@ -68,15 +68,25 @@ gboolean vd_cuda_sync_stream(guint64 *count, cudaStream_t stream, GError **error
     return vd_cuda_check(cudaStreamSynchronize(stream), "stream synchronisation", error);
 }
 
-static void free_block(gpointer p)
-{
-    cudaFree(p);
-}
-
 void vd_cuda_pool_init(vd_cuda_pool *pool)
 {
-    pool->blocks = g_ptr_array_new_with_free_func(free_block);
+    pool->blocks = g_ptr_array_new();
     pool->bytes = 0;
+    pool->stream_ordered = FALSE;
+    pool->stream = NULL;
+}
+
+void vd_cuda_pool_init_stream_ordered(vd_cuda_pool *pool, cudaStream_t stream, int device)
+{
+    int supported = 0;
+    vd_cuda_pool_init(pool);
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        supported = 0;
+    }
+    pool->stream_ordered = supported != 0;
+    pool->stream = stream;
 }
 
 void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, const char *what,
@@ -85,7 +95,8 @@ void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, 
     void *p = NULL;
     if (bytes == 0)
         bytes = 256;
-    cudaError_t status = cudaMalloc(&p, bytes);
+    cudaError_t status =
+        pool->stream_ordered ? cudaMallocAsync(&p, bytes, pool->stream) : cudaMalloc(&p, bytes);
     if (status != cudaSuccess) {
         cudaGetLastError(); /* an allocation failure is not sticky: clear it */
         g_set_error(error, VD_ERROR, cuda_error_code(status),
@@ -100,17 +111,34 @@ void *vd_cuda_pool_alloc(vd_cuda_pool *pool, size_t bytes, cudaStream_t stream, 
     return p;
 }
 
+/* Frees every block (in the stream's order for a stream-ordered pool). */
+static void pool_release(vd_cuda_pool *pool)
+{
+    for (guint i = 0; i < pool->blocks->len; i++) {
+        void *p = g_ptr_array_index(pool->blocks, i);
+        if (pool->stream_ordered)
+            cudaFreeAsync(p, pool->stream);
+        else
+            cudaFree(p);
+    }
+    cudaGetLastError();
+    g_ptr_array_set_size(pool->blocks, 0);
+    pool->bytes = 0;
+}
+
 void vd_cuda_pool_clear(vd_cuda_pool *pool)
 {
     if (pool->blocks != NULL)
-        g_ptr_array_set_size(pool->blocks, 0);
+        pool_release(pool);
     pool->bytes = 0;
 }
 
 void vd_cuda_pool_free(vd_cuda_pool *pool)
 {
-    if (pool->blocks != NULL)
+    if (pool->blocks != NULL) {
+        pool_release(pool);
         g_ptr_array_unref(pool->blocks);
+    }
     pool->blocks = NULL;
     pool->bytes = 0;
 }

@@ -13,6 +13,7 @@
 
 #include <glib/gstdio.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static vd_model *tiny_model(void)
@@ -542,6 +543,77 @@ static void test_observer_and_stages(void)
     g_free(pixels);
 }
 
+/* The tiny model with one weight tensor's first @n values set to NaN
+ * (@name NULL: untouched). */
+static vd_model *tiny_model_with_nan(const char *name, gsize n)
+{
+    tiny_arch a = tiny_basic();
+    fixture *fx = fx_tiny(&a);
+    fx_randomize(fx, 7);
+    if (name != NULL) {
+        fx_tensor *t = fx_find(fx, name);
+        for (gsize i = 0; i < MIN(n, t->n); i++)
+            t->values[i] = NAN;
+    }
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    fx_free(fx);
+    return model;
+}
+
+/* vd_result.n_nonfinite on the CPU: the RPN head's and the box head's
+ * infinite and NaN outputs, exactly; and the run status of a backend without
+ * graphs. */
+static void test_nonfinite_count(void)
+{
+    guint8 *pixels = make_rgb(100, 75); /* 960 locations, one anchor each */
+    vd_image image = vd_image_rgb(pixels, 100, 75);
+
+    vd_model *clean = tiny_model_with_nan(NULL, 0);
+    vd_context *ctx = cpu_context(clean, 0.0f);
+    vd_run_status status;
+    vd_context_run_status(ctx, &status);
+    g_assert_cmpint(status.graphs, ==, VD_GRAPHS_NOT_APPLICABLE);
+    g_assert_cmpstr(status.graphs_reason, ==, "");
+    g_assert_cmpstr(vd_graphs_state_name(status.graphs), ==, "not applicable");
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpint(r.n_nonfinite, ==, 0);
+    g_assert_cmpint(r.n_detections, >, 0);
+    vd_context_run_status(ctx, &status);
+    g_assert_cmpint(status.graphs, ==, VD_GRAPHS_NOT_APPLICABLE);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(clean);
+
+    /* the objectness of every location: NaN logits fill the top-k and are
+     * dropped (torchvision's order), so no proposals and nothing else counted */
+    vd_model *model = tiny_model_with_nan("rpn.head.cls_logits.weight", 8);
+    ctx = cpu_context(model, 0.0f);
+    r = detect_ok(ctx, &image);
+    g_assert_cmpint(r.n_nonfinite, ==, 960);
+    g_assert_cmpint(r.n_detections, ==, 0);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+
+    /* one class logit of every proposal (the background's first weight) */
+    model = tiny_model_with_nan("roi_heads.box_predictor.cls_score.weight", 1);
+    ctx = cpu_context(model, 0.0f);
+    observed o = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)};
+    vd_context_set_observer(ctx, observe, &o);
+    r = detect_ok(ctx, &image);
+    int n_props = atoi(g_hash_table_lookup(o.shapes, "proposals"));
+    g_assert_cmpint(n_props, >, 0);
+    g_assert_cmpint(r.n_nonfinite, ==, n_props);
+    g_assert_cmpint(r.n_detections, ==, 0); /* a NaN row softmaxes to NaN */
+    vd_result_clear(&r);
+    g_hash_table_unref(o.shapes);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
 static void expect_detect_error(vd_context *ctx, const vd_image *image, const char *needle)
 {
     vd_result r = {0};
@@ -732,6 +804,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/packed-formats", test_packed_formats);
     g_test_add_func("/context/detect/thresholds", test_thresholds);
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
+    g_test_add_func("/context/detect/non-finite", test_nonfinite_count);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
     g_test_add_func("/context/error/cuda-mobilenet-v3", test_mobilenet_v3_devices);

@@ -89,7 +89,7 @@ if [ $prepared -eq 1 ]; then  # the steps that need the prepared model and frame
 
 step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
 trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
-timeout 120 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
+timeout 150 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
   --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
 
@@ -111,9 +111,9 @@ fi  # prepared
 
 step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"
 # the carried gst-launch-1.0 and plugins, with our LD_LIBRARY_PATH; its budget
-# (80 s) ends its runs before this timeout
-VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=80 \
-  timeout -k 5 100 bash tests/gpu/element-check.sh "$WORK" "$OUT"
+# (90 s) ends its runs before this timeout
+VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=90 \
+  timeout -k 5 110 bash tests/gpu/element-check.sh "$WORK" "$OUT"
 rc=$?
 [ -f "$OUT/element.json" ] || printf '{"ok": false, "failures": ["element-check.sh: exit %d before writing its results"]}\n' $rc > "$OUT/element.json"
 sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60

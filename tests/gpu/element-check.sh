@@ -17,7 +17,10 @@
 #  4. throughput of the element in a pipeline: videotestsrc 1280x720 NV12 !
 #     queue ! visiondetect device=cuda precision=fp16 ! fakesink sync=false,
 #     frames per second between frame 30 and the last (the element's own
-#     GST_DEBUG timestamps, so start-up and warm-up are excluded).
+#     GST_DEBUG timestamps, so start-up and warm-up are excluded);
+#  5. (CUDA only) with graph captures made to fail (VD_CUDA_FAIL_CAPTURES=2),
+#     one warning on the bus, then one info once replay is back
+#     (element.json's graph_failure_warning).
 #
 #   tests/gpu/element-check.sh BUNDLE_DIR OUT_DIR
 # BUNDLE_DIR is the extracted .device/bundle.tar.gz (bin/, lib/, gst-plugins/);
@@ -192,11 +195,43 @@ for config in "NV12 1280 720" bench "I420 1280 720" "BGRx 1280 720" "NV12 321 24
     "precision=$TEST16_PREC"
 done
 
-extra=$(printf '{"device": "%s", "frames_per_run": %d, "gstreamer": "%s", "model": "%s", "seconds": %d}' \
-  "$DEVICE" "$FRAMES" "$gst_version" "${MODEL#$HERE/}" $(($(date +%s) - start)))
+# 5. the element's warning when CUDA graph capture fails: VD_CUDA_FAIL_CAPTURES=2
+#    (the engine's test hook) fails the warm-up's capture and the next try;
+#    expected: one warning, then one info when replay is back (the back-off
+#    tries again after 1, then 2 eager frames)
+graph_json=null
+graph_failed=0
+if [ "$DEVICE" != cpu ]; then
+  left=$((deadline - $(date +%s)))
+  glog=$EW/graph-failure.log
+  if [ $left -lt $MIN_LEFT ]; then
+    echo "skipped: only $left s of the element check's $BUDGET s left" > "$glog"
+    grc=200
+  else
+    gst_env VD_CUDA_FAIL_CAPTURES=2 timeout -k 5 $((left - 2 < 20 ? left - 2 : 20)) \
+      "$BUNDLE/bin/gst-launch-1.0" videotestsrc pattern=ball animation-mode=frames num-buffers=12 \
+      ! "video/x-raw,format=NV12,width=321,height=241,framerate=30/1" \
+      ! visiondetect device="$TEST_DEV" precision=fp16 model="$MODEL" qos=false \
+      ! fakesink sync=false > "$glog" 2>&1
+    grc=$?
+  fi
+  nwarn=$(grep -c "CUDA graph capture failed" "$glog")
+  ninfo=$(grep -c "capture failure(s), at frame" "$glog")
+  gok=false
+  if [ "$grc" -eq 0 ] && [ "$nwarn" -eq 1 ] && [ "$ninfo" -eq 1 ]; then gok=true; else graph_failed=1; fi
+  graph_json=$(printf '{"ok": %s, "exit": %d, "warnings": %d, "infos": %d}' "$gok" "$grc" "$nwarn" "$ninfo")
+  {
+    echo "--- graph capture failing (VD_CUDA_FAIL_CAPTURES=2): exit $grc, $nwarn warning(s), $ninfo info(s) that replay is back (expected 0, 1, 1): $([ $gok = true ] && echo ok || echo FAILED)"
+    grep -E -A2 "CUDA graph capture failed|^INFO" "$glog" | cut -c1-400 | sed 's/^/    /'
+  } >> "$LOG"
+fi
+
+extra=$(printf '{"device": "%s", "frames_per_run": %d, "gstreamer": "%s", "model": "%s", "seconds": %d, "graph_failure_warning": %s}' \
+  "$DEVICE" "$FRAMES" "$gst_version" "${MODEL#$HERE/}" $(($(date +%s) - start)) "$graph_json")
 "$PYTHON" tests/gpu/compare_jsonl.py "$MANIFEST" "$OUT/element.json" \
   --bench-warmup "$WARMUP" --plugins "$EW/plugins.tsv" --plugin-dir "$BUNDLE/gst-plugins" \
   --extra "$extra" >> "$LOG" 2>&1
 rc=$?
+[ $rc -eq 0 ] && [ $graph_failed -eq 1 ] && rc=1
 echo "=== element check: exit $rc after $(($(date +%s) - start)) s" >> "$LOG"
 exit $rc

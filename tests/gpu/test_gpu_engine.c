@@ -16,6 +16,18 @@
  *   - exactly one host synchronisation per frame after the first frame of a
  *     size, eagerly and with CUDA graph replay (whose detections must equal the
  *     eager ones bit for bit), and the negative test: an injected sync is counted;
+ *   - graph captures made to fail (a test hook): those frames run eagerly with
+ *     the eager detections, vd_context_run_status() says RETRYING and why, and
+ *     replay comes back after 1, 2, 4 eager frames (the back-off);
+ *   - weights poisoned with NaN and infinities as the CPU fuzz test does, and
+ *     an fp16 overflow: no crash, sane detections, and vd_result.n_nonfinite
+ *     counted on the device (zero where fp32 holds the values, equal to the
+ *     CPU's count where both count the same NaN logits);
+ *   - the per-frame wait blocks instead of spinning: the thread's CPU time
+ *     over replayed frames is well under their wall time;
+ *   - replay with other pixels: three different frames of one layout, F1 F1
+ *     F2 F3 F1 F2 with graphs, each replayed frame identical to its eager
+ *     result, then thresholds and max_detections changed mid-stream;
  *   - every pixel format (BGRx, RGBA, NV12 and I420 in each matrix and range,
  *     padded rows, odd sizes) against the CPU engine on the same bytes, and a
  *     stream whose size and format change, replayed from graphs, that gives
@@ -26,13 +38,17 @@
  *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
  *     crash, and the context works again once memory is back.
  * Skips (77) without a device or without a model. */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "vd_config.h"
 
 #include "cuda/vd_cuda_debug.h"
 #include "gpu_test_util.h"
 #include "visiondetect/vd.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static int failures;
 static JsonBuilder *report;
@@ -331,6 +347,284 @@ static void test_graph_equals_eager(vd_context *ctx, const vd_image *image)
     vd_result_clear(&replay);
 }
 
+/* Graph capture failures are retried (issue 11, item 1): with captures made
+ * to fail on purpose, frames run eagerly with the eager detections, the status
+ * says RETRYING with the reason and the back-off, and replay comes back after
+ * 1, then 2, then 4 eager frames; one host synchronisation per frame
+ * throughout. */
+static void test_graph_retry(vd_context *ctx, const vd_image *image)
+{
+    vd_result eager = {0}, r = {0};
+    vd_run_status status;
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    if (!detect(ctx, image, &eager)) {
+        check(FALSE, "graph retry", "eager detection failed");
+        return;
+    }
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    for (int i = 0; i < 2; i++) { /* captured (or already), replayed */
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+    }
+    vd_context_run_status(ctx, &status);
+    guint64 failures0 = status.graph_failures;
+    check(status.graphs == VD_GRAPHS_ACTIVE && vd_cuda_context_graph_replayed(ctx),
+          "graph retry: active before", "state %s, %s", vd_graphs_state_name(status.graphs),
+          vd_cuda_context_graph_replayed(ctx) ? "replayed" : "NOT replayed");
+
+    /* one failure: the failing frame and one more eager, then replayed */
+    vd_cuda_context_fail_captures(ctx, 1);
+    guint64 syncs0 = vd_cuda_context_sync_count(ctx);
+    gboolean replayed[4], equal[4];
+    vd_run_status st[4];
+    for (int i = 0; i < 4; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+        replayed[i] = vd_cuda_context_graph_replayed(ctx);
+        equal[i] = results_identical(&eager, &r);
+        vd_context_run_status(ctx, &st[i]);
+    }
+    guint64 syncs = vd_cuda_context_sync_count(ctx) - syncs0;
+    check(!replayed[0] && equal[0] && st[0].graphs == VD_GRAPHS_RETRYING &&
+              strstr(st[0].graphs_reason, "injected") != NULL &&
+              st[0].graph_failures == failures0 + 1 && st[0].graph_retry_frames == 1,
+          "graph retry: a failed capture runs eagerly",
+          "frame 1 %s, %s to eager, state %s (\"%s\", %" G_GUINT64_FORMAT
+          " failure(s) more, next try in %d frame(s))",
+          replayed[0] ? "REPLAYED" : "eager", equal[0] ? "identical" : "DIFFERENT",
+          vd_graphs_state_name(st[0].graphs), st[0].graphs_reason, st[0].graph_failures - failures0,
+          st[0].graph_retry_frames);
+    check(!replayed[1] && equal[1] && st[1].graphs == VD_GRAPHS_RETRYING &&
+              st[1].graph_retry_frames == 0,
+          "graph retry: backing off one frame", "frame 2 %s, %s to eager, state %s, next try in %d",
+          replayed[1] ? "REPLAYED" : "eager", equal[1] ? "identical" : "DIFFERENT",
+          vd_graphs_state_name(st[1].graphs), st[1].graph_retry_frames);
+    check(replayed[2] && replayed[3] && equal[2] && equal[3] && st[2].graphs == VD_GRAPHS_ACTIVE &&
+              st[3].graphs == VD_GRAPHS_ACTIVE && st[3].graphs_reason[0] == '\0' && syncs == 4,
+          "graph retry: replay comes back",
+          "frames 3 and 4 %s and %s, %s to eager, state %s then %s; %" G_GUINT64_FORMAT
+          " host synchronisations in 4 frames",
+          replayed[2] ? "replayed" : "NOT replayed", replayed[3] ? "replayed" : "NOT replayed",
+          equal[2] && equal[3] ? "identical" : "DIFFERENT", vd_graphs_state_name(st[2].graphs),
+          vd_graphs_state_name(st[3].graphs), syncs);
+
+    /* three failures in a row: tries at frames 1, 3 and 6, replayed from 11 */
+    vd_cuda_context_fail_captures(ctx, 3);
+    int first_replay = 0, n_equal = 0, n_frames = 0;
+    GString *waits = g_string_new("");
+    for (int i = 1; i <= 16 && first_replay == 0; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r)) {
+            g_string_free(waits, TRUE);
+            goto out_fail;
+        }
+        n_frames++;
+        n_equal += results_identical(&eager, &r);
+        vd_context_run_status(ctx, &status);
+        g_string_append_printf(waits, "%s%d", i > 1 ? "," : "",
+                               status.graphs == VD_GRAPHS_RETRYING ? status.graph_retry_frames
+                                                                   : -1);
+        if (vd_cuda_context_graph_replayed(ctx))
+            first_replay = i;
+    }
+    check(first_replay == 11 && n_equal == n_frames && status.graph_failures == failures0 + 4 &&
+              status.graphs == VD_GRAPHS_ACTIVE,
+          "graph retry: back-off doubles",
+          "3 failures in a row: first replay at frame %d (expected 11: tries at 1, 3, 6, 11), "
+          "%d of %d frames identical to eager, frames left before a try after each frame: %s "
+          "(-1: active)",
+          first_replay, n_equal, n_frames, waits->str);
+    g_string_free(waits, TRUE);
+    goto out_clear;
+out_fail:
+    check(FALSE, "graph retry", "detection failed");
+out_clear:
+    vd_cuda_context_fail_captures(ctx, 0);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    vd_result_clear(&eager);
+    vd_result_clear(&r);
+}
+
+/* @rgb (packed RGB) mirrored left-right (@horizontal) or upside down: another
+ * frame of the same layout with other detections. */
+static uint8_t *mirrored(const vd_image *rgb, gboolean horizontal)
+{
+    int w = rgb->width, h = rgb->height;
+    uint8_t *out = g_malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int sx = horizontal ? w - 1 - x : x, sy = horizontal ? y : h - 1 - y;
+            memcpy(out + ((size_t)y * w + x) * 3,
+                   rgb->planes[0] + (size_t)sy * rgb->strides[0] + (size_t)sx * 3, 3);
+        }
+    return out;
+}
+
+/* A captured graph replays with each frame's own pixels and the current
+ * thresholds (issue 11, item 2): three different frames of one layout run
+ * eagerly first (the references), then on a fresh context with graphs F1 F1
+ * F2 F3 F1 F2, every frame from the second on replayed and identical to its
+ * eager result (a graph that read a stale staging buffer would give F2 the
+ * detections of F1); then the thresholds and max_detections change mid-stream,
+ * each frame again against its eager result at those settings. */
+static void test_graph_replay_frames(vd_model *model, const vd_image *first)
+{
+    enum { N_FRAMES = 3, N_SETTINGS = 3 };
+    uint8_t *pixels[N_FRAMES] = {NULL, mirrored(first, TRUE), mirrored(first, FALSE)};
+    vd_image frames[N_FRAMES];
+    vd_result eager[N_SETTINGS][N_FRAMES];
+    memset(eager, 0, sizeof(eager));
+    frames[0] = *first;
+    for (int f = 1; f < N_FRAMES; f++)
+        frames[f] = vd_image_rgb(pixels[f], first->width, first->height);
+    vd_context *ctx = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    if (ctx == NULL) {
+        check(FALSE, "graph replay of different frames", "no context");
+        goto out_free;
+    }
+    const vd_config *cfg = &model->config;
+    /* settings 0: the model's; 1: a score threshold at the median of F1's
+     * scores and a tighter NMS; 2: at most 3 detections */
+    float score[N_SETTINGS] = {-1.0f, -1.0f, -1.0f};
+    float nms[N_SETTINGS] = {-1.0f, 0.3f, -1.0f};
+    int max_det[N_SETTINGS] = {0, 0, 3};
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    for (int k = 0; k < N_SETTINGS; k++) {
+        vd_context_set_thresholds(ctx, score[k], nms[k], max_det[k]);
+        for (int f = 0; f < N_FRAMES; f++)
+            if (!detect(ctx, &frames[f], &eager[k][f]))
+                goto out_fail;
+        if (k == 0) {
+            const vd_result *r = &eager[0][0];
+            score[1] = r->n_detections >= 2 ? r->detections[r->n_detections / 2].score
+                                            : cfg->box_score_thresh;
+        }
+    }
+    gboolean frames_differ = !results_identical(&eager[0][0], &eager[0][1]) &&
+                             !results_identical(&eager[0][0], &eager[0][2]) &&
+                             !results_identical(&eager[0][1], &eager[0][2]);
+    gboolean settings_differ = !results_identical(&eager[0][0], &eager[1][0]) &&
+                               !results_identical(&eager[0][0], &eager[2][0]);
+    check(frames_differ && settings_differ, "graph replay of different frames: references",
+          "eager detections of F1, F2 (mirrored), F3 (flipped): %d, %d, %d, %s; at score > "
+          "%.3f and NMS 0.3: %d, %d, %d; at most 3: %d, %d, %d; %s",
+          eager[0][0].n_detections, eager[0][1].n_detections, eager[0][2].n_detections,
+          frames_differ ? "all different"
+                        : "NOT all different (the test could not see a stale "
+                          "frame)",
+          score[1], eager[1][0].n_detections, eager[1][1].n_detections, eager[1][2].n_detections,
+          eager[2][0].n_detections, eager[2][1].n_detections, eager[2][2].n_detections,
+          settings_differ ? "each setting changes F1's detections" : "a setting changes NOTHING");
+
+    /* the stream: (settings, frame); the first frame of each settings runs
+     * eagerly (a new capture key), the second is captured and replayed */
+    static const int stream[][2] = {
+        {0, 0}, {0, 0}, {0, 1}, {0, 2}, {0, 0}, {0, 1}, /* F1 F1 F2 F3 F1 F2 */
+        {1, 2}, {1, 0}, {1, 1}, {1, 2}, {2, 0}, {2, 1}, {2, 2}, {2, 0}, {0, 1}, {0, 2},
+    };
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    vd_context_set_thresholds(ctx, score[0], nms[0], max_det[0]);
+    int current = 0, identical = 0, replays_expected = 0, replays_where_expected = 0;
+    guint64 replays0 = vd_cuda_context_graph_replays(ctx);
+    GString *pattern = g_string_new("");
+    for (guint i = 0; i < G_N_ELEMENTS(stream); i++) {
+        int k = stream[i][0], f = stream[i][1];
+        gboolean first_of_settings = i == 0 || k != current;
+        if (k != current) {
+            vd_context_set_thresholds(ctx, score[k], nms[k], max_det[k]);
+            current = k;
+        }
+        vd_result r = {0};
+        if (!detect(ctx, &frames[f], &r)) {
+            g_string_free(pattern, TRUE);
+            goto out_fail;
+        }
+        gboolean same = results_identical(&eager[k][f], &r);
+        gboolean replayed = vd_cuda_context_graph_replayed(ctx);
+        identical += same;
+        if (!first_of_settings) {
+            replays_expected++;
+            replays_where_expected += replayed;
+        }
+        g_string_append_printf(pattern, "%s%sF%d%s%s", i ? " " : "", first_of_settings ? "| " : "",
+                               f + 1, replayed ? "r" : "e", same ? "" : "!");
+        vd_result_clear(&r);
+        if (i == 5) {
+            check(identical == 6 && replays_where_expected == 5, "graph replay of different frames",
+                  "F1 F1 F2 F3 F1 F2: %d of 6 identical to their eager results, %d of the last 5 "
+                  "replayed (%s; r replayed, e eager, ! different)",
+                  identical, replays_where_expected, pattern->str);
+        }
+    }
+    guint64 replays = vd_cuda_context_graph_replays(ctx) - replays0;
+    check(identical == (int)G_N_ELEMENTS(stream) && replays_where_expected == replays_expected,
+          "graph replay with thresholds changed mid-stream",
+          "%d of %d frames identical to their eager results at their settings, %d of %d "
+          "replayed where expected (%" G_GUINT64_FORMAT " in all): %s",
+          identical, (int)G_N_ELEMENTS(stream), replays_where_expected, replays_expected, replays,
+          pattern->str);
+    g_string_free(pattern, TRUE);
+    goto out_free;
+out_fail:
+    check(FALSE, "graph replay of different frames", "detection failed");
+out_free:
+    for (int k = 0; k < N_SETTINGS; k++)
+        for (int f = 0; f < N_FRAMES; f++)
+            vd_result_clear(&eager[k][f]);
+    vd_context_free(ctx);
+    for (int f = 1; f < N_FRAMES; f++)
+        g_free(pixels[f]);
+}
+
+/* CPU time of the calling thread, in seconds. */
+static double thread_cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0.0;
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* The per-frame wait yields the core (issue 11, item 5): over replayed fp16
+ * frames, whose host work is the staging copy and a graph launch, the calling
+ * thread uses well under its wall time; a spinning wait uses all of it. */
+static void test_wait_yields(vd_context *ctx, const vd_image *image)
+{
+    vd_result r = {0};
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    for (int i = 0; i < 3; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+    }
+    const int n = 30;
+    gint64 t0 = g_get_monotonic_time();
+    double cpu0 = thread_cpu_seconds();
+    for (int i = 0; i < n; i++) {
+        vd_result_clear(&r);
+        if (!detect(ctx, image, &r))
+            goto out_fail;
+    }
+    double cpu = thread_cpu_seconds() - cpu0;
+    double wall = (double)(g_get_monotonic_time() - t0) * 1e-6;
+    check(wall > 0 && cpu / wall<0.6, "frame wait yields the core",
+                                 "%d replayed frames: %.2f ms of the thread's CPU time per frame "
+                                 "in %.2f ms wall (%.0f%%; "
+                                 "a spinning wait would be ~100%%)",
+                                 n, 1e3 * cpu / n, 1e3 * wall / n, wall> 0
+              ? 100 * cpu / wall
+              : 0);
+    goto out_clear;
+out_fail:
+    check(FALSE, "frame wait yields the core", "detection failed");
+out_clear:
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    vd_result_clear(&r);
+}
+
 /* vd_submit()/vd_collect(): batches run on the context's worker thread, in
  * order, with the same results as vd_detect() and still one host
  * synchronisation per frame. */
@@ -549,6 +843,186 @@ static void test_formats(vd_context *cpu, vd_context *f32, vd_context *f16, cons
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Non-finite values (issue 11, item 3)                                      */
+
+/* A copy of the safetensors file @bytes whose F32 tensors named @prefix...
+ * are changed: every value times @scale, or (@n_set > 0) the first @n_set
+ * values of each set to @value; loaded from a temporary file. NULL (and a
+ * message) if no tensor matched or the copy does not load. */
+static vd_model *poisoned_model(const guint8 *bytes, gsize size, const char *prefix, float scale,
+                                int n_set, float value, int *n_changed)
+{
+    guint64 header_len = 0;
+    vd_model *model = NULL;
+    *n_changed = 0;
+    for (int i = 7; i >= 0 && size >= 8; i--)
+        header_len = (header_len << 8) | bytes[i];
+    if (size < 8 || header_len > size - 8)
+        return NULL;
+    guint8 *copy = g_memdup2(bytes, size);
+    gsize data_start = 8 + (gsize)header_len;
+    JsonParser *parser = json_parser_new();
+    GError *error = NULL;
+    if (!json_parser_load_from_data(parser, (const gchar *)bytes + 8, (gssize)header_len, &error)) {
+        printf("  model header: %s\n", error->message);
+        g_clear_error(&error);
+        goto out_free;
+    }
+    JsonObject *header = json_node_get_object(json_parser_get_root(parser));
+    GList *names = json_object_get_members(header);
+    for (GList *l = names; l != NULL; l = l->next) {
+        const char *name = l->data;
+        if (!g_str_has_prefix(name, prefix))
+            continue;
+        JsonObject *t = json_object_get_object_member(header, name);
+        if (t == NULL || g_strcmp0(json_object_get_string_member(t, "dtype"), "F32") != 0)
+            continue;
+        JsonArray *span = json_object_get_array_member(t, "data_offsets");
+        gsize begin = (gsize)json_array_get_int_element(span, 0);
+        gsize end = (gsize)json_array_get_int_element(span, 1);
+        if (end > size - data_start || begin > end)
+            continue;
+        float *values = (float *)(void *)(copy + data_start + begin);
+        gsize n = (end - begin) / sizeof(float);
+        for (gsize i = 0; i < n && (n_set <= 0 || i < (gsize)n_set); i++) {
+            float v;
+            memcpy(&v, &values[i], sizeof(v));
+            v = n_set > 0 ? value : v * scale;
+            memcpy(&values[i], &v, sizeof(v));
+        }
+        (*n_changed)++;
+    }
+    g_list_free(names);
+    if (*n_changed > 0) {
+        gchar *path = NULL;
+        int fd = g_file_open_tmp("vd-poisoned-XXXXXX.safetensors", &path, &error);
+        if (fd >= 0) {
+            close(fd);
+            if (g_file_set_contents(path, (const gchar *)copy, (gssize)size, &error))
+                model = vd_model_load(path, &error);
+            g_unlink(path);
+        }
+        if (model == NULL)
+            printf("  poisoned model: %s\n", error ? error->message : "not written");
+        g_clear_error(&error);
+        g_free(path);
+    }
+out_free:
+    g_object_unref(parser);
+    g_free(copy);
+    return model;
+}
+
+/* One frame on @ctx: TRUE when it ran (its count in *@n_nonfinite) or failed
+ * with a VD_ERROR that says why; every detection finite, scored in [0, 1]
+ * and inside the frame, as the CPU fuzz test requires. */
+static gboolean poisoned_frame(vd_context *ctx, const vd_image *image, int *n_nonfinite,
+                               int *n_detections, GString *notes)
+{
+    vd_result r = {0};
+    GError *error = NULL;
+    *n_nonfinite = -2;
+    *n_detections = 0;
+    if (!vd_detect(ctx, image, 1, &r, &error)) {
+        gboolean said = error != NULL && error->domain == VD_ERROR && error->message[0];
+        g_string_append_printf(notes, " [failed: %s]", error ? error->message : "no error");
+        g_clear_error(&error);
+        return said;
+    }
+    gboolean sane = TRUE;
+    for (int d = 0; d < r.n_detections; d++) {
+        const vd_detection *o = &r.detections[d];
+        sane = sane && isfinite(o->score) && o->score >= 0 && o->score <= 1 && o->x1 >= 0 &&
+               o->y1 >= 0 && o->x2 <= image->width * (1 + 1e-6) &&
+               o->y2 <= image->height * (1 + 1e-6) && o->x1 <= o->x2 && o->y1 <= o->y2 &&
+               o->label >= 1;
+    }
+    if (!sane)
+        g_string_append(notes, " [a detection is not finite or outside the frame]");
+    *n_nonfinite = r.n_nonfinite;
+    *n_detections = r.n_detections;
+    vd_result_clear(&r);
+    return sane;
+}
+
+/* Weights poisoned as the CPU fuzz test does, and an fp16 overflow: no
+ * crash, sane detections, and vd_result.n_nonfinite counted on the device
+ * (the per-frame result already read back) where the CPU counts too. */
+static void test_poisoned_weights(const char *model_path, const vd_image *image)
+{
+    gchar *bytes = NULL;
+    gsize size = 0;
+    if (!g_file_get_contents(model_path, &bytes, &size, NULL)) {
+        check(FALSE, "poisoned weights", "cannot read %s", model_path);
+        return;
+    }
+    enum { ZERO, POSITIVE, CPU_COUNT, ANY };
+    static const struct {
+        const char *what, *prefix;
+        float scale;
+        int n_set;
+        float value;
+        int cpu, fp32, fp16; /* expected count: ZERO, POSITIVE, CPU_COUNT or ANY */
+    } cases[] = {
+        /* fp32 holds activations of 1e6 times the usual; in fp16 the RPN conv's
+         * output overflows to inf (0 there would mean the kernels saturate at
+         * 65504 instead), and the head's sums of infinities are non-finite */
+        {"RPN conv x1e6 (fp16 overflow)", "rpn.head.conv", 1e6f, 0, 0, ZERO, ZERO, POSITIVE},
+        /* anchor 0's objectness NaN at every location: top-k lists full of NaN,
+         * the same number on both backends in fp32 */
+        {"NaN objectness of anchor 0", "rpn.head.cls_logits.weight", 1, 256, NAN, POSITIVE,
+         CPU_COUNT, POSITIVE},
+        /* no ReLU between the poison and the counted logits */
+        {"NaN background logit", "roi_heads.box_predictor.cls_score.weight", 1, 100, NAN, POSITIVE,
+         POSITIVE, POSITIVE},
+        /* the fuzz test's kind: whether a ReLU lets NaN or -inf through is the
+         * library's business, so only no crash and sane detections */
+        {"NaN in the stem", "backbone.body.conv1.weight", 1, 1000, NAN, ANY, ANY, ANY},
+    };
+    for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+        int n_changed = 0;
+        gchar *what = g_strdup_printf("poisoned weights: %s", cases[c].what);
+        vd_model *model =
+            poisoned_model((const guint8 *)bytes, size, cases[c].prefix, cases[c].scale,
+                           cases[c].n_set, cases[c].value, &n_changed);
+        if (model == NULL) {
+            check(FALSE, what, "no poisoned model (%d tensors named %s...)", n_changed,
+                  cases[c].prefix);
+            g_free(what);
+            continue;
+        }
+        vd_context *ctxs[3] = {new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32),
+                               new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32),
+                               new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16)};
+        int counts[3] = {-2, -2, -2}, dets[3] = {0, 0, 0};
+        gboolean ran[3] = {FALSE, FALSE, FALSE};
+        GString *notes = g_string_new("");
+        for (int k = 0; k < 3; k++)
+            ran[k] = ctxs[k] != NULL && poisoned_frame(ctxs[k], image, &counts[k], &dets[k], notes);
+        int expect[3] = {cases[c].cpu, cases[c].fp32, cases[c].fp16};
+        gboolean ok = TRUE;
+        for (int k = 0; k < 3; k++)
+            ok = ok && ran[k] &&
+                 (expect[k] == ZERO        ? counts[k] == 0
+                  : expect[k] == POSITIVE  ? counts[k] > 0
+                  : expect[k] == CPU_COUNT ? counts[k] == counts[0] && counts[0] > 0
+                                           : TRUE /* ran, or failed saying why */);
+        static const char *const names[] = {"zero", "> 0", "= CPU's", "any"};
+        check(ok, what,
+              "%d tensor(s) changed; non-finite values: CPU %d (expected %s), CUDA fp32 %d "
+              "(expected %s), fp16 %d (expected %s); detections %d, %d, %d%s",
+              n_changed, counts[0], names[expect[0]], counts[1], names[expect[1]], counts[2],
+              names[expect[2]], dets[0], dets[1], dets[2], notes->str);
+        g_string_free(notes, TRUE);
+        for (int k = 0; k < 3; k++)
+            vd_context_free(ctxs[k]);
+        vd_model_unref(model);
+        g_free(what);
+    }
+    g_free(bytes);
+}
+
 /* Takes (nearly) all free device memory; returns the blocks to free. */
 static GPtrArray *exhaust_device_memory(size_t leave)
 {
@@ -689,6 +1163,7 @@ int main(int argc, char **argv)
     vd_image first = {0};
     uint8_t *first_pixels = NULL;
     double fp16_ms = 0, fp32_ms = 0;
+    size_t conv_workspace_fp16 = 0, conv_workspace_fp32 = 0;
     for (guint f = 0; f < frames->len; f++) {
         const char *path = g_ptr_array_index(frames, f);
         int w, h;
@@ -781,15 +1256,33 @@ int main(int argc, char **argv)
     test_sync_count(f16, &first, "fp16", TRUE);
     test_injected_sync(f16, &first);
     test_graph_equals_eager(f16, &first);
+    test_graph_retry(f16, &first);
+    test_graph_replay_frames(model, &first);
+    test_wait_yields(f16, &first);
     test_formats(cpu, f32, f16, &first);
     test_submit_collect(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
+    {
+        /* the convolution workspace is sized by the algorithms that run, not
+         * every candidate's need (issue 11, item 5) */
+        vd_cuda_memory m16 = vd_cuda_context_memory(f16), m32 = vd_cuda_context_memory(f32);
+        printf("  info device memory at %dx%d (MiB): fp16 conv workspace %.1f, plan %.1f (of which "
+               "detection NMS %.1f), weights %.1f; fp32 conv workspace %.1f, plan %.1f, weights "
+               "%.1f\n",
+               first.width, first.height, m16.conv_workspace / 1048576.0, m16.plan / 1048576.0,
+               m16.box_nms_workspace / 1048576.0, m16.weights / 1048576.0,
+               m32.conv_workspace / 1048576.0, m32.plan / 1048576.0, m32.weights / 1048576.0);
+        conv_workspace_fp16 = m16.conv_workspace;
+        conv_workspace_fp32 = m32.conv_workspace;
+    }
     test_out_of_memory(model, &first);
     fp16_ms = median_ms(f16, &first, 20);
     fp32_ms = median_ms(f32, &first, 10);
     printf("  info median frame time (vd_detect, %dx%d): fp16 %.3f ms, fp32 %.3f ms\n",
            first.width, first.height, fp16_ms, fp32_ms);
+    /* last: four models to write, load and run on three contexts each */
+    test_poisoned_weights(model_path, &first);
 
 out_report:
     json_builder_end_array(report);
@@ -799,6 +1292,10 @@ out_report:
     json_builder_add_double_value(report, fp32_ms);
     json_builder_set_member_name(report, "unfused_convolutions_fp16");
     json_builder_add_int_value(report, vd_cuda_context_unfused_convolutions(f16));
+    json_builder_set_member_name(report, "conv_workspace_bytes_fp16");
+    json_builder_add_int_value(report, (gint64)conv_workspace_fp16);
+    json_builder_set_member_name(report, "conv_workspace_bytes_fp32");
+    json_builder_add_int_value(report, (gint64)conv_workspace_fp32);
     json_builder_set_member_name(report, "failures");
     json_builder_add_int_value(report, failures);
     json_builder_end_object(report);

@@ -1008,10 +1008,25 @@ static void test_roi_align_backward_edges(void)
 /* ------------------------------------------------------------------------ */
 /* RPN and box head post-processing                                          */
 
+/* A NaN with the sign bit set: what x86 makes of 0 * inf, and what a sort
+ * by bits ranks last unless the kernel makes every NaN the same. */
+static float negative_nan(void)
+{
+    uint32_t bits = 0xffc00000u;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* The RPN head as run_rpn reads it, twice per dtype: plain, and poisoned with
+ * NaN of both signs and infinities in logits and deltas, where the order of
+ * the top-k (NaN first, in anchor order, then dropped by the score filter) and
+ * the non-finite count must still be the CPU's. */
 static void test_rpn(void)
 {
-    for (int d = 0; d < 2; d++) {
-        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+    for (int d = 0; d < 4; d++) {
+        vd_dtype dt = d % 2 ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        gboolean poison = d >= 2;
         test_rng r = {40 + d};
         int A = 3, hs = 16, n_levels = 3;
         int grid[3][2] = {{40, 56}, {20, 28}, {10, 14}};
@@ -1028,7 +1043,16 @@ static void test_rpn(void)
             heads[l] = g_new(float, (size_t)n_loc * hs);
             for (int i = 0; i < n_loc * hs; i++) {
                 float v = rng_normal(&r) * ((i % hs) < A ? 2.0f : 0.3f);
-                heads[l][i] = d ? round_half(v) : v;
+                heads[l][i] = dt == VD_DTYPE_F16 ? round_half(v) : v;
+            }
+            if (poison) {
+                /* logits (channels < A) and deltas (A..5A), and a padding
+                 * channel (>= 5A), which no count may see */
+                const float bad[4] = {NAN, negative_nan(), INFINITY, -INFINITY};
+                for (int i = 0; i < n_loc * hs; i += 37)
+                    heads[l][i] = bad[(i / 37) % 4];
+                for (int p = 0; p < n_loc; p += 11)
+                    heads[l][(size_t)p * hs + hs - 1] = NAN;
             }
             void *dh;
             upload_as(heads[l], (size_t)n_loc * hs, dt, &dh);
@@ -1070,7 +1094,10 @@ static void test_rpn(void)
                 vd_clip_boxes(want_boxes + 4 * slot, 1, rh, rw);
                 float *b = want_boxes + 4 * slot;
                 float s = vd_math_sigmoid(logits[i]);
-                want_scores[slot] = (b[2] - b[0] >= 1e-3f && b[3] - b[1] >= 1e-3f) ? s : -INFINITY;
+                /* run_rpn's filters: small boxes and the score threshold (0 here,
+                 * which a NaN score fails) */
+                want_scores[slot] =
+                    (b[2] - b[0] >= 1e-3f && b[3] - b[1] >= 1e-3f && s >= 0.0f) ? s : -INFINITY;
             }
         }
 
@@ -1089,9 +1116,51 @@ static void test_rpn(void)
         dev_download(got_boxes, cb, 4 * (size_t)cands * sizeof(float));
         dev_download(got_scores, cs, cands * sizeof(float));
         dev_download(got_groups, cg, cands * sizeof(int));
-        /* decode and sigmoid use the shared vd_math_expf: bit for bit */
-        assert_close_ulp("rpn boxes", got_boxes, want_boxes, 4 * (size_t)cands, 0);
-        assert_close_ulp("rpn scores", got_scores, want_scores, cands, 0);
+        /* decode and sigmoid use the shared vd_math_expf: bit for bit; the
+         * boxes of dropped candidates may be NaN of other bits, and unused */
+        int dropped = 0;
+        for (int j = 0; j < cands; j++)
+            if (poison && want_scores[j] == -INFINITY && got_scores[j] == -INFINITY) {
+                memset(want_boxes + 4 * (size_t)j, 0, 4 * sizeof(float));
+                memset(got_boxes + 4 * (size_t)j, 0, 4 * sizeof(float));
+                dropped++;
+            }
+        assert_close_ulp(poison ? "rpn boxes (poisoned)" : "rpn boxes", got_boxes, want_boxes,
+                         4 * (size_t)cands, 0);
+        assert_close_ulp(poison ? "rpn scores (poisoned)" : "rpn scores", got_scores, want_scores,
+                         cands, 0);
+        if (poison) {
+            /* every level's top-k starts with its NaN logits (all dropped) */
+            g_assert_cmpint(dropped, >, 3 * 10);
+            /* the count: the 5A channels of every location, all rows or the
+             * first 100 of level 0 (a device row count, as the box head's) */
+            int *dcount = dev_alloc(2 * sizeof(int)), *drows = NULL, rows = 100;
+            int want_count = 0, want_rows = 0, got_count[2];
+            CU(cudaMemset(dcount, 0, 2 * sizeof(int)));
+            drows = dev_upload(&rows, sizeof(int));
+            for (int l = 0; l < n_levels; l++) {
+                int n_loc = grid[l][0] * grid[l][1];
+                for (int p = 0; p < n_loc; p++)
+                    for (int c = 0; c < 5 * A; c++) {
+                        gboolean bad = !isfinite(heads[l][(size_t)p * hs + c]);
+                        want_count += bad;
+                        want_rows += l == 0 && p < rows && bad;
+                    }
+                CU(vd_count_nonfinite(lv.head[l], dt, n_loc, 5 * A, hs, NULL, dcount, stream));
+            }
+            CU(vd_count_nonfinite(lv.head[0], dt, grid[0][0] * grid[0][1], 5 * A, hs, drows,
+                                  dcount + 1, stream));
+            dev_download(got_count, dcount, 2 * sizeof(int));
+            printf("  rpn %s poisoned: %d non-finite head values (CPU %d), %d in 100 rows (CPU "
+                   "%d), %d candidates dropped\n",
+                   dt == VD_DTYPE_F16 ? "fp16" : "fp32", got_count[0], want_count, got_count[1],
+                   want_rows, dropped);
+            g_assert_cmpint(want_count, >, 0);
+            g_assert_cmpint(got_count[0], ==, want_count);
+            g_assert_cmpint(got_count[1], ==, want_rows);
+            CU(cudaFree(dcount));
+            CU(cudaFree(drows));
+        }
         int wrong_groups = 0;
         for (int l = 0; l < n_levels; l++)
             for (int j = lv.candidate_offset[l]; j < lv.candidate_offset[l + 1]; j++)
@@ -1188,7 +1257,9 @@ static void test_box_postprocess(void)
     size_t rbytes = sizeof(vd_kernel_result) + max_det * sizeof(vd_kernel_detection);
     vd_kernel_result *dres = dev_alloc(rbytes);
     float rx = 1280.0f / rw, ry = 720.0f / rh;
-    CU(vd_finalize_detections(db, ds, dl, dkeep, dnk, dn, max_det, rx, ry, dres, stream));
+    int nonfinite = 12345, *dnonfinite = dev_upload(&nonfinite, sizeof(int));
+    CU(vd_finalize_detections(db, ds, dl, dkeep, dnk, dn, dnonfinite, max_det, rx, ry, dres,
+                              stream));
     vd_kernel_result *res = g_malloc(rbytes);
     dev_download(res, dres, rbytes);
 
@@ -1196,6 +1267,7 @@ static void test_box_postprocess(void)
      * probabilities and candidates, in the same order */
     g_assert_cmpint(res->count, ==, kept);
     g_assert_cmpint(res->n_proposals, ==, n_props);
+    g_assert_cmpint(res->n_nonfinite, ==, nonfinite); /* passed through */
     for (int j = 0; j < MIN(kept, res->count); j++) {
         const float *b = cb + 4 * keep[j];
         const vd_kernel_detection *d = &res->detections[j];
@@ -1215,6 +1287,7 @@ static void test_box_postprocess(void)
     CU(cudaFree(dkeep));
     CU(cudaFree(dnk));
     CU(cudaFree(dres));
+    CU(cudaFree(dnonfinite));
     g_free(head);
     g_free(props);
     g_free(softmax);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 
 /* Same library, same input, same thread count: the element and vd-detect run the
  * very same arithmetic, so boxes and scores agree to float rounding of the JSON
@@ -1799,6 +1800,123 @@ GST_START_TEST (test_model_shared_between_elements)
 
 GST_END_TEST;
 
+/* A copy of the test model with every value of @tensor set to NaN, in a new
+ * temporary directory (*@dir); returns its path. */
+static gchar *
+nan_model (const gchar * tensor, gchar ** dir)
+{
+  gchar *model = vdtest_model (), *contents = NULL, *path;
+  gsize length = 0;
+  guint64 header_len = 0;
+  JsonParser *parser = json_parser_new ();
+  JsonObject *entry;
+  JsonArray *span;
+  const gchar *dtype;
+  gint64 begin, end, i;
+  gint b;
+
+  fail_unless (g_file_get_contents (model, &contents, &length, NULL));
+  for (b = 7; b >= 0; b--)
+    header_len = (header_len << 8) | (guint8) contents[b];
+  fail_unless (json_parser_load_from_data (parser, contents + 8,
+          (gssize) header_len, NULL));
+  entry = json_object_get_object_member (json_node_get_object
+      (json_parser_get_root (parser)), tensor);
+  fail_unless (entry != NULL, "no tensor %s", tensor);
+  dtype = json_object_get_string_member (entry, "dtype");
+  span = json_object_get_array_member (entry, "data_offsets");
+  begin = json_array_get_int_element (span, 0);
+  end = json_array_get_int_element (span, 1);
+  if (g_strcmp0 (dtype, "F32") == 0) {
+    for (i = begin; i + 4 <= end; i += 4) {
+      gfloat nan = NAN;
+
+      memcpy (contents + 8 + header_len + i, &nan, 4);
+    }
+  } else {
+    fail_unless (g_strcmp0 (dtype, "F16") == 0
+        || g_strcmp0 (dtype, "BF16") == 0, "%s is %s", tensor, dtype);
+    for (i = begin; i + 2 <= end; i += 2) {
+      /* a quiet NaN in either (little-endian) */
+      guint16 nan = g_strcmp0 (dtype, "F16") == 0 ? 0x7e00 : 0x7fc0;
+
+      memcpy (contents + 8 + header_len + i, &nan, 2);
+    }
+  }
+  *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  path = g_build_filename (*dir, "nan.safetensors", NULL);
+  fail_unless (g_file_set_contents (path, contents, (gssize) length, NULL));
+  g_object_unref (parser);
+  g_free (contents);
+  g_free (model);
+  return path;
+}
+
+/* Pushes @n frames through visiondetect with @model on the CPU; returns the
+ * warnings posted, as one string (messages separated by newlines). */
+static gchar *
+warnings_of_run (const gchar * model, gint n)
+{
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" device=cpu "
+      "threads=%d", model, THREADS);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstBus *bus = gst_bus_new ();
+  GString *warnings = g_string_new ("");
+  GstVideoInfo info;
+  GstBuffer *frame = load_frame (0, &info);
+  GstMessage *msg;
+  gint i;
+
+  gst_element_set_bus (detect, bus);
+  gst_harness_set_src_caps_str (h, caps_320);
+  for (i = 0; i < n; i++)
+    gst_buffer_unref (push_pull (h, frame));
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {
+    GError *err = NULL;
+
+    gst_message_parse_warning (msg, &err, NULL);
+    g_string_append_printf (warnings, "%s\n", err->message);
+    g_error_free (err);
+    gst_message_unref (msg);
+  }
+  gst_element_set_bus (detect, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+  g_free (launch);
+  return g_string_free (warnings, FALSE);
+}
+
+/* NaN in the model's outputs (here: every RPN objectness logit) is one
+ * warning that says so, not silence and not one per frame; a sound model
+ * gets none. */
+GST_START_TEST (test_nonfinite_warning)
+{
+  gchar *model = vdtest_model (), *dir = NULL;
+  gchar *poisoned = nan_model ("rpn.head.cls_logits.weight", &dir);
+  gchar *clean = warnings_of_run (model, 2);
+  gchar *warnings = warnings_of_run (poisoned, 3);
+  const gchar *first = strstr (warnings, "infinite or NaN value(s)");
+
+  fail_unless_equals_string (clean, "");
+  fail_unless (first != NULL, "no warning about NaN: \"%s\"", warnings);
+  fail_unless (strstr (first + 1, "infinite or NaN value(s)") == NULL,
+      "warned more than once: %s", warnings);
+  fail_unless (strstr (warnings, "precision=fp32") != NULL, "%s", warnings);
+  GST_INFO ("%s", warnings);
+  g_unlink (poisoned);
+  g_rmdir (dir);
+  g_free (clean);
+  g_free (warnings);
+  g_free (poisoned);
+  g_free (dir);
+  g_free (model);
+}
+
+GST_END_TEST;
+
 static Suite *
 visiondetect_suite (void)
 {
@@ -1838,6 +1956,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_videoscale_letterbox_drops_meta);
   tcase_add_test (tc, test_frames_in_flight);
   tcase_add_test (tc, test_labels_file);
+  tcase_add_test (tc, test_nonfinite_warning);
   return s;
 }
 

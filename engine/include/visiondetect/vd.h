@@ -223,6 +223,13 @@ typedef struct {
     int width, height;          /* the frame's size */
     int n_detections;
     vd_detection *detections;   /* sorted by score, descending; owned, see below */
+    /* Infinite or NaN values the backend found in this frame's RPN head
+     * (objectness and deltas) and box head (class logits and deltas) outputs:
+     * an fp16 activation above 65504 overflows, and weights may be corrupt.
+     * When > 0 the detections are unreliable (typically too few), and callers
+     * should warn. Both backends count them (CUDA on the device, read back
+     * with the detections); -1 from a backend that does not. */
+    int n_nonfinite;
 } vd_result;
 
 /* Runs detection on @n_images frames. @results must point to @n_images vd_result
@@ -287,6 +294,41 @@ typedef struct {
 } vd_stage_time;
 
 VD_API int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max);
+
+/* ------------------------------------------------------------------------ */
+/* Run status                                                                */
+
+/* Whether frames are replayed from captured device graphs (CUDA graphs): a
+ * frame replayed costs the host several times less than one enqueued eagerly. */
+typedef enum {
+    VD_GRAPHS_NOT_APPLICABLE = 0, /* the backend captures nothing (the CPU) */
+    VD_GRAPHS_ACTIVE,             /* frames of a steady layout are captured once, replayed */
+    VD_GRAPHS_RETRYING,           /* a capture failed: eager frames until the next try */
+    VD_GRAPHS_OFF,                /* turned off (VD_CUDA_GRAPHS=0 in the environment) */
+} vd_graphs_state;
+
+#define VD_STATUS_REASON_MAX 256
+
+typedef struct {
+    vd_graphs_state graphs;
+    /* why graphs are RETRYING or OFF (with RETRYING: the step that failed and
+     * the device's error); "" otherwise */
+    char graphs_reason[VD_STATUS_REASON_MAX];
+    guint64 graph_failures; /* captures or instantiations failed since creation */
+    int graph_retry_frames; /* RETRYING: eager frames left before the next try */
+} vd_run_status;
+
+/* The state after the last batch returned (vd_detect() or vd_collect(), as
+ * vd_context_stage_times()), or after creation before any, copied into
+ * @status. A failed capture is retried after 1, 2, 4, ... (at most
+ * VD_GRAPH_RETRY_MAX_FRAMES) eager frames; callers should warn once when they
+ * see RETRYING. Call from the thread that calls vd_detect() or vd_collect(). */
+#define VD_GRAPH_RETRY_MAX_FRAMES 128
+
+VD_API void vd_context_run_status(const vd_context *ctx, vd_run_status *status);
+
+/* "not applicable", "active", "retrying", "off" (a static string). */
+VD_API const char *vd_graphs_state_name(vd_graphs_state state);
 
 G_END_DECLS
 
