@@ -37,7 +37,9 @@ struct _GstVisionBatchRequest
 
   RequestState state;
   gboolean cancelled;
-  gboolean alone;               /* its batch failed: it runs by itself */
+  gboolean alone;               /* it runs by itself (its batch failed, or a
+                                 * warm-up) */
+  gboolean counted;             /* in the engine's statistics */
   guint scan;                   /* dispatcher: the scan that grouped it */
   vd_result result;
   GError *error;
@@ -342,7 +344,8 @@ finish_batch (GstVisionBatcher * b, Batch * batch, vd_result * results,
     }
     r->client->outstanding--;
   }
-  if (results != NULL) {
+  if (results != NULL && ((GstVisionBatchRequest *)
+          g_ptr_array_index (requests, 0))->counted) {
     b->n_batches++;
     b->n_frames += n;
   }
@@ -568,7 +571,7 @@ gst_vision_batcher_client_context (GstVisionBatcherClient * client)
 GstVisionBatchRequest *
 gst_vision_batcher_submit (GstVisionBatcherClient * client,
     GstVideoFrame * frame, const vd_image * image, gfloat score_threshold,
-    gfloat nms_threshold, gint max_detections)
+    gfloat nms_threshold, gint max_detections, gboolean alone)
 {
   GstVisionBatcher *b = client->batcher;
   GstVisionBatchRequest *r = g_atomic_rc_box_new0 (GstVisionBatchRequest);
@@ -581,6 +584,8 @@ gst_vision_batcher_submit (GstVisionBatcherClient * client,
   r->nms_threshold = nms_threshold;
   r->max_detections = max_detections;
   r->state = REQUEST_QUEUED;
+  r->alone = alone;
+  r->counted = !alone;
 
   g_mutex_lock (&b->lock);
   r->deadline = g_get_monotonic_time () + client->timeout_us;

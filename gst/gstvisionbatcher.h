@@ -72,12 +72,14 @@ const vd_context *gst_vision_batcher_client_context (GstVisionBatcherClient *
  * unmaps it, dropping the buffer reference the mapping holds, before the
  * frame's result is returned, so that the caller's buffer is writable again).
  * @image is the view of @frame to run. The thresholds are the vd_context
- * ones (negative: the model's). Returns the request (free with
- * gst_vision_batch_request_unref()); never fails: a frame the engine refuses
- * fails in gst_vision_batcher_wait(). */
+ * ones (negative: the model's). @alone: the frame runs in a batch of its
+ * own, at once, outside the engine's statistics (a warm-up). Returns the
+ * request (free with gst_vision_batch_request_unref()); never fails: a frame
+ * the engine refuses fails in gst_vision_batcher_wait(). */
 GstVisionBatchRequest *gst_vision_batcher_submit (GstVisionBatcherClient *
     client, GstVideoFrame * frame, const vd_image * image,
-    gfloat score_threshold, gfloat nms_threshold, gint max_detections);
+    gfloat score_threshold, gfloat nms_threshold, gint max_detections,
+    gboolean alone);
 
 /* Waits until @request is done or cancelled. On GST_VISION_BATCH_DONE,
  * *@result holds its detections (release with vd_result_clear()),

@@ -1064,7 +1064,14 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
   GError *err = NULL;
   vd_image image;
   gboolean ok = TRUE, post;
-  gint run;
+  gfloat threshold, iou_threshold;
+  gint run, max_detections;
+
+  GST_OBJECT_LOCK (self);
+  threshold = self->threshold;
+  iou_threshold = self->iou_threshold;
+  max_detections = self->max_detections;
+  GST_OBJECT_UNLOCK (self);
 
   if (buffer != NULL)
     gst_buffer_memset (buffer, 0, 0x80, info->size);
@@ -1085,13 +1092,14 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
       GstVisionBatchStatus status;
       guint batch_frames;
 
-      /* through the shared engine (which takes the mapping): its time is
-       * that of a batch, what the latency follows afterwards */
+      /* through the shared engine (which takes the mapping), alone: not
+       * waiting for other streams' frames; the latency follows the time of
+       * the real batches afterwards */
       if (run > 0 && !gst_video_frame_map (&frame, info, buffer, GST_MAP_READ))
         break;
       fill_image (&frame, &image);
       request = gst_vision_batcher_submit (self->batch_client, &frame, &image,
-          self->threshold, self->iou_threshold, self->max_detections);
+          threshold, iou_threshold, max_detections, TRUE);
       status = gst_vision_batcher_wait (self->batch_client, request, &result,
           &elapsed, &batch_frames, &err);
       gst_vision_batch_request_unref (request);
@@ -1510,7 +1518,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
       /* the shared engine takes the mapping; a frame it refuses fails when
        * its result is collected, alone */
       f->request = gst_vision_batcher_submit (self->batch_client, &frame,
-          &image, threshold, iou_threshold, max_detections);
+          &image, threshold, iou_threshold, max_detections, FALSE);
       ok = TRUE;
     } else {
       ok = vd_submit (self->ctx, &image, 1, &err);
