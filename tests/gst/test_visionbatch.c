@@ -329,8 +329,9 @@ GST_START_TEST (test_timeout_bounds_latency)
 GST_END_TEST;
 
 /* One stream changes its frame size mid-stream and back, the other goes on:
- * both get the unshared element's detections in order (frames of the two
- * sizes run in batches of their own). */
+ * both get the unshared element's detections in order, and frames of two
+ * sizes run in batches of their own (round by round, so that the batches
+ * are known: 2, then 1 and 1, then 2). */
 GST_START_TEST (test_renegotiation)
 {
   const GstClockTime timeout = 30 * GST_SECOND;
@@ -347,14 +348,12 @@ GST_START_TEST (test_renegotiation)
 
   push (a, fx.frames[0], 0);
   push (b, fx.frames[1], 0);
+  pull_check (a, fx.refs[0], 0, "a, 320x240");
+  pull_check (b, fx.refs[1], 0, "b, 1");
+
   gst_harness_set_src_caps_str (a, caps_400);
   push (a, fx.frame_400, t1);
   push (b, fx.frames[2], t1);
-  gst_harness_set_src_caps_str (a, caps_320);
-  push (a, fx.frames[3], t2);
-  push (b, fx.frames[0], t2);
-
-  pull_check (a, fx.refs[0], 0, "a, 320x240");
   out = gst_harness_pull (a);
   fail_unless (out != NULL);
   meta = vdtest_get_detect_meta (out);
@@ -362,11 +361,16 @@ GST_START_TEST (test_renegotiation)
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), t1);
   fail_unless (same_detections (out, fx.ref_400), "a, 400x300");
   gst_buffer_unref (out);
-  pull_check (a, fx.refs[3], t2, "a, 320x240 again");
-  pull_check (b, fx.refs[1], 0, "b, 1");
   pull_check (b, fx.refs[2], t1, "b, 2");
+
+  gst_harness_set_src_caps_str (a, caps_320);
+  push (a, fx.frames[3], t2);
+  push (b, fx.frames[0], t2);
+  pull_check (a, fx.refs[3], t2, "a, 320x240 again");
   pull_check (b, fx.refs[0], t2, "b, 3");
   elapsed = gst_util_get_timestamp () - start;
+  fail_unless (mean_batch_size (a) == 1.5, "mean batch size %f",
+      mean_batch_size (a));
   /* no batch waited for the timeout: the streams' frames are all in */
   fail_unless (elapsed < timeout, "6 frames took %" GST_TIME_FORMAT,
       GST_TIME_ARGS (elapsed));
@@ -476,6 +480,11 @@ GST_START_TEST (test_eos_one_stream)
       GST_TIME_ARGS (elapsed));
   fail_unless (mean_batch_size (b) == 4.0 / 3.0, "mean batch size %f",
       mean_batch_size (b));
+  /* the timeout is in the latency reported, however short the batches (the
+   * harness gives a latency only for a live source) */
+  gst_harness_set_live (b, TRUE);
+  fail_unless (gst_harness_query_latency (b) >= timeout, "latency %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (gst_harness_query_latency (b)));
 
   gst_harness_teardown (a);
   gst_harness_teardown (b);
