@@ -29,6 +29,14 @@
  * data directory. Elements of one process that run the same model file share
  * its loaded weights (each keeps its own engine context and device memory).
  *
+ * With #GstVisionDetect:batch-size above 1, the elements of a process that
+ * run the same model file on the same device with the same precision and
+ * threads share one engine, which runs their frames together in batches of up
+ * to the largest batch-size among them; a frame waits at most
+ * #GstVisionDetect:batch-timeout for the others (a batch also runs as soon as
+ * it is full or no stream can add a frame). Each stream keeps its order,
+ * timestamps and metas; the latency it reports includes the timeout.
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
@@ -40,6 +48,14 @@
  *     visiondetect interval=2 classes=person,car ! visionjson location=out.jsonl ! fakesink
  * ]| Detects people and cars on every second camera frame (fewer when it cannot keep
  * up: the others say they were skipped) and writes them as JSON Lines.
+ * |[
+ * gst-launch-1.0 \
+ *     filesrc location=a.mp4 ! decodebin ! videoconvert ! \
+ *         visiondetect batch-size=2 ! visionjson location=a.jsonl ! fakesink \
+ *     filesrc location=b.mp4 ! decodebin ! videoconvert ! \
+ *         visiondetect batch-size=2 ! visionjson location=b.jsonl ! fakesink
+ * ]| Detects objects in two files with one shared engine, in batches of a frame of
+ * each.
  */
 
 #ifdef HAVE_CONFIG_H

@@ -452,6 +452,50 @@ GST_START_TEST (test_stream_stops_mid_batch)
 
 GST_END_TEST;
 
+/* A flush (a seek) of a stream whose frame waits in a batch: the frame is
+ * dropped at once, not after the batch timeout, and the stream's next frames
+ * come out right; the other stream's frame of that batch too. */
+GST_START_TEST (test_flush_mid_batch)
+{
+  const GstClockTime timeout = 2 * GST_SECOND;
+  GstHarness *a, *b, *idle;
+  GstClockTime start, t;
+  GstSegment segment;
+  Fixture fx;
+
+  fixture_init (&fx);
+  a = new_shared (4, timeout, caps_320);
+  b = new_shared (4, timeout, caps_320);
+  idle = new_shared (4, timeout, caps_320);
+
+  push (a, fx.frames[0], 0);
+  push (b, fx.frames[1], 0);
+  g_usleep (SETTLE_US);
+  start = gst_util_get_timestamp ();
+  fail_unless (gst_harness_push_event (a, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (a, gst_event_new_flush_stop (TRUE)));
+  t = gst_util_get_timestamp () - start;
+  fail_unless (t < timeout / 4, "the flush took %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (t));
+  gst_harness_teardown (idle);
+
+  /* after the flush: a new segment, the frame after the seek */
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  fail_unless (gst_harness_push_event (a, gst_event_new_segment (&segment)));
+  push (a, fx.frames[2], 5 * GST_SECOND);
+  push (b, fx.frames[3], GST_SECOND);
+  pull_check (b, fx.refs[1], 0, "b, beside the flushed frame");
+  /* the flushed frame never comes out: the next one does */
+  pull_check (a, fx.refs[2], 5 * GST_SECOND, "a, after the flush");
+  pull_check (b, fx.refs[3], GST_SECOND, "b, after a's flush");
+
+  gst_harness_teardown (a);
+  gst_harness_teardown (b);
+  fixture_clear (&fx);
+}
+
+GST_END_TEST;
+
 /* EOS of one stream: it gets its frames and EOS after them; the other goes on,
  * its batches no longer waiting for the ended stream (far below the
  * timeout). */
@@ -596,6 +640,7 @@ visionbatch_suite (void)
   tcase_add_test (tc, test_timeout_bounds_latency);
   tcase_add_test (tc, test_renegotiation);
   tcase_add_test (tc, test_stream_stops_mid_batch);
+  tcase_add_test (tc, test_flush_mid_batch);
   tcase_add_test (tc, test_eos_one_stream);
   tcase_add_test (tc, test_bad_frame_fails_alone);
   return s;
