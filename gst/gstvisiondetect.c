@@ -1024,13 +1024,16 @@ wanted_latency (GstVisionDetect * self, GstClockTime inference_time)
 }
 
 /* Posts a latency message when the typical inference time needs a quarter
- * more latency than reported. Object lock held; returns whether to post. */
+ * more latency than reported (of the part that follows it: a shared engine's
+ * batch timeout is fixed). Object lock held; returns whether to post. */
 static gboolean
 raise_latency_locked (GstVisionDetect * self)
 {
   GstClockTime wanted = wanted_latency (self, self->inference_time);
+  GstClockTime fixed = wanted_latency (self, 0);
 
-  if (wanted <= self->latency + self->latency / 4)
+  if (wanted <= self->latency + (self->latency - MIN (fixed,
+              self->latency)) / 4)
     return FALSE;
   self->latency = wanted;
   return TRUE;

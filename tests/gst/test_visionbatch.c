@@ -452,6 +452,60 @@ GST_START_TEST (test_stream_stops_mid_batch)
 
 GST_END_TEST;
 
+static GstVisionDetectInference
+pull_inference (GstHarness * h)
+{
+  GstBuffer *out = gst_harness_pull (h);
+  GstVisionDetectInference inference;
+
+  fail_unless (out != NULL);
+  inference = inference_of (out);
+  gst_buffer_unref (out);
+  return inference;
+}
+
+/* late-frames=skip-inference on a live source (a test clock, as in
+ * test_visiondetect.c's test_live_deadline) with a shared engine: a frame
+ * due now is inferred (the latency covers the batch timeout and the
+ * inference), one whose deadline leaves less than the batch timeout is passed
+ * without inference, as its batch may wait that long. */
+GST_START_TEST (test_deadline_counts_timeout)
+{
+  const GstClockTime timeout = 10 * GST_SECOND;
+  const GstClockTime now = 100 * GST_SECOND;
+  GstHarness *h;
+  GstElement *detect;
+  GstClockTime latency;
+  guint64 skipped;
+  Fixture fx;
+
+  fixture_init (&fx);
+  h = new_shared (2, timeout, NULL);
+  detect = gst_harness_find_element (h, "visiondetect");
+  gst_harness_set_live (h, TRUE);
+  gst_harness_use_testclock (h);
+  /* live: the warm-up sets the inference time before the first frame */
+  gst_harness_set_src_caps_str (h, caps_320);
+  latency = gst_harness_query_latency (h);
+  fail_unless (latency > timeout + fx.inference_time, "latency %"
+      GST_TIME_FORMAT, GST_TIME_ARGS (latency));
+  gst_element_set_base_time (detect, 0);
+  fail_unless (gst_harness_set_time (h, now));
+
+  push (h, fx.frames[0], now);
+  fail_unless_equals_int (pull_inference (h), GST_VISION_DETECT_INFERRED);
+  push (h, fx.frames[0], now - timeout / 2);
+  fail_unless_equals_int (pull_inference (h), GST_VISION_DETECT_SKIPPED_LATE);
+  g_object_get (detect, "frames-skipped-late", &skipped, NULL);
+  fail_unless_equals_uint64 (skipped, 1);
+
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  fixture_clear (&fx);
+}
+
+GST_END_TEST;
+
 /* A flush (a seek) of a stream whose frame waits in a batch: the frame is
  * dropped at once, not after the batch timeout, and the stream's next frames
  * come out right; the other stream's frame of that batch too. */
@@ -641,6 +695,7 @@ visionbatch_suite (void)
   tcase_add_test (tc, test_renegotiation);
   tcase_add_test (tc, test_stream_stops_mid_batch);
   tcase_add_test (tc, test_flush_mid_batch);
+  tcase_add_test (tc, test_deadline_counts_timeout);
   tcase_add_test (tc, test_eos_one_stream);
   tcase_add_test (tc, test_bad_frame_fails_alone);
   return s;
