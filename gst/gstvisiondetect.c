@@ -29,6 +29,14 @@
  * data directory. Elements of one process that run the same model file share
  * its loaded weights (each keeps its own engine context and device memory).
  *
+ * With #GstVisionDetect:batch-size above 1, the elements of a process that
+ * run the same model file on the same device with the same precision and
+ * threads share one engine, which runs their frames together in batches of up
+ * to the largest batch-size among them; a frame waits at most
+ * #GstVisionDetect:batch-timeout for the others (a batch also runs as soon as
+ * it is full or no stream can add a frame). Each stream keeps its order,
+ * timestamps and metas; the latency it reports includes the timeout.
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
@@ -40,6 +48,14 @@
  *     visiondetect interval=2 classes=person,car ! visionjson location=out.jsonl ! fakesink
  * ]| Detects people and cars on every second camera frame (fewer when it cannot keep
  * up: the others say they were skipped) and writes them as JSON Lines.
+ * |[
+ * gst-launch-1.0 \
+ *     filesrc location=a.mp4 ! decodebin ! videoconvert ! \
+ *         visiondetect batch-size=2 ! visionjson location=a.jsonl ! fakesink \
+ *     filesrc location=b.mp4 ! decodebin ! videoconvert ! \
+ *         visiondetect batch-size=2 ! visionjson location=b.jsonl ! fakesink
+ * ]| Detects objects in two files with one shared engine, in batches of a frame of
+ * each.
  */
 
 #ifdef HAVE_CONFIG_H
@@ -48,6 +64,7 @@
 
 #include "vd_config.h"
 
+#include "gstvisionbatcher.h"
 #include "gstvisiondetect.h"
 #include "gstvisiondetectmeta.h"
 #include "gstvisionlabels.h"
@@ -79,6 +96,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
 #define DEFAULT_THREADS 0
 #define DEFAULT_MAX_IN_FLIGHT 1
 #define DEFAULT_LATE_FRAMES GST_VISION_DETECT_LATE_SKIP_INFERENCE
+#define DEFAULT_BATCH_SIZE 1
+#define DEFAULT_BATCH_TIMEOUT (5 * GST_MSECOND)
+#define MAX_BATCH_SIZE 64
 
 enum
 {
@@ -97,6 +117,9 @@ enum
   PROP_LATE_FRAMES,
   PROP_FRAMES_INFERRED,
   PROP_FRAMES_SKIPPED_LATE,
+  PROP_BATCH_SIZE,
+  PROP_BATCH_TIMEOUT,
+  PROP_BATCH_MEAN_SIZE,
 };
 
 /* A frame between the streaming thread and the output thread. */
@@ -108,6 +131,7 @@ typedef struct
   gint width, height;
   gboolean *keep_class;         /* a reference (g_rc_box) or NULL: every class */
   GstClockTime submitted;       /* monotonic time of vd_submit () */
+  GstVisionBatchRequest *request;       /* shared engine: the frame's, or NULL */
 } PendingFrame;
 
 struct _GstVisionDetect
@@ -127,6 +151,8 @@ struct _GstVisionDetect
   gint threads;
   guint max_in_flight;
   GstVisionDetectLateFrames late_frames;
+  guint batch_size;
+  GstClockTime batch_timeout;
   gboolean thresholds_changed;  /* set by the property setters, read when streaming */
   gboolean classes_changed;
   gboolean started;             /* between start() and stop() */
@@ -134,7 +160,11 @@ struct _GstVisionDetect
   /* streaming state: created in start(), released in stop(); only the streaming
    * thread touches it in between */
   vd_model *model;
-  vd_context *ctx;
+  vd_context *ctx;              /* batch-size 1: the element's own engine */
+  /* batch-size > 1: the shared engine instead of @ctx (set and cleared under
+   * the object lock and @lock, so that the getters and the cancelling threads
+   * may read it) */
+  GstVisionBatcherClient *batch_client;
   gchar **class_names;          /* num_classes names: the model's or the labels file's */
   gint num_classes;
   gboolean *keep_class;         /* num_classes flags (g_rc_box); NULL keeps every class */
@@ -177,6 +207,8 @@ static gpointer output_main (gpointer data);
 static GstFlowReturn drain (GstVisionDetect * self);
 static void stop_output (GstVisionDetect * self);
 static gboolean warm_up (GstVisionDetect * self, const GstVideoInfo * info);
+static GstClockTime wanted_latency (GstVisionDetect * self,
+    GstClockTime inference_time);
 
 #define VIDEO_FORMATS "{ RGB, BGR, RGBA, BGRA, RGBx, BGRx, NV12, I420 }"
 
@@ -405,6 +437,8 @@ gst_vision_detect_set_property (GObject * object, guint prop_id,
     case PROP_LABELS:
     case PROP_THREADS:
     case PROP_MAX_IN_FLIGHT:
+    case PROP_BATCH_SIZE:
+    case PROP_BATCH_TIMEOUT:
       if (warn_if_started (self, pspec))
         return;
       break;
@@ -454,6 +488,12 @@ gst_vision_detect_set_property (GObject * object, guint prop_id,
       break;
     case PROP_MAX_IN_FLIGHT:
       self->max_in_flight = g_value_get_uint (value);
+      break;
+    case PROP_BATCH_SIZE:
+      self->batch_size = g_value_get_uint (value);
+      break;
+    case PROP_BATCH_TIMEOUT:
+      self->batch_timeout = g_value_get_uint64 (value);
       break;
     case PROP_LATE_FRAMES:
       self->late_frames = g_value_get_enum (value);
@@ -520,6 +560,16 @@ gst_vision_detect_get_property (GObject * object, guint prop_id,
     case PROP_FRAMES_SKIPPED_LATE:
       g_value_set_uint64 (value, self->n_skipped_late);
       break;
+    case PROP_BATCH_SIZE:
+      g_value_set_uint (value, self->batch_size);
+      break;
+    case PROP_BATCH_TIMEOUT:
+      g_value_set_uint64 (value, self->batch_timeout);
+      break;
+    case PROP_BATCH_MEAN_SIZE:
+      g_value_set_double (value, self->batch_client ?
+          gst_vision_batcher_client_mean_batch_size (self->batch_client) : 0.0);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -547,6 +597,16 @@ gst_vision_detect_finalize (GObject * object)
 static void
 release_engine (GstVisionDetect * self)
 {
+  GstVisionBatcherClient *client;
+
+  GST_OBJECT_LOCK (self);
+  g_mutex_lock (&self->lock);
+  client = self->batch_client;
+  self->batch_client = NULL;
+  g_mutex_unlock (&self->lock);
+  GST_OBJECT_UNLOCK (self);
+  /* the last client waits for the shared engine's running batch */
+  gst_vision_batcher_client_free (client);
   g_clear_pointer (&self->ctx, vd_context_free);
   g_clear_pointer (&self->model, gst_vision_model_cache_release);
   g_clear_pointer (&self->class_names, g_strfreev);
@@ -562,8 +622,11 @@ gst_vision_detect_start (GstBaseTransform * trans)
   gchar *path = NULL, *searched = NULL;
   vd_context_params params = vd_context_default_params ();
   GstVisionDetectPrecision precision;
+  const vd_context *ctx;
   GError *err = NULL;
-  gboolean ok = FALSE, shared = FALSE;
+  gboolean ok = FALSE, shared = FALSE, created = FALSE;
+  guint batch_size, max_in_flight;
+  GstClockTime batch_timeout;
   gint c;
 
   GST_OBJECT_LOCK (self);
@@ -576,6 +639,9 @@ gst_vision_detect_start (GstBaseTransform * trans)
   params.nms_threshold = self->iou_threshold;
   params.max_detections = self->max_detections;
   params.n_threads = self->threads;
+  batch_size = self->batch_size;
+  batch_timeout = self->batch_timeout;
+  max_in_flight = self->max_in_flight;
   self->thresholds_changed = FALSE;
   self->classes_changed = FALSE;
   GST_OBJECT_UNLOCK (self);
@@ -639,8 +705,24 @@ gst_vision_detect_start (GstBaseTransform * trans)
     }
   }
 
-  self->ctx = vd_context_new (self->model, &params, &err);
-  if (self->ctx == NULL) {
+  if (batch_size > 1) {
+    GstVisionBatcherClient *client = gst_vision_batcher_client_new (self->model,
+        &params, batch_size, batch_timeout, max_in_flight, &created, &err);
+
+    GST_OBJECT_LOCK (self);
+    g_mutex_lock (&self->lock);
+    self->batch_client = client;
+    g_mutex_unlock (&self->lock);
+    GST_OBJECT_UNLOCK (self);
+    ctx = client ? gst_vision_batcher_client_context (client) : NULL;
+    if (client != NULL)
+      GST_INFO_OBJECT (self, "%s shared engine, batches of up to %u frames, "
+          "waiting at most %" GST_TIME_FORMAT, created ? "created the" :
+          "joined a", batch_size, GST_TIME_ARGS (batch_timeout));
+  } else {
+    ctx = self->ctx = vd_context_new (self->model, &params, &err);
+  }
+  if (ctx == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS,
         ("Could not run model \"%s\" on device \"%s\" with precision %s: %s",
             path, device, vd_precision_name (params.precision), err->message),
@@ -648,19 +730,19 @@ gst_vision_detect_start (GstBaseTransform * trans)
     goto out_release_engine;
   }
   if (params.device == VD_DEVICE_AUTO
-      && vd_context_device (self->ctx) == VD_DEVICE_CPU) {
+      && vd_context_device (ctx) == VD_DEVICE_CPU) {
     /* the engine's reason: no device, the driver, the build, ... */
     GST_ELEMENT_WARNING (self, RESOURCE, NOT_FOUND,
         ("No usable CUDA device (%s): running on the CPU, which is much slower",
-            vd_context_fallback_reason (self->ctx)), ("device=auto"));
+            vd_context_fallback_reason (ctx)), ("device=auto"));
   }
   self->keep_class = resolve_classes (self, classes);
 
   GST_INFO_OBJECT (self, "model %s (%s), %d classes, on %s in %s", path,
       vd_model_description (self->model), self->num_classes,
-      vd_context_device (self->ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
-      vd_precision_name (vd_context_precision (self->ctx)));
-  GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (self->ctx));
+      vd_context_device (ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
+      vd_precision_name (vd_context_precision (ctx)));
+  GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (ctx));
 
   self->frame_count = 0;
   self->flushing = FALSE;
@@ -686,7 +768,8 @@ gst_vision_detect_start (GstBaseTransform * trans)
   self->n_inferred = 0;
   self->n_skipped_late = 0;
   self->started = TRUE;
-  self->latency = 0;
+  /* a shared engine's frame may wait the batch timeout: known from the start */
+  self->latency = wanted_latency (self, 0);
   self->upstream_live = FALSE;
   self->upstream_latency = 0;
   GST_OBJECT_UNLOCK (self);
@@ -758,7 +841,8 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
     GST_INFO_OBJECT (self, "frame size changes from %dx%d to %dx%d",
         GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
         GST_VIDEO_INFO_WIDTH (&info), GST_VIDEO_INFO_HEIGHT (&info));
-  if (new_size && self->ctx != NULL && upstream_is_live (self)) {
+  if (new_size && (self->ctx != NULL || self->batch_client != NULL)
+      && upstream_is_live (self)) {
     /* the frames of the old size leave first */
     drain (self);
     if (!warm_up (self, &info))
@@ -933,21 +1017,30 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
 }
 
 /* What we report: a frame waits for the batches ahead of it, then runs; half
- * an inference more for the variation. */
+ * an inference more for the variation. With a shared engine (@inference_time
+ * is then a batch's), a frame first waits up to the batch timeout for others,
+ * and one batch more may be ahead of it (other streams' frames). Object lock
+ * held. */
 static GstClockTime
 wanted_latency (GstVisionDetect * self, GstClockTime inference_time)
 {
+  if (self->batch_size > 1)
+    return self->batch_timeout + inference_time * (self->max_in_flight + 1) +
+        inference_time / 2;
   return inference_time * self->max_in_flight + inference_time / 2;
 }
 
 /* Posts a latency message when the typical inference time needs a quarter
- * more latency than reported. Object lock held; returns whether to post. */
+ * more latency than reported (of the part that follows it: a shared engine's
+ * batch timeout is fixed). Object lock held; returns whether to post. */
 static gboolean
 raise_latency_locked (GstVisionDetect * self)
 {
   GstClockTime wanted = wanted_latency (self, self->inference_time);
+  GstClockTime fixed = wanted_latency (self, 0);
 
-  if (wanted <= self->latency + self->latency / 4)
+  if (wanted <= self->latency + (self->latency - MIN (fixed,
+              self->latency)) / 4)
     return FALSE;
   self->latency = wanted;
   return TRUE;
@@ -1037,7 +1130,14 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
   GError *err = NULL;
   vd_image image;
   gboolean ok = TRUE, post;
-  gint run;
+  gfloat threshold, iou_threshold;
+  gint run, max_detections;
+
+  GST_OBJECT_LOCK (self);
+  threshold = self->threshold;
+  iou_threshold = self->iou_threshold;
+  max_detections = self->max_detections;
+  GST_OBJECT_UNLOCK (self);
 
   if (buffer != NULL)
     gst_buffer_memset (buffer, 0, 0x80, info->size);
@@ -1053,6 +1153,31 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
   for (run = 0; run < 2 && ok; run++) {
     vd_result result;
 
+    if (self->batch_client != NULL) {
+      GstVisionBatchRequest *request;
+      GstVisionBatchStatus status;
+      guint batch_frames;
+
+      /* through the shared engine (which takes the mapping), alone: not
+       * waiting for other streams' frames; the latency follows the time of
+       * the real batches afterwards */
+      if (run > 0 && !gst_video_frame_map (&frame, info, buffer, GST_MAP_READ))
+        break;
+      fill_image (&frame, &image);
+      request = gst_vision_batcher_submit (self->batch_client, &frame, &image,
+          threshold, iou_threshold, max_detections, TRUE);
+      status = gst_vision_batcher_wait (self->batch_client, request, &result,
+          &elapsed, &batch_frames, &err);
+      gst_vision_batch_request_unref (request);
+      ok = status != GST_VISION_BATCH_FAILED;
+      vd_result_clear (&result);
+      if (status == GST_VISION_BATCH_CANCELLED) {
+        /* flushing or stopping */
+        gst_buffer_unref (buffer);
+        return TRUE;
+      }
+      continue;
+    }
     start = gst_util_get_timestamp ();
     ok = vd_detect (self->ctx, &image, 1, &result, &err);
     elapsed = gst_util_get_timestamp () - start;
@@ -1062,7 +1187,8 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
       vd_result_clear (&result);
     }
   }
-  gst_video_frame_unmap (&frame);
+  if (self->batch_client == NULL)
+    gst_video_frame_unmap (&frame);
   gst_buffer_unref (buffer);
   if (!ok) {
     GST_ELEMENT_ERROR (self, STREAM, FAILED,
@@ -1091,6 +1217,7 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
 static void
 pending_frame_free (PendingFrame * f)
 {
+  g_clear_pointer (&f->request, gst_vision_batch_request_unref);
   gst_clear_buffer (&f->buffer);
   g_clear_pointer (&f->keep_class, g_rc_box_release);
   g_free (f);
@@ -1107,7 +1234,7 @@ output_main (gpointer data)
   g_mutex_lock (&self->lock);
   for (;;) {
     PendingFrame *f;
-    gboolean submitted, drop;
+    gboolean submitted, drop, cancelled = FALSE;
     GstFlowReturn ret = GST_FLOW_OK;
     vd_result result;
     GError *err = NULL;
@@ -1122,7 +1249,30 @@ output_main (gpointer data)
     self->pushing = TRUE;
     g_mutex_unlock (&self->lock);
 
-    if (submitted) {
+    if (submitted && f->request != NULL) {
+      GstVisionBatchStatus status;
+      GstClockTime done, batch_time;
+      guint batch_frames;
+
+      status = gst_vision_batcher_wait (self->batch_client, f->request, &result,
+          &batch_time, &batch_frames, &err);
+      done = gst_util_get_timestamp ();
+      ok = status != GST_VISION_BATCH_FAILED;
+      cancelled = status == GST_VISION_BATCH_CANCELLED;
+      g_mutex_lock (&self->lock);
+      self->n_submitted--;
+      if (self->n_submitted == 0)
+        self->engine_free_at = done;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      if (status == GST_VISION_BATCH_DONE) {
+        /* the latency follows the time of a batch, what a frame waits for */
+        update_latency (self, batch_time);
+        GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections, "
+            "in a batch of %u (%" GST_TIME_FORMAT ")", f->index,
+            result.n_detections, batch_frames, GST_TIME_ARGS (batch_time));
+      }
+    } else if (submitted) {
       GstClockTime done;
 
       ok = vd_collect (self->ctx, &result, 1, &err);
@@ -1155,7 +1305,7 @@ output_main (gpointer data)
     }
 
     g_mutex_lock (&self->lock);
-    drop = self->flushing || self->output_ret != GST_FLOW_OK;
+    drop = self->flushing || self->output_ret != GST_FLOW_OK || cancelled;
     g_mutex_unlock (&self->lock);
     if (!ok) {
       if (!drop)
@@ -1215,6 +1365,9 @@ stop_output (GstVisionDetect * self)
   self->quit = TRUE;
   self->flushing = TRUE;
   g_cond_broadcast (&self->cond);
+  /* an output thread waiting for the shared engine stops waiting */
+  if (self->batch_client != NULL)
+    gst_vision_batcher_client_cancel (self->batch_client);
   g_mutex_unlock (&self->lock);
   if (self->output_thread != NULL)
     g_thread_join (self->output_thread);
@@ -1261,7 +1414,7 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
 {
   GstClock *clock;
   GstClockTime now, base_time, done, deadline, inference_time, latency,
-      upstream, mono, free_at, earliest;
+      upstream, mono, free_at, earliest, gather = 0;
   gboolean live;
 
   if (!GST_CLOCK_TIME_IS_VALID (rt))
@@ -1280,6 +1433,9 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   clock = GST_ELEMENT_CLOCK (self) ? gst_object_ref (GST_ELEMENT_CLOCK (self))
       : NULL;
   base_time = GST_ELEMENT_CAST (self)->base_time;
+  /* a shared engine's batch may wait that long for its other frames */
+  if (self->batch_client != NULL)
+    gather = self->batch_timeout;
   GST_OBJECT_UNLOCK (self);
   if (clock == NULL)
     return FALSE;
@@ -1295,7 +1451,7 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   free_at = self->n_submitted > 0 ? MAX (self->engine_free_at, mono) : mono;
   g_mutex_unlock (&self->lock);
   /* a quarter more than the typical time: a slower frame still on time */
-  done = (now - base_time) + (free_at - mono) + inference_time +
+  done = (now - base_time) + (free_at - mono) + gather + inference_time +
       inference_time / 4;
   deadline = rt + upstream + latency;
   GST_LOG_OBJECT (self, "running time %" GST_TIME_FORMAT ": done at %"
@@ -1326,7 +1482,8 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     return GST_FLOW_OK;
   trans->queued_buf = NULL;
 
-  if (G_UNLIKELY (!self->have_info || self->ctx == NULL)) {
+  if (G_UNLIKELY (!self->have_info || (self->ctx == NULL
+              && self->batch_client == NULL))) {
     gst_buffer_unref (buffer);
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
         ("frame before caps or before the engine started"));
@@ -1356,7 +1513,8 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   self->classes_changed = FALSE;
   GST_OBJECT_UNLOCK (self);
 
-  if (thresholds_changed)
+  /* a shared engine takes them with every frame */
+  if (thresholds_changed && self->ctx != NULL)
     vd_context_set_thresholds (self->ctx, threshold, iou_threshold,
         max_detections);
   if (classes_changed) {
@@ -1429,8 +1587,16 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
       return GST_FLOW_NOT_NEGOTIATED;
     }
     f->submitted = gst_util_get_timestamp ();
-    ok = vd_submit (self->ctx, &image, 1, &err);
-    gst_video_frame_unmap (&frame);
+    if (self->batch_client != NULL) {
+      /* the shared engine takes the mapping; a frame it refuses fails when
+       * its result is collected, alone */
+      f->request = gst_vision_batcher_submit (self->batch_client, &frame,
+          &image, threshold, iou_threshold, max_detections, FALSE);
+      ok = TRUE;
+    } else {
+      ok = vd_submit (self->ctx, &image, 1, &err);
+      gst_video_frame_unmap (&frame);
+    }
     if (!ok) {
       GST_ELEMENT_ERROR (self, STREAM, FAILED,
           ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d %s): %s",
@@ -1505,6 +1671,9 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
       g_mutex_lock (&self->lock);
       self->flushing = TRUE;
       g_cond_broadcast (&self->cond);
+      /* and those in the shared engine leave it */
+      if (self->batch_client != NULL)
+        gst_vision_batcher_client_cancel (self->batch_client);
       g_mutex_unlock (&self->lock);
       break;
     case GST_EVENT_FLUSH_STOP:
@@ -1518,6 +1687,14 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
       self->frame_count = 0;
       break;
     default:
+      /* at EOS the shared engine stops waiting for this stream's frames (until
+       * the next one) */
+      if (GST_EVENT_TYPE (event) == GST_EVENT_EOS) {
+        g_mutex_lock (&self->lock);
+        if (self->batch_client != NULL)
+          gst_vision_batcher_client_set_idle (self->batch_client, TRUE);
+        g_mutex_unlock (&self->lock);
+      }
       /* serialized events (caps, segment, EOS, ...) follow the frames before
        * them */
       if (GST_EVENT_IS_SERIALIZED (event))
@@ -1568,6 +1745,10 @@ gst_vision_detect_change_state (GstElement * element,
     g_mutex_lock (&self->lock);
     self->flushing = TRUE;
     g_cond_broadcast (&self->cond);
+    /* frames waiting in a shared engine leave it: neither this element's
+     * stop nor the other streams wait for them */
+    if (self->batch_client != NULL)
+      gst_vision_batcher_client_cancel (self->batch_client);
     g_mutex_unlock (&self->lock);
   }
   return GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
@@ -1696,6 +1877,29 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
           "Frames passed without inference because it would have made them "
           "late (late-frames=skip-inference)", 0, G_MAXUINT64, 0,
           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_BATCH_SIZE,
+      g_param_spec_uint ("batch-size", "Batch size",
+          "1: the element has its own engine. More: it shares one engine with "
+          "the other visiondetect elements of the process that run the same "
+          "model file on the same device with the same precision and threads "
+          "and have batch-size > 1, and their frames run together in batches "
+          "of up to the largest batch-size among them (frames of different "
+          "sizes, formats or thresholds share the engine, not a batch). Each "
+          "stream keeps its order and max-in-flight", 1, MAX_BATCH_SIZE,
+          DEFAULT_BATCH_SIZE, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_BATCH_TIMEOUT,
+      g_param_spec_uint64 ("batch-timeout", "Batch timeout",
+          "With batch-size > 1: the longest a frame waits for other frames "
+          "before its batch runs, in nanoseconds (a batch runs sooner when "
+          "full or when no stream can add a frame). Added to the latency the "
+          "element reports", 0, G_MAXUINT64 / 4, DEFAULT_BATCH_TIMEOUT,
+          rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_BATCH_MEAN_SIZE,
+      g_param_spec_double ("batch-mean-size", "Mean batch size",
+          "Frames per batch the shared engine ran since it was created, all "
+          "its streams together (0 without a shared engine or before its "
+          "first batch)", 0.0, G_MAXDOUBLE, 0.0,
+          G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -1748,6 +1952,8 @@ gst_vision_detect_init (GstVisionDetect * self)
   self->threads = DEFAULT_THREADS;
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   self->late_frames = DEFAULT_LATE_FRAMES;
+  self->batch_size = DEFAULT_BATCH_SIZE;
+  self->batch_timeout = DEFAULT_BATCH_TIMEOUT;
   self->inference_time = GST_CLOCK_TIME_NONE;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);

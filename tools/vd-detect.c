@@ -2,7 +2,7 @@
  *
  *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]
  *             [--threads N] [--threshold S] [--json] [--dump DIR] [--repeat N]
- *             [--stages] [--info] IMAGE...
+ *             [--batch N] [--stages] [--info] IMAGE...
  *   vd-detect --info [--model FILE] [--device ...] [--precision ...] [--threads N]
  *
  * IMAGE is a binary PPM (P6, maxval 255) or a NumPy .npy uint8 array of shape
@@ -288,6 +288,7 @@ int main(int argc, char **argv)
     char *model_path = NULL, *device = NULL, *precision = NULL, *dump_dir = NULL;
     double threshold = -1.0;
     int threads = 0, repeat = 0; /* 0: run once, print no time */
+    int batch = 1;
     gboolean json = FALSE, stages = FALSE, info = FALSE;
     char **images = NULL;
     GOptionEntry entries[] = {
@@ -303,6 +304,10 @@ int main(int argc, char **argv)
          "Write intermediate tensors of image i as DIR/i/NAME.npy", "DIR"},
         {"repeat", 'r', 0, G_OPTION_ARG_INT, &repeat,
          "Run each image N times; per-run times on stderr", "N"},
+        {"batch", 'b', 0, G_OPTION_ARG_INT, &batch,
+         "Run each image as one batch of N copies of it (its result printed once); with "
+         "--repeat, the time of each batch",
+         "N"},
         {"stages", 0, 0, G_OPTION_ARG_NONE, &stages, "Per-stage times of each run on stderr",
          NULL},
         {"info", 'i', 0, G_OPTION_ARG_NONE, &info,
@@ -352,8 +357,10 @@ int main(int argc, char **argv)
                 precision);
         goto out;
     }
-    if (threads < 0 || repeat < 0 || (threshold != -1.0 && (threshold < 0.0 || threshold > 1.0))) {
-        fprintf(stderr, "vd-detect: --threads must be >= 0, --repeat >= 1, --threshold in [0, 1]\n");
+    if (threads < 0 || repeat < 0 || batch < 1 || batch > 1024 ||
+        (threshold != -1.0 && (threshold < 0.0 || threshold > 1.0))) {
+        fprintf(stderr, "vd-detect: --threads must be >= 0, --repeat >= 1, --batch in [1, 1024], "
+                        "--threshold in [0, 1]\n");
         goto out;
     }
     params.n_threads = threads;
@@ -402,14 +409,16 @@ int main(int argc, char **argv)
             }
             vd_context_set_observer(ctx, dump_tensor, &dump);
         }
-        vd_image view = vd_image_rgb(img.pixels, img.width, img.height);
-        vd_result result = {0};
+        vd_image *views = g_new(vd_image, batch);
+        vd_result *results = g_new0(vd_result, batch);
+        for (int b = 0; b < batch; b++)
+            views[b] = vd_image_rgb(img.pixels, img.width, img.height);
         gboolean ok = TRUE;
         for (int r = 0; r < MAX(repeat, 1) && ok; r++) {
-            if (r > 0)
-                vd_result_clear(&result);
+            for (int b = 0; b < batch; b++)
+                vd_result_clear(&results[b]);
             gint64 t0 = g_get_monotonic_time();
-            ok = vd_detect(ctx, &view, 1, &result, &error);
+            ok = vd_detect(ctx, views, batch, results, &error);
             gint64 t1 = g_get_monotonic_time();
             vd_context_set_observer(ctx, NULL, NULL); /* dump the first run only */
             if (ok && repeat > 0)
@@ -424,6 +433,11 @@ int main(int argc, char **argv)
             }
         }
         g_free(img.pixels);
+        g_free(views);
+        vd_result result = results[0];
+        for (int b = 1; b < batch; b++)
+            vd_result_clear(&results[b]);
+        g_free(results);
         if (!ok) {
             fprintf(stderr, "vd-detect: %s: %s\n", images[i], error->message);
             goto out;
