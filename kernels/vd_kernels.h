@@ -189,7 +189,7 @@ cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype featur
 /* ------------------------------------------------------------------------ */
 /* Box head post-processing (mirrors postprocess of the CPU backend)        */
 
-/* Same layout as vd.h's vd_detection. */
+/* vd.h's vd_detection without the mask (copied field by field). */
 typedef struct {
     float x1, y1, x2, y2;
     float score;
