@@ -445,7 +445,7 @@ void vd_pooler_levels_update(vd_pooler_levels *p, const int *feature_heights, in
 void vd_sigmoid(float *values, int n)
 {
     for (int i = 0; i < n; i++)
-        values[i] = vd_math_fdiv(1.0f, vd_math_fadd(1.0f, vd_math_expf(-values[i])));
+        values[i] = vd_math_sigmoid(values[i]);
 }
 
 /* The integer box of expand_boxes(box, (m + 2) / m).to(int64): float32 arithmetic
