@@ -803,8 +803,10 @@ static gboolean parse_featmap_names(const char *path, JsonObject *o, const char 
                 listed = TRUE;
         }
         if (listed && *n_levels != l)
-            return config_error(error, path, "'%s.featmap_names' must select the first FPN "
-                                "levels ('0', '1', ...); it skips level %d", section, *n_levels);
+            return config_error(error, path,
+                                "'%s.featmap_names' must select the first FPN "
+                                "levels ('0', '1', ...); it skips level %d",
+                                section, *n_levels);
         if (listed)
             (*n_levels)++;
     }
@@ -818,9 +820,9 @@ static gboolean parse_featmap_names(const char *path, JsonObject *o, const char 
  * with their pooler; see engine/MASKRCNN.md. */
 static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "output_size", "sampling_ratio", "featmap_names",
-                                        "conv_channels", "dilation", "norm", "dim_reduced",
-                                        NULL };
+    static const char *const keys[] = {
+        "output_size", "sampling_ratio", "featmap_names", "conv_channels",
+        "dilation",    "norm",           "dim_reduced",   NULL};
     const char *section = "roi_heads.mask_head";
     JsonObject *o = get_section(path, roi, "mask_head", error);
     JsonArray *channels;
@@ -856,9 +858,8 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
     for (guint i = 0; i < json_array_get_length(channels); i++) {
         JsonNode *node = json_array_get_element(channels, i);
         if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
-            return config_error(error, path,
-                                "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section,
-                                i);
+            return config_error(
+                error, path, "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section, i);
         c->mask_conv_channels[i] = (int)json_node_get_int(node);
     }
     c->n_mask_convs = (int)json_array_get_length(channels);
@@ -868,10 +869,10 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c,
                                 GError **error)
 {
-    static const char *const keys[] = { "output_size", "sampling_ratio", "featmap_names",
-                                        "representation_size", "score_thresh", "nms_thresh",
-                                        "detections_per_img", "bbox_reg_weights", "min_size",
-                                        "box_head", "mask_head", NULL };
+    static const char *const keys[] = {
+        "output_size",  "sampling_ratio", "featmap_names",      "representation_size",
+        "score_thresh", "nms_thresh",     "detections_per_img", "bbox_reg_weights",
+        "min_size",     "box_head",       "mask_head",          NULL};
     JsonObject *o = get_section(path, config, "roi_heads", error);
     JsonArray *weights;
 
@@ -899,10 +900,10 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
     if (!parse_featmap_names(path, o, "roi_heads", c, &c->n_roi_levels, error))
         return FALSE;
     if (json_object_has_member(o, "mask_head") != c->has_masks)
-        return config_error(error, path, c->has_masks
-                                             ? "architecture 'maskrcnn' needs 'roi_heads.mask_head'"
-                                             : "'roi_heads.mask_head' is only valid with "
-                                               "architecture 'maskrcnn'");
+        return config_error(error, path,
+                            c->has_masks ? "architecture 'maskrcnn' needs 'roi_heads.mask_head'"
+                                         : "'roi_heads.mask_head' is only valid with "
+                                           "architecture 'maskrcnn'");
     return !c->has_masks || parse_mask_head(path, o, c, error);
 }
 
@@ -1676,12 +1677,12 @@ static gboolean load_mask_head(loader *ld, vd_model *model, GError **error)
         d->groups = 1;
         if (!(d->weight = read_tensor(ld, "roi_heads.mask_predictor.conv5_mask.weight", NULL, 4,
                                       wshape, error)) ||
-            !(d->bias = read_tensor(ld, "roi_heads.mask_predictor.conv5_mask.bias", NULL, 1,
-                                    bshape, error)))
+            !(d->bias = read_tensor(ld, "roi_heads.mask_predictor.conv5_mask.bias", NULL, 1, bshape,
+                                    error)))
             return FALSE;
     }
-    return load_conv_bias(ld, "roi_heads.mask_predictor.mask_fcn_logits", NULL,
-                          &model->mask_logits, c->num_classes, R, 1, 1, 0, error);
+    return load_conv_bias(ld, "roi_heads.mask_predictor.mask_fcn_logits", NULL, &model->mask_logits,
+                          c->num_classes, R, 1, 1, 0, error);
 }
 
 static gboolean check_leftovers(loader *ld, GError **error)
@@ -1830,15 +1831,14 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     {
         const char *arch = model->config.has_masks ? "maskrcnn" : "fasterrcnn";
         if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
-            model->description = g_strdup_printf("%s %s-fpn, %d classes", arch,
-                                                 model->config.mnv3_arch,
-                                                 model->config.num_classes);
+            model->description = g_strdup_printf(
+                "%s %s-fpn, %d classes", arch, model->config.mnv3_arch, model->config.num_classes);
         else if (model->config.depth > 0)
             model->description = g_strdup_printf("%s resnet%d-fpn, %d classes", arch,
                                                  model->config.depth, model->config.num_classes);
         else
-            model->description = g_strdup_printf("%s resnet-fpn, %d classes", arch,
-                                                 model->config.num_classes);
+            model->description =
+                g_strdup_printf("%s resnet-fpn, %d classes", arch, model->config.num_classes);
     }
     ok = TRUE;
 

@@ -153,13 +153,13 @@ typedef struct {
      * folded, with mask_norm) + ReLU, ConvTranspose2d 2x2 stride 2 + ReLU to
      * mask_dim_reduced channels, a 1x1 conv to num_classes */
     gboolean has_masks;
-    int mask_output_size;     /* 14 */
-    int mask_sampling_ratio;  /* 2 */
-    int n_mask_roi_levels;    /* the first FPN levels the mask pooler uses */
+    int mask_output_size;    /* 14 */
+    int mask_sampling_ratio; /* 2 */
+    int n_mask_roi_levels;   /* the first FPN levels the mask pooler uses */
     int n_mask_convs;
     int mask_conv_channels[VD_MAX_MASK_CONVS];
-    gboolean mask_norm;       /* v2: batch-norm after each conv (no bias) */
-    int mask_dim_reduced;     /* the transposed convolution's output channels */
+    gboolean mask_norm;   /* v2: batch-norm after each conv (no bias) */
+    int mask_dim_reduced; /* the transposed convolution's output channels */
 
     int num_classes;          /* including background */
     char **class_names;       /* num_classes entries */
@@ -196,9 +196,9 @@ struct vd_model {
     vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
 
     vd_conv mask_convs[VD_MAX_MASK_CONVS]; /* 3x3 pad 1 (v2: BN folded) */
-    vd_conv mask_deconv;              /* ConvTranspose2d 2x2 stride 2: weight in torch's
-                                       * [in_channels][out_channels][2][2] order */
-    vd_conv mask_logits;              /* 1x1 -> num_classes */
+    vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's
+                                            * [in_channels][out_channels][2][2] order */
+    vd_conv mask_logits;                   /* 1x1 -> num_classes */
 };
 
 /* vd_model_load() of a file's @size bytes at @contents (named @path in errors),

@@ -2183,8 +2183,8 @@ static void mask_plan_clear(cpu_mask_plan *mp)
         cpu_box_conv *bc = &mp->layers[j];
         if (bc->prim != NULL)
             dnnl_primitive_destroy(bc->prim);
-        dnnl_memory_t mems[] = {bc->src, bc->weights, bc->bias, bc->dst, mp->relayout_from[j],
-                                mp->relayout_to[j]};
+        dnnl_memory_t mems[] = {bc->src, bc->weights,          bc->bias,
+                                bc->dst, mp->relayout_from[j], mp->relayout_to[j]};
         for (int k = 0; k < 6; k++)
             if (mems[k] != NULL)
                 dnnl_memory_destroy(mems[k]);
@@ -2217,9 +2217,8 @@ static void mask_plans_clear(cpu_state *st)
  * transposed convolution (torch's [in][out][2][2] weights: oneDNN's iohw); src in
  * @src_md (NULL: the layout oneDNN prefers), dst in the layout it prefers, which
  * *@dst_md receives. */
-static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *w,
-                                gboolean deconv, int rows, int size,
-                                const dnnl_memory_desc_t *src_md, gboolean relu,
+static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *w, gboolean deconv,
+                                int rows, int size, const dnnl_memory_desc_t *src_md, gboolean relu,
                                 dnnl_memory_desc_t *dst_md, size_t *max_bytes, GError **error)
 {
     int out_size = deconv ? 2 * size : size;
@@ -2257,11 +2256,10 @@ static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *
              "mask layer bias");
     if (deconv) {
         dnnl_deconvolution_desc_t desc;
-        DNNL_TRY(dnnl_deconvolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                                      dnnl_deconvolution_direct,
-                                                      src_md ? src_md : &src_any, &wei_any,
-                                                      &bias_md, &dst_any, strides, padding,
-                                                      padding),
+        DNNL_TRY(dnnl_deconvolution_forward_desc_init(
+                     &desc, dnnl_forward_inference, dnnl_deconvolution_direct,
+                     src_md ? src_md : &src_any, &wei_any, &bias_md, &dst_any, strides, padding,
+                     padding),
                  "mask deconvolution desc");
         DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
                  "mask deconvolution primitive desc");
@@ -2269,8 +2267,8 @@ static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *
         dnnl_convolution_desc_t desc;
         DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                     dnnl_convolution_direct,
-                                                    src_md ? src_md : &src_any, &wei_any,
-                                                    &bias_md, &dst_any, strides, padding, padding),
+                                                    src_md ? src_md : &src_any, &wei_any, &bias_md,
+                                                    &dst_any, strides, padding, padding),
                  "mask convolution desc");
         DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
                  "mask convolution primitive desc");
@@ -2278,8 +2276,9 @@ static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *
     DNNL_TRY(dnnl_primitive_create(&bc->prim, pd), "mask layer primitive");
     note_scratchpad(st, pd);
     *dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(
-                                     pd, dnnl_query_src_md, 0)));
+    *max_bytes =
+        MAX(*max_bytes,
+            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)));
     *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dst_md));
     if (!packed_weights(st, &wei_user, w->weight,
                         dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &bc->weights,
@@ -2324,8 +2323,8 @@ static gboolean mask_plan_init(cpu_state *st, cpu_mask_plan *mp, int rows, GErro
             goto out_fail;
     if (!(mp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), "mask RoI features",
                                      error)) ||
-        !(mp->logits = alloc_aligned((size_t)rows * K * M * M * sizeof(float), "mask logits",
-                                     error)))
+        !(mp->logits =
+              alloc_aligned((size_t)rows * K * M * M * sizeof(float), "mask logits", error)))
         goto out_fail;
     /* the rows past the detections compute on these (finite) zeros */
     memset(mp->pooled, 0, (size_t)rows * C * P * P * sizeof(float));
@@ -2341,12 +2340,12 @@ static gboolean mask_plan_init(cpu_state *st, cpu_mask_plan *mp, int rows, GErro
         } else if (!dnnl_memory_desc_equal(&prev_md, src_md)) {
             if (!reorder_init(st, &prev_md, src_md, &mp->relayout[j], error))
                 goto out_fail;
-            DNNL_TRY(dnnl_memory_create(&mp->relayout_from[j], &prev_md, st->engine,
-                                        mp->buffers[cur]),
-                     "mask layer relayout");
-            DNNL_TRY(dnnl_memory_create(&mp->relayout_to[j], src_md, st->engine,
-                                        mp->buffers[1 - cur]),
-                     "mask layer relayout");
+            DNNL_TRY(
+                dnnl_memory_create(&mp->relayout_from[j], &prev_md, st->engine, mp->buffers[cur]),
+                "mask layer relayout");
+            DNNL_TRY(
+                dnnl_memory_create(&mp->relayout_to[j], src_md, st->engine, mp->buffers[1 - cur]),
+                "mask layer relayout");
             cur = 1 - cur;
         }
         prev_md = *dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
@@ -2384,8 +2383,8 @@ out_fail:
  * rows; a few counts cached). */
 static cpu_mask_plan *mask_plan(cpu_state *st, int n, GError **error)
 {
-    int rows = MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM,
-                   BOX_ROWS_QUANTUM);
+    int rows =
+        MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM, BOX_ROWS_QUANTUM);
     for (int i = 0; i < MASK_PLAN_CACHE; i++)
         if (st->mask_plans[i].rows == rows)
             return &st->mask_plans[i];
@@ -2448,8 +2447,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     }
     {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->plain_in}, {DNNL_ARG_TO, mp->blocked_in}};
-        DNNL_TRY(dnnl_primitive_execute(mp->to_blocked, st->stream, 2, args),
-                 "mask RoI reorder");
+        DNNL_TRY(dnnl_primitive_execute(mp->to_blocked, st->stream, 2, args), "mask RoI reorder");
     }
     for (int j = 0; j < mp->n_layers; j++) {
         const cpu_box_conv *bc = &mp->layers[j];
@@ -2486,8 +2484,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         vd_detection *d = &result->detections[i];
         float box[4] = {d->x1, d->y1, d->x2, d->y2};
         int rect[4];
-        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect,
-                      NULL);
+        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect, NULL);
         if (rect[2] == 0 || rect[3] == 0)
             continue;
         d->mask = g_try_malloc((size_t)rect[2] * rect[3]);

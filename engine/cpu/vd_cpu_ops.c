@@ -465,8 +465,8 @@ static void expanded_box(const float box[4], int m, int64_t out[4])
     out[3] = (int64_t)vd_math_fadd(y_c, h_half);
 }
 
-void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width,
-                   int frame_height, int rect[4], uint8_t *out)
+void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
+                   int rect[4], uint8_t *out)
 {
     int64_t b[4];
     expanded_box(box, m, b);
@@ -490,9 +490,10 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
     /* the padded mask (m + 2 square, zero border), resized to h x w; row r of the
      * rectangle is row y0 - b[1] + r of the resized mask */
     int padded = m + 2;
-    float ratio_h = vd_math_resize_ratio(padded, (int)h), ratio_w = vd_math_resize_ratio(padded, (int)w);
+    float ratio_h = vd_math_resize_ratio(padded, (int)h),
+          ratio_w = vd_math_resize_ratio(padded, (int)w);
 #define PADDED_AT(r, c)                                                                            \
-    (((r) >= 1 && (r) <= m && (c) >= 1 && (c) <= m) ? mask[((r) - 1) * m + (c) - 1] : 0.0f)
+    (((r) >= 1 && (r) <= m && (c) >= 1 && (c) <= m) ? mask[((r)-1) * m + (c)-1] : 0.0f)
     for (int r = 0; r < rect[3]; r++) {
         int i0h, i1h;
         float l0h, l1h;
@@ -502,11 +503,11 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
         for (int c = 0; c < rect[2]; c++) {
             int i0w, i1w;
             float l0w, l1w;
-            vd_math_resize_source(ratio_w, (int)(x0 - b[0]) + c, padded, (int)w, &i0w, &i1w,
-                                  &l0w, &l1w);
-            float p = vd_math_resize_blend(l0h, l1h, l0w, l1w, PADDED_AT(i0h, i0w),
-                                           PADDED_AT(i0h, i1w), PADDED_AT(i1h, i0w),
-                                           PADDED_AT(i1h, i1w));
+            vd_math_resize_source(ratio_w, (int)(x0 - b[0]) + c, padded, (int)w, &i0w, &i1w, &l0w,
+                                  &l1w);
+            float p =
+                vd_math_resize_blend(l0h, l1h, l0w, l1w, PADDED_AT(i0h, i0w), PADDED_AT(i0h, i1w),
+                                     PADDED_AT(i1h, i0w), PADDED_AT(i1h, i1w));
             /* in double: 255 * p is exact, so byte >= 128 exactly when p >= 0.5 */
             double v = floor(255.0 * (double)p + 0.5);
             row[c] = (uint8_t)CLAMP(v, 0.0, 255.0);

@@ -159,8 +159,8 @@ void vd_sigmoid(float *values, int n);
  * rectangle's pixels row by row (width bytes per row): round(255 * p) of the
  * bilinearly resized, zero-padded mask (torch's upsample_bilinear2d arithmetic,
  * vd_math.h). Computes only the pixels inside the frame. */
-void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width,
-                   int frame_height, int rect[4], uint8_t *out);
+void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
+                   int rect[4], uint8_t *out);
 
 G_END_DECLS
 

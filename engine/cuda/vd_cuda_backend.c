@@ -35,7 +35,6 @@
 #define VD_CUDA_BOX_NMS_CANDIDATES 32768
 #define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
 
-
 typedef struct {
     vd_cuda_conv conv1, conv2, conv3, downsample;
     vd_cuda_tensor *shortcut; /* the downsample output, or the block input */

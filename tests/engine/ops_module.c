@@ -64,8 +64,8 @@ VDT_EXPORT void vdt_sigmoid(const float *x, int n, float *out)
 /* paste_masks_in_image of @n masks (@m x @m each) with @boxes into a zero
  * @frame_h x @frame_w uint8 frame per mask (@out: n frames), through vd_paste_mask's
  * rectangle; @rects gets each rectangle. */
-VDT_EXPORT void vdt_paste_masks(const float *masks, int n, int m, const float *boxes,
-                                int frame_w, int frame_h, uint8_t *out, int *rects)
+VDT_EXPORT void vdt_paste_masks(const float *masks, int n, int m, const float *boxes, int frame_w,
+                                int frame_h, uint8_t *out, int *rects)
 {
     for (int i = 0; i < n; i++) {
         int *rect = rects + 4 * i;

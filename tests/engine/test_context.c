@@ -802,7 +802,8 @@ static void test_masks(void)
     for (int i = 0; i < r.n_detections; i++) {
         g_assert_null(r.detections[i].mask);
         g_assert_cmpint(r.detections[i].mask_width | r.detections[i].mask_height |
-                            r.detections[i].mask_x | r.detections[i].mask_y, ==, 0);
+                            r.detections[i].mask_x | r.detections[i].mask_y,
+                        ==, 0);
     }
     vd_result_clear(&r);
     g_free(pixels);

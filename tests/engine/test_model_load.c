@@ -1263,7 +1263,6 @@ static void test_v2_invalid(void)
     expect_error(fx, VD_ERROR_FORMAT, "roi_heads.box_head.0.0.weight", NULL);
 }
 
-
 /* A valid tiny Mask R-CNN loads with its mask head (v1 and v2, the norm folded). */
 static void test_mask_valid(void)
 {
@@ -1312,12 +1311,15 @@ static void test_mask_valid(void)
 /* Every mask tensor is checked (name, shape, dtype), and every mask_head value. */
 static void test_mask_invalid(void)
 {
-    static const char *const v1_tensors[] = {
-        "roi_heads.mask_head.0.0.weight", "roi_heads.mask_head.0.0.bias",
-        "roi_heads.mask_head.1.0.weight", "roi_heads.mask_head.1.0.bias",
-        "roi_heads.mask_predictor.conv5_mask.weight", "roi_heads.mask_predictor.conv5_mask.bias",
-        "roi_heads.mask_predictor.mask_fcn_logits.weight",
-        "roi_heads.mask_predictor.mask_fcn_logits.bias", NULL};
+    static const char *const v1_tensors[] = {"roi_heads.mask_head.0.0.weight",
+                                             "roi_heads.mask_head.0.0.bias",
+                                             "roi_heads.mask_head.1.0.weight",
+                                             "roi_heads.mask_head.1.0.bias",
+                                             "roi_heads.mask_predictor.conv5_mask.weight",
+                                             "roi_heads.mask_predictor.conv5_mask.bias",
+                                             "roi_heads.mask_predictor.mask_fcn_logits.weight",
+                                             "roi_heads.mask_predictor.mask_fcn_logits.bias",
+                                             NULL};
     static const char *const v2_tensors[] = {
         "roi_heads.mask_head.0.1.weight", "roi_heads.mask_head.0.1.bias",
         "roi_heads.mask_head.0.1.running_mean", "roi_heads.mask_head.1.1.running_var", NULL};
@@ -1385,8 +1387,9 @@ static void test_mask_invalid(void)
     fx_config_replace(fx, "\"output_size\":4,", "\"output_size\":0,");
     expect_error(fx, VD_ERROR_FORMAT, "output_size", NULL);
     fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
-                          "\"conv",
+    fx_config_replace(fx,
+                      "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                      "\"conv",
                       "\"sampling_ratio\":0,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv");
     expect_error(fx, VD_ERROR_FORMAT, "sampling_ratio", NULL);
     fx = fx_tiny_mask(FALSE);
@@ -1413,8 +1416,8 @@ static void test_export_maskrcnn(void)
     if (!have_torchvision())
         goto out;
     for (int v = 0; v < 2; v++) {
-        char *export_argv[] = {(char *)python_path(), exporter, "--builder", (char *)builders[v],
-                               output, NULL};
+        char *export_argv[] = {(char *)python_path(), exporter, "--builder",
+                               (char *)builders[v],   output,   NULL};
         GError *error = NULL;
         g_assert_true(run_command(export_argv, NULL));
         vd_model *model = vd_model_load(output, &error);
