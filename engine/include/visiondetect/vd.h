@@ -223,7 +223,9 @@ typedef struct {
     int label;            /* class id (1..num_classes-1) */
 
     /* Instance mask, for models with a mask branch (vd_model_has_masks()); NULL
-     * with the four integers 0 otherwise. torchvision's paste_masks_in_image
+     * with the four integers 0 otherwise (and for a detection whose rectangle
+     * below would be empty, which torchvision's geometry does not produce for
+     * boxes inside the frame). torchvision's paste_masks_in_image
      * (engine/MASKRCNN.md) writes a detection's probabilities into the frame
      * only inside one rectangle of whole pixels: its box expanded by 30/28 about
      * its centre, truncated to integers and clipped to the frame; every pixel
@@ -233,10 +235,9 @@ typedef struct {
      * likewise for y), row-major, mask_width bytes per row, each byte round(255 *
      * p) of that pixel's probability p: byte >= 128 is exactly p >= 0.5
      * (torchvision's usual "mask > 0.5" differs only at p == 0.5). The
-     * rectangle contains the box's pixels (it is at least one pixel wider on
-     * each side where the frame allows). Owned by the vd_result holding the
-     * detection; freed by vd_result_clear(). Copy a vd_detection only with the
-     * mask pointer cleared or the bytes duplicated. */
+     * rectangle contains every frame pixel the box overlaps. Owned by the
+     * vd_result holding the detection; freed by vd_result_clear(). Copy a
+     * vd_detection only with the mask pointer cleared or the bytes duplicated. */
     uint8_t *mask;
     int mask_x, mask_y, mask_width, mask_height;
 } vd_detection;
