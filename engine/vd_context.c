@@ -480,6 +480,8 @@ void vd_result_clear(vd_result *result)
 {
     if (result == NULL)
         return;
+    for (int i = 0; result->detections != NULL && i < result->n_detections; i++)
+        g_free(result->detections[i].mask);
     g_clear_pointer(&result->detections, g_free);
     result->n_detections = 0;
 }

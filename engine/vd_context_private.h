@@ -6,7 +6,7 @@
 
 G_BEGIN_DECLS
 
-#define VD_MAX_STAGES 8
+#define VD_MAX_STAGES 12
 
 /* A backend runs a batch of frames on one device. @create builds its state for
  * ctx->model (weights converted to what the device wants), @detect fills one

@@ -777,15 +777,104 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
     return TRUE;
 }
 
+/* MultiScaleRoIAlign keeps the FPN maps whose name is in featmap_names, in the FPN's
+ * order ('0', '1', ..., 'pool'); the engine needs them to be the first levels.
+ * @section names the pooler's section in errors. */
+static gboolean parse_featmap_names(const char *path, JsonObject *o, const char *section,
+                                    const vd_config *c, int *n_levels, GError **error)
+{
+    JsonArray *names = get_array(path, o, section, "featmap_names", 1, 64, error);
+    if (!names)
+        return FALSE;
+    *n_levels = 0;
+    for (int l = 0; l < c->n_fpn_levels; l++) {
+        char level_name[16];
+        gboolean listed = FALSE;
+
+        if (l < c->n_returned_layers)
+            g_snprintf(level_name, sizeof level_name, "%d", l);
+        else
+            g_strlcpy(level_name, "pool", sizeof level_name);
+        for (guint i = 0; i < json_array_get_length(names); i++) {
+            JsonNode *node = json_array_get_element(names, i);
+            if (!node_is_string(node))
+                return config_error(error, path, "'%s.featmap_names' must hold strings", section);
+            if (strcmp(json_node_get_string(node), level_name) == 0)
+                listed = TRUE;
+        }
+        if (listed && *n_levels != l)
+            return config_error(error, path,
+                                "'%s.featmap_names' must select the first FPN "
+                                "levels ('0', '1', ...); it skips level %d",
+                                section, *n_levels);
+        if (listed)
+            (*n_levels)++;
+    }
+    if (*n_levels == 0)
+        return config_error(error, path, "'%s.featmap_names' selects none of the FPN levels",
+                            section);
+    return TRUE;
+}
+
+/* roi_heads.mask_head (architecture "maskrcnn"): MaskRCNNHeads and MaskRCNNPredictor
+ * with their pooler; see engine/MASKRCNN.md. */
+static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c, GError **error)
+{
+    static const char *const keys[] = {
+        "output_size", "sampling_ratio", "featmap_names", "conv_channels",
+        "dilation",    "norm",           "dim_reduced",   NULL};
+    const char *section = "roi_heads.mask_head";
+    JsonObject *o = get_section(path, roi, "mask_head", error);
+    JsonArray *channels;
+    const char *norm;
+    int dilation;
+
+    if (!o || !check_keys(path, o, section, keys, error) ||
+        !get_int(path, o, section, "output_size", 1, 64, &c->mask_output_size, error) ||
+        !get_int(path, o, section, "sampling_ratio", 1, 64, &c->mask_sampling_ratio, error) ||
+        !get_int(path, o, section, "dilation", 1, 64, &dilation, error) ||
+        !get_int(path, o, section, "dim_reduced", 1, 65536, &c->mask_dim_reduced, error) ||
+        !(norm = get_string(path, o, section, "norm", error)) ||
+        !parse_featmap_names(path, o, section, c, &c->n_mask_roi_levels, error))
+        return FALSE;
+    if (dilation != 1) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: mask head dilation %d is not supported (only 1)", path, dilation);
+        return FALSE;
+    }
+    if (strcmp(norm, "none") == 0) {
+        c->mask_norm = FALSE;
+    } else if (strcmp(norm, "batch_norm") == 0) {
+        c->mask_norm = TRUE;
+    } else {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: mask head norm '%s' is not supported ('none' or 'batch_norm')", path,
+                    norm);
+        return FALSE;
+    }
+    channels = get_array(path, o, section, "conv_channels", 1, VD_MAX_MASK_CONVS, error);
+    if (!channels)
+        return FALSE;
+    for (guint i = 0; i < json_array_get_length(channels); i++) {
+        JsonNode *node = json_array_get_element(channels, i);
+        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
+            return config_error(
+                error, path, "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section, i);
+        c->mask_conv_channels[i] = (int)json_node_get_int(node);
+    }
+    c->n_mask_convs = (int)json_array_get_length(channels);
+    return TRUE;
+}
+
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c,
                                 GError **error)
 {
-    static const char *const keys[] = { "output_size", "sampling_ratio", "featmap_names",
-                                        "representation_size", "score_thresh", "nms_thresh",
-                                        "detections_per_img", "bbox_reg_weights", "min_size",
-                                        "box_head", NULL };
+    static const char *const keys[] = {
+        "output_size",  "sampling_ratio", "featmap_names",      "representation_size",
+        "score_thresh", "nms_thresh",     "detections_per_img", "bbox_reg_weights",
+        "min_size",     "box_head",       "mask_head",          NULL};
     JsonObject *o = get_section(path, config, "roi_heads", error);
-    JsonArray *names, *weights;
+    JsonArray *weights;
 
     if (!o || !check_keys(path, o, "roi_heads", keys, error) ||
         !get_int(path, o, "roi_heads", "output_size", 1, 64, &c->roi_output_size, error) ||
@@ -808,36 +897,14 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
                                      c->bbox_reg_weights, error))
         return FALSE;
 
-    /* MultiScaleRoIAlign keeps the FPN maps whose name is in featmap_names, in the FPN's
-     * order ('0', '1', ..., 'pool'); the engine needs them to be the first levels. */
-    names = get_array(path, o, "roi_heads", "featmap_names", 1, 64, error);
-    if (!names)
+    if (!parse_featmap_names(path, o, "roi_heads", c, &c->n_roi_levels, error))
         return FALSE;
-    c->n_roi_levels = 0;
-    for (int l = 0; l < c->n_fpn_levels; l++) {
-        char level_name[16];
-        gboolean listed = FALSE;
-
-        if (l < c->n_returned_layers)
-            g_snprintf(level_name, sizeof level_name, "%d", l);
-        else
-            g_strlcpy(level_name, "pool", sizeof level_name);
-        for (guint i = 0; i < json_array_get_length(names); i++) {
-            JsonNode *node = json_array_get_element(names, i);
-            if (!node_is_string(node))
-                return config_error(error, path, "'roi_heads.featmap_names' must hold strings");
-            if (strcmp(json_node_get_string(node), level_name) == 0)
-                listed = TRUE;
-        }
-        if (listed && c->n_roi_levels != l)
-            return config_error(error, path, "'roi_heads.featmap_names' must select the first FPN "
-                                "levels ('0', '1', ...); it skips level %d", c->n_roi_levels);
-        if (listed)
-            c->n_roi_levels++;
-    }
-    if (c->n_roi_levels == 0)
-        return config_error(error, path, "'roi_heads.featmap_names' selects none of the FPN levels");
-    return TRUE;
+    if (json_object_has_member(o, "mask_head") != c->has_masks)
+        return config_error(error, path,
+                            c->has_masks ? "architecture 'maskrcnn' needs 'roi_heads.mask_head'"
+                                         : "'roi_heads.mask_head' is only valid with "
+                                           "architecture 'maskrcnn'");
+    return !c->has_masks || parse_mask_head(path, o, c, error);
 }
 
 gboolean vd_class_name_validate(const char *name, gssize length, GError **error)
@@ -932,9 +999,12 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
 
     if (!(architecture = get_string(path, config, "", "architecture", error)))
         return FALSE;
-    if (strcmp(architecture, "fasterrcnn") != 0) {
+    if (strcmp(architecture, "maskrcnn") == 0) {
+        c->has_masks = TRUE;
+    } else if (strcmp(architecture, "fasterrcnn") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: architecture '%s' is not supported (only 'fasterrcnn')", path, architecture);
+                    "%s: architecture '%s' is not supported ('fasterrcnn' or 'maskrcnn')", path,
+                    architecture);
         return FALSE;
     }
     return check_keys(path, config, "", keys, error) && parse_transform(path, config, c, error) &&
@@ -1573,6 +1643,48 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
                        4 * c->num_classes, c->representation_size, error);
 }
 
+/* roi_heads.mask_head and roi_heads.mask_predictor (engine/MASKRCNN.md). */
+static gboolean load_mask_head(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    int in = c->fpn_channels, R = c->mask_dim_reduced;
+    char name[80], alt[80];
+
+    for (int j = 0; j < c->n_mask_convs; j++) {
+        int out = c->mask_conv_channels[j];
+        g_snprintf(name, sizeof name, "roi_heads.mask_head.%d.0", j);
+        if (c->mask_norm) {
+            g_snprintf(alt, sizeof alt, "roi_heads.mask_head.%d.1", j);
+            if (!load_conv_bn(ld, name, alt, &model->mask_convs[j], out, in, 3, 1, 1, error))
+                return FALSE;
+        } else {
+            /* checkpoints older than MaskRCNNHeads version 2 say mask_fcn<j + 1> */
+            g_snprintf(alt, sizeof alt, "roi_heads.mask_head.mask_fcn%d", j + 1);
+            if (!load_conv_bias(ld, name, alt, &model->mask_convs[j], out, in, 3, 1, 1, error))
+                return FALSE;
+        }
+        in = out;
+    }
+    {
+        /* ConvTranspose2d: weight [in][out][2][2] */
+        const gint64 wshape[4] = {in, R, 2, 2}, bshape[1] = {R};
+        vd_conv *d = &model->mask_deconv;
+        d->out_channels = R;
+        d->in_channels = in;
+        d->kernel = 2;
+        d->stride = 2;
+        d->padding = 0;
+        d->groups = 1;
+        if (!(d->weight = read_tensor(ld, "roi_heads.mask_predictor.conv5_mask.weight", NULL, 4,
+                                      wshape, error)) ||
+            !(d->bias = read_tensor(ld, "roi_heads.mask_predictor.conv5_mask.bias", NULL, 1, bshape,
+                                    error)))
+            return FALSE;
+    }
+    return load_conv_bias(ld, "roi_heads.mask_predictor.mask_fcn_logits", NULL, &model->mask_logits,
+                          c->num_classes, R, 1, 1, 0, error);
+}
+
 static gboolean check_leftovers(loader *ld, GError **error)
 {
     for (int i = 0; i < ld->n_entries; i++) {
@@ -1651,6 +1763,10 @@ static void model_free(vd_model *model)
     linear_clear(&model->fc7);
     linear_clear(&model->cls_score);
     linear_clear(&model->bbox_pred);
+    for (int j = 0; j < VD_MAX_MASK_CONVS; j++)
+        conv_clear(&model->mask_convs[j]);
+    conv_clear(&model->mask_deconv);
+    conv_clear(&model->mask_logits);
     g_strfreev(model->config.class_names);
     g_free(model->description);
     g_free(model);
@@ -1707,18 +1823,23 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     if (!(model->config.backbone_type == VD_BACKBONE_MOBILENET_V3
               ? load_backbone_mnv3(&ld, model, error)
               : load_backbone(&ld, model, error)) ||
-        !load_heads(&ld, model, error) || !check_leftovers(&ld, error))
+        !load_heads(&ld, model, error) ||
+        (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
+        !check_leftovers(&ld, error))
         goto out_free_loader;
 
-    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
-        model->description = g_strdup_printf("fasterrcnn %s-fpn, %d classes",
-                                             model->config.mnv3_arch, model->config.num_classes);
-    else if (model->config.depth > 0)
-        model->description = g_strdup_printf("fasterrcnn resnet%d-fpn, %d classes",
-                                             model->config.depth, model->config.num_classes);
-    else
-        model->description = g_strdup_printf("fasterrcnn resnet-fpn, %d classes",
-                                             model->config.num_classes);
+    {
+        const char *arch = model->config.has_masks ? "maskrcnn" : "fasterrcnn";
+        if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
+            model->description = g_strdup_printf(
+                "%s %s-fpn, %d classes", arch, model->config.mnv3_arch, model->config.num_classes);
+        else if (model->config.depth > 0)
+            model->description = g_strdup_printf("%s resnet%d-fpn, %d classes", arch,
+                                                 model->config.depth, model->config.num_classes);
+        else
+            model->description =
+                g_strdup_printf("%s resnet-fpn, %d classes", arch, model->config.num_classes);
+    }
     ok = TRUE;
 
 out_free_loader:
@@ -1785,6 +1906,11 @@ const char *vd_model_class_name(const vd_model *model, int label)
 const char *vd_model_description(const vd_model *model)
 {
     return model ? model->description : NULL;
+}
+
+gboolean vd_model_has_masks(const vd_model *model)
+{
+    return model != NULL && model->config.has_masks;
 }
 
 float vd_model_score_threshold(const vd_model *model)

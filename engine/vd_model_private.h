@@ -13,6 +13,7 @@ G_BEGIN_DECLS
 #define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
 #define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
 #define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
+#define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
@@ -147,6 +148,19 @@ typedef struct {
     float bbox_reg_weights[4]; /* 10, 10, 5, 5 */
     float box_min_size;       /* torchvision hard-codes 1e-2 */
 
+    /* Mask R-CNN (architecture "maskrcnn", engine/MASKRCNN.md): a second
+     * MultiScaleRoIAlign on the final boxes, n_mask_convs 3x3 conv (+ batch-norm,
+     * folded, with mask_norm) + ReLU, ConvTranspose2d 2x2 stride 2 + ReLU to
+     * mask_dim_reduced channels, a 1x1 conv to num_classes */
+    gboolean has_masks;
+    int mask_output_size;    /* 14 */
+    int mask_sampling_ratio; /* 2 */
+    int n_mask_roi_levels;   /* the first FPN levels the mask pooler uses */
+    int n_mask_convs;
+    int mask_conv_channels[VD_MAX_MASK_CONVS];
+    gboolean mask_norm;   /* v2: batch-norm after each conv (no bias) */
+    int mask_dim_reduced; /* the transposed convolution's output channels */
+
     int num_classes;          /* including background */
     char **class_names;       /* num_classes entries */
 } vd_config;
@@ -180,6 +194,11 @@ struct vd_model {
     vd_linear fc7;                    /* out_features 0 with the conv head */
     vd_linear cls_score;              /* -> num_classes */
     vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
+
+    vd_conv mask_convs[VD_MAX_MASK_CONVS]; /* 3x3 pad 1 (v2: BN folded) */
+    vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's
+                                            * [in_channels][out_channels][2][2] order */
+    vd_conv mask_logits;                   /* 1x1 -> num_classes */
 };
 
 /* vd_model_load() of a file's @size bytes at @contents (named @path in errors),
@@ -202,6 +221,12 @@ static inline const char *vd_config_v2_parts(const vd_config *config)
     if (config->rpn_conv_depth > 1)
         return "the RPN head's conv_depth > 1 (fasterrcnn_resnet50_fpn_v2)";
     return NULL;
+}
+
+/* What a backend without the mask branch must refuse, or NULL. */
+static inline const char *vd_config_mask_parts(const vd_config *config)
+{
+    return config->has_masks ? "the Mask R-CNN mask head (maskrcnn)" : NULL;
 }
 
 /* Number of channels of ResNet stage @stage (1..4) output. */

@@ -927,6 +927,58 @@ next_roi_id (GstBuffer * buffer)
   return next;
 }
 
+/* DL Streamer's precision code for float32 tensors (its GVAPrecision). */
+#define DLSTREAMER_PRECISION_FP32 10
+
+/* A Mask R-CNN detection's mask as a ROI meta param, as DL Streamer's Mask R-CNN
+ * post-processing attaches it: a "mask_rcnn" structure with format
+ * "segmentation_mask", precision FP32, dims [height, width] (guint) and the
+ * probabilities, row-major float32, as a GVariant of bytes in "data_buffer",
+ * covering the ROI's rectangle (@rx, @ry, @rw x @rh frame pixels). The engine's
+ * 8-bit mask gives byte / 255 (>= 0.5 exactly where torchvision's probability
+ * is); pixels outside the engine's mask rectangle are 0. */
+static GstStructure *
+mask_param (const vd_detection * det, guint rx, guint ry, guint rw, guint rh)
+{
+  gfloat *probs = g_new0 (gfloat, (gsize) rw * rh);
+  GValueArray *dims;
+  GValue dim = G_VALUE_INIT;
+  GstStructure *s;
+  GVariant *data;
+  guint x, y;
+
+  for (y = 0; y < rh; y++) {
+    gint fy = (gint) (ry + y) - det->mask_y;
+    if (fy < 0 || fy >= det->mask_height)
+      continue;
+    for (x = 0; x < rw; x++) {
+      gint fx = (gint) (rx + x) - det->mask_x;
+      if (fx >= 0 && fx < det->mask_width)
+        probs[(gsize) y * rw + x] =
+            det->mask[(gsize) fy * det->mask_width + fx] / 255.0f;
+    }
+  }
+  data = g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, probs,
+      (gsize) rw * rh * sizeof (gfloat), 1);
+  g_free (probs);
+  s = gst_structure_new ("mask_rcnn",
+      "format", G_TYPE_STRING, "segmentation_mask",
+      "precision", G_TYPE_INT, DLSTREAMER_PRECISION_FP32,
+      "data_buffer", G_TYPE_VARIANT, data, NULL);
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS;
+  dims = g_value_array_new (2);
+  g_value_init (&dim, G_TYPE_UINT);
+  g_value_set_uint (&dim, rh);
+  g_value_array_append (dims, &dim);
+  g_value_set_uint (&dim, rw);
+  g_value_array_append (dims, &dim);
+  gst_structure_set_array (s, "dims", dims);
+  g_value_array_free (dims);
+  G_GNUC_END_IGNORE_DEPRECATIONS;
+  g_value_unset (&dim);
+  return s;
+}
+
 static void
 attach_detections (GstVisionDetect * self, const PendingFrame * f,
     const vd_result * result)
@@ -983,6 +1035,9 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
             "confidence", G_TYPE_DOUBLE, (gdouble) det->score,
             "label_id", G_TYPE_INT, det->label,
             "label", G_TYPE_STRING, label, NULL));
+    if (det->mask != NULL && ix2 > ix1 && iy2 > iy1)
+      gst_video_region_of_interest_meta_add_param (roi,
+          mask_param (det, ix1, iy1, ix2 - ix1, iy2 - iy1));
 
     d.x = x1;
     d.y = y1;

@@ -4,6 +4,48 @@
 #include "gstvisionjsonframe.h"
 #include "gstvisiondetectmeta.h"
 #include "gstvisionjsonformat.h"
+#include "gstvisionmask.h"
+
+/* COCO's uncompressed RLE of @mask in a @width x @height frame: "size" [height,
+ * width], "counts" the lengths of alternating runs of 0 and 1 (starting with 0)
+ * in column-major order, the pixels outside the mask's rectangle 0. */
+static void
+append_rle (GString * json, const GstVisionMask * mask, gint width, gint height)
+{
+  guint64 run = 0;
+  gboolean value = FALSE, first = TRUE;
+  guint x0 = MIN (mask->x, (guint) width), y0 = MIN (mask->y, (guint) height);
+  guint x1 = MIN (mask->x + mask->width, (guint) width);
+  guint y1 = MIN (mask->y + mask->height, (guint) height);
+  guint x, y;
+
+#define RUN_OF(v, n) G_STMT_START {                                     \
+    if ((n) > 0) {                                                      \
+      if ((v) != value) {                                               \
+        g_string_append_printf (json, "%s%" G_GUINT64_FORMAT,           \
+            first ? "" : ",", run);                                     \
+        first = FALSE;                                                  \
+        value = (v);                                                    \
+        run = 0;                                                        \
+      }                                                                 \
+      run += (n);                                                       \
+    }                                                                   \
+  } G_STMT_END
+
+  g_string_append_printf (json, ",\"segmentation\":{\"size\":[%d,%d],"
+      "\"counts\":[", height, width);
+  RUN_OF (FALSE, (guint64) x0 * height);
+  for (x = x0; x < x1; x++) {
+    RUN_OF (FALSE, y0);
+    for (y = y0; y < y1; y++)
+      RUN_OF (gst_vision_mask_at (mask, x, y), 1);
+    RUN_OF (FALSE, (guint) height - y1);
+  }
+  RUN_OF (FALSE, (guint64) ((guint) width - x1) * height);
+#undef RUN_OF
+  g_string_append_printf (json, "%s%" G_GUINT64_FORMAT "]}", first ? "" : ",",
+      run);
+}
 
 gchar *
 gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
@@ -62,6 +104,17 @@ gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
     g_string_append (json, ",\"h\":");
     gst_vision_json_append_number (json, d->h, 2);
     g_string_append (json, "}");
+    /* only for instance masks (a Mask R-CNN's, on the ROI meta) */
+    {
+      GstVideoRegionOfInterestMeta *roi =
+          gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
+      GstVisionMask mask;
+
+      if (roi != NULL && gst_vision_mask_from_roi (roi, &mask)) {
+        append_rle (json, &mask, width, height);
+        gst_vision_mask_clear (&mask);
+      }
+    }
     /* only for tracked objects, so that untracked streams keep their schema */
     if (d->object_id > 0)
       g_string_append_printf (json, ",\"object_id\":%d,\"tracked\":%s",

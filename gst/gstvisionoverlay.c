@@ -10,7 +10,10 @@
  * the confidence, preceded by the object id ("#12 ball 0.93") for objects
  * visiontrack follows; boxes visiontrack predicted (no detection on that frame)
  * are dashed, and with #GstVisionOverlay:trail each tracked object draws the
- * path of its last centres. It reads the detections visiondetect attaches (its companion
+ * path of its last centres. A detection with an instance mask (a Mask R-CNN's, the
+ * "mask_rcnn" parameter of its #GstVideoRegionOfInterestMeta, as visiondetect and
+ * DL Streamer attach it) gets its mask filled with the class colour, translucent
+ * (#GstVisionOverlay:masks turns that off). It reads the detections visiondetect attaches (its companion
  * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
  * "detection" parameters DL Streamer uses when present.
  *
@@ -30,6 +33,7 @@
 
 #include "gstvisionoverlay.h"
 #include "gstvisiondetectmeta.h"
+#include "gstvisionmask.h"
 
 #include <math.h>
 #include <string.h>
@@ -44,6 +48,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_overlay_debug);
 #define DEFAULT_FONT_DESC NULL
 #define DEFAULT_TEXT GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE
 #define DEFAULT_TRAIL 0
+#define DEFAULT_MASKS TRUE
+/* the opacity of a filled instance mask */
+#define MASK_ALPHA 0.5
 
 enum
 {
@@ -52,6 +59,7 @@ enum
   PROP_FONT_DESC,
   PROP_TEXT,
   PROP_TRAIL,
+  PROP_MASKS,
 };
 
 /* The last centres of one tracked object. */
@@ -71,6 +79,7 @@ struct _GstVisionOverlay
   gchar *font_desc;
   GstVisionOverlayText text;
   guint trail;
+  gboolean masks;
 
   /* streaming thread: object id -> Trail, and the frames seen */
   GHashTable *trails;
@@ -271,12 +280,54 @@ draw_trails (cairo_t * cr, GHashTable * trails, gdouble line_width,
   cairo_restore (cr);
 }
 
-/* Draws the detections with colours given as seen by Cairo; @swap_rb when the
- * frame's bytes hold red where Cairo puts blue. */
+/* Fills the instance mask of @d's ROI meta in @buffer, if it has one, with the
+ * colour @rgb (as Cairo sees it) at MASK_ALPHA, through an A8 surface over the
+ * ROI's rectangle (clipped to the frame), opaque where the probability is >= 0.5. */
 static void
-draw_detections (cairo_t * cr, PangoContext * pango, GArray * detections,
-    gint width, gint height, gdouble line_width, PangoFontDescription * font,
-    GstVisionOverlayText text, gboolean swap_rb)
+fill_mask (cairo_t * cr, GstBuffer * buffer, const GstVisionDetection * d,
+    gint width, gint height, const gdouble rgb[3])
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
+  GstVisionMask mask;
+  cairo_surface_t *alpha;
+  guint x0, y0, x1, y1, x, y;
+  guint8 *data;
+  gint stride;
+
+  if (roi == NULL || !gst_vision_mask_from_roi (roi, &mask))
+    return;
+  x0 = MIN (mask.x, (guint) width);
+  y0 = MIN (mask.y, (guint) height);
+  x1 = MIN (mask.x + mask.width, (guint) width);
+  y1 = MIN (mask.y + mask.height, (guint) height);
+  if (x1 > x0 && y1 > y0) {
+    alpha = cairo_image_surface_create (CAIRO_FORMAT_A8, x1 - x0, y1 - y0);
+    data = cairo_image_surface_get_data (alpha);
+    stride = cairo_image_surface_get_stride (alpha);
+    if (data != NULL) {
+      cairo_surface_flush (alpha);
+      for (y = y0; y < y1; y++)
+        for (x = x0; x < x1; x++)
+          data[(gsize) (y - y0) * stride + (x - x0)] =
+              gst_vision_mask_at (&mask, x, y) ? 0xff : 0;
+      cairo_surface_mark_dirty (alpha);
+      cairo_set_source_rgba (cr, rgb[0], rgb[1], rgb[2], MASK_ALPHA);
+      cairo_mask_surface (cr, alpha, x0, y0);
+    }
+    cairo_surface_destroy (alpha);
+  }
+  gst_vision_mask_clear (&mask);
+}
+
+/* Draws the detections with colours given as seen by Cairo; @swap_rb when the
+ * frame's bytes hold red where Cairo puts blue. With @masks, the instance masks
+ * of @buffer's ROI metas first, under the boxes. */
+static void
+draw_detections (cairo_t * cr, PangoContext * pango, GstBuffer * buffer,
+    GArray * detections, gint width, gint height, gdouble line_width,
+    PangoFontDescription * font, GstVisionOverlayText text, gboolean swap_rb,
+    gboolean masks)
 {
   PangoLayout *layout = NULL;
   guint i;
@@ -285,6 +336,20 @@ draw_detections (cairo_t * cr, PangoContext * pango, GArray * detections,
     pango_cairo_update_context (cr, pango);
     layout = pango_layout_new (pango);
     pango_layout_set_font_description (layout, font);
+  }
+
+  for (i = 0; masks && i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+    gdouble rgb[3];
+
+    class_colour (d, rgb);
+    if (swap_rb) {
+      gdouble r = rgb[0];
+      rgb[0] = rgb[2];
+      rgb[2] = r;
+    }
+    fill_mask (cr, buffer, d, width, height, rgb);
   }
 
   cairo_set_line_width (cr, line_width);
@@ -438,7 +503,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   GstVisionOverlayText text;
   gdouble line_width;
   guint trail;
-  gboolean swap_rb = FALSE, direct;
+  gboolean swap_rb = FALSE, direct, masks;
   cairo_surface_t *surface;
   cairo_t *cr;
 
@@ -459,6 +524,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   line_width = self->line_width > 0 ? self->line_width :
       MAX (2.0, round (height / 240.0));
   text = self->text;
+  masks = self->masks;
   font = pango_font_description_from_string (self->font_desc ?
       self->font_desc : "Sans Bold");
   GST_OBJECT_UNLOCK (self);
@@ -500,8 +566,8 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     self->font_map = pango_cairo_font_map_new ();
     self->pango = pango_font_map_create_context (self->font_map);
   }
-  draw_detections (cr, self->pango, detections, width, height, line_width,
-      font, text, swap_rb);
+  draw_detections (cr, self->pango, frame->buffer, detections, width, height,
+      line_width, font, text, swap_rb, masks);
   if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
     GST_WARNING_OBJECT (self, "drawing failed: %s",
         cairo_status_to_string (cairo_status (cr)));
@@ -593,6 +659,9 @@ gst_vision_overlay_set_property (GObject * object, guint prop_id,
     case PROP_TRAIL:
       self->trail = g_value_get_uint (value);
       break;
+    case PROP_MASKS:
+      self->masks = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -619,6 +688,9 @@ gst_vision_overlay_get_property (GObject * object, guint prop_id,
       break;
     case PROP_TRAIL:
       g_value_set_uint (value, self->trail);
+      break;
+    case PROP_MASKS:
+      g_value_set_boolean (value, self->masks);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -670,6 +742,11 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
       g_param_spec_uint ("trail", "Trail",
           "Draw the path of each tracked object's (visiontrack) last this many "
           "centres; 0: none", 0, 10000, DEFAULT_TRAIL, rw));
+  g_object_class_install_property (gobject_class, PROP_MASKS,
+      g_param_spec_boolean ("masks", "Masks",
+          "Fill each detection's instance mask (a Mask R-CNN's, on its region "
+          "of interest) with the class colour, half transparent", DEFAULT_MASKS,
+          rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -696,4 +773,5 @@ gst_vision_overlay_init (GstVisionOverlay * self)
   self->font_desc = g_strdup (DEFAULT_FONT_DESC);
   self->text = DEFAULT_TEXT;
   self->trail = DEFAULT_TRAIL;
+  self->masks = DEFAULT_MASKS;
 }

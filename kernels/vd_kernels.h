@@ -251,7 +251,7 @@ cudaError_t vd_roi_align_backward_device(const vd_roi_align_shape *shape, vd_dty
 /* ------------------------------------------------------------------------ */
 /* Box head post-processing (mirrors postprocess of the CPU backend)        */
 
-/* Same layout as vd.h's vd_detection. */
+/* vd.h's vd_detection without the mask (copied field by field). */
 typedef struct {
     float x1, y1, x2, y2;
     float score;

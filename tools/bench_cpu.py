@@ -145,6 +145,22 @@ def torchvision_model_from_file(path):
     cfg = json.loads(meta["config"])
     bb, fpn = cfg["backbone"], cfg["fpn"]
     norm_eps = bb.get("norm_eps", 1e-5)
+    if cfg.get("architecture") == "maskrcnn":
+        # the builders' own models (BatchNorm2d, eps 1e-5, without pretrained weights)
+        builder = "maskrcnn_resnet50_fpn_v2" if cfg["roi_heads"]["mask_head"]["norm"] == "batch_norm" \
+            else "maskrcnn_resnet50_fpn"
+        if bb.get("depth") != 50 or norm_eps != 1e-5 or "norm_eps_per_module" in bb:
+            raise SystemExit(f"bench_cpu.py: {path}: only the Mask R-CNN builders' ResNet-50 models "
+                             "(batch-norm eps 1e-5) are supported")
+        model = getattr(torchvision.models.detection, builder)(
+            weights=None, weights_backbone=None, num_classes=cfg["num_classes"],
+            min_size=cfg["transform"]["min_size"], max_size=cfg["transform"]["max_size"])
+        state = model.state_dict()
+        missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
+        if missing:
+            raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
+        pc.load_back(model, tensors)
+        return model.eval()
     if bb.get("type") == "mobilenet_v3" and fpn.get("extra_block") == "maxpool":
         # the body of fasterrcnn_mobilenet_v3_large_fpn / _320_fpn (their blocks are
         # mobilenet_v3_large's; _mobilenet_extractor returns features 13 and 16)
@@ -459,6 +475,13 @@ def build_model_file(args, pc, workdir, first_frame):
         if args.min_size is not None or args.max_size is not None:
             model.transform.min_size = (args.min_size or model.transform.min_size[-1],)
             model.transform.max_size = args.max_size or model.transform.max_size
+    elif args.arch.startswith("maskrcnn"):
+        import torch
+        import torchvision
+        torch.manual_seed(11)
+        model = getattr(torchvision.models.detection, args.arch)(
+            weights=None, weights_backbone=None, num_classes=91, min_size=args.min_size or 800,
+            max_size=args.max_size or 1333).eval()
     elif args.arch == "resnet50":
         model = pc.build_resnet50_fpn_coco(seed=50)
         if args.min_size is not None or args.max_size is not None:
@@ -472,6 +495,8 @@ def build_model_file(args, pc, workdir, first_frame):
           f"{first_frame.shape[0]} frame ...", flush=True)
     t = time.monotonic()
     pc.calibrate(model, [first_frame])
+    if model.roi_heads.has_mask():
+        pc.calibrate_masks(model, first_frame, True)
     path = os.path.join(workdir, f"bench_{name}_{args.dtype}.safetensors")
     pc.export_model(model, path, dtype=args.dtype)
     print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
@@ -484,11 +509,13 @@ def main(argv=None):
                         "instead of building one")
     p.add_argument("--arch", default="resnet50",
                    choices=["resnet50", "resnet34", "resnet18", "mobilenet_v3_large_fpn",
-                            "mobilenet_v3_large_320_fpn"],
+                            "mobilenet_v3_large_320_fpn", "maskrcnn_resnet50_fpn",
+                            "maskrcnn_resnet50_fpn_v2"],
                    help="architecture to build when --model is not given (default resnet50: "
                         "fasterrcnn_resnet50_fpn, 91 classes; mobilenet_v3_large_fpn and "
                         "mobilenet_v3_large_320_fpn: torchvision's fasterrcnn_ builders of those "
-                        "names, 91 classes, their sizes)")
+                        "names, 91 classes, their sizes; maskrcnn_resnet50_fpn and _v2: "
+                        "torchvision's Mask R-CNN builders, 91 classes, mask logits calibrated too)")
     p.add_argument("--num-classes", type=int, help="classes of a built resnet18/34 model (91)")
     p.add_argument("--min-size", type=int, help="min_size of a built model (800)")
     p.add_argument("--max-size", type=int, help="max_size of a built model (1333)")

@@ -56,13 +56,18 @@ As a module:
     sys.path.insert(0, "tools"); import export_torchvision
     export_torchvision.export(model, "model.safetensors", class_names=None, dtype="f32")
 
+Mask R-CNN (maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2: engine/MASKRCNN.md) writes
+"architecture": "maskrcnn" and "roi_heads": {..., "mask_head": {"output_size": 14,
+"sampling_ratio": 2, "featmap_names": ["0", "1", "2", "3"], "conv_channels": [256, 256,
+256, 256], "dilation": 1, "norm": "none" or "batch_norm" (v2), "dim_reduced": 256}}.
+
 Only the Faster R-CNN family with a torchvision ResNet + FPN or MobileNetV3 + FPN
 (fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_mobilenet_v3_large_320_fpn) backbone,
 TwoMLPHead or FastRCNNConvFCHead box head and FastRCNNPredictor is supported;
 fasterrcnn_resnet50_fpn_v2 adds "fpn": {"norm": "batch_norm"}, "rpn": {"conv_depth": 2}
 and "roi_heads": {"box_head": {"type": "conv_fc", "conv_channels": [256, 256, 256, 256],
 "norm": "batch_norm"}} (representation_size: its one Linear's width). Anything else
-(ResNeXt/wide ResNets, dilated MobileNets, Mask/Keypoint R-CNN) raises ExportError.
+(ResNeXt/wide ResNets, dilated MobileNets, Keypoint R-CNN) raises ExportError.
 """
 
 import argparse
@@ -542,6 +547,90 @@ def _describe_conv_fc_head(box_head, in_c, pooled, norms):
     return {"type": "conv_fc", "conv_channels": channels, "norm": "batch_norm"}, int(fc.out_features)
 
 
+def _describe_mask_head(roi, in_c, fpn_names, num_classes, norms):
+    """Mask R-CNN's mask branch (engine/MASKRCNN.md): MultiScaleRoIAlign, MaskRCNNHeads
+    (3x3 Conv2dNormActivation blocks: conv with bias + ReLU, or conv + BatchNorm2d +
+    ReLU as in maskrcnn_resnet50_fpn_v2, whose norms go to @norms), MaskRCNNPredictor
+    (ConvTranspose2d 2x2 stride 2 + ReLU, 1x1 conv to the classes). Returns its config."""
+    import torch.nn as nn
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+    from torchvision.ops.poolers import MultiScaleRoIAlign
+
+    pool, head, predictor = roi.mask_roi_pool, roi.mask_head, roi.mask_predictor
+    if type(pool) is not MultiScaleRoIAlign:
+        raise ExportError(f"mask RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
+    out_size = pool.output_size
+    if isinstance(out_size, int):
+        out_size = (out_size, out_size)
+    if len(out_size) != 2 or out_size[0] != out_size[1]:
+        raise ExportError(f"mask RoI output size {tuple(out_size)} is not square")
+    if getattr(pool, "canonical_scale", 224) != 224 or getattr(pool, "canonical_level", 4) != 4:
+        raise ExportError("a mask pooler with a canonical scale/level other than 224/4 is not supported")
+    if int(pool.sampling_ratio) < 1:
+        raise ExportError(f"mask pooler sampling_ratio {pool.sampling_ratio} (adaptive) is not supported")
+    featmap_names = [str(n) for n in pool.featmap_names]
+    used = [n for n in fpn_names if n in featmap_names]
+    if not used or used != fpn_names[:len(used)]:
+        raise ExportError(f"the mask pooler's featmap_names {featmap_names} do not select the first FPN "
+                          f"levels of {fpn_names}")
+    if type(head) is not MaskRCNNHeads:
+        raise ExportError(f"mask head {type(head).__name__} is not MaskRCNNHeads")
+    channels = []
+    normed = None
+    prev = in_c
+    for j, block in enumerate(head.children()):
+        name = f"roi_heads.mask_head.{j}"
+        block_normed = _is_conv_norm(block)
+        if normed is None:
+            normed = block_normed
+        elif normed != block_normed:
+            raise ExportError(f"{name}: mask head blocks mix normalised and plain convolutions")
+        if block_normed:
+            conv, bn = _conv_norm_act(block, name, "relu")
+            norms.append((name + ".1", bn))
+        else:
+            children = list(block.children()) if isinstance(block, nn.Sequential) else []
+            if len(children) != 2 or type(children[0]) is not nn.Conv2d or type(children[1]) is not nn.ReLU:
+                raise ExportError(f"{name}: expected Conv2d + ReLU (or Conv2d, BatchNorm2d, ReLU)")
+            conv = children[0]
+        if tuple(conv.dilation) != (1, 1):
+            raise ExportError(f"{name}.0: a dilated mask head (dilation {conv.dilation[0]}) is not "
+                              "supported")
+        _check_conv(conv, name + ".0", 3, 1, 1, bias=not block_normed)
+        if conv.in_channels != prev:
+            raise ExportError(f"{name}: expected {prev} input channels, found {conv.in_channels}")
+        prev = conv.out_channels
+        channels.append(int(prev))
+    if not channels:
+        raise ExportError("roi_heads.mask_head has no convolutions")
+    if type(predictor) is not MaskRCNNPredictor:
+        raise ExportError(f"mask predictor {type(predictor).__name__} is not MaskRCNNPredictor")
+    deconv, logits = predictor.conv5_mask, predictor.mask_fcn_logits
+    if type(deconv) is not nn.ConvTranspose2d or tuple(deconv.kernel_size) != (2, 2) \
+            or tuple(deconv.stride) != (2, 2) or tuple(deconv.padding) != (0, 0) \
+            or tuple(deconv.output_padding) != (0, 0) or tuple(deconv.dilation) != (1, 1) \
+            or deconv.groups != 1 or deconv.bias is None:
+        raise ExportError("roi_heads.mask_predictor.conv5_mask: expected ConvTranspose2d(kernel 2, "
+                          "stride 2, padding 0) with bias")
+    if deconv.in_channels != prev:
+        raise ExportError(f"roi_heads.mask_predictor.conv5_mask: expected {prev} input channels")
+    if type(predictor.relu) is not nn.ReLU:
+        raise ExportError("roi_heads.mask_predictor.relu: expected ReLU")
+    _check_conv(logits, "roi_heads.mask_predictor.mask_fcn_logits", 1, 1, 0, bias=True)
+    if logits.in_channels != deconv.out_channels or logits.out_channels != num_classes:
+        raise ExportError("roi_heads.mask_predictor.mask_fcn_logits: channel counts do not match the "
+                          f"transposed convolution ({deconv.out_channels}) and the classes ({num_classes})")
+    return {
+        "output_size": int(out_size[0]),
+        "sampling_ratio": int(pool.sampling_ratio),
+        "featmap_names": featmap_names,
+        "conv_channels": channels,
+        "dilation": 1,
+        "norm": "batch_norm" if normed else "none",
+        "dim_reduced": int(deconv.out_channels),
+    }
+
+
 def _floats(values):
     return [float(v) for v in values]
 
@@ -555,11 +644,17 @@ def model_config(model, class_names=None):
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
     from torchvision.ops.poolers import MultiScaleRoIAlign
 
+    from torchvision.models.detection.mask_rcnn import MaskRCNN
+
     if not isinstance(model, FasterRCNN):
         raise ExportError(f"{type(model).__name__} is not a torchvision FasterRCNN")
     roi = model.roi_heads
-    if roi.has_mask() or roi.has_keypoint() or type(model).__name__ in ("MaskRCNN", "KeypointRCNN"):
-        raise ExportError(f"{type(model).__name__}: mask and keypoint heads are not supported yet")
+    if roi.has_keypoint() or type(model).__name__ == "KeypointRCNN":
+        raise ExportError(f"{type(model).__name__}: keypoint heads are not supported")
+    masked = isinstance(model, MaskRCNN) or roi.has_mask()
+    if masked and not (isinstance(model, MaskRCNN) and roi.has_mask()):
+        raise ExportError(f"{type(model).__name__}: a mask head needs torchvision's MaskRCNN with its "
+                          "mask pooler, head and predictor")
 
     # transform
     tr = model.transform
@@ -685,6 +780,8 @@ def model_config(model, class_names=None):
     }
     if box_head_cfg is not None:
         roi_cfg["box_head"] = box_head_cfg
+    if masked:
+        roi_cfg["mask_head"] = _describe_mask_head(roi, c, fpn_names, num_classes, norms_heads)
     # one eps for every batch-norm folded (backbone, FPN, box head), or the map
     eps_by_module = collections.OrderedDict((name, _norm_eps(bn, name)) for name, bn in norms + norms_heads)
     counts = collections.Counter(eps_by_module.values())
@@ -702,7 +799,7 @@ def model_config(model, class_names=None):
                           "(give num_classes names, or num_classes - 1 without the background)")
 
     return {
-        "architecture": "fasterrcnn",
+        "architecture": "maskrcnn" if masked else "fasterrcnn",
         "transform": transform_cfg,
         "backbone": backbone_cfg,
         "fpn": fpn_cfg,
@@ -796,6 +893,19 @@ def _build(args):
         # BatchNorm2d (eps 1e-5) in the backbone, the FPN and the box head, folded at load
         model = fasterrcnn_resnet50_fpn_v2(weights=weights, weights_backbone=None,
                                            num_classes=num_classes, **kwargs)
+    elif args.builder in ("maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"):
+        from torchvision.models import detection
+        weights = None
+        if args.pretrained:
+            enum = "MaskRCNN_ResNet50_FPN_Weights" if args.builder == "maskrcnn_resnet50_fpn" \
+                else "MaskRCNN_ResNet50_FPN_V2_Weights"
+            weights = getattr(detection, enum).COCO_V1
+            if num_classes != 91:
+                raise ExportError("--pretrained COCO weights have 91 classes; drop --num-classes")
+        # v1 with COCO_V1 weights: FrozenBatchNorm2d with eps 0 (overwrite_eps), taken
+        # from the model; v2: BatchNorm2d (eps 1e-5) also in the mask head, folded at load
+        model = getattr(detection, args.builder)(weights=weights, weights_backbone=None,
+                                                  num_classes=num_classes, **kwargs)
     elif args.builder.startswith("resnet_fpn:"):
         depth = args.builder.split(":", 1)[1]
         if depth not in ("18", "34", "50", "101", "152"):
@@ -820,7 +930,7 @@ def _build(args):
         model = builder(weights=weights, weights_backbone=None, num_classes=num_classes, **kwargs)
     else:
         raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn, "
-                          "fasterrcnn_resnet50_fpn_v2, "
+                          "fasterrcnn_resnet50_fpn_v2, maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2, "
                           f"{', '.join(_MOBILENET_BUILDERS)} or resnet_fpn:<depth>)")
 
     if args.state_dict:
@@ -856,6 +966,7 @@ def main(argv=None):
                     "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
                         help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
+                             "maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2, "
                              "fasterrcnn_mobilenet_v3_large_fpn, "
                              "fasterrcnn_mobilenet_v3_large_320_fpn, or resnet_fpn:<depth> "
                              "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN)")
@@ -908,7 +1019,7 @@ def main(argv=None):
         return 1
     bb = config["backbone"]
     name = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
-    print(f"wrote {args.output}: fasterrcnn {name}-fpn, {config['num_classes']} classes, "
+    print(f"wrote {args.output}: {config['architecture']} {name}-fpn, {config['num_classes']} classes, "
           f"{args.dtype}")
     return 0
 

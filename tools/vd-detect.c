@@ -225,6 +225,24 @@ static void print_json(const vd_model *model, const vd_result *r)
         json_builder_set_member_name(b, "label_name");
         const char *name = vd_model_class_name(model, d->label);
         json_builder_add_string_value(b, name != NULL ? name : "");
+        if (d->mask != NULL) {
+            /* the bytes of vd_detection's mask rectangle, row-major, base64 */
+            g_autofree char *data =
+                g_base64_encode(d->mask, (gsize)d->mask_width * (gsize)d->mask_height);
+            json_builder_set_member_name(b, "mask");
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "x");
+            json_builder_add_int_value(b, d->mask_x);
+            json_builder_set_member_name(b, "y");
+            json_builder_add_int_value(b, d->mask_y);
+            json_builder_set_member_name(b, "width");
+            json_builder_add_int_value(b, d->mask_width);
+            json_builder_set_member_name(b, "height");
+            json_builder_add_int_value(b, d->mask_height);
+            json_builder_set_member_name(b, "data");
+            json_builder_add_string_value(b, data);
+            json_builder_end_object(b);
+        }
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -235,6 +235,7 @@ typedef struct {
 
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
     vd_pooler_levels pooler;
+    vd_pooler_levels mask_pooler; /* Mask R-CNN's second pooler (its own levels) */
 
     /* our Winograd weights by the model weights they transform: the RPN's 3x3
      * convolution runs on every level with one set */
@@ -271,6 +272,28 @@ typedef struct {
     void *conv_buffers[2];
     dnnl_memory_desc_t blocked_in_md;
 } cpu_box_head_plan;
+
+/* The mask branch (engine/MASKRCNN.md) for @rows detections, float32 whatever the
+ * context's precision: the RoI features (torch's NCHW per RoI) reordered into the
+ * layout oneDNN picks, the 3x3 convolutions (bias, ReLU fused), the transposed
+ * convolution (ReLU fused) and the 1x1 logits convolution alternating between two
+ * buffers, the logits reordered back to NCHW [rows][K][2P][2P]. */
+typedef struct {
+    int rows; /* 0: unused */
+    cpu_box_conv layers[VD_MAX_MASK_CONVS + 2];
+    int n_layers;
+    /* a reorder before layer j where its src layout (oneDNN's choice for it) is
+     * not the previous layer's dst layout (the deconvolution's, typically) */
+    dnnl_primitive_t relayout[VD_MAX_MASK_CONVS + 2];
+    dnnl_memory_t relayout_from[VD_MAX_MASK_CONVS + 2], relayout_to[VD_MAX_MASK_CONVS + 2];
+    dnnl_primitive_t to_blocked, to_plain;
+    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out;
+    void *buffers[2];
+    float *pooled; /* [rows][C][P][P] */
+    float *logits; /* [rows][K][2P][2P] */
+} cpu_mask_plan;
+
+#define MASK_PLAN_CACHE 2
 
 /* A box-head layer's weights, packed once in the layout the matmul primitive
  * wants; the layout does not depend on the number of rows, so primitives for
@@ -309,6 +332,8 @@ typedef struct {
     float *head_out;         /* [cap][5K] */
     cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
     int box_plan_next;
+    cpu_mask_plan mask_plans[MASK_PLAN_CACHE];
+    int mask_plan_next;
 
     /* One scratchpad for all convolutions and matmuls (they run one at a time),
      * sized for the largest: oneDNN's default allocates it at every execution,
@@ -1239,6 +1264,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->buffers = g_ptr_array_new_with_free_func(free);
     plan->wino_weights = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)vd_wino_unref);
     plan->pooler.resized_h = -1;
+    plan->mask_pooler.resized_h = -1;
 
     st->planning = plan;
     gboolean ok = (st->model->config.backbone_type == VD_BACKBONE_MOBILENET_V3
@@ -2166,10 +2192,348 @@ out_free:
     return ok;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mask branch (Mask R-CNN): convolutions over all detections at once          */
+
+static void mask_plan_clear(cpu_mask_plan *mp)
+{
+    for (int j = 0; j < VD_MAX_MASK_CONVS + 2; j++) {
+        cpu_box_conv *bc = &mp->layers[j];
+        if (bc->prim != NULL)
+            dnnl_primitive_destroy(bc->prim);
+        dnnl_memory_t mems[] = {bc->src, bc->weights,          bc->bias,
+                                bc->dst, mp->relayout_from[j], mp->relayout_to[j]};
+        for (int k = 0; k < 6; k++)
+            if (mems[k] != NULL)
+                dnnl_memory_destroy(mems[k]);
+        if (mp->relayout[j] != NULL)
+            dnnl_primitive_destroy(mp->relayout[j]);
+    }
+    if (mp->to_blocked != NULL)
+        dnnl_primitive_destroy(mp->to_blocked);
+    if (mp->to_plain != NULL)
+        dnnl_primitive_destroy(mp->to_plain);
+    dnnl_memory_t mems[] = {mp->plain_in, mp->blocked_in, mp->blocked_out, mp->plain_out};
+    for (int k = 0; k < 4; k++)
+        if (mems[k] != NULL)
+            dnnl_memory_destroy(mems[k]);
+    free(mp->buffers[0]);
+    free(mp->buffers[1]);
+    free(mp->pooled);
+    free(mp->logits);
+    memset(mp, 0, sizeof(*mp));
+}
+
+static void mask_plans_clear(cpu_state *st)
+{
+    for (int i = 0; i < MASK_PLAN_CACHE; i++)
+        mask_plan_clear(&st->mask_plans[i]);
+}
+
+/* One layer of the mask branch for @rows RoIs of @in channels and @size x @size:
+ * a convolution (@kernel 3 pad 1, or 1x1) or, with @deconv, the 2x2 stride-2
+ * transposed convolution (torch's [in][out][2][2] weights: oneDNN's iohw); src in
+ * @src_md (NULL: the layout oneDNN prefers), dst in the layout it prefers, which
+ * *@dst_md receives. */
+static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *w, gboolean deconv,
+                                int rows, int size, const dnnl_memory_desc_t *src_md, gboolean relu,
+                                dnnl_memory_desc_t *dst_md, size_t *max_bytes, GError **error)
+{
+    int out_size = deconv ? 2 * size : size;
+    int pad = deconv ? 0 : w->padding, stride = deconv ? 2 : 1;
+    dnnl_dims_t src_dims = {rows, w->in_channels, size, size};
+    dnnl_dims_t dst_dims = {rows, w->out_channels, out_size, out_size};
+    dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, w->kernel, w->kernel};
+    dnnl_dims_t bias_dims = {w->out_channels};
+    dnnl_dims_t strides = {stride, stride}, padding = {pad, pad};
+    dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t ops = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = FALSE;
+
+    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+             "scratchpad mode");
+    if (relu) {
+        DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
+        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
+                 "relu post-op");
+        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
+    }
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
+             "mask layer src");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any),
+             "mask layer dst");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
+             "mask layer weights");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32,
+                                          deconv ? dnnl_iohw : dnnl_oihw),
+             "mask layer weights");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x),
+             "mask layer bias");
+    if (deconv) {
+        dnnl_deconvolution_desc_t desc;
+        DNNL_TRY(dnnl_deconvolution_forward_desc_init(
+                     &desc, dnnl_forward_inference, dnnl_deconvolution_direct,
+                     src_md ? src_md : &src_any, &wei_any, &bias_md, &dst_any, strides, padding,
+                     padding),
+                 "mask deconvolution desc");
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
+                 "mask deconvolution primitive desc");
+    } else {
+        dnnl_convolution_desc_t desc;
+        DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
+                                                    dnnl_convolution_direct,
+                                                    src_md ? src_md : &src_any, &wei_any, &bias_md,
+                                                    &dst_any, strides, padding, padding),
+                 "mask convolution desc");
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
+                 "mask convolution primitive desc");
+    }
+    DNNL_TRY(dnnl_primitive_create(&bc->prim, pd), "mask layer primitive");
+    note_scratchpad(st, pd);
+    *dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    *max_bytes =
+        MAX(*max_bytes,
+            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)));
+    *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dst_md));
+    if (!packed_weights(st, &wei_user, w->weight,
+                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &bc->weights,
+                        error) ||
+        !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &bc->bias, error))
+        goto out_fail;
+    ok = TRUE;
+out_fail:
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (ops != NULL)
+        dnnl_post_ops_destroy(ops);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+static gboolean mask_plan_init(cpu_state *st, cpu_mask_plan *mp, int rows, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    int P = cfg->mask_output_size, M = 2 * P, C = cfg->fpn_channels, K = cfg->num_classes;
+    dnnl_memory_desc_t prev_md, first_src_md, plain_md;
+    size_t max_bytes = 0;
+    gboolean ok = FALSE;
+
+    /* every layer takes the src layout oneDNN prefers for it (a given one can
+     * select a reference implementation: the deconvolution's on the convolutions'
+     * layout); a reorder goes between two layers that disagree */
+    mp->n_layers = 0;
+    for (int j = 0; j < cfg->n_mask_convs; j++)
+        if (!mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_convs[j], FALSE, rows, P,
+                             NULL, TRUE, &prev_md, &max_bytes, error))
+            goto out_fail;
+    if (!mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_deconv, TRUE, rows, P, NULL,
+                         TRUE, &prev_md, &max_bytes, error) ||
+        !mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_logits, FALSE, rows, M, NULL,
+                         FALSE, &prev_md, &max_bytes, error))
+        goto out_fail;
+    for (int k = 0; k < 2; k++)
+        if (!(mp->buffers[k] = alloc_aligned(max_bytes, "mask head", error)))
+            goto out_fail;
+    if (!(mp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), "mask RoI features",
+                                     error)) ||
+        !(mp->logits =
+              alloc_aligned((size_t)rows * K * M * M * sizeof(float), "mask logits", error)))
+        goto out_fail;
+    /* the rows past the detections compute on these (finite) zeros */
+    memset(mp->pooled, 0, (size_t)rows * C * P * P * sizeof(float));
+    /* the data alternates between the two buffers: cur holds the layer's input */
+    int cur = 0;
+    for (int j = 0; j < mp->n_layers; j++) {
+        cpu_box_conv *bc = &mp->layers[j];
+        const_dnnl_primitive_desc_t cpd;
+        DNNL_TRY(dnnl_primitive_get_primitive_desc(bc->prim, &cpd), "mask layer desc");
+        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
+        if (j == 0) {
+            first_src_md = *src_md;
+        } else if (!dnnl_memory_desc_equal(&prev_md, src_md)) {
+            if (!reorder_init(st, &prev_md, src_md, &mp->relayout[j], error))
+                goto out_fail;
+            DNNL_TRY(
+                dnnl_memory_create(&mp->relayout_from[j], &prev_md, st->engine, mp->buffers[cur]),
+                "mask layer relayout");
+            DNNL_TRY(
+                dnnl_memory_create(&mp->relayout_to[j], src_md, st->engine, mp->buffers[1 - cur]),
+                "mask layer relayout");
+            cur = 1 - cur;
+        }
+        prev_md = *dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
+        DNNL_TRY(dnnl_memory_create(&bc->src, src_md, st->engine, mp->buffers[cur]),
+                 "mask layer src");
+        DNNL_TRY(dnnl_memory_create(&bc->dst, &prev_md, st->engine, mp->buffers[1 - cur]),
+                 "mask layer dst");
+        cur = 1 - cur;
+    }
+    {
+        dnnl_dims_t in_dims = {rows, C, P, P}, out_dims = {rows, K, M, M};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dnnl_f32, dnnl_nchw),
+                 "mask RoI features");
+        if (!reorder_init(st, &plain_md, &first_src_md, &mp->to_blocked, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&mp->plain_in, &plain_md, st->engine, mp->pooled),
+                 "mask RoI features");
+        DNNL_TRY(dnnl_memory_create(&mp->blocked_in, &first_src_md, st->engine, mp->buffers[0]),
+                 "mask RoI features");
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dnnl_f32, dnnl_nchw),
+                 "mask logits");
+        if (!reorder_init(st, &prev_md, &plain_md, &mp->to_plain, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&mp->blocked_out, &prev_md, st->engine, mp->buffers[cur]),
+                 "mask logits");
+        DNNL_TRY(dnnl_memory_create(&mp->plain_out, &plain_md, st->engine, mp->logits),
+                 "mask logits");
+    }
+    ok = TRUE;
+out_fail:
+    return ok;
+}
+
+/* The mask branch's primitives for @n detections (rounded up as the box head's
+ * rows; a few counts cached). */
+static cpu_mask_plan *mask_plan(cpu_state *st, int n, GError **error)
+{
+    int rows =
+        MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM, BOX_ROWS_QUANTUM);
+    for (int i = 0; i < MASK_PLAN_CACHE; i++)
+        if (st->mask_plans[i].rows == rows)
+            return &st->mask_plans[i];
+    cpu_mask_plan *mp = &st->mask_plans[st->mask_plan_next];
+    st->mask_plan_next = (st->mask_plan_next + 1) % MASK_PLAN_CACHE;
+    mask_plan_clear(mp);
+    if (!mask_plan_init(st, mp, rows, error) || !ensure_scratchpad(st, error)) {
+        mask_plan_clear(mp);
+        return NULL;
+    }
+    mp->rows = rows;
+    return mp;
+}
+
+/* maskrcnn_inference and paste_masks_in_image (engine/MASKRCNN.md) for the @n
+ * detections of @result, whose boxes in the resized image are @resized_boxes
+ * [n][4]: RoIAlign, the mask head, the label's channel, sigmoid, the paste into
+ * each detection's mask. */
+static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
+                              const float *resized_boxes, int resized_h, gboolean observe,
+                              vd_result *result, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    int n = result->n_detections;
+    int P = cfg->mask_output_size, M = 2 * P, C = cfg->fpn_channels, K = cfg->num_classes;
+    gboolean ok = FALSE;
+    int *level_of = NULL, *index = NULL;
+    float *rois = NULL, *probs = NULL;
+
+    if (n == 0)
+        return TRUE;
+    cpu_mask_plan *mp = mask_plan(st, n, error);
+    if (mp == NULL)
+        return FALSE;
+    level_of = try_alloc((size_t)n, "mask RoI levels", error);
+    index = level_of ? try_alloc((size_t)n, "mask RoI levels", error) : NULL;
+    rois = index ? try_alloc((size_t)n * 4, "mask RoI levels", error) : NULL;
+    probs = rois ? try_alloc((size_t)n * M * M, "mask probabilities", error) : NULL;
+    if (probs == NULL)
+        goto out_free;
+
+    int heights[VD_MAX_FPN_LEVELS];
+    for (int l = 0; l < cfg->n_mask_roi_levels; l++)
+        heights[l] = plan->fpn_out[l]->h;
+    vd_pooler_levels_update(&plan->mask_pooler, heights, cfg->n_mask_roi_levels, resized_h);
+    for (int i = 0; i < n; i++)
+        level_of[i] = vd_roi_level(resized_boxes + 4 * (size_t)i, plan->mask_pooler.k_min,
+                                   plan->mask_pooler.k_max);
+    for (int l = 0; l < cfg->n_mask_roi_levels; l++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (level_of[i] != l)
+                continue;
+            memcpy(rois + 4 * (size_t)m, resized_boxes + 4 * (size_t)i, 4 * sizeof(float));
+            index[m++] = i;
+        }
+        if (m > 0)
+            roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
+                              cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
+    }
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->plain_in}, {DNNL_ARG_TO, mp->blocked_in}};
+        DNNL_TRY(dnnl_primitive_execute(mp->to_blocked, st->stream, 2, args), "mask RoI reorder");
+    }
+    for (int j = 0; j < mp->n_layers; j++) {
+        const cpu_box_conv *bc = &mp->layers[j];
+        if (mp->relayout[j] != NULL) {
+            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->relayout_from[j]},
+                                       {DNNL_ARG_TO, mp->relayout_to[j]}};
+            DNNL_TRY(dnnl_primitive_execute(mp->relayout[j], st->stream, 2, args),
+                     "mask layer reorder");
+        }
+        if (!layer_run(st, bc->prim, bc->src, bc->weights, bc->bias, bc->dst, "mask head layer",
+                       error))
+            goto out_free;
+    }
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->blocked_out}, {DNNL_ARG_TO, mp->plain_out}};
+        DNNL_TRY(dnnl_primitive_execute(mp->to_plain, st->stream, 2, args), "mask logits reorder");
+    }
+    DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
+    vd_context_stage_mark(ctx, "mask_head");
+
+    /* the label's channel, then the sigmoid (the same values as torch's sigmoid of
+     * every channel followed by the selection) */
+    for (int i = 0; i < n; i++) {
+        float *p = probs + (size_t)i * M * M;
+        memcpy(p, mp->logits + ((size_t)i * K + result->detections[i].label) * M * M,
+               (size_t)M * M * sizeof(float));
+        vd_sigmoid(p, M * M);
+    }
+    if (observe) {
+        int64_t shape[3] = {n, M, M};
+        vd_context_observe(ctx, "mask_probs", probs, shape, 3);
+    }
+    for (int i = 0; i < n; i++) {
+        vd_detection *d = &result->detections[i];
+        float box[4] = {d->x1, d->y1, d->x2, d->y2};
+        int rect[4];
+        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect, NULL);
+        if (rect[2] == 0 || rect[3] == 0)
+            continue;
+        d->mask = g_try_malloc((size_t)rect[2] * rect[3]);
+        if (d->mask == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                        "out of memory for a %dx%d instance mask", rect[2], rect[3]);
+            goto out_free;
+        }
+        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect,
+                      d->mask);
+        d->mask_x = rect[0];
+        d->mask_y = rect[1];
+        d->mask_width = rect[2];
+        d->mask_height = rect[3];
+    }
+    vd_context_stage_mark(ctx, "paste_masks");
+    ok = TRUE;
+
+out_fail:
+out_free:
+    g_free(level_of);
+    g_free(index);
+    g_free(rois);
+    g_free(probs);
+    return ok;
+}
+
 /* RoIHeads.postprocess_detections (spec §6.2) and the rescale of spec §1.5. */
 static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, int n_props,
                             float *head, int resized_h, int resized_w, const vd_image *image,
-                            vd_result *result, GError **error)
+                            vd_result *result, float **resized_boxes, GError **error)
 {
     const vd_config *cfg = &st->model->config;
     int K = cfg->num_classes;
@@ -2225,6 +2589,17 @@ static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, 
         d->y2 = b[3] * ry;
         d->score = scores[keep[j]];
         d->label = labels[keep[j]];
+    }
+    if (resized_boxes != NULL) {
+        /* the mask branch's RoIs: the kept boxes before the rescale */
+        *resized_boxes = try_alloc((size_t)MAX(kept, 1) * 4, "detections", error);
+        if (*resized_boxes == NULL) {
+            g_clear_pointer(&result->detections, g_free);
+            result->n_detections = 0;
+            goto out_free;
+        }
+        for (int j = 0; j < kept; j++)
+            memcpy(*resized_boxes + 4 * (size_t)j, boxes + 4 * (size_t)keep[j], 4 * sizeof(float));
     }
     ok = TRUE;
 
@@ -2336,9 +2711,17 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
 
     /* the class logits and deltas, before postprocess softmaxes them in place */
     n_nonfinite += count_nonfinite(head, (size_t)n_props * 5 * cfg->num_classes);
-    ok = postprocess(st, ctx, props, n_props, head, rh, rw, image, result, error);
+    float *resized_boxes = NULL;
+    ok = postprocess(st, ctx, props, n_props, head, rh, rw, image, result,
+                     cfg->has_masks ? &resized_boxes : NULL, error);
     result->n_nonfinite = n_nonfinite;
     vd_context_stage_mark(ctx, "postprocess");
+    if (ok && cfg->has_masks) {
+        ok = run_mask_head(st, ctx, plan, resized_boxes, rh, observe, result, error);
+        if (!ok)
+            vd_result_clear(result);
+    }
+    g_free(resized_boxes);
 
 out_free:
     g_free(props);
@@ -2356,6 +2739,7 @@ static void cpu_destroy(void *p)
         return;
     plan_free(st->plan);
     box_plans_clear(st);
+    mask_plans_clear(st);
     packed_linear_clear(&st->fc6);
     packed_linear_clear(&st->fc7);
     packed_linear_clear(&st->predictor);
@@ -2629,6 +3013,25 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
                        bp->rows);
         kernel_add(out, strings, bp->predictor.prim, "matmul",
                    "roi_heads.box_predictor[%d rows]", bp->rows);
+    }
+    for (int i = 0; i < MASK_PLAN_CACHE; i++) {
+        const cpu_mask_plan *mp = &st->mask_plans[i];
+        if (mp->rows == 0)
+            continue;
+        kernel_add(out, strings, mp->to_blocked, "reorder", "roi_heads.mask_head.in[%d rows]",
+                   mp->rows);
+        for (int j = 0; j < mp->n_layers; j++)
+            kernel_add(out, strings, mp->relayout[j], "reorder",
+                       "roi_heads.mask_head.relayout%d[%d rows]", j, mp->rows);
+        for (int j = 0; j < mp->n_layers - 2; j++)
+            kernel_add(out, strings, mp->layers[j].prim, "convolution",
+                       "roi_heads.mask_head.%d[%d rows]", j, mp->rows);
+        kernel_add(out, strings, mp->layers[mp->n_layers - 2].prim, "deconvolution",
+                   "roi_heads.mask_predictor.conv5_mask[%d rows]", mp->rows);
+        kernel_add(out, strings, mp->layers[mp->n_layers - 1].prim, "convolution",
+                   "roi_heads.mask_predictor.mask_fcn_logits[%d rows]", mp->rows);
+        kernel_add(out, strings, mp->to_plain, "reorder", "roi_heads.mask_head.out[%d rows]",
+                   mp->rows);
     }
 }
 

@@ -611,3 +611,77 @@ void vd_pooler_levels_update(vd_pooler_levels *p, const int *feature_heights, in
     vd_pooler_scales(feature_heights, n_levels, resized_h, p->scales, &p->k_min, &p->k_max);
     p->resized_h = resized_h;
 }
+
+void vd_sigmoid(float *values, int n)
+{
+    for (int i = 0; i < n; i++)
+        values[i] = vd_math_sigmoid(values[i]);
+}
+
+/* The integer box of expand_boxes(box, (m + 2) / m).to(int64): float32 arithmetic
+ * (the Python scale cast to float32 for the products), truncation toward zero. */
+static void expanded_box(const float box[4], int m, int64_t out[4])
+{
+    float scale = (float)((double)(m + 2) / (double)m);
+    float w_half = vd_math_fmul(vd_math_fsub(box[2], box[0]), 0.5f);
+    float h_half = vd_math_fmul(vd_math_fsub(box[3], box[1]), 0.5f);
+    float x_c = vd_math_fmul(vd_math_fadd(box[2], box[0]), 0.5f);
+    float y_c = vd_math_fmul(vd_math_fadd(box[3], box[1]), 0.5f);
+    w_half = vd_math_fmul(w_half, scale);
+    h_half = vd_math_fmul(h_half, scale);
+    out[0] = (int64_t)vd_math_fsub(x_c, w_half);
+    out[1] = (int64_t)vd_math_fsub(y_c, h_half);
+    out[2] = (int64_t)vd_math_fadd(x_c, w_half);
+    out[3] = (int64_t)vd_math_fadd(y_c, h_half);
+}
+
+void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
+                   int rect[4], uint8_t *out)
+{
+    int64_t b[4];
+    expanded_box(box, m, b);
+    /* the resized mask's size: max(int(x2 - x1 + 1), 1) */
+    int64_t w = MAX(b[2] - b[0] + 1, 1), h = MAX(b[3] - b[1] + 1, 1);
+    int64_t x0 = MAX(b[0], 0), x1 = MIN(b[2] + 1, (int64_t)frame_width);
+    int64_t y0 = MAX(b[1], 0), y1 = MIN(b[3] + 1, (int64_t)frame_height);
+    if (x1 <= x0 || y1 <= y0) {
+        rect[0] = (int)CLAMP(x0, 0, frame_width);
+        rect[1] = (int)CLAMP(y0, 0, frame_height);
+        rect[2] = rect[3] = 0;
+        return;
+    }
+    rect[0] = (int)x0;
+    rect[1] = (int)y0;
+    rect[2] = (int)(x1 - x0);
+    rect[3] = (int)(y1 - y0);
+    if (out == NULL)
+        return;
+
+    /* the padded mask (m + 2 square, zero border), resized to h x w; row r of the
+     * rectangle is row y0 - b[1] + r of the resized mask */
+    int padded = m + 2;
+    float ratio_h = vd_math_resize_ratio(padded, (int)h),
+          ratio_w = vd_math_resize_ratio(padded, (int)w);
+#define PADDED_AT(r, c)                                                                            \
+    (((r) >= 1 && (r) <= m && (c) >= 1 && (c) <= m) ? mask[((r)-1) * m + (c)-1] : 0.0f)
+    for (int r = 0; r < rect[3]; r++) {
+        int i0h, i1h;
+        float l0h, l1h;
+        vd_math_resize_source(ratio_h, (int)(y0 - b[1]) + r, padded, (int)h, &i0h, &i1h, &l0h,
+                              &l1h);
+        uint8_t *row = out + (size_t)r * rect[2];
+        for (int c = 0; c < rect[2]; c++) {
+            int i0w, i1w;
+            float l0w, l1w;
+            vd_math_resize_source(ratio_w, (int)(x0 - b[0]) + c, padded, (int)w, &i0w, &i1w, &l0w,
+                                  &l1w);
+            float p =
+                vd_math_resize_blend(l0h, l1h, l0w, l1w, PADDED_AT(i0h, i0w), PADDED_AT(i0h, i1w),
+                                     PADDED_AT(i1h, i0w), PADDED_AT(i1h, i1w));
+            /* in double: 255 * p is exact, so byte >= 128 exactly when p >= 0.5 */
+            double v = floor(255.0 * (double)p + 0.5);
+            row[c] = (uint8_t)CLAMP(v, 0.0, 255.0);
+        }
+    }
+#undef PADDED_AT
+}

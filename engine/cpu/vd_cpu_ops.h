@@ -188,6 +188,21 @@ gboolean vd_roi_align_backward(const vd_roi_align_params *params, const float *g
  * reduced as a tree, multiplication by 1/sum), which makes it bit-exact. */
 void vd_softmax_rows(float *logits, int n, int n_classes);
 
+/* torch's sigmoid of @n floats in place: 1 / (1 + exp(-x)) with SLEEF's exp, as its
+ * vectorised CPU kernel (bit-exact where torch takes that path). */
+void vd_sigmoid(float *values, int n);
+
+/* One detection of paste_masks_in_image (engine/MASKRCNN.md §3, padding 1): the
+ * @m x @m probabilities @mask (row-major), its @box in frame pixels, a frame of
+ * @frame_width x @frame_height. Writes to @rect the frame rectangle torchvision
+ * fills (x, y, width, height: the expanded, truncated box clipped to the frame;
+ * width or height 0 when nothing of it is inside) and, unless @out is NULL, the
+ * rectangle's pixels row by row (width bytes per row): round(255 * p) of the
+ * bilinearly resized, zero-padded mask (torch's upsample_bilinear2d arithmetic,
+ * vd_math.h). Computes only the pixels inside the frame. */
+void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
+                   int rect[4], uint8_t *out);
+
 G_END_DECLS
 
 #endif /* VD_CPU_OPS_H */

@@ -38,9 +38,6 @@
 #define VD_CUDA_BOX_NMS_CANDIDATES 32768
 #define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
 
-G_STATIC_ASSERT(sizeof(vd_kernel_detection) == sizeof(vd_detection));
-G_STATIC_ASSERT(G_STRUCT_OFFSET(vd_kernel_detection, label) == G_STRUCT_OFFSET(vd_detection, label));
-
 typedef struct {
     vd_cuda_conv conv1, conv2, conv3, downsample;
     vd_cuda_tensor *shortcut; /* the downsample output, or the block input */
@@ -1212,7 +1209,16 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     result->n_detections = count;
     result->n_nonfinite = MAX(r->n_nonfinite, 0);
     result->detections = g_new0(vd_detection, MAX(count, 1));
-    memcpy(result->detections, r->detections, (size_t)count * sizeof(vd_detection));
+    for (int i = 0; i < count; i++) {
+        const vd_kernel_detection *k = &r->detections[i];
+        vd_detection *d = &result->detections[i];
+        d->x1 = k->x1;
+        d->y1 = k->y1;
+        d->x2 = k->x2;
+        d->y2 = k->y2;
+        d->score = k->score;
+        d->label = k->label;
+    }
 
     ctx->n_stages = 0;
     if (timing) {
@@ -1393,6 +1399,13 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     "the CPU backend",
                     cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3_arch : "unknown",
                     vd_model_description(ctx->model));
+        return NULL;
+    }
+    const char *mask_parts = vd_config_mask_parts(cfg);
+    if (mask_parts != NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not support %s of this model (%s): use the CPU backend",
+                    mask_parts, vd_model_description(ctx->model));
         return NULL;
     }
     const char *v2_parts = vd_config_v2_parts(cfg);

@@ -1,7 +1,10 @@
 /* Writes the soak test's model (tests/gst/test_soak.c): the engine tests' tiny
  * ResNet-FPN fixture with random weights, resizing frames to 32..64 pixels, so
  * that a frame costs about a millisecond and 20 000 of them fit in a CI run.
- *   make-soak-model DIR   writes DIR/soak-tiny.safetensors */
+ *   make-soak-model DIR        writes DIR/soak-tiny.safetensors
+ *   make-soak-model DIR mask   writes DIR/mask-tiny.safetensors: the same as a
+ *                              Mask R-CNN (fx_tiny_mask), for the element's mask
+ *                              tests (tests/gst/test_visiondetect_masks.c) */
 #include "model_fixture.h"
 
 #include <string.h>
@@ -10,13 +13,14 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        g_printerr("usage: %s DIR\n", argv[0]);
+    gboolean mask = argc == 3 && strcmp(argv[2], "mask") == 0;
+    if (argc != 2 && !mask) {
+        g_printerr("usage: %s DIR [mask]\n", argv[0]);
         return 2;
     }
     tmp_dir = argv[1];
     tiny_arch a = tiny_basic();
-    fixture *fx = fx_tiny(&a);
+    fixture *fx = mask ? fx_tiny_mask(FALSE) : fx_tiny(&a);
     fx_randomize(fx, 11);
     const char *from = "\"min_size\":96,\"max_size\":160";
     char *at = strstr(fx->config, from);
@@ -30,7 +34,7 @@ int main(int argc, char **argv)
     g_free(fx->config);
     fx->config = g_string_free(config, FALSE);
 
-    char *path = fx_write(fx, "soak-tiny.safetensors");
+    char *path = fx_write(fx, mask ? "mask-tiny.safetensors" : "soak-tiny.safetensors");
     GError *error = NULL;
     vd_model *model = vd_model_load(path, &error);
     if (model == NULL) {

@@ -259,6 +259,46 @@ fixture *fx_tiny(const tiny_arch *a)
     return fx;
 }
 
+/* The tiny fixture as a Mask R-CNN (engine/MASKRCNN.md): a 4x4 mask pooler on the
+ * four levels, two 3x3 convolutions of 6 and 5 channels (v1: with bias; @norm:
+ * v2, without bias and with batch-norm), the transposed convolution to 4 channels,
+ * the 1x1 logits to the 3 classes. */
+fixture *fx_tiny_mask(gboolean norm)
+{
+    tiny_arch a = tiny_basic();
+    fixture *fx = fx_tiny(&a);
+    const int channels[2] = {6, 5};
+    int in = 8;
+    char conv[64], bn[64];
+
+    fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"", "\"architecture\":\"maskrcnn\"");
+    fx_config_replace(fx, "\"min_size\":0.01}",
+                      norm ? "\"min_size\":0.01,\"mask_head\":{\"output_size\":4,"
+                             "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                             "\"conv_channels\":[6,5],\"dilation\":1,\"norm\":\"batch_norm\","
+                             "\"dim_reduced\":4}}"
+                           : "\"min_size\":0.01,\"mask_head\":{\"output_size\":4,"
+                             "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                             "\"conv_channels\":[6,5],\"dilation\":1,\"norm\":\"none\","
+                             "\"dim_reduced\":4}}");
+    for (int j = 0; j < 2; j++) {
+        g_snprintf(conv, sizeof conv, "roi_heads.mask_head.%d.0", j);
+        g_snprintf(bn, sizeof bn, "roi_heads.mask_head.%d.1", j);
+        if (norm)
+            add_conv_bn(fx, conv, bn, channels[j], in, 3);
+        else
+            add_conv_bias(fx, conv, channels[j], in, 3);
+        in = channels[j];
+    }
+    {
+        const gint64 wshape[4] = {5, 4, 2, 2}, bshape[1] = {4};
+        fx_add(fx, "roi_heads.mask_predictor.conv5_mask.weight", 4, wshape);
+        fx_add(fx, "roi_heads.mask_predictor.conv5_mask.bias", 1, bshape);
+    }
+    add_conv_bias(fx, "roi_heads.mask_predictor.mask_fcn_logits", 3, 4, 1);
+    return fx;
+}
+
 /* Random weights scaled by 1/sqrt(fan-in) and unit batch-norm statistics, so that
  * activations stay O(1) and the RPN proposes many distinct boxes; the box deltas
  * are damped so that boxes stay near their anchors. */

@@ -71,6 +71,10 @@ typedef struct {
     int min_size, max_size, rpn_top_n;
 } mnv3_arch;
 
+/* tiny_basic() as a Mask R-CNN: a 4x4 mask pooler, two 3x3 convolutions of 6 and 5
+ * channels (with bias; @norm: without, each followed by batch-norm, as v2), the
+ * transposed convolution to 4 channels and the 1x1 logits to the 3 classes. */
+fixture *fx_tiny_mask(gboolean norm);
 void fx_tensor_free(gpointer data);
 void fx_free(fixture *fx);
 float fill_value(guint salt, gsize i);

@@ -162,6 +162,15 @@ def _conv_head_without_norm():
     return model
 
 
+def _dilated_mask_head():
+    """maskrcnn_resnet50_fpn with MaskRCNNHeads(dilation=2), which the exporter refuses."""
+    import torchvision.models.detection as detection
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads
+    model = detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None)
+    model.roi_heads.mask_head = MaskRCNNHeads(256, [256] * 4, 2)
+    return model
+
+
 def reject():
     import torchvision.models.detection as detection
     cases = [
@@ -171,8 +180,9 @@ def reject():
          lambda: FasterRCNN(resnet_fpn_backbone(backbone_name="resnext50_32x4d", weights=None), 3)),
         ("wide ResNet", "width_per_group",
          lambda: FasterRCNN(resnet_fpn_backbone(backbone_name="wide_resnet50_2", weights=None), 3)),
-        ("Mask R-CNN", "mask",
-         lambda: detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None)),
+        ("Keypoint R-CNN", "keypoint",
+         lambda: detection.keypointrcnn_resnet50_fpn(weights=None, weights_backbone=None)),
+        ("Mask R-CNN with a dilated mask head", "dilated", _dilated_mask_head),
         ("RetinaNet", "not a torchvision FasterRCNN",
          lambda: detection.retinanet_resnet50_fpn(weights=None, weights_backbone=None)),
     ]

@@ -3,6 +3,8 @@
 #include "cpu/vd_cpu_ops.h"
 #include "vd_math.h"
 
+#include <string.h>
+
 #define VDT_EXPORT __attribute__((visibility("default")))
 
 VDT_EXPORT void vdt_roi_align_nhwc(const float *features, int height, int width, int channels,
@@ -112,6 +114,25 @@ VDT_EXPORT void vdt_sigmoid(const float *x, int n, float *out)
 {
     for (int i = 0; i < n; i++)
         out[i] = vd_math_sigmoid(x[i]);
+}
+
+/* paste_masks_in_image of @n masks (@m x @m each) with @boxes into a zero
+ * @frame_h x @frame_w uint8 frame per mask (@out: n frames), through vd_paste_mask's
+ * rectangle; @rects gets each rectangle. */
+VDT_EXPORT void vdt_paste_masks(const float *masks, int n, int m, const float *boxes, int frame_w,
+                                int frame_h, uint8_t *out, int *rects)
+{
+    for (int i = 0; i < n; i++) {
+        int *rect = rects + 4 * i;
+        uint8_t *frame = out + (size_t)i * frame_w * frame_h;
+        vd_paste_mask(masks + (size_t)i * m * m, m, boxes + 4 * i, frame_w, frame_h, rect, NULL);
+        uint8_t *bytes = g_malloc((size_t)MAX(rect[2] * rect[3], 1));
+        vd_paste_mask(masks + (size_t)i * m * m, m, boxes + 4 * i, frame_w, frame_h, rect, bytes);
+        for (int y = 0; y < rect[3]; y++)
+            memcpy(frame + (size_t)(rect[1] + y) * frame_w + rect[0], bytes + (size_t)y * rect[2],
+                   (size_t)rect[2]);
+        g_free(bytes);
+    }
 }
 
 VDT_EXPORT int vdt_topk(const float *values, int n, int k, int *indices)

@@ -145,6 +145,45 @@ def test_softmax_sigmoid(rng):
     check("sigmoid", np.array_equal(out, ref))
 
 
+def test_paste_masks(rng):
+    """paste_masks_in_image (engine/MASKRCNN.md §3): the same rectangle, and round(255 p)
+    of torchvision's float probabilities, for boxes inside, across and beyond the
+    frame's edges, tiny and large. The resize's indices and weights are torch's
+    exactly; torch's kernel sums the four products in an order that differs with its
+    build and the tensor's shape (a few ulp, measured <= 1.2e-7 here), so a byte may
+    differ by one only where 255 p lies within 1e-4 of a rounding boundary (k + 0.5);
+    a wrong index or weight moves bytes by several units far from any boundary."""
+    from torchvision.models.detection.roi_heads import paste_masks_in_image
+    h0, w0 = 97, 131
+    n = 60
+    boxes = random_boxes(rng, n, w0, h0, 90)
+    boxes[:5] = [[-3.7, -0.4, 20.2, 30.9], [120.5, 80.25, 131.0, 97.0], [0, 0, 0.01, 0.02],
+                 [10.5, 10.5, 10.6, 60.0], [0, 0, 131, 97]]
+    boxes = boxes.astype(np.float32)
+    masks = rng.random((n, 28, 28)).astype(np.float32)
+    masks[:10] = (masks[:10] > 0.5)  # hard edges, values 0 and 1
+    ref = paste_masks_in_image(torch.from_numpy(masks)[:, None], torch.from_numpy(boxes),
+                               (h0, w0), padding=1)[:, 0].numpy().astype(np.float64)
+    out = np.zeros((n, h0, w0), np.uint8)
+    rects = np.zeros((n, 4), np.int32)
+    lib.vdt_paste_masks(ptr(masks), n, 28, ptr(boxes), w0, h0, ptr(out), ptr(rects))
+    expected = np.floor(255.0 * ref + 0.5).astype(np.uint8)
+    outside = 0
+    for i in range(n):
+        x, y, w, h = rects[i]
+        inside = np.zeros((h0, w0), bool)
+        inside[y:y + h, x:x + w] = True
+        outside += int(np.count_nonzero(ref[i][~inside]))
+    check("paste_masks rectangles", outside == 0, f"{outside} nonzero pixels outside")
+    diff = np.abs(out.astype(int) - expected.astype(int))
+    scaled = 255.0 * ref
+    boundary = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-4
+    bad = (diff > 1) | ((diff == 1) & ~boundary)
+    check("paste_masks", not bad.any(),
+          f"{int(np.count_nonzero(diff))} of {diff.size} bytes differ (max {int(diff.max())}), "
+          f"{int(np.count_nonzero(bad))} of them away from a rounding boundary")
+
+
 def test_topk(rng):
     values = rng.integers(0, 300, 20000).astype(np.float32)
     ref = torch.topk(torch.from_numpy(values), 1000).values.numpy()
@@ -164,6 +203,7 @@ def main():
     test_anchors()
     test_levels(rng)
     test_softmax_sigmoid(rng)
+    test_paste_masks(rng)
     test_topk(rng)
     if failures:
         print("FAILED:", ", ".join(failures))

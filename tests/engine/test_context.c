@@ -28,6 +28,21 @@ static vd_model *tiny_model(void)
     return model;
 }
 
+static int mask_probs_seen;
+
+static void count_mask_probs(const char *name, const float *data, const int64_t *shape, int ndim,
+                             void *user_data)
+{
+    (void)data;
+    (void)user_data;
+    if (strcmp(name, "mask_probs") == 0) {
+        g_assert_cmpint(ndim, ==, 3);
+        g_assert_cmpint(shape[1], ==, 8);
+        g_assert_cmpint(shape[2], ==, 8);
+        mask_probs_seen = (int)shape[0];
+    }
+}
+
 static vd_context *cpu_context(vd_model *model, float threshold)
 {
     vd_context_params params = vd_context_default_params();
@@ -765,6 +780,109 @@ static void test_mobilenet_v3_devices(void)
     vd_model_unref(model);
 }
 
+/* A Mask R-CNN (the tiny v1 and v2 fixtures): every detection has its mask, inside
+ * the frame and around its box (the rectangle of engine/MASKRCNN.md: the box
+ * expanded by 30/28, truncated, clipped), the same bytes through vd_detect and
+ * vd_submit/vd_collect and on a second run; the observer sees one 8x8 mask per
+ * detection; vd_result_clear frees them (the ASan run checks). The CUDA backend
+ * refuses the model, auto falls back to the CPU. */
+static void test_masks(void)
+{
+    for (int norm = 0; norm < 2; norm++) {
+        fixture *fx = fx_tiny_mask(norm);
+        fx_randomize(fx, 7);
+        GError *error = NULL;
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        fx_free(fx);
+        g_assert_true(vd_model_has_masks(model));
+        vd_context *ctx = cpu_context(model, 0.0f);
+        guint8 *pixels = g_malloc0(120 * 90 * 3);
+        for (int i = 0; i < 120 * 90 * 3; i++)
+            pixels[i] = (guint8)(i * 37 % 251);
+        vd_image image = vd_image_rgb(pixels, 120, 90);
+        mask_probs_seen = 0;
+        vd_context_set_observer(ctx, count_mask_probs, NULL);
+        vd_result r = detect_ok(ctx, &image);
+        vd_context_set_observer(ctx, NULL, NULL);
+        g_assert_cmpint(r.n_detections, >, 0);
+        g_assert_cmpint(mask_probs_seen, ==, r.n_detections);
+        for (int i = 0; i < r.n_detections; i++) {
+            const vd_detection *d = &r.detections[i];
+            g_assert_nonnull(d->mask);
+            g_assert_cmpint(d->mask_x, >=, 0);
+            g_assert_cmpint(d->mask_y, >=, 0);
+            g_assert_cmpint(d->mask_width, >, 0);
+            g_assert_cmpint(d->mask_height, >, 0);
+            g_assert_cmpint(d->mask_x + d->mask_width, <=, 120);
+            g_assert_cmpint(d->mask_y + d->mask_height, <=, 90);
+            /* the box's pixels, clipped to the frame, are inside the rectangle */
+            g_assert_cmpint(d->mask_x, <=, (int)floorf(d->x1));
+            g_assert_cmpint(d->mask_y, <=, (int)floorf(d->y1));
+            g_assert_cmpint(d->mask_x + d->mask_width, >=, MIN((int)ceilf(d->x2), 120));
+            g_assert_cmpint(d->mask_y + d->mask_height, >=, MIN((int)ceilf(d->y2), 90));
+        }
+        vd_result again = detect_ok(ctx, &image);
+        g_assert_true(vd_submit(ctx, &image, 1, &error));
+        g_assert_no_error(error);
+        vd_result async;
+        g_assert_true(vd_collect(ctx, &async, 1, &error));
+        g_assert_no_error(error);
+        const vd_result *others[] = {&again, &async};
+        for (int k = 0; k < 2; k++) {
+            g_assert_cmpint(others[k]->n_detections, ==, r.n_detections);
+            for (int i = 0; i < r.n_detections; i++) {
+                const vd_detection *a = &r.detections[i], *b = &others[k]->detections[i];
+                g_assert_cmpint(a->mask_x, ==, b->mask_x);
+                g_assert_cmpint(a->mask_y, ==, b->mask_y);
+                g_assert_cmpint(a->mask_width, ==, b->mask_width);
+                g_assert_cmpint(a->mask_height, ==, b->mask_height);
+                g_assert_cmpmem(a->mask, (gsize)a->mask_width * a->mask_height, b->mask,
+                                (gsize)b->mask_width * b->mask_height);
+            }
+        }
+        vd_result_clear(&r);
+        g_assert_null(r.detections);
+        g_assert_cmpint(r.n_detections, ==, 0);
+        vd_result_clear(&r); /* twice is harmless */
+        vd_result_clear(&again);
+        vd_result_clear(&async);
+        g_free(pixels);
+        vd_context_free(ctx);
+
+        vd_context_params params = vd_context_default_params();
+        params.device = VD_DEVICE_CUDA;
+        g_assert_null(vd_context_new(model, &params, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+#ifdef HAVE_CUDA
+        g_assert_nonnull(strstr(error->message, "mask head"));
+#endif
+        g_clear_error(&error);
+        params = vd_context_default_params();
+        ctx = vd_context_new(model, &params, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+        vd_context_free(ctx);
+        vd_model_unref(model);
+    }
+    /* a model without masks gives none */
+    vd_model *plain = tiny_model();
+    vd_context *ctx = cpu_context(plain, 0.0f);
+    guint8 *pixels = g_malloc0(120 * 90 * 3);
+    vd_image image = vd_image_rgb(pixels, 120, 90);
+    vd_result r = detect_ok(ctx, &image);
+    for (int i = 0; i < r.n_detections; i++) {
+        g_assert_null(r.detections[i].mask);
+        g_assert_cmpint(r.detections[i].mask_width | r.detections[i].mask_height |
+                            r.detections[i].mask_x | r.detections[i].mask_y,
+                        ==, 0);
+    }
+    vd_result_clear(&r);
+    g_free(pixels);
+    vd_context_free(ctx);
+    vd_model_unref(plain);
+}
+
 static void test_default_model_path(void)
 {
     char *searched = NULL;
@@ -808,6 +926,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
     g_test_add_func("/context/error/cuda-mobilenet-v3", test_mobilenet_v3_devices);
+    g_test_add_func("/context/detect/masks", test_masks);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

@@ -2,7 +2,8 @@
  * its reference loops (hundreds to thousands of times slower): every convolution,
  * pooling, matrix product and eltwise primitive of a frame of the bundled model and
  * of a ResNet-50-FPN (the tiny fixture's generator at torchvision's real sizes,
- * random weights) and of both MobileNetV3-Large-FPN variants is checked by the
+ * random weights), of both MobileNetV3-Large-FPN variants, of fasterrcnn_resnet50_fpn_v2
+ * and of both Mask R-CNNs (with their mask branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
  * is refused clearly elsewhere.
@@ -107,6 +108,11 @@ static vd_context *cpu_context(vd_model *model, vd_precision precision, GError *
     params.device = VD_DEVICE_CPU;
     params.precision = precision;
     params.n_threads = 2;
+    /* every candidate: models with torchvision's random initialisation score about
+     * 1/num_classes, below the default threshold, and the mask branch runs only on
+     * detections */
+    if (vd_model_has_masks(model))
+        params.score_threshold = 0.0f;
     return vd_context_new(model, &params, error);
 }
 
@@ -136,15 +142,21 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     vd_result result;
     g_assert_true(vd_detect(ctx, &image, 1, &result, &error));
     g_assert_no_error(error);
+    if (vd_model_has_masks(model)) {
+        g_assert_cmpint(result.n_detections, >, 0);
+        for (int i = 0; i < result.n_detections; i++)
+            g_assert_nonnull(result.detections[i].mask);
+    }
     vd_result_clear(&result);
 
     int n = vd_context_kernels(ctx, &kernels);
-    int n_conv = 0, n_pool = 0, n_matmul = 0, n_bad = 0;
+    int n_conv = 0, n_pool = 0, n_matmul = 0, n_deconv = 0, n_bad = 0;
     gboolean stem = FALSE, fc6 = FALSE;
     for (int i = 0; i < n; i++) {
         const vd_kernel_info *k = &kernels[i];
         gboolean checked = g_str_equal(k->kind, "convolution") || g_str_equal(k->kind, "pooling") ||
-                           g_str_equal(k->kind, "matmul") || g_str_equal(k->kind, "eltwise");
+                           g_str_equal(k->kind, "matmul") || g_str_equal(k->kind, "eltwise") ||
+                           g_str_equal(k->kind, "deconvolution");
         if (g_test_verbose())
             g_test_message("  %-12s %-48s %s", k->kind, k->layer, k->implementation);
         if (checked && (g_str_has_prefix(k->implementation, "ref") ||
@@ -155,6 +167,7 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         n_conv += g_str_equal(k->kind, "convolution");
         n_pool += g_str_equal(k->kind, "pooling");
         n_matmul += g_str_equal(k->kind, "matmul");
+        n_deconv += g_str_equal(k->kind, "deconvolution");
         stem = stem || g_str_equal(k->layer, "backbone.body.conv1") ||
                g_str_equal(k->layer, "backbone.body.0");
         fc6 = fc6 || g_str_has_prefix(k->layer, "roi_heads.box_head.fc6");
@@ -178,6 +191,10 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     /* fasterrcnn_resnet50_fpn_v2: the RPN's further 3x3 convolutions on every level,
      * the conv box head's convolutions; fc6 and the predictor, no fc7 */
     expected_conv += cfg->n_fpn_levels * (cfg->rpn_conv_depth - 1) + cfg->n_box_convs;
+    /* Mask R-CNN: the mask head's convolutions and the logits, the deconvolution */
+    if (cfg->has_masks)
+        expected_conv += cfg->n_mask_convs + 1;
+    g_assert_cmpint(n_deconv, ==, cfg->has_masks ? 1 : 0);
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
     g_assert_cmpint(n_pool, ==, mnv3 ? 0 : 1);
     g_assert_cmpint(n_matmul, ==, model->fc7.out_features > 0 ? 3 : 2);
@@ -211,11 +228,10 @@ static void test_mobilenet_v3_fp32(void)
     }
 }
 
-/* fasterrcnn_resnet50_fpn_v2 with torchvision's random initialisation, exported by
+/* The model of torchvision's @builder with its random initialisation, exported by
  * tools/export_torchvision.py (skipped without torchvision for /usr/bin/python3 or
- * VD_PYTHON): its RPN's second convolution and the conv box head's batched
- * convolutions over the RoIs are optimised kernels too. */
-static void test_resnet50_v2_fp32(void)
+ * VD_PYTHON). */
+static void check_exported(const char *builder)
 {
     const char *env = g_getenv("VD_PYTHON");
     char *python = g_strdup(env && *env ? env : "/usr/bin/python3");
@@ -223,8 +239,7 @@ static void test_resnet50_v2_fp32(void)
                                       NULL);
     char *output = g_build_filename(tmp_dir, "v2.safetensors", NULL);
     char *probe_argv[] = {python, "-c", "import torchvision", NULL};
-    char *export_argv[] = {python, exporter, "--builder", "fasterrcnn_resnet50_fpn_v2", output,
-                           NULL};
+    char *export_argv[] = {python, exporter, "--builder", (char *)builder, output, NULL};
     GError *error = NULL;
     int status = 0;
 
@@ -240,7 +255,7 @@ static void test_resnet50_v2_fp32(void)
     g_assert_true(g_spawn_check_wait_status(status, NULL));
     vd_model *model = vd_model_load(output, &error);
     g_assert_no_error(error);
-    g_assert_cmpint(model->config.n_box_convs, ==, 4);
+    g_assert_cmpint(model->config.n_box_convs, ==, g_str_has_suffix(builder, "_v2") ? 4 : 0);
     check_frame_kernels(model, VD_PRECISION_FP32);
     vd_model_unref(model);
     g_unlink(output);
@@ -248,6 +263,23 @@ out:
     g_free(output);
     g_free(exporter);
     g_free(python);
+}
+
+/* fasterrcnn_resnet50_fpn_v2: its RPN's second convolution and the conv box head's
+ * batched convolutions over the RoIs are optimised kernels too. */
+static void test_resnet50_v2_fp32(void)
+{
+    check_exported("fasterrcnn_resnet50_fpn_v2");
+}
+
+/* maskrcnn_resnet50_fpn (engine/MASKRCNN.md): the mask head's batched
+ * convolutions, the transposed convolution and the logits convolution over the
+ * detections are optimised kernels. maskrcnn_resnet50_fpn_v2 runs the same
+ * mask-branch primitives (its norms are folded into the convolutions' weights)
+ * after fasterrcnn_resnet50_fpn_v2's, which the test above covers. */
+static void test_maskrcnn_fp32(void)
+{
+    check_exported("maskrcnn_resnet50_fpn");
 }
 
 /* bf16 where the processor has it (AVX512_BF16, AMX); elsewhere a clear refusal at
@@ -316,6 +348,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/resnet50-fpn/fp32", test_resnet50_fp32);
     g_test_add_func("/kernels/mobilenet-v3-large-fpn/fp32", test_mobilenet_v3_fp32);
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
+    g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     int result = g_test_run();
     g_rmdir(tmp_dir);

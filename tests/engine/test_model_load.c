@@ -1263,6 +1263,188 @@ static void test_v2_invalid(void)
     expect_error(fx, VD_ERROR_FORMAT, "roi_heads.box_head.0.0.weight", NULL);
 }
 
+/* A valid tiny Mask R-CNN loads with its mask head (v1 and v2, the norm folded). */
+static void test_mask_valid(void)
+{
+    for (int norm = 0; norm < 2; norm++) {
+        fixture *fx = fx_tiny_mask(norm);
+        GError *error = NULL;
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        g_assert_nonnull(model);
+        const vd_config *c = &model->config;
+        g_assert_true(vd_model_has_masks(model));
+        g_assert_nonnull(vd_config_mask_parts(c));
+        g_assert_cmpstr(vd_model_description(model), ==, "maskrcnn resnet10-fpn, 3 classes");
+        g_assert_cmpint(c->mask_output_size, ==, 4);
+        g_assert_cmpint(c->mask_sampling_ratio, ==, 2);
+        g_assert_cmpint(c->n_mask_roi_levels, ==, 1); /* the fixture's FPN: '0' and 'pool' */
+        g_assert_cmpint(c->n_mask_convs, ==, 2);
+        g_assert_cmpint(c->mask_dim_reduced, ==, 4);
+        g_assert_true(c->mask_norm == norm);
+        assert_conv(&model->mask_convs[0], 6, 8, 3, 1, 1);
+        assert_conv(&model->mask_convs[1], 5, 6, 3, 1, 1);
+        g_assert_cmpint(model->mask_deconv.in_channels, ==, 5);
+        g_assert_cmpint(model->mask_deconv.out_channels, ==, 4);
+        g_assert_cmpint(model->mask_deconv.kernel, ==, 2);
+        g_assert_cmpint(model->mask_deconv.stride, ==, 2);
+        /* the transposed convolution's weights as stored ([in][out][2][2]) */
+        const fx_tensor *w = fx_find(fx, "roi_heads.mask_predictor.conv5_mask.weight");
+        for (gsize i = 0; i < w->n; i++)
+            g_assert_true(model->mask_deconv.weight[i] == w->values[i]);
+        assert_conv(&model->mask_logits, 3, 4, 1, 1, 0);
+        vd_model_unref(model);
+        fx_free(fx);
+    }
+    /* a Faster R-CNN has none */
+    fixture *fx = fx_tiny_default();
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_false(vd_model_has_masks(model));
+    g_assert_null(vd_config_mask_parts(&model->config));
+    vd_model_unref(model);
+    fx_free(fx);
+    g_assert_false(vd_model_has_masks(NULL));
+}
+
+/* Every mask tensor is checked (name, shape, dtype), and every mask_head value. */
+static void test_mask_invalid(void)
+{
+    static const char *const v1_tensors[] = {"roi_heads.mask_head.0.0.weight",
+                                             "roi_heads.mask_head.0.0.bias",
+                                             "roi_heads.mask_head.1.0.weight",
+                                             "roi_heads.mask_head.1.0.bias",
+                                             "roi_heads.mask_predictor.conv5_mask.weight",
+                                             "roi_heads.mask_predictor.conv5_mask.bias",
+                                             "roi_heads.mask_predictor.mask_fcn_logits.weight",
+                                             "roi_heads.mask_predictor.mask_fcn_logits.bias",
+                                             NULL};
+    static const char *const v2_tensors[] = {
+        "roi_heads.mask_head.0.1.weight", "roi_heads.mask_head.0.1.bias",
+        "roi_heads.mask_head.0.1.running_mean", "roi_heads.mask_head.1.1.running_var", NULL};
+    fixture *fx;
+
+    for (int i = 0; v1_tensors[i]; i++) {
+        /* missing */
+        fx = fx_tiny_mask(FALSE);
+        fx_remove(fx, v1_tensors[i]);
+        expect_error(fx, VD_ERROR_FORMAT, "missing tensor", v1_tensors[i]);
+        /* wrong shape: one more output channel */
+        fx = fx_tiny_mask(FALSE);
+        fx_tensor *t = fx_find(fx, v1_tensors[i]);
+        gint64 shape[4];
+        memcpy(shape, t->shape, sizeof shape);
+        shape[0] += 1;
+        int ndim = t->ndim;
+        fx_remove(fx, v1_tensors[i]);
+        fx_add(fx, v1_tensors[i], ndim, shape);
+        expect_error(fx, VD_ERROR_FORMAT, v1_tensors[i], "the model config implies");
+        /* an integer dtype */
+        fx = fx_tiny_mask(FALSE);
+        g_free(fx_find(fx, v1_tensors[i])->dtype);
+        fx_find(fx, v1_tensors[i])->dtype = g_strdup("I32");
+        expect_error(fx, VD_ERROR_UNSUPPORTED, v1_tensors[i], NULL);
+    }
+    for (int i = 0; v2_tensors[i]; i++) {
+        fx = fx_tiny_mask(TRUE);
+        fx_remove(fx, v2_tensors[i]);
+        expect_error(fx, VD_ERROR_FORMAT, "missing tensor", v2_tensors[i]);
+    }
+    /* v2 weights under a v1 config: the norms are unexpected */
+    fx = fx_tiny_mask(TRUE);
+    fx_config_replace(fx, "\"norm\":\"batch_norm\"", "\"norm\":\"none\"");
+    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_head.0.0.bias", NULL);
+    /* v1 weights under a v2 config */
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"norm\":\"none\"", "\"norm\":\"batch_norm\"");
+    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_head.0.1.weight", NULL);
+    /* mask tensors in a Faster R-CNN */
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"architecture\":\"maskrcnn\"", "\"architecture\":\"fasterrcnn\"");
+    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head' is only valid", NULL);
+    /* a Mask R-CNN without its section */
+    fx = fx_tiny_default();
+    fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"", "\"architecture\":\"maskrcnn\"");
+    expect_error(fx, VD_ERROR_FORMAT, "needs 'roi_heads.mask_head'", NULL);
+    /* the section's values */
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"dilation\":1", "\"dilation\":2");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "dilation 2", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"norm\":\"none\"", "\"norm\":\"group_norm\"");
+    expect_error(fx, VD_ERROR_UNSUPPORTED, "mask head norm 'group_norm'", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[6,0]");
+    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head.conv_channels[1]'", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[]");
+    expect_error(fx, VD_ERROR_FORMAT, "conv_channels", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[6,5,4]");
+    expect_error(fx, VD_ERROR_FORMAT, "missing tensor 'roi_heads.mask_head.2.0.weight'", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"output_size\":4,", "\"output_size\":0,");
+    expect_error(fx, VD_ERROR_FORMAT, "output_size", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx,
+                      "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                      "\"conv",
+                      "\"sampling_ratio\":0,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv");
+    expect_error(fx, VD_ERROR_FORMAT, "sampling_ratio", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":5");
+    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_predictor.conv5_mask.weight", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "[\"0\",\"1\",\"2\",\"3\"],\"conv", "[\"pool\"],\"conv");
+    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head.featmap_names'", "skips level 0");
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":4,\"extra\":1");
+    expect_error(fx, VD_ERROR_FORMAT, "extra", NULL);
+    fx = fx_tiny_mask(FALSE);
+    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":\"four\"");
+    expect_error(fx, VD_ERROR_FORMAT, "dim_reduced", NULL);
+}
+
+/* maskrcnn_resnet50_fpn and _v2 (random weights) through the exporter's CLI. */
+static void test_export_maskrcnn(void)
+{
+    static const char *const builders[] = {"maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"};
+    char *exporter = source_path("tools/export_torchvision.py");
+    char *output = g_build_filename(tmp_dir, "maskrcnn.safetensors", NULL);
+
+    if (!have_torchvision())
+        goto out;
+    for (int v = 0; v < 2; v++) {
+        char *export_argv[] = {(char *)python_path(), exporter, "--builder",
+                               (char *)builders[v],   output,   NULL};
+        GError *error = NULL;
+        g_assert_true(run_command(export_argv, NULL));
+        vd_model *model = vd_model_load(output, &error);
+        g_assert_no_error(error);
+        g_assert_nonnull(model);
+        const vd_config *c = &model->config;
+        g_assert_true(vd_model_has_masks(model));
+        g_assert_cmpstr(vd_model_description(model), ==, "maskrcnn resnet50-fpn, 91 classes");
+        g_assert_cmpint(c->mask_output_size, ==, 14);
+        g_assert_cmpint(c->mask_sampling_ratio, ==, 2);
+        g_assert_cmpint(c->n_mask_roi_levels, ==, 4);
+        g_assert_cmpint(c->n_mask_convs, ==, 4);
+        g_assert_true(c->mask_norm == (v == 1));
+        g_assert_cmpint(c->n_box_convs, ==, v == 1 ? 4 : 0);
+        for (int j = 0; j < 4; j++)
+            assert_conv(&model->mask_convs[j], 256, 256, 3, 1, 1);
+        g_assert_cmpint(model->mask_deconv.in_channels, ==, 256);
+        g_assert_cmpint(model->mask_deconv.out_channels, ==, 256);
+        assert_conv(&model->mask_logits, 91, 256, 1, 1, 0);
+        vd_model_unref(model);
+    }
+out:
+    remove_in_tmp("maskrcnn.safetensors");
+    g_free(output);
+    g_free(exporter);
+}
+
 static void test_export_rejects(void)
 {
     char *helper = source_path("tests/engine/model_load_reference.py");
@@ -1297,6 +1479,9 @@ int main(int argc, char **argv)
     g_assert_no_error(error);
 
     g_test_add_func("/model-load/valid/basic", test_valid_basic);
+    g_test_add_func("/model-load/mask/valid", test_mask_valid);
+    g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
+    g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
     g_test_add_func("/model-load/valid/bottleneck", test_valid_bottleneck);
     g_test_add_func("/model-load/error/missing-file", test_missing_file);
     g_test_add_func("/model-load/error/truncated-length", test_truncated_length);

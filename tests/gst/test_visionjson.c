@@ -259,6 +259,139 @@ GST_START_TEST (test_foreign_labels_and_numbers)
 
 GST_END_TEST;
 
+/* A "mask_rcnn" ROI param (DL Streamer's instance-segmentation convention, which
+ * visiondetect follows) of @mh x @mw float32 probabilities. */
+static GstStructure *
+mask_param_n (const gfloat * probs, guint n_values, guint mw, guint mh)
+{
+  GstStructure *s = gst_structure_new ("mask_rcnn",
+      "format", G_TYPE_STRING, "segmentation_mask",
+      "precision", G_TYPE_INT, 10,
+      "data_buffer", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, probs,
+          (gsize) n_values * sizeof (gfloat), 1), NULL);
+  GValue dims = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  gst_value_array_init (&dims, 2);
+  g_value_init (&v, G_TYPE_UINT);
+  g_value_set_uint (&v, mh);
+  gst_value_array_append_value (&dims, &v);
+  g_value_set_uint (&v, mw);
+  gst_value_array_append_value (&dims, &v);
+  gst_structure_take_value (s, "dims", &dims);
+  g_value_unset (&v);
+  return s;
+}
+
+static GstStructure *
+mask_param (const gfloat * probs, guint mw, guint mh)
+{
+  return mask_param_n (probs, mw * mh, mw, mh);
+}
+
+/* COCO's uncompressed RLE ({"size": [h, w], "counts"}) decoded into a frame. */
+static guint8 *
+decode_rle (JsonObject * segmentation)
+{
+  JsonArray *size = json_object_get_array_member (segmentation, "size");
+  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
+  guint8 *frame = g_malloc0 (WIDTH * HEIGHT);
+  guint64 at = 0;
+
+  fail_unless_equals_int (json_array_get_int_element (size, 0), HEIGHT);
+  fail_unless_equals_int (json_array_get_int_element (size, 1), WIDTH);
+  for (guint i = 0; i < json_array_get_length (counts); i++) {
+    gint64 n = json_array_get_int_element (counts, i);
+    fail_unless (n >= 0 && at + n <= WIDTH * HEIGHT);
+    for (gint64 k = 0; k < n; k++, at++)   /* column-major */
+      frame[(at % HEIGHT) * WIDTH + at / HEIGHT] = i % 2;
+  }
+  fail_unless_equals_int (at, WIDTH * HEIGHT);
+  return frame;
+}
+
+/* Instance masks on the ROI metas are written as COCO RLE "segmentation" in
+ * frame pixels (probability >= 0.5): visiondetect's, one value per ROI pixel,
+ * and a DL Streamer-style 2x2 mask stretched over its ROI; a ROI without a
+ * mask, or with a malformed one, has no "segmentation". */
+GST_START_TEST (test_segmentation_rle)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *b = new_frame (0);
+  GstVideoRegionOfInterestMeta *roi;
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects;
+  JsonObject *line;
+  gchar *contents = NULL;
+  /* ROI 0: 5x3 at (317, 1), partly outside the frame on the right: 3 columns */
+  const gfloat exact[15] = { 0.9f, 0.1f, 0.5f, 0.49f, 1.0f,
+    0.0f, 0.6f, 0.6f, 0.2f, 0.7f,
+    1.0f, 1.0f, 0.0f, 0.3f, 0.8f
+  };
+  const gfloat coarse[4] = { 1.0f, 0.0f, 0.0f, 0.75f };
+  const gfloat bad[3] = { 1.0f, 1.0f, 1.0f };
+  guint8 *frame;
+
+  gst_harness_set_src_caps_str (h, caps);
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "a", 315, 1, 5, 3);
+  roi->id = 0;
+  gst_video_region_of_interest_meta_add_param (roi, mask_param (exact, 5, 3));
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "b", 10, 20, 4, 4);
+  roi->id = 1;
+  gst_video_region_of_interest_meta_add_param (roi, mask_param (coarse, 2, 2));
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "c", 50, 50, 4, 4);
+  roi->id = 2;
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "d", 60, 60, 4, 4);
+  roi->id = 3;
+  /* dims 2x2 but 3 values */
+  gst_video_region_of_interest_meta_add_param (roi, mask_param_n (bad, 3, 2, 2));
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  line = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (line, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 4);
+
+  frame = decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 0), "segmentation"));
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      gboolean in = x >= 315 && y >= 1 && y < 4;
+      guint8 want = in ? exact[(y - 1) * 5 + (x - 315)] >= 0.5f : 0;
+      fail_unless_equals_int (frame[y * WIDTH + x], want);
+    }
+  g_free (frame);
+
+  frame = decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 1), "segmentation"));
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++) {
+      gboolean in = x >= 10 && x < 14 && y >= 20 && y < 24;
+      guint8 want = in ? coarse[((y - 20) / 2) * 2 + (x - 10) / 2] >= 0.5f : 0;
+      fail_unless_equals_int (frame[y * WIDTH + x], want);
+    }
+  g_free (frame);
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 2),
+          "segmentation"));
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 3),
+          "segmentation"));
+
+  g_object_unref (parser);
+  g_free (contents);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (launch);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 /* Two visionjson elements of one process writing one file (a tee) would mix
  * their lines: the second is refused with an error naming the file and the
  * first writer, whatever path it is given; the file stays the first one's,
@@ -517,6 +650,7 @@ visionjson_suite (void)
   tcase_add_test (tc, test_unwritable_location);
   tcase_add_test (tc, test_one_writer_per_file);
   tcase_add_test (tc, test_foreign_labels_and_numbers);
+  tcase_add_test (tc, test_segmentation_rle);
   tcase_add_test (tc, test_properties);
   tcase_add_test (tc, test_flushing_seek);
   return s;

@@ -3,6 +3,7 @@
  * needed. */
 #include "vdtest.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define WIDTH 320
@@ -291,6 +292,92 @@ GST_START_TEST (test_empty_meta_not_mapped)
 
 GST_END_TEST;
 
+/* An instance mask ("mask_rcnn" ROI param, as visiondetect attaches it) over box
+ * 0: its left half in the object, the right half not. */
+static void
+add_mask (GstBuffer * buffer)
+{
+  const Box *b = &boxes[0];
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, 0);
+  gfloat *probs = g_new (gfloat, b->w * b->h);
+  GValue dims = G_VALUE_INIT, v = G_VALUE_INIT;
+  GstStructure *s;
+
+  for (gint y = 0; y < b->h; y++)
+    for (gint x = 0; x < b->w; x++)
+      probs[y * b->w + x] = x < b->w / 2 ? 0.75f : 0.25f;
+  s = gst_structure_new ("mask_rcnn", "format", G_TYPE_STRING,
+      "segmentation_mask", "precision", G_TYPE_INT, 10, "data_buffer",
+      G_TYPE_VARIANT, g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, probs,
+          (gsize) b->w * b->h * sizeof (gfloat), 1), NULL);
+  gst_value_array_init (&dims, 2);
+  g_value_init (&v, G_TYPE_UINT);
+  g_value_set_uint (&v, b->h);
+  gst_value_array_append_value (&dims, &v);
+  g_value_set_uint (&v, b->w);
+  gst_value_array_append_value (&dims, &v);
+  gst_structure_take_value (s, "dims", &dims);
+  g_value_unset (&v);
+  gst_video_region_of_interest_meta_add_param (roi, s);
+  g_free (probs);
+}
+
+/* The mask is filled, translucent: inside the box's outline, the object's half
+ * is a blend of the frame and the class colour (neither the grey nor the
+ * outline's opaque colour), the other half untouched; masks=false fills
+ * nothing. */
+GST_START_TEST (test_masks_filled)
+{
+  const Box *b = &boxes[0];
+  const gint lw = 3;
+
+  /* Cairo drawing on the frame (RGBx), with red and blue exchanged (BGRx), on
+   * a scratch surface blended afterwards (RGB) */
+  const GstVideoFormat formats[] = { GST_VIDEO_FORMAT_RGBx,
+    GST_VIDEO_FORMAT_BGRx, GST_VIDEO_FORMAT_RGB
+  };
+
+  for (gint run = 0; run < 6; run++) {
+    gint on = run % 2;
+    GstVideoInfo info;
+    GstBuffer *in = grey_frame (formats[run / 2], &info), *out;
+    GstVideoFrame frame;
+    guint8 band[3];
+    gint filled = 0, untouched = 0;
+
+    add_boxes (in, TRUE);
+    add_mask (in);
+    out = overlay (in, &info, on ? "text=none line-width=3" :
+        "text=none line-width=3 masks=false");
+    fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+    pixel_rgb (&frame, b->x, b->y, band); /* the outline: the class colour */
+    for (gint y = b->y + lw; y < b->y + b->h - lw; y++)
+      for (gint x = b->x + lw; x < b->x + b->w - lw; x++) {
+        guint8 rgb[3];
+        gboolean object = x - b->x < b->w / 2;
+
+        pixel_rgb (&frame, x, y, rgb);
+        if (on && object) {
+          for (gint c = 0; c < 3; c++)
+            fail_unless (abs ((gint) rgb[c] - (GREY + band[c]) / 2) <= 2,
+                "(%d, %d) channel %d: %d, not half of %d and %d", x, y, c,
+                rgb[c], GREY, band[c]);
+          filled++;
+        } else {
+          fail_if (changed (&frame, x, y), "(%d, %d) changed", x, y);
+          untouched++;
+        }
+      }
+    fail_unless (on ? filled > 0 : filled == 0);
+    fail_unless (untouched > 0);
+    gst_video_frame_unmap (&frame);
+    gst_buffer_unref (out);
+  }
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_properties)
 {
   GstElement *e = gst_element_factory_make ("visionoverlay", NULL);
@@ -301,6 +388,14 @@ GST_START_TEST (test_properties)
   fail_unless (e != NULL);
   g_object_get (e, "line-width", &lw, "font-desc", &font, "text", &text, NULL);
   fail_unless (lw == 0.0 && font == NULL && text == 3);
+  {
+    gboolean masks = FALSE;
+    g_object_get (e, "masks", &masks, NULL);
+    fail_unless (masks);
+    g_object_set (e, "masks", FALSE, NULL);
+    g_object_get (e, "masks", &masks, NULL);
+    fail_if (masks);
+  }
   gst_util_set_object_arg (G_OBJECT (e), "text", "label");
   g_object_set (e, "line-width", 4.5, "font-desc", "Serif 20", NULL);
   g_object_get (e, "line-width", &lw, "font-desc", &font, "text", &text, NULL);
@@ -325,6 +420,7 @@ visionoverlay_suite (void)
   tcase_add_test (tc, test_labels_above_boxes);
   tcase_add_test (tc, test_no_detections_no_change);
   tcase_add_test (tc, test_empty_meta_not_mapped);
+  tcase_add_test (tc, test_masks_filled);
   tcase_add_test (tc, test_properties);
   return s;
 }

@@ -399,9 +399,16 @@ def reference(model, img_u8, double_scale):
         class_logits, box_regression = roi.box_predictor(box_features)
         dboxes, dscores, dlabels = roi.postprocess_detections(class_logits, box_regression, boxes,
                                                               images.image_sizes)
-        dets = model.transform.postprocess(
-            [{"boxes": dboxes[0], "scores": dscores[0], "labels": dlabels[0]}],
-            images.image_sizes, [(h0, w0)])[0]
+        found = {"boxes": dboxes[0], "scores": dscores[0], "labels": dlabels[0]}
+        mask_probs = None
+        if roi.has_mask():
+            # RoIHeads.forward's mask branch on the final boxes (resized coordinates)
+            from torchvision.models.detection.roi_heads import maskrcnn_inference
+            mask_logits = roi.mask_predictor(roi.mask_head(roi.mask_roi_pool(
+                features, [dboxes[0]], images.image_sizes)))
+            found["masks"] = maskrcnn_inference(mask_logits, [dlabels[0]])[0]
+            mask_probs = found["masks"][:, 0].numpy().copy()
+        dets = model.transform.postprocess([found], images.image_sizes, [(h0, w0)])[0]
     out = {
         "image_size": np.array(images.image_sizes[0], np.float32),
         "input": images.tensors.numpy(),
@@ -417,6 +424,9 @@ def reference(model, img_u8, double_scale):
     }
     for name, f in features.items():
         out["fpn." + name] = f.numpy()
+    if mask_probs is not None:
+        out["mask_probs"] = mask_probs                 # [D, 28, 28] before the paste
+        out["masks"] = dets["masks"][:, 0].numpy()     # [D, H0, W0] pasted probabilities
     return out
 
 
@@ -436,7 +446,7 @@ def reference_matches_model(model, img_u8, ref):
 
 @torch.no_grad()
 def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
-              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8)):
+              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8), first_features=None):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
 
     1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)) and random
@@ -455,6 +465,8 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
        detections on the images number about target[0], with at least target[1]
        scores in [threshold, 0.5) and target[2] above 0.5, never capped at
        detections_per_img.
+    first_features: a list that receives (batch, features) of the first image (the
+    calibrated body's), for calibrate_masks.
     Returns a short description of what was chosen."""
     g = torch.Generator().manual_seed(seed)
     norms = norm_layers(model)
@@ -485,6 +497,8 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
     finally:
         for h in handles:
             h.remove()
+    if first_features is not None:
+        first_features.append(per_image[0])
 
     # Features of the other calibration images with the calibrated body.
     with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
@@ -608,6 +622,141 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
     return (f"calibrated: {len(norms)} norm layers; rpn logits x{rpn_logit_std / lstd:.3g}, "
             f"rpn deltas x{rpn_delta_std / dstd:.3g}; box deltas x{gain:.3g}; cls_score gain {a}, "
             f"background shift {b:.3g}; detections (total, <0.5, >=0.5) per image {counts}")
+
+
+@torch.no_grad()
+def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, first_features=None):
+    """Mask R-CNN: the mask head's norm statistics (v2) from its actual input, the mask
+    RoI features of the first image's detections (as the box head's); then the logits
+    convolution scaled and shifted so that the logits of the detections' labels have
+    mean 0 and std @logit_std: probabilities spread over (0, 1), both sides of 0.5
+    in every mask, instead of one saturated value. first_features: calibrate()'s
+    (batch, features) of the image, when at hand (saves a forward of the body)."""
+    roi = model.roi_heads
+    with resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+        if first_features:
+            batch, feats = first_features[0]
+        else:
+            batch, _ = model.transform([to_tensor(img_u8)])
+            feats = model.backbone(batch.tensors)
+        proposals, _ = model.rpn(batch, feats)
+        dets, _ = roi(feats, proposals, batch.image_sizes)
+        boxes = [dets[0]["boxes"]]
+        labels = dets[0]["labels"]
+        pooled = roi.mask_roi_pool(feats, boxes, batch.image_sizes)
+
+        def set_stats(module, inputs):
+            x = inputs[0]
+            module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
+            module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False).clamp_min(1e-10))
+
+        handles = [m.register_forward_pre_hook(set_stats) for m in norm_layers(roi.mask_head)]
+        try:
+            x = roi.mask_head(pooled)
+        finally:
+            for h in handles:
+                h.remove()
+        x = roi.mask_head(pooled)
+        pred = roi.mask_predictor
+        logits = pred(x)[torch.arange(len(labels)), labels]
+        mu, sigma = logits.mean().item(), logits.std().item()
+        gain = logit_std / max(sigma, 1e-12)
+        pred.mask_fcn_logits.weight.mul_(gain)
+        pred.mask_fcn_logits.bias.sub_(mu).mul_(gain)
+    return (f"mask logits of {len(labels)} detections: mean {mu:.3g}, std {sigma:.3g} -> x{gain:.3g}, "
+            f"shift {-mu:.3g}")
+
+
+# Mask probabilities before the paste ([D, 28, 28], matched detections): max|ours -
+# torchvision|. They come from RoIAlign on features within FEATURE_REL_TOL_RESNET50
+# of each other, five convolutions and the sigmoid (slope <= 1/4). Measured on the
+# test models (logits calibrated to std 3): 6.7e-4 (maskrcnn_resnet50_fpn), 2.4e-3
+# (_v2, whose folded batch-norms divide by the small spreads of the calibration's
+# low-gain channels and so amplify the feature differences). Tolerance 5e-3 (2x the
+# worst). A wrong channel, a transposed deconvolution kernel or a misplaced RoI moves
+# them by O(0.1..1).
+MASK_PROB_TOL = 5e-3
+# Pasted masks, thresholded at 0.5 on both sides (ours: byte >= 128, i.e. p >= 0.5).
+# A pasted probability is a convex combination of four 28x28 ones, so it differs
+# from torchvision's by at most MASK_PROB_TOL (plus rounding): every pixel whose
+# torchvision probability is farther than that from 0.5 must be on the same side
+# (no exceptions). Pixels closer to 0.5 may go either way; one of them decides the
+# IoU of a mask of under 100 pixels by more than 1 %, so the brief's IoU >= 0.99
+# is required of all matched detections but ceil(MASK_LOW_IOU_FRACTION * matched)
+# (the rounding of count_ok), and the smallest is reported. Measured: at most one
+# mask per image below 0.99, of 70-90 pixels, off by one pixel.
+MASK_IOU = 0.99
+MASK_LOW_IOU_FRACTION = 0.03
+
+
+def decode_mask(m, h0, w0):
+    """vd-detect's JSON mask ({"x", "y", "width", "height", "data": base64 bytes}) as a
+    full-frame uint8 array, and the rectangle."""
+    import base64
+    full = np.zeros((h0, w0), np.uint8)
+    x, y, w, h = m["x"], m["y"], m["width"], m["height"]
+    data = np.frombuffer(base64.b64decode(m["data"]), np.uint8)
+    if data.size != w * h or x < 0 or y < 0 or x + w > w0 or y + h > h0:
+        raise ValueError(f"mask {w}x{h} at ({x}, {y}) with {data.size} bytes does not fit {w0}x{h0}")
+    full[y:y + h, x:x + w] = data.reshape(h, w)
+    return full, (x, y, w, h)
+
+
+def compare_masks(report, ref, result, dump, pairs, size_hw, stats):
+    """Masks of the matched detections: the 28x28 probabilities (MASK_PROB_TOL), every
+    detection of ours has its mask, torchvision's nonzero pixels lie inside our
+    rectangle, the masks thresholded at 0.5 agree wherever torchvision's probability
+    is farther than MASK_PROB_TOL from 0.5, and have IoU >= MASK_IOU (see there)."""
+    h0, w0 = size_hw
+    dets = result.get("detections", [])
+    missing = [k for k, d in enumerate(dets) if "mask" not in d]
+    report.check("masks present", not missing, f"{len(dets) - len(missing)} of {len(dets)} detections "
+                 "carry a mask")
+    matched = [(i, j) for i, j in pairs if j >= 0 and "mask" in dets[j]]
+    probs = dump.get("mask_probs")
+    if probs is None or probs.shape[0] != len(dets):
+        report.check("mask_probs", False, "missing from the dump or not one per detection: "
+                     f"{None if probs is None else list(probs.shape)} for {len(dets)} detections")
+    elif matched:
+        d = max(float(np.abs(probs[j].astype(np.float64) - ref["mask_probs"][i]).max())
+                for i, j in matched)
+        stats["mask_prob"] = max(stats.get("mask_prob", 0.0), d)
+        report.check("mask_probs", d <= MASK_PROB_TOL,
+                     f"max|diff| {d:.3g} over {len(matched)} matched detections (tol {MASK_PROB_TOL:g})")
+    worst, outside, n_pix, decided_bad, n_undecided, n_low = 1.0, 0, 0, 0, 0, 0
+    worst_at = None
+    for i, j in matched:
+        try:
+            ours, (x, y, w, h) = decode_mask(dets[j]["mask"], h0, w0)
+        except ValueError as exc:
+            report.check("masks", False, f"detection {j}: {exc}")
+            return
+        theirs = ref["masks"][i]
+        inside = np.zeros((h0, w0), bool)
+        inside[y:y + h, x:x + w] = True
+        outside += int(np.count_nonzero(theirs[~inside]))
+        a, b = ours >= 128, theirs >= 0.5
+        decided = np.abs(theirs.astype(np.float64) - 0.5) > MASK_PROB_TOL
+        decided_bad += int(np.count_nonzero((a != b) & decided))
+        n_undecided += int(np.count_nonzero(~decided))
+        union = int(np.count_nonzero(a | b))
+        iou = np.count_nonzero(a & b) / union if union else 1.0
+        n_pix += int(np.count_nonzero(b))
+        n_low += iou < MASK_IOU
+        if iou < worst:
+            worst, worst_at = iou, (i, j, int(np.count_nonzero(a)), int(np.count_nonzero(b)))
+    stats["mask_iou"] = min(stats.get("mask_iou", 1.0), worst)
+    report.check("mask rectangles", outside == 0,
+                 f"{outside} nonzero torchvision pixels outside our rectangles")
+    report.check("masks decided", decided_bad == 0,
+                 f"{decided_bad} pixels on the other side of 0.5 among those farther than "
+                 f"{MASK_PROB_TOL:g} from it ({n_undecided} pixels closer)")
+    allowed = math.ceil(MASK_LOW_IOU_FRACTION * len(matched))
+    msg = (f"{len(matched)} matched detections, {n_pix} torchvision mask pixels; {n_low} below IoU "
+           f"{MASK_IOU} (at most {allowed}); min IoU {worst:.5f}")
+    if worst_at is not None:
+        msg += f" at torchvision #{worst_at[0]} (ours #{worst_at[1]}: {worst_at[2]} vs {worst_at[3]} pixels)"
+    report.check("masks", n_low <= allowed and n_pix > 0, msg)
 
 
 # ---------------------------------------------------------------------------------
@@ -928,6 +1077,7 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
         bad = [d for d in dets if d.get("label_name") != class_names[d["label"]]
                if 0 <= d["label"] < len(class_names)]
         report.check("label_name", not bad, f"{len(bad)} wrong" + (f", e.g. {bad[0]}" if bad else ""))
+    return pairs
 
 
 # ---------------------------------------------------------------------------------
@@ -960,11 +1110,15 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
             return 1
 
     t = time.monotonic()
-    if all(doubles) or not any(doubles):
-        desc = calibrate(model, imgs, double_scale=doubles[0], **(calibrate_kwargs or {}))
-    else:
-        desc = calibrate(model, imgs, double_scale=True, **(calibrate_kwargs or {}))
+    first = []
+    calibration_double = doubles[0] if all(doubles) or not any(doubles) else True
+    desc = calibrate(model, imgs, double_scale=calibration_double, first_features=first,
+                     **(calibrate_kwargs or {}))
     log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
+    if model.roi_heads.has_mask():
+        t = time.monotonic()
+        desc = calibrate_masks(model, imgs[0], calibration_double, first_features=first)
+        log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
 
     model_path = os.path.join(work, f"{name}.safetensors")
     t = time.monotonic()
@@ -1015,8 +1169,11 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         report = Report(f"{name} image {i} {h}x{w}")
         spread_ok = check_reference_spread(report, ref, thr)
         if results is not None:
-            compare_image(report, ref, results[i], load_dump(dump_dir, i), class_names, (h, w), stats,
-                          feature_rel_tol)
+            dump = load_dump(dump_dir, i)
+            pairs = compare_image(report, ref, results[i], dump, class_names, (h, w), stats,
+                                  feature_rel_tol)
+            if "masks" in ref:
+                compare_masks(report, ref, results[i], dump, pairs, (h, w), stats)
         first = report.first_failure()
         if first:
             failed.append((i, h, w, first))
@@ -1029,7 +1186,9 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         f"max|score diff| {stats.get('score_diff', float('nan')):.3g}, "
         f"max feature diff {stats.get('feature_rel', float('nan')):.3g} of max|ref|, "
         f"max head diff {stats.get('head_rel', float('nan')):.3g} of max|ref|, "
-        f"max input diff {stats.get('input', float('nan')):.3g}; "
+        f"max input diff {stats.get('input', float('nan')):.3g}"
+        + (f", max mask prob diff {stats['mask_prob']:.3g}, min mask IoU {stats['mask_iou']:.5f}"
+           if "mask_iou" in stats else "") + "; "
         f"{time.monotonic() - t_start:.0f} s")
     log(f"reference tensors in {ref_dir}/<i>/, ours in {dump_dir}/<i>/")
     if engine_error is not None:

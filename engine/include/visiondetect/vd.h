@@ -95,6 +95,10 @@ VD_API gboolean vd_class_name_validate(const char *name, gssize length, GError *
  * Owned by the model. */
 VD_API const char *vd_model_description(const vd_model *model);
 
+/* Whether the model has a mask branch (Mask R-CNN): then every detection carries
+ * its instance mask (see vd_detection). Thread-safe. */
+VD_API gboolean vd_model_has_masks(const vd_model *model);
+
 /* Default score threshold of the box head (torchvision's box_score_thresh). */
 VD_API float vd_model_score_threshold(const vd_model *model);
 
@@ -217,6 +221,25 @@ typedef struct {
     float x1, y1, x2, y2; /* original-frame pixels, continuous coordinates */
     float score;
     int label;            /* class id (1..num_classes-1) */
+
+    /* Instance mask, for models with a mask branch (vd_model_has_masks()); NULL
+     * with the four integers 0 otherwise (and for a detection whose rectangle
+     * below would be empty, which torchvision's geometry does not produce for
+     * boxes inside the frame). torchvision's paste_masks_in_image
+     * (engine/MASKRCNN.md) writes a detection's probabilities into the frame
+     * only inside one rectangle of whole pixels: its box expanded by 30/28 about
+     * its centre, truncated to integers and clipped to the frame; every pixel
+     * outside it has probability 0. @mask covers exactly that rectangle: frame
+     * columns mask_x .. mask_x + mask_width - 1 and rows mask_y .. mask_y +
+     * mask_height - 1 (0 <= mask_x, mask_x + mask_width <= the frame's width,
+     * likewise for y), row-major, mask_width bytes per row, each byte round(255 *
+     * p) of that pixel's probability p: byte >= 128 is exactly p >= 0.5
+     * (torchvision's usual "mask > 0.5" differs only at p == 0.5). The
+     * rectangle contains every frame pixel the box overlaps. Owned by the
+     * vd_result holding the detection; freed by vd_result_clear(). Copy a
+     * vd_detection only with the mask pointer cleared or the bytes duplicated. */
+    uint8_t *mask;
+    int mask_x, mask_y, mask_width, mask_height;
 } vd_detection;
 
 typedef struct {
@@ -263,6 +286,7 @@ VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results,
 /* Batches submitted and not yet collected. */
 VD_API int vd_context_in_flight(const vd_context *ctx);
 
+/* Frees the detections and their masks; the result then has none. NULL is a no-op. */
 VD_API void vd_result_clear(vd_result *result);
 
 /* ------------------------------------------------------------------------ */
@@ -274,6 +298,8 @@ VD_API void vd_result_clear(vd_result *result);
  *   "fpn.<name>"   [1,C,H,W] (NCHW)              "anchors"    [N,4]
  *   "proposals"    [K,4] (resized-image pixels)  "proposal_scores" [K]
  *   "box_logits"   [K,num_classes]               "box_regression" [K,4*num_classes]
+ *   "mask_probs"   [D,M,M] models with masks: each detection's mask before the
+ *                  paste (sigmoid of its label's channel, M = 2 * the pooler's size)
  * @data and @shape are valid only during the call. */
 typedef void (*vd_tensor_observer)(const char *name, const float *data,
                                    const int64_t *shape, int ndim, void *user_data);
@@ -287,7 +313,8 @@ VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer
 /* Per-stage wall-clock times of the last batch returned (vd_detect() or
  * vd_collect()) in milliseconds, for
  * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
- * postprocess. Returns the number of stages written (at most @max). */
+ * postprocess; models with masks add mask_head (its RoIAlign included) and
+ * paste_masks. Returns the number of stages written (at most @max). */
 typedef struct {
     const char *name;
     double ms;

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Parity: torchvision's maskrcnn_resnet50_fpn and maskrcnn_resnet50_fpn_v2 (--builder),
+the Faster R-CNN of the same builder (engine/RESNET50_V2.md for v2) plus the mask
+branch (engine/MASKRCNN.md): a 14x14 MultiScaleRoIAlign on the final boxes, four 3x3
+conv + ReLU (v2: with BatchNorm2d), ConvTranspose2d 2x2 stride 2 + ReLU, the 1x1 conv
+to the classes, the label's channel, sigmoid, paste_masks_in_image. 91 classes with
+the COCO category names, random calibrated weights (the mask logits calibrated on the
+first image's detections: std 3, mean 0), float32 model file, the transform at
+--min-size/--max-size (smaller than the builders' 800/1333 to keep the test near a
+minute on two cores; the engine reads them from the model file). Every stage is
+compared as in the other parity tests; the masks of matched detections: the 28x28
+probabilities before the paste (pc.MASK_PROB_TOL), and the pasted masks thresholded
+at 0.5 on both sides (IoU >= pc.MASK_IOU each). Images (--sizes HxW,HxW,...) are one
+scene rendered at each size; a size whose float32 and double resize scales disagree
+runs the reference with the double-precision scale (parity_common).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import parity_common as pc  # noqa: E402  (exits 77 without torch)
+
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+from torchvision.models.detection import MaskRCNN_ResNet50_FPN_Weights  # noqa: E402
+
+BUILDERS = ("maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2")
+
+
+def main():
+    import argparse
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--builder", choices=BUILDERS, required=True)
+    pre.add_argument("--sizes", required=True)
+    pre.add_argument("--min-size", type=int, default=512)
+    pre.add_argument("--max-size", type=int, default=853)
+    pre.add_argument("--seed", type=int, default=11)
+    known, rest = pre.parse_known_args()
+    sys.argv = [sys.argv[0]] + rest
+    args = pc.parse_args(__doc__)
+    pc.setup_torch(args.threads)
+    sizes = [pc._parse_size(s) for s in known.sizes.split(",")]
+    torch.manual_seed(known.seed)
+    model = getattr(torchvision.models.detection, known.builder)(
+        weights=None, weights_backbone=None, num_classes=91, min_size=known.min_size,
+        max_size=known.max_size).eval()
+    images = []
+    for h, w in sizes:
+        double = pc.resized_size(h, w, known.min_size, known.max_size, False) != \
+            pc.resized_size(h, w, known.min_size, known.max_size, True)
+        images.append((h, w, 7100, double))
+    classes = list(MaskRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"])
+    short = known.builder.replace("maskrcnn_", "")
+    return pc.run_parity(args, f"maskrcnn_{short}", model, images, class_names=classes,
+                         min_size=known.min_size, max_size=known.max_size,
+                         feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
