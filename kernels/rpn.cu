@@ -123,10 +123,9 @@ extern "C" size_t vd_rpn_topk_batched_workspace_size(const vd_rpn_levels *levels
 }
 
 extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images,
-                                           const float *keys, const int *values,
-                                           float *keys_sorted, int *values_sorted,
-                                           void *workspace, size_t workspace_size,
-                                           cudaStream_t stream)
+                                           const float *keys, const int *values, float *keys_sorted,
+                                           int *values_sorted, void *workspace,
+                                           size_t workspace_size, cudaStream_t stream)
 {
     size_t stride = (size_t)levels->anchor_offset[levels->n_levels];
     int chunk = images_per_sort(levels);

@@ -173,8 +173,8 @@ typedef struct {
 
     gboolean use_graphs;
     const char *graphs_off_reason; /* why use_graphs is FALSE */
-    cuda_graph graph;       /* of plan */
-    cuda_graph batch_graph; /* of batch_plan */
+    cuda_graph graph;              /* of plan */
+    cuda_graph batch_graph;        /* of batch_plan */
     gboolean graph_replayed;
     guint64 graph_replays;
     /* A failed capture or instantiation (a transient out-of-memory, say) is
@@ -269,11 +269,11 @@ static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w
     t->w = w;
     t->c = c;
     t->n = plan->n_images;
-    t->data = data != NULL ? data
-                           : vd_cuda_pool_alloc(&plan->pool,
-                                                (size_t)plan->n_images * h * w * c *
-                                                    vd_dtype_size(st->dtype),
-                                                st->layers.stream, "an activation", error);
+    t->data = data != NULL
+                  ? data
+                  : vd_cuda_pool_alloc(
+                        &plan->pool, (size_t)plan->n_images * h * w * c * vd_dtype_size(st->dtype),
+                        st->layers.stream, "an activation", error);
     return t->data != NULL ? t : NULL;
 }
 
@@ -525,9 +525,8 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
         return FALSE;
     }
 
-    plan->candidate_boxes = vd_cuda_pool_alloc(&plan->pool,
-                                               n_img * candidates * 4 * sizeof(float), L->stream,
-                                               "RPN candidates", error);
+    plan->candidate_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * 4 * sizeof(float),
+                                               L->stream, "RPN candidates", error);
     plan->candidate_scores = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * sizeof(float),
                                                 L->stream, "RPN candidates", error);
     plan->candidate_levels = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * sizeof(int),
@@ -539,17 +538,16 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->rpn_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->rpn_nms_workspace_bytes,
                                                  L->stream, "RPN NMS", error);
     plan->proposal_capacity = MAX(cfg->rpn_post_nms_top_n, 1);
-    plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool,
-                                        n_img * plan->proposal_capacity * sizeof(int), L->stream,
-                                        "RPN NMS", error);
+    plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * sizeof(int),
+                                        L->stream, "RPN NMS", error);
     plan->n_proposals =
         vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream, "RPN NMS", error);
-    plan->proposals = vd_cuda_pool_alloc(&plan->pool,
-                                         n_img * plan->proposal_capacity * 4 * sizeof(float),
-                                         L->stream, "proposals", error);
-    plan->proposal_scores = vd_cuda_pool_alloc(&plan->pool,
-                                               n_img * plan->proposal_capacity * sizeof(float),
-                                               L->stream, "proposals", error);
+    plan->proposals =
+        vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * 4 * sizeof(float),
+                           L->stream, "proposals", error);
+    plan->proposal_scores =
+        vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * sizeof(float), L->stream,
+                           "proposals", error);
     return plan->candidate_boxes != NULL && plan->candidate_scores != NULL &&
            plan->candidate_levels != NULL && plan->rpn_nms_workspace != NULL &&
            plan->rpn_keep != NULL && plan->n_proposals != NULL && plan->proposals != NULL &&
@@ -569,18 +567,16 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
     size_t n_img = (size_t)plan->n_images;
 
     /* [n_images][R] rows: image i's RoIs are rows i * R .. i * R + R - 1 */
-    plan->pooled = vd_cuda_pool_alloc(&plan->pool,
-                                      n_img * R * P * P * cfg->fpn_channels * esize, L->stream,
-                                      "RoI features", error);
+    plan->pooled = vd_cuda_pool_alloc(&plan->pool, n_img * R * P * P * cfg->fpn_channels * esize,
+                                      L->stream, "RoI features", error);
     plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc6.out_stride * esize,
                                        L->stream, "box head", error);
     plan->fc7_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc7.out_stride * esize,
                                        L->stream, "box head", error);
-    plan->head = vd_cuda_pool_alloc(&plan->pool,
-                                    n_img * R * st->predictor_stride * sizeof(float), L->stream,
-                                    "box head", error);
-    plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * 4 * sizeof(float),
-                                         L->stream, "detection candidates", error);
+    plan->head = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->predictor_stride * sizeof(float),
+                                    L->stream, "box head", error);
+    plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * 4 * sizeof(float), L->stream,
+                                         "detection candidates", error);
     plan->box_scores = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * sizeof(float), L->stream,
                                           "detection candidates", error);
     plan->box_labels = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * sizeof(int), L->stream,
@@ -600,8 +596,8 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
     }
     plan->box_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->box_nms_workspace_bytes,
                                                  L->stream, "detection NMS", error);
-    plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream,
-                                          "detection NMS", error);
+    plan->n_box_keep =
+        vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream, "detection NMS", error);
     plan->n_nonfinite = vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream,
                                            "the non-finite count", error);
     if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
@@ -641,8 +637,7 @@ static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *g, GErro
     return TRUE;
 }
 
-static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_images,
-                           GError **error)
+static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_images, GError **error)
 {
     vd_cuda_layers *L = &st->layers;
     cuda_plan *plan = g_new0(cuda_plan, 1);
@@ -857,13 +852,13 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
     /* preprocess */
     CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, (size_t)n * sizeof(int), s),
              "the non-finite count");
-    CUDA_TRY(cudaMemcpyAsync(st->raw, st->staging, (size_t)n * frame_bytes,
-                             cudaMemcpyHostToDevice, s),
-             "uploading the frame");
+    CUDA_TRY(
+        cudaMemcpyAsync(st->raw, st->staging, (size_t)n * frame_bytes, cudaMemcpyHostToDevice, s),
+        "uploading the frame");
     for (int i = 0; i < n; i++)
-        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std, rh, rw,
-                               plan->padded_h, plan->padded_w, st->input_channels, dt,
-                               image_of(plan->input, i, dt), s),
+        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
+                               plan->padded_w, st->input_channels, dt, image_of(plan->input, i, dt),
+                               s),
                  "pre-processing");
     if (!record_stage(st, 1, timing, error))
         return FALSE;
@@ -994,11 +989,10 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         lv.k_min = plan->pooler.k_min;
         lv.k_max = plan->pooler.k_max;
         lv.channels = cfg->fpn_channels;
-        CUDA_TRY(vd_multiscale_roi_align(&lv, dt, plan->proposals + (size_t)i * R * 4,
-                                         plan->n_proposals + i, R, cfg->roi_output_size,
-                                         cfg->roi_sampling_ratio,
-                                         (char *)plan->pooled + (size_t)i * R * pooled_row * esize,
-                                         dt, s),
+        CUDA_TRY(vd_multiscale_roi_align(
+                     &lv, dt, plan->proposals + (size_t)i * R * 4, plan->n_proposals + i, R,
+                     cfg->roi_output_size, cfg->roi_sampling_ratio,
+                     (char *)plan->pooled + (size_t)i * R * pooled_row * esize, dt, s),
                  "RoIAlign");
     }
     if (!record_stage(st, 5, timing, error))
@@ -1053,8 +1047,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                      "detection candidates");
             CUDA_TRY(vd_batched_nms_device(boxes, scores, VD_DTYPE_F32, labels, &nms,
                                            p->nms_threshold, keep, plan->n_box_keep + i,
-                                           plan->box_nms_workspace,
-                                           plan->box_nms_workspace_bytes, s),
+                                           plan->box_nms_workspace, plan->box_nms_workspace_bytes,
+                                           s),
                      "detection NMS");
             CUDA_TRY(vd_finalize_detections(boxes, scores, labels, keep, plan->n_box_keep + i,
                                             plan->n_proposals + i, plan->n_nonfinite + i,
@@ -1071,8 +1065,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                      "reading back the detections");
         else
             CUDA_TRY(cudaMemcpy2DAsync(st->result_host, st->result_stride, st->result_device,
-                                       st->result_stride, bytes, (size_t)n,
-                                       cudaMemcpyDeviceToHost, s),
+                                       st->result_stride, bytes, (size_t)n, cudaMemcpyDeviceToHost,
+                                       s),
                      "reading back the detections");
     }
     if (!record_stage(st, 7, timing, error))
@@ -1088,12 +1082,11 @@ static gboolean graph_matches(const cuda_graph *g, const cuda_plan *plan, const 
 {
     const vd_device_frame *f = &g->frame;
     return g->exec != NULL && g->plan == plan && g->n_images == n && f->format == frame->format &&
-           f->width == frame->width && f->height == frame->height &&
-           f->matrix == frame->matrix && f->full_range == frame->full_range &&
+           f->width == frame->width && f->height == frame->height && f->matrix == frame->matrix &&
+           f->full_range == frame->full_range &&
            memcmp(f->planes, frame->planes, sizeof(f->planes)) == 0 &&
            memcmp(f->strides, frame->strides, sizeof(f->strides)) == 0 && g->resized_h == rh &&
-           g->resized_w == rw &&
-           g->score_threshold == ctx->params.score_threshold &&
+           g->resized_w == rw && g->score_threshold == ctx->params.score_threshold &&
            g->nms_threshold == ctx->params.nms_threshold &&
            g->max_detections == ctx->params.max_detections;
 }
@@ -1153,8 +1146,7 @@ out_clear:
 
 /* After a failed capture: eager frames, then another try after twice as many
  * as the last time (1, 2, 4, ..., at most VD_GRAPH_RETRY_MAX_FRAMES). */
-static void graph_capture_failed(cuda_state *st, cuda_plan *plan, cuda_graph *g,
-                                 const char *reason)
+static void graph_capture_failed(cuda_state *st, cuda_plan *plan, cuda_graph *g, const char *reason)
 {
     st->graph_failures++;
     int wait = 1 << MIN(st->graph_failures_in_a_row, 30);
@@ -1299,8 +1291,8 @@ static gboolean frame_sizes(cuda_state *st, vd_context *ctx, const vd_image *ima
  * the second batch of a layout, a failed capture retried after a back-off),
  * else eagerly with stage timings (*@timing). Ends with the one host wait. */
 static gboolean run_frames(cuda_state *st, vd_context *ctx, cuda_plan *plan, cuda_graph *g,
-                           const vd_device_frame *frames, int n, size_t frame_bytes, int rh,
-                           int rw, gboolean *timing, GError **error)
+                           const vd_device_frame *frames, int n, size_t frame_bytes, int rh, int rw,
+                           gboolean *timing, GError **error)
 {
     st->graph_replayed = FALSE;
     if (st->use_graphs && !st->inject_sync) {
@@ -1396,8 +1388,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     pooler_scales(st, st->plan, rh);
 
     vd_device_frame frame = stage_frame(st, image, 0);
-    if (!run_frames(st, ctx, st->plan, &st->graph, &frame, 1, frame_bytes, rh, rw, &timing,
-                    error))
+    if (!run_frames(st, ctx, st->plan, &st->graph, &frame, 1, frame_bytes, rh, rw, &timing, error))
         return FALSE;
     const vd_kernel_result *r = st->result_host;
     read_result(ctx, image, r, result);
@@ -1877,4 +1868,3 @@ vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)
     }
     return m;
 }
-

@@ -147,12 +147,12 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
         src->c != w->in_c || dst->c != w->out_c ||
         dst->h != (src->h + 2 * w->padding - w->kernel) / w->stride + 1 ||
         dst->w != (src->w + 2 * w->padding - w->kernel) / w->stride + 1 ||
-        (residual != NULL && (residual->c != dst->c || residual->h != dst->h ||
-                              residual->w != dst->w))) {
+        (residual != NULL &&
+         (residual->c != dst->c || residual->h != dst->h || residual->w != dst->w))) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                     "convolution %d->%d (k%d s%d) planned on tensors %dx%dx%dx%d -> %dx%dx%dx%d",
-                    w->in_c, w->out_c, w->kernel, w->stride, src->n, src->h, src->w, src->c,
-                    dst->n, dst->h, dst->w, dst->c);
+                    w->in_c, w->out_c, w->kernel, w->stride, src->n, src->h, src->w, src->c, dst->n,
+                    dst->h, dst->w, dst->c);
         return FALSE;
     }
 
@@ -242,10 +242,9 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
                       "batched convolution workspace");
             for (int i = 0; i < conv->n_algos; i++) {
                 size_t bytes = 0;
-                if (cudnnGetConvolutionForwardWorkspaceSize(layers->cudnn, conv->x_desc,
-                                                            conv->w_desc, conv->conv_desc,
-                                                            conv->y_desc, conv->algos[i],
-                                                            &bytes) != CUDNN_STATUS_SUCCESS ||
+                if (cudnnGetConvolutionForwardWorkspaceSize(
+                        layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
+                        conv->algos[i], &bytes) != CUDNN_STATUS_SUCCESS ||
                     bytes > CONV_WORKSPACE_LIMIT)
                     continue;
                 conv->algos[kept] = conv->algos[i];

@@ -1195,15 +1195,16 @@ static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, 
                 identical++;
             } else {
                 int m = match(&single[i], &batch[i], 0.99, 1e-3);
-                close += m == single[i].n_detections &&
-                         batch[i].n_detections == single[i].n_detections;
-                g_string_append_printf(diff, "; image %d: %d vs %d detections, %d matched (IoU >= "
-                                             "0.99, |score diff| <= 1e-3)",
+                close +=
+                    m == single[i].n_detections && batch[i].n_detections == single[i].n_detections;
+                g_string_append_printf(diff,
+                                       "; image %d: %d vs %d detections, %d matched (IoU >= "
+                                       "0.99, |score diff| <= 1e-3)",
                                        i, batch[i].n_detections, single[i].n_detections, m);
             }
         }
-        what = g_strdup_printf("batch %d %s %s = batch 1", n, label,
-                               round == 0 ? "eager" : "graph");
+        what =
+            g_strdup_printf("batch %d %s %s = batch 1", n, label, round == 0 ? "eager" : "graph");
         check(ok && identical == n && (round == 0 || replayed), what,
               "%s%d of %d images' detections bit-identical to the image alone (%d detections in "
               "all)%s%s%s",
@@ -1298,9 +1299,8 @@ static void test_batch_invalid(vd_context *ctx, const vd_image *first)
         cleared = cleared && failed[i].detections == NULL && failed[i].n_detections == 0;
     gboolean named = error != NULL && g_error_matches(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT) &&
                      strstr(error->message, "image 2") != NULL;
-    check(!failed_ok && named && cleared, "batch with an invalid image",
-          "%s: %s%s", failed_ok ? "succeeded" : "failed",
-          error ? error->message : "no error",
+    check(!failed_ok && named && cleared, "batch with an invalid image", "%s: %s%s",
+          failed_ok ? "succeeded" : "failed", error ? error->message : "no error",
           cleared ? ", no results left behind" : ", results left behind");
     g_clear_error(&error);
     clear_n(failed, N);

@@ -170,8 +170,8 @@ static int bench_engine(int argc, char **argv)
            "\"height\": %d, \"batch\": %d, \"iters\": %d, \"median_ms\": %.4f, "
            "\"min_ms\": %.4f, \"fps\": %.2f, \"syncs_per_batch\": %.3f, "
            "\"syncs_per_frame\": %.3f, \"unfused_convolutions\": %d, \"stages_ms\": {",
-           precision, graphs ? "true" : "false", graphs && replayed ? "true" : "false", w, h,
-           batch, iters, med, best, batch * 1000.0 / med, (double)syncs / iters,
+           precision, graphs ? "true" : "false", graphs && replayed ? "true" : "false", w, h, batch,
+           iters, med, best, batch * 1000.0 / med, (double)syncs / iters,
            (double)syncs / ((double)iters * batch), vd_cuda_context_unfused_convolutions(ctx));
     for (int s = 0; s < n_stages; s++)
         printf("%s\"%s\": %.4f", s ? ", " : "", stage_names[s], median(stage_ms[s], n_stage_runs));
