@@ -129,7 +129,7 @@ extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_im
 {
     size_t stride = (size_t)levels->anchor_offset[levels->n_levels];
     int chunk = images_per_sort(levels);
-    if (workspace == NULL || workspace_size == 0)
+    if (workspace == NULL || workspace_size == 0 || levels->n_levels <= 0 || n_images <= 0)
         return cudaErrorInvalidValue;
     for (int first = 0; first < n_images; first += chunk) {
         int n = n_images - first < chunk ? n_images - first : chunk;
