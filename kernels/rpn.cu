@@ -5,6 +5,10 @@
  * vd_batched_nms_device grouped by level, and vd_gather_proposals. */
 #include "vd_kernels_common.cuh"
 
+#include <cub/device/device_segmented_sort.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
 static __device__ __forceinline__ int level_of(const vd_rpn_levels &lv, const int *offsets,
                                                long long i)
 {
@@ -52,6 +56,86 @@ extern "C" cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *key
         cudaError_t err = vd_sort_descending(keys + off, values + off, keys_sorted + off,
                                              values_sorted + off, levels->n_anchors[l], workspace,
                                              workspace_size, stream);
+        if (err != cudaSuccess)
+            return err;
+    }
+    return cudaSuccess;
+}
+
+/* Segment s of a batched top-k is level s % n_levels of image s / n_levels. */
+struct segment_offset {
+    int n_levels;
+    long long image_stride;
+    int offset[VD_KERNEL_MAX_LEVELS + 1];
+    int end; /* 0: the segment's begin, 1: its end */
+    __host__ __device__ long long operator()(long long s) const
+    {
+        return (s / n_levels) * image_stride + offset[(int)(s % n_levels) + end];
+    }
+};
+
+typedef thrust::transform_iterator<segment_offset, thrust::counting_iterator<long long>>
+    segment_offset_iterator;
+
+static segment_offset make_segment_offset(const vd_rpn_levels *levels, int end)
+{
+    segment_offset f;
+    f.n_levels = levels->n_levels;
+    f.image_stride = levels->anchor_offset[levels->n_levels];
+    for (int l = 0; l <= levels->n_levels; l++)
+        f.offset[l] = levels->anchor_offset[l];
+    f.end = end;
+    return f;
+}
+
+static int images_per_sort(const vd_rpn_levels *levels)
+{
+    int n = VD_RPN_SEGMENTS_PER_SORT / (levels->n_levels > 0 ? levels->n_levels : 1);
+    return n > 0 ? n : 1;
+}
+
+static cudaError_t segmented_sort(const vd_rpn_levels *levels, int n_images, const float *keys,
+                                  const int *values, float *keys_sorted, int *values_sorted,
+                                  void *workspace, size_t &workspace_size, cudaStream_t stream)
+{
+    thrust::counting_iterator<long long> first(0);
+    segment_offset_iterator begin(first, make_segment_offset(levels, 0));
+    segment_offset_iterator end(first, make_segment_offset(levels, 1));
+    long long n_items = (long long)n_images * levels->anchor_offset[levels->n_levels];
+    return cub::DeviceSegmentedSort::StableSortPairsDescending(
+        workspace, workspace_size, keys, keys_sorted, values, values_sorted, n_items,
+        (long long)n_images * levels->n_levels, begin, end, stream);
+}
+
+extern "C" size_t vd_rpn_topk_batched_workspace_size(const vd_rpn_levels *levels, int n_images)
+{
+    size_t bytes = 0;
+    if (n_images <= 0 || levels->n_levels <= 0)
+        return 0;
+    int chunk = images_per_sort(levels);
+    if (chunk > n_images)
+        chunk = n_images;
+    if (segmented_sort(levels, chunk, NULL, NULL, NULL, NULL, NULL, bytes, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return bytes;
+}
+
+extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images,
+                                           const float *keys, const int *values, float *keys_sorted,
+                                           int *values_sorted, void *workspace,
+                                           size_t workspace_size, cudaStream_t stream)
+{
+    size_t stride = (size_t)levels->anchor_offset[levels->n_levels];
+    int chunk = images_per_sort(levels);
+    if (workspace == NULL || workspace_size == 0 || levels->n_levels <= 0 || n_images <= 0)
+        return cudaErrorInvalidValue;
+    for (int first = 0; first < n_images; first += chunk) {
+        int n = n_images - first < chunk ? n_images - first : chunk;
+        size_t off = (size_t)first * stride, bytes = workspace_size;
+        cudaError_t err = segmented_sort(levels, n, keys + off, values + off, keys_sorted + off,
+                                         values_sorted + off, workspace, bytes, stream);
         if (err != cudaSuccess)
             return err;
     }

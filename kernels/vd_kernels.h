@@ -160,6 +160,20 @@ cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *keys, const in
                         float *keys_sorted, int *values_sorted, void *workspace,
                         size_t workspace_size, cudaStream_t stream);
 
+/* The per-level top-k of @n_images images at once: keys and values
+ * [n_images][anchor_offset[n_levels]] (image i's gathered logits at
+ * i * anchor_offset[n_levels]), each image's level sorted descending (stable)
+ * into the same slots of keys_sorted / values_sorted: the order vd_rpn_topk
+ * gives each image. One CUB segmented sort per at most
+ * VD_RPN_SEGMENTS_PER_SORT segments (image, level), below CUB's threshold for
+ * partitioning the segments (which reads back to the host): no host
+ * synchronisation, graph-capturable. */
+#define VD_RPN_SEGMENTS_PER_SORT 256
+size_t vd_rpn_topk_batched_workspace_size(const vd_rpn_levels *levels, int n_images);
+cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images, const float *keys,
+                                const int *values, float *keys_sorted, int *values_sorted,
+                                void *workspace, size_t workspace_size, cudaStream_t stream);
+
 /* For the top_n[l] best anchors of every level: decode (weights 1, clip
  * log(1000/16)), clip to the resized image, sigmoid, and mark as non-candidates
  * (score -INFINITY) the boxes smaller than @min_size or scored under

@@ -26,6 +26,10 @@ bench, on the first frame (1280x720, batch 1):
   - detections: ours fp32 against torchvision fp32 with TF32 off (label,
     IoU >= 0.99, |score diff| <= 1e-3) and ours fp16 against torchvision autocast
     (IoU >= 0.9, |score diff| <= 0.02);
+  - batches (issue 11, item 6): ours fp16 with graphs at batch 4, 8 and 16
+    (vd-gpu-bench engine --batch N: N copies of the frame per vd_detect),
+    frames per second and host synchronisations per batch, next to
+    torchvision autocast fp16 with a list of 8 frames per call;
   - micro-benchmarks: MultiScaleRoIAlign of 1000 RoIs over the FPN levels of the
     1280x720 input (256 channels, fp16 features under autocast for torchvision,
     our fp16 kernel) and batched NMS of 5000 boxes in 5 groups at IoU 0.7
@@ -194,6 +198,26 @@ def bench_torchvision(model, frame_u8, amp, iters, warmup):
             "syncs_per_frame": syncs}
 
 
+def bench_torchvision_batch(model, frame_u8, batch, iters, warmup):
+    """Autocast fp16, @batch host frames per call (one list), as bench_torchvision."""
+    def once():
+        xs = [torch.from_numpy(frame_u8).cuda().permute(2, 0, 1).float().div_(255.0)
+              for _ in range(batch)]
+        with torch.autocast("cuda", dtype=torch.float16):
+            outs = model(xs)
+        return [{k: v.cpu() for k, v in o.items()} for o in outs]
+    for _ in range(warmup):
+        once()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        once()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    med = median(times)
+    return {"batch": batch, "median_ms": med, "fps": batch * 1000.0 / med, "iters": iters}
+
+
 def run_ours(bench_bin, args_list):
     cmd = [bench_bin] + args_list
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -322,6 +346,19 @@ def bench(args):
             log(f"ours {key}: {json.dumps(ours[key])}")
     results["ours"] = ours
 
+    # batches: ours fp16 replayed at 4, 8, 16 frames per vd_detect, torchvision
+    # autocast at 8 frames per call
+    batched = {}
+    for b in (4, 8, 16):
+        batched[str(b)] = run_ours(args.bench_bin,
+                                   ["engine", "--model", model_path, "--image", frame_path,
+                                    "--precision", "fp16", "--graphs", "--batch", str(b),
+                                    "--iters", str(args.batch_iters), "--warmup", "3"])
+        log(f"ours fp16 graph batch {b}: {json.dumps(batched[str(b)])}")
+    results["ours_fp16_graph_batched"] = batched
+    tv["autocast_fp16_batch8"] = bench_torchvision_batch(model, frame, 8, 5, 2)
+    log(f"torchvision autocast fp16 batch 8: {json.dumps(tv['autocast_fp16_batch8'])}")
+
     # detections against torchvision on the GPU
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -362,6 +399,10 @@ def bench(args):
         "syncs_per_frame_ok (== 1)": all(abs(v["syncs_per_frame"] - 1.0) < 1e-9 for v in ours.values()),
         "roi_align_ok (>= 2x)": results["roi_align"]["speedup_fp16"] >= 2.0,
         "nms_ok (>= 3x)": results["nms"]["speedup"] >= 3.0,
+        "batched_fps_ok (>= 1000 at batch 8 or 16)": max(batched["8"]["fps"], batched["16"]["fps"]) >= 1000.0,
+        "batched_syncs_per_batch_ok (== 1)": all(abs(v["syncs_per_batch"] - 1.0) < 1e-9
+                                                 for v in batched.values()),
+        "batched_replayed_ok": all(v["replayed"] for v in batched.values()),
     }
 
     rows = [("torchvision eager fp32", tv["eager_fp32"]),
@@ -372,6 +413,13 @@ def bench(args):
     log(f"{'':32s} {'median ms':>10s} {'fps':>8s} {'syncs/frame':>12s}")
     for name, v in rows:
         log(f"{name:32s} {v['median_ms']:10.3f} {v['fps']:8.1f} {v['syncs_per_frame']:12.2f}")
+    log(f"batches (fp16, graphs, 1280x720 copies of frame 0): {'batch':>5s} {'ms/batch':>9s} "
+        f"{'fps':>8s} {'syncs/batch':>12s}")
+    for b, v in batched.items():
+        log(f"  visiondetect {'':24s} {b:>5s} {v['median_ms']:9.3f} {v['fps']:8.1f} "
+            f"{v['syncs_per_batch']:12.2f}")
+    tb = tv["autocast_fp16_batch8"]
+    log(f"  torchvision autocast fp16 {'':11s} {8:5d} {tb['median_ms']:9.3f} {tb['fps']:8.1f}")
     r, n = results["roi_align"], results["nms"]
     log(f"RoIAlign 1000 RoIs: torchvision autocast {r['torchvision_autocast_fp16_ms']:.4f} ms, "
         f"ours fp16 {r['ours_fp16_ms']:.4f} ms ({r['speedup_fp16']:.1f}x), fp32 {r['ours_fp32_ms']:.4f} ms")
@@ -396,6 +444,7 @@ def main():
     pb.add_argument("--iters", type=int, default=200)
     pb.add_argument("--tv-iters", type=int, default=30)
     pb.add_argument("--micro-iters", type=int, default=200)
+    pb.add_argument("--batch-iters", type=int, default=30)
     args = p.parse_args()
     if not torch.cuda.is_available() and args.cmd == "bench":
         print("SKIP: no CUDA device for torch")

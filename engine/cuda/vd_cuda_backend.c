@@ -21,7 +21,14 @@
  * Precision: fp16 (default) stores activations and weights in half with fp32
  * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
  * fp32, and the box head's last layer, softmax, box decoding and NMS are fp32.
- * fp32 mode is fp32 throughout (no TF32), to compare with the CPU backend. */
+ * fp32 mode is fp32 throughout (no TF32), to compare with the CPU backend.
+ *
+ * Batches: a batch of images of one size and format runs as one unit through
+ * a plan of several image slots (every activation and cuDNN descriptor with
+ * N > 1, per-image offsets everywhere else), with its own graph, one readback
+ * and one host synchronisation per batch; engine/cuda/BATCHING.md. A single
+ * image, a batch mixing sizes or formats, and any batch while an observer is
+ * attached run image by image through the one-slot plan. */
 #include "vd_config.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cuda/vd_cuda_debug.h"
@@ -37,6 +44,8 @@
  * t >= 1/32; below that the lowest scored candidates beyond the cap are dropped. */
 #define VD_CUDA_BOX_NMS_CANDIDATES 32768
 #define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
+/* The most image slots of a batch plan; larger batches run in parts. */
+#define VD_MAX_BATCH_SLOTS 32
 
 typedef struct {
     vd_cuda_conv conv1, conv2, conv3, downsample;
@@ -44,9 +53,12 @@ typedef struct {
     gboolean has_downsample;
 } cuda_block;
 
-/* Everything that depends on the padded input size. */
+/* Everything that depends on the padded input size, for n_images image slots:
+ * activations [n_images][h][w][c], every per-image buffer below [n_images] of
+ * what one image needs (the anchors, workspaces and pooler are shared). */
 typedef struct {
     int padded_h, padded_w;
+    int n_images;
     vd_cuda_pool pool;
     GPtrArray *tensors;
 
@@ -71,7 +83,7 @@ typedef struct {
     vd_rpn_levels rpn;
     float *logit_keys, *logit_keys_sorted;
     int *logit_index, *logit_index_sorted;
-    void *sort_workspace;
+    void *sort_workspace; /* vd_rpn_topk's, or vd_rpn_topk_batched's (n_images > 1) */
     size_t sort_workspace_bytes;
     float *candidate_boxes, *candidate_scores;
     int *candidate_levels;
@@ -79,7 +91,7 @@ typedef struct {
     void *rpn_nms_workspace;
     size_t rpn_nms_workspace_bytes;
     int *rpn_keep;
-    int *n_proposals; /* device count */
+    int *n_proposals; /* device count, one per image */
     float *proposals, *proposal_scores;
     int proposal_capacity;
 
@@ -106,7 +118,8 @@ typedef struct {
 typedef struct {
     cudaGraphExec_t exec;
     cuda_plan *plan;
-    vd_device_frame frame;
+    vd_device_frame frame; /* the first image's (a batch's images are alike) */
+    int n_images;
     int resized_h, resized_w;
     float score_threshold, nms_threshold;
     int max_detections;
@@ -129,18 +142,23 @@ typedef struct {
     vd_cuda_conv_weights rpn_conv, rpn_head;
     vd_cuda_linear fc6, fc7, predictor;
 
-    cuda_plan *plan;
+    cuda_plan *plan;       /* one image slot: single images */
+    cuda_plan *batch_plan; /* batches of two images or more (NULL before the first) */
 
-    /* the frame upload: pinned staging and its device copy */
+    /* the frame upload: pinned staging and its device copy (a batch's frames
+     * one after another) */
     uint8_t *staging;
     uint8_t *raw;
     size_t raw_bytes;
 
-    /* the one readback of a frame */
+    /* the one readback of a frame, or of a batch: result_slots results of
+     * result_stride bytes */
     vd_kernel_result *result_device;
     vd_kernel_result *result_host; /* pinned */
-    int *box_keep;                 /* [result_capacity] */
+    int *box_keep;                 /* [result_slots][result_capacity] */
     int result_capacity;
+    int result_slots;
+    size_t result_stride;
 
     cudaEvent_t frame_done;
     cudaEvent_t stage_events[VD_MAX_STAGES + 1];
@@ -152,7 +170,8 @@ typedef struct {
 
     gboolean use_graphs;
     const char *graphs_off_reason; /* why use_graphs is FALSE */
-    cuda_graph graph;
+    cuda_graph graph;              /* of plan */
+    cuda_graph batch_graph;        /* of batch_plan */
     gboolean graph_replayed;
     guint64 graph_replays;
     /* A failed capture or instantiation (a transient out-of-memory, say) is
@@ -246,10 +265,12 @@ static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w
     t->h = h;
     t->w = w;
     t->c = c;
-    t->data = data != NULL ? data
-                           : vd_cuda_pool_alloc(&plan->pool,
-                                                (size_t)h * w * c * vd_dtype_size(st->dtype),
-                                                st->layers.stream, "an activation", error);
+    t->n = plan->n_images;
+    t->data = data != NULL
+                  ? data
+                  : vd_cuda_pool_alloc(
+                        &plan->pool, (size_t)plan->n_images * h * w * c * vd_dtype_size(st->dtype),
+                        st->layers.stream, "an activation", error);
     return t->data != NULL ? t : NULL;
 }
 
@@ -316,6 +337,7 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         }
     }
     size_t esize = vd_dtype_size(st->dtype);
+    max_temp *= (size_t)plan->n_images;
     void *temp1 = vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
                                      "block intermediates", error);
     void *temp2 = temp1 == NULL ? NULL
@@ -416,8 +438,8 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
 
     /* the RPN head's hidden activation is consumed level by level: one buffer */
     void *hidden = vd_cuda_pool_alloc(&plan->pool,
-                                      (size_t)plan->fpn_out[0]->h * plan->fpn_out[0]->w * fc *
-                                          vd_dtype_size(st->dtype),
+                                      (size_t)plan->n_images * plan->fpn_out[0]->h *
+                                          plan->fpn_out[0]->w * fc * vd_dtype_size(st->dtype),
                                       L->stream, "RPN head", error);
     if (hidden == NULL)
         return FALSE;
@@ -476,16 +498,19 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
             return FALSE;
     }
 
-    /* RPN top-k, candidates, NMS and proposals */
-    plan->logit_keys = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(float), L->stream,
+    /* RPN top-k, candidates, NMS and proposals: [n_images][...] */
+    size_t n_img = (size_t)plan->n_images;
+    plan->logit_keys = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(float), L->stream,
                                           "RPN logits", error);
-    plan->logit_keys_sorted = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(float),
+    plan->logit_keys_sorted = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(float),
                                                  L->stream, "RPN logits", error);
-    plan->logit_index = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(int), L->stream,
+    plan->logit_index = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(int), L->stream,
                                            "RPN logits", error);
-    plan->logit_index_sorted = vd_cuda_pool_alloc(&plan->pool, (size_t)total * sizeof(int),
+    plan->logit_index_sorted = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(int),
                                                   L->stream, "RPN logits", error);
-    plan->sort_workspace_bytes = vd_sort_workspace_size(max_level);
+    plan->sort_workspace_bytes = plan->n_images == 1
+                                     ? vd_sort_workspace_size(max_level)
+                                     : vd_rpn_topk_batched_workspace_size(rpn, plan->n_images);
     plan->sort_workspace = vd_cuda_pool_alloc(&plan->pool, plan->sort_workspace_bytes, L->stream,
                                               "RPN top-k", error);
     if (plan->logit_keys == NULL || plan->logit_keys_sorted == NULL ||
@@ -497,11 +522,11 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
         return FALSE;
     }
 
-    plan->candidate_boxes = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * 4 * sizeof(float),
+    plan->candidate_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * 4 * sizeof(float),
                                                L->stream, "RPN candidates", error);
-    plan->candidate_scores = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * sizeof(float),
+    plan->candidate_scores = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * sizeof(float),
                                                 L->stream, "RPN candidates", error);
-    plan->candidate_levels = vd_cuda_pool_alloc(&plan->pool, (size_t)candidates * sizeof(int),
+    plan->candidate_levels = vd_cuda_pool_alloc(&plan->pool, n_img * candidates * sizeof(int),
                                                 L->stream, "RPN candidates", error);
     plan->rpn_nms.capacity = candidates;
     plan->rpn_nms.max_candidates = candidates;
@@ -510,15 +535,16 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->rpn_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->rpn_nms_workspace_bytes,
                                                  L->stream, "RPN NMS", error);
     plan->proposal_capacity = MAX(cfg->rpn_post_nms_top_n, 1);
-    plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool, (size_t)plan->proposal_capacity * sizeof(int),
+    plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * sizeof(int),
                                         L->stream, "RPN NMS", error);
-    plan->n_proposals = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "RPN NMS", error);
-    plan->proposals = vd_cuda_pool_alloc(&plan->pool,
-                                         (size_t)plan->proposal_capacity * 4 * sizeof(float),
-                                         L->stream, "proposals", error);
-    plan->proposal_scores = vd_cuda_pool_alloc(&plan->pool,
-                                               (size_t)plan->proposal_capacity * sizeof(float),
-                                               L->stream, "proposals", error);
+    plan->n_proposals =
+        vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream, "RPN NMS", error);
+    plan->proposals =
+        vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * 4 * sizeof(float),
+                           L->stream, "proposals", error);
+    plan->proposal_scores =
+        vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * sizeof(float), L->stream,
+                           "proposals", error);
     return plan->candidate_boxes != NULL && plan->candidate_scores != NULL &&
            plan->candidate_levels != NULL && plan->rpn_nms_workspace != NULL &&
            plan->rpn_keep != NULL && plan->n_proposals != NULL && plan->proposals != NULL &&
@@ -535,20 +561,22 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
     int rep = cfg->representation_size;
     size_t esize = vd_dtype_size(st->dtype);
     size_t n_flat = (size_t)R * (K - 1);
+    size_t n_img = (size_t)plan->n_images;
 
-    plan->pooled = vd_cuda_pool_alloc(&plan->pool, (size_t)R * P * P * cfg->fpn_channels * esize,
+    /* [n_images][R] rows: image i's RoIs are rows i * R .. i * R + R - 1 */
+    plan->pooled = vd_cuda_pool_alloc(&plan->pool, n_img * R * P * P * cfg->fpn_channels * esize,
                                       L->stream, "RoI features", error);
-    plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->fc6.out_stride * esize,
+    plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc6.out_stride * esize,
                                        L->stream, "box head", error);
-    plan->fc7_out = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->fc7.out_stride * esize,
+    plan->fc7_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc7.out_stride * esize,
                                        L->stream, "box head", error);
-    plan->head = vd_cuda_pool_alloc(&plan->pool, (size_t)R * st->predictor_stride * sizeof(float),
+    plan->head = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->predictor_stride * sizeof(float),
                                     L->stream, "box head", error);
-    plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_flat * 4 * sizeof(float), L->stream,
+    plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * 4 * sizeof(float), L->stream,
                                          "detection candidates", error);
-    plan->box_scores = vd_cuda_pool_alloc(&plan->pool, n_flat * sizeof(float), L->stream,
+    plan->box_scores = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * sizeof(float), L->stream,
                                           "detection candidates", error);
-    plan->box_labels = vd_cuda_pool_alloc(&plan->pool, n_flat * sizeof(int), L->stream,
+    plan->box_labels = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * sizeof(int), L->stream,
                                           "detection candidates", error);
     if (plan->pooled == NULL || plan->fc6_out == NULL || plan->fc7_out == NULL ||
         plan->head == NULL || plan->box_boxes == NULL || plan->box_scores == NULL ||
@@ -565,10 +593,10 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
     }
     plan->box_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->box_nms_workspace_bytes,
                                                  L->stream, "detection NMS", error);
-    plan->n_box_keep = vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "detection NMS",
-                                          error);
-    plan->n_nonfinite =
-        vd_cuda_pool_alloc(&plan->pool, sizeof(int), L->stream, "the non-finite count", error);
+    plan->n_box_keep =
+        vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream, "detection NMS", error);
+    plan->n_nonfinite = vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream,
+                                           "the non-finite count", error);
     if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
     /* the linear layers' algorithms for R rows */
@@ -577,34 +605,43 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
            vd_cuda_linear_plan(L, &st->predictor, R, error);
 }
 
-/* Drops the captured frame graph (its buffers or plan are about to change). */
-static void forget_graph(cuda_state *st)
+/* Drops a captured graph (its buffers or plan are about to change). */
+static void forget_graph_slot(cuda_graph *g)
 {
-    if (st->graph.exec != NULL)
-        cudaGraphExecDestroy(st->graph.exec);
-    memset(&st->graph, 0, sizeof(st->graph));
+    if (g->exec != NULL)
+        cudaGraphExecDestroy(g->exec);
+    memset(g, 0, sizeof(*g));
 }
 
-/* Frees the current plan after the device is done with it (a size change). */
-static gboolean drop_plan(cuda_state *st, GError **error)
+/* Drops both graphs (the frame buffers they read or write are about to change). */
+static void forget_graph(cuda_state *st)
 {
-    if (st->plan == NULL)
+    forget_graph_slot(&st->graph);
+    forget_graph_slot(&st->batch_graph);
+}
+
+/* Frees the plan of @slot and its graph @g after the device is done with it
+ * (a size change). */
+static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *g, GError **error)
+{
+    if (*slot == NULL)
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    forget_graph(st);
-    plan_free(st->plan);
-    st->plan = NULL;
+    forget_graph_slot(g);
+    plan_free(*slot);
+    *slot = NULL;
     return TRUE;
 }
 
-static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **error)
+static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_images, GError **error)
 {
     vd_cuda_layers *L = &st->layers;
     cuda_plan *plan = g_new0(cuda_plan, 1);
     size_t ws = 0;
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
+    plan->n_images = n_images;
     plan->pooler.resized_h = -1;
     /* a size change frees one plan and allocates the next without making every
      * context of the device wait (cudaFree would) */
@@ -616,10 +653,12 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, GError **
         !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, error))
         goto out_fail;
 
-    /* the convolutions' shared workspace grows to the largest need */
+    /* the convolutions' shared workspace grows to the largest need; the
+     * other plan's graph captured the old one */
     if (ws > L->workspace_bytes) {
         if (!vd_cuda_sync_stream(&st->sync_count, L->stream, error))
             goto out_fail;
+        forget_graph(st);
         cudaFree(L->workspace);
         L->workspace = NULL;
         L->workspace_bytes = 0;
@@ -691,10 +730,14 @@ static gboolean ensure_frame_buffers(cuda_state *st, size_t bytes, GError **erro
     return TRUE;
 }
 
-static gboolean ensure_result_capacity(cuda_state *st, int capacity, GError **error)
+/* Room for @slots results of @capacity detections each (and the detection
+ * NMS's keep lists); growing waits for the device. */
+static gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, GError **error)
 {
-    if (capacity <= st->result_capacity)
+    if (capacity <= st->result_capacity && slots <= st->result_slots)
         return TRUE;
+    capacity = MAX(capacity, st->result_capacity);
+    slots = MAX(slots, MAX(st->result_slots, 1));
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
     forget_graph(st);
@@ -705,10 +748,12 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, GError **er
     st->result_host = NULL;
     st->box_keep = NULL;
     st->result_capacity = 0;
-    size_t bytes = sizeof(vd_kernel_result) + (size_t)capacity * sizeof(vd_kernel_detection);
+    st->result_slots = 0;
+    size_t stride = sizeof(vd_kernel_result) + (size_t)capacity * sizeof(vd_kernel_detection);
+    size_t bytes = stride * slots;
     if (!vd_cuda_check(cudaMalloc((void **)&st->result_device, bytes), "the result buffer",
                        error) ||
-        !vd_cuda_check(cudaMalloc((void **)&st->box_keep, (size_t)capacity * sizeof(int)),
+        !vd_cuda_check(cudaMalloc((void **)&st->box_keep, (size_t)slots * capacity * sizeof(int)),
                        "the detection NMS", error) ||
         !vd_cuda_check(cudaMallocHost((void **)&st->result_host, bytes), "the pinned result",
                        error)) {
@@ -716,12 +761,15 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, GError **er
         return FALSE;
     }
     st->result_capacity = capacity;
+    st->result_slots = slots;
+    st->result_stride = stride;
     return TRUE;
 }
 
-/* Packs the frame's rows into pinned memory; returns the device view of the
- * uploaded copy (the copy itself is enqueued by enqueue_frame). */
-static vd_device_frame stage_frame(cuda_state *st, const vd_image *image)
+/* Packs the frame's rows into pinned memory at @base (bytes); returns the
+ * device view of the uploaded copy (the copy itself is enqueued by
+ * enqueue_frame). */
+static vd_device_frame stage_frame(cuda_state *st, const vd_image *image, size_t base)
 {
     size_t plane_bytes[3];
     int row_bytes[3], rows[3];
@@ -733,7 +781,7 @@ static vd_device_frame stage_frame(cuda_state *st, const vd_image *image)
     frame.height = image->height;
     frame.matrix = (int)image->matrix;
     frame.full_range = image->full_range ? 1 : 0;
-    size_t offset = 0;
+    size_t offset = base;
     for (int p = 0; p < 3; p++) {
         if (row_bytes[p] == 0)
             continue;
@@ -760,37 +808,67 @@ static gboolean record_stage(cuda_state *st, int index, gboolean timing, GError 
                          "stage event", error);
 }
 
-/* Enqueues the device work of one frame, from the upload to the readback of
- * the result into pinned memory. No host synchronisation. */
-static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
-                              size_t frame_bytes, int rh, int rw, gboolean timing, GError **error)
+/* Image @i's slice of an activation, and of a per-image buffer of @per_image
+ * elements of @esize bytes. */
+static void *image_of(const vd_cuda_tensor *t, int i, vd_dtype dt)
+{
+    return (char *)t->data + (size_t)i * vd_cuda_tensor_image_elements(t) * vd_dtype_size(dt);
+}
+
+static vd_kernel_result *result_slot(cuda_state *st, vd_kernel_result *base, int i)
+{
+    return (vd_kernel_result *)((char *)base + (size_t)i * st->result_stride);
+}
+
+/* Enqueues the device work of @n frames (n <= plan->n_images, alike in size and
+ * format, staged one after another, @frame_bytes each), from the upload to
+ * the readback of the results into pinned memory. No host synchronisation.
+ * With a one-slot plan this is the single-image path: the same calls, in the
+ * same order, as before batches existed. */
+static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
+                              const vd_device_frame *frames, int n, size_t frame_bytes, int rh,
+                              int rw, gboolean timing, GError **error)
 {
     const vd_config *cfg = &st->model->config;
-    cuda_plan *plan = st->plan;
     vd_cuda_layers *L = &st->layers;
     cudaStream_t s = L->stream;
     vd_dtype dt = st->dtype;
     gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
+    size_t esize = vd_dtype_size(dt);
+    int total = plan->n_anchors;
+    int n_cand = plan->rpn.candidate_offset[plan->rpn.n_levels];
+    int R = plan->proposal_capacity;
 
+    if (n < 1 || n > plan->n_images) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d images on a plan of %d", n,
+                    plan->n_images);
+        return FALSE;
+    }
     if (!record_stage(st, 0, timing, error))
         return FALSE;
     /* preprocess */
-    CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, sizeof(int), s), "the non-finite count");
-    CUDA_TRY(cudaMemcpyAsync(st->raw, st->staging, frame_bytes, cudaMemcpyHostToDevice, s),
-             "uploading the frame");
-    CUDA_TRY(vd_preprocess(frame, cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
-                           plan->padded_w, st->input_channels, dt, plan->input->data, s),
-             "pre-processing");
+    CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, (size_t)n * sizeof(int), s),
+             "the non-finite count");
+    CUDA_TRY(
+        cudaMemcpyAsync(st->raw, st->staging, (size_t)n * frame_bytes, cudaMemcpyHostToDevice, s),
+        "uploading the frame");
+    for (int i = 0; i < n; i++)
+        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
+                               plan->padded_w, st->input_channels, dt, image_of(plan->input, i, dt),
+                               s),
+                 "pre-processing");
     if (!record_stage(st, 1, timing, error))
         return FALSE;
 
-    /* backbone */
+    /* backbone: every convolution over the plan's image slots at once */
     if (!vd_cuda_conv_run(L, &plan->stem, error))
         return FALSE;
-    CUDA_TRY(vd_max_pool_3x3s2(plan->stem_out->data, plan->stem_out->h, plan->stem_out->w,
-                               plan->stem_out->c, plan->pool_out->data, plan->pool_out->h,
-                               plan->pool_out->w, dt, s),
-             "max pooling");
+    for (int i = 0; i < n; i++)
+        CUDA_TRY(vd_max_pool_3x3s2(image_of(plan->stem_out, i, dt), plan->stem_out->h,
+                                   plan->stem_out->w, plan->stem_out->c,
+                                   image_of(plan->pool_out, i, dt), plan->pool_out->h,
+                                   plan->pool_out->w, dt, s),
+                 "max pooling");
     for (int b = 0; b < plan->n_blocks; b++) {
         cuda_block *pb = &plan->blocks[b];
         if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
@@ -804,23 +882,26 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         return FALSE;
 
     /* FPN: lateral, then the upsampled chain added, then the 3x3 */
-    for (int i = plan->n_returned - 1; i >= 0; i--) {
-        if (!vd_cuda_conv_run(L, &plan->fpn_inner[i], error))
+    for (int l = plan->n_returned - 1; l >= 0; l--) {
+        if (!vd_cuda_conv_run(L, &plan->fpn_inner[l], error))
             return FALSE;
-        if (i + 1 < plan->n_returned) {
-            vd_cuda_tensor *up = plan->fpn_sum[i + 1], *dst = plan->fpn_sum[i];
-            CUDA_TRY(vd_upsample_nearest_add(up->data, up->h, up->w, dst->data, dst->h, dst->w,
-                                             dst->c, dt, s),
-                     "FPN top-down sum");
+        if (l + 1 < plan->n_returned) {
+            vd_cuda_tensor *up = plan->fpn_sum[l + 1], *dst = plan->fpn_sum[l];
+            for (int i = 0; i < n; i++)
+                CUDA_TRY(vd_upsample_nearest_add(image_of(up, i, dt), up->h, up->w,
+                                                 image_of(dst, i, dt), dst->h, dst->w, dst->c, dt,
+                                                 s),
+                         "FPN top-down sum");
         }
-        if (!vd_cuda_conv_run(L, &plan->fpn_layer[i], error))
+        if (!vd_cuda_conv_run(L, &plan->fpn_layer[l], error))
             return FALSE;
     }
     if (plan->n_levels > plan->n_returned) {
         vd_cuda_tensor *top = plan->fpn_out[plan->n_returned - 1];
-        CUDA_TRY(vd_subsample2(top->data, top->h, top->w, top->c,
-                               plan->fpn_out[plan->n_returned]->data, dt, s),
-                 "FPN pool level");
+        for (int i = 0; i < n; i++)
+            CUDA_TRY(vd_subsample2(image_of(top, i, dt), top->h, top->w, top->c,
+                                   image_of(plan->fpn_out[plan->n_returned], i, dt), dt, s),
+                     "FPN pool level");
     }
     if (!record_stage(st, 3, timing, error))
         return FALSE;
@@ -832,43 +913,72 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
             !vd_cuda_conv_run(L, &plan->rpn_head[l], error))
             return FALSE;
         /* fp16 overflow shows here first: objectness and deltas, not the padding */
-        CUDA_TRY(vd_count_nonfinite(head->data, dt, head->h * head->w,
-                                    5 * cfg->anchors_per_location, head->c, NULL, plan->n_nonfinite,
-                                    s),
-                 "counting non-finite RPN outputs");
+        for (int i = 0; i < n; i++)
+            CUDA_TRY(vd_count_nonfinite(image_of(head, i, dt), dt, head->h * head->w,
+                                        5 * cfg->anchors_per_location, head->c, NULL,
+                                        plan->n_nonfinite + i, s),
+                     "counting non-finite RPN outputs");
     }
-    CUDA_TRY(vd_rpn_gather_logits(&plan->rpn, dt, plan->logit_keys, plan->logit_index, s),
-             "RPN logits");
-    CUDA_TRY(vd_rpn_topk(&plan->rpn, plan->logit_keys, plan->logit_index, plan->logit_keys_sorted,
-                         plan->logit_index_sorted, plan->sort_workspace,
-                         plan->sort_workspace_bytes, s),
-             "RPN top-k");
-    CUDA_TRY(vd_rpn_decode(&plan->rpn, dt, plan->logit_keys_sorted, plan->logit_index_sorted,
-                           plan->anchors, (float)rh, (float)rw, cfg->rpn_min_size,
-                           cfg->rpn_score_thresh, plan->candidate_boxes, plan->candidate_scores,
-                           plan->candidate_levels, s),
-             "RPN decode");
+    /* image i's view of the levels: its slices of the head outputs */
+    vd_rpn_levels rpn_of[VD_MAX_BATCH_SLOTS];
+    if (n > VD_MAX_BATCH_SLOTS) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "a batch of %d images", n);
+        return FALSE;
+    }
+    for (int i = 0; i < n; i++) {
+        rpn_of[i] = plan->rpn;
+        for (int l = 0; l < plan->n_levels; l++)
+            rpn_of[i].head[l] = image_of(plan->rpn_out[l], i, dt);
+        CUDA_TRY(vd_rpn_gather_logits(&rpn_of[i], dt, plan->logit_keys + (size_t)i * total,
+                                      plan->logit_index + (size_t)i * total, s),
+                 "RPN logits");
+    }
+    if (plan->n_images == 1)
+        CUDA_TRY(vd_rpn_topk(&plan->rpn, plan->logit_keys, plan->logit_index,
+                             plan->logit_keys_sorted, plan->logit_index_sorted,
+                             plan->sort_workspace, plan->sort_workspace_bytes, s),
+                 "RPN top-k");
+    else
+        CUDA_TRY(vd_rpn_topk_batched(&plan->rpn, n, plan->logit_keys, plan->logit_index,
+                                     plan->logit_keys_sorted, plan->logit_index_sorted,
+                                     plan->sort_workspace, plan->sort_workspace_bytes, s),
+                 "RPN top-k");
+    for (int i = 0; i < n; i++)
+        CUDA_TRY(vd_rpn_decode(&rpn_of[i], dt, plan->logit_keys_sorted + (size_t)i * total,
+                               plan->logit_index_sorted + (size_t)i * total, plan->anchors,
+                               (float)rh, (float)rw, cfg->rpn_min_size, cfg->rpn_score_thresh,
+                               plan->candidate_boxes + (size_t)i * n_cand * 4,
+                               plan->candidate_scores + (size_t)i * n_cand,
+                               plan->candidate_levels + (size_t)i * n_cand, s),
+                 "RPN decode");
     if (st->inject_sync && !vd_cuda_sync_stream(&st->sync_count, s, error))
         return FALSE;
-    CUDA_TRY(vd_batched_nms_device(plan->candidate_boxes, plan->candidate_scores, VD_DTYPE_F32,
-                                   plan->candidate_levels, &plan->rpn_nms, cfg->rpn_nms_thresh,
-                                   plan->rpn_keep, plan->n_proposals, plan->rpn_nms_workspace,
-                                   plan->rpn_nms_workspace_bytes, s),
-             "RPN NMS");
-    CUDA_TRY(vd_gather_proposals(plan->candidate_boxes, plan->candidate_scores, plan->rpn_keep,
-                                 plan->n_proposals, plan->proposal_capacity, plan->proposals,
-                                 plan->proposal_scores, s),
-             "proposals");
+    for (int i = 0; i < n; i++) {
+        float *boxes = plan->candidate_boxes + (size_t)i * n_cand * 4;
+        float *scores = plan->candidate_scores + (size_t)i * n_cand;
+        int *keep = plan->rpn_keep + (size_t)i * R;
+        /* one workspace for every image: the stream orders them */
+        CUDA_TRY(vd_batched_nms_device(boxes, scores, VD_DTYPE_F32,
+                                       plan->candidate_levels + (size_t)i * n_cand, &plan->rpn_nms,
+                                       cfg->rpn_nms_thresh, keep, plan->n_proposals + i,
+                                       plan->rpn_nms_workspace, plan->rpn_nms_workspace_bytes, s),
+                 "RPN NMS");
+        CUDA_TRY(vd_gather_proposals(boxes, scores, keep, plan->n_proposals + i, R,
+                                     plan->proposals + (size_t)i * R * 4,
+                                     plan->proposal_scores + (size_t)i * R, s),
+                 "proposals");
+    }
     if (!record_stage(st, 4, timing, error))
         return FALSE;
 
-    /* MultiScaleRoIAlign */
-    {
+    /* MultiScaleRoIAlign: image i's proposals from its maps into rows i * R.. */
+    size_t pooled_row = (size_t)cfg->roi_output_size * cfg->roi_output_size * cfg->fpn_channels;
+    for (int i = 0; i < n; i++) {
         vd_roi_levels lv;
         memset(&lv, 0, sizeof(lv));
         lv.n_levels = cfg->n_roi_levels;
         for (int l = 0; l < cfg->n_roi_levels; l++) {
-            lv.features[l] = plan->fpn_out[l]->data;
+            lv.features[l] = image_of(plan->fpn_out[l], i, dt);
             lv.height[l] = plan->fpn_out[l]->h;
             lv.width[l] = plan->fpn_out[l]->w;
             lv.scale[l] = plan->pooler.scales[l];
@@ -876,32 +986,42 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         lv.k_min = plan->pooler.k_min;
         lv.k_max = plan->pooler.k_max;
         lv.channels = cfg->fpn_channels;
-        CUDA_TRY(vd_multiscale_roi_align(&lv, dt, plan->proposals, plan->n_proposals,
-                                         plan->proposal_capacity, cfg->roi_output_size,
-                                         cfg->roi_sampling_ratio, plan->pooled, dt, s),
+        CUDA_TRY(vd_multiscale_roi_align(
+                     &lv, dt, plan->proposals + (size_t)i * R * 4, plan->n_proposals + i, R,
+                     cfg->roi_output_size, cfg->roi_sampling_ratio,
+                     (char *)plan->pooled + (size_t)i * R * pooled_row * esize, dt, s),
                  "RoIAlign");
     }
     if (!record_stage(st, 5, timing, error))
         return FALSE;
 
-    /* box head */
-    if (!vd_cuda_linear_run(L, &st->fc6, plan->pooled, plan->fc6_out, error) ||
-        !vd_cuda_linear_run(L, &st->fc7, plan->fc6_out, plan->fc7_out, error) ||
-        !vd_cuda_linear_run(L, &st->predictor, plan->fc7_out, plan->head, error))
-        return FALSE;
-    CUDA_TRY(vd_count_nonfinite(plan->head, VD_DTYPE_F32, plan->proposal_capacity,
-                                5 * cfg->num_classes, st->predictor_stride, plan->n_proposals,
-                                plan->n_nonfinite, s),
-             "counting non-finite box head outputs");
+    /* box head: image by image on its R rows, with the single-image products
+     * (the same cuBLASLt algorithm, so the same numbers as a single image) */
+    for (int i = 0; i < n; i++) {
+        float *head = plan->head + (size_t)i * R * st->predictor_stride;
+        void *fc6_out = (char *)plan->fc6_out + (size_t)i * R * st->fc6.out_stride * esize;
+        void *fc7_out = (char *)plan->fc7_out + (size_t)i * R * st->fc7.out_stride * esize;
+        if (!vd_cuda_linear_run(L, &st->fc6,
+                                (char *)plan->pooled + (size_t)i * R * pooled_row * esize, fc6_out,
+                                error) ||
+            !vd_cuda_linear_run(L, &st->fc7, fc6_out, fc7_out, error) ||
+            !vd_cuda_linear_run(L, &st->predictor, fc7_out, head, error))
+            return FALSE;
+        CUDA_TRY(vd_count_nonfinite(head, VD_DTYPE_F32, R, 5 * cfg->num_classes,
+                                    st->predictor_stride, plan->n_proposals + i,
+                                    plan->n_nonfinite + i, s),
+                 "counting non-finite box head outputs");
+    }
     if (!record_stage(st, 6, timing, error))
         return FALSE;
 
     /* post-processing and the readback */
     {
         const vd_context_params *p = &ctx->params;
+        size_t n_flat = (size_t)R * (cfg->num_classes - 1);
         vd_box_shape shape;
         memset(&shape, 0, sizeof(shape));
-        shape.capacity = plan->proposal_capacity;
+        shape.capacity = R;
         shape.num_classes = cfg->num_classes;
         shape.head_stride = st->predictor_stride;
         memcpy(shape.weights, cfg->bbox_reg_weights, sizeof(shape.weights));
@@ -909,28 +1029,42 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, const vd_device_f
         shape.resized_w = (float)rw;
         shape.score_threshold = p->score_threshold;
         shape.min_size = cfg->box_min_size;
-        CUDA_TRY(vd_box_candidates(&shape, plan->head, plan->proposals, plan->n_proposals,
-                                   plan->box_boxes, plan->box_scores, plan->box_labels, s),
-                 "detection candidates");
         vd_nms_shape nms = plan->box_nms;
         nms.max_keep = p->max_detections;
-        CUDA_TRY(vd_batched_nms_device(plan->box_boxes, plan->box_scores, VD_DTYPE_F32,
-                                       plan->box_labels, &nms, p->nms_threshold, st->box_keep,
-                                       plan->n_box_keep, plan->box_nms_workspace,
-                                       plan->box_nms_workspace_bytes, s),
-                 "detection NMS");
-        float ry = (float)frame->height / (float)rh;
-        float rx = (float)frame->width / (float)rw;
-        CUDA_TRY(vd_finalize_detections(plan->box_boxes, plan->box_scores, plan->box_labels,
-                                        st->box_keep, plan->n_box_keep, plan->n_proposals,
-                                        plan->n_nonfinite, p->max_detections, rx, ry,
-                                        st->result_device, s),
-                 "detections");
+        float ry = (float)frames[0].height / (float)rh;
+        float rx = (float)frames[0].width / (float)rw;
+        for (int i = 0; i < n; i++) {
+            float *boxes = plan->box_boxes + (size_t)i * n_flat * 4;
+            float *scores = plan->box_scores + (size_t)i * n_flat;
+            int *labels = plan->box_labels + (size_t)i * n_flat;
+            int *keep = st->box_keep + (size_t)i * st->result_capacity;
+            CUDA_TRY(vd_box_candidates(&shape, plan->head + (size_t)i * R * st->predictor_stride,
+                                       plan->proposals + (size_t)i * R * 4, plan->n_proposals + i,
+                                       boxes, scores, labels, s),
+                     "detection candidates");
+            CUDA_TRY(vd_batched_nms_device(boxes, scores, VD_DTYPE_F32, labels, &nms,
+                                           p->nms_threshold, keep, plan->n_box_keep + i,
+                                           plan->box_nms_workspace, plan->box_nms_workspace_bytes,
+                                           s),
+                     "detection NMS");
+            CUDA_TRY(vd_finalize_detections(boxes, scores, labels, keep, plan->n_box_keep + i,
+                                            plan->n_proposals + i, plan->n_nonfinite + i,
+                                            p->max_detections, rx, ry,
+                                            result_slot(st, st->result_device, i), s),
+                     "detections");
+        }
         size_t bytes = sizeof(vd_kernel_result) +
                        (size_t)p->max_detections * sizeof(vd_kernel_detection);
-        CUDA_TRY(cudaMemcpyAsync(st->result_host, st->result_device, bytes,
-                                 cudaMemcpyDeviceToHost, s),
-                 "reading back the detections");
+        /* one copy: each result's header and detections, at the slots' stride */
+        if (n == 1)
+            CUDA_TRY(cudaMemcpyAsync(st->result_host, st->result_device, bytes,
+                                     cudaMemcpyDeviceToHost, s),
+                     "reading back the detections");
+        else
+            CUDA_TRY(cudaMemcpy2DAsync(st->result_host, st->result_stride, st->result_device,
+                                       st->result_stride, bytes, (size_t)n, cudaMemcpyDeviceToHost,
+                                       s),
+                     "reading back the detections");
     }
     if (!record_stage(st, 7, timing, error))
         return FALSE;
@@ -940,40 +1074,40 @@ out_fail:
     return FALSE;
 }
 
-static gboolean graph_matches(const cuda_graph *g, const cuda_state *st, const vd_context *ctx,
-                              const vd_device_frame *frame, int rh, int rw)
+static gboolean graph_matches(const cuda_graph *g, const cuda_plan *plan, const vd_context *ctx,
+                              const vd_device_frame *frame, int n, int rh, int rw)
 {
     const vd_device_frame *f = &g->frame;
-    return g->exec != NULL && g->plan == st->plan && f->format == frame->format &&
-           f->width == frame->width && f->height == frame->height &&
-           f->matrix == frame->matrix && f->full_range == frame->full_range &&
+    return g->exec != NULL && g->plan == plan && g->n_images == n && f->format == frame->format &&
+           f->width == frame->width && f->height == frame->height && f->matrix == frame->matrix &&
+           f->full_range == frame->full_range &&
            memcmp(f->planes, frame->planes, sizeof(f->planes)) == 0 &&
            memcmp(f->strides, frame->strides, sizeof(f->strides)) == 0 && g->resized_h == rh &&
-           g->resized_w == rw &&
-           g->score_threshold == ctx->params.score_threshold &&
+           g->resized_w == rw && g->score_threshold == ctx->params.score_threshold &&
            g->nms_threshold == ctx->params.nms_threshold &&
            g->max_detections == ctx->params.max_detections;
 }
 
-/* Captures the frame's work into st->graph. On failure (nothing captured:
- * the caller runs the frame eagerly) @reason (@reason_size bytes) says which
- * step failed and why. */
-static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_frame *frame,
-                              size_t frame_bytes, int rh, int rw, char *reason, size_t reason_size)
+/* Captures the work of @n frames on @plan into @g. On failure (nothing
+ * captured: the caller runs the frames eagerly) @reason (@reason_size bytes)
+ * says which step failed and why. */
+static gboolean capture_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan, cuda_graph *g,
+                              const vd_device_frame *frames, int n, size_t frame_bytes, int rh,
+                              int rw, char *reason, size_t reason_size)
 {
     cudaStream_t s = st->layers.stream;
     cudaGraph_t graph = NULL;
     GError *local = NULL;
     cudaError_t status;
     gboolean enqueued, ok = FALSE;
-    forget_graph(st);
+    forget_graph_slot(g);
     status = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     if (status != cudaSuccess) {
         g_snprintf(reason, reason_size, "beginning the capture: %s (%s)",
                    cudaGetErrorString(status), cudaGetErrorName(status));
         goto out_clear;
     }
-    enqueued = enqueue_frame(st, ctx, frame, frame_bytes, rh, rw, FALSE, &local);
+    enqueued = enqueue_frame(st, ctx, plan, frames, n, frame_bytes, rh, rw, FALSE, &local);
     /* always ends the capture, which leaves the stream as it was */
     status = cudaStreamEndCapture(s, &graph);
     if (!enqueued) {
@@ -984,14 +1118,14 @@ static gboolean capture_frame(cuda_state *st, vd_context *ctx, const vd_device_f
     } else if (st->fail_captures > 0) {
         st->fail_captures--;
         g_snprintf(reason, reason_size, "instantiating the graph: failure injected by a test");
-    } else if ((status = cudaGraphInstantiate(&st->graph.exec, graph, 0)) != cudaSuccess) {
-        st->graph.exec = NULL;
+    } else if ((status = cudaGraphInstantiate(&g->exec, graph, 0)) != cudaSuccess) {
+        g->exec = NULL;
         g_snprintf(reason, reason_size, "instantiating the graph: %s (%s)",
                    cudaGetErrorString(status), cudaGetErrorName(status));
     } else {
-        cuda_graph *g = &st->graph;
-        g->plan = st->plan;
-        g->frame = *frame;
+        g->plan = plan;
+        g->frame = frames[0];
+        g->n_images = n;
         g->resized_h = rh;
         g->resized_w = rw;
         g->score_threshold = ctx->params.score_threshold;
@@ -1009,7 +1143,7 @@ out_clear:
 
 /* After a failed capture: eager frames, then another try after twice as many
  * as the last time (1, 2, 4, ..., at most VD_GRAPH_RETRY_MAX_FRAMES). */
-static void graph_capture_failed(cuda_state *st, const char *reason)
+static void graph_capture_failed(cuda_state *st, cuda_plan *plan, cuda_graph *g, const char *reason)
 {
     st->graph_failures++;
     int wait = 1 << MIN(st->graph_failures_in_a_row, 30);
@@ -1017,8 +1151,8 @@ static void graph_capture_failed(cuda_state *st, const char *reason)
     st->graph_retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
     g_strlcpy(st->graph_reason, reason, sizeof(st->graph_reason));
     /* this plan's first frame has been seen: the next try needs no warm-up */
-    st->graph.plan = st->plan;
-    st->graph.times_seen = 1;
+    g->plan = plan;
+    g->times_seen = 1;
 }
 
 static void graph_capture_succeeded(cuda_state *st)
@@ -1129,12 +1263,11 @@ static void observe_frame(cuda_state *st, vd_context *ctx, int rh, int rw, int n
 /* ------------------------------------------------------------------------ */
 /* Detection                                                                 */
 
-static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *image,
-                           vd_result *result, gboolean observe, GError **error)
+/* Validates @image and the context's parameters; the resized and padded size. */
+static gboolean frame_sizes(cuda_state *st, vd_context *ctx, const vd_image *image, int *rh,
+                            int *rw, int *ph, int *pw, GError **error)
 {
     const vd_config *cfg = &st->model->config;
-    int rh, rw, ph, pw;
-
     if (!vd_image_validate(image, error))
         return FALSE;
     if (ctx->params.max_detections <= 0) {
@@ -1142,67 +1275,64 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
         return FALSE;
     }
     vd_transform_sizes(image->height, image->width, cfg->min_size, cfg->max_size,
-                       cfg->size_divisible, &rh, &rw, &ph, &pw);
-    if (rh <= 0 || rw <= 0) {
+                       cfg->size_divisible, rh, rw, ph, pw);
+    if (*rh <= 0 || *rw <= 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
                     "image %dx%d resizes to an empty image", image->width, image->height);
         return FALSE;
     }
-    if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
-        if (!drop_plan(st, error))
-            return FALSE;
-        st->plan = plan_new(st, ph, pw, error);
-        if (st->plan == NULL)
-            return FALSE;
-    }
-    size_t plane_bytes[3];
-    int row_bytes[3], rows[3];
-    size_t frame_bytes = frame_layout(image, plane_bytes, row_bytes, rows);
-    if (!ensure_frame_buffers(st, frame_bytes, error) ||
-        !ensure_result_capacity(st, ctx->params.max_detections, error))
-        return FALSE;
-    pooler_scales(st, st->plan, rh);
+    return TRUE;
+}
 
-    vd_device_frame frame = stage_frame(st, image);
+/* Runs @n staged frames on @plan: @g replayed where it matches (captured on
+ * the second batch of a layout, a failed capture retried after a back-off),
+ * else eagerly with stage timings (*@timing). Ends with the one host wait. */
+static gboolean run_frames(cuda_state *st, vd_context *ctx, cuda_plan *plan, cuda_graph *g,
+                           const vd_device_frame *frames, int n, size_t frame_bytes, int rh, int rw,
+                           gboolean *timing, GError **error)
+{
     st->graph_replayed = FALSE;
     if (st->use_graphs && !st->inject_sync) {
-        if (!graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
+        if (!graph_matches(g, plan, ctx, &frames[0], n, rh, rw)) {
             char reason[VD_STATUS_REASON_MAX];
             /* the first frame of a layout runs eagerly; the second is captured */
-            if (st->graph.times_seen == 0 || st->graph.plan != st->plan) {
-                forget_graph(st);
-                st->graph.plan = st->plan;
-                st->graph.times_seen = 1;
+            if (g->times_seen == 0 || g->plan != plan) {
+                forget_graph_slot(g);
+                g->plan = plan;
+                g->times_seen = 1;
             } else if (st->graph_retry_in > 0) {
                 st->graph_retry_in--; /* backing off after a failure: eager */
-            } else if (capture_frame(st, ctx, &frame, frame_bytes, rh, rw, reason,
+            } else if (capture_frame(st, ctx, plan, g, frames, n, frame_bytes, rh, rw, reason,
                                      sizeof(reason))) {
                 graph_capture_succeeded(st);
             } else {
-                graph_capture_failed(st, reason);
+                graph_capture_failed(st, plan, g, reason);
             }
         }
-        if (graph_matches(&st->graph, st, ctx, &frame, rh, rw)) {
-            if (!vd_cuda_check(cudaGraphLaunch(st->graph.exec, st->layers.stream),
+        if (graph_matches(g, plan, ctx, &frames[0], n, rh, rw)) {
+            if (!vd_cuda_check(cudaGraphLaunch(g->exec, st->layers.stream),
                                "replaying the frame graph", error))
                 return FALSE;
             st->graph_replayed = TRUE;
             st->graph_replays++;
         }
     }
-    gboolean timing = !st->graph_replayed;
+    *timing = !st->graph_replayed;
     if (!st->graph_replayed) {
-        if (!enqueue_frame(st, ctx, &frame, frame_bytes, rh, rw, timing, error)) {
+        if (!enqueue_frame(st, ctx, plan, frames, n, frame_bytes, rh, rw, *timing, error)) {
             /* leave nothing half done behind */
             vd_cuda_sync_stream(&st->sync_count, st->layers.stream, NULL);
             return FALSE;
         }
     }
-    if (!vd_cuda_check(cudaEventRecord(st->frame_done, st->layers.stream), "frame event", error) ||
-        !vd_cuda_sync_event(&st->sync_count, st->frame_done, error))
-        return FALSE;
+    return vd_cuda_check(cudaEventRecord(st->frame_done, st->layers.stream), "frame event",
+                         error) &&
+           vd_cuda_sync_event(&st->sync_count, st->frame_done, error);
+}
 
-    const vd_kernel_result *r = st->result_host;
+static void read_result(vd_context *ctx, const vd_image *image, const vd_kernel_result *r,
+                        vd_result *result)
+{
     int count = CLAMP(r->count, 0, ctx->params.max_detections);
     result->width = image->width;
     result->height = image->height;
@@ -1219,24 +1349,123 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
         d->score = k->score;
         d->label = k->label;
     }
+}
 
+static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
+{
     ctx->n_stages = 0;
-    if (timing) {
-        for (int i = 0; i < N_STAGES && i < VD_MAX_STAGES; i++) {
-            float ms = 0.0f;
-            /* stage i runs between events i and i + 1 */
-            if (cudaEventElapsedTime(&ms, st->stage_events[i], st->stage_events[i + 1]) !=
-                cudaSuccess) {
-                cudaGetLastError();
-                break;
-            }
-            ctx->stages[ctx->n_stages].name = stage_names[i];
-            ctx->stages[ctx->n_stages].ms = ms;
-            ctx->n_stages++;
+    if (!timing)
+        return;
+    for (int i = 0; i < N_STAGES && i < VD_MAX_STAGES; i++) {
+        float ms = 0.0f;
+        /* stage i runs between events i and i + 1 */
+        if (cudaEventElapsedTime(&ms, st->stage_events[i], st->stage_events[i + 1]) !=
+            cudaSuccess) {
+            cudaGetLastError();
+            break;
         }
+        ctx->stages[ctx->n_stages].name = stage_names[i];
+        ctx->stages[ctx->n_stages].ms = ms;
+        ctx->n_stages++;
     }
+}
+
+static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *image,
+                           vd_result *result, gboolean observe, GError **error)
+{
+    int rh, rw, ph, pw;
+    gboolean timing;
+
+    if (!frame_sizes(st, ctx, image, &rh, &rw, &ph, &pw, error))
+        return FALSE;
+    if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
+        if (!drop_plan(st, &st->plan, &st->graph, error))
+            return FALSE;
+        st->plan = plan_new(st, ph, pw, 1, error);
+        if (st->plan == NULL)
+            return FALSE;
+    }
+    size_t plane_bytes[3];
+    int row_bytes[3], rows[3];
+    size_t frame_bytes = frame_layout(image, plane_bytes, row_bytes, rows);
+    if (!ensure_frame_buffers(st, frame_bytes, error) ||
+        !ensure_result_capacity(st, ctx->params.max_detections, 1, error))
+        return FALSE;
+    pooler_scales(st, st->plan, rh);
+
+    vd_device_frame frame = stage_frame(st, image, 0);
+    if (!run_frames(st, ctx, st->plan, &st->graph, &frame, 1, frame_bytes, rh, rw, &timing, error))
+        return FALSE;
+    const vd_kernel_result *r = st->result_host;
+    read_result(ctx, image, r, result);
+    read_stage_times(st, ctx, timing);
     if (observe)
         observe_frame(st, ctx, rh, rw, CLAMP(r->n_proposals, 0, st->plan->proposal_capacity));
+    return TRUE;
+}
+
+/* The images of a batch that can run as one: same size, pixel format, colour
+ * matrix and range. */
+static gboolean images_alike(const vd_image *images, int n)
+{
+    for (int i = 1; i < n; i++)
+        if (images[i].format != images[0].format || images[i].width != images[0].width ||
+            images[i].height != images[0].height || images[i].matrix != images[0].matrix ||
+            !images[i].full_range != !images[0].full_range)
+            return FALSE;
+    return TRUE;
+}
+
+static int batch_slots(int n)
+{
+    int slots = 2;
+    while (slots < n)
+        slots *= 2;
+    return MIN(slots, VD_MAX_BATCH_SLOTS);
+}
+
+/* @n (2 .. VD_MAX_BATCH_SLOTS) alike images as one: one upload, every stage
+ * over the batch plan, one readback and one host wait. */
+static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *images, int n,
+                             vd_result *results, GError **error)
+{
+    int rh = 0, rw = 0, ph = 0, pw = 0;
+    gboolean timing;
+
+    for (int i = 0; i < n; i++) {
+        GError *local = NULL;
+        if (!frame_sizes(st, ctx, &images[i], &rh, &rw, &ph, &pw, &local)) {
+            g_propagate_prefixed_error(error, local, "image %d of a batch of %d: ", i, n);
+            return FALSE;
+        }
+    }
+    cuda_plan *plan = st->batch_plan;
+    if (plan == NULL || plan->padded_h != ph || plan->padded_w != pw || plan->n_images < n) {
+        if (!drop_plan(st, &st->batch_plan, &st->batch_graph, error))
+            return FALSE;
+        st->batch_plan = plan_new(st, ph, pw, batch_slots(n), error);
+        if (st->batch_plan == NULL)
+            return FALSE;
+        plan = st->batch_plan;
+    }
+    size_t plane_bytes[3];
+    int row_bytes[3], rows[3];
+    /* alike images: one layout, a multiple of 256 bytes */
+    size_t frame_bytes = frame_layout(&images[0], plane_bytes, row_bytes, rows);
+    if (!ensure_frame_buffers(st, (size_t)n * frame_bytes, error) ||
+        !ensure_result_capacity(st, ctx->params.max_detections, n, error))
+        return FALSE;
+    pooler_scales(st, plan, rh);
+
+    vd_device_frame frames[VD_MAX_BATCH_SLOTS];
+    for (int i = 0; i < n; i++)
+        frames[i] = stage_frame(st, &images[i], (size_t)i * frame_bytes);
+    if (!run_frames(st, ctx, plan, &st->batch_graph, frames, n, frame_bytes, rh, rw, &timing,
+                    error))
+        return FALSE;
+    for (int i = 0; i < n; i++)
+        read_result(ctx, &images[i], result_slot(st, st->result_host, i), &results[i]);
+    read_stage_times(st, ctx, timing);
     return TRUE;
 }
 
@@ -1247,10 +1476,22 @@ static gboolean cuda_detect(void *p, vd_context *ctx, const vd_image *images, in
     /* the context may move between threads: the device is per thread */
     if (!vd_cuda_check(cudaSetDevice(st->device), "selecting the device", error))
         return FALSE;
-    for (int i = 0; i < n_images; i++)
-        if (!detect_one(st, ctx, &images[i], &results[i], i == 0 && vd_context_observing(ctx),
-                        error))
+    /* one at a time: a single image, images of different sizes or formats, and
+     * the observer (which looks at one image's tensors) */
+    if (n_images == 1 || vd_context_observing(ctx) || !images_alike(images, n_images)) {
+        for (int i = 0; i < n_images; i++)
+            if (!detect_one(st, ctx, &images[i], &results[i], i == 0 && vd_context_observing(ctx),
+                            error))
+                return FALSE;
+        return TRUE;
+    }
+    for (int first = 0; first < n_images; first += VD_MAX_BATCH_SLOTS) {
+        int n = MIN(VD_MAX_BATCH_SLOTS, n_images - first);
+        gboolean ok = n == 1 ? detect_one(st, ctx, &images[first], &results[first], FALSE, error)
+                             : detect_batch(st, ctx, images + first, n, results + first, error);
+        if (!ok)
             return FALSE;
+    }
     return TRUE;
 }
 
@@ -1265,9 +1506,9 @@ static void cuda_destroy(void *p)
     cudaSetDevice(st->device);
     if (st->layers.stream != NULL)
         cudaStreamSynchronize(st->layers.stream);
-    if (st->graph.exec != NULL)
-        cudaGraphExecDestroy(st->graph.exec);
+    forget_graph(st);
     plan_free(st->plan);
+    plan_free(st->batch_plan);
     vd_cuda_linear_clear(&st->fc6);
     vd_cuda_linear_clear(&st->fc7);
     vd_cuda_linear_clear(&st->predictor);
@@ -1505,7 +1746,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
     if (!upload_weights(st, error))
         goto out_fail;
     vd_cuda_upload_done(&st->layers);
-    if (!ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img),
+    if (!ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img), 1,
                                 error))
         goto out_fail;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
@@ -1589,6 +1830,8 @@ void vd_cuda_context_fail_captures(vd_context *ctx, int n)
     forget_graph(st);
     st->graph.plan = st->plan;
     st->graph.times_seen = 1;
+    st->batch_graph.plan = st->batch_plan;
+    st->batch_graph.times_seen = 1;
 }
 
 void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable)

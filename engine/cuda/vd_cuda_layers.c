@@ -143,15 +143,16 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
     conv->residual = residual;
     conv->relu = relu;
 
-    if (src->c != w->in_c || dst->c != w->out_c ||
+    if (src->n < 1 || dst->n != src->n || (residual != NULL && residual->n != dst->n) ||
+        src->c != w->in_c || dst->c != w->out_c ||
         dst->h != (src->h + 2 * w->padding - w->kernel) / w->stride + 1 ||
         dst->w != (src->w + 2 * w->padding - w->kernel) / w->stride + 1 ||
-        (residual != NULL && (residual->c != dst->c || residual->h != dst->h ||
-                              residual->w != dst->w))) {
+        (residual != NULL &&
+         (residual->c != dst->c || residual->h != dst->h || residual->w != dst->w))) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "convolution %d->%d (k%d s%d) planned on tensors %dx%dx%d -> %dx%dx%d",
-                    w->in_c, w->out_c, w->kernel, w->stride, src->h, src->w, src->c, dst->h,
-                    dst->w, dst->c);
+                    "convolution %d->%d (k%d s%d) planned on tensors %dx%dx%dx%d -> %dx%dx%dx%d",
+                    w->in_c, w->out_c, w->kernel, w->stride, src->n, src->h, src->w, src->c, dst->n,
+                    dst->h, dst->w, dst->c);
         return FALSE;
     }
 
@@ -160,6 +161,8 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
     CUDNN_TRY(cudnnCreateTensorDescriptor(&conv->bias_desc), "tensor descriptor");
     CUDNN_TRY(cudnnCreateFilterDescriptor(&conv->w_desc), "filter descriptor");
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&conv->conv_desc), "convolution descriptor");
+    /* one image first: the algorithms are those a single image gets (so a
+     * batch's images get the single image's numbers), the batch's N set below */
     CUDNN_TRY(cudnnSetTensor4dDescriptor(conv->x_desc, CUDNN_TENSOR_NHWC, type, 1, src->c, src->h,
                                          src->w),
               "input descriptor");
@@ -222,6 +225,33 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
                 conv->algo_bytes[0] = bytes;
                 conv->n_algos = 1;
             }
+        }
+        if (src->n > 1) {
+            /* the batch is cuDNN's N: one call for every image of the plan,
+             * with the single image's algorithms and the batch's workspace */
+            int kept = 0;
+            CUDNN_TRY(cudnnSetTensor4dDescriptor(conv->x_desc, CUDNN_TENSOR_NHWC, type, src->n,
+                                                 src->c, src->h, src->w),
+                      "input descriptor");
+            CUDNN_TRY(cudnnSetTensor4dDescriptor(conv->y_desc, CUDNN_TENSOR_NHWC, type, dst->n,
+                                                 dst->c, dst->h, dst->w),
+                      "output descriptor");
+            CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(
+                          layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
+                          conv->unfused_algo, &conv->unfused_bytes),
+                      "batched convolution workspace");
+            for (int i = 0; i < conv->n_algos; i++) {
+                size_t bytes = 0;
+                if (cudnnGetConvolutionForwardWorkspaceSize(
+                        layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
+                        conv->algos[i], &bytes) != CUDNN_STATUS_SUCCESS ||
+                    bytes > CONV_WORKSPACE_LIMIT)
+                    continue;
+                conv->algos[kept] = conv->algos[i];
+                conv->algo_bytes[kept] = bytes;
+                kept++;
+            }
+            conv->n_algos = kept;
         }
         conv->mode = conv->n_algos > 0 ? VD_CUDA_CONV_FUSED : VD_CUDA_CONV_UNFUSED;
         /* sized by what runs: the first fused candidate (used unless cuDNN

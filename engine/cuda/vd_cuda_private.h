@@ -59,11 +59,19 @@ void vd_cuda_pool_free(vd_cuda_pool *pool);
 /* ------------------------------------------------------------------------ */
 /* Layers */
 
-/* An activation of one image: NHWC, @c channels, in the context's dtype. */
+/* An activation of @n images: NHWC with the image outermost (image i at
+ * data + i * h * w * c elements), @c channels, in the context's dtype. */
 typedef struct {
     int h, w, c;
     void *data;
+    int n;
 } vd_cuda_tensor;
+
+/* Elements of one image of @t. */
+static inline size_t vd_cuda_tensor_image_elements(const vd_cuda_tensor *t)
+{
+    return (size_t)t->h * t->w * t->c;
+}
 
 /* A convolution's device weights: [out][k][k][in] (cuDNN's NHWC filter layout)
  * in the context's dtype, bias [out] in the same dtype. in_c may exceed the

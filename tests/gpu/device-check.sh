@@ -87,9 +87,9 @@ fi
 
 if [ $prepared -eq 1 ]; then  # the steps that need the prepared model and frames
 
-step "engine: CUDA against the CPU engine, fp16 against fp32, sync count"
+step "engine: CUDA against the CPU engine, fp16 against fp32, sync count, batches of 4 and 8"
 trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
-timeout 150 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
+timeout 170 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
   --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
 rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
 
@@ -104,7 +104,7 @@ else
 fi
 
 step "benchmark against torchvision"
-timeout 150 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
+timeout 180 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
   --json "$OUT/bench.json" --iters 100 --tv-iters 20 --micro-iters 100 > "$OUT/bench.log" 2>&1
 rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
 fi  # prepared

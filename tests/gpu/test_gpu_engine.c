@@ -34,6 +34,11 @@
  *     each frame the same detections as the first time;
  *   - vd_submit()/vd_collect() with VD_MAX_IN_FLIGHT batches in flight: the
  *     same detections as vd_detect(), one synchronisation per frame;
+ *   - batches of 4 and 8 different frames of one size (fp32 and fp16): each
+ *     image's detections bit-identical to that image alone, eager and
+ *     replayed from the batch's graph, fp32 within the CPU criteria above,
+ *     one host synchronisation per batch; a batch with an invalid image fails
+ *     naming it, and the next batch runs as before;
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
  *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
  *     crash, and the context works again once memory is back.
@@ -1109,6 +1114,209 @@ static double median_ms(vd_context *ctx, const vd_image *image, int n)
     return m;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Batches (issue 11, item 6)                                                */
+
+/* Variant @k of @first, same size: mirrored (none, horizontal, vertical, both)
+ * and, from k = 4 on, its columns rotated by k / 8 of the width. */
+static uint8_t *batch_variant(const vd_image *rgb, int k)
+{
+    int w = rgb->width, h = rgb->height, shift = k >= 4 ? (int)((long)w * k / 8) % w : 0;
+    gboolean hmirror = (k & 1) != 0, vmirror = (k & 2) != 0;
+    uint8_t *out = g_malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int sx = (x + shift) % w, sy = y;
+            sx = hmirror ? w - 1 - sx : sx;
+            sy = vmirror ? h - 1 - sy : sy;
+            memcpy(out + ((size_t)y * w + x) * 3,
+                   rgb->planes[0] + (size_t)sy * rgb->strides[0] + (size_t)sx * 3, 3);
+        }
+    return out;
+}
+
+static gboolean detect_n(vd_context *ctx, const vd_image *images, int n, vd_result *results,
+                         GError **error)
+{
+    memset(results, 0, sizeof(*results) * (size_t)n);
+    return vd_detect(ctx, images, n, results, error);
+}
+
+static void clear_n(vd_result *results, int n)
+{
+    for (int i = 0; i < n; i++)
+        vd_result_clear(&results[i]);
+}
+
+/* A batch of @n different frames of one size on @ctx (@label: fp16 or fp32):
+ *  - every image's detections identical, bit for bit, to that image alone
+ *    (batch 1, eager) on the same context: the eager batch (first), then the
+ *    batch captured and replayed from its graph;
+ *  - exactly one host synchronisation per batch over 3 replayed batches;
+ *  - with @cpu (fp32): each image within the CPU-vs-CUDA criteria of the
+ *    per-frame check (label, IoU >= 0.99, |score diff| <= 1e-3, >= 97%
+ *    matched, counts within 3%). */
+static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, int n,
+                       const char *label)
+{
+    enum { MAX_N = 16 };
+    uint8_t *pixels[MAX_N] = {NULL};
+    vd_image images[MAX_N];
+    vd_result single[MAX_N], batch[MAX_N];
+    GError *error = NULL;
+    gchar *what = NULL;
+    memset(single, 0, sizeof(single));
+    memset(batch, 0, sizeof(batch));
+    g_assert(n <= MAX_N);
+    for (int i = 0; i < n; i++) {
+        pixels[i] = batch_variant(first, i);
+        images[i] = vd_image_rgb(pixels[i], first->width, first->height);
+    }
+
+    /* the references: image by image, eager */
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    for (int i = 0; i < n; i++)
+        if (!detect(ctx, &images[i], &single[i])) {
+            check(FALSE, "batch references", "batch-1 detection failed");
+            goto out_free;
+        }
+
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    guint64 replays0 = vd_cuda_context_graph_replays(ctx);
+    for (int round = 0; round < 2; round++) {
+        /* round 0: the batch plan's first batch, eager; round 1: captured, replayed */
+        gboolean ok = detect_n(ctx, images, n, batch, &error);
+        gboolean replayed = vd_cuda_context_graph_replayed(ctx);
+        int identical = 0, close = 0, dets = 0;
+        GString *diff = g_string_new("");
+        for (int i = 0; ok && i < n; i++) {
+            dets += batch[i].n_detections;
+            if (results_identical(&single[i], &batch[i])) {
+                identical++;
+            } else {
+                int m = match(&single[i], &batch[i], 0.99, 1e-3);
+                close +=
+                    m == single[i].n_detections && batch[i].n_detections == single[i].n_detections;
+                g_string_append_printf(diff,
+                                       "; image %d: %d vs %d detections, %d matched (IoU >= "
+                                       "0.99, |score diff| <= 1e-3)",
+                                       i, batch[i].n_detections, single[i].n_detections, m);
+            }
+        }
+        what =
+            g_strdup_printf("batch %d %s %s = batch 1", n, label, round == 0 ? "eager" : "graph");
+        check(ok && identical == n && (round == 0 || replayed), what,
+              "%s%d of %d images' detections bit-identical to the image alone (%d detections in "
+              "all)%s%s%s",
+              ok ? "" : "vd_detect failed: ", identical, n, dets,
+              round == 0 ? "" : (replayed ? ", replayed from the batch graph" : ", NOT replayed"),
+              identical < n ? (close == n - identical ? "; the others match closely" : "") : "",
+              diff->str);
+        if (!ok) {
+            fprintf(stderr, "batch: %s\n", error ? error->message : "?");
+            g_clear_error(&error);
+        }
+        g_free(what);
+        g_string_free(diff, TRUE);
+        if (ok && cpu != NULL && round == 0) {
+            int worst_m = 0, worst_n = 0, worst_c = 0;
+            double worst = 2;
+            for (int i = 0; i < n; i++) {
+                vd_result rc = {0};
+                if (!detect(cpu, &images[i], &rc))
+                    break;
+                int m = match(&rc, &batch[i], 0.99, 1e-3);
+                double frac = rc.n_detections ? (double)m / rc.n_detections : 1.0;
+                if (abs(batch[i].n_detections - rc.n_detections) >
+                    (int)ceil(0.03 * rc.n_detections))
+                    frac = -1; /* counts beyond 3% */
+                if (frac < worst) {
+                    worst = frac;
+                    worst_m = m;
+                    worst_n = rc.n_detections;
+                    worst_c = batch[i].n_detections;
+                }
+                vd_result_clear(&rc);
+            }
+            what = g_strdup_printf("batch %d %s vs CPU", n, label);
+            check(worst >= 0.97, what,
+                  "worst image: %d of %d CPU detections matched (label, IoU >= 0.99, |score diff| "
+                  "<= 1e-3), CUDA batch has %d",
+                  worst_m, worst_n, worst_c);
+            g_free(what);
+        }
+        clear_n(batch, n);
+        if (!ok)
+            goto out_free;
+    }
+    {
+        const int rounds = 3;
+        guint64 before = vd_cuda_context_sync_count(ctx);
+        gboolean ok = TRUE, replayed = TRUE;
+        for (int r = 0; r < rounds && ok; r++) {
+            ok = detect_n(ctx, images, n, batch, &error);
+            replayed = replayed && vd_cuda_context_graph_replayed(ctx);
+            clear_n(batch, n);
+        }
+        guint64 syncs = vd_cuda_context_sync_count(ctx) - before;
+        what = g_strdup_printf("batch %d %s sync count", n, label);
+        check(ok && syncs == (guint64)rounds && replayed, what,
+              "%" G_GUINT64_FORMAT " host synchronisations in %d batches of %d frames (1 per "
+              "batch expected)%s; %" G_GUINT64_FORMAT " graph replays since the references",
+              syncs, rounds, n, replayed ? ", every batch replayed" : ", NOT every batch replayed",
+              vd_cuda_context_graph_replays(ctx) - replays0);
+        g_free(what);
+        if (!ok)
+            g_clear_error(&error);
+    }
+out_free:
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    clear_n(single, n);
+    for (int i = 0; i < n; i++)
+        g_free(pixels[i]);
+}
+
+/* A batch of alike frames with one invalid image (a NULL plane) fails with
+ * VD_ERROR_INVALID_ARGUMENT naming the image, and the context runs the
+ * batch again once the image is fixed, with the same detections as before. */
+static void test_batch_invalid(vd_context *ctx, const vd_image *first)
+{
+    enum { N = 4 };
+    uint8_t *pixels[N];
+    vd_image images[N];
+    vd_result before[N], after[N], failed[N];
+    GError *error = NULL;
+    for (int i = 0; i < N; i++) {
+        pixels[i] = batch_variant(first, i);
+        images[i] = vd_image_rgb(pixels[i], first->width, first->height);
+    }
+    gboolean ok_before = detect_n(ctx, images, N, before, NULL);
+    vd_image bad = images[2];
+    images[2].planes[0] = NULL;
+    gboolean failed_ok = detect_n(ctx, images, N, failed, &error);
+    gboolean cleared = TRUE;
+    for (int i = 0; i < N; i++)
+        cleared = cleared && failed[i].detections == NULL && failed[i].n_detections == 0;
+    gboolean named = error != NULL && g_error_matches(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT) &&
+                     strstr(error->message, "image 2") != NULL;
+    check(!failed_ok && named && cleared, "batch with an invalid image", "%s: %s%s",
+          failed_ok ? "succeeded" : "failed", error ? error->message : "no error",
+          cleared ? ", no results left behind" : ", results left behind");
+    g_clear_error(&error);
+    clear_n(failed, N);
+    images[2] = bad;
+    gboolean ok_after = detect_n(ctx, images, N, after, NULL);
+    int same = 0;
+    for (int i = 0; ok_before && ok_after && i < N; i++)
+        same += results_identical(&before[i], &after[i]);
+    check(ok_before && ok_after && same == N, "batch after an invalid image",
+          "%d of %d images with the detections of the batch before the failure", same, N);
+    clear_n(before, N);
+    clear_n(after, N);
+    for (int i = 0; i < N; i++)
+        g_free(pixels[i]);
+}
+
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *json_path = NULL;
@@ -1261,6 +1469,11 @@ int main(int argc, char **argv)
     test_wait_yields(f16, &first);
     test_formats(cpu, f32, f16, &first);
     test_submit_collect(f16, &first);
+    test_batch(f32, cpu, &first, 4, "fp32");
+    test_batch(f16, NULL, &first, 4, "fp16");
+    test_batch(f16, NULL, &first, 8, "fp16");
+    test_batch(f32, NULL, &first, 8, "fp32");
+    test_batch_invalid(f16, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
     {

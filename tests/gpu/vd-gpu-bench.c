@@ -2,7 +2,7 @@
  * tools/bench_gpu.py (which runs torchvision on the same inputs beside it).
  *
  *   vd-gpu-bench engine --model FILE --image FRAME.ppm [--precision fp16|fp32]
- *                [--warmup N] [--iters N] [--graphs] [--detections OUT.json]
+ *                [--warmup N] [--iters N] [--graphs] [--detections OUT.json] [--batch N]
  *   vd-gpu-bench nms FILE [--iters N] [--threshold T]
  *   vd-gpu-bench roi-align FILE --height H --width W [--iters N]
  *
@@ -10,6 +10,9 @@
  * memory, upload, every stage, the readback and its one synchronisation), frames
  * per second from it, host synchronisations per frame (the backend's counted
  * wrapper), and the median of each stage's device time (CUDA events, eager mode).
+ * --batch N: each vd_detect() takes N copies of the frame (their own pixel
+ * buffers) as one batch; median_ms is then per batch, fps N * 1000 / median_ms
+ * and the host synchronisations are reported per batch and per frame.
  * nms: FILE holds int32 n, float32 boxes[n][4], scores[n], int32 groups[n];
  * vd_batched_nms_device over all of them (every kept box returned, as
  * torchvision's batched_nms does), timed with CUDA events around each call.
@@ -64,7 +67,8 @@ static int bench_engine(int argc, char **argv)
     int warmup = atoi(arg_value(argc, argv, "--warmup", "10"));
     int iters = atoi(arg_value(argc, argv, "--iters", "100"));
     gboolean graphs = arg_flag(argc, argv, "--graphs");
-    if (model_path == NULL || image_path == NULL || iters < 1) {
+    int batch = atoi(arg_value(argc, argv, "--batch", "1"));
+    if (model_path == NULL || image_path == NULL || iters < 1 || batch < 1 || batch > 64) {
         fprintf(stderr, "vd-gpu-bench engine: --model FILE and --image FRAME.ppm are required\n");
         return 2;
     }
@@ -73,6 +77,15 @@ static int bench_engine(int argc, char **argv)
     if (pixels == NULL)
         return 1;
     vd_image image = vd_image_rgb(pixels, w, h);
+    /* a batch: copies of the frame, each in its own buffer (as frames are) */
+    vd_image *images = g_new(vd_image, batch);
+    vd_result *results = g_new0(vd_result, batch);
+    uint8_t **copies = g_new0(uint8_t *, batch);
+    images[0] = image;
+    for (int b = 1; b < batch; b++) {
+        copies[b] = g_memdup2(pixels, (gsize)w * h * 3);
+        images[b] = vd_image_rgb(copies[b], w, h);
+    }
     GError *error = NULL;
     vd_model *model = vd_model_load(model_path, &error);
     if (model == NULL) {
@@ -116,17 +129,29 @@ static int bench_engine(int argc, char **argv)
     double stage_ms[8][1024];
     const char *stage_names[8] = {NULL};
     int n_stage_runs = 0, n_stages = 0;
+    if (batch > 1) {
+        /* the batch plan's first batch (eager) and its capture */
+        for (int i = 0; i < MIN(warmup, 3) + 2; i++) {
+            if (!vd_detect(ctx, images, batch, results, &error)) {
+                fprintf(stderr, "%s\n", error->message);
+                return 1;
+            }
+            for (int b = 0; b < batch; b++)
+                vd_result_clear(&results[b]);
+        }
+    }
     guint64 syncs0 = vd_cuda_context_sync_count(ctx);
     gboolean replayed = TRUE;
     for (int i = 0; i < iters; i++) {
         gint64 t0 = g_get_monotonic_time();
-        if (!vd_detect(ctx, &image, 1, &r, &error)) {
+        if (!vd_detect(ctx, images, batch, results, &error)) {
             fprintf(stderr, "%s\n", error->message);
             return 1;
         }
         times[i] = (double)(g_get_monotonic_time() - t0) / 1000.0;
         replayed = replayed && vd_cuda_context_graph_replayed(ctx);
-        vd_result_clear(&r);
+        for (int b = 0; b < batch; b++)
+            vd_result_clear(&results[b]);
         vd_stage_time st[8];
         int ns = vd_context_stage_times(ctx, st, 8);
         if (ns > 0 && n_stage_runs < 1024) {
@@ -142,15 +167,21 @@ static int bench_engine(int argc, char **argv)
     double med = median(times, iters);
     double best = times[0];
     printf("{\"precision\": \"%s\", \"graphs\": %s, \"replayed\": %s, \"width\": %d, "
-           "\"height\": %d, \"iters\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, \"fps\": %.2f, "
+           "\"height\": %d, \"batch\": %d, \"iters\": %d, \"median_ms\": %.4f, "
+           "\"min_ms\": %.4f, \"fps\": %.2f, \"syncs_per_batch\": %.3f, "
            "\"syncs_per_frame\": %.3f, \"unfused_convolutions\": %d, \"stages_ms\": {",
-           precision, graphs ? "true" : "false", graphs && replayed ? "true" : "false", w, h,
-           iters, med, best, 1000.0 / med, (double)syncs / iters,
-           vd_cuda_context_unfused_convolutions(ctx));
+           precision, graphs ? "true" : "false", graphs && replayed ? "true" : "false", w, h, batch,
+           iters, med, best, batch * 1000.0 / med, (double)syncs / iters,
+           (double)syncs / ((double)iters * batch), vd_cuda_context_unfused_convolutions(ctx));
     for (int s = 0; s < n_stages; s++)
         printf("%s\"%s\": %.4f", s ? ", " : "", stage_names[s], median(stage_ms[s], n_stage_runs));
     printf("}}\n");
     g_free(times);
+    for (int b = 1; b < batch; b++)
+        g_free(copies[b]);
+    g_free(copies);
+    g_free(images);
+    g_free(results);
     vd_context_free(ctx);
     vd_model_unref(model);
     g_free(pixels);
