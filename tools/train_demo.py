@@ -53,6 +53,9 @@ STREAM_TRAIN = 0
 STREAM_EVAL = 1
 STREAM_DISTRACT = 2
 
+# Share of training scenes with nothing but distractors (--empty-share).
+EMPTY_SHARE = 0.04
+
 # Frame sizes of the videotestsrc-like scenes.
 VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
              (640, 360), (1280, 720), (400, 300), (512, 384)]
@@ -379,7 +382,7 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     if stream == STREAM_TRAIN and rng.random() < 0.05:
         img, boxes, labels = videotestsrc_sweep(rng)
         return img, np.asarray(boxes, np.float32), np.asarray(labels, np.int64)
-    if stream == STREAM_TRAIN and rng.random() < 0.04:  # nothing but distractors
+    if stream == STREAM_TRAIN and rng.random() < EMPTY_SHARE:  # nothing but distractors
         img = add_distractors(rng, make_background(rng, int(rng.integers(200, 640)),
                                                    int(rng.integers(200, 480))))
         return (np.clip(np.rint(img), 0, 255).astype(np.uint8), np.zeros((0, 4), np.float32),
@@ -577,6 +580,7 @@ def _save(torch, path, payload):
 
 
 def main(argv=None):
+    global EMPTY_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -593,6 +597,8 @@ def main(argv=None):
     ap.add_argument("--out-dir", default="/tmp/train")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--empty-share", type=float, default=EMPTY_SHARE,
+                    help="share of training scenes with no shape, only distractors")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -607,6 +613,7 @@ def main(argv=None):
                          "nn.Linear")
     args = ap.parse_args(argv)
 
+    EMPTY_SHARE = args.empty_share
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
