@@ -55,8 +55,9 @@ with the same label and IoU >= 0.9; under 90 % it warns that the ONNX export is 
 faithful (the timing is then of a different computation), without failing.
 
 Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
-min/max size 800/1333; --arch picks ResNet-18/34-FPN or the MobileNetV3-Large-FPN
-builders, fasterrcnn_mobilenet_v3_large_fpn and _320_fpn, instead) with random weights,
+min/max size 800/1333; --arch picks ResNet-18/34-FPN, fasterrcnn_resnet50_fpn_v2 or the
+MobileNetV3-Large-FPN builders, fasterrcnn_mobilenet_v3_large_fpn and _320_fpn, instead)
+with random weights,
 calibrated on the first frame so that the RPN and the box head see realistic score
 spreads (tests/parity/parity_common.calibrate), and exports it with
 tools/export_torchvision.py. The timing depends on the weights only through the number
@@ -86,6 +87,8 @@ Examples (from the repository root, after ninja -C build):
   /usr/bin/python3 tools/bench_cpu.py --arch mobilenet_v3_large_320_fpn --sizes 640x480 \
       --precisions fp32 --peers onnxruntime,openvino
       torchvision's fasterrcnn_mobilenet_v3_large_320_fpn (or --arch mobilenet_v3_large_fpn)
+  /usr/bin/python3 tools/bench_cpu.py --arch resnet50_fpn_v2 --sizes 640x480 --repeats 3 --runs 2
+      torchvision's fasterrcnn_resnet50_fpn_v2
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
   /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
 
@@ -128,14 +131,17 @@ def _import_parity_common():
 
 def torchvision_model_from_file(path):
     """A torchvision FasterRCNN built from a visiondetect model file's config (ResNet-FPN
-    with the pool level, any returned layers, FPN width and box-head size), with the
-    file's tensors loaded (the rounded ones for F16/BF16 files)."""
+    with the pool level, any returned layers, FPN width and box-head size, and
+    fasterrcnn_resnet50_fpn_v2's batch-normed FPN, deeper RPN head and conv box head;
+    MobileNetV3-Large-FPN), with the file's tensors loaded (the rounded ones for
+    F16/BF16 files). Every norm is a FrozenBatchNorm2d (what nn.BatchNorm2d computes in
+    eval mode) with the file's eps."""
     pc = _import_parity_common()
     import torchvision
     from torchvision.models.detection import FasterRCNN
     from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.models.detection.backbone_utils import BackboneWithFPN
-    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead, FastRCNNPredictor, TwoMLPHead
     from torchvision.models.detection.rpn import RPNHead
     from torchvision.ops import MultiScaleRoIAlign
     from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
@@ -161,6 +167,8 @@ def torchvision_model_from_file(path):
             raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
         pc.load_back(model, tensors)
         return model.eval()
+    eps_per_module = bb.get("norm_eps_per_module", {})
+    frozen_bn = lambda n: FrozenBatchNorm2d(n, eps=norm_eps)  # noqa: E731
     if bb.get("type") == "mobilenet_v3" and fpn.get("extra_block") == "maxpool":
         # the body of fasterrcnn_mobilenet_v3_large_fpn / _320_fpn (their blocks are
         # mobilenet_v3_large's; _mobilenet_extractor returns features 13 and 16)
@@ -181,8 +189,11 @@ def torchvision_model_from_file(path):
             if isinstance(m, FrozenBatchNorm2d):
                 m.eps = bb.get("norm_eps_per_module", {}).get("backbone.body." + name, norm_eps)
         returned = bb["returned_layers"]
+        if fpn.get("norm", "none") not in ("none", "batch_norm"):
+            raise SystemExit(f"bench_cpu.py: {path}: FPN norm {fpn['norm']!r} is not supported")
         backbone = BackboneWithFPN(body, {f"layer{k}": str(i) for i, k in enumerate(returned)},
-                                   fpn["in_channels"], fpn["out_channels"], extra_blocks=LastLevelMaxPool())
+                                   fpn["in_channels"], fpn["out_channels"], extra_blocks=LastLevelMaxPool(),
+                                   norm_layer=frozen_bn if fpn.get("norm") == "batch_norm" else None)
     else:
         raise SystemExit(f"bench_cpu.py: {path}: only ResNet-FPN and MobileNetV3-Large-FPN backbones "
                          "with the pool level are supported")
@@ -190,16 +201,30 @@ def torchvision_model_from_file(path):
     anchors = AnchorGenerator(tuple(tuple(s) for s in cfg["anchors"]["sizes"]),
                               tuple(tuple(r) for r in cfg["anchors"]["aspect_ratios"]))
     c, p, rep = fpn["out_channels"], roi["output_size"], roi["representation_size"]
+    head_cfg = roi.get("box_head", {"type": "two_mlp"})
+    if head_cfg["type"] == "conv_fc":
+        # fasterrcnn_resnet50_fpn_v2's FastRCNNConvFCHead: conv + norm + ReLU layers, one Linear
+        box_head = FastRCNNConvFCHead((c, p, p), head_cfg["conv_channels"], [rep],
+                                      norm_layer=frozen_bn if head_cfg.get("norm") == "batch_norm" else None)
+    elif head_cfg["type"] == "two_mlp":
+        box_head = TwoMLPHead(c * p * p, rep)
+    else:
+        raise SystemExit(f"bench_cpu.py: {path}: box head {head_cfg['type']!r} is not supported")
     model = FasterRCNN(
         backbone, num_classes=None, min_size=tr["min_size"], max_size=tr["max_size"],
         image_mean=tr["image_mean"], image_std=tr["image_std"],
-        rpn_anchor_generator=anchors, rpn_head=RPNHead(c, anchors.num_anchors_per_location()[0]),
+        rpn_anchor_generator=anchors,
+        rpn_head=RPNHead(c, anchors.num_anchors_per_location()[0], conv_depth=rpn.get("conv_depth", 1)),
         rpn_pre_nms_top_n_test=rpn["pre_nms_top_n"], rpn_post_nms_top_n_test=rpn["post_nms_top_n"],
         rpn_nms_thresh=rpn["nms_thresh"], rpn_score_thresh=rpn["score_thresh"],
         box_roi_pool=MultiScaleRoIAlign(roi["featmap_names"], p, roi["sampling_ratio"]),
-        box_head=TwoMLPHead(c * p * p, rep), box_predictor=FastRCNNPredictor(rep, cfg["num_classes"]),
+        box_head=box_head, box_predictor=FastRCNNPredictor(rep, cfg["num_classes"]),
         box_score_thresh=roi["score_thresh"], box_nms_thresh=roi["nms_thresh"],
         box_detections_per_img=roi["detections_per_img"], bbox_reg_weights=roi["bbox_reg_weights"])
+    # the FPN's and the box head's norms (the body's got theirs above)
+    for name, m in model.named_modules():
+        if isinstance(m, FrozenBatchNorm2d) and not name.startswith("backbone.body."):
+            m.eps = eps_per_module.get(name, norm_eps)
     state = model.state_dict()
     missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
     if missing:
@@ -482,8 +507,10 @@ def build_model_file(args, pc, workdir, first_frame):
         model = getattr(torchvision.models.detection, args.arch)(
             weights=None, weights_backbone=None, num_classes=91, min_size=args.min_size or 800,
             max_size=args.max_size or 1333).eval()
-    elif args.arch == "resnet50":
-        model = pc.build_resnet50_fpn_coco(seed=50)
+    elif args.arch in ("resnet50", "resnet50_fpn_v2"):
+        # seeds: those of the parity tests of the same architecture
+        model = (pc.build_resnet50_fpn_coco(seed=50) if args.arch == "resnet50"
+                 else pc.build_resnet50_fpn_v2(seed=6))
         if args.min_size is not None or args.max_size is not None:
             model.transform.min_size = (args.min_size or 800,)
             model.transform.max_size = args.max_size or 1333
@@ -508,11 +535,12 @@ def main(argv=None):
     p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN) "
                         "instead of building one")
     p.add_argument("--arch", default="resnet50",
-                   choices=["resnet50", "resnet34", "resnet18", "mobilenet_v3_large_fpn",
-                            "mobilenet_v3_large_320_fpn", "maskrcnn_resnet50_fpn",
-                            "maskrcnn_resnet50_fpn_v2"],
+                   choices=["resnet50", "resnet50_fpn_v2", "resnet34", "resnet18",
+                            "mobilenet_v3_large_fpn", "mobilenet_v3_large_320_fpn",
+                            "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"],
                    help="architecture to build when --model is not given (default resnet50: "
-                        "fasterrcnn_resnet50_fpn, 91 classes; mobilenet_v3_large_fpn and "
+                        "fasterrcnn_resnet50_fpn, 91 classes; resnet50_fpn_v2: "
+                        "fasterrcnn_resnet50_fpn_v2, 91 classes; mobilenet_v3_large_fpn and "
                         "mobilenet_v3_large_320_fpn: torchvision's fasterrcnn_ builders of those "
                         "names, 91 classes, their sizes; maskrcnn_resnet50_fpn and _v2: "
                         "torchvision's Mask R-CNN builders, 91 classes, mask logits calibrated too)")
@@ -651,7 +679,12 @@ def main(argv=None):
         tr = cfg["transform"]
         bb = cfg["backbone"]
         arch = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
-        print(f"model {model_path}: {arch}-FPN, {cfg['num_classes']} classes, "
+        if cfg["roi_heads"].get("box_head", {}).get("type") == "conv_fc":
+            arch += "-FPN-v2 (normed FPN, RPN conv depth {}, conv box head)".format(
+                cfg["rpn"].get("conv_depth", 1))
+        else:
+            arch += "-FPN"
+        print(f"model {model_path}: {arch}, {cfg['num_classes']} classes, "
               f"min/max size {tr['min_size']}/{tr['max_size']}, RPN top-n "
               f"{cfg['rpn']['pre_nms_top_n']}/{cfg['rpn']['post_nms_top_n']}")
         results = []
@@ -696,7 +729,12 @@ def main(argv=None):
                             for key, v in st.items():
                                 stages.setdefault(key, []).append(v)
                         lines = [l for l in out.splitlines() if l.strip()]
-                        dets = len(json.loads(lines[-1])["detections"]) if lines else None
+                        dets = None
+                        if lines:
+                            found = json.loads(lines[-1])["detections"]
+                            dets = len(found)
+                            res = {"boxes": [d["box"] for d in found], "scores": [d["score"] for d in found],
+                                   "labels": [d["label"] for d in found]}
                     s = side[name]
                     s["times"] += times
                     s["rss"] = max(s["rss"], rss)
@@ -787,6 +825,17 @@ def main(argv=None):
                 checks[pname] = chk
             if checks:
                 row["peer_check"] = checks
+            # the same check of vd-detect (no warning: the parity tests are its check;
+            # this one says that the torchvision side ran the weights vd-detect ran)
+            if check_ref is not None:
+                vd_checks = {}
+                for vname in vd_names:
+                    n_ref, matched = match_fraction(pc, side[check_ref]["out"], side[vname]["out"])
+                    vd_checks[vname] = {"reference": check_ref, "reference_detections_0.5": n_ref,
+                                        "matched": matched}
+                    print(f"  check {vname}: {check_ref}'s {n_ref} detections >= 0.5 matched "
+                          f"(same label, IoU >= 0.9): {matched}/{n_ref}")
+                row["vd_check"] = vd_checks
             results.append(row)
 
         # Markdown summary

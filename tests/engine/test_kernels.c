@@ -3,7 +3,7 @@
  * pooling, matrix product and eltwise primitive of a frame of the bundled model and
  * of a ResNet-50-FPN (the tiny fixture's generator at torchvision's real sizes,
  * random weights), of both MobileNetV3-Large-FPN variants, of fasterrcnn_resnet50_fpn_v2
- * and of both Mask R-CNNs (with their mask branch) is checked by the
+ * and of maskrcnn_resnet50_fpn (with its mask branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
  * is refused clearly elsewhere.
@@ -229,40 +229,60 @@ static void test_mobilenet_v3_fp32(void)
 }
 
 /* The model of torchvision's @builder with its random initialisation, exported by
- * tools/export_torchvision.py (skipped without torchvision for /usr/bin/python3 or
- * VD_PYTHON). */
-static void check_exported(const char *builder)
+ * tools/export_torchvision.py into the test's folder; NULL without torchvision for
+ * /usr/bin/python3 or VD_PYTHON. */
+#define NO_TORCHVISION "no torchvision (set VD_PYTHON to an interpreter that has it)"
+static vd_model *exported_model(const char *builder)
 {
     const char *env = g_getenv("VD_PYTHON");
     char *python = g_strdup(env && *env ? env : "/usr/bin/python3");
     char *exporter = g_build_filename(VD_TEST_SRCDIR, "..", "..", "tools", "export_torchvision.py",
                                       NULL);
-    char *output = g_build_filename(tmp_dir, "v2.safetensors", NULL);
+    char *name = g_strconcat(builder, ".safetensors", NULL);
+    char *output = g_build_filename(tmp_dir, name, NULL);
     char *probe_argv[] = {python, "-c", "import torchvision", NULL};
     char *export_argv[] = {python, exporter, "--builder", (char *)builder, output, NULL};
     GError *error = NULL;
+    vd_model *model = NULL;
     int status = 0;
 
     if (!g_spawn_sync(NULL, probe_argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
                       NULL, NULL, NULL, NULL, &status, NULL) ||
         !g_spawn_check_wait_status(status, NULL)) {
-        g_test_skip("no torchvision (set VD_PYTHON to an interpreter that has it)");
         goto out;
     }
     g_assert_true(g_spawn_sync(NULL, export_argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
                                NULL, NULL, &status, &error));
     g_assert_no_error(error);
     g_assert_true(g_spawn_check_wait_status(status, NULL));
-    vd_model *model = vd_model_load(output, &error);
+    model = vd_model_load(output, &error);
     g_assert_no_error(error);
     g_assert_cmpint(model->config.n_box_convs, ==, g_str_has_suffix(builder, "_v2") ? 4 : 0);
-    check_frame_kernels(model, VD_PRECISION_FP32);
-    vd_model_unref(model);
     g_unlink(output);
 out:
     g_free(output);
+    g_free(name);
     g_free(exporter);
     g_free(python);
+    return model;
+}
+
+static vd_model *resnet50_fpn_v2(void)
+{
+    return exported_model("fasterrcnn_resnet50_fpn_v2");
+}
+
+/* The fp32 frame kernels of the exported model of @builder (skipped without
+ * torchvision). */
+static void check_exported(const char *builder)
+{
+    vd_model *model = exported_model(builder);
+    if (model == NULL) {
+        g_test_skip(NO_TORCHVISION);
+        return;
+    }
+    check_frame_kernels(model, VD_PRECISION_FP32);
+    vd_model_unref(model);
 }
 
 /* fasterrcnn_resnet50_fpn_v2: its RPN's second convolution and the conv box head's
@@ -298,9 +318,19 @@ static void test_bf16(void)
         vd_model *r50 = resnet50_fpn();
         check_frame_kernels(r50, VD_PRECISION_BF16);
         vd_model_unref(r50);
-        vd_model *mnv3 = mobilenet_v3_fpn(TRUE);
-        check_frame_kernels(mnv3, VD_PRECISION_BF16);
-        vd_model_unref(mnv3);
+        for (int low_res = 0; low_res <= 1; low_res++) {
+            vd_model *mnv3 = mobilenet_v3_fpn(low_res);
+            check_frame_kernels(mnv3, VD_PRECISION_BF16);
+            vd_model_unref(mnv3);
+        }
+        /* v2's conv box head runs bf16 convolutions over the RoIs' bf16 features */
+        vd_model *v2 = resnet50_fpn_v2();
+        if (v2 != NULL) {
+            check_frame_kernels(v2, VD_PRECISION_BF16);
+            vd_model_unref(v2);
+        } else {
+            g_test_message("fasterrcnn_resnet50_fpn_v2 not checked: " NO_TORCHVISION);
+        }
     } else {
         g_assert_null(cpu_context(model, VD_PRECISION_BF16, &error));
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);

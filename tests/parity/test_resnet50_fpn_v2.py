@@ -10,8 +10,14 @@ image's proposals), float32 model file. The FPN features are compared with the
 ResNet-50 tolerance (pc.FEATURE_REL_TOL_RESNET50: the same body at the same size).
 Seed 6: with seed 5 the AVX2-capped calibration picks a cls_score gain of 8 and
 2 of 50 detections miss the 1e-3 score tolerance (by 2e-5), one more than the 97 %
-match allows; seed 6 (gains 3 and 4) passes natively and capped. One image per run (--size HxW):
+match allows; seed 6 (gains 3 and 4) passes natively and capped. One image per run
+(--size HxW), as test_resnet50_fpn.py:
 
+  --size 427x640: a frame that is not 4:3, where 0.14.1's float32 resize scale gives
+    799x1199 and double 800x1199 (padded 800x1216 against 800x1088: other anchor
+    grids, other feature-map widths on every level, a padded column strip): the
+    reference runs with the resize scale patched to double precision, as the engine
+    and current torchvision compute it (parity_common.resize_scale_in_double).
   --size 480x640: float32 and double resize scales agree (800x1066); the reference is
     unmodified torchvision.
 """
