@@ -1049,8 +1049,25 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
     d.roi_id = roi_id;
     d.object_id = 0;
     d.tracked = FALSE;
-    if (meta != NULL)
+    if (meta != NULL && det->mask != NULL && det->mask_width > 0
+        && det->mask_height > 0) {
+      /* the engine's rectangle and bytes, which survive a scale transform
+       * (the ROI meta's params do not) */
+      GBytes *mask = g_bytes_new (det->mask,
+          (gsize) det->mask_width * det->mask_height);
+
+      if (!gst_vision_detect_meta_add_detection_with_mask (meta, &d,
+              det->mask_x, det->mask_y, det->mask_width, det->mask_height,
+              mask)) {
+        GST_WARNING_OBJECT (self, "mask %dx%d at (%d, %d) outside the %dx%d "
+            "frame: not in the companion meta", det->mask_width,
+            det->mask_height, det->mask_x, det->mask_y, width, height);
+        gst_vision_detect_meta_add_detection (meta, &d);
+      }
+      g_bytes_unref (mask);
+    } else if (meta != NULL) {
       gst_vision_detect_meta_add_detection (meta, &d);
+    }
 
 #ifdef HAVE_GST_ANALYTICS
     {

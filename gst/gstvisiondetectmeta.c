@@ -62,6 +62,175 @@ gst_vision_detection_get_label (const GstVisionDetection * detection)
 }
 
 /**
+ * gst_vision_detection_mask_copy:
+ * @mask: a mask
+ *
+ * Returns: (transfer full): a copy of @mask sharing its data (immutable), to
+ *     free with gst_vision_detection_mask_free()
+ */
+GstVisionDetectionMask *
+gst_vision_detection_mask_copy (const GstVisionDetectionMask * mask)
+{
+  GstVisionDetectionMask *copy;
+
+  g_return_val_if_fail (mask != NULL, NULL);
+
+  copy = g_new (GstVisionDetectionMask, 1);
+  *copy = *mask;
+  if (copy->data != NULL)
+    g_bytes_ref (copy->data);
+  return copy;
+}
+
+/**
+ * gst_vision_detection_mask_free:
+ * @mask: (transfer full) (nullable): a mask from
+ *     gst_vision_detection_mask_copy() or gst_vision_detections_from_buffer_full()
+ */
+void
+gst_vision_detection_mask_free (GstVisionDetectionMask * mask)
+{
+  if (mask == NULL)
+    return;
+  g_clear_pointer (&mask->data, g_bytes_unref);
+  g_free (mask);
+}
+
+G_DEFINE_BOXED_TYPE (GstVisionDetectionMask, gst_vision_detection_mask,
+    gst_vision_detection_mask_copy, gst_vision_detection_mask_free);
+
+/**
+ * gst_vision_detection_mask_get_data:
+ * @mask: a mask
+ *
+ * Returns: (transfer none) (nullable): the @mask->width x @mask->height bytes
+ *     of @mask, row-major (see #GstVisionDetectionMask)
+ */
+GBytes *
+gst_vision_detection_mask_get_data (const GstVisionDetectionMask * mask)
+{
+  g_return_val_if_fail (mask != NULL, NULL);
+
+  return mask->data;
+}
+
+/**
+ * gst_vision_detection_mask_at:
+ * @mask: a mask
+ * @x: a column of the frame
+ * @y: a row of the frame
+ *
+ * Returns: whether frame pixel (@x, @y) belongs to the object: inside the
+ *     mask's rectangle with a byte >= 128 (probability >= 0.5)
+ */
+gboolean
+gst_vision_detection_mask_at (const GstVisionDetectionMask * mask, guint x,
+    guint y)
+{
+  const guint8 *bytes;
+
+  g_return_val_if_fail (mask != NULL, FALSE);
+
+  if (mask->data == NULL || x < mask->x || y < mask->y
+      || x - mask->x >= mask->width || y - mask->y >= mask->height)
+    return FALSE;
+  bytes = g_bytes_get_data (mask->data, NULL);
+  return bytes[(gsize) (y - mask->y) * mask->width + (x - mask->x)] >= 128;
+}
+
+static void
+mask_clear (gpointer data)
+{
+  GstVisionDetectionMask *mask = data;
+
+  g_clear_pointer (&mask->data, g_bytes_unref);
+}
+
+/* The first output pixel whose centre maps to input pixel @v or later, for a
+ * nearest-neighbour resize of @in pixels to @out: output pixel X samples
+ * input pixel floor((2 X + 1) @in / (2 @out)). */
+static guint64
+first_output_pixel (guint64 v, guint64 in, guint64 out)
+{
+  return MIN ((2 * v * out + in - 1) / in / 2, out);
+}
+
+/* @mask, in an @in_w x @in_h frame, resampled by nearest neighbour for the
+ * frame scaled to @out_w x @out_h (see the header): the output pixels whose
+ * centre falls in the rectangle, each with the byte under its centre. @out's
+ * data is NULL when no output pixel's centre falls in it. */
+static void
+scale_mask (const GstVisionDetectionMask * mask, guint in_w, guint in_h,
+    guint out_w, guint out_h, GstVisionDetectionMask * out)
+{
+  const guint8 *src = g_bytes_get_data (mask->data, NULL);
+  guint x0 = first_output_pixel (mask->x, in_w, out_w);
+  guint x1 = first_output_pixel ((guint64) mask->x + mask->width, in_w, out_w);
+  guint y0 = first_output_pixel (mask->y, in_h, out_h);
+  guint y1 = first_output_pixel ((guint64) mask->y + mask->height, in_h, out_h);
+  guint *cols;
+  guint8 *dst;
+  guint x, y;
+
+  out->x = x0;
+  out->y = y0;
+  out->width = x1 - x0;
+  out->height = y1 - y0;
+  out->data = NULL;
+  if (out->width == 0 || out->height == 0)
+    return;
+  cols = g_new (guint, out->width);
+  for (x = x0; x < x1; x++)
+    cols[x - x0] = (guint) (((2 * (guint64) x + 1) * in_w) / (2 * (guint64)
+            out_w)) - mask->x;
+  dst = g_malloc ((gsize) out->width * out->height);
+  for (y = y0; y < y1; y++) {
+    guint sy = (guint) (((2 * (guint64) y + 1) * in_h) / (2 * (guint64)
+            out_h)) - mask->y;
+    const guint8 *row = src + (gsize) sy * mask->width;
+    guint8 *drow = dst + (gsize) (y - y0) * out->width;
+
+    for (x = 0; x < out->width; x++)
+      drow[x] = row[cols[x]];
+  }
+  g_free (cols);
+  out->data = g_bytes_new_take (dst, (gsize) out->width * out->height);
+}
+
+/* @meta's mask of detection @index, or NULL. */
+static const GstVisionDetectionMask *
+mask_entry (const GstVisionDetectMeta * meta, guint index)
+{
+  const GstVisionDetectionMask *mask;
+
+  if (meta->masks == NULL || index >= meta->masks->len
+      || index >= meta->detections->len)
+    return NULL;
+  mask = &g_array_index (meta->masks, GstVisionDetectionMask, index);
+  return mask->data != NULL ? mask : NULL;
+}
+
+/* Gives detection @index (the last one added) of @meta the mask @mask (its
+ * data referenced). */
+static void
+set_mask_entry (GstVisionDetectMeta * meta, guint index,
+    const GstVisionDetectionMask * mask)
+{
+  GstVisionDetectionMask *entry;
+
+  if (meta->masks == NULL) {
+    meta->masks = g_array_new (FALSE, TRUE, sizeof (GstVisionDetectionMask));
+    g_array_set_clear_func (meta->masks, mask_clear);
+  }
+  if (meta->masks->len <= index)
+    g_array_set_size (meta->masks, index + 1);
+  entry = &g_array_index (meta->masks, GstVisionDetectionMask, index);
+  mask_clear (entry);
+  *entry = *mask;
+  entry->data = g_bytes_ref (mask->data);
+}
+
+/**
  * gst_vision_detect_meta_api_get_type:
  *
  * Returns: the API type of #GstVisionDetectMeta
@@ -96,6 +265,8 @@ gst_vision_detect_meta_init (GstMeta * meta, gpointer params, GstBuffer * buffer
   dmeta->height = 0;
   dmeta->inference = GST_VISION_DETECT_INFERRED;
   dmeta->detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
+  /* created with the first mask */
+  dmeta->masks = NULL;
   return TRUE;
 }
 
@@ -105,6 +276,7 @@ gst_vision_detect_meta_free (GstMeta * meta, GstBuffer * buffer)
   GstVisionDetectMeta *dmeta = (GstVisionDetectMeta *) meta;
 
   g_clear_pointer (&dmeta->detections, g_array_unref);
+  g_clear_pointer (&dmeta->masks, g_array_unref);
 }
 
 /* Whether scaling @in to @out keeps the display aspect ratio, to within one
@@ -144,15 +316,17 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
   GstVisionDetectMeta *dmeta;
   gdouble sx = 1.0, sy = 1.0;
   guint width = smeta->width, height = smeta->height;
+  gint in_w = 0, in_h = 0;
+  gboolean scale = FALSE;
   guint i;
 
   if (GST_META_TRANSFORM_IS_COPY (type)) {
     /* a region copy of a video frame still holds the whole frame's detections */
   } else if (GST_VIDEO_META_TRANSFORM_IS_SCALE (type)) {
     GstVideoMetaTransform *trans = data;
-    gint in_w = GST_VIDEO_INFO_WIDTH (trans->in_info);
-    gint in_h = GST_VIDEO_INFO_HEIGHT (trans->in_info);
 
+    in_w = GST_VIDEO_INFO_WIDTH (trans->in_info);
+    in_h = GST_VIDEO_INFO_HEIGHT (trans->in_info);
     width = GST_VIDEO_INFO_WIDTH (trans->out_info);
     height = GST_VIDEO_INFO_HEIGHT (trans->out_info);
     if (in_w <= 0 || in_h <= 0)
@@ -166,6 +340,7 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
     }
     sx = (gdouble) width / in_w;
     sy = (gdouble) height / in_h;
+    scale = TRUE;
     GST_DEBUG ("scaling %u detections %dx%d -> %ux%u",
         smeta->detections->len, in_w, in_h, width, height);
   } else {
@@ -185,6 +360,23 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
     d.y *= sy;
     d.h *= sy;
     g_array_append_val (dmeta->detections, d);
+  }
+  for (i = 0; i < smeta->detections->len; i++) {
+    const GstVisionDetectionMask *mask = mask_entry (smeta, i);
+    GstVisionDetectionMask scaled;
+
+    if (mask == NULL)
+      continue;
+    if (!scale) {
+      /* the bytes are immutable: shared */
+      set_mask_entry (dmeta, i, mask);
+      continue;
+    }
+    scale_mask (mask, in_w, in_h, width, height, &scaled);
+    if (scaled.data != NULL) {
+      set_mask_entry (dmeta, i, &scaled);
+      g_bytes_unref (scaled.data);
+    }
   }
   return TRUE;
 }
@@ -275,6 +467,95 @@ gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
 }
 
 /**
+ * gst_vision_detect_meta_add_detection_with_mask:
+ * @meta: a meta
+ * @detection: the detection, copied
+ * @x: left column of the mask's rectangle, in pixels of the meta's frame
+ * @y: top row of the rectangle
+ * @width: width of the rectangle and of @mask
+ * @height: height of the rectangle and of @mask
+ * @mask: (nullable): @width x @height bytes, row-major, round(255 p) of each
+ *     pixel's probability (see #GstVisionDetectionMask), referenced (not
+ *     copied: it must not change afterwards)
+ *
+ * Adds @detection with its instance mask. A %NULL @mask or an empty
+ * rectangle adds @detection without a mask.
+ *
+ * Returns: %TRUE when @detection was added; %FALSE (nothing added) when
+ *     @mask does not hold @width x @height bytes or the rectangle is not
+ *     inside the @meta's @width x @height frame
+ */
+gboolean
+gst_vision_detect_meta_add_detection_with_mask (GstVisionDetectMeta * meta,
+    const GstVisionDetection * detection, guint x, guint y, guint width,
+    guint height, GBytes * mask)
+{
+  GstVisionDetectionMask entry;
+
+  g_return_val_if_fail (meta != NULL && detection != NULL, FALSE);
+
+  if (mask == NULL || width == 0 || height == 0) {
+    g_array_append_vals (meta->detections, detection, 1);
+    return TRUE;
+  }
+  if (g_bytes_get_size (mask) != (guint64) width * height
+      || (guint64) x + width > meta->width
+      || (guint64) y + height > meta->height) {
+    GST_DEBUG ("refusing a %ux%u mask at (%u, %u) of %" G_GSIZE_FORMAT
+        " bytes in a %ux%u frame", width, height, x, y,
+        g_bytes_get_size (mask), meta->width, meta->height);
+    return FALSE;
+  }
+  g_array_append_vals (meta->detections, detection, 1);
+  entry.x = x;
+  entry.y = y;
+  entry.width = width;
+  entry.height = height;
+  entry.data = mask;
+  set_mask_entry (meta, meta->detections->len - 1, &entry);
+  return TRUE;
+}
+
+/**
+ * gst_vision_detect_meta_get_mask_data: (skip)
+ * @meta: a meta
+ * @index: 0 .. gst_vision_detect_meta_get_n_detections() - 1
+ * @x: (out) (optional): left column of the mask's rectangle
+ * @y: (out) (optional): top row of the rectangle
+ * @width: (out) (optional): width of the rectangle and of the mask
+ * @height: (out) (optional): height of the rectangle and of the mask
+ *
+ * The instance mask of detection @index, for C: @width x @height bytes,
+ * row-major, byte (i, j) for frame pixel (@x + i, @y + j) (see
+ * #GstVisionDetectionMask). The out arguments are untouched when it returns
+ * %NULL.
+ *
+ * Returns: (transfer none) (nullable): the bytes, valid while @meta is;
+ *     %NULL when the detection has no mask or @index is out of range
+ */
+const guint8 *
+gst_vision_detect_meta_get_mask_data (const GstVisionDetectMeta * meta,
+    guint index, guint * x, guint * y, guint * width, guint * height)
+{
+  const GstVisionDetectionMask *mask;
+
+  g_return_val_if_fail (meta != NULL, NULL);
+
+  mask = mask_entry (meta, index);
+  if (mask == NULL)
+    return NULL;
+  if (x != NULL)
+    *x = mask->x;
+  if (y != NULL)
+    *y = mask->y;
+  if (width != NULL)
+    *width = mask->width;
+  if (height != NULL)
+    *height = mask->height;
+  return g_bytes_get_data (mask->data, NULL);
+}
+
+/**
  * gst_vision_detect_meta_get_width:
  * @meta: a meta
  *
@@ -353,6 +634,37 @@ gst_vision_detect_meta_get_detection (const GstVisionDetectMeta * meta,
 }
 
 /**
+ * gst_vision_detect_meta_get_mask:
+ * @meta: a meta
+ * @index: 0 .. gst_vision_detect_meta_get_n_detections() - 1
+ * @x: (out) (optional): left column of the mask's rectangle
+ * @y: (out) (optional): top row of the rectangle
+ * @width: (out) (optional): width of the rectangle and of the mask
+ * @height: (out) (optional): height of the rectangle and of the mask
+ *
+ * The instance mask of detection @index (see #GstVisionDetectionMask and
+ * gst_vision_detect_meta_get_mask_data()). The out arguments are untouched
+ * when it returns %NULL.
+ *
+ * Returns: (transfer full) (nullable): @width x @height bytes, row-major;
+ *     %NULL when the detection has no mask or @index is out of range
+ */
+GBytes *
+gst_vision_detect_meta_get_mask (const GstVisionDetectMeta * meta,
+    guint index, guint * x, guint * y, guint * width, guint * height)
+{
+  const GstVisionDetectionMask *mask;
+
+  g_return_val_if_fail (meta != NULL, NULL);
+
+  if (gst_vision_detect_meta_get_mask_data (meta, index, x, y, width,
+          height) == NULL)
+    return NULL;
+  mask = mask_entry (meta, index);
+  return g_bytes_ref (mask->data);
+}
+
+/**
  * gst_vision_detect_inference_name:
  * @inference: an inference status
  *
@@ -378,7 +690,7 @@ gst_vision_detect_inference_name (GstVisionDetectInference inference)
 /* The companion entry that describes @roi: the same ROI id and, within
  * rounding and rescaling, the same box (a foreign ROI meta may reuse an id);
  * each entry describes one ROI meta at most. */
-static GstVisionDetection *
+static gint
 companion_entry (GArray * companion, GArray * used,
     const GstVideoRegionOfInterestMeta * roi, guint width, guint height)
 {
@@ -395,15 +707,18 @@ companion_entry (GArray * companion, GArray * used,
         && fabs (c->x + c->w - (roi->x + roi->w)) <= tol
         && fabs (c->y + c->h - (roi->y + roi->h)) <= tol) {
       g_array_index (used, gboolean, i) = TRUE;
-      return c;
+      return (gint) i;
     }
   }
-  return NULL;
+  return -1;
 }
 
-/* Every companion entry of @buffer, in pixels of a @width x @height frame. */
+/* Every companion entry of @buffer, in pixels of a @width x @height frame;
+ * with @masks, their masks in the same frame (a GstVisionDetectionMask or
+ * NULL for each entry). */
 static GArray *
-companion_entries (GstBuffer * buffer, guint width, guint height)
+companion_entries (GstBuffer * buffer, guint width, guint height,
+    GPtrArray * masks)
 {
   GArray *entries = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
   GstVisionDetectMeta *meta;
@@ -429,23 +744,40 @@ companion_entries (GstBuffer * buffer, guint width, guint height)
       d.y *= sy;
       d.h *= sy;
       g_array_append_val (entries, d);
+      if (masks != NULL) {
+        const GstVisionDetectionMask *mask = mask_entry (meta, i);
+        GstVisionDetectionMask *m = NULL;
+
+        if (mask != NULL && (sx != 1.0 || sy != 1.0)) {
+          /* as the scale transform would have resampled it */
+          m = g_new (GstVisionDetectionMask, 1);
+          scale_mask (mask, meta->width, meta->height, width, height, m);
+          if (m->data == NULL)
+            g_clear_pointer (&m, g_free);
+        } else if (mask != NULL) {
+          m = gst_vision_detection_mask_copy (mask);
+        }
+        g_ptr_array_add (masks, m);
+      }
     }
   }
   return entries;
 }
 
-GArray *
-gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
-    guint height)
+static GArray *
+detections_from_buffer (GstBuffer * buffer, guint width, guint height,
+    GPtrArray * masks)
 {
   GArray *detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
   GArray *companion, *used;
+  GPtrArray *companion_masks = NULL;
   GstVideoRegionOfInterestMeta *roi;
   gpointer state = NULL;
 
-  g_return_val_if_fail (GST_IS_BUFFER (buffer), detections);
-
-  companion = companion_entries (buffer, width, height);
+  if (masks != NULL)
+    companion_masks = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_vision_detection_mask_free);
+  companion = companion_entries (buffer, width, height, companion_masks);
   used = g_array_new (FALSE, TRUE, sizeof (gboolean));
   g_array_set_size (used, companion->len);
 
@@ -458,8 +790,9 @@ gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
               GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
     GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
         "detection");
-    const GstVisionDetection *c = companion_entry (companion, used, roi,
-        width, height);
+    gint ci = companion_entry (companion, used, roi, width, height);
+    const GstVisionDetection *c = ci >= 0 ?
+        &g_array_index (companion, GstVisionDetection, ci) : NULL;
     gboolean have_box = FALSE, have_confidence = FALSE, have_label_id = FALSE,
         have_object_id = FALSE, have_tracked = FALSE;
     GstVisionDetection d;
@@ -526,8 +859,60 @@ gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
         d.tracked = c->tracked;
     }
     g_array_append_val (detections, d);
+    if (masks != NULL) {
+      /* moved out: each entry describes one ROI meta at most */
+      g_ptr_array_add (masks, ci >= 0 ?
+          g_ptr_array_index (companion_masks, ci) : NULL);
+      if (ci >= 0)
+        g_ptr_array_index (companion_masks, ci) = NULL;
+    }
   }
   g_array_unref (used);
   g_array_unref (companion);
+  if (companion_masks != NULL)
+    g_ptr_array_unref (companion_masks);
   return detections;
+}
+
+GArray *
+gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
+    guint height)
+{
+  g_return_val_if_fail (GST_IS_BUFFER (buffer),
+      g_array_new (FALSE, FALSE, sizeof (GstVisionDetection)));
+
+  return detections_from_buffer (buffer, width, height, NULL);
+}
+
+/**
+ * gst_vision_detections_from_buffer_full:
+ * @buffer: a video buffer
+ * @width: the buffer's frame width
+ * @height: the buffer's frame height
+ * @masks: (out) (transfer full) (element-type GstVisionDetectionMask):
+ *     where a new array is returned, parallel to the detections: the mask of
+ *     the #GstVisionDetectMeta entry matched to each ROI meta (as
+ *     gst_vision_detections_from_buffer() matches them), in pixels of the
+ *     @width x @height frame (resampled as the scale transform does when the
+ *     meta describes another size), or %NULL where there is none
+ *
+ * gst_vision_detections_from_buffer() with the companion meta's instance
+ * masks. A ROI meta's own mask (DL Streamer's "mask_rcnn" param, which
+ * visiondetect also attaches) is not read here: visionoverlay and visionjson
+ * use it when present and this mask only when the ROI meta has none (a
+ * scale transform dropped it).
+ *
+ * Returns: (transfer full) (element-type GstVisionDetection): a new array.
+ */
+GArray *
+gst_vision_detections_from_buffer_full (GstBuffer * buffer, guint width,
+    guint height, GPtrArray ** masks)
+{
+  g_return_val_if_fail (masks != NULL, NULL);
+  *masks = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_vision_detection_mask_free);
+  g_return_val_if_fail (GST_IS_BUFFER (buffer),
+      g_array_new (FALSE, FALSE, sizeof (GstVisionDetection)));
+
+  return detections_from_buffer (buffer, width, height, *masks);
 }

@@ -13,7 +13,29 @@
  * downstream resize. visionoverlay and visionjson read the ROI metas (the
  * truth: what other elements change or remove there wins) and take from this
  * meta only what a ROI meta lost or cannot carry (the exact box, confidence,
- * label id, object id, and whether the frame was inferred).
+ * label id, object id, the instance mask, and whether the frame was inferred).
+ *
+ * Instance masks (a Mask R-CNN's): a detection may carry an 8-bit mask beside
+ * it in the meta (gst_vision_detect_meta_add_detection_with_mask()), so that
+ * #GstVisionDetection stays a plain struct. The mask covers an integer
+ * rectangle of the meta's frame, one byte per frame pixel: byte (i, j) of row
+ * j is frame pixel (x + i, y + j); every frame pixel outside the rectangle has
+ * probability 0. A byte is round(255 p) of the object's probability p at the
+ * pixel, so byte / 255 is the probability and byte >= 128 exactly when
+ * p >= 0.5. visiondetect stores the engine's rectangle: torchvision's
+ * paste_masks_in_image rectangle (the box expanded by 30/28, clipped to the
+ * frame), slightly larger than the box, not the box's rounded pixels (the
+ * ROI meta's "mask_rcnn" param covers only those).
+ *
+ * On a scale transform the masks are resampled by nearest neighbour: output
+ * pixel (X, Y) takes the input pixel under its centre, (floor((X + 0.5) *
+ * in_width / out_width), floor((Y + 0.5) * in_height / out_height)), and the
+ * new rectangle is exactly the output pixels whose centre falls in the old
+ * one. Nearest keeps every value one the engine computed (so the >= 128
+ * decision of each output pixel is that of a source pixel, not a blend of
+ * two that may cross the threshold either way), is what visionoverlay and
+ * visionjson apply to a ROI meta's mask anyway, and a 2x upscale repeats each
+ * pixel exactly. A copy transform shares the (immutable) mask bytes.
  */
 #ifndef __GST_VISION_DETECT_META_H__
 #define __GST_VISION_DETECT_META_H__
@@ -122,7 +144,50 @@ typedef struct
   guint height;
   GArray *detections;
   GstVisionDetectInference inference;
+
+  /*< private >*/
+  GArray *masks;
 } GstVisionDetectMeta;
+
+/**
+ * GstVisionDetectionMask:
+ * @x: left column of the mask's rectangle, in pixels of the frame
+ * @y: top row of the rectangle
+ * @width: width of the rectangle and of the mask, in pixels
+ * @height: height of the rectangle and of the mask
+ * @data: @width x @height bytes, row-major, @width bytes a row: round(255 p)
+ *     of the probability p of each frame pixel of the rectangle (>= 128
+ *     exactly when p >= 0.5); %NULL when the detection has no mask
+ *
+ * A detection's instance mask over an integer rectangle of its frame (see
+ * the header's description): frame pixel (@x + i, @y + j) is byte
+ * @width * j + i of @data; every pixel outside the rectangle has probability
+ * 0. Registered as a boxed type (the copy shares @data, which is immutable).
+ */
+typedef struct
+{
+  guint x, y;
+  guint width, height;
+  GBytes *data;
+} GstVisionDetectionMask;
+
+GST_VISION_DETECT_META_API
+GType gst_vision_detection_mask_get_type (void);
+#define GST_TYPE_VISION_DETECTION_MASK (gst_vision_detection_mask_get_type ())
+
+GST_VISION_DETECT_META_API
+GstVisionDetectionMask *gst_vision_detection_mask_copy (const
+    GstVisionDetectionMask * mask);
+
+GST_VISION_DETECT_META_API
+void gst_vision_detection_mask_free (GstVisionDetectionMask * mask);
+
+GST_VISION_DETECT_META_API
+GBytes *gst_vision_detection_mask_get_data (const GstVisionDetectionMask * mask);
+
+GST_VISION_DETECT_META_API
+gboolean gst_vision_detection_mask_at (const GstVisionDetectionMask * mask,
+    guint x, guint y);
 
 GST_VISION_DETECT_META_API
 GType gst_vision_detect_meta_api_get_type (void);
@@ -143,6 +208,15 @@ GST_VISION_DETECT_META_API
 void gst_vision_detect_meta_add_detection (GstVisionDetectMeta * meta,
     const GstVisionDetection * detection);
 
+GST_VISION_DETECT_META_API
+gboolean gst_vision_detect_meta_add_detection_with_mask (GstVisionDetectMeta *
+    meta, const GstVisionDetection * detection, guint x, guint y, guint width,
+    guint height, GBytes * mask);
+
+GST_VISION_DETECT_META_API
+const guint8 *gst_vision_detect_meta_get_mask_data (const GstVisionDetectMeta *
+    meta, guint index, guint * x, guint * y, guint * width, guint * height);
+
 /* Accessors: the fields are public in C; these are for the bindings, and
  * check their arguments. */
 
@@ -162,6 +236,10 @@ guint gst_vision_detect_meta_get_n_detections (const GstVisionDetectMeta * meta)
 GST_VISION_DETECT_META_API
 gboolean gst_vision_detect_meta_get_detection (const GstVisionDetectMeta * meta,
     guint index, GstVisionDetection * detection);
+
+GST_VISION_DETECT_META_API
+GBytes *gst_vision_detect_meta_get_mask (const GstVisionDetectMeta * meta,
+    guint index, guint * x, guint * y, guint * width, guint * height);
 
 /* Reading detections back, for visionoverlay, visionjson and the tests. */
 
@@ -188,6 +266,10 @@ gboolean gst_vision_detect_meta_get_detection (const GstVisionDetectMeta * meta,
 GST_VISION_DETECT_META_API
 GArray *gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
     guint height);
+
+GST_VISION_DETECT_META_API
+GArray *gst_vision_detections_from_buffer_full (GstBuffer * buffer,
+    guint width, guint height, GPtrArray ** masks);
 
 G_END_DECLS
 

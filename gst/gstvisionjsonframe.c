@@ -51,8 +51,9 @@ gchar *
 gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
     guint64 frame_index)
 {
-  GArray *detections = gst_vision_detections_from_buffer (buffer, width,
-      height);
+  GPtrArray *masks = NULL;
+  GArray *detections = gst_vision_detections_from_buffer_full (buffer, width,
+      height, &masks);
   GString *json = g_string_sized_new (128 + 256 * detections->len);
   GstVisionDetectMeta *meta;
   guint i;
@@ -104,13 +105,13 @@ gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
     g_string_append (json, ",\"h\":");
     gst_vision_json_append_number (json, d->h, 2);
     g_string_append (json, "}");
-    /* only for instance masks (a Mask R-CNN's, on the ROI meta) */
+    /* only for instance masks (a Mask R-CNN's, on the ROI meta, else in the
+     * companion meta) */
     {
-      GstVideoRegionOfInterestMeta *roi =
-          gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
       GstVisionMask mask;
 
-      if (roi != NULL && gst_vision_mask_from_roi (roi, &mask)) {
+      if (gst_vision_mask_for_detection (buffer, d,
+              g_ptr_array_index (masks, i), &mask)) {
         append_rle (json, &mask, width, height);
         gst_vision_mask_clear (&mask);
       }
@@ -124,6 +125,7 @@ gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
   g_string_append (json, "]}");
 
   g_array_unref (detections);
+  g_ptr_array_unref (masks);
   return g_string_free (json, FALSE);
 }
 

@@ -64,9 +64,36 @@ out_invalid:
   return FALSE;
 }
 
+gboolean
+gst_vision_mask_for_detection (GstBuffer * buffer,
+    const GstVisionDetection * d, const GstVisionDetectionMask * companion,
+    GstVisionMask * mask)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
+
+  /* the ROI meta's own mask wins, as its other fields do */
+  if (roi != NULL && gst_vision_mask_from_roi (roi, mask))
+    return TRUE;
+  memset (mask, 0, sizeof (*mask));
+  if (companion == NULL || companion->data == NULL || companion->width == 0
+      || companion->height == 0
+      || g_bytes_get_size (companion->data) !=
+      (gsize) companion->width * companion->height)
+    return FALSE;
+  mask->x = companion->x;
+  mask->y = companion->y;
+  mask->width = mask->mask_width = companion->width;
+  mask->height = mask->mask_height = companion->height;
+  mask->bytes_ref = g_bytes_ref (companion->data);
+  mask->bytes = g_bytes_get_data (mask->bytes_ref, NULL);
+  return TRUE;
+}
+
 void
 gst_vision_mask_clear (GstVisionMask * mask)
 {
   g_clear_pointer (&mask->data, g_variant_unref);
+  g_clear_pointer (&mask->bytes_ref, g_bytes_unref);
   memset (mask, 0, sizeof (*mask));
 }

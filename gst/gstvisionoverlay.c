@@ -12,7 +12,8 @@
  * are dashed, and with #GstVisionOverlay:trail each tracked object draws the
  * path of its last centres. A detection with an instance mask (a Mask R-CNN's, the
  * "mask_rcnn" parameter of its #GstVideoRegionOfInterestMeta, as visiondetect and
- * DL Streamer attach it) gets its mask filled with the class colour, translucent
+ * DL Streamer attach it, else the companion meta's mask, which survives scaling)
+ * gets its mask filled with the class colour, translucent
  * (#GstVisionOverlay:masks turns that off). It reads the detections visiondetect attaches (its companion
  * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
  * "detection" parameters DL Streamer uses when present.
@@ -280,22 +281,22 @@ draw_trails (cairo_t * cr, GHashTable * trails, gdouble line_width,
   cairo_restore (cr);
 }
 
-/* Fills the instance mask of @d's ROI meta in @buffer, if it has one, with the
- * colour @rgb (as Cairo sees it) at MASK_ALPHA, through an A8 surface over the
- * ROI's rectangle (clipped to the frame), opaque where the probability is >= 0.5. */
+/* Fills the instance mask of @d, if it has one (its ROI meta's in @buffer, else
+ * @companion, the companion meta's), with the colour @rgb (as Cairo sees it) at
+ * MASK_ALPHA, through an A8 surface over the mask's rectangle (clipped to the
+ * frame), opaque where the probability is >= 0.5. */
 static void
 fill_mask (cairo_t * cr, GstBuffer * buffer, const GstVisionDetection * d,
-    gint width, gint height, const gdouble rgb[3])
+    const GstVisionDetectionMask * companion, gint width, gint height,
+    const gdouble rgb[3])
 {
-  GstVideoRegionOfInterestMeta *roi =
-      gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
   GstVisionMask mask;
   cairo_surface_t *alpha;
   guint x0, y0, x1, y1, x, y;
   guint8 *data;
   gint stride;
 
-  if (roi == NULL || !gst_vision_mask_from_roi (roi, &mask))
+  if (!gst_vision_mask_for_detection (buffer, d, companion, &mask))
     return;
   x0 = MIN (mask.x, (guint) width);
   y0 = MIN (mask.y, (guint) height);
@@ -322,12 +323,13 @@ fill_mask (cairo_t * cr, GstBuffer * buffer, const GstVisionDetection * d,
 
 /* Draws the detections with colours given as seen by Cairo; @swap_rb when the
  * frame's bytes hold red where Cairo puts blue. With @masks, the instance masks
- * of @buffer's ROI metas first, under the boxes. */
+ * first, under the boxes: @buffer's ROI metas', else @companion_masks' (one
+ * per detection, from gst_vision_detections_from_buffer_full()). */
 static void
 draw_detections (cairo_t * cr, PangoContext * pango, GstBuffer * buffer,
-    GArray * detections, gint width, gint height, gdouble line_width,
-    PangoFontDescription * font, GstVisionOverlayText text, gboolean swap_rb,
-    gboolean masks)
+    GArray * detections, GPtrArray * companion_masks, gint width, gint height,
+    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
+    gboolean swap_rb, gboolean masks)
 {
   PangoLayout *layout = NULL;
   guint i;
@@ -349,7 +351,8 @@ draw_detections (cairo_t * cr, PangoContext * pango, GstBuffer * buffer,
       rgb[0] = rgb[2];
       rgb[2] = r;
     }
-    fill_mask (cr, buffer, d, width, height, rgb);
+    fill_mask (cr, buffer, d, g_ptr_array_index (companion_masks, i), width,
+        height, rgb);
   }
 
   cairo_set_line_width (cr, line_width);
@@ -499,6 +502,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   const gint width = GST_VIDEO_FRAME_WIDTH (frame);
   const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
   GArray *detections;
+  GPtrArray *companion_masks = NULL;
   PangoFontDescription *font;
   GstVisionOverlayText text;
   gdouble line_width;
@@ -507,7 +511,8 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   cairo_surface_t *surface;
   cairo_t *cr;
 
-  detections = gst_vision_detections_from_buffer (frame->buffer, width, height);
+  detections = gst_vision_detections_from_buffer_full (frame->buffer, width,
+      height, &companion_masks);
   GST_OBJECT_LOCK (self);
   trail = self->trail;
   GST_OBJECT_UNLOCK (self);
@@ -517,6 +522,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     g_clear_pointer (&self->trails, g_hash_table_unref);
   if (detections->len == 0) {
     g_array_unref (detections);
+    g_ptr_array_unref (companion_masks);
     return GST_FLOW_OK;
   }
 
@@ -566,8 +572,8 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     self->font_map = pango_cairo_font_map_new ();
     self->pango = pango_font_map_create_context (self->font_map);
   }
-  draw_detections (cr, self->pango, frame->buffer, detections, width, height,
-      line_width, font, text, swap_rb, masks);
+  draw_detections (cr, self->pango, frame->buffer, detections,
+      companion_masks, width, height, line_width, font, text, swap_rb, masks);
   if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
     GST_WARNING_OBJECT (self, "drawing failed: %s",
         cairo_status_to_string (cairo_status (cr)));
@@ -579,6 +585,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
 
   pango_font_description_free (font);
   g_array_unref (detections);
+  g_ptr_array_unref (companion_masks);
   return GST_FLOW_OK;
 }
 
