@@ -7,7 +7,9 @@
  * without masks ($VD_TEST_SOAK_MODEL) adds no such param. */
 #include "vdtest.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #define W 64
@@ -182,6 +184,326 @@ GST_START_TEST (test_roi_mask_params)
 
 GST_END_TEST;
 
+/* The engine's masks of @dets (vd-detect --json) as full W x H frames of
+ * bytes, one per detection (0 outside each rectangle). */
+static guint8 **
+engine_masks (JsonArray * dets)
+{
+  guint n = json_array_get_length (dets);
+  guint8 **frames = g_new0 (guint8 *, n + 1);
+
+  for (guint i = 0; i < n; i++) {
+    JsonObject *rm = json_object_get_object_member
+        (json_array_get_object_element (dets, i), "mask");
+    gint mx = json_object_get_int_member (rm, "x");
+    gint my = json_object_get_int_member (rm, "y");
+    gint mw = json_object_get_int_member (rm, "width");
+    gint mh = json_object_get_int_member (rm, "height");
+    gsize n_bytes = 0;
+    guchar *bytes = g_base64_decode (json_object_get_string_member (rm,
+            "data"), &n_bytes);
+
+    fail_unless_equals_int (n_bytes, (gsize) mw * mh);
+    fail_unless (mx >= 0 && my >= 0 && mx + mw <= W && my + mh <= H);
+    frames[i] = g_malloc0 ((gsize) W * H);
+    for (gint y = 0; y < mh; y++)
+      memcpy (frames[i] + (gsize) (my + y) * W + mx, bytes + (gsize) y * mw,
+          mw);
+    g_free (bytes);
+  }
+  return frames;
+}
+
+/* Whether output pixel (@x, @y) of a W x H frame scaled to @ow x @oh is in
+ * the object of @mask (a full frame): the input pixel under its centre has
+ * a byte >= 128. */
+static gboolean
+scaled_mask_at (const guint8 * mask, guint x, guint y, guint ow, guint oh)
+{
+  guint sx = (guint) floor ((x + 0.5) * W / ow);
+  guint sy = (guint) floor ((y + 0.5) * H / oh);
+
+  return mask[(gsize) sy * W + sx] >= 128;
+}
+
+/* The companion meta carries each detection's mask: the engine's rectangle and
+ * bytes, exactly. */
+GST_START_TEST (test_companion_masks)
+{
+  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  guint8 *pixels = frame_pixels ();
+  gchar *ppm = write_ppm (pixels);
+  JsonArray *dets = NULL;
+  JsonParser *parser;
+  GstBuffer *out;
+  GstVisionDetectMeta *meta;
+  guint n_masks = 0;
+
+  fail_unless (model != NULL);
+  parser = engine_reference (model, ppm, &dets);
+  out = detect_frame (model, pixels);
+  meta = gst_buffer_get_vision_detect_meta (out);
+  fail_unless (meta != NULL);
+  fail_unless_equals_int (gst_vision_detect_meta_get_n_detections (meta),
+      json_array_get_length (dets));
+  for (guint i = 0; i < json_array_get_length (dets); i++) {
+    JsonObject *rm = json_object_get_object_member
+        (json_array_get_object_element (dets, i), "mask");
+    guint mw = json_object_get_int_member (rm, "width");
+    guint mh = json_object_get_int_member (rm, "height");
+    guint x = 0, y = 0, w = 0, h = 0;
+    const guint8 *data = gst_vision_detect_meta_get_mask_data (meta, i, &x,
+        &y, &w, &h);
+    gsize n_bytes = 0;
+    guchar *bytes;
+
+    if (mw == 0 || mh == 0) {
+      fail_unless (data == NULL);
+      continue;
+    }
+    fail_unless (data != NULL, "detection %u has no mask", i);
+    fail_unless_equals_int (x, json_object_get_int_member (rm, "x"));
+    fail_unless_equals_int (y, json_object_get_int_member (rm, "y"));
+    fail_unless_equals_int (w, mw);
+    fail_unless_equals_int (h, mh);
+    bytes = g_base64_decode (json_object_get_string_member (rm, "data"),
+        &n_bytes);
+    fail_unless (n_bytes == (gsize) w * h && memcmp (bytes, data, n_bytes) == 0,
+        "detection %u: not the engine's mask", i);
+    g_free (bytes);
+    n_masks++;
+  }
+  fail_unless (n_masks > 0);
+
+  gst_buffer_unref (out);
+  g_object_unref (parser);
+  g_free (ppm);
+  g_free (pixels);
+}
+
+GST_END_TEST;
+
+/* COCO RLE (column-major runs of 0 and 1 from 0) decoded into a frame. */
+static guint8 *
+decode_rle (JsonObject * segmentation, guint fw, guint fh)
+{
+  JsonArray *size = json_object_get_array_member (segmentation, "size");
+  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
+  guint8 *frame = g_malloc0 ((gsize) fw * fh);
+  guint64 at = 0;
+
+  fail_unless_equals_int (json_array_get_int_element (size, 0), fh);
+  fail_unless_equals_int (json_array_get_int_element (size, 1), fw);
+  for (guint i = 0; i < json_array_get_length (counts); i++) {
+    gint64 n = json_array_get_int_element (counts, i);
+
+    fail_unless (n >= 0 && at + n <= (guint64) fw * fh);
+    for (gint64 k = 0; k < n; k++, at++)
+      frame[(at % fh) * fw + at / fh] = i % 2;
+  }
+  fail_unless_equals_int (at, (guint64) fw * fh);
+  return frame;
+}
+
+static GstBuffer *
+run_after_videoscale (const gchar * model, const guint8 * pixels, guint ow,
+    guint oh, const gchar * tail)
+{
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=2 "
+      "threshold=0 device=cpu ! videoscale ! capsfilter caps=video/x-raw,"
+      "width=%u,height=%u ! %s", model, ow, oh, tail);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *out;
+
+  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=64,"
+      "height=48,framerate=30/1");
+  fail_unless_equals_int (gst_harness_push (h,
+          gst_buffer_new_memdup (pixels, (gsize) W * H * 3)), GST_FLOW_OK);
+  out = gst_harness_pull (h);
+  fail_unless (out != NULL);
+  gst_harness_teardown (h);
+  g_free (launch);
+  return out;
+}
+
+/* visiondetect ! videoscale (1.5x) ! visionjson: the ROI metas lost their
+ * masks, the JSON still has each detection's segmentation: the engine's mask
+ * resampled by nearest neighbour, >= 128. */
+GST_START_TEST (test_json_after_videoscale)
+{
+  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  const guint ow = 96, oh = 72;
+  guint8 *pixels = frame_pixels ();
+  gchar *ppm = write_ppm (pixels);
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *tail = g_strdup_printf ("visionjson location=\"%s\"", path);
+  JsonArray *dets = NULL, *objects;
+  JsonParser *parser, *json = json_parser_new ();
+  guint8 **masks;
+  gchar *contents = NULL;
+  GstBuffer *out;
+  gpointer state = NULL;
+  GstMeta *meta;
+  guint n_in = 0, n_segmented = 0;
+
+  fail_unless (model != NULL);
+  parser = engine_reference (model, ppm, &dets);
+  masks = engine_masks (dets);
+  out = run_after_videoscale (model, pixels, ow, oh, tail);
+  while ((meta = gst_buffer_iterate_meta_filtered (out, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)))
+    fail_unless (gst_video_region_of_interest_meta_get_param (
+            (GstVideoRegionOfInterestMeta *) meta, "mask_rcnn") == NULL,
+        "a ROI meta kept its mask through videoscale: nothing to check");
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  fail_unless (json_parser_load_from_data (json, contents, -1, NULL));
+  objects = json_object_get_array_member (json_node_get_object
+      (json_parser_get_root (json)), "objects");
+  fail_unless_equals_int (json_array_get_length (objects),
+      json_array_get_length (dets));
+  for (guint i = 0; i < json_array_get_length (objects); i++) {
+    JsonObject *o = json_array_get_object_element (objects, i);
+    gboolean any = FALSE;
+    guint8 *frame;
+
+    /* the JSON's objects are the ROI metas, in the engine's order */
+    fail_unless_equals_int (json_object_get_int_member (o, "id"), i);
+    for (guint y = 0; y < oh && !any; y++)
+      for (guint x = 0; x < ow && !any; x++)
+        any = scaled_mask_at (masks[i], x, y, ow, oh);
+    if (!json_object_has_member (o, "segmentation")) {
+      /* only a mask with no pixel left at the new size */
+      fail_if (any, "object %u lost its segmentation", i);
+      continue;
+    }
+    frame = decode_rle (json_object_get_object_member (o, "segmentation"),
+        ow, oh);
+    for (guint y = 0; y < oh; y++)
+      for (guint x = 0; x < ow; x++) {
+        gboolean want = scaled_mask_at (masks[i], x, y, ow, oh);
+
+        fail_unless_equals_int (frame[y * ow + x], want);
+        n_in += want;
+      }
+    g_free (frame);
+    n_segmented++;
+  }
+  fail_unless (n_segmented > 0 && n_in > 0);
+
+  gst_buffer_unref (out);
+  g_strfreev ((gchar **) masks);
+  g_object_unref (json);
+  g_object_unref (parser);
+  g_free (contents);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (tail);
+  g_free (dir);
+  g_free (ppm);
+  g_free (pixels);
+}
+
+GST_END_TEST;
+
+static guint8 *
+frame_bytes (GstBuffer * buffer, guint fw, guint fh, gint * stride)
+{
+  GstVideoInfo info;
+  GstVideoFrame frame;
+  guint8 *copy;
+
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, fw, fh);
+  fail_unless (gst_video_frame_map (&frame, &info, buffer, GST_MAP_READ));
+  *stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+  copy = g_memdup2 (GST_VIDEO_FRAME_PLANE_DATA (&frame, 0),
+      (gsize) * stride * fh);
+  gst_video_frame_unmap (&frame);
+  return copy;
+}
+
+/* visiondetect ! videoscale (2x) ! visionoverlay: with masks=true against
+ * masks=false, the pixels that change are exactly those of the engine's masks
+ * resampled (>= 128), except under the boxes' one-pixel outlines (drawn over
+ * the masks in both). */
+GST_START_TEST (test_overlay_after_videoscale)
+{
+  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  const guint ow = 128, oh = 96;
+  guint8 *pixels = frame_pixels ();
+  gchar *ppm = write_ppm (pixels);
+  JsonArray *dets = NULL;
+  JsonParser *parser;
+  guint8 **masks, *a, *b, *outline;
+  GstBuffer *with, *without;
+  GArray *boxes;
+  gint stride;
+  guint n_drawn = 0, n_union = 0;
+
+  fail_unless (model != NULL);
+  parser = engine_reference (model, ppm, &dets);
+  masks = engine_masks (dets);
+  with = run_after_videoscale (model, pixels, ow, oh,
+      "visionoverlay text=none line-width=1 masks=true");
+  without = run_after_videoscale (model, pixels, ow, oh,
+      "visionoverlay text=none line-width=1 masks=false");
+  a = frame_bytes (with, ow, oh, &stride);
+  b = frame_bytes (without, ow, oh, &stride);
+
+  /* the boxes as visionoverlay rounds them; a box of 2 pixels or less across
+   * is filled */
+  outline = g_malloc0 ((gsize) ow * oh);
+  boxes = gst_vision_detections_from_buffer (with, ow, oh);
+  for (guint i = 0; i < boxes->len; i++) {
+    const GstVisionDetection *d = &g_array_index (boxes, GstVisionDetection, i);
+    gint x0 = CLAMP (floor (d->x + 0.5), 0, ow);
+    gint y0 = CLAMP (floor (d->y + 0.5), 0, oh);
+    gint x1 = CLAMP (floor (d->x + d->w + 0.5), x0, ow);
+    gint y1 = CLAMP (floor (d->y + d->h + 0.5), y0, oh);
+    gboolean filled = x1 - x0 <= 2 || y1 - y0 <= 2;
+
+    for (gint y = y0; y < y1; y++)
+      for (gint x = x0; x < x1; x++)
+        if (filled || x == x0 || y == y0 || x == x1 - 1 || y == y1 - 1)
+          outline[y * ow + x] = 1;
+  }
+  g_array_unref (boxes);
+
+  for (guint y = 0; y < oh; y++)
+    for (guint x = 0; x < ow; x++) {
+      gboolean in_mask = FALSE, differs;
+
+      for (guint i = 0; masks[i] != NULL && !in_mask; i++)
+        in_mask = scaled_mask_at (masks[i], x, y, ow, oh);
+      differs = memcmp (a + (gsize) y * stride + 3 * x,
+          b + (gsize) y * stride + 3 * x, 3) != 0;
+      if (outline[y * ow + x]) {
+        fail_if (differs, "(%u, %u): an outline changed with masks", x, y);
+        continue;
+      }
+      fail_unless (differs == in_mask, "(%u, %u): %s, but %s", x, y,
+          in_mask ? "in a mask" : "in no mask", differs ? "drawn" : "not drawn");
+      n_drawn += differs;
+      n_union += in_mask;
+    }
+  fail_unless (n_drawn > 0);
+  GST_INFO ("%u mask pixels drawn", n_drawn);
+
+  g_free (outline);
+  g_free (a);
+  g_free (b);
+  gst_buffer_unref (with);
+  gst_buffer_unref (without);
+  g_strfreev ((gchar **) masks);
+  g_object_unref (parser);
+  g_free (ppm);
+  g_free (pixels);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_no_mask_without_mask_head)
 {
   const gchar *model = g_getenv ("VD_TEST_SOAK_MODEL");
@@ -216,6 +538,9 @@ visiondetect_masks_suite (void)
   tcase_set_timeout (tc, 120);
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_roi_mask_params);
+  tcase_add_test (tc, test_companion_masks);
+  tcase_add_test (tc, test_json_after_videoscale);
+  tcase_add_test (tc, test_overlay_after_videoscale);
   tcase_add_test (tc, test_no_mask_without_mask_head);
   return s;
 }
