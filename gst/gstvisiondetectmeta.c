@@ -889,7 +889,7 @@ gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
  * @buffer: a video buffer
  * @width: the buffer's frame width
  * @height: the buffer's frame height
- * @masks: (out) (transfer full) (element-type GstVisionDetectionMask):
+ * @masks: (out) (transfer container) (element-type GstVisionDetectionMask):
  *     where a new array is returned, parallel to the detections: the mask of
  *     the #GstVisionDetectMeta entry matched to each ROI meta (as
  *     gst_vision_detections_from_buffer() matches them), in pixels of the

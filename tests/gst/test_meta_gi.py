@@ -21,7 +21,13 @@ introspection data:
   without one);
 - over the run: detections on inferred frames, tracked boxes (tracked=TRUE,
   object id > 0) on skipped ones, at least one object id reused across frames;
-- a buffer without the meta gives None, an index out of range FALSE.
+- a buffer without the meta gives None, an index out of range FALSE;
+- instance masks through the bindings: add_detection_with_mask with a
+  GLib.Bytes (a wrong size refused), get_mask's bytes and rectangle, None for
+  a detection without one, and the same after a copy of the buffer.
+  (gst_vision_detections_from_buffer_full() is not called: PyGObject 3.42
+  frees the elements of a returned GArray of structs twice, which its
+  detections array is, as gst_vision_detections_from_buffer()'s is.)
 
 Exits 77 (skipped) only when the typelib was not built (no
 GObject-Introspection at configure time), 1 on any mismatch.
@@ -183,8 +189,35 @@ def check_buffer(index, buf, stats):
         check(not ok, f"frame {index}: get_detection({n}) out of range returned TRUE")
 
 
+def check_masks():
+    """A detection's mask in and out through the typelib."""
+    buf = Gst.Buffer.new()
+    meta = GstVisionDetect.buffer_add_vision_detect_meta(buf, 64, 48)
+    d = GstVisionDetect.VisionDetection()
+    d.x, d.y, d.w, d.h, d.roi_id = 6.0, 8.0, 20.0, 14.0, 0
+    data = bytes((i * 37) % 256 for i in range(5 * 3))
+    check(meta.add_detection_with_mask(d, 5, 7, 5, 3, GLib.Bytes.new(data)),
+          "add_detection_with_mask refused a 5x3 mask")
+    check(not meta.add_detection_with_mask(d, 5, 7, 5, 4, GLib.Bytes.new(data)),
+          "add_detection_with_mask took 15 bytes for a 5x4 mask")
+    check(not meta.add_detection_with_mask(d, 60, 7, 5, 3, GLib.Bytes.new(data)),
+          "add_detection_with_mask took a rectangle outside the frame")
+    meta.add_detection(d)
+    check(meta.get_n_detections() == 2,
+          f"{meta.get_n_detections()} detections, want 2")
+    copy = buf.copy_deep()  # the meta lives as long as its buffer
+    for where, m in (("meta", meta),
+                     ("copy", GstVisionDetect.buffer_get_vision_detect_meta(copy))):
+        got = m.get_mask(0)
+        check(got[0] is not None and got[0].get_data() == data,
+              f"{where}: get_mask(0) bytes {got[0]}")
+        check(tuple(got[1:]) == (5, 7, 5, 3), f"{where}: get_mask(0) rectangle {got[1:]}")
+        check(m.get_mask(1)[0] is None, f"{where}: a mask for detection 1")
+
+
 def main():
     Gst.init(None)
+    check_masks()
     check(GstVisionDetect.buffer_get_vision_detect_meta(Gst.Buffer.new()) is None,
           "a buffer without the meta gives a meta")
 
