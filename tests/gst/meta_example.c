@@ -80,6 +80,51 @@ main (int argc, char **argv)
   CHECK (gst_vision_detection_get_label (NULL) == NULL);
   gst_vision_detection_free (NULL);
 
+  /* an instance mask: 3x2 bytes at (5, 7), shared with the meta */
+  {
+    static const guint8 pixels[6] = { 0, 127, 128, 255, 200, 1 };
+    GBytes *bytes = g_bytes_new_static (pixels, sizeof (pixels));
+    GstVisionDetectionMask *mask;
+    GPtrArray *masks = NULL;
+    GArray *detections;
+    const guint8 *data;
+    guint x = 0, y = 0, w = 0, h = 0;
+
+    CHECK (gst_vision_detect_meta_add_detection_with_mask (meta, &in, 5, 7, 3,
+            2, bytes));
+    CHECK (!gst_vision_detect_meta_add_detection_with_mask (meta, &in, 5, 7, 3,
+            3, bytes));
+    CHECK (gst_vision_detect_meta_get_n_detections (meta) == 2);
+    CHECK (gst_vision_detect_meta_get_mask_data (meta, 0, NULL, NULL, NULL,
+            NULL) == NULL);
+    data = gst_vision_detect_meta_get_mask_data (meta, 1, &x, &y, &w, &h);
+    CHECK (data == pixels && x == 5 && y == 7 && w == 3 && h == 2);
+    g_bytes_unref (bytes);
+    bytes = gst_vision_detect_meta_get_mask (meta, 1, NULL, NULL, NULL, NULL);
+    CHECK (bytes != NULL && g_bytes_get_size (bytes) == 6);
+    g_bytes_unref (bytes);
+    /* no ROI meta on the buffer: no detection, no mask */
+    detections = gst_vision_detections_from_buffer_full (buffer, 640, 480,
+        &masks);
+    CHECK (detections->len == 0 && masks != NULL && masks->len == 0);
+    g_array_unref (detections);
+    g_ptr_array_unref (masks);
+    CHECK (G_TYPE_IS_BOXED (GST_TYPE_VISION_DETECTION_MASK));
+    mask = g_new0 (GstVisionDetectionMask, 1);
+    mask->x = 5;
+    mask->y = 7;
+    mask->width = 3;
+    mask->height = 2;
+    mask->data = g_bytes_new_static (pixels, sizeof (pixels));
+    CHECK (!gst_vision_detection_mask_at (mask, 5, 7));
+    CHECK (gst_vision_detection_mask_at (mask, 7, 7));
+    CHECK (gst_vision_detection_mask_at (mask, 5, 8));
+    CHECK (!gst_vision_detection_mask_at (mask, 8, 7));
+    CHECK (gst_vision_detection_mask_get_data (mask) == mask->data);
+    gst_vision_detection_mask_free (gst_vision_detection_mask_copy (mask));
+    gst_vision_detection_mask_free (mask);
+  }
+
   gst_buffer_unref (buffer);
   if (failures == 0)
     g_print ("all checks passed\n");
