@@ -10,8 +10,11 @@
  * #GstVideoRegionOfInterestMeta per detection: roi_type is the class name and a
  * "detection" parameter structure holds `x_min`, `y_min`, `x_max`, `y_max`
  * (normalised 0..1), `confidence`, `label_id` and `label`, as DL Streamer's
- * elements read them. A companion meta (GstVisionDetectMeta) keeps every field
- * through a downstream videoscale. The video itself passes unchanged.
+ * elements read them. With a Mask R-CNN model each ROI meta also gets DL
+ * Streamer's "mask_rcnn" instance-segmentation param over its rectangle. A
+ * companion meta (GstVisionDetectMeta) keeps every field, the instance masks
+ * included (resampled), through a downstream videoscale. The video itself
+ * passes unchanged.
  *
  * The engine runs on CUDA when a device is available and on the CPU otherwise
  * (with a warning on the bus). Frames are handed to the engine by the streaming

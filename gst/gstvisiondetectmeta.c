@@ -85,7 +85,8 @@ gst_vision_detection_mask_copy (const GstVisionDetectionMask * mask)
 /**
  * gst_vision_detection_mask_free:
  * @mask: (transfer full) (nullable): a mask from
- *     gst_vision_detection_mask_copy() or gst_vision_detections_from_buffer_full()
+ *     gst_vision_detection_mask_copy() or
+ *     gst_vision_detections_from_buffer_full()
  */
 void
 gst_vision_detection_mask_free (GstVisionDetectionMask * mask)

@@ -183,7 +183,8 @@ GST_VISION_DETECT_META_API
 void gst_vision_detection_mask_free (GstVisionDetectionMask * mask);
 
 GST_VISION_DETECT_META_API
-GBytes *gst_vision_detection_mask_get_data (const GstVisionDetectionMask * mask);
+GBytes *gst_vision_detection_mask_get_data (const GstVisionDetectionMask *
+    mask);
 
 GST_VISION_DETECT_META_API
 gboolean gst_vision_detection_mask_at (const GstVisionDetectionMask * mask,

@@ -340,8 +340,8 @@ GST_START_TEST (test_videoscale)
 {
   GstBuffer *in = frame_with_mask ();
   GList *out = vdtest_run_pipeline ("videoscale ! "
-      "capsfilter caps=video/x-raw,width=96,height=72", "video/x-raw,format=RGB,width=64,"
-      "height=48,framerate=30/1", &in, 1);
+      "capsfilter caps=video/x-raw,width=96,height=72",
+      "video/x-raw,format=RGB,width=64,height=48,framerate=30/1", &in, 1);
 
   fail_unless_equals_int (g_list_length (out), 1);
   check_scaled_mask (gst_buffer_get_vision_detect_meta (out->data), 96, 72);
@@ -449,8 +449,9 @@ GST_START_TEST (test_json_after_videoscale)
 {
   gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
   gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *description = g_strdup_printf ("videoscale ! "
-      "capsfilter caps=video/x-raw,width=112,height=84 ! visionjson location=\"%s\"", path);
+  gchar *description = g_strdup_printf ("videoscale ! capsfilter "
+      "caps=video/x-raw,width=112,height=84 ! visionjson location=\"%s\"",
+      path);
   GstBuffer *in = frame_with_mask ();
   JsonParser *parser = json_parser_new ();
   JsonArray *objects;
@@ -517,7 +518,8 @@ frame_bytes (GstBuffer * buffer, guint fw, guint fh, gint * stride)
  * nothing else does. */
 GST_START_TEST (test_overlay_after_videoscale)
 {
-  const gchar *caps = "video/x-raw,format=RGB,width=64,height=48,framerate=30/1";
+  const gchar *caps =
+      "video/x-raw,format=RGB,width=64,height=48,framerate=30/1";
   GstBuffer *in = frame_with_mask ();
   GList *with = vdtest_run_pipeline ("videoscale ! "
       "capsfilter caps=video/x-raw,width=128,height=96 ! visionoverlay text=none "
