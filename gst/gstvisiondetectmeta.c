@@ -903,7 +903,7 @@ gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
  * use it when present and this mask only when the ROI meta has none (a
  * scale transform dropped it).
  *
- * Returns: (transfer full) (element-type GstVisionDetection): a new array.
+ * Returns: (transfer container) (element-type GstVisionDetection): a new array.
  */
 GArray *
 gst_vision_detections_from_buffer_full (GstBuffer * buffer, guint width,

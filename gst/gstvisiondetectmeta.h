@@ -262,7 +262,7 @@ GBytes *gst_vision_detect_meta_get_mask (const GstVisionDetectMeta * meta,
  * "object_id" param's "id" (DL Streamer's gvatrack convention). A companion
  * entry whose ROI meta is gone is not reported.
  *
- * Returns: (transfer full) (element-type GstVisionDetection): a new array.
+ * Returns: (transfer container) (element-type GstVisionDetection): a new array.
  */
 GST_VISION_DETECT_META_API
 GArray *gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,

@@ -24,10 +24,12 @@ introspection data:
 - a buffer without the meta gives None, an index out of range FALSE;
 - instance masks through the bindings: add_detection_with_mask with a
   GLib.Bytes (a wrong size refused), get_mask's bytes and rectangle, None for
-  a detection without one, and the same after a copy of the buffer.
-  (gst_vision_detections_from_buffer_full() is not called: PyGObject 3.42
-  frees the elements of a returned GArray of structs twice, which its
-  detections array is, as gst_vision_detections_from_buffer()'s is.)
+  a detection without one, and the same after a copy of the buffer;
+  vision_detections_from_buffer(_full) with a ROI meta for each detection:
+  the detections' boxes and the masks (a VisionDetectionMask with the
+  rectangle, the bytes and at(), None for the detection without one), the
+  arrays freed without a double free (their elements are copied: the
+  annotations say transfer container).
 
 Exits 77 (skipped) only when the typelib was not built (no
 GObject-Introspection at configure time), 1 on any mismatch.
@@ -213,6 +215,27 @@ def check_masks():
               f"{where}: get_mask(0) bytes {got[0]}")
         check(tuple(got[1:]) == (5, 7, 5, 3), f"{where}: get_mask(0) rectangle {got[1:]}")
         check(m.get_mask(1)[0] is None, f"{where}: a mask for detection 1")
+
+    for _ in range(2):
+        roi = GstVideo.buffer_add_video_region_of_interest_meta(buf, "ball", 6, 8, 20, 14)
+        roi.id = 0
+    dets = GstVisionDetect.vision_detections_from_buffer(buf, 64, 48)
+    check(len(dets) == 2 and all(x.x == 6.0 and x.w == 20.0 for x in dets),
+          f"vision_detections_from_buffer: {[(x.x, x.w) for x in dets]}")
+    dets, masks = GstVisionDetect.vision_detections_from_buffer_full(buf, 64, 48)
+    check(len(dets) == 2 and len(masks) == 2,
+          f"vision_detections_from_buffer_full: {len(dets)} detections, {len(masks)} masks")
+    if len(masks) == 2:
+        m = masks[0]
+        check(m is not None and (m.x, m.y, m.width, m.height) == (5, 7, 5, 3)
+              and m.get_data().get_data() == data,
+              "vision_detections_from_buffer_full: mask 0")
+        # bytes 4 (148) and 5 (185, row 1) >= 128, byte 1 (37) not
+        check(m is not None and m.at(5 + 4, 7) and m.at(5, 7 + 1)
+              and not m.at(5 + 1, 7) and not m.at(4, 7),
+              "VisionDetectionMask.at")
+        check(masks[1] is None, "vision_detections_from_buffer_full: mask 1")
+    del dets, masks
 
 
 def main():
