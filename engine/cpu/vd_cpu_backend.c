@@ -251,44 +251,56 @@ typedef struct {
 
 #define BOX_HEAD_CACHE 4
 
-/* One convolution of FastRCNNConvFCHead (v2) over all RoIs at once: a batch of
- * rows 7x7 maps, in the layout oneDNN picks; bias (folded batch-norm) and ReLU
- * fused. */
+/* One layer of a convolution stack over RoIs: a convolution or transposed
+ * convolution over all RoIs at once (a batch of rows maps), src and dst in the
+ * layouts oneDNN picks; bias (a folded batch-norm's where the layer has one) and
+ * ReLU fused. */
 typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, bias, dst;
-} cpu_box_conv;
+} cpu_roi_layer;
+
+/* What a layer of a stack computes: @conv's weights, as a convolution or, with
+ * @deconv, a transposed convolution (torch's [in][out][kh][kw] weights: oneDNN's
+ * iohw); @relu fused or not. */
+typedef struct {
+    const vd_conv *conv;
+    gboolean deconv;
+    gboolean relu;
+} cpu_roi_layer_spec;
+
+#define CPU_MAX_ROI_LAYERS MAX(VD_MAX_BOX_CONVS, VD_MAX_MASK_CONVS + 2)
+
+/* A convolution stack over @rows RoIs (FastRCNNConvFCHead of v2's box head, the
+ * mask branch): the RoI features (torch's NCHW per RoI) reordered into the first
+ * layer's layout, the layers alternating between two buffers, the last output
+ * reordered back to NCHW. */
+typedef struct {
+    cpu_roi_layer layers[CPU_MAX_ROI_LAYERS];
+    int n_layers; /* 0: unused */
+    /* a reorder before layer j where its src layout (oneDNN's choice for it) is
+     * not the previous layer's dst layout (the deconvolution's, typically) */
+    dnnl_primitive_t relayout[CPU_MAX_ROI_LAYERS];
+    dnnl_memory_t relayout_from[CPU_MAX_ROI_LAYERS], relayout_to[CPU_MAX_ROI_LAYERS];
+    dnnl_primitive_t to_blocked, to_plain;
+    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out; /* plain: handles set per run */
+    void *buffers[2];
+} cpu_roi_convs;
 
 typedef struct {
     int rows;                        /* 0: unused */
     cpu_linear fc6, fc7, predictor;  /* fc7 unused (prim NULL) with the conv head */
-    /* conv head: the RoI features (torch's NCHW per RoI) reordered into the
-     * convolutions' layout, the convolutions alternating between two buffers, the
-     * last output reordered back to NCHW over the RoI features for fc6 */
-    cpu_box_conv convs[VD_MAX_BOX_CONVS];
-    int n_convs;
-    dnnl_primitive_t to_blocked, to_plain;
-    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out;
-    void *conv_buffers[2];
-    dnnl_memory_desc_t blocked_in_md;
+    /* the conv head (v2), its output written back over the RoI features for fc6 */
+    cpu_roi_convs convs;
 } cpu_box_head_plan;
 
 /* The mask branch (engine/MASKRCNN.md) for @rows detections, float32 whatever the
- * context's precision: the RoI features (torch's NCHW per RoI) reordered into the
- * layout oneDNN picks, the 3x3 convolutions (bias, ReLU fused), the transposed
- * convolution (ReLU fused) and the 1x1 logits convolution alternating between two
- * buffers, the logits reordered back to NCHW [rows][K][2P][2P]. */
+ * context's precision: the 3x3 convolutions (bias, ReLU fused), the transposed
+ * convolution (ReLU fused) and the 1x1 logits convolution as one stack from the
+ * RoI features to the logits [rows][K][2P][2P]. */
 typedef struct {
     int rows; /* 0: unused */
-    cpu_box_conv layers[VD_MAX_MASK_CONVS + 2];
-    int n_layers;
-    /* a reorder before layer j where its src layout (oneDNN's choice for it) is
-     * not the previous layer's dst layout (the deconvolution's, typically) */
-    dnnl_primitive_t relayout[VD_MAX_MASK_CONVS + 2];
-    dnnl_memory_t relayout_from[VD_MAX_MASK_CONVS + 2], relayout_to[VD_MAX_MASK_CONVS + 2];
-    dnnl_primitive_t to_blocked, to_plain;
-    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out;
-    void *buffers[2];
+    cpu_roi_convs convs;
     float *pooled; /* [rows][C][P][P] */
     float *logits; /* [rows][K][2P][2P] */
 } cpu_mask_plan;
@@ -1858,34 +1870,6 @@ static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_
     return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, "box head matmul", error);
 }
 
-static void box_convs_clear(cpu_box_head_plan *bp)
-{
-    for (int j = 0; j < VD_MAX_BOX_CONVS; j++) {
-        cpu_box_conv *bc = &bp->convs[j];
-        if (bc->prim != NULL)
-            dnnl_primitive_destroy(bc->prim);
-        dnnl_memory_t mems[] = {bc->src, bc->weights, bc->bias, bc->dst};
-        for (int k = 0; k < 4; k++)
-            if (mems[k] != NULL)
-                dnnl_memory_destroy(mems[k]);
-        memset(bc, 0, sizeof(*bc));
-    }
-    if (bp->to_blocked != NULL)
-        dnnl_primitive_destroy(bp->to_blocked);
-    if (bp->to_plain != NULL)
-        dnnl_primitive_destroy(bp->to_plain);
-    dnnl_memory_t mems[] = {bp->plain_in, bp->blocked_in, bp->blocked_out, bp->plain_out};
-    for (int k = 0; k < 4; k++)
-        if (mems[k] != NULL)
-            dnnl_memory_destroy(mems[k]);
-    free(bp->conv_buffers[0]);
-    free(bp->conv_buffers[1]);
-    bp->to_blocked = bp->to_plain = NULL;
-    bp->plain_in = bp->blocked_in = bp->blocked_out = bp->plain_out = NULL;
-    bp->conv_buffers[0] = bp->conv_buffers[1] = NULL;
-    bp->n_convs = 0;
-}
-
 static gboolean reorder_init(cpu_state *st, const dnnl_memory_desc_t *from,
                              const dnnl_memory_desc_t *to, dnnl_primitive_t *prim, GError **error)
 {
@@ -1901,114 +1885,103 @@ out_fail:
     return ok;
 }
 
-/* The conv head's primitives for @rows RoIs: each 3x3 convolution (pad 1) with
- * the folded batch-norm as bias and ReLU, src of the first and dst of every one in
- * the layout oneDNN prefers (format_tag_any: the blocked layout of the ISA), the
- * next one's src the previous one's dst; the reorders in and out of torch's NCHW. */
-static gboolean box_convs_init(cpu_state *st, cpu_box_head_plan *bp, int rows, GError **error)
+static void roi_convs_clear(cpu_roi_convs *rc)
 {
-    const vd_model *m = st->model;
-    const vd_config *cfg = &m->config;
-    int P = cfg->roi_output_size;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t prev_md, plain_md;
+    for (int j = 0; j < CPU_MAX_ROI_LAYERS; j++) {
+        cpu_roi_layer *l = &rc->layers[j];
+        if (l->prim != NULL)
+            dnnl_primitive_destroy(l->prim);
+        if (rc->relayout[j] != NULL)
+            dnnl_primitive_destroy(rc->relayout[j]);
+        dnnl_memory_t mems[] = {l->src, l->weights,           l->bias,
+                                l->dst, rc->relayout_from[j], rc->relayout_to[j]};
+        for (int k = 0; k < 6; k++)
+            if (mems[k] != NULL)
+                dnnl_memory_destroy(mems[k]);
+    }
+    if (rc->to_blocked != NULL)
+        dnnl_primitive_destroy(rc->to_blocked);
+    if (rc->to_plain != NULL)
+        dnnl_primitive_destroy(rc->to_plain);
+    dnnl_memory_t mems[] = {rc->plain_in, rc->blocked_in, rc->blocked_out, rc->plain_out};
+    for (int k = 0; k < 4; k++)
+        if (mems[k] != NULL)
+            dnnl_memory_destroy(mems[k]);
+    free(rc->buffers[0]);
+    free(rc->buffers[1]);
+    memset(rc, 0, sizeof(*rc));
+}
+
+/* The primitive of one layer of a stack (@spec) for @rows RoIs of @size x @size
+ * in @dt (weights given in float32, packed into the layout the primitive picks;
+ * float32 bias): src in @src_md (NULL: the layout oneDNN prefers), dst in the
+ * layout it prefers, which *@dst_md receives, and its size *@out_size; *@max_bytes
+ * grows to the larger of src and dst. */
+static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_layer_spec *spec,
+                               int rows, int size, dnnl_data_type_t dt,
+                               const dnnl_memory_desc_t *src_md, dnnl_memory_desc_t *dst_md,
+                               int *out_size, size_t *max_bytes, const char *what, GError **error)
+{
+    const vd_conv *w = spec->conv;
+    int k = w->kernel, s = w->stride, p = w->padding;
+    int osize = spec->deconv ? (size - 1) * s - 2 * p + k : (size + 2 * p - k) / s + 1;
+    dnnl_dims_t src_dims = {rows, w->in_channels, size, size};
+    dnnl_dims_t dst_dims = {rows, w->out_channels, osize, osize};
+    dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, k, k};
+    dnnl_dims_t bias_dims = {w->out_channels};
+    dnnl_dims_t strides = {s, s}, padding = {p, p};
+    dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    size_t buffer_bytes = 0;
     gboolean ok = FALSE;
 
     DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
              "scratchpad mode");
-    DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
-    DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
-             "relu post-op");
-    DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
-
-    for (int j = 0; j < cfg->n_box_convs; j++) {
-        const vd_conv *w = &m->box_convs[j];
-        cpu_box_conv *bc = &bp->convs[j];
-        dnnl_dims_t src_dims = {rows, w->in_channels, P, P}, dst_dims = {rows, w->out_channels, P, P};
-        dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, 3, 3}, bias_dims = {w->out_channels};
-        dnnl_dims_t strides = {1, 1}, pad = {1, 1};
-        dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
+    if (spec->relu) {
+        DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
+        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
+                 "relu post-op");
+        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
+    }
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dt, dnnl_format_tag_any), what);
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dt, dnnl_format_tag_any), what);
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dt, dnnl_format_tag_any), what);
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32,
+                                          spec->deconv ? dnnl_iohw : dnnl_oihw),
+             what);
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x), what);
+    if (spec->deconv) {
+        dnnl_deconvolution_desc_t desc;
+        DNNL_TRY(dnnl_deconvolution_forward_desc_init(
+                     &desc, dnnl_forward_inference, dnnl_deconvolution_direct,
+                     src_md ? src_md : &src_any, &wei_any, &bias_md, &dst_any, strides, padding,
+                     padding),
+                 what);
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL), what);
+    } else {
         dnnl_convolution_desc_t desc;
-
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dt, dnnl_format_tag_any),
-                 "box conv src");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dt, dnnl_format_tag_any),
-                 "box conv dst");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dt, dnnl_format_tag_any),
-                 "box conv weights");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32, dnnl_oihw),
-                 "box conv weights");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x),
-                 "box conv bias");
         DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                     dnnl_convolution_direct,
-                                                    j == 0 ? &src_any : &prev_md, &wei_any,
-                                                    &bias_md, &dst_any, strides, pad, pad),
-                 "box conv desc");
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
-                 "box conv primitive desc");
-        DNNL_TRY(dnnl_primitive_create(&bc->prim, pd), "box conv primitive");
-        note_scratchpad(st, pd);
-        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-        const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-        buffer_bytes = MAX(buffer_bytes, MAX(dnnl_memory_desc_get_size(src_md),
-                                             dnnl_memory_desc_get_size(dst_md)));
-        if (j == 0)
-            bp->blocked_in_md = *src_md;
-        prev_md = *dst_md;
-        if (!packed_weights(st, &wei_user, w->weight,
-                            dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-                            &bc->weights, error) ||
-            !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &bc->bias, error))
-            goto out_fail;
-        dnnl_primitive_desc_destroy(pd);
-        pd = NULL;
+                                                    src_md ? src_md : &src_any, &wei_any, &bias_md,
+                                                    &dst_any, strides, padding, padding),
+                 what);
+        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL), what);
     }
-    for (int k = 0; k < 2; k++)
-        if (!(bp->conv_buffers[k] = alloc_aligned(buffer_bytes, "box head convolutions", error)))
-            goto out_fail;
-    for (int j = 0; j < cfg->n_box_convs; j++) {
-        cpu_box_conv *bc = &bp->convs[j];
-        const dnnl_memory_desc_t *src_md, *dst_md;
-        const_dnnl_primitive_desc_t cpd;
-        DNNL_TRY(dnnl_primitive_get_primitive_desc(bc->prim, &cpd), "box conv desc");
-        src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
-        dst_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
-        DNNL_TRY(dnnl_memory_create(&bc->src, src_md, st->engine, bp->conv_buffers[j % 2]),
-                 "box conv src");
-        DNNL_TRY(dnnl_memory_create(&bc->dst, dst_md, st->engine, bp->conv_buffers[(j + 1) % 2]),
-                 "box conv dst");
-    }
-    /* torch's NCHW of the RoI features in, the last convolution's output back to NCHW
-     * (fc6's flatten order c * P * P + y * P + x) */
-    {
-        int c_in = m->box_convs[0].in_channels;
-        int c_out = m->box_convs[cfg->n_box_convs - 1].out_channels;
-        dnnl_dims_t in_dims = {rows, c_in, P, P}, out_dims = {rows, c_out, P, P};
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dt, dnnl_nchw), "RoI features");
-        if (!reorder_init(st, &plain_md, &bp->blocked_in_md, &bp->to_blocked, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&bp->plain_in, &plain_md, st->engine, DNNL_MEMORY_NONE),
-                 "RoI features");
-        DNNL_TRY(dnnl_memory_create(&bp->blocked_in, &bp->blocked_in_md, st->engine,
-                                    bp->conv_buffers[0]),
-                 "RoI features");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dt, dnnl_nchw),
-                 "box head features");
-        if (!reorder_init(st, &prev_md, &plain_md, &bp->to_plain, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&bp->blocked_out, &prev_md, st->engine,
-                                    bp->conv_buffers[cfg->n_box_convs % 2]),
-                 "box head features");
-        DNNL_TRY(dnnl_memory_create(&bp->plain_out, &plain_md, st->engine, DNNL_MEMORY_NONE),
-                 "box head features");
-    }
-    bp->n_convs = cfg->n_box_convs;
+    DNNL_TRY(dnnl_primitive_create(&l->prim, pd), what);
+    note_scratchpad(st, pd);
+    *dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    *out_size = osize;
+    *max_bytes =
+        MAX(*max_bytes,
+            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)));
+    *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dst_md));
+    if (!packed_weights(st, &wei_user, w->weight,
+                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &l->weights,
+                        error) ||
+        !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &l->bias, error))
+        goto out_fail;
     ok = TRUE;
 out_fail:
     if (pd != NULL)
@@ -2020,35 +1993,127 @@ out_fail:
     return ok;
 }
 
-/* The conv head over @pooled (the RoI features, NCHW per RoI), its output written
- * back over them. */
-static gboolean box_convs_run(cpu_state *st, cpu_box_head_plan *bp, void *pooled, GError **error)
+/* The primitives of a convolution stack (@specs, @n layers, @n >= 1) for @rows RoIs
+ * of @size x @size in @dt: each layer's dst in the layout oneDNN prefers, its src
+ * with @follow_layouts the previous layer's dst layout (the first layer's: the one
+ * oneDNN prefers), without it the one oneDNN prefers for the layer (a given one can
+ * select a reference implementation: the deconvolution's on the convolutions'
+ * layout) and a reorder between two layers that disagree; the reorders in from and
+ * out to torch's NCHW. @what names the stack in errors. */
+static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs,
+                               int n, int rows, int size, dnnl_data_type_t dt,
+                               gboolean follow_layouts, const char *what, GError **error)
 {
-    DNNL_TRY(dnnl_memory_set_data_handle(bp->plain_in, pooled), "RoI features");
-    DNNL_TRY(dnnl_memory_set_data_handle(bp->plain_out, pooled), "box head features");
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, bp->plain_in}, {DNNL_ARG_TO, bp->blocked_in}};
-        DNNL_TRY(dnnl_primitive_execute(bp->to_blocked, st->stream, 2, args), "RoI reorder");
+    dnnl_memory_desc_t prev_md, dst_md, first_src_md, plain_md;
+    size_t max_bytes = 0;
+    int out_size = size;
+    gboolean ok = FALSE;
+
+    for (int j = 0; j < n; j++) {
+        if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt,
+                            follow_layouts && j > 0 ? &prev_md : NULL, &dst_md, &out_size,
+                            &max_bytes, what, error))
+            goto out_fail;
+        prev_md = dst_md;
     }
-    for (int j = 0; j < bp->n_convs; j++) {
-        const cpu_box_conv *bc = &bp->convs[j];
-        if (!layer_run(st, bc->prim, bc->src, bc->weights, bc->bias, bc->dst, "box head convolution",
-                       error))
+    rc->n_layers = n;
+    for (int k = 0; k < 2; k++)
+        if (!(rc->buffers[k] = alloc_aligned(max_bytes, what, error)))
+            goto out_fail;
+    /* the data alternates between the two buffers: cur holds the layer's input */
+    int cur = 0;
+    for (int j = 0; j < n; j++) {
+        cpu_roi_layer *l = &rc->layers[j];
+        const_dnnl_primitive_desc_t cpd;
+        DNNL_TRY(dnnl_primitive_get_primitive_desc(l->prim, &cpd), what);
+        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
+        if (j == 0) {
+            first_src_md = *src_md;
+        } else if (!dnnl_memory_desc_equal(&prev_md, src_md)) {
+            if (!reorder_init(st, &prev_md, src_md, &rc->relayout[j], error))
+                goto out_fail;
+            DNNL_TRY(
+                dnnl_memory_create(&rc->relayout_from[j], &prev_md, st->engine, rc->buffers[cur]),
+                what);
+            DNNL_TRY(
+                dnnl_memory_create(&rc->relayout_to[j], src_md, st->engine, rc->buffers[1 - cur]),
+                what);
+            cur = 1 - cur;
+        }
+        prev_md = *dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
+        DNNL_TRY(dnnl_memory_create(&l->src, src_md, st->engine, rc->buffers[cur]), what);
+        DNNL_TRY(dnnl_memory_create(&l->dst, &prev_md, st->engine, rc->buffers[1 - cur]), what);
+        cur = 1 - cur;
+    }
+    {
+        dnnl_dims_t in_dims = {rows, specs[0].conv->in_channels, size, size};
+        dnnl_dims_t out_dims = {rows, specs[n - 1].conv->out_channels, out_size, out_size};
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dt, dnnl_nchw), what);
+        if (!reorder_init(st, &plain_md, &first_src_md, &rc->to_blocked, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&rc->plain_in, &plain_md, st->engine, DNNL_MEMORY_NONE), what);
+        DNNL_TRY(dnnl_memory_create(&rc->blocked_in, &first_src_md, st->engine, rc->buffers[0]),
+                 what);
+        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dt, dnnl_nchw), what);
+        if (!reorder_init(st, &prev_md, &plain_md, &rc->to_plain, error))
+            goto out_fail;
+        DNNL_TRY(dnnl_memory_create(&rc->blocked_out, &prev_md, st->engine, rc->buffers[cur]),
+                 what);
+        DNNL_TRY(dnnl_memory_create(&rc->plain_out, &plain_md, st->engine, DNNL_MEMORY_NONE), what);
+    }
+    ok = TRUE;
+out_fail:
+    return ok;
+}
+
+/* The stack over @in (the RoI features, NCHW per RoI), its NCHW output written to
+ * @out (which may be @in). */
+static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
+                              const char *what, GError **error)
+{
+    DNNL_TRY(dnnl_memory_set_data_handle(rc->plain_in, in), what);
+    DNNL_TRY(dnnl_memory_set_data_handle(rc->plain_out, out), what);
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->plain_in}, {DNNL_ARG_TO, rc->blocked_in}};
+        DNNL_TRY(dnnl_primitive_execute(rc->to_blocked, st->stream, 2, args), what);
+    }
+    for (int j = 0; j < rc->n_layers; j++) {
+        const cpu_roi_layer *l = &rc->layers[j];
+        if (rc->relayout[j] != NULL) {
+            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->relayout_from[j]},
+                                       {DNNL_ARG_TO, rc->relayout_to[j]}};
+            DNNL_TRY(dnnl_primitive_execute(rc->relayout[j], st->stream, 2, args), what);
+        }
+        if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, what, error))
             return FALSE;
     }
     {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, bp->blocked_out}, {DNNL_ARG_TO, bp->plain_out}};
-        DNNL_TRY(dnnl_primitive_execute(bp->to_plain, st->stream, 2, args), "box head reorder");
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->blocked_out}, {DNNL_ARG_TO, rc->plain_out}};
+        DNNL_TRY(dnnl_primitive_execute(rc->to_plain, st->stream, 2, args), what);
     }
     return TRUE;
 out_fail:
     return FALSE;
 }
 
+/* The conv head's primitives for @rows RoIs: each 3x3 convolution (pad 1) with the
+ * folded batch-norm as bias and ReLU, the next one's src the previous one's dst. */
+static gboolean box_convs_init(cpu_state *st, cpu_box_head_plan *bp, int rows, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    cpu_roi_layer_spec specs[VD_MAX_BOX_CONVS];
+
+    for (int j = 0; j < cfg->n_box_convs; j++)
+        specs[j] = (cpu_roi_layer_spec){&m->box_convs[j], FALSE, TRUE};
+    return roi_convs_init(st, &bp->convs, specs, cfg->n_box_convs, rows, cfg->roi_output_size,
+                          st->bf16 ? dnnl_bf16 : dnnl_f32, TRUE, "box head convolutions", error);
+}
+
 static void box_plans_clear(cpu_state *st)
 {
     for (int i = 0; i < BOX_HEAD_CACHE; i++) {
-        box_convs_clear(&st->box_plans[i]);
+        roi_convs_clear(&st->box_plans[i].convs);
         linear_clear(&st->box_plans[i].fc6);
         linear_clear(&st->box_plans[i].fc7);
         linear_clear(&st->box_plans[i].predictor);
@@ -2104,7 +2169,7 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
     linear_clear(&bp->fc6);
     linear_clear(&bp->fc7);
     linear_clear(&bp->predictor);
-    box_convs_clear(bp);
+    roi_convs_clear(&bp->convs);
     bp->rows = 0;
     gboolean has_fc7 = st->model->fc7.out_features > 0;
     if ((cfg->n_box_convs > 0 && !box_convs_init(st, bp, rows, error)) ||
@@ -2175,7 +2240,8 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
     }
     vd_context_stage_mark(ctx, "roi_align");
 
-    if (n_props > 0 && bp->n_convs > 0 && !box_convs_run(st, bp, pooled, error))
+    if (n_props > 0 && bp->convs.n_layers > 0 &&
+        !roi_convs_run(st, &bp->convs, pooled, pooled, "box head convolutions", error))
         goto out_free;
     if (n_props > 0 && (!linear_run(st, &bp->fc6, &st->fc6, error) ||
                         (bp->fc7.prim != NULL && !linear_run(st, &bp->fc7, &st->fc7, error)) ||
@@ -2197,28 +2263,7 @@ out_free:
 
 static void mask_plan_clear(cpu_mask_plan *mp)
 {
-    for (int j = 0; j < VD_MAX_MASK_CONVS + 2; j++) {
-        cpu_box_conv *bc = &mp->layers[j];
-        if (bc->prim != NULL)
-            dnnl_primitive_destroy(bc->prim);
-        dnnl_memory_t mems[] = {bc->src, bc->weights,          bc->bias,
-                                bc->dst, mp->relayout_from[j], mp->relayout_to[j]};
-        for (int k = 0; k < 6; k++)
-            if (mems[k] != NULL)
-                dnnl_memory_destroy(mems[k]);
-        if (mp->relayout[j] != NULL)
-            dnnl_primitive_destroy(mp->relayout[j]);
-    }
-    if (mp->to_blocked != NULL)
-        dnnl_primitive_destroy(mp->to_blocked);
-    if (mp->to_plain != NULL)
-        dnnl_primitive_destroy(mp->to_plain);
-    dnnl_memory_t mems[] = {mp->plain_in, mp->blocked_in, mp->blocked_out, mp->plain_out};
-    for (int k = 0; k < 4; k++)
-        if (mems[k] != NULL)
-            dnnl_memory_destroy(mems[k]);
-    free(mp->buffers[0]);
-    free(mp->buffers[1]);
+    roi_convs_clear(&mp->convs);
     free(mp->pooled);
     free(mp->logits);
     memset(mp, 0, sizeof(*mp));
@@ -2230,171 +2275,28 @@ static void mask_plans_clear(cpu_state *st)
         mask_plan_clear(&st->mask_plans[i]);
 }
 
-/* One layer of the mask branch for @rows RoIs of @in channels and @size x @size:
- * a convolution (@kernel 3 pad 1, or 1x1) or, with @deconv, the 2x2 stride-2
- * transposed convolution (torch's [in][out][2][2] weights: oneDNN's iohw); src in
- * @src_md (NULL: the layout oneDNN prefers), dst in the layout it prefers, which
- * *@dst_md receives. */
-static gboolean mask_layer_init(cpu_state *st, cpu_box_conv *bc, const vd_conv *w, gboolean deconv,
-                                int rows, int size, const dnnl_memory_desc_t *src_md, gboolean relu,
-                                dnnl_memory_desc_t *dst_md, size_t *max_bytes, GError **error)
-{
-    int out_size = deconv ? 2 * size : size;
-    int pad = deconv ? 0 : w->padding, stride = deconv ? 2 : 1;
-    dnnl_dims_t src_dims = {rows, w->in_channels, size, size};
-    dnnl_dims_t dst_dims = {rows, w->out_channels, out_size, out_size};
-    dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, w->kernel, w->kernel};
-    dnnl_dims_t bias_dims = {w->out_channels};
-    dnnl_dims_t strides = {stride, stride}, padding = {pad, pad};
-    dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-
-    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
-    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
-             "scratchpad mode");
-    if (relu) {
-        DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
-        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
-                 "relu post-op");
-        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
-    }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
-             "mask layer src");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any),
-             "mask layer dst");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
-             "mask layer weights");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32,
-                                          deconv ? dnnl_iohw : dnnl_oihw),
-             "mask layer weights");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x),
-             "mask layer bias");
-    if (deconv) {
-        dnnl_deconvolution_desc_t desc;
-        DNNL_TRY(dnnl_deconvolution_forward_desc_init(
-                     &desc, dnnl_forward_inference, dnnl_deconvolution_direct,
-                     src_md ? src_md : &src_any, &wei_any, &bias_md, &dst_any, strides, padding,
-                     padding),
-                 "mask deconvolution desc");
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
-                 "mask deconvolution primitive desc");
-    } else {
-        dnnl_convolution_desc_t desc;
-        DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                                    dnnl_convolution_direct,
-                                                    src_md ? src_md : &src_any, &wei_any, &bias_md,
-                                                    &dst_any, strides, padding, padding),
-                 "mask convolution desc");
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
-                 "mask convolution primitive desc");
-    }
-    DNNL_TRY(dnnl_primitive_create(&bc->prim, pd), "mask layer primitive");
-    note_scratchpad(st, pd);
-    *dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    *max_bytes =
-        MAX(*max_bytes,
-            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)));
-    *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dst_md));
-    if (!packed_weights(st, &wei_user, w->weight,
-                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &bc->weights,
-                        error) ||
-        !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &bc->bias, error))
-        goto out_fail;
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    if (ops != NULL)
-        dnnl_post_ops_destroy(ops);
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
-    return ok;
-}
-
 static gboolean mask_plan_init(cpu_state *st, cpu_mask_plan *mp, int rows, GError **error)
 {
     const vd_model *m = st->model;
     const vd_config *cfg = &m->config;
     int P = cfg->mask_output_size, M = 2 * P, C = cfg->fpn_channels, K = cfg->num_classes;
-    dnnl_memory_desc_t prev_md, first_src_md, plain_md;
-    size_t max_bytes = 0;
-    gboolean ok = FALSE;
+    cpu_roi_layer_spec specs[VD_MAX_MASK_CONVS + 2];
+    int n = 0;
 
-    /* every layer takes the src layout oneDNN prefers for it (a given one can
-     * select a reference implementation: the deconvolution's on the convolutions'
-     * layout); a reorder goes between two layers that disagree */
-    mp->n_layers = 0;
+    /* every layer takes the src layout oneDNN prefers for it */
     for (int j = 0; j < cfg->n_mask_convs; j++)
-        if (!mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_convs[j], FALSE, rows, P,
-                             NULL, TRUE, &prev_md, &max_bytes, error))
-            goto out_fail;
-    if (!mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_deconv, TRUE, rows, P, NULL,
-                         TRUE, &prev_md, &max_bytes, error) ||
-        !mask_layer_init(st, &mp->layers[mp->n_layers++], &m->mask_logits, FALSE, rows, M, NULL,
-                         FALSE, &prev_md, &max_bytes, error))
-        goto out_fail;
-    for (int k = 0; k < 2; k++)
-        if (!(mp->buffers[k] = alloc_aligned(max_bytes, "mask head", error)))
-            goto out_fail;
-    if (!(mp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), "mask RoI features",
+        specs[n++] = (cpu_roi_layer_spec){&m->mask_convs[j], FALSE, TRUE};
+    specs[n++] = (cpu_roi_layer_spec){&m->mask_deconv, TRUE, TRUE};
+    specs[n++] = (cpu_roi_layer_spec){&m->mask_logits, FALSE, FALSE};
+    if (!roi_convs_init(st, &mp->convs, specs, n, rows, P, dnnl_f32, FALSE, "mask head", error) ||
+        !(mp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), "mask RoI features",
                                      error)) ||
         !(mp->logits =
               alloc_aligned((size_t)rows * K * M * M * sizeof(float), "mask logits", error)))
-        goto out_fail;
+        return FALSE;
     /* the rows past the detections compute on these (finite) zeros */
     memset(mp->pooled, 0, (size_t)rows * C * P * P * sizeof(float));
-    /* the data alternates between the two buffers: cur holds the layer's input */
-    int cur = 0;
-    for (int j = 0; j < mp->n_layers; j++) {
-        cpu_box_conv *bc = &mp->layers[j];
-        const_dnnl_primitive_desc_t cpd;
-        DNNL_TRY(dnnl_primitive_get_primitive_desc(bc->prim, &cpd), "mask layer desc");
-        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
-        if (j == 0) {
-            first_src_md = *src_md;
-        } else if (!dnnl_memory_desc_equal(&prev_md, src_md)) {
-            if (!reorder_init(st, &prev_md, src_md, &mp->relayout[j], error))
-                goto out_fail;
-            DNNL_TRY(
-                dnnl_memory_create(&mp->relayout_from[j], &prev_md, st->engine, mp->buffers[cur]),
-                "mask layer relayout");
-            DNNL_TRY(
-                dnnl_memory_create(&mp->relayout_to[j], src_md, st->engine, mp->buffers[1 - cur]),
-                "mask layer relayout");
-            cur = 1 - cur;
-        }
-        prev_md = *dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
-        DNNL_TRY(dnnl_memory_create(&bc->src, src_md, st->engine, mp->buffers[cur]),
-                 "mask layer src");
-        DNNL_TRY(dnnl_memory_create(&bc->dst, &prev_md, st->engine, mp->buffers[1 - cur]),
-                 "mask layer dst");
-        cur = 1 - cur;
-    }
-    {
-        dnnl_dims_t in_dims = {rows, C, P, P}, out_dims = {rows, K, M, M};
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dnnl_f32, dnnl_nchw),
-                 "mask RoI features");
-        if (!reorder_init(st, &plain_md, &first_src_md, &mp->to_blocked, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&mp->plain_in, &plain_md, st->engine, mp->pooled),
-                 "mask RoI features");
-        DNNL_TRY(dnnl_memory_create(&mp->blocked_in, &first_src_md, st->engine, mp->buffers[0]),
-                 "mask RoI features");
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dnnl_f32, dnnl_nchw),
-                 "mask logits");
-        if (!reorder_init(st, &prev_md, &plain_md, &mp->to_plain, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&mp->blocked_out, &prev_md, st->engine, mp->buffers[cur]),
-                 "mask logits");
-        DNNL_TRY(dnnl_memory_create(&mp->plain_out, &plain_md, st->engine, mp->logits),
-                 "mask logits");
-    }
-    ok = TRUE;
-out_fail:
-    return ok;
+    return TRUE;
 }
 
 /* The mask branch's primitives for @n detections (rounded up as the box head's
@@ -2463,26 +2365,8 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
             roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
                               cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
     }
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->plain_in}, {DNNL_ARG_TO, mp->blocked_in}};
-        DNNL_TRY(dnnl_primitive_execute(mp->to_blocked, st->stream, 2, args), "mask RoI reorder");
-    }
-    for (int j = 0; j < mp->n_layers; j++) {
-        const cpu_box_conv *bc = &mp->layers[j];
-        if (mp->relayout[j] != NULL) {
-            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->relayout_from[j]},
-                                       {DNNL_ARG_TO, mp->relayout_to[j]}};
-            DNNL_TRY(dnnl_primitive_execute(mp->relayout[j], st->stream, 2, args),
-                     "mask layer reorder");
-        }
-        if (!layer_run(st, bc->prim, bc->src, bc->weights, bc->bias, bc->dst, "mask head layer",
-                       error))
-            goto out_free;
-    }
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mp->blocked_out}, {DNNL_ARG_TO, mp->plain_out}};
-        DNNL_TRY(dnnl_primitive_execute(mp->to_plain, st->stream, 2, args), "mask logits reorder");
-    }
+    if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error))
+        goto out_free;
     DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
     vd_context_stage_mark(ctx, "mask_head");
 
@@ -2997,14 +2881,14 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         const cpu_box_head_plan *bp = &st->box_plans[i];
         if (bp->rows == 0)
             continue;
-        for (int j = 0; j < bp->n_convs; j++)
-            kernel_add(out, strings, bp->convs[j].prim, "convolution",
+        for (int j = 0; j < bp->convs.n_layers; j++)
+            kernel_add(out, strings, bp->convs.layers[j].prim, "convolution",
                        "roi_heads.box_head.%d[%d rows]", j, bp->rows);
-        if (bp->n_convs > 0) {
-            kernel_add(out, strings, bp->to_blocked, "reorder", "roi_heads.box_head.in[%d rows]",
-                       bp->rows);
-            kernel_add(out, strings, bp->to_plain, "reorder", "roi_heads.box_head.out[%d rows]",
-                       bp->rows);
+        if (bp->convs.n_layers > 0) {
+            kernel_add(out, strings, bp->convs.to_blocked, "reorder",
+                       "roi_heads.box_head.in[%d rows]", bp->rows);
+            kernel_add(out, strings, bp->convs.to_plain, "reorder",
+                       "roi_heads.box_head.out[%d rows]", bp->rows);
         }
         kernel_add(out, strings, bp->fc6.prim, "matmul", "roi_heads.box_head.fc6[%d rows]",
                    bp->rows);
@@ -3018,19 +2902,19 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         const cpu_mask_plan *mp = &st->mask_plans[i];
         if (mp->rows == 0)
             continue;
-        kernel_add(out, strings, mp->to_blocked, "reorder", "roi_heads.mask_head.in[%d rows]",
+        kernel_add(out, strings, mp->convs.to_blocked, "reorder", "roi_heads.mask_head.in[%d rows]",
                    mp->rows);
-        for (int j = 0; j < mp->n_layers; j++)
-            kernel_add(out, strings, mp->relayout[j], "reorder",
+        for (int j = 0; j < mp->convs.n_layers; j++)
+            kernel_add(out, strings, mp->convs.relayout[j], "reorder",
                        "roi_heads.mask_head.relayout%d[%d rows]", j, mp->rows);
-        for (int j = 0; j < mp->n_layers - 2; j++)
-            kernel_add(out, strings, mp->layers[j].prim, "convolution",
+        for (int j = 0; j < mp->convs.n_layers - 2; j++)
+            kernel_add(out, strings, mp->convs.layers[j].prim, "convolution",
                        "roi_heads.mask_head.%d[%d rows]", j, mp->rows);
-        kernel_add(out, strings, mp->layers[mp->n_layers - 2].prim, "deconvolution",
+        kernel_add(out, strings, mp->convs.layers[mp->convs.n_layers - 2].prim, "deconvolution",
                    "roi_heads.mask_predictor.conv5_mask[%d rows]", mp->rows);
-        kernel_add(out, strings, mp->layers[mp->n_layers - 1].prim, "convolution",
+        kernel_add(out, strings, mp->convs.layers[mp->convs.n_layers - 1].prim, "convolution",
                    "roi_heads.mask_predictor.mask_fcn_logits[%d rows]", mp->rows);
-        kernel_add(out, strings, mp->to_plain, "reorder", "roi_heads.mask_head.out[%d rows]",
+        kernel_add(out, strings, mp->convs.to_plain, "reorder", "roi_heads.mask_head.out[%d rows]",
                    mp->rows);
     }
 }

@@ -12,22 +12,6 @@
 #define THREADS 2
 #define N_VARIANTS 4
 
-static const gchar *caps_320 =
-    "video/x-raw,format=RGB,width=320,height=240,framerate=30/1";
-static const gchar *caps_400 =
-    "video/x-raw,format=RGB,width=400,height=300,framerate=30/1";
-
-static GstBuffer *
-load_frame (gint index, GstVideoInfo * info)
-{
-  gchar *name = g_strdup_printf ("frame-%d.ppm", index);
-  gchar *path = vdtest_fixture (name);
-  GstBuffer *buffer = vdtest_load_ppm (path, info);
-
-  g_free (path);
-  g_free (name);
-  return buffer;
-}
 
 /* A 320x240 RGB frame: @w x @h of @frame at @x, @y, mirrored when asked. */
 static GstBuffer *
@@ -58,29 +42,17 @@ variant_of (GstBuffer * frame, const GstVideoInfo * in_info, gint x, gint y,
   return result;
 }
 
-static GstBuffer *
-timed_copy (GstBuffer * frame, GstClockTime pts)
-{
-  GstBuffer *in = gst_buffer_copy (frame);
-
-  GST_BUFFER_PTS (in) = pts;
-  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
-  return in;
-}
-
 static GstHarness *
 new_detect (const gchar * extra)
 {
-  gchar *model = vdtest_model ();
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
-      "device=cpu threshold=0.3 %s", model, THREADS, extra ? extra : "");
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *props = g_strdup_printf ("device=cpu threshold=0.3 %s",
+      extra ? extra : "");
+  GstHarness *h = vdtest_new_detect (THREADS, props);
 
   /* not live: no warm-up inference on new caps (test_timeout_bounds_latency
    * has one) */
   gst_harness_set_live (h, FALSE);
-  g_free (launch);
-  g_free (model);
+  g_free (props);
   return h;
 }
 
@@ -111,45 +83,8 @@ mean_batch_size (GstHarness * h)
 static void
 push (GstHarness * h, GstBuffer * frame, GstClockTime pts)
 {
-  fail_unless_equals_int (gst_harness_push (h, timed_copy (frame, pts)),
+  fail_unless_equals_int (gst_harness_push (h, vdtest_timed_copy (frame, pts)),
       GST_FLOW_OK);
-}
-
-static GstVisionDetectInference
-inference_of (GstBuffer * buffer)
-{
-  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
-
-  fail_unless (meta != NULL, "a frame without the companion meta");
-  return meta->inference;
-}
-
-/* Every field of every detection, and the ROI metas' count. */
-static gboolean
-same_detections (GstBuffer * a, GstBuffer * b)
-{
-  GstVisionDetectMeta *ma = vdtest_get_detect_meta (a);
-  GstVisionDetectMeta *mb = vdtest_get_detect_meta (b);
-  guint i;
-
-  fail_unless (ma != NULL && mb != NULL);
-  if (ma->width != mb->width || ma->height != mb->height
-      || ma->detections->len != mb->detections->len
-      || vdtest_count_roi_metas (a) != vdtest_count_roi_metas (b))
-    return FALSE;
-  /* field by field: the struct has padding */
-  for (i = 0; i < ma->detections->len; i++) {
-    const GstVisionDetection *x =
-        &g_array_index (ma->detections, GstVisionDetection, i);
-    const GstVisionDetection *y =
-        &g_array_index (mb->detections, GstVisionDetection, i);
-
-    if (x->x != y->x || x->y != y->y || x->w != y->w || x->h != y->h
-        || x->confidence != y->confidence || x->label_id != y->label_id
-        || x->label != y->label || x->roi_id != y->roi_id)
-      return FALSE;
-  }
-  return TRUE;
 }
 
 /* Pulls a frame and checks it is @ref's, inferred, at @pts. */
@@ -161,8 +96,9 @@ pull_check (GstHarness * h, GstBuffer * ref, GstClockTime pts,
 
   fail_unless (out != NULL, "%s: no frame", what);
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), pts);
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
-  fail_unless (same_detections (out, ref),
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
+  fail_unless (vdtest_same_detections (out, ref),
       "%s: not the unshared element's detections", what);
   gst_buffer_unref (out);
 }
@@ -198,12 +134,12 @@ static void
 fixture_init (Fixture * fx)
 {
   GstVideoInfo info0, info1;
-  GstBuffer *frame0 = load_frame (0, &info0);
+  GstBuffer *frame0 = vdtest_load_frame (0, &info0);
   GstHarness *h;
   guint i, j;
 
   memset (fx, 0, sizeof (*fx));
-  fx->frame_400 = load_frame (1, &info1);
+  fx->frame_400 = vdtest_load_frame (1, &info1);
   fx->frames[0] = gst_buffer_ref (frame0);
   fx->frames[1] = variant_of (frame0, &info0, 0, 0, TRUE);
   fx->frames[2] = variant_of (fx->frame_400, &info1, 0, 0, FALSE);
@@ -211,17 +147,17 @@ fixture_init (Fixture * fx)
   gst_buffer_unref (frame0);
 
   h = new_detect (NULL);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < N_VARIANTS; i++)
     fx->refs[i] = unshared_output (h, fx->frames[i], &fx->inference_time);
-  gst_harness_set_src_caps_str (h, caps_400);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_400);
   fx->ref_400 = unshared_output (h, fx->frame_400, NULL);
   gst_harness_teardown (h);
   /* different pictures, different detections: a frame given another
    * stream's result, or another frame's, is seen */
   for (i = 0; i < N_VARIANTS; i++)
     for (j = i + 1; j < N_VARIANTS; j++)
-      fail_unless (!same_detections (fx->refs[i], fx->refs[j]),
+      fail_unless (!vdtest_same_detections (fx->refs[i], fx->refs[j]),
           "variants %u and %u give the same detections", i, j);
 }
 
@@ -253,7 +189,7 @@ GST_START_TEST (test_streams_match_unshared)
 
   fixture_init (&fx);
   for (s = 0; s < N_VARIANTS; s++)
-    h[s] = new_shared (4, timeout, caps_320);
+    h[s] = new_shared (4, timeout, VDTEST_CAPS_320);
 
   start = gst_util_get_timestamp ();
   /* stream s, round r: picture (s + r) % 4; with max-in-flight=1 a push
@@ -294,8 +230,8 @@ GST_START_TEST (test_timeout_bounds_latency)
   /* live: a warm-up inference on the caps, alone, outside the statistics */
   a = new_shared (4, timeout, NULL);
   gst_harness_set_live (a, TRUE);
-  gst_harness_set_src_caps_str (a, caps_320);
-  idle = new_shared (4, timeout, caps_320);
+  gst_harness_set_src_caps_str (a, VDTEST_CAPS_320);
+  idle = new_shared (4, timeout, VDTEST_CAPS_320);
   fail_unless (mean_batch_size (a) == 0.0);
 
   /* the first frame also sets the engine up for the size */
@@ -342,8 +278,8 @@ GST_START_TEST (test_renegotiation)
   Fixture fx;
 
   fixture_init (&fx);
-  a = new_shared (2, timeout, caps_320);
-  b = new_shared (2, timeout, caps_320);
+  a = new_shared (2, timeout, VDTEST_CAPS_320);
+  b = new_shared (2, timeout, VDTEST_CAPS_320);
   start = gst_util_get_timestamp ();
 
   push (a, fx.frames[0], 0);
@@ -351,7 +287,7 @@ GST_START_TEST (test_renegotiation)
   pull_check (a, fx.refs[0], 0, "a, 320x240");
   pull_check (b, fx.refs[1], 0, "b, 1");
 
-  gst_harness_set_src_caps_str (a, caps_400);
+  gst_harness_set_src_caps_str (a, VDTEST_CAPS_400);
   push (a, fx.frame_400, t1);
   push (b, fx.frames[2], t1);
   out = gst_harness_pull (a);
@@ -359,11 +295,11 @@ GST_START_TEST (test_renegotiation)
   meta = vdtest_get_detect_meta (out);
   fail_unless (meta != NULL && meta->width == 400 && meta->height == 300);
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), t1);
-  fail_unless (same_detections (out, fx.ref_400), "a, 400x300");
+  fail_unless (vdtest_same_detections (out, fx.ref_400), "a, 400x300");
   gst_buffer_unref (out);
   pull_check (b, fx.refs[2], t1, "b, 2");
 
-  gst_harness_set_src_caps_str (a, caps_320);
+  gst_harness_set_src_caps_str (a, VDTEST_CAPS_320);
   push (a, fx.frames[3], t2);
   push (b, fx.frames[0], t2);
   pull_check (a, fx.refs[3], t2, "a, 320x240 again");
@@ -406,10 +342,10 @@ GST_START_TEST (test_stream_stops_mid_batch)
   Fixture fx;
 
   fixture_init (&fx);
-  a = new_shared (4, timeout, caps_320);
-  b = new_shared (4, timeout, caps_320);
-  c = new_shared (4, timeout, caps_320);
-  idle = new_shared (4, timeout, caps_320);
+  a = new_shared (4, timeout, VDTEST_CAPS_320);
+  b = new_shared (4, timeout, VDTEST_CAPS_320);
+  c = new_shared (4, timeout, VDTEST_CAPS_320);
+  idle = new_shared (4, timeout, VDTEST_CAPS_320);
 
   /* a batch of three waiting for the fourth stream */
   push (a, fx.frames[0], 0);
@@ -426,7 +362,7 @@ GST_START_TEST (test_stream_stops_mid_batch)
 
   /* without an idle stream, a batch runs as soon as each stream has its
    * frame in: c stops while its batch runs */
-  c = new_shared (4, timeout, caps_320);
+  c = new_shared (4, timeout, VDTEST_CAPS_320);
   push (a, fx.frames[2], GST_SECOND);
   push (b, fx.frames[3], GST_SECOND);
   push (c, fx.frames[0], GST_SECOND);
@@ -459,7 +395,7 @@ pull_inference (GstHarness * h)
   GstVisionDetectInference inference;
 
   fail_unless (out != NULL);
-  inference = inference_of (out);
+  inference = vdtest_inference_of (out);
   gst_buffer_unref (out);
   return inference;
 }
@@ -485,7 +421,7 @@ GST_START_TEST (test_deadline_counts_timeout)
   gst_harness_set_live (h, TRUE);
   gst_harness_use_testclock (h);
   /* live: the warm-up sets the inference time before the first frame */
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   latency = gst_harness_query_latency (h);
   fail_unless (latency > timeout + fx.inference_time, "latency %"
       GST_TIME_FORMAT, GST_TIME_ARGS (latency));
@@ -518,9 +454,9 @@ GST_START_TEST (test_flush_mid_batch)
   Fixture fx;
 
   fixture_init (&fx);
-  a = new_shared (4, timeout, caps_320);
-  b = new_shared (4, timeout, caps_320);
-  idle = new_shared (4, timeout, caps_320);
+  a = new_shared (4, timeout, VDTEST_CAPS_320);
+  b = new_shared (4, timeout, VDTEST_CAPS_320);
+  idle = new_shared (4, timeout, VDTEST_CAPS_320);
 
   push (a, fx.frames[0], 0);
   push (b, fx.frames[1], 0);
@@ -563,8 +499,8 @@ GST_START_TEST (test_eos_one_stream)
   Fixture fx;
 
   fixture_init (&fx);
-  a = new_shared (2, timeout, caps_320);
-  b = new_shared (2, timeout, caps_320);
+  a = new_shared (2, timeout, VDTEST_CAPS_320);
+  b = new_shared (2, timeout, VDTEST_CAPS_320);
   start = gst_util_get_timestamp ();
 
   push (a, fx.frames[0], 0);
@@ -617,9 +553,9 @@ GST_START_TEST (test_bad_frame_fails_alone)
   Fixture fx;
 
   fixture_init (&fx);
-  bad = new_shared (3, timeout, caps_320);
-  a = new_shared (3, timeout, caps_320);
-  b = new_shared (3, timeout, caps_320);
+  bad = new_shared (3, timeout, VDTEST_CAPS_320);
+  a = new_shared (3, timeout, VDTEST_CAPS_320);
+  b = new_shared (3, timeout, VDTEST_CAPS_320);
   detect = gst_harness_find_element (bad, "visiondetect");
   gst_element_set_bus (detect, bus);
 

@@ -21,22 +21,6 @@
 #define SCORE_TOL 1e-5
 #define THREADS 2
 
-static const gchar *caps_320 =
-    "video/x-raw,format=RGB,width=320,height=240,framerate=30/1";
-static const gchar *caps_400 =
-    "video/x-raw,format=RGB,width=400,height=300,framerate=30/1";
-
-static GstBuffer *
-load_frame (gint index, GstVideoInfo * info)
-{
-  gchar *name = g_strdup_printf ("frame-%d.ppm", index);
-  gchar *path = vdtest_fixture (name);
-  GstBuffer *buffer = vdtest_load_ppm (path, info);
-
-  g_free (path);
-  g_free (name);
-  return buffer;
-}
 
 static GArray *
 reference (gint frame, gdouble threshold)
@@ -50,19 +34,6 @@ reference (gint frame, gdouble threshold)
   g_free (path);
   g_free (name);
   return ref;
-}
-
-static GstHarness *
-new_detect (const gchar * extra)
-{
-  gchar *model = vdtest_model ();
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d %s",
-      model, THREADS, extra ? extra : "");
-  GstHarness *h = gst_harness_new_parse (launch);
-
-  g_free (launch);
-  g_free (model);
-  return h;
 }
 
 static GstBuffer *
@@ -152,15 +123,15 @@ check_same_detections (GstBuffer * buffer, GArray * ref, const gboolean * keep,
 GST_START_TEST (test_matches_vd_detect)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GArray *ref = reference (0, 0.05);
-  GstHarness *h = new_detect ("threshold=0.05 device=cpu");
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.05 device=cpu");
   GstBuffer *out;
 
   /* a comparison of two short lists proves little: the model is calibrated */
   fail_unless (ref->len >= 20, "vd-detect found only %u detections", ref->len);
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame);
   check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
 
@@ -183,7 +154,7 @@ detect_through (const gchar * chain, GstBuffer * frame, gdouble threshold,
   GstBuffer *out;
   GstCaps *caps;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame);
   caps = gst_pad_get_current_caps (h->sinkpad);
   fail_unless (gst_video_info_from_caps (out_info, caps));
@@ -200,7 +171,7 @@ GST_START_TEST (test_rgb_formats)
 {
   const gchar *formats[] = { "RGB", "BGR", "RGBA", "BGRA", "RGBx", "BGRx" };
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GArray *ref = reference (0, 0.3);
   guint f;
 
@@ -295,7 +266,7 @@ GST_START_TEST (test_yuv_formats)
     {"I420", "bt709"},
   };
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
   gchar *ppm = g_build_filename (dir, "yuv.ppm", NULL);
   gchar *model = vdtest_model ();
@@ -426,12 +397,12 @@ GST_START_TEST (test_timestamps_flags_pixels_pass_through)
   const GstBufferFlags flags = GST_BUFFER_FLAG_DISCONT |
       GST_BUFFER_FLAG_DELTA_UNIT | GST_BUFFER_FLAG_MARKER;
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("interval=2");
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "interval=2");
   GstMapInfo in_map, out_map;
   guint i;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   gst_buffer_map (frame, &in_map, GST_MAP_READ);
   for (i = 0; i < 2; i++) {
     GstBuffer *in = gst_buffer_copy_deep (frame);
@@ -468,12 +439,12 @@ GST_END_TEST;
 GST_START_TEST (test_gap_and_interval)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("interval=3");
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "interval=3");
   GstBuffer *gap, *out;
   guint i;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < 7; i++) {
     out = push_pull (h, frame);
     /* the companion meta says which frames inference ran on (visiontrack
@@ -509,9 +480,9 @@ GST_END_TEST;
 GST_START_TEST (test_class_filter)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GArray *ref = reference (0, 0.05);
-  GstHarness *h = new_detect ("threshold=0.05");
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.05");
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstBus *bus = gst_bus_new ();
   gboolean keep[5] = { FALSE, FALSE, FALSE, FALSE, FALSE };
@@ -543,7 +514,7 @@ GST_START_TEST (test_class_filter)
       "the frame has too few classes to filter");
 
   gst_element_set_bus (detect, bus);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
 
   /* names, case-insensitive, set while playing */
   upper = g_ascii_strup (names[a], -1);
@@ -618,16 +589,16 @@ GST_END_TEST;
 GST_START_TEST (test_thresholds_while_playing)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GArray *ref = reference (0, 0.05);
-  GstHarness *h = new_detect ("threshold=0.05");
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.05");
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstVisionDetectMeta *meta;
   GstBuffer *out;
   guint i, n_high = 0;
   gfloat high;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame);
   check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
   gst_buffer_unref (out);
@@ -663,25 +634,25 @@ GST_END_TEST;
 GST_START_TEST (test_resolution_change)
 {
   GstVideoInfo info;
-  GstBuffer *frame0 = load_frame (0, &info);
-  GstBuffer *frame1 = load_frame (1, &info);
+  GstBuffer *frame0 = vdtest_load_frame (0, &info);
+  GstBuffer *frame1 = vdtest_load_frame (1, &info);
   GArray *ref0 = reference (0, 0.3);
   GArray *ref1 = reference (1, 0.3);
-  GstHarness *h = new_detect ("threshold=0.3");
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.3");
   GstBuffer *out;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame0);
   check_same_detections (out, ref0, NULL, 1.0, BOX_TOL);
   gst_buffer_unref (out);
 
-  gst_harness_set_src_caps_str (h, caps_400);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_400);
   out = push_pull (h, frame1);
   fail_unless_equals_int (vdtest_get_detect_meta (out)->width, 400);
   check_same_detections (out, ref1, NULL, 1.0, BOX_TOL);
   gst_buffer_unref (out);
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame0);
   check_same_detections (out, ref0, NULL, 1.0, BOX_TOL);
   gst_buffer_unref (out);
@@ -706,13 +677,13 @@ GST_END_TEST;
 GST_START_TEST (test_videoscale_letterbox_drops_meta)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   gchar *model = vdtest_model ();
   gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
       "threshold=0.3 ! videoscale add-borders=true ! capsfilter "
       "caps=video/x-raw,width=320,height=320,pixel-aspect-ratio=1/1", model,
       THREADS);
-  GList *outs = vdtest_run_pipeline (launch, caps_320, &frame, 1);
+  GList *outs = vdtest_run_pipeline (launch, VDTEST_CAPS_320, &frame, 1);
 
   fail_unless (vdtest_count_roi_metas (outs->data) > 0,
       "nothing was detected: the test proves nothing");
@@ -738,7 +709,7 @@ GST_START_TEST (test_detections_survive_videoscale)
           "capsfilter caps=video/x-raw,width=160,height=120", 0.5},
   };
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GArray *ref = reference (0, 0.3);
   guint c;
 
@@ -747,7 +718,7 @@ GST_START_TEST (test_detections_survive_videoscale)
     gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
         "threshold=0.3 ! %s", model, THREADS, cases[c].chain);
     GstBuffer *out;
-    GList *outs = vdtest_run_pipeline (launch, caps_320, &frame, 1);
+    GList *outs = vdtest_run_pipeline (launch, VDTEST_CAPS_320, &frame, 1);
     GstVisionDetectMeta *meta;
     GstVideoRegionOfInterestMeta *roi;
     gpointer state = NULL;
@@ -814,37 +785,18 @@ GST_START_TEST (test_detections_survive_videoscale)
 
 GST_END_TEST;
 
-static GstBuffer *
-timed_copy (GstBuffer * frame, GstClockTime pts)
-{
-  GstBuffer *in = gst_buffer_copy (frame);
-
-  GST_BUFFER_PTS (in) = pts;
-  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
-  return in;
-}
-
-static GstVisionDetectInference
-inference_of (GstBuffer * buffer)
-{
-  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
-
-  fail_unless (meta != NULL, "a frame without the companion meta");
-  return meta->inference;
-}
-
 /* The latency is known from the caps on (a warm-up inference), before the
  * first frame, and stays of that order while frames run. */
 GST_START_TEST (test_latency_before_first_frame)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect (NULL);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, NULL);
   GstClockTime warm, later;
   guint i;
 
   fail_unless_equals_uint64 (gst_harness_query_latency (h), 0);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   /* the caps event is handled when it is pushed */
   warm = gst_harness_query_latency (h);
   fail_unless (warm > 0 && warm < 60 * GST_SECOND,
@@ -870,14 +822,14 @@ GST_END_TEST;
 GST_START_TEST (test_qos_drop)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("late-frames=drop");
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "late-frames=drop");
   GstBuffer *out;
   guint i;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < 2; i++) {
-    fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+    fail_unless_equals_int (gst_harness_push (h, vdtest_timed_copy (frame,
                 i * 33 * GST_MSECOND)), GST_FLOW_OK);
     gst_buffer_unref (gst_harness_pull (h));
   }
@@ -885,10 +837,10 @@ GST_START_TEST (test_qos_drop)
   fail_unless (gst_harness_push_upstream_event (h,
           gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 2.0, 10 * GST_SECOND,
               100 * GST_MSECOND)));
-  fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+  fail_unless_equals_int (gst_harness_push (h, vdtest_timed_copy (frame,
               1 * GST_SECOND)), GST_FLOW_OK);
   /* a frame after the late period passes: the next out, the late one is gone */
-  fail_unless_equals_int (gst_harness_push (h, timed_copy (frame,
+  fail_unless_equals_int (gst_harness_push (h, vdtest_timed_copy (frame,
               30 * GST_SECOND)), GST_FLOW_OK);
   out = gst_harness_pull (h);
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), 30 * GST_SECOND);
@@ -908,26 +860,29 @@ GST_END_TEST;
 GST_START_TEST (test_qos_skip_inference)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect (NULL);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, NULL);
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstBuffer *out;
   guint64 skipped, inferred;
 
-  gst_harness_set_src_caps_str (h, caps_320);
-  out = push_pull (h, timed_copy (frame, 0));
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
+  out = push_pull (h, vdtest_timed_copy (frame, 0));
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   gst_buffer_unref (out);
   fail_unless (gst_harness_push_upstream_event (h,
           gst_event_new_qos (GST_QOS_TYPE_UNDERFLOW, 2.0, 10 * GST_SECOND,
               100 * GST_MSECOND)));
-  out = push_pull (h, timed_copy (frame, 1 * GST_SECOND));
+  out = push_pull (h, vdtest_timed_copy (frame, 1 * GST_SECOND));
   fail_unless_equals_uint64 (GST_BUFFER_PTS (out), 1 * GST_SECOND);
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_LATE);
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_SKIPPED_LATE);
   fail_unless (n_detections (out) == 0 && vdtest_count_roi_metas (out) == 0);
   gst_buffer_unref (out);
-  out = push_pull (h, timed_copy (frame, 30 * GST_SECOND));
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  out = push_pull (h, vdtest_timed_copy (frame, 30 * GST_SECOND));
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   fail_unless (n_detections (out) > 0);
   gst_buffer_unref (out);
   g_object_get (detect, "frames-skipped-late", &skipped, "frames-inferred",
@@ -948,27 +903,29 @@ GST_END_TEST;
 GST_START_TEST (test_live_deadline)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect (NULL);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, NULL);
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstBuffer *out;
   guint64 skipped;
 
   gst_harness_use_testclock (h);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   /* the harness's source is live: the element learns it from this query */
   fail_unless (gst_harness_query_latency (h) > 0);
   gst_element_set_base_time (detect, 0);
 
   /* now = 10 s: a frame of 0 s is far behind */
   fail_unless (gst_harness_set_time (h, 10 * GST_SECOND));
-  out = push_pull (h, timed_copy (frame, 0));
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_LATE);
+  out = push_pull (h, vdtest_timed_copy (frame, 0));
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_SKIPPED_LATE);
   fail_unless (n_detections (out) == 0);
   gst_buffer_unref (out);
   /* a frame of 10 s has its whole latency ahead */
-  out = push_pull (h, timed_copy (frame, 10 * GST_SECOND));
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  out = push_pull (h, vdtest_timed_copy (frame, 10 * GST_SECOND));
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   fail_unless (n_detections (out) > 0);
   gst_buffer_unref (out);
   g_object_get (detect, "frames-skipped-late", &skipped, NULL);
@@ -976,8 +933,9 @@ GST_START_TEST (test_live_deadline)
 
   /* late-frames=drop does not look at the clock */
   g_object_set (detect, "late-frames", GST_VISION_DETECT_LATE_DROP, NULL);
-  out = push_pull (h, timed_copy (frame, 1 * GST_SECOND));
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  out = push_pull (h, vdtest_timed_copy (frame, 1 * GST_SECOND));
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   gst_buffer_unref (out);
 
   gst_object_unref (detect);
@@ -991,15 +949,15 @@ GST_END_TEST;
 GST_START_TEST (test_inference_status)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("interval=3");
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "interval=3");
   GstBuffer *gap, *out;
   guint i;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < 4; i++) {
     out = push_pull (h, frame);
-    fail_unless_equals_int (inference_of (out), i % 3 == 0 ?
+    fail_unless_equals_int (vdtest_inference_of (out), i % 3 == 0 ?
         GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_INTERVAL);
     gst_buffer_unref (out);
   }
@@ -1008,7 +966,8 @@ GST_START_TEST (test_inference_status)
   gap = gst_buffer_copy (frame);
   GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
   out = push_pull (h, gap);
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_SKIPPED_GAP);
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_SKIPPED_GAP);
   gst_buffer_unref (out);
   gst_buffer_unref (gap);
 
@@ -1022,17 +981,18 @@ GST_END_TEST;
 GST_START_TEST (test_flush_resets_interval)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
-  GstHarness *h = new_detect ("interval=3");
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "interval=3");
   GstSegment segment;
   GstBuffer *out;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame);
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   gst_buffer_unref (out);
   out = push_pull (h, frame);
-  fail_unless_equals_int (inference_of (out),
+  fail_unless_equals_int (vdtest_inference_of (out),
       GST_VISION_DETECT_SKIPPED_INTERVAL);
   gst_buffer_unref (out);
 
@@ -1041,7 +1001,8 @@ GST_START_TEST (test_flush_resets_interval)
   gst_segment_init (&segment, GST_FORMAT_TIME);
   fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
   out = push_pull (h, frame);
-  fail_unless_equals_int (inference_of (out), GST_VISION_DETECT_INFERRED);
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_INFERRED);
   fail_unless (n_detections (out) > 0);
   gst_buffer_unref (out);
 
@@ -1059,23 +1020,24 @@ run_in_flight (GstBuffer ** frames, guint max_in_flight)
 {
   gchar *extra = g_strdup_printf ("threshold=0.3 interval=2 max-in-flight=%u",
       max_in_flight);
-  GstHarness *h = new_detect (extra);
+  GstHarness *h = vdtest_new_detect (THREADS, extra);
   GPtrArray *outs = g_ptr_array_new_with_free_func ((GDestroyNotify)
       gst_buffer_unref);
   GstEvent *event;
   guint i;
 
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < 12; i++)
-    fail_unless_equals_int (gst_harness_push (h, timed_copy (frames[(i / 2) %
-                    2], i * 33 * GST_MSECOND)), GST_FLOW_OK);
+    fail_unless_equals_int (gst_harness_push (h,
+            vdtest_timed_copy (frames[(i / 2) % 2], i * 33 * GST_MSECOND)),
+        GST_FLOW_OK);
   fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
   for (i = 0; i < 12; i++) {
     GstBuffer *out = gst_harness_pull (h);
 
     fail_unless (out != NULL);
     fail_unless_equals_uint64 (GST_BUFFER_PTS (out), i * 33 * GST_MSECOND);
-    fail_unless_equals_int (inference_of (out), i % 2 == 0 ?
+    fail_unless_equals_int (vdtest_inference_of (out), i % 2 == 0 ?
         GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_INTERVAL);
     if (i % 2 == 1)
       fail_unless (n_detections (out) == 0);
@@ -1093,29 +1055,6 @@ run_in_flight (GstBuffer ** frames, guint max_in_flight)
   gst_harness_teardown (h);
   g_free (extra);
   return outs;
-}
-
-static gboolean
-same_detections (GstBuffer * a, GstBuffer * b)
-{
-  GArray *da = vdtest_get_detect_meta (a)->detections;
-  GArray *db = vdtest_get_detect_meta (b)->detections;
-
-  guint i;
-
-  if (da->len != db->len)
-    return FALSE;
-  /* field by field: the struct has padding */
-  for (i = 0; i < da->len; i++) {
-    const GstVisionDetection *x = &g_array_index (da, GstVisionDetection, i);
-    const GstVisionDetection *y = &g_array_index (db, GstVisionDetection, i);
-
-    if (x->x != y->x || x->y != y->y || x->w != y->w || x->h != y->h
-        || x->confidence != y->confidence || x->label_id != y->label_id
-        || x->label != y->label || x->roi_id != y->roi_id)
-      return FALSE;
-  }
-  return TRUE;
 }
 
 /* @frame (RGB 320x240) cropped by hand to @w x @h at @x, @y */
@@ -1150,9 +1089,9 @@ crop_by_hand (GstBuffer * frame, gint x, gint y, gint w, gint h)
 GST_START_TEST (test_crop_meta_refused)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GstBuffer *cropped = crop_by_hand (frame, 80, 0, 240, 180);
-  GstHarness *h = new_detect ("threshold=0.05 device=cpu");
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.05 device=cpu");
   GstBuffer *ref;
   guint sink;
 
@@ -1177,14 +1116,14 @@ GST_START_TEST (test_crop_meta_refused)
       gst_harness_add_propose_allocation_meta (h,
           GST_VIDEO_CROP_META_API_TYPE, NULL);
     }
-    gst_harness_set_src_caps_str (h, caps_320);
+    gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
     out = push_pull (h, frame);
     caps = gst_pad_get_current_caps (h->sinkpad);
     fail_unless (gst_video_info_from_caps (&info, caps));
     gst_caps_unref (caps);
     fail_unless_equals_int (GST_VIDEO_INFO_WIDTH (&info), 240);
     fail_unless_equals_int (GST_VIDEO_INFO_HEIGHT (&info), 180);
-    fail_unless (same_detections (out, ref),
+    fail_unless (vdtest_same_detections (out, ref),
         "sink %u: %u detections, not those of the cropped frame (%u)", sink,
         n_detections (out), n_detections (ref));
     fail_unless (gst_buffer_get_video_crop_meta (out) == NULL,
@@ -1213,7 +1152,7 @@ GST_START_TEST (test_frames_in_flight)
   GPtrArray *one, *three;
   guint i;
 
-  frames[0] = load_frame (0, &info);
+  frames[0] = vdtest_load_frame (0, &info);
   /* another picture: the left half black */
   frames[1] = gst_buffer_copy_deep (frames[0]);
   for (i = 0; i < 240; i++)
@@ -1222,13 +1161,13 @@ GST_START_TEST (test_frames_in_flight)
   one = run_in_flight (frames, 1);
   three = run_in_flight (frames, 3);
   /* the two pictures differ in what is found: a mix-up would show */
-  fail_unless (!same_detections (g_ptr_array_index (one, 0),
+  fail_unless (!vdtest_same_detections (g_ptr_array_index (one, 0),
           g_ptr_array_index (one, 2)));
   for (i = 0; i < 12; i += 2) {
     if ((i / 2) % 2 == 0)
       check_same_detections (g_ptr_array_index (three, i), ref, NULL, 1.0,
           BOX_TOL);
-    fail_unless (same_detections (g_ptr_array_index (one, i),
+    fail_unless (vdtest_same_detections (g_ptr_array_index (one, i),
             g_ptr_array_index (three, i)), "frame %u differs in flight", i);
   }
 
@@ -1244,7 +1183,7 @@ GST_END_TEST;
 GST_START_TEST (test_labels_file)
 {
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
   gchar *labels = g_build_filename (dir, "labels.txt", NULL);
   gchar *wrong = g_build_filename (dir, "wrong.txt", NULL);
@@ -1260,9 +1199,9 @@ GST_START_TEST (test_labels_file)
   fail_unless (g_file_set_contents (wrong, "a\nb\n", -1, NULL));
 
   launch = g_strdup_printf ("labels=\"%s\" threshold=0.3", labels);
-  h = new_detect (launch);
+  h = vdtest_new_detect (THREADS, launch);
   g_free (launch);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   out = push_pull (h, frame);
   meta = vdtest_get_detect_meta (out);
   fail_unless (meta != NULL && meta->detections->len > 0);
@@ -1528,14 +1467,14 @@ GST_END_TEST;
 /* A frame the element cannot read is a flow error with a message, not a crash. */
 GST_START_TEST (test_bad_frame_is_flow_error)
 {
-  GstHarness *h = new_detect (NULL);
+  GstHarness *h = vdtest_new_detect (THREADS, NULL);
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstBus *bus = gst_bus_new ();
   GstMessage *msg;
   GError *err = NULL;
 
   gst_element_set_bus (detect, bus);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   fail_unless_equals_int (gst_harness_push (h, gst_buffer_new_allocate (NULL,
               100, NULL)), GST_FLOW_ERROR);
   msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
@@ -1663,7 +1602,7 @@ GST_END_TEST;
 /* model and device cannot change once started: a warning, the value is kept */
 GST_START_TEST (test_model_locked_while_running)
 {
-  GstHarness *h = new_detect (NULL);
+  GstHarness *h = vdtest_new_detect (THREADS, NULL);
   GstElement *detect = gst_harness_find_element (h, "visiondetect");
   GstBus *bus = gst_bus_new ();
   gchar *model = vdtest_model (), *now;
@@ -1864,12 +1803,12 @@ warnings_of_run (const gchar * model, gint n)
   GstBus *bus = gst_bus_new ();
   GString *warnings = g_string_new ("");
   GstVideoInfo info;
-  GstBuffer *frame = load_frame (0, &info);
+  GstBuffer *frame = vdtest_load_frame (0, &info);
   GstMessage *msg;
   gint i;
 
   gst_element_set_bus (detect, bus);
-  gst_harness_set_src_caps_str (h, caps_320);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
   for (i = 0; i < n; i++)
     gst_buffer_unref (push_pull (h, frame));
   while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_WARNING)) != NULL) {

@@ -55,6 +55,41 @@ vdtest_load_ppm (const gchar * path, GstVideoInfo * info)
   return buffer;
 }
 
+GstBuffer *
+vdtest_load_frame (gint index, GstVideoInfo * info)
+{
+  gchar *name = g_strdup_printf ("frame-%d.ppm", index);
+  gchar *path = vdtest_fixture (name);
+  GstBuffer *buffer = vdtest_load_ppm (path, info);
+
+  g_free (path);
+  g_free (name);
+  return buffer;
+}
+
+GstBuffer *
+vdtest_timed_copy (GstBuffer * frame, GstClockTime pts)
+{
+  GstBuffer *in = gst_buffer_copy (frame);
+
+  GST_BUFFER_PTS (in) = pts;
+  GST_BUFFER_DURATION (in) = 33 * GST_MSECOND;
+  return in;
+}
+
+GstHarness *
+vdtest_new_detect (gint threads, const gchar * extra)
+{
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d %s",
+      model, threads, extra ? extra : "");
+  GstHarness *h = gst_harness_new_parse (launch);
+
+  g_free (launch);
+  g_free (model);
+  return h;
+}
+
 GArray *
 vdtest_vd_detect (const gchar * model, const gchar * ppm, gdouble threshold,
     gint threads)
@@ -180,6 +215,42 @@ vdtest_count_roi_metas (GstBuffer * buffer)
           GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) != NULL)
     n++;
   return n;
+}
+
+GstVisionDetectInference
+vdtest_inference_of (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta = vdtest_get_detect_meta (buffer);
+
+  fail_unless (meta != NULL, "a frame without the companion meta");
+  return meta->inference;
+}
+
+gboolean
+vdtest_same_detections (GstBuffer * a, GstBuffer * b)
+{
+  GstVisionDetectMeta *ma = vdtest_get_detect_meta (a);
+  GstVisionDetectMeta *mb = vdtest_get_detect_meta (b);
+  guint i;
+
+  fail_unless (ma != NULL && mb != NULL);
+  if (ma->width != mb->width || ma->height != mb->height
+      || ma->detections->len != mb->detections->len
+      || vdtest_count_roi_metas (a) != vdtest_count_roi_metas (b))
+    return FALSE;
+  /* field by field: the struct has padding */
+  for (i = 0; i < ma->detections->len; i++) {
+    const GstVisionDetection *x =
+        &g_array_index (ma->detections, GstVisionDetection, i);
+    const GstVisionDetection *y =
+        &g_array_index (mb->detections, GstVisionDetection, i);
+
+    if (x->x != y->x || x->y != y->y || x->w != y->w || x->h != y->h
+        || x->confidence != y->confidence || x->label_id != y->label_id
+        || x->label != y->label || x->roi_id != y->roi_id)
+      return FALSE;
+  }
+  return TRUE;
 }
 
 GList *

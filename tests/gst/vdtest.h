@@ -31,6 +31,21 @@ gchar *vdtest_model (void);
  * rounded up to 4 bytes) and a GstVideoMeta; fills @info. */
 GstBuffer *vdtest_load_ppm (const gchar * path, GstVideoInfo * info);
 
+/* The caps of the test frames (frame-<i>.ppm: 320x240) and of a larger size. */
+#define VDTEST_CAPS_320 \
+    "video/x-raw,format=RGB,width=320,height=240,framerate=30/1"
+#define VDTEST_CAPS_400 \
+    "video/x-raw,format=RGB,width=400,height=300,framerate=30/1"
+
+/* The fixture frame-<@index>.ppm as vdtest_load_ppm gives it. */
+GstBuffer *vdtest_load_frame (gint index, GstVideoInfo * info);
+
+/* A copy of @frame at @pts, 33 ms long. */
+GstBuffer *vdtest_timed_copy (GstBuffer * frame, GstClockTime pts);
+
+/* A "visiondetect model=<the test model> threads=@threads <@extra>" harness. */
+GstHarness *vdtest_new_detect (gint threads, const gchar * extra);
+
 /* Runs vd-detect --device cpu --threads N --threshold T --json on @ppm and returns
  * its detections in its order (score descending). */
 GArray *vdtest_vd_detect (const gchar * model, const gchar * ppm,
@@ -47,6 +62,13 @@ void vdtest_add_detection (GstVisionDetectMeta * meta, gdouble x, gdouble y,
     gdouble w, gdouble h, gdouble confidence, gint label_id,
     const gchar * label, gint roi_id);
 guint vdtest_count_roi_metas (GstBuffer * buffer);
+/* The inference status in @buffer's companion meta; fails the test without
+ * one. */
+GstVisionDetectInference vdtest_inference_of (GstBuffer * buffer);
+/* Whether the companion metas of @a and @b (both required) hold the same frame
+ * size and every field of every detection the same, and the buffers as many
+ * ROI metas. */
+gboolean vdtest_same_detections (GstBuffer * a, GstBuffer * b);
 
 /* Pushes @buffer through a "appsrc ! <description> ! appsink" pipeline with @caps
  * and returns the output buffers (all of them until EOS), or fails the test on an

@@ -113,7 +113,9 @@ def setup_torch(threads=2):
     torch.set_grad_enabled(False)
 
 
-def parse_args(description, dtype=False, size=False, engine=True):
+def parse_args(description, dtype=False, size=False, sizes=False, engine=True, add_arguments=None):
+    """The common options, --dtype, --size HxW (args.size: (h, w)) and --sizes HxW,...
+    (args.sizes: [(h, w), ...]) where asked; add_arguments(parser) adds a test's own."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--vd-detect", required=engine, help="path of the vd-detect executable")
@@ -125,6 +127,11 @@ def parse_args(description, dtype=False, size=False, engine=True):
         p.add_argument("--dtype", choices=["f16", "bf16"], required=True, help="model file dtype")
     if size:
         p.add_argument("--size", required=True, type=_parse_size, help="image size HxW, e.g. 480x640")
+    if sizes:
+        p.add_argument("--sizes", required=True, type=_parse_sizes,
+                       help="image sizes HxW,HxW,..., e.g. 384x512,300x451")
+    if add_arguments is not None:
+        add_arguments(p)
     args = p.parse_args()
     if engine and os.environ.get("ONEDNN_MAX_CPU_ISA"):
         _skip_if_cap_is_native(args.vd_detect)
@@ -162,6 +169,10 @@ def _parse_size(text):
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected HxW, got {text!r}")
     return h, w
+
+
+def _parse_sizes(text):
+    return [_parse_size(s) for s in text.split(",")]
 
 
 # ---------------------------------------------------------------------------------
@@ -335,6 +346,18 @@ def resized_size(h, w, min_size, max_size, double):
         big = torch.max(shape).to(dtype=torch.float32)
         s = torch.min(float(min_size) / m, float(max_size) / big).item()
     return int(math.floor(h * s)), int(math.floor(w * s))
+
+
+def needs_double_scale(h, w, min_size, max_size):
+    """Whether 0.14.1's float32 resize scale and the double one give an h x w image
+    other sizes: its reference must then run with resize_scale_in_double."""
+    return resized_size(h, w, min_size, max_size, False) != resized_size(h, w, min_size, max_size, True)
+
+
+def images_at_sizes(sizes, seed, min_size, max_size):
+    """run_parity's images: one scene (@seed) rendered at each (h, w) of @sizes, each
+    reference with the double scale where the float32 one differs."""
+    return [(h, w, seed, needs_double_scale(h, w, min_size, max_size)) for h, w in sizes]
 
 
 # ---------------------------------------------------------------------------------
@@ -1202,6 +1225,15 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         os.remove(model_path)
     log(f"PASS {name}")
     return 0
+
+
+def run_parity_at_size(args, name, model, seed, min_size=800, max_size=1333, **kwargs):
+    """run_parity on one image of args.size (--size HxW), the test named
+    <name>_<H>x<W>, its scene seed @seed + H + W (another scene at each size)."""
+    h, w = args.size
+    return run_parity(args, f"{name}_{h}x{w}", model,
+                      images_at_sizes([args.size], seed + h + w, min_size, max_size),
+                      min_size=min_size, max_size=max_size, **kwargs)
 
 
 def _fmt_fracs(fr):

@@ -27,32 +27,25 @@ from torchvision.models.detection import MaskRCNN_ResNet50_FPN_Weights  # noqa: 
 BUILDERS = ("maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2")
 
 
+def add_arguments(p):
+    p.add_argument("--builder", choices=BUILDERS, required=True, help="torchvision builder")
+    p.add_argument("--min-size", type=int, default=512, help="the transform's min_size (512)")
+    p.add_argument("--max-size", type=int, default=853, help="the transform's max_size (853)")
+    p.add_argument("--seed", type=int, default=11, help="seed of the random weights (11)")
+
+
 def main():
-    import argparse
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--builder", choices=BUILDERS, required=True)
-    pre.add_argument("--sizes", required=True)
-    pre.add_argument("--min-size", type=int, default=512)
-    pre.add_argument("--max-size", type=int, default=853)
-    pre.add_argument("--seed", type=int, default=11)
-    known, rest = pre.parse_known_args()
-    sys.argv = [sys.argv[0]] + rest
-    args = pc.parse_args(__doc__)
+    args = pc.parse_args(__doc__, sizes=True, add_arguments=add_arguments)
     pc.setup_torch(args.threads)
-    sizes = [pc._parse_size(s) for s in known.sizes.split(",")]
-    torch.manual_seed(known.seed)
-    model = getattr(torchvision.models.detection, known.builder)(
-        weights=None, weights_backbone=None, num_classes=91, min_size=known.min_size,
-        max_size=known.max_size).eval()
-    images = []
-    for h, w in sizes:
-        double = pc.resized_size(h, w, known.min_size, known.max_size, False) != \
-            pc.resized_size(h, w, known.min_size, known.max_size, True)
-        images.append((h, w, 7100, double))
+    torch.manual_seed(args.seed)
+    model = getattr(torchvision.models.detection, args.builder)(
+        weights=None, weights_backbone=None, num_classes=91, min_size=args.min_size,
+        max_size=args.max_size).eval()
+    images = pc.images_at_sizes(args.sizes, 7100, args.min_size, args.max_size)
     classes = list(MaskRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"])
-    short = known.builder.replace("maskrcnn_", "")
+    short = args.builder.replace("maskrcnn_", "")
     return pc.run_parity(args, f"maskrcnn_{short}", model, images, class_names=classes,
-                         min_size=known.min_size, max_size=known.max_size,
+                         min_size=args.min_size, max_size=args.max_size,
                          feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50)
 
 

@@ -30,22 +30,15 @@ SIZES = {  # builder -> (min_size, max_size)
 
 
 def main():
-    import argparse
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--builder", choices=sorted(SIZES), required=True)
-    known, rest = pre.parse_known_args()
-    sys.argv = [sys.argv[0]] + rest
-    args = pc.parse_args(__doc__, size=True)
+    args = pc.parse_args(__doc__, size=True, add_arguments=lambda p: p.add_argument(
+        "--builder", choices=sorted(SIZES), required=True, help="torchvision builder"))
     pc.setup_torch(args.threads)
-    h, w = args.size
-    min_size, max_size = SIZES[known.builder]
-    double = pc.resized_size(h, w, min_size, max_size, False) != \
-        pc.resized_size(h, w, min_size, max_size, True)
-    model = pc.build_mobilenet_v3_fpn(known.builder, seed=3)
+    min_size, max_size = SIZES[args.builder]
+    model = pc.build_mobilenet_v3_fpn(args.builder, seed=3)
     classes = list(FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1.meta["categories"])
-    short = known.builder.replace("fasterrcnn_", "")
-    return pc.run_parity(args, f"{short}_{h}x{w}", model, [(h, w, 7000 + h + w, double)],
-                         class_names=classes, min_size=min_size, max_size=max_size)
+    short = args.builder.replace("fasterrcnn_", "")
+    return pc.run_parity_at_size(args, short, model, 7000, class_names=classes,
+                                 min_size=min_size, max_size=max_size)
 
 
 if __name__ == "__main__":
