@@ -28,7 +28,12 @@
  * N > 1, per-image offsets everywhere else), with its own graph, one readback
  * and one host synchronisation per batch; engine/cuda/BATCHING.md. A single
  * image, a batch mixing sizes or formats, and any batch while an observer is
- * attached run image by image through the one-slot plan. */
+ * attached run image by image through the one-slot plan.
+ *
+ * Mask R-CNN: the mask branch runs on the device after the postprocess, image
+ * by image, over a fixed number of rows (the result capacity), and its 28x28
+ * probabilities come back in the same one copy; the host pastes them with the
+ * CPU's vd_paste_mask (engine/MASKRCNN.md §4). */
 #include "vd_config.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cuda/vd_cuda_debug.h"
