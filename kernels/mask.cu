@@ -29,8 +29,7 @@ __global__ void mask_probabilities_kernel(const T *logits, int rows, int pooled,
             probs[idx] = 0.0f; /* a row without a detection: never read */
             continue;
         }
-        int y = py >> 1, ky = py & 1, x = px >> 1, kx = px & 1;
-        size_t at = (((size_t)j * pooled + y) * (4 * pooled) + 4 * x + 2 * ky + kx) * stride + label;
+        size_t at = (size_t)vd_math_mask_tap_pixel(j, py, px, pooled) * stride + label;
         probs[idx] = vd_math_sigmoid(vd_load(logits + at));
     }
 }

@@ -1862,20 +1862,14 @@ static gboolean upload_mask_weights(cuda_state *st, GError **error)
     const vd_conv *d = &m->mask_deconv;
     int R = d->out_channels, Rp = round_up(R, 8), in = d->in_channels;
     st->deconv_channels = Rp;
-    float *w = g_try_malloc0((size_t)4 * Rp * in * sizeof(float));
-    float *b = g_try_malloc0((size_t)4 * Rp * sizeof(float));
+    float *w = g_try_malloc((size_t)4 * Rp * in * sizeof(float));
+    float *b = g_try_malloc((size_t)4 * Rp * sizeof(float));
     gboolean ok = FALSE;
     if (w == NULL || b == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory preparing weights");
         goto out_free;
     }
-    for (int tap = 0; tap < 4; tap++)
-        for (int o = 0; o < R; o++) {
-            float *row = w + ((size_t)tap * Rp + o) * in;
-            for (int i = 0; i < in; i++)
-                row[i] = d->weight[((size_t)i * R + o) * 4 + tap]; /* tap = 2 ky + kx */
-            b[(size_t)tap * Rp + o] = d->bias[o];
-        }
+    vd_deconv2x2_as_conv1x1(d->weight, d->bias, in, R, Rp, w, b);
     ok = vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->mask_deconv, w, b,
                                       4 * Rp, in, 1, 1, 0, 4 * Rp, in_p, error) &&
          upload_conv(st, &st->mask_logits, &m->mask_logits, Rp,
