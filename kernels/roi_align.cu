@@ -150,7 +150,37 @@ extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels,
 }
 
 /* ------------------------------------------------------------------------ */
-/* roi_align backward (torchvision.ops.roi_align's gradient)                 */
+/* torchvision.ops.roi_align: its gradient, then the forward               */
+
+/* Element @idx of a pooled tensor [n_rois][pooled_h][pooled_w][channels]
+ * (channel fastest): its RoI k, bin (ph, pw) and channel c, and the RoI's
+ * row of @rois ([n_rois][5]: batch index, box). */
+typedef struct {
+    int k, ph, pw, c;
+    const float *roi;
+    int batch; /* the truncated batch index, when valid */
+} roi_align_element;
+
+/* Decomposes @idx as above; FALSE when the RoI's batch index is not in
+ * [0, n_images) after truncation (or NaN): the RoI then pools zeros and adds
+ * no gradient (the CPU op reports it). */
+static __device__ __forceinline__ bool roi_align_element_of(const vd_roi_align_shape &shape,
+                                                            const float *rois, long long idx,
+                                                            roi_align_element *e)
+{
+    e->c = (int)(idx % shape.channels);
+    long long rest = idx / shape.channels;
+    e->pw = (int)(rest % shape.pooled_w);
+    rest /= shape.pooled_w;
+    e->ph = (int)(rest % shape.pooled_h);
+    e->k = (int)(rest / shape.pooled_h);
+    e->roi = rois + 5 * (size_t)e->k;
+    float batch = e->roi[0];
+    if (!(batch > -1.0f && batch < (float)shape.n_images))
+        return false;
+    e->batch = (int)batch;
+    return true;
+}
 
 /* One thread per (RoI, bin, channel), channel fastest, like grad_output's
  * NHWC order: consecutive threads read consecutive grad_output elements and
@@ -167,20 +197,14 @@ __global__ void roi_align_backward_kernel(vd_roi_align_shape shape, const G *gra
     long long total = (long long)n_rois * PH * PW * C;
     VD_GRID_LOOP(idx, total)
     {
-        int c = (int)(idx % C);
-        long long rest = idx / C;
-        int pw = (int)(rest % PW);
-        rest /= PW;
-        int ph = (int)(rest % PH);
-        int k = (int)(rest / PH);
-        const float *roi = rois + 5 * (size_t)k;
-        float batch = roi[0];
-        if (!(batch > -1.0f && batch < (float)shape.n_images))
-            continue; /* also NaN; the CPU op reports it */
+        roi_align_element e;
+        if (!roi_align_element_of(shape, rois, idx, &e))
+            continue;
+        int ph = e.ph, pw = e.pw;
         vd_math_roi_geometry geo = vd_math_roi_geometry_aligned(
-            roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
+            e.roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
         float grad = vd_load(grad_output + idx); /* ((k * PH + ph) * PW + pw) * C + c */
-        float *dst = grad_acc + (size_t)(int)batch * H * W * C + c;
+        float *dst = grad_acc + (size_t)e.batch * H * W * C + e.c;
         for (int iy = 0; iy < geo.grid_h; iy++) {
             float y = vd_math_roi_sample_coord(geo.start_y, ph, geo.bin_h, iy, geo.grid_h);
             for (int ix = 0; ix < geo.grid_w; ix++) {
@@ -208,21 +232,15 @@ __global__ void roi_align_forward_kernel(vd_roi_align_shape shape, const T *feat
     long long total = (long long)n_rois * PH * PW * C;
     VD_GRID_LOOP(idx, total)
     {
-        int c = (int)(idx % C);
-        long long rest = idx / C;
-        int pw = (int)(rest % PW);
-        rest /= PW;
-        int ph = (int)(rest % PH);
-        int k = (int)(rest / PH);
-        const float *roi = rois + 5 * (size_t)k;
-        float batch = roi[0];
-        if (!(batch > -1.0f && batch < (float)shape.n_images)) {
-            vd_store(out + idx, 0.0f); /* also NaN; the CPU op reports it */
+        roi_align_element e;
+        if (!roi_align_element_of(shape, rois, idx, &e)) {
+            vd_store(out + idx, 0.0f);
             continue;
         }
+        int ph = e.ph, pw = e.pw;
         vd_math_roi_geometry geo = vd_math_roi_geometry_aligned(
-            roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
-        const T *map = features + (size_t)(int)batch * H * W * C + c;
+            e.roi + 1, shape.spatial_scale, PH, PW, shape.sampling_ratio, shape.aligned);
+        const T *map = features + (size_t)e.batch * H * W * C + e.c;
         float acc = 0.0f;
         for (int iy = 0; iy < geo.grid_h; iy++) {
             float y = vd_math_roi_sample_coord(geo.start_y, ph, geo.bin_h, iy, geo.grid_h);

@@ -306,6 +306,21 @@ cudaError_t vd_finalize_detections(const float *boxes, const float *scores, cons
                                    const int *n_nonfinite, int max_detections, float rx, float ry,
                                    vd_kernel_result *result, cudaStream_t stream);
 
+/* ------------------------------------------------------------------------ */
+/* Mask R-CNN (mirrors run_mask_head of the CPU backend)                     */
+
+/* probs[j][py][px] (float32, [rows][2 pooled][2 pooled]) = sigmoid (vd_math.h,
+ * torch's CPU formula) of the logit of detection j's label (result->detections
+ * [j].label, j < result->count) at output pixel (py, px). @logits, in @dtype,
+ * are NHWC [rows][pooled][4 pooled][stride]: the 1x1 logits convolution of the
+ * 2x2 stride-2 transposed convolution computed as a 1x1 convolution to 4 x
+ * channels, so output pixel (2y + ky, 2x + kx) is at row y, column
+ * 4x + 2ky + kx. Rows without a detection (or with a label outside
+ * [0, num_classes)) get zeros. */
+cudaError_t vd_mask_probabilities(const void *logits, vd_dtype dtype, int rows, int pooled,
+                                  int stride, int num_classes, const vd_kernel_result *result,
+                                  float *probs, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

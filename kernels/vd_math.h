@@ -573,4 +573,19 @@ VD_MATH_FN void vd_math_yuv_to_rgb(const vd_math_yuv_coeffs *c, int y, int u, in
     rgb[2] = vd_math_q16_to_u8(luma + c->b_u * cb);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mask R-CNN's transposed convolution as a 1x1 convolution                  */
+
+/* The 2x2 stride-2 ConvTranspose2d without padding writes output pixel
+ * (2y + ky, 2x + kx) from input pixel (y, x) and tap (ky, kx) alone, so a 1x1
+ * convolution to 4 x C' channels, channel (2 ky + kx) * C' + o holding tap
+ * (ky, kx) of output channel o (vd_deconv2x2_as_conv1x1), computes it. Read
+ * as NHWC [rows][pooled][4 pooled][C'] (column 4x + 2ky + kx), output pixel
+ * (py, px) of RoI @row is this pixel (engine/MASKRCNN.md §4). */
+VD_MATH_FN long long vd_math_mask_tap_pixel(int row, int py, int px, int pooled)
+{
+    int y = py >> 1, ky = py & 1, x = px >> 1, kx = px & 1;
+    return ((long long)row * pooled + y) * (4 * pooled) + 4 * x + 2 * ky + kx;
+}
+
 #endif /* VD_MATH_H */

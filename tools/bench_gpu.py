@@ -3,6 +3,7 @@
 weights and frames, side by side in one run (issue 4, item 5).
 
     python3 tools/bench_gpu.py prepare --workdir DIR
+    python3 tools/bench_gpu.py prepare-masks --workdir DIR
     python3 tools/bench_gpu.py bench --workdir DIR --bench-bin build/tests/gpu/vd-gpu-bench \
         [--json OUT.json] [--iters N]
 
@@ -151,6 +152,47 @@ def prepare(args):
         log(f"demo scenes: {found}")
     except ImportError as e:
         log(f"no demo scenes: {e}")
+
+
+# Mask R-CNN for test-gpu-engine --masks: the transform's sizes (smaller than the
+# builders' 800/1333, to keep the CPU reference of the device check to seconds) and
+# the one frame (height, width, seed)
+MASK_MIN_SIZE, MASK_MAX_SIZE = 320, 533
+MASK_FRAME = (300, 400, 7100)
+
+
+def prepare_masks(args):
+    """Mask R-CNN models and a frame for test-gpu-engine --masks (the CUDA mask branch
+    against the CPU engine): maskrcnn_resnet50_fpn (91 classes, the v1 mask head), and
+    the same with maskrcnn_resnet50_fpn_v2's mask head (MaskRCNNHeads with BatchNorm2d,
+    folded at load; v2's box head and two-conv RPN are not on the CUDA backend, which
+    refuses the whole v2 model), random weights calibrated as the parity tests do
+    (parity_common.calibrate, then calibrate_masks: mask logits of std 3 on the frame's
+    detections). Writes DIR/mask-v1.safetensors, DIR/mask-v2head.safetensors (F32) and
+    DIR/mask-frame-0.ppm."""
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
+    t0 = time.time()
+    h, w, seed = MASK_FRAME
+    img = pc.synthetic_image(h, w, seed=seed)
+    write_ppm(os.path.join(args.workdir, "mask-frame-0.ppm"), img)
+    for name, v2_head in (("mask-v1", False), ("mask-v2head", True)):
+        torch.manual_seed(11)
+        model = torchvision.models.detection.maskrcnn_resnet50_fpn(
+            weights=None, weights_backbone=None, num_classes=91, min_size=MASK_MIN_SIZE,
+            max_size=MASK_MAX_SIZE)
+        if v2_head:
+            model.roi_heads.mask_head = MaskRCNNHeads(256, [256, 256, 256, 256], 1,
+                                                      norm_layer=torch.nn.BatchNorm2d)
+        model.eval()
+        first = []
+        # torchvision >= 0.15 computes the resize scale in double already
+        desc = pc.calibrate(model, [img], double_scale=False, first_features=first)
+        desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
+        pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
+        log(f"{name}: random weights (seed 11), calibrated: {desc} ({time.time() - t0:.1f} s)")
 
 
 # ---------------------------------------------------------------------------------
@@ -437,6 +479,8 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     pp = sub.add_parser("prepare")
     pp.add_argument("--workdir", required=True)
+    pm = sub.add_parser("prepare-masks")
+    pm.add_argument("--workdir", required=True)
     pb = sub.add_parser("bench")
     pb.add_argument("--workdir", required=True)
     pb.add_argument("--bench-bin", required=True)
@@ -449,7 +493,12 @@ def main():
     if not torch.cuda.is_available() and args.cmd == "bench":
         print("SKIP: no CUDA device for torch")
         sys.exit(77)
-    prepare(args) if args.cmd == "prepare" else bench(args)
+    if args.cmd == "prepare":
+        prepare(args)
+    elif args.cmd == "prepare-masks":
+        prepare_masks(args)
+    else:
+        bench(args)
 
 
 if __name__ == "__main__":

@@ -685,3 +685,17 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
     }
 #undef PADDED_AT
 }
+
+void vd_deconv2x2_as_conv1x1(const float *weight, const float *bias, int in, int out,
+                             int out_stride, float *w1, float *b1)
+{
+    memset(w1, 0, (size_t)4 * out_stride * in * sizeof(float));
+    memset(b1, 0, (size_t)4 * out_stride * sizeof(float));
+    for (int tap = 0; tap < 4; tap++) /* tap = 2 ky + kx */
+        for (int o = 0; o < out; o++) {
+            float *row = w1 + ((size_t)tap * out_stride + o) * in;
+            for (int i = 0; i < in; i++)
+                row[i] = weight[((size_t)i * out + o) * 4 + tap];
+            b1[(size_t)tap * out_stride + o] = bias[o];
+        }
+}

@@ -203,6 +203,15 @@ void vd_sigmoid(float *values, int n);
 void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
                    int rect[4], uint8_t *out);
 
+/* Mask R-CNN's ConvTranspose2d (2x2, stride 2, no padding: torch's @weight
+ * [in][out][2][2], no kernel flip, @bias [out]) as the 1x1 convolution of
+ * vd_math_mask_tap_pixel: @w1 [4 * out_stride][in] (OIHW with 1x1), row
+ * (2 ky + kx) * out_stride + o = weight[.][o][ky][kx], and @b1 [4 * out_stride]
+ * = bias[o]; rows o >= @out (padding, out_stride >= out) are zero. The same
+ * products and sums per output pixel as the transposed convolution. */
+void vd_deconv2x2_as_conv1x1(const float *weight, const float *bias, int in, int out,
+                             int out_stride, float *w1, float *b1);
+
 G_END_DECLS
 
 #endif /* VD_CPU_OPS_H */

@@ -28,7 +28,12 @@
  * N > 1, per-image offsets everywhere else), with its own graph, one readback
  * and one host synchronisation per batch; engine/cuda/BATCHING.md. A single
  * image, a batch mixing sizes or formats, and any batch while an observer is
- * attached run image by image through the one-slot plan. */
+ * attached run image by image through the one-slot plan.
+ *
+ * Mask R-CNN: the mask branch runs on the device after the postprocess, image
+ * by image, over a fixed number of rows (the result capacity), and its 28x28
+ * probabilities come back in the same one copy; the host pastes them with the
+ * CPU's vd_paste_mask (engine/MASKRCNN.md §4). */
 #include "vd_config.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cuda/vd_cuda_debug.h"
@@ -97,6 +102,8 @@ typedef struct {
 
     /* RoI pooler (spec §5.2), cached per resized height as the CPU does */
     vd_pooler_levels pooler;
+    /* Mask R-CNN's second pooler (the first n_mask_roi_levels levels) */
+    vd_pooler_levels mask_pooler;
 
     /* box head */
     void *pooled;
@@ -111,6 +118,24 @@ typedef struct {
 
     int *n_nonfinite; /* device count of the frame (vd_result.n_nonfinite) */
 } cuda_plan;
+
+/* The mask branch (engine/MASKRCNN.md) for @rows RoIs, one image at a time
+ * (the stream orders the images of a batch): the final boxes of the image in
+ * resized coordinates, RoIAlign 14x14 into @pooled, the 3x3 convolutions, the
+ * transposed convolution as a 1x1 convolution to 4 x channels (@up, read by
+ * the logits convolution as [rows][P][4P][channels]: vd_mask_probabilities
+ * maps it back to output pixels), the 1x1 logits. Independent of the input
+ * size; rows is the result capacity. */
+typedef struct {
+    int rows;
+    vd_cuda_pool pool;
+    float *rois;       /* [rows][4] */
+    float *roi_scores; /* [rows], vd_gather_proposals' (unused) */
+    vd_cuda_tensor pooled;
+    vd_cuda_tensor conv_out[VD_MAX_MASK_CONVS];
+    vd_cuda_tensor up, up_taps, logits;
+    vd_cuda_conv convs[VD_MAX_MASK_CONVS], deconv, logits_conv;
+} cuda_mask;
 
 /* A captured frame, valid for one plan, frame (every field the pre-processing
  * kernel takes by value: format, size, planes, strides, colour matrix and
@@ -142,6 +167,15 @@ typedef struct {
     vd_cuda_conv_weights rpn_conv, rpn_head;
     vd_cuda_linear fc6, fc7, predictor;
 
+    /* Mask R-CNN: the head's weights (channels padded to multiples of 8), the
+     * transposed convolution as a 1x1 convolution to 4 x deconv_channels
+     * (output channel (2 ky + kx) * deconv_channels + o), and its plan */
+    gboolean has_masks;
+    int n_mask_convs;
+    vd_cuda_conv_weights mask_convs[VD_MAX_MASK_CONVS], mask_deconv, mask_logits;
+    int deconv_channels;
+    cuda_mask mask;
+
     cuda_plan *plan;       /* one image slot: single images */
     cuda_plan *batch_plan; /* batches of two images or more (NULL before the first) */
 
@@ -159,6 +193,9 @@ typedef struct {
     int result_capacity;
     int result_slots;
     size_t result_stride;
+    /* models with masks: each result's [result_capacity][M][M] float32 mask
+     * probabilities at this offset from it, read back with the detections */
+    size_t result_probs_offset;
 
     cudaEvent_t frame_done;
     cudaEvent_t stage_events[VD_MAX_STAGES + 1];
@@ -185,9 +222,9 @@ typedef struct {
     gboolean inject_sync;
 } cuda_state;
 
-static const char *const stage_names[] = {"preprocess", "backbone", "fpn", "rpn",
-                                          "roi_align", "box_head", "postprocess"};
-#define N_STAGES 7
+static const char *const stage_names[] = {"preprocess", "backbone", "fpn",         "rpn",
+                                          "roi_align",  "box_head", "postprocess", "mask_head"};
+#define N_STAGES 7 /* and mask_head for models with masks */
 
 #define CUDA_TRY(call, what)                                                                       \
     do {                                                                                           \
@@ -634,6 +671,27 @@ static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *g, GErro
     return TRUE;
 }
 
+/* The convolutions' shared workspace grows to the largest need (@ws bytes);
+ * the graphs captured the old one. */
+static gboolean ensure_workspace(cuda_state *st, size_t ws, GError **error)
+{
+    vd_cuda_layers *L = &st->layers;
+    if (ws <= L->workspace_bytes)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, L->stream, error))
+        return FALSE;
+    forget_graph(st);
+    cudaFree(L->workspace);
+    L->workspace = NULL;
+    L->workspace_bytes = 0;
+    if (!vd_cuda_check(cudaMalloc(&L->workspace, ws), "the convolution workspace", error)) {
+        cudaGetLastError();
+        return FALSE;
+    }
+    L->workspace_bytes = ws;
+    return TRUE;
+}
+
 static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_images, GError **error)
 {
     vd_cuda_layers *L = &st->layers;
@@ -643,6 +701,7 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_ima
     plan->padded_w = padded_w;
     plan->n_images = n_images;
     plan->pooler.resized_h = -1;
+    plan->mask_pooler.resized_h = -1;
     /* a size change frees one plan and allocates the next without making every
      * context of the device wait (cudaFree would) */
     vd_cuda_pool_init_stream_ordered(&plan->pool, L->stream, st->device);
@@ -653,21 +712,8 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_ima
         !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, error))
         goto out_fail;
 
-    /* the convolutions' shared workspace grows to the largest need; the
-     * other plan's graph captured the old one */
-    if (ws > L->workspace_bytes) {
-        if (!vd_cuda_sync_stream(&st->sync_count, L->stream, error))
-            goto out_fail;
-        forget_graph(st);
-        cudaFree(L->workspace);
-        L->workspace = NULL;
-        L->workspace_bytes = 0;
-        if (!vd_cuda_check(cudaMalloc(&L->workspace, ws), "the convolution workspace", error)) {
-            cudaGetLastError();
-            goto out_fail;
-        }
-        L->workspace_bytes = ws;
-    }
+    if (!ensure_workspace(st, ws, error))
+        goto out_fail;
     return plan;
 
 out_fail:
@@ -685,6 +731,11 @@ static void pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
     for (int l = 0; l < cfg->n_roi_levels; l++)
         heights[l] = plan->fpn_out[l]->h;
     vd_pooler_levels_update(&plan->pooler, heights, cfg->n_roi_levels, resized_h);
+    if (st->has_masks) {
+        for (int l = 0; l < cfg->n_mask_roi_levels; l++)
+            heights[l] = plan->fpn_out[l]->h;
+        vd_pooler_levels_update(&plan->mask_pooler, heights, cfg->n_mask_roi_levels, resized_h);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -750,6 +801,12 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, 
     st->result_capacity = 0;
     st->result_slots = 0;
     size_t stride = sizeof(vd_kernel_result) + (size_t)capacity * sizeof(vd_kernel_detection);
+    size_t probs_offset = 0;
+    if (st->has_masks) {
+        size_t m = 2 * (size_t)st->model->config.mask_output_size;
+        probs_offset = (stride + 255) / 256 * 256;
+        stride = (probs_offset + (size_t)capacity * m * m * sizeof(float) + 255) / 256 * 256;
+    }
     size_t bytes = stride * slots;
     if (!vd_cuda_check(cudaMalloc((void **)&st->result_device, bytes), "the result buffer",
                        error) ||
@@ -763,7 +820,109 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, 
     st->result_capacity = capacity;
     st->result_slots = slots;
     st->result_stride = stride;
+    st->result_probs_offset = probs_offset;
     return TRUE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The mask branch's plan                                                    */
+
+static void mask_free(cuda_mask *mk)
+{
+    for (int j = 0; j < VD_MAX_MASK_CONVS; j++)
+        vd_cuda_conv_clear(&mk->convs[j]);
+    vd_cuda_conv_clear(&mk->deconv);
+    vd_cuda_conv_clear(&mk->logits_conv);
+    vd_cuda_pool_free(&mk->pool);
+    memset(mk, 0, sizeof(*mk));
+}
+
+static gboolean mask_tensor(cuda_state *st, cuda_mask *mk, vd_cuda_tensor *t, int h, int w, int c,
+                            void *data, GError **error)
+{
+    t->h = h;
+    t->w = w;
+    t->c = c;
+    t->n = mk->rows;
+    t->data = data != NULL ? data
+                           : vd_cuda_pool_alloc(&mk->pool,
+                                                (size_t)mk->rows * h * w * c *
+                                                    vd_dtype_size(st->dtype),
+                                                st->layers.stream, "the mask head", error);
+    return t->data != NULL;
+}
+
+/* Plans the mask branch for @rows RoIs: its buffers and every convolution's
+ * cuDNN descriptors and algorithms (N = @rows). The device must be idle. */
+static gboolean mask_init(cuda_state *st, int rows, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    cuda_mask *mk = &st->mask;
+    vd_cuda_layers *L = &st->layers;
+    int P = cfg->mask_output_size, C = cfg->fpn_channels;
+    size_t ws = 0;
+
+    mask_free(mk);
+    mk->rows = rows;
+    vd_cuda_pool_init_stream_ordered(&mk->pool, L->stream, st->device);
+    mk->rois = vd_cuda_pool_alloc(&mk->pool, (size_t)rows * 4 * sizeof(float), L->stream,
+                                  "the mask RoIs", error);
+    mk->roi_scores = mk->rois == NULL ? NULL
+                                      : vd_cuda_pool_alloc(&mk->pool, (size_t)rows * sizeof(float),
+                                                           L->stream, "the mask RoIs", error);
+    if (mk->roi_scores == NULL || !mask_tensor(st, mk, &mk->pooled, P, P, C, NULL, error))
+        goto out_fail;
+    /* the 3x3 convolutions alternate between two buffers of the widest */
+    int widest = 0;
+    for (int j = 0; j < st->n_mask_convs; j++)
+        widest = MAX(widest, st->mask_convs[j].out_c);
+    void *ping = NULL, *pong = NULL;
+    if (widest > 0) {
+        size_t bytes = (size_t)rows * P * P * widest * vd_dtype_size(st->dtype);
+        ping = vd_cuda_pool_alloc(&mk->pool, bytes, L->stream, "the mask head", error);
+        pong = ping == NULL ? NULL
+                            : vd_cuda_pool_alloc(&mk->pool, bytes, L->stream, "the mask head", error);
+        if (pong == NULL)
+            goto out_fail;
+    }
+    vd_cuda_tensor *x = &mk->pooled;
+    for (int j = 0; j < st->n_mask_convs; j++) {
+        vd_cuda_tensor *y = &mk->conv_out[j];
+        if (!mask_tensor(st, mk, y, P, P, st->mask_convs[j].out_c, j % 2 == 0 ? ping : pong,
+                         error) ||
+            !vd_cuda_conv_init(L, &mk->convs[j], &st->mask_convs[j], x, y, NULL, TRUE, &ws, error))
+            goto out_fail;
+        x = y;
+    }
+    /* ConvTranspose2d + ReLU as a 1x1 convolution to the four taps' channels;
+     * the logits convolution reads its output as 4P columns of one tap each */
+    if (!mask_tensor(st, mk, &mk->up, P, P, st->mask_deconv.out_c, NULL, error) ||
+        !vd_cuda_conv_init(L, &mk->deconv, &st->mask_deconv, x, &mk->up, NULL, TRUE, &ws, error) ||
+        !mask_tensor(st, mk, &mk->up_taps, P, 4 * P, st->deconv_channels, mk->up.data, error) ||
+        !mask_tensor(st, mk, &mk->logits, P, 4 * P, st->mask_logits.out_c, NULL, error) ||
+        !vd_cuda_conv_init(L, &mk->logits_conv, &st->mask_logits, &mk->up_taps, &mk->logits, NULL,
+                           FALSE, &ws, error) ||
+        !ensure_workspace(st, ws, error))
+        goto out_fail;
+    return TRUE;
+
+out_fail:
+    /* nothing of it may be in use: wait before freeing */
+    vd_cuda_sync_stream(&st->sync_count, L->stream, NULL);
+    mask_free(mk);
+    return FALSE;
+}
+
+/* The mask branch planned for the result capacity (models with masks);
+ * growing waits for the device. */
+static gboolean ensure_mask(cuda_state *st, GError **error)
+{
+    if (!st->has_masks || st->mask.rows >= st->result_capacity)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        return FALSE;
+    forget_graph(st);
+    return mask_init(st, st->result_capacity, error);
 }
 
 /* Packs the frame's rows into pinned memory at @base (bytes); returns the
@@ -818,6 +977,63 @@ static void *image_of(const vd_cuda_tensor *t, int i, vd_dtype dt)
 static vd_kernel_result *result_slot(cuda_state *st, vd_kernel_result *base, int i)
 {
     return (vd_kernel_result *)((char *)base + (size_t)i * st->result_stride);
+}
+
+/* The mask branch of image @i (engine/MASKRCNN.md §1-2) on the device, after
+ * its detections: its final boxes (resized coordinates, the candidates NMS
+ * kept, in the result's order) pooled 14x14 from its FPN maps, the head, and
+ * the label's channel through the sigmoid into its result slot's
+ * probabilities. The count stays on the device: every one of mask.rows rows
+ * runs, those past the count on zeros. */
+static gboolean enqueue_masks(cuda_state *st, cuda_plan *plan, int i, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    vd_cuda_layers *L = &st->layers;
+    cuda_mask *mk = &st->mask;
+    cudaStream_t s = L->stream;
+    vd_dtype dt = st->dtype;
+    size_t n_flat = (size_t)plan->proposal_capacity * (cfg->num_classes - 1);
+    vd_kernel_result *result = result_slot(st, st->result_device, i);
+
+    if (mk->rows < st->result_capacity) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "the mask branch is planned for %d rows of %d",
+                    mk->rows, st->result_capacity);
+        return FALSE;
+    }
+    CUDA_TRY(vd_gather_proposals(plan->box_boxes + (size_t)i * n_flat * 4,
+                                 plan->box_scores + (size_t)i * n_flat,
+                                 st->box_keep + (size_t)i * st->result_capacity,
+                                 plan->n_box_keep + i, mk->rows, mk->rois, mk->roi_scores, s),
+             "the mask RoIs");
+    vd_roi_levels lv;
+    memset(&lv, 0, sizeof(lv));
+    lv.n_levels = cfg->n_mask_roi_levels;
+    for (int l = 0; l < cfg->n_mask_roi_levels; l++) {
+        lv.features[l] = image_of(plan->fpn_out[l], i, dt);
+        lv.height[l] = plan->fpn_out[l]->h;
+        lv.width[l] = plan->fpn_out[l]->w;
+        lv.scale[l] = plan->mask_pooler.scales[l];
+    }
+    lv.k_min = plan->mask_pooler.k_min;
+    lv.k_max = plan->mask_pooler.k_max;
+    lv.channels = cfg->fpn_channels;
+    CUDA_TRY(vd_multiscale_roi_align(&lv, dt, mk->rois, plan->n_box_keep + i, mk->rows,
+                                     cfg->mask_output_size, cfg->mask_sampling_ratio,
+                                     mk->pooled.data, dt, s),
+             "the mask RoIAlign");
+    for (int j = 0; j < st->n_mask_convs; j++)
+        if (!vd_cuda_conv_run(L, &mk->convs[j], error))
+            return FALSE;
+    if (!vd_cuda_conv_run(L, &mk->deconv, error) || !vd_cuda_conv_run(L, &mk->logits_conv, error))
+        return FALSE;
+    CUDA_TRY(vd_mask_probabilities(mk->logits.data, dt, mk->rows, cfg->mask_output_size,
+                                   mk->logits.c, cfg->num_classes, result,
+                                   (float *)((char *)result + st->result_probs_offset), s),
+             "the mask probabilities");
+    return TRUE;
+
+out_fail:
+    return FALSE;
 }
 
 /* Enqueues the device work of @n frames (n <= plan->n_images, alike in size and
@@ -1055,6 +1271,16 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         }
         size_t bytes = sizeof(vd_kernel_result) +
                        (size_t)p->max_detections * sizeof(vd_kernel_detection);
+        if (st->has_masks) {
+            if (!record_stage(st, 7, timing, error))
+                return FALSE;
+            for (int i = 0; i < n; i++)
+                if (!enqueue_masks(st, plan, i, error))
+                    return FALSE;
+            /* the detections, then their probabilities */
+            size_t m = 2 * (size_t)cfg->mask_output_size;
+            bytes = st->result_probs_offset + (size_t)p->max_detections * m * m * sizeof(float);
+        }
         /* one copy: each result's header and detections, at the slots' stride */
         if (n == 1)
             CUDA_TRY(cudaMemcpyAsync(st->result_host, st->result_device, bytes,
@@ -1066,7 +1292,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                        s),
                      "reading back the detections");
     }
-    if (!record_stage(st, 7, timing, error))
+    if (!record_stage(st, st->has_masks ? 8 : 7, timing, error))
         return FALSE;
     return TRUE;
 
@@ -1356,7 +1582,8 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
     ctx->n_stages = 0;
     if (!timing)
         return;
-    for (int i = 0; i < N_STAGES && i < VD_MAX_STAGES; i++) {
+    int n_stages = N_STAGES + (st->has_masks ? 1 : 0);
+    for (int i = 0; i < n_stages && i < VD_MAX_STAGES; i++) {
         float ms = 0.0f;
         /* stage i runs between events i and i + 1 */
         if (cudaEventElapsedTime(&ms, st->stage_events[i], st->stage_events[i + 1]) !=
@@ -1368,6 +1595,47 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
         ctx->stages[ctx->n_stages].ms = ms;
         ctx->n_stages++;
     }
+}
+
+/* paste_masks_in_image (engine/MASKRCNN.md §3) on the host, with the CPU's
+ * vd_paste_mask, for the detections of @result from the probabilities read
+ * back with them (@r, a host result slot). */
+static gboolean read_masks(cuda_state *st, const vd_kernel_result *r, vd_result *result,
+                           GError **error)
+{
+    int M = 2 * st->model->config.mask_output_size;
+    const float *probs = (const float *)((const char *)r + st->result_probs_offset);
+    for (int i = 0; i < result->n_detections; i++) {
+        vd_detection *d = &result->detections[i];
+        float box[4] = {d->x1, d->y1, d->x2, d->y2};
+        int rect[4];
+        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect, NULL);
+        if (rect[2] == 0 || rect[3] == 0)
+            continue;
+        d->mask = g_try_malloc((size_t)rect[2] * rect[3]);
+        if (d->mask == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                        "out of memory for a %dx%d instance mask", rect[2], rect[3]);
+            return FALSE;
+        }
+        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect,
+                      d->mask);
+        d->mask_x = rect[0];
+        d->mask_y = rect[1];
+        d->mask_width = rect[2];
+        d->mask_height = rect[3];
+    }
+    return TRUE;
+}
+
+/* The host's paste (since @t0, g_get_monotonic_time()) as the last stage. */
+static void add_paste_stage(vd_context *ctx, gint64 t0)
+{
+    if (ctx->n_stages <= 0 || ctx->n_stages >= VD_MAX_STAGES)
+        return;
+    ctx->stages[ctx->n_stages].name = "paste_masks";
+    ctx->stages[ctx->n_stages].ms = (float)(g_get_monotonic_time() - t0) / 1000.0f;
+    ctx->n_stages++;
 }
 
 static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *image,
@@ -1389,7 +1657,8 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     int row_bytes[3], rows[3];
     size_t frame_bytes = frame_layout(image, plane_bytes, row_bytes, rows);
     if (!ensure_frame_buffers(st, frame_bytes, error) ||
-        !ensure_result_capacity(st, ctx->params.max_detections, 1, error))
+        !ensure_result_capacity(st, ctx->params.max_detections, 1, error) ||
+        !ensure_mask(st, error))
         return FALSE;
     pooler_scales(st, st->plan, rh);
 
@@ -1401,6 +1670,19 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     read_stage_times(st, ctx, timing);
     if (observe)
         observe_frame(st, ctx, rh, rw, CLAMP(r->n_proposals, 0, st->plan->proposal_capacity));
+    if (st->has_masks) {
+        if (observe && result->n_detections > 0) {
+            int m = 2 * st->model->config.mask_output_size;
+            int64_t shape[3] = {result->n_detections, m, m};
+            vd_context_observe(ctx, "mask_probs",
+                               (const float *)((const char *)r + st->result_probs_offset), shape,
+                               3);
+        }
+        gint64 t0 = g_get_monotonic_time();
+        if (!read_masks(st, r, result, error))
+            return FALSE;
+        add_paste_stage(ctx, t0);
+    }
     return TRUE;
 }
 
@@ -1453,7 +1735,8 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     /* alike images: one layout, a multiple of 256 bytes */
     size_t frame_bytes = frame_layout(&images[0], plane_bytes, row_bytes, rows);
     if (!ensure_frame_buffers(st, (size_t)n * frame_bytes, error) ||
-        !ensure_result_capacity(st, ctx->params.max_detections, n, error))
+        !ensure_result_capacity(st, ctx->params.max_detections, n, error) ||
+        !ensure_mask(st, error))
         return FALSE;
     pooler_scales(st, plan, rh);
 
@@ -1466,6 +1749,13 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     for (int i = 0; i < n; i++)
         read_result(ctx, &images[i], result_slot(st, st->result_host, i), &results[i]);
     read_stage_times(st, ctx, timing);
+    if (st->has_masks) {
+        gint64 t0 = g_get_monotonic_time();
+        for (int i = 0; i < n; i++)
+            if (!read_masks(st, result_slot(st, st->result_host, i), &results[i], error))
+                return FALSE;
+        add_paste_stage(ctx, t0);
+    }
     return TRUE;
 }
 
@@ -1509,6 +1799,7 @@ static void cuda_destroy(void *p)
     forget_graph(st);
     plan_free(st->plan);
     plan_free(st->batch_plan);
+    mask_free(&st->mask);
     vd_cuda_linear_clear(&st->fc6);
     vd_cuda_linear_clear(&st->fc7);
     vd_cuda_linear_clear(&st->predictor);
@@ -1547,6 +1838,46 @@ static gboolean upload_conv(cuda_state *st, vd_cuda_conv_weights *dst, const vd_
     return vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, dst, c->weight, c->bias,
                                        c->out_channels, c->in_channels, c->kernel, c->stride,
                                        c->padding, padded_out, padded_in, error);
+}
+
+/* The mask head's weights (engine/MASKRCNN.md §2): the 3x3 convolutions (v2's
+ * batch-norm folded at load), the ConvTranspose2d (torch's [in][out][2][2],
+ * no kernel flip) as a 1x1 convolution whose output channel
+ * (2 ky + kx) * deconv_channels + o is tap (ky, kx) of output channel o, with
+ * o's bias, and the 1x1 logits convolution. Output channels padded to
+ * multiples of 8 with zeros (fp16 tensor cores; the padding stays zero
+ * through the ReLUs and meets zero weights). */
+static gboolean upload_mask_weights(cuda_state *st, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    int in_p = cfg->fpn_channels;
+    st->n_mask_convs = cfg->n_mask_convs;
+    for (int j = 0; j < cfg->n_mask_convs; j++) {
+        int out_p = round_up(m->mask_convs[j].out_channels, 8);
+        if (!upload_conv(st, &st->mask_convs[j], &m->mask_convs[j], in_p, out_p, error))
+            return FALSE;
+        in_p = out_p;
+    }
+    const vd_conv *d = &m->mask_deconv;
+    int R = d->out_channels, Rp = round_up(R, 8), in = d->in_channels;
+    st->deconv_channels = Rp;
+    float *w = g_try_malloc((size_t)4 * Rp * in * sizeof(float));
+    float *b = g_try_malloc((size_t)4 * Rp * sizeof(float));
+    gboolean ok = FALSE;
+    if (w == NULL || b == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory preparing weights");
+        goto out_free;
+    }
+    vd_deconv2x2_as_conv1x1(d->weight, d->bias, in, R, Rp, w, b);
+    ok = vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->mask_deconv, w, b,
+                                      4 * Rp, in, 1, 1, 0, 4 * Rp, in_p, error) &&
+         upload_conv(st, &st->mask_logits, &m->mask_logits, Rp,
+                     round_up(m->mask_logits.out_channels, 8), error);
+out_free:
+    g_free(w);
+    g_free(b);
+    return ok;
 }
 
 /* Size-independent weights: every convolution as NHWC filters in the context's
@@ -1620,12 +1951,42 @@ static gboolean upload_weights(cuda_state *st, GError **error)
                                round_up(m->fc7.out_features, 8), st->dtype, TRUE, error) &&
          vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->predictor, pred_w, pred_b,
                                5 * K, rep, st->predictor_stride, VD_DTYPE_F32, FALSE, error);
+    ok = ok && (!st->has_masks || upload_mask_weights(st, error));
 out_free:
     g_free(rpn_w);
     g_free(rpn_b);
     g_free(fc6_w);
     g_free(pred_w);
     g_free(pred_b);
+    return ok;
+}
+
+/* The mask head's shapes as the CUDA branch runs them (the loader checks
+ * each tensor; this, that they chain). */
+static gboolean mask_head_chains(const vd_model *m, GError **error)
+{
+    const vd_config *cfg = &m->config;
+    int in = cfg->fpn_channels;
+    gboolean ok = cfg->n_mask_roi_levels >= 1 && cfg->n_mask_roi_levels <= cfg->n_fpn_levels &&
+                  cfg->n_mask_roi_levels <= VD_KERNEL_MAX_LEVELS && cfg->mask_output_size >= 1 &&
+                  cfg->n_mask_convs >= 0 && cfg->n_mask_convs <= VD_MAX_MASK_CONVS;
+    for (int j = 0; ok && j < cfg->n_mask_convs; j++) {
+        const vd_conv *c = &m->mask_convs[j];
+        ok = c->in_channels == in && c->kernel == 3 && c->stride == 1 && c->padding == 1 &&
+             c->groups == 1;
+        in = c->out_channels;
+    }
+    ok = ok && m->mask_deconv.in_channels == in && m->mask_deconv.kernel == 2 &&
+         m->mask_deconv.stride == 2 && m->mask_deconv.padding == 0 &&
+         m->mask_logits.in_channels == m->mask_deconv.out_channels &&
+         m->mask_logits.kernel == 1 && m->mask_logits.out_channels == cfg->num_classes;
+    if (!ok)
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "the mask head's shapes do not chain (%d convolutions from %d channels, "
+                    "transposed convolution %d->%d, logits %d->%d)",
+                    cfg->n_mask_convs, cfg->fpn_channels, m->mask_deconv.in_channels,
+                    m->mask_deconv.out_channels, m->mask_logits.in_channels,
+                    m->mask_logits.out_channels);
     return ok;
 }
 
@@ -1640,13 +2001,6 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     "the CPU backend",
                     cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3_arch : "unknown",
                     vd_model_description(ctx->model));
-        return NULL;
-    }
-    const char *mask_parts = vd_config_mask_parts(cfg);
-    if (mask_parts != NULL) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "the CUDA backend does not support %s of this model (%s): use the CPU backend",
-                    mask_parts, vd_model_description(ctx->model));
         return NULL;
     }
     const char *v2_parts = vd_config_v2_parts(cfg);
@@ -1675,6 +2029,8 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size);
         return NULL;
     }
+    if (cfg->has_masks && !mask_head_chains(ctx->model, error))
+        return NULL;
     if (cfg->n_fpn_levels > VD_KERNEL_MAX_LEVELS || cfg->n_roi_levels > cfg->n_fpn_levels ||
         cfg->n_roi_levels < 1) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
@@ -1689,6 +2045,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
     st->model = ctx->model;
     st->device = ctx->params.device_index;
     st->dtype = ctx->params.precision == VD_PRECISION_FP16 ? VD_DTYPE_F16 : VD_DTYPE_F32;
+    st->has_masks = cfg->has_masks;
     st->layers.dtype = st->dtype;
     st->layers.sync_count = &st->sync_count;
     /* fp16 tensor-core convolutions want channel counts in multiples of 8 */
@@ -1747,7 +2104,8 @@ static void *cuda_create(vd_context *ctx, GError **error)
         goto out_fail;
     vd_cuda_upload_done(&st->layers);
     if (!ensure_result_capacity(st, MAX(ctx->params.max_detections, cfg->detections_per_img), 1,
-                                error))
+                                error) ||
+        !ensure_mask(st, error))
         goto out_fail;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         goto out_fail;

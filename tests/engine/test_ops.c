@@ -977,6 +977,94 @@ static void test_roi_align_backward_errors(void)
         g_assert_cmpfloat(gi[i], ==, 0.0f);
 }
 
+/* Mask R-CNN's transposed convolution as the CUDA backend computes it: the
+ * 1x1 convolution of vd_deconv2x2_as_conv1x1, its output read back through
+ * vd_math_mask_tap_pixel, equals ConvTranspose2d (2x2, stride 2, no padding;
+ * torch's weight [in][out][2][2]) scattered input pixel by input pixel as
+ * torch defines it (engine/MASKRCNN.md §2.3); the padding rows are zero. A
+ * transposed tap, a flipped kernel or a swapped in/out index moves values by
+ * O(1). */
+static void test_mask_deconv_as_1x1(void)
+{
+    const int rows = 2, P = 5, in = 12, out = 7, stride = 8, M = 2 * P;
+    GRand *rand = g_rand_new_with_seed(77);
+    float *x = g_new(float, (size_t)rows * P * P * in); /* NHWC */
+    float *w = g_new(float, (size_t)in * out * 4), *b = g_new(float, out);
+    for (int i = 0; i < rows * P * P * in; i++)
+        x[i] = (float)g_rand_double_range(rand, -1, 1);
+    for (int i = 0; i < in * out * 4; i++)
+        w[i] = (float)g_rand_double_range(rand, -1, 1);
+    for (int o = 0; o < out; o++)
+        b[o] = (float)g_rand_double_range(rand, -1, 1);
+
+    float *w1 = g_new(float, (size_t)4 * stride * in), *b1 = g_new(float, 4 * stride);
+    vd_deconv2x2_as_conv1x1(w, b, in, out, stride, w1, b1);
+    for (int tap = 0; tap < 4; tap++)
+        for (int o = out; o < stride; o++) {
+            g_assert_cmpfloat(b1[tap * stride + o], ==, 0.0f);
+            for (int i = 0; i < in; i++)
+                g_assert_cmpfloat(w1[((size_t)tap * stride + o) * in + i], ==, 0.0f);
+        }
+    /* the 1x1 convolution, NHWC [rows][P][P][4 stride] */
+    float *t = g_new(float, (size_t)rows * P * P * 4 * stride);
+    for (int p = 0; p < rows * P * P; p++)
+        for (int c = 0; c < 4 * stride; c++) {
+            float acc = b1[c];
+            for (int i = 0; i < in; i++)
+                acc += x[(size_t)p * in + i] * w1[(size_t)c * in + i];
+            t[(size_t)p * 4 * stride + c] = acc;
+        }
+    /* the transposed convolution, [rows][out][M][M], and the sums of |terms| */
+    double *ref = g_new0(double, (size_t)rows * out * M * M);
+    double *mag = g_new0(double, (size_t)rows * out * M * M);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out; o++)
+            for (int q = 0; q < M * M; q++) {
+                ref[((size_t)r * out + o) * M * M + q] = b[o];
+                mag[((size_t)r * out + o) * M * M + q] = fabs(b[o]);
+            }
+    for (int r = 0; r < rows; r++)
+        for (int yy = 0; yy < P; yy++)
+            for (int xx = 0; xx < P; xx++)
+                for (int i = 0; i < in; i++)
+                    for (int o = 0; o < out; o++)
+                        for (int ky = 0; ky < 2; ky++)
+                            for (int kx = 0; kx < 2; kx++) {
+                                double v = (double)x[(((size_t)r * P + yy) * P + xx) * in + i] *
+                                           w[(((size_t)i * out + o) * 2 + ky) * 2 + kx];
+                                size_t at = ((size_t)r * out + o) * M * M +
+                                            (size_t)(2 * yy + ky) * M + (2 * xx + kx);
+                                ref[at] += v;
+                                mag[at] += fabs(v);
+                            }
+    double worst = 0;
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out; o++)
+            for (int py = 0; py < M; py++)
+                for (int px = 0; px < M; px++) {
+                    size_t at = ((size_t)r * out + o) * M * M + (size_t)py * M + px;
+                    float got = t[(size_t)vd_math_mask_tap_pixel(r, py, px, P) * stride + o];
+                    /* float32 sums of in + 1 terms: within (in + 1) u sum|terms| */
+                    double tol = (in + 1) * 0x1p-24 * mag[at];
+                    double d = fabs((double)got - ref[at]);
+                    worst = MAX(worst, d / mag[at]);
+                    if (d > tol)
+                        g_error("RoI %d channel %d pixel (%d, %d): %.9g, want %.9g", r, o, py, px,
+                                (double)got, ref[at]);
+                }
+    if (g_test_verbose())
+        g_test_message("max |diff| / sum|terms| %.3g", worst);
+    g_rand_free(rand);
+    g_free(x);
+    g_free(w);
+    g_free(b);
+    g_free(w1);
+    g_free(b1);
+    g_free(t);
+    g_free(ref);
+    g_free(mag);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1013,5 +1101,6 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/sigmoid", test_sigmoid);
     g_test_add_func("/ops/transform-sizes", test_transform_sizes);
     g_test_add_func("/ops/resize-source", test_resize_source);
+    g_test_add_func("/ops/mask-deconv-as-1x1", test_mask_deconv_as_1x1);
     return g_test_run();
 }

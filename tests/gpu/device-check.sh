@@ -5,7 +5,8 @@
 # results under $OUT in at most 8 files (the device tool's limit):
 #   env.txt          the machine, libraries, and the model preparation's log
 #   kernels.log      test-gpu-kernels
-#   engine.json/.log test-gpu-engine (the element check's report appended)
+#   engine.json/.log test-gpu-engine (the element check's report and the Mask
+#                    R-CNN checks, test-gpu-engine --masks, appended to the log)
 #   engine-demo.json test-gpu-engine on the bundled demo model
 #   bench.json/.log  tools/bench_gpu.py bench
 #   element.json     element-check.sh: CUDA against CPU in the element, throughput
@@ -118,6 +119,25 @@ rc=$?
 [ -f "$OUT/element.json" ] || printf '{"ok": false, "failures": ["element-check.sh: exit %d before writing its results"]}\n' $rc > "$OUT/element.json"
 sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60
 echo "element-check: exit $rc"; [ $rc -eq 0 ] || status=1
+
+step "Mask R-CNN: the CUDA mask branch against the CPU engine (v1 head, v2 head), fp32 and fp16"
+# last: its models are made here (torchvision, random calibrated weights, ~15 s),
+# and a run that outlasts the device tool's limit cuts only this step short
+timeout 60 python3 tools/bench_gpu.py prepare-masks --workdir "$WORK/data" > "$WORK/prepare-masks.log" 2>&1
+rc=$?; tail -2 "$WORK/prepare-masks.log"; echo "prepare-masks: exit $rc"
+{ echo; echo "=== Mask R-CNN models (tools/bench_gpu.py prepare-masks): exit $rc"; cat "$WORK/prepare-masks.log"; } >> "$OUT/env.txt"
+if [ $rc -eq 0 ]; then
+  for m in mask-v1 mask-v2head; do
+    echo "=== test-gpu-engine --masks $m" >> "$OUT/engine.log"
+    timeout 45 "$WORK/run-test-gpu-engine" --masks --model "$WORK/data/$m.safetensors" \
+      "$WORK/data/mask-frame-0.ppm" > "$WORK/$m.log" 2>&1
+    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
+    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)" "$WORK/$m.log"; echo "test-gpu-engine --masks $m: exit $rc"
+    [ $rc -eq 0 ] || status=1
+  done
+else
+  echo "no Mask R-CNN models: the mask checks cannot run"; status=1
+fi
 
 step "done (status $status)"
 exit $status

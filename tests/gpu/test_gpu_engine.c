@@ -1,7 +1,7 @@
 /* The whole engine on CUDA against the CPU engine, the oracle (STYLE.md):
  *
- *   test-gpu-engine --model FILE [--trained] [--detections-only] [--json OUT.json]
- *                   FRAME.ppm...
+ *   test-gpu-engine --model FILE [--trained] [--detections-only | --masks]
+ *                   [--json OUT.json] FRAME.ppm...
  *
  * (or VD_GPU_TEST_MODEL / VD_GPU_TEST_FRAMES, colon separated, in the
  * environment, as meson runs it). Checks, per frame:
@@ -42,6 +42,14 @@
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
  *     clear errors; exhausted device memory is VD_ERROR_OUT_OF_MEMORY, not a
  *     crash, and the context works again once memory is back.
+ * --masks, for a Mask R-CNN model (engine/MASKRCNN.md), checks instead, per
+ * frame, CUDA fp32 and fp16 against the CPU: the detections as above, every
+ * detection's mask present, the 28x28 probabilities ("mask_probs") and the
+ * pasted masks of the matched detections (MASK_PROB_TOL, MASK_IOU and the
+ * fp16 criteria below say why those bounds); then one host synchronisation
+ * per frame (fp32 eager, fp16 replayed), graph replay with the eager masks
+ * bit for bit, a batch of two identical to each image alone with one
+ * synchronisation per batch, and the mask_head / paste_masks stages.
  * Skips (77) without a device or without a model. */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "vd_config.h"
@@ -59,6 +67,7 @@ static int failures;
 static JsonBuilder *report;
 static gboolean trained_model;
 static gboolean detections_only;
+static gboolean masks_only;
 
 static void check(gboolean ok, const char *what, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 
@@ -98,7 +107,18 @@ static double iou(const vd_detection *a, const vd_detection *b)
 /* Greedy one-to-one matching in reference order (parity_common.match): each
  * reference detection takes the unused one of ours with the highest IoU among
  * those with its label, IoU >= iou_min and |score diff| <= score_tol. */
+static int match_pairs(const vd_result *ref, const vd_result *ours, double iou_min,
+                       double score_tol, int *pair);
+
 static int match(const vd_result *ref, const vd_result *ours, double iou_min, double score_tol)
+{
+    return match_pairs(ref, ours, iou_min, score_tol, NULL);
+}
+
+/* As match(), and @pair (unless NULL; ref->n_detections entries) gets the index
+ * of each reference detection's partner in @ours, or -1. */
+static int match_pairs(const vd_result *ref, const vd_result *ours, double iou_min,
+                       double score_tol, int *pair)
 {
     gboolean *used = g_new0(gboolean, MAX(ours->n_detections, 1));
     int matched = 0;
@@ -120,6 +140,8 @@ static int match(const vd_result *ref, const vd_result *ours, double iou_min, do
             used[best] = TRUE;
             matched++;
         }
+        if (pair != NULL)
+            pair[i] = best;
     }
     g_free(used);
     return matched;
@@ -1317,6 +1339,345 @@ static void test_batch_invalid(vd_context *ctx, const vd_image *first)
         g_free(pixels[i]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Mask R-CNN (--masks)                                                      */
+
+/* CUDA fp32 against the CPU: the CPU parity test's criteria
+ * (tests/parity/parity_common.py), which hold for the same reason here. The
+ * 28x28 probabilities come from RoIAlign on features that agree to ~1e-3
+ * (relative, the FPN check above), five convolutions summed in other orders
+ * (cuDNN against oneDNN, as oneDNN against torch there) and the sigmoid
+ * (slope <= 1/4): parity measured 6.7e-4 (v1 head) and 2.4e-3 (v2 head,
+ * whose folded norms amplify) against torchvision; tolerance 5e-3. A wrong
+ * channel, a transposed deconvolution tap or a misplaced RoI moves them by
+ * O(0.1..1). The pasted masks, thresholded at 0.5: IoU >= 0.99 for all
+ * matched detections but ceil(3%) (a pixel near 0.5 decides the IoU of a
+ * small mask by more than 1%). */
+#define MASK_PROB_TOL 5e-3
+#define MASK_IOU 0.99
+#define MASK_LOW_IOU_FRACTION 0.03
+/* CUDA fp16 against the CPU, on the detections whose boxes still agree to
+ * IoU >= 0.99 (same label, |score diff| <= 0.02: the RoI, and so the 14x14
+ * sampling grid, within ~1% of the box): fp16 storage (2^-11 relative) of
+ * every activation of ~60 backbone and FPN layers and the 7 of the mask head
+ * moves a probability by up to ~1e-2 where a random calibrated model is
+ * sensitive; with logits of std 3 only the pixels within that of 0.5 (about
+ * 1% of a mask's 28x28, most of them on its border) can flip, so a mask of
+ * >= 100 pixels keeps IoU >= 0.9; all but ceil(10%) of the pairs must. The
+ * probabilities' largest difference is reported, not checked. */
+#define MASK_FP16_BOX_IOU 0.99
+#define MASK_FP16_IOU 0.9
+#define MASK_FP16_LOW_IOU_FRACTION 0.10
+
+/* Whether pixel (x, y) of the frame is in @d's mask at p >= 0.5. */
+static gboolean mask_on(const vd_detection *d, int x, int y)
+{
+    if (d->mask == NULL || x < d->mask_x || y < d->mask_y || x >= d->mask_x + d->mask_width ||
+        y >= d->mask_y + d->mask_height)
+        return FALSE;
+    return d->mask[(size_t)(y - d->mask_y) * d->mask_width + (x - d->mask_x)] >= 128;
+}
+
+/* IoU of two detections' masks thresholded at 0.5, over the frame (1 when
+ * both are empty). */
+static double mask_iou(const vd_detection *a, const vd_detection *b)
+{
+    int x0 = MIN(a->mask_x, b->mask_x), y0 = MIN(a->mask_y, b->mask_y);
+    int x1 = MAX(a->mask_x + a->mask_width, b->mask_x + b->mask_width);
+    int y1 = MAX(a->mask_y + a->mask_height, b->mask_y + b->mask_height);
+    long inter = 0, uni = 0;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            gboolean in_a = mask_on(a, x, y), in_b = mask_on(b, x, y);
+            inter += in_a && in_b;
+            uni += in_a || in_b;
+        }
+    return uni == 0 ? 1.0 : (double)inter / uni;
+}
+
+/* Every detection of @r carries a mask with a rectangle inside the frame. */
+static int masks_missing(const vd_result *r)
+{
+    int bad = 0;
+    for (int i = 0; i < r->n_detections; i++) {
+        const vd_detection *d = &r->detections[i];
+        bad += d->mask == NULL || d->mask_width <= 0 || d->mask_height <= 0 || d->mask_x < 0 ||
+               d->mask_y < 0 || d->mask_x + d->mask_width > r->width ||
+               d->mask_y + d->mask_height > r->height;
+    }
+    return bad;
+}
+
+/* The same detections (every field) and the same mask bytes. */
+static gboolean masks_identical(const vd_result *a, const vd_result *b)
+{
+    if (a->n_detections != b->n_detections)
+        return FALSE;
+    for (int i = 0; i < a->n_detections; i++) {
+        const vd_detection *p = &a->detections[i], *q = &b->detections[i];
+        if (memcmp(&p->x1, &q->x1, 5 * sizeof(float)) != 0 || p->label != q->label ||
+            p->mask_x != q->mask_x || p->mask_y != q->mask_y || p->mask_width != q->mask_width ||
+            p->mask_height != q->mask_height || (p->mask == NULL) != (q->mask == NULL) ||
+            (p->mask != NULL &&
+             memcmp(p->mask, q->mask, (size_t)p->mask_width * p->mask_height) != 0))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* @ours (@label) against the CPU's @ref on the detections matched with box
+ * IoU >= @box_iou, |score diff| <= @score_tol: the observed 28x28
+ * probabilities ("mask_probs", checked against @prob_tol unless it is
+ * negative) and the pasted masks' IoU (>= @min_iou for all but
+ * ceil(@low_fraction * matched)). @min_pairs: fewer matched pairs are
+ * reported, not judged. */
+static void compare_masks(const char *label, const vd_result *ref, GHashTable *ref_t,
+                          const vd_result *ours, GHashTable *our_t, double box_iou,
+                          double score_tol, double prob_tol, double min_iou, double low_fraction,
+                          int min_pairs)
+{
+    int *pair = g_new(int, MAX(ref->n_detections, 1));
+    int matched = match_pairs(ref, ours, box_iou, score_tol, pair);
+    const tensor *rp = g_hash_table_lookup(ref_t, "mask_probs");
+    const tensor *op = g_hash_table_lookup(our_t, "mask_probs");
+    gchar *what = g_strdup_printf("%s masks present", label);
+    int missing = masks_missing(ours);
+    check(missing == 0, what, "%d of %d detections carry a mask inside the frame",
+          ours->n_detections - missing, ours->n_detections);
+    g_free(what);
+    what = g_strdup_printf("%s mask_probs observed", label);
+    gboolean probs_ok = rp != NULL && op != NULL && rp->ndim == 3 && op->ndim == 3 &&
+                        rp->shape[0] == ref->n_detections && op->shape[0] == ours->n_detections &&
+                        rp->shape[1] == op->shape[1] && rp->shape[2] == op->shape[2];
+    check(probs_ok, what, "[D, M, M] for the CPU's %d and ours %d detections: %s",
+          ref->n_detections, ours->n_detections, probs_ok ? "yes" : "MISSING or misshapen");
+    g_free(what);
+    if (matched < min_pairs) {
+        printf("  info %s masks: %d pairs of detections matched (box IoU >= %.2f, |score diff| <= "
+               "%g), fewer than %d: not judged\n",
+               label, matched, box_iou, score_tol, min_pairs);
+        g_free(pair);
+        return;
+    }
+    double worst_prob = 0.0, worst_iou = 1.0, sum_iou = 0.0;
+    int n_low = 0;
+    for (int i = 0; i < ref->n_detections; i++) {
+        int j = pair[i];
+        if (j < 0)
+            continue;
+        if (probs_ok) {
+            size_t mm = (size_t)rp->shape[1] * rp->shape[2];
+            const float *a = rp->data + (size_t)i * mm, *b = op->data + (size_t)j * mm;
+            for (size_t k = 0; k < mm; k++)
+                worst_prob = MAX(worst_prob, fabs((double)a[k] - b[k]));
+        }
+        double v = mask_iou(&ref->detections[i], &ours->detections[j]);
+        worst_iou = MIN(worst_iou, v);
+        sum_iou += v;
+        n_low += v < min_iou;
+    }
+    int allowed = (int)ceil(low_fraction * matched);
+    if (prob_tol >= 0) {
+        what = g_strdup_printf("%s mask probabilities vs CPU", label);
+        check(probs_ok && worst_prob <= prob_tol, what,
+              "28x28 probabilities of %d matched detections: max|diff| %.3g (tol %g)", matched,
+              worst_prob, prob_tol);
+        g_free(what);
+    } else {
+        printf("  info %s mask probabilities vs CPU: max|diff| %.3g over %d matched detections\n",
+               label, worst_prob, matched);
+    }
+    what = g_strdup_printf("%s masks vs CPU", label);
+    check(n_low <= allowed, what,
+          "pasted masks at 0.5 of %d matched detections: %d with IoU < %.2f (at most %d), smallest "
+          "%.4f, mean %.4f",
+          matched, n_low, min_iou, allowed, worst_iou, sum_iou / matched);
+    g_free(what);
+    g_free(pair);
+}
+
+/* Graph replay and batches of a mask model: detections and mask bytes
+ * replayed from the graph identical to eager; a batch of two different frames
+ * identical, image by image, to each alone, with one host synchronisation per
+ * batch. */
+static void test_mask_graph_and_batch(vd_context *ctx, const vd_image *image, const char *label)
+{
+    vd_result eager = {0}, replay = {0};
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    gboolean ok = detect(ctx, image, &eager);
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    for (int i = 0; i < 3 && ok; i++) {
+        vd_result_clear(&replay);
+        ok = detect(ctx, image, &replay);
+    }
+    gboolean replayed = ok && vd_cuda_context_graph_replayed(ctx);
+    gchar *what = g_strdup_printf("%s mask graph replay", label);
+    check(ok && replayed && masks_identical(&eager, &replay), what,
+          "%s; %d detections eager, %d replayed; detections and mask bytes %s",
+          replayed ? "replayed" : "NOT replayed", eager.n_detections, replay.n_detections,
+          ok && masks_identical(&eager, &replay) ? "identical" : "DIFFERENT");
+    g_free(what);
+    vd_result_clear(&replay);
+
+    /* a batch of two: the frame and its mirror image */
+    uint8_t *mirror = batch_variant(image, 1);
+    vd_image images[2] = {*image, vd_image_rgb(mirror, image->width, image->height)};
+    vd_result alone[2] = {{0}, {0}}, batch[2];
+    GError *error = NULL;
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    ok = detect(ctx, &images[0], &alone[0]) && detect(ctx, &images[1], &alone[1]);
+    gboolean same = ok;
+    guint64 syncs = 0;
+    const int n_batches = 3;
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    for (int b = 0; b < n_batches && ok; b++) {
+        guint64 before = vd_cuda_context_sync_count(ctx);
+        ok = detect_n(ctx, images, 2, batch, &error);
+        if (!ok) {
+            fprintf(stderr, "batch: %s\n", error->message);
+            g_clear_error(&error);
+            break;
+        }
+        if (b == n_batches - 1)
+            syncs = vd_cuda_context_sync_count(ctx) - before;
+        same = same && masks_identical(&alone[0], &batch[0]) &&
+               masks_identical(&alone[1], &batch[1]);
+        clear_n(batch, 2);
+    }
+    replayed = ok && vd_cuda_context_graph_replayed(ctx);
+    what = g_strdup_printf("%s mask batch of 2", label);
+    check(ok && same && syncs == 1 && replayed, what,
+          "%d and %d detections alone; eager then replayed batches %s, each image's detections and "
+          "mask bytes %s; %" G_GUINT64_FORMAT " host synchronisation(s) for the last batch",
+          alone[0].n_detections, alone[1].n_detections, replayed ? "replayed" : "NOT replayed",
+          same ? "identical to alone" : "DIFFERENT", syncs);
+    g_free(what);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    clear_n(alone, 2);
+    vd_result_clear(&eager);
+    g_free(mirror);
+}
+
+/* The stages of the last eager frame include mask_head and paste_masks. */
+static void test_mask_stages(vd_context *ctx, const vd_image *image)
+{
+    vd_result r = {0};
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    gboolean ok = detect(ctx, image, &r);
+    vd_stage_time times[16];
+    int n = ok ? vd_context_stage_times(ctx, times, 16) : 0;
+    double head = -1, paste = -1;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(times[i].name, "mask_head") == 0)
+            head = times[i].ms;
+        if (strcmp(times[i].name, "paste_masks") == 0)
+            paste = times[i].ms;
+    }
+    check(head >= 0 && paste >= 0, "mask stages", "mask_head %.3f ms (device), paste_masks %.3f ms "
+          "(host) for %d detections", head, paste, r.n_detections);
+    vd_result_clear(&r);
+}
+
+/* The --masks run: a Mask R-CNN model, CUDA fp32 and fp16 against the CPU on
+ * every frame, then the sync count, graph replay and a batch on the first. */
+static int run_mask_checks(vd_model *model, GPtrArray *frames)
+{
+    check(vd_model_has_masks(model), "mask model", "%s", vd_model_description(model));
+    vd_context *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
+    vd_context *f32 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32);
+    vd_context *f16 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    check(cpu != NULL && f32 != NULL && f16 != NULL, "mask contexts",
+          "CPU fp32 %s, CUDA fp32 %s, CUDA fp16 %s", cpu ? "ok" : "FAILED", f32 ? "ok" : "FAILED",
+          f16 ? "ok" : "FAILED");
+    if (cpu == NULL || f32 == NULL || f16 == NULL) {
+        vd_context_free(cpu);
+        vd_context_free(f32);
+        vd_context_free(f16);
+        return 1;
+    }
+    vd_image first = {0};
+    uint8_t *first_pixels = NULL;
+    for (guint f = 0; f < frames->len; f++) {
+        const char *path = g_ptr_array_index(frames, f);
+        int w, h;
+        uint8_t *pixels = load_ppm(path, &w, &h);
+        if (pixels == NULL)
+            return 1;
+        vd_image image = vd_image_rgb(pixels, w, h);
+        printf("frame %s (%dx%d)\n", path, w, h);
+        GHashTable *cpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        GHashTable *t32 = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        GHashTable *t16 = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+        vd_result rc = {0}, r32 = {0}, r16 = {0};
+        vd_context_set_observer(cpu, observer, cpu_t);
+        vd_context_set_observer(f32, observer, t32);
+        vd_context_set_observer(f16, observer, t16);
+        gboolean okc = detect(cpu, &image, &rc);
+        gboolean ok32 = detect(f32, &image, &r32);
+        gboolean ok16 = detect(f16, &image, &r16);
+        vd_context_set_observer(cpu, NULL, NULL);
+        vd_context_set_observer(f32, NULL, NULL);
+        vd_context_set_observer(f16, NULL, NULL);
+        check(okc && ok32 && ok16, "mask detection runs", "CPU %s, CUDA fp32 %s, fp16 %s",
+              okc ? "ok" : "FAILED", ok32 ? "ok" : "FAILED", ok16 ? "ok" : "FAILED");
+        if (okc && ok32 && ok16) {
+            int n = rc.n_detections;
+            int m32 = match(&rc, &r32, 0.99, 1e-3);
+            check(n >= 5, "non-degenerate mask reference", "the CPU finds %d detections", n);
+            check(m32 >= 0.97 * n && abs(r32.n_detections - n) <= (int)ceil(0.03 * n),
+                  "mask model fp32 detections vs CPU",
+                  "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32,
+                  n, r32.n_detections);
+            compare_masks("fp32", &rc, cpu_t, &r32, t32, 0.99, 1e-3, MASK_PROB_TOL, MASK_IOU,
+                          MASK_LOW_IOU_FRACTION, 1);
+            compare_masks("fp16", &rc, cpu_t, &r16, t16, MASK_FP16_BOX_IOU, 0.02, -1,
+                          MASK_FP16_IOU, MASK_FP16_LOW_IOU_FRACTION, 3);
+        }
+        vd_result_clear(&rc);
+        vd_result_clear(&r32);
+        vd_result_clear(&r16);
+        g_hash_table_unref(cpu_t);
+        g_hash_table_unref(t32);
+        g_hash_table_unref(t16);
+        if (first_pixels == NULL && okc && ok32 && ok16) {
+            first = image;
+            first_pixels = pixels;
+        } else {
+            g_free(pixels);
+        }
+    }
+    if (first_pixels != NULL) {
+        test_sync_count(f32, &first, "mask fp32", FALSE);
+        test_sync_count(f16, &first, "mask fp16", TRUE);
+        test_mask_graph_and_batch(f32, &first, "fp32");
+        test_mask_graph_and_batch(f16, &first, "fp16");
+        test_mask_stages(f16, &first);
+    } else {
+        check(FALSE, "mask frames", "no frame ran on CUDA");
+    }
+    vd_context_free(cpu);
+    vd_context_free(f32);
+    vd_context_free(f16);
+    g_free(first_pixels);
+    return 0;
+}
+
+/* Writes the report (to @json_path unless NULL) and frees it. */
+static void write_report(const char *json_path)
+{
+    if (json_path != NULL) {
+        JsonGenerator *gen = json_generator_new();
+        JsonNode *root = json_builder_get_root(report);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        json_generator_to_file(gen, json_path, NULL);
+        json_node_unref(root);
+        g_object_unref(gen);
+    }
+    g_object_unref(report);
+    report = NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *json_path = NULL;
@@ -1330,6 +1691,8 @@ int main(int argc, char **argv)
             trained_model = TRUE;
         else if (strcmp(argv[i], "--detections-only") == 0)
             detections_only = TRUE;
+        else if (strcmp(argv[i], "--masks") == 0)
+            masks_only = TRUE;
         else
             g_ptr_array_add(frames, argv[i]);
     }
@@ -1360,6 +1723,19 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("model: %s\n", vd_model_description(model));
+    if (masks_only) {
+        int rc = run_mask_checks(model, frames);
+        json_builder_end_array(report);
+        json_builder_set_member_name(report, "failures");
+        json_builder_add_int_value(report, failures);
+        json_builder_end_object(report);
+        write_report(json_path);
+        vd_model_unref(model);
+        g_ptr_array_unref(frames);
+        printf("%s: %d failure%s\n", failures || rc ? "FAIL" : "PASS", failures,
+               failures == 1 ? "" : "s");
+        return failures || rc ? 1 : 0;
+    }
     test_selection(model);
 
     vd_context *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
@@ -1512,16 +1888,7 @@ out_report:
     json_builder_set_member_name(report, "failures");
     json_builder_add_int_value(report, failures);
     json_builder_end_object(report);
-    if (json_path != NULL) {
-        JsonGenerator *gen = json_generator_new();
-        JsonNode *root = json_builder_get_root(report);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        json_generator_to_file(gen, json_path, NULL);
-        json_node_unref(root);
-        g_object_unref(gen);
-    }
-    g_object_unref(report);
+    write_report(json_path);
     vd_context_free(cpu);
     vd_context_free(f32);
     vd_context_free(f16);

@@ -714,6 +714,37 @@ static float *roi_grad_rois(test_rng *r, int n_random, int n_images, int h, int 
     return rois;
 }
 
+/* The sampling ratios every roi_align case runs with (0 and -1: adaptive). */
+static const int roi_align_samplings[4] = {0, 1, 2, -1};
+
+/* One case of the forward and backward checks: the CPU op's parameters and
+ * the device op's shape for the same maps, bins, scale, sampling and
+ * alignment. */
+static void roi_align_case(int n_images, int channels, int h, int w, int pooled_h, int pooled_w,
+                           float scale, int sampling_ratio, int aligned, vd_roi_align_params *p,
+                           vd_roi_align_shape *shape)
+{
+    *p = vd_roi_align_default_params();
+    p->n_images = n_images;
+    p->height = h;
+    p->width = w;
+    p->channels = channels;
+    p->pooled_h = pooled_h;
+    p->pooled_w = pooled_w;
+    p->spatial_scale = scale;
+    p->sampling_ratio = sampling_ratio;
+    p->aligned = aligned;
+    shape->n_images = n_images;
+    shape->height = h;
+    shape->width = w;
+    shape->channels = channels;
+    shape->pooled_h = pooled_h;
+    shape->pooled_w = pooled_w;
+    shape->spatial_scale = scale;
+    shape->sampling_ratio = sampling_ratio;
+    shape->aligned = aligned;
+}
+
 /* How many (sample, neighbour) shares the backward adds to each pixel of each
  * image ([n_images][h][w], the same for every channel): the m of the
  * summation bound. The loops of vd_roi_align_backward, with vd_math.h. */
@@ -834,17 +865,10 @@ static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels,
 
     for (int aligned = 0; aligned < 2; aligned++) {
         for (int si = 0; si < 4; si++) {
-            const int samplings[4] = {0, 1, 2, -1};
-            vd_roi_align_params p = vd_roi_align_default_params();
-            p.n_images = n_images;
-            p.height = h;
-            p.width = w;
-            p.channels = channels;
-            p.pooled_h = pooled_h;
-            p.pooled_w = pooled_w;
-            p.spatial_scale = scale;
-            p.sampling_ratio = samplings[si];
-            p.aligned = aligned;
+            vd_roi_align_params p;
+            vd_roi_align_shape shape;
+            roi_align_case(n_images, channels, h, w, pooled_h, pooled_w, scale,
+                           roi_align_samplings[si], aligned, &p, &shape);
             GError *error = NULL;
             g_assert_true(vd_roi_align_backward(&p, ref_go, ref_rois, n_rois - 1, want, &error));
             g_assert_true(
@@ -852,8 +876,6 @@ static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels,
             g_assert_no_error(error);
             int *count = roi_grad_counts(&p, ref_rois, n_rois - 1);
 
-            vd_roi_align_shape shape = {
-                n_images, h, w, channels, pooled_h, pooled_w, scale, samplings[si], aligned};
             size_t ws_size = vd_roi_align_backward_workspace_size(&shape, dtype);
             g_assert_cmpuint(ws_size, ==, dtype == VD_DTYPE_F16 ? n_gi * sizeof(float) : 0);
             void *ws = ws_size ? dev_alloc(ws_size) : NULL;
@@ -863,7 +885,8 @@ static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels,
 
             char *what =
                 g_strdup_printf("roi_align backward %s aligned=%d sampling_ratio=%d",
-                                dtype == VD_DTYPE_F16 ? "fp16" : "fp32", aligned, samplings[si]);
+                                dtype == VD_DTYPE_F16 ? "fp16" : "fp32", aligned,
+                                roi_align_samplings[si]);
             size_t n_bad = roi_grad_compare(what, dtype, got, want, abs_sum, count, n_gi, channels);
             g_free(what);
             g_assert_cmpuint(n_bad, ==, 0);
@@ -925,17 +948,10 @@ static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int cha
     float *want = g_new(float, n_out), *got = g_new(float, n_out);
     for (int aligned = 0; aligned < 2; aligned++) {
         for (int si = 0; si < 4; si++) {
-            const int samplings[4] = {0, 1, 2, -1};
-            vd_roi_align_params p = vd_roi_align_default_params();
-            p.n_images = n_images;
-            p.height = h;
-            p.width = w;
-            p.channels = channels;
-            p.pooled_h = pooled_h;
-            p.pooled_w = pooled_w;
-            p.spatial_scale = scale;
-            p.sampling_ratio = samplings[si];
-            p.aligned = aligned;
+            vd_roi_align_params p;
+            vd_roi_align_shape shape;
+            roi_align_case(n_images, channels, h, w, pooled_h, pooled_w, scale,
+                           roi_align_samplings[si], aligned, &p, &shape);
             GError *error = NULL;
             g_assert_true(vd_roi_align_forward(&p, map, ref_rois, n_rois, want, &error));
             g_assert_no_error(error);
@@ -943,8 +959,6 @@ static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int cha
             if (dtype == VD_DTYPE_F16)
                 for (size_t i = 0; i < n_out; i++)
                     want[i] = round_half(want[i]);
-            vd_roi_align_shape shape = {
-                n_images, h, w, channels, pooled_h, pooled_w, scale, samplings[si], aligned};
             CU(vd_roi_align_forward_device(&shape, dtype, dmap, drois, n_rois, dout, stream));
             download_as(got, dout, n_out, dtype);
             assert_close_ulp(dtype == VD_DTYPE_F16 ? "roi_align forward fp16"
