@@ -4,7 +4,11 @@
 # AddressSanitizer and UBSan.
 #   tests/run.sh            all suites
 #   tests/run.sh SUITE...   only these suites (engine, tracker, parity, gst, model, gpu,
-#                           libfuzzer); the engine suite includes the tracker's tests
+#                           libfuzzer, extended); the engine suite includes the tracker's
+#                           tests
+# extended: the parity comparisons that repeat others' code paths at a further size or
+# oneDNN ISA cap (tests/parity/meson.build); not part of the default run, which has to
+# stay well under 20 minutes on a 2-core machine.
 # libfuzzer: the libFuzzer harnesses in a clang build of their own (build-fuzz, ASan and
 # UBSan), each for a short fixed time; tests/fuzz/long.sh runs them long.
 set -euo pipefail
@@ -38,6 +42,7 @@ fi
 suites=("$@")
 wants() { [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
 suite_args=()
+[ ${#suites[@]} -gt 0 ] || suite_args+=(--no-suite extended)
 main_suites=0
 for s in "${suites[@]}"; do
   if [ "$s" != libfuzzer ]; then suite_args+=(--suite "$s"); main_suites=$((main_suites + 1)); fi
