@@ -1758,7 +1758,7 @@ static int run_core_checks(vd_model *model, GPtrArray *frames)
     if (first_pixels != NULL) {
         test_sync_count(f32, &first, "core fp32", FALSE);
         test_sync_count(f16, &first, "core fp16", TRUE);
-        printf("  (graph replay: fp32, then fp16)\n");
+        printf("  info the two graph replay checks below: fp32, then fp16\n");
         test_graph_equals_eager(f32, &first);
         test_graph_equals_eager(f16, &first);
         test_batch(f32, cpu, &first, 2, "core fp32");
