@@ -4,6 +4,7 @@ weights and frames, side by side in one run (issue 4, item 5).
 
     python3 tools/bench_gpu.py prepare --workdir DIR
     python3 tools/bench_gpu.py prepare-masks --workdir DIR
+    python3 tools/bench_gpu.py prepare-v2 --workdir DIR
     python3 tools/bench_gpu.py bench --workdir DIR --bench-bin build/tests/gpu/vd-gpu-bench \
         [--json OUT.json] [--iters N]
 
@@ -165,8 +166,8 @@ def prepare_masks(args):
     """Mask R-CNN models and a frame for test-gpu-engine --masks (the CUDA mask branch
     against the CPU engine): maskrcnn_resnet50_fpn (91 classes, the v1 mask head), and
     the same with maskrcnn_resnet50_fpn_v2's mask head (MaskRCNNHeads with BatchNorm2d,
-    folded at load; v2's box head and two-conv RPN are not on the CUDA backend, which
-    refuses the whole v2 model), random weights calibrated as the parity tests do
+    folded at load: the mask head alone on a v1 body; prepare-v2 makes the whole v2
+    model), random weights calibrated as the parity tests do
     (parity_common.calibrate, then calibrate_masks: mask logits of std 3 on the frame's
     detections). Writes DIR/mask-v1.safetensors, DIR/mask-v2head.safetensors (F32) and
     DIR/mask-frame-0.ppm."""
@@ -193,6 +194,37 @@ def prepare_masks(args):
         desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name}: random weights (seed 11), calibrated: {desc} ({time.time() - t0:.1f} s)")
+
+
+def prepare_v2(args):
+    """The v2 models and a frame for test-gpu-engine --core and --masks (CUDA against
+    the CPU engine on ResNet-50-FPN v2: BatchNorm2d in the FPN, the two-convolution RPN
+    head, the four-convolution + one-Linear box head): fasterrcnn_resnet50_fpn_v2 and
+    maskrcnn_resnet50_fpn_v2 (91 classes), at the mask checks' transform sizes
+    (MASK_MIN_SIZE / MASK_MAX_SIZE) and on their frame, random weights calibrated as
+    the parity tests do (parity_common.calibrate; calibrate_masks for the masks).
+    Writes DIR/v2.safetensors, DIR/mask-v2.safetensors (F32) and DIR/v2-frame-0.ppm."""
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
+    t0 = time.time()
+    h, w, seed = MASK_FRAME
+    img = pc.synthetic_image(h, w, seed=seed)
+    write_ppm(os.path.join(args.workdir, "v2-frame-0.ppm"), img)
+    for name, builder, model_seed in (("v2", "fasterrcnn_resnet50_fpn_v2", 6),
+                                      ("mask-v2", "maskrcnn_resnet50_fpn_v2", 11)):
+        torch.manual_seed(model_seed)
+        model = getattr(torchvision.models.detection, builder)(
+            weights=None, weights_backbone=None, num_classes=91, min_size=MASK_MIN_SIZE,
+            max_size=MASK_MAX_SIZE).eval()
+        first = []
+        # torchvision >= 0.15 computes the resize scale in double already
+        desc = pc.calibrate(model, [img], double_scale=False, first_features=first)
+        if name == "mask-v2":
+            desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
+        pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
+        log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
+            f"({time.time() - t0:.1f} s)")
 
 
 # ---------------------------------------------------------------------------------
@@ -481,6 +513,8 @@ def main():
     pp.add_argument("--workdir", required=True)
     pm = sub.add_parser("prepare-masks")
     pm.add_argument("--workdir", required=True)
+    pv = sub.add_parser("prepare-v2")
+    pv.add_argument("--workdir", required=True)
     pb = sub.add_parser("bench")
     pb.add_argument("--workdir", required=True)
     pb.add_argument("--bench-bin", required=True)
@@ -497,6 +531,8 @@ def main():
         prepare(args)
     elif args.cmd == "prepare-masks":
         prepare_masks(args)
+    elif args.cmd == "prepare-v2":
+        prepare_v2(args)
     else:
         bench(args)
 

@@ -699,3 +699,17 @@ void vd_deconv2x2_as_conv1x1(const float *weight, const float *bias, int in, int
             b1[(size_t)tap * out_stride + o] = bias[o];
         }
 }
+
+void vd_fc6_weight_to_nhwc(const float *weight, int out, int channels, int positions,
+                           int padded_channels, float *dst)
+{
+    size_t in = (size_t)channels * positions, in_nhwc = (size_t)padded_channels * positions;
+    memset(dst, 0, (size_t)out * in_nhwc * sizeof(float));
+    for (int o = 0; o < out; o++) {
+        const float *src = weight + (size_t)o * in;
+        float *row = dst + (size_t)o * in_nhwc;
+        for (int c = 0; c < channels; c++)
+            for (int p = 0; p < positions; p++)
+                row[(size_t)p * padded_channels + c] = src[(size_t)c * positions + p];
+    }
+}

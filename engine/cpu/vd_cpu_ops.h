@@ -212,6 +212,14 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
 void vd_deconv2x2_as_conv1x1(const float *weight, const float *bias, int in, int out,
                              int out_stride, float *w1, float *b1);
 
+/* The box head's first Linear (fc6, torch's @weight [out][channels * positions]
+ * in the NCHW flatten order c * positions + p) for an NHWC input of
+ * @padded_channels channels per position: @dst [out][positions][padded_channels],
+ * dst[o][p][c] = weight[o][c * positions + p], zero for c >= @channels (the
+ * padding channels of the conv head's last output). */
+void vd_fc6_weight_to_nhwc(const float *weight, int out, int channels, int positions,
+                           int padded_channels, float *dst);
+
 G_END_DECLS
 
 #endif /* VD_CPU_OPS_H */

@@ -81,6 +81,10 @@ typedef struct {
     vd_cuda_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];
     vd_cuda_tensor *rpn_out[VD_MAX_FPN_LEVELS];
     vd_cuda_conv rpn_conv[VD_MAX_FPN_LEVELS], rpn_head[VD_MAX_FPN_LEVELS];
+    /* conv_depth > 1 (v2): the further 3x3 conv + ReLU layers, alternating
+     * between rpn_hidden and rpn_hidden2 (a second level-by-level buffer) */
+    vd_cuda_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS];
+    vd_cuda_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
 
     /* RPN */
     float *anchors; /* [n_anchors][4], generated on the device at plan time */
@@ -107,6 +111,13 @@ typedef struct {
 
     /* box head */
     void *pooled;
+    /* the conv head (v2, n_box_convs > 0): one image's R rows at a time, N = R,
+     * box_in a view of that image's pooled rows (its data set as each image is
+     * enqueued), the outputs alternating between two buffers of the widest */
+    vd_cuda_tensor box_in;
+    vd_cuda_tensor box_out[VD_MAX_BOX_CONVS];
+    vd_cuda_conv box_convs[VD_MAX_BOX_CONVS];
+    int n_box_convs;
     void *fc6_out, *fc7_out;
     float *head; /* [proposal_capacity][predictor_stride] float32 */
     float *box_boxes, *box_scores;
@@ -165,6 +176,12 @@ typedef struct {
     vd_cuda_conv_weights block_weights[VD_MAX_BLOCKS][4]; /* conv1..3, downsample */
     vd_cuda_conv_weights fpn_inner[4], fpn_layer[4];
     vd_cuda_conv_weights rpn_conv, rpn_head;
+    /* v2: the RPN head's further convolutions, the conv box head (output
+     * channels padded to multiples of 8; fc6 then reads [P][P][padded]) */
+    vd_cuda_conv_weights rpn_conv_more[VD_MAX_RPN_CONVS - 1];
+    vd_cuda_conv_weights box_convs[VD_MAX_BOX_CONVS];
+    int n_box_convs;
+    gboolean has_fc7; /* TwoMLPHead; the conv head has fc6 only */
     vd_cuda_linear fc6, fc7, predictor;
 
     /* Mask R-CNN: the head's weights (channels padded to multiples of 8), the
@@ -330,7 +347,11 @@ static void plan_free(cuda_plan *plan)
     for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
         vd_cuda_conv_clear(&plan->rpn_conv[l]);
         vd_cuda_conv_clear(&plan->rpn_head[l]);
+        for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
+            vd_cuda_conv_clear(&plan->rpn_conv_more[l][j]);
     }
+    for (int j = 0; j < VD_MAX_BOX_CONVS; j++)
+        vd_cuda_conv_clear(&plan->box_convs[j]);
     vd_cuda_pool_free(&plan->pool);
     if (plan->tensors != NULL)
         g_ptr_array_unref(plan->tensors);
@@ -480,15 +501,39 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
                                       L->stream, "RPN head", error);
     if (hidden == NULL)
         return FALSE;
+    /* conv_depth > 1 (v2): a second one, the further convolutions alternate */
+    void *hidden2 = NULL;
+    if (cfg->rpn_conv_depth > 1) {
+        hidden2 = vd_cuda_pool_alloc(&plan->pool,
+                                     (size_t)plan->n_images * plan->fpn_out[0]->h *
+                                         plan->fpn_out[0]->w * fc * vd_dtype_size(st->dtype),
+                                     L->stream, "RPN head", error);
+        if (hidden2 == NULL)
+            return FALSE;
+    }
     for (int l = 0; l < plan->n_levels; l++) {
         vd_cuda_tensor *p = plan->fpn_out[l];
         plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, hidden, error);
         plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, st->head_stride, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL ||
             !vd_cuda_conv_init(L, &plan->rpn_conv[l], &st->rpn_conv, p, plan->rpn_hidden[l], NULL,
-                               TRUE, ws, error) ||
-            !vd_cuda_conv_init(L, &plan->rpn_head[l], &st->rpn_head, plan->rpn_hidden[l],
-                               plan->rpn_out[l], NULL, FALSE, ws, error))
+                               TRUE, ws, error))
+            return FALSE;
+        vd_cuda_tensor *last = plan->rpn_hidden[l];
+        if (cfg->rpn_conv_depth > 1) {
+            plan->rpn_hidden2[l] = plan_tensor(st, plan, p->h, p->w, fc, hidden2, error);
+            if (plan->rpn_hidden2[l] == NULL)
+                return FALSE;
+        }
+        for (int j = 1; j < cfg->rpn_conv_depth; j++) {
+            vd_cuda_tensor *next = j % 2 ? plan->rpn_hidden2[l] : plan->rpn_hidden[l];
+            if (!vd_cuda_conv_init(L, &plan->rpn_conv_more[l][j - 1], &st->rpn_conv_more[j - 1],
+                                   last, next, NULL, TRUE, ws, error))
+                return FALSE;
+            last = next;
+        }
+        if (!vd_cuda_conv_init(L, &plan->rpn_head[l], &st->rpn_head, last, plan->rpn_out[l], NULL,
+                               FALSE, ws, error))
             return FALSE;
     }
 
@@ -588,7 +633,50 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
            plan->proposal_scores != NULL;
 }
 
-static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
+/* The conv box head (v2) of @plan: N = R rows of one image (the images of a
+ * batch run one after another on the one stream, as fc6 does), the first
+ * convolution reading box_in, a view of the image's pooled rows. */
+static gboolean plan_box_convs(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    vd_cuda_layers *L = &st->layers;
+    int R = plan->proposal_capacity;
+    int P = cfg->roi_output_size;
+    size_t esize = vd_dtype_size(st->dtype);
+
+    plan->n_box_convs = st->n_box_convs;
+    plan->box_in.h = P;
+    plan->box_in.w = P;
+    plan->box_in.c = cfg->fpn_channels;
+    plan->box_in.n = R;
+    plan->box_in.data = plan->pooled;
+    int widest = 0;
+    for (int j = 0; j < st->n_box_convs; j++)
+        widest = MAX(widest, st->box_convs[j].out_c);
+    size_t bytes = (size_t)R * P * P * widest * esize;
+    void *ping = vd_cuda_pool_alloc(&plan->pool, bytes, L->stream, "box head convolutions", error);
+    void *pong = ping == NULL ? NULL
+                              : vd_cuda_pool_alloc(&plan->pool, bytes, L->stream,
+                                                   "box head convolutions", error);
+    if (pong == NULL)
+        return FALSE;
+    vd_cuda_tensor *x = &plan->box_in;
+    for (int j = 0; j < st->n_box_convs; j++) {
+        vd_cuda_tensor *y = &plan->box_out[j];
+        y->h = P;
+        y->w = P;
+        y->c = st->box_convs[j].out_c;
+        y->n = R;
+        y->data = j % 2 == 0 ? ping : pong;
+        if (!vd_cuda_conv_init(L, &plan->box_convs[j], &st->box_convs[j], x, y, NULL, TRUE, ws,
+                               error))
+            return FALSE;
+        x = y;
+    }
+    return TRUE;
+}
+
+static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
 {
     const vd_config *cfg = &st->model->config;
     vd_cuda_layers *L = &st->layers;
@@ -605,8 +693,11 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
                                       L->stream, "RoI features", error);
     plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc6.out_stride * esize,
                                        L->stream, "box head", error);
-    plan->fc7_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc7.out_stride * esize,
-                                       L->stream, "box head", error);
+    /* TwoMLPHead only: the conv head's fc6 feeds the predictor */
+    plan->fc7_out = st->has_fc7 ? vd_cuda_pool_alloc(&plan->pool,
+                                                     n_img * R * st->fc7.out_stride * esize,
+                                                     L->stream, "box head", error)
+                                : plan->fc6_out;
     plan->head = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->predictor_stride * sizeof(float),
                                     L->stream, "box head", error);
     plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * 4 * sizeof(float), L->stream,
@@ -636,9 +727,11 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, GError **error)
                                            "the non-finite count", error);
     if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
+    if (st->n_box_convs > 0 && !plan_box_convs(st, plan, ws, error))
+        return FALSE;
     /* the linear layers' algorithms for R rows */
     return vd_cuda_linear_plan(L, &st->fc6, R, error) &&
-           vd_cuda_linear_plan(L, &st->fc7, R, error) &&
+           (!st->has_fc7 || vd_cuda_linear_plan(L, &st->fc7, R, error)) &&
            vd_cuda_linear_plan(L, &st->predictor, R, error);
 }
 
@@ -709,7 +802,7 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_ima
 
     plan->input = plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
     if (plan->input == NULL || !plan_backbone(st, plan, &ws, error) ||
-        !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, error))
+        !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, &ws, error))
         goto out_fail;
 
     if (!ensure_workspace(st, ws, error))
@@ -1125,8 +1218,12 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
     /* RPN */
     for (int l = 0; l < plan->n_levels; l++) {
         vd_cuda_tensor *head = plan->rpn_out[l];
-        if (!vd_cuda_conv_run(L, &plan->rpn_conv[l], error) ||
-            !vd_cuda_conv_run(L, &plan->rpn_head[l], error))
+        if (!vd_cuda_conv_run(L, &plan->rpn_conv[l], error))
+            return FALSE;
+        for (int j = 1; j < cfg->rpn_conv_depth; j++)
+            if (!vd_cuda_conv_run(L, &plan->rpn_conv_more[l][j - 1], error))
+                return FALSE;
+        if (!vd_cuda_conv_run(L, &plan->rpn_head[l], error))
             return FALSE;
         /* fp16 overflow shows here first: objectness and deltas, not the padding */
         for (int i = 0; i < n; i++)
@@ -1216,13 +1313,25 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
     for (int i = 0; i < n; i++) {
         float *head = plan->head + (size_t)i * R * st->predictor_stride;
         void *fc6_out = (char *)plan->fc6_out + (size_t)i * R * st->fc6.out_stride * esize;
-        void *fc7_out = (char *)plan->fc7_out + (size_t)i * R * st->fc7.out_stride * esize;
-        if (!vd_cuda_linear_run(L, &st->fc6,
-                                (char *)plan->pooled + (size_t)i * R * pooled_row * esize, fc6_out,
-                                error) ||
-            !vd_cuda_linear_run(L, &st->fc7, fc6_out, fc7_out, error) ||
-            !vd_cuda_linear_run(L, &st->predictor, fc7_out, head, error))
-            return FALSE;
+        void *fc6_in = (char *)plan->pooled + (size_t)i * R * pooled_row * esize;
+        if (plan->n_box_convs > 0) {
+            /* v2's conv head on the image's R rows, then fc6 on its output
+             * ([R][P][P][padded channels]) and the predictor on fc6's */
+            plan->box_in.data = fc6_in;
+            for (int j = 0; j < plan->n_box_convs; j++)
+                if (!vd_cuda_conv_run(L, &plan->box_convs[j], error))
+                    return FALSE;
+            if (!vd_cuda_linear_run(L, &st->fc6, plan->box_out[plan->n_box_convs - 1].data,
+                                    fc6_out, error) ||
+                !vd_cuda_linear_run(L, &st->predictor, fc6_out, head, error))
+                return FALSE;
+        } else {
+            void *fc7_out = (char *)plan->fc7_out + (size_t)i * R * st->fc7.out_stride * esize;
+            if (!vd_cuda_linear_run(L, &st->fc6, fc6_in, fc6_out, error) ||
+                !vd_cuda_linear_run(L, &st->fc7, fc6_out, fc7_out, error) ||
+                !vd_cuda_linear_run(L, &st->predictor, fc7_out, head, error))
+                return FALSE;
+        }
         CUDA_TRY(vd_count_nonfinite(head, VD_DTYPE_F32, R, 5 * cfg->num_classes,
                                     st->predictor_stride, plan->n_proposals + i,
                                     plan->n_nonfinite + i, s),
@@ -1914,10 +2023,27 @@ static gboolean upload_weights(cuda_state *st, GError **error)
             return FALSE;
     if (!upload_conv(st, &st->rpn_conv, &m->rpn_conv, C, C, error))
         return FALSE;
+    /* v2: the RPN head's further 3x3 convolutions (C -> C, with their biases) */
+    for (int j = 1; j < cfg->rpn_conv_depth; j++)
+        if (!upload_conv(st, &st->rpn_conv_more[j - 1], &m->rpn_conv_more[j - 1], C, C, error))
+            return FALSE;
+    /* v2's conv box head: batch-norm folded at load (weight and bias), output
+     * channels padded to multiples of 8 with zeros as the mask head's are */
+    int head_c = C, head_cp = C; /* fc6's input channels, and as laid out */
+    st->n_box_convs = cfg->n_box_convs;
+    st->has_fc7 = cfg->n_box_convs == 0;
+    for (int j = 0; j < cfg->n_box_convs; j++) {
+        int out_p = round_up(m->box_convs[j].out_channels, 8);
+        if (!upload_conv(st, &st->box_convs[j], &m->box_convs[j], head_cp, out_p, error))
+            return FALSE;
+        head_c = m->box_convs[j].out_channels;
+        head_cp = out_p;
+    }
+    size_t fc6_in = (size_t)P * P * head_cp;
 
     rpn_w = g_try_malloc((size_t)5 * A * C * sizeof(float));
     rpn_b = g_try_malloc((size_t)5 * A * sizeof(float));
-    fc6_w = g_try_malloc((size_t)m->fc6.out_features * m->fc6.in_features * sizeof(float));
+    fc6_w = g_try_malloc0((size_t)m->fc6.out_features * fc6_in * sizeof(float));
     pred_w = g_try_malloc((size_t)5 * K * rep * sizeof(float));
     pred_b = g_try_malloc((size_t)5 * K * sizeof(float));
     if (rpn_w == NULL || rpn_b == NULL || fc6_w == NULL || pred_w == NULL || pred_b == NULL) {
@@ -1932,23 +2058,18 @@ static gboolean upload_weights(cuda_state *st, GError **error)
                                      5 * A, C, 1, 1, 0, st->head_stride, C, error))
         goto out_free;
 
-    for (int o = 0; o < m->fc6.out_features; o++) {
-        const float *src = m->fc6.weight + (size_t)o * m->fc6.in_features;
-        float *dst = fc6_w + (size_t)o * m->fc6.in_features;
-        for (int c = 0; c < C; c++)
-            for (int p = 0; p < P * P; p++)
-                dst[(size_t)p * C + c] = src[(size_t)c * P * P + p];
-    }
+    vd_fc6_weight_to_nhwc(m->fc6.weight, m->fc6.out_features, head_c, P * P, head_cp, fc6_w);
     memcpy(pred_w, m->cls_score.weight, sizeof(float) * K * rep);
     memcpy(pred_w + (size_t)K * rep, m->bbox_pred.weight, sizeof(float) * 4 * K * rep);
     memcpy(pred_b, m->cls_score.bias, sizeof(float) * K);
     memcpy(pred_b + K, m->bbox_pred.bias, sizeof(float) * 4 * K);
     ok = vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc6, fc6_w, m->fc6.bias,
-                               m->fc6.out_features, m->fc6.in_features,
+                               m->fc6.out_features, (int)fc6_in,
                                round_up(m->fc6.out_features, 8), st->dtype, TRUE, error) &&
-         vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc7, m->fc7.weight,
-                               m->fc7.bias, m->fc7.out_features, m->fc7.in_features,
-                               round_up(m->fc7.out_features, 8), st->dtype, TRUE, error) &&
+         (!st->has_fc7 ||
+          vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc7, m->fc7.weight,
+                                m->fc7.bias, m->fc7.out_features, m->fc7.in_features,
+                                round_up(m->fc7.out_features, 8), st->dtype, TRUE, error)) &&
          vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->predictor, pred_w, pred_b,
                                5 * K, rep, st->predictor_stride, VD_DTYPE_F32, FALSE, error);
     ok = ok && (!st->has_masks || upload_mask_weights(st, error));
@@ -1990,6 +2111,34 @@ static gboolean mask_head_chains(const vd_model *m, GError **error)
     return ok;
 }
 
+/* v2's FastRCNNConvFCHead and RPN head as the CUDA backend runs them (the
+ * loader checks each tensor; this, that they chain): 3x3 pad 1 convolutions
+ * from the pooler's channels, fc6 on the last one's P x P map, the predictor on
+ * fc6; the RPN's further convolutions C -> C. */
+static gboolean box_convs_chain(const vd_model *m, GError **error)
+{
+    const vd_config *cfg = &m->config;
+    int in = cfg->fpn_channels;
+    int P = cfg->roi_output_size;
+    gboolean ok = cfg->n_box_convs >= 1 && cfg->n_box_convs <= VD_MAX_BOX_CONVS &&
+                  cfg->rpn_conv_depth >= 1 && cfg->rpn_conv_depth <= VD_MAX_RPN_CONVS;
+    for (int j = 0; ok && j < cfg->n_box_convs; j++) {
+        const vd_conv *c = &m->box_convs[j];
+        ok = c->in_channels == in && c->kernel == 3 && c->stride == 1 && c->padding == 1 &&
+             c->groups == 1 && c->bias != NULL;
+        in = c->out_channels;
+    }
+    ok = ok && m->fc6.in_features == in * P * P && m->fc7.out_features == 0 &&
+         cfg->representation_size == m->fc6.out_features;
+    if (!ok)
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "the conv box head's shapes do not chain (%d convolutions from %d channels "
+                    "to %d, fc6 %d->%d, representation %d, RPN conv_depth %d)",
+                    cfg->n_box_convs, cfg->fpn_channels, in, m->fc6.in_features,
+                    m->fc6.out_features, cfg->representation_size, cfg->rpn_conv_depth);
+    return ok;
+}
+
 static void *cuda_create(vd_context *ctx, GError **error)
 {
     const vd_config *cfg = &ctx->model->config;
@@ -2003,14 +2152,6 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     vd_model_description(ctx->model));
         return NULL;
     }
-    const char *v2_parts = vd_config_v2_parts(cfg);
-    if (v2_parts != NULL) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "the CUDA backend does not support %s of this model (%s): use the CPU backend",
-                    v2_parts,
-                    vd_model_description(ctx->model));
-        return NULL;
-    }
     if (ctx->params.precision == VD_PRECISION_AUTO)
         ctx->params.precision = VD_PRECISION_FP16;
     if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {
@@ -2018,10 +2159,13 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     "precision bf16 is not supported on the CUDA backend (fp16 or fp32)");
         return NULL;
     }
-    if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
-            ctx->model->fc6.in_features ||
-        ctx->model->fc7.in_features != ctx->model->fc6.out_features ||
-        cfg->representation_size != ctx->model->fc7.out_features) {
+    if (cfg->n_box_convs > 0) {
+        if (!box_convs_chain(ctx->model, error))
+            return NULL;
+    } else if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
+                   ctx->model->fc6.in_features ||
+               ctx->model->fc7.in_features != ctx->model->fc6.out_features ||
+               cfg->representation_size != ctx->model->fc7.out_features) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "the box head's shapes do not chain (fc6 %d->%d, fc7 %d->%d, pooler %d)",
                     ctx->model->fc6.in_features, ctx->model->fc6.out_features,
@@ -2221,7 +2365,11 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
     for (int l = 0; l < plan->n_levels; l++) {
         n += plan->rpn_conv[l].mode == VD_CUDA_CONV_UNFUSED;
         n += plan->rpn_head[l].mode == VD_CUDA_CONV_UNFUSED;
+        for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
+            n += plan->rpn_conv_more[l][j - 1].mode == VD_CUDA_CONV_UNFUSED;
     }
+    for (int j = 0; j < plan->n_box_convs; j++)
+        n += plan->box_convs[j].mode == VD_CUDA_CONV_UNFUSED;
     return n;
 }
 

@@ -1065,6 +1065,50 @@ static void test_mask_deconv_as_1x1(void)
     g_free(mag);
 }
 
+/* fc6 as the CUDA backend lays it out for an NHWC input (vd_fc6_weight_to_nhwc):
+ * the product with an NHWC map of padded channels (the conv box head's last
+ * output, padding channels zero) equals torch's Linear on the NCHW flatten
+ * (c * P * P + y * P + x) of the same map, and the padding columns are zero. A
+ * transposed index or a wrong stride moves values by O(1). */
+static void test_fc6_weight_to_nhwc(void)
+{
+    const int out = 5, C = 11, Cp = 16, PP = 9;
+    GRand *rand = g_rand_new_with_seed(91);
+    float *w = g_new(float, (size_t)out * C * PP), *x = g_new(float, (size_t)C * PP);
+    float *x_nhwc = g_new0(float, (size_t)PP * Cp), *w_nhwc = g_new(float, (size_t)out * PP * Cp);
+    for (int i = 0; i < out * C * PP; i++)
+        w[i] = (float)g_rand_double_range(rand, -1, 1);
+    for (int c = 0; c < C; c++)
+        for (int p = 0; p < PP; p++) {
+            x[c * PP + p] = (float)g_rand_double_range(rand, -1, 1);
+            x_nhwc[p * Cp + c] = x[c * PP + p];
+        }
+    for (int i = 0; i < out * PP * Cp; i++)
+        w_nhwc[i] = 12345.0f; /* overwritten everywhere */
+    vd_fc6_weight_to_nhwc(w, out, C, PP, Cp, w_nhwc);
+    for (int o = 0; o < out; o++) {
+        double ref = 0, got = 0, mag = 0;
+        for (int i = 0; i < C * PP; i++) {
+            ref += (double)w[(size_t)o * C * PP + i] * x[i];
+            mag += fabs((double)w[(size_t)o * C * PP + i] * x[i]);
+        }
+        for (int p = 0; p < PP; p++)
+            for (int c = 0; c < Cp; c++) {
+                float v = w_nhwc[((size_t)o * PP + p) * Cp + c];
+                if (c >= C)
+                    g_assert_cmpfloat(v, ==, 0.0f);
+                got += (double)v * x_nhwc[p * Cp + c];
+            }
+        if (fabs(got - ref) > 1e-12 * mag)
+            g_error("output %d: %.17g, want %.17g", o, got, ref);
+    }
+    g_rand_free(rand);
+    g_free(w);
+    g_free(x);
+    g_free(x_nhwc);
+    g_free(w_nhwc);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1102,5 +1146,6 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/transform-sizes", test_transform_sizes);
     g_test_add_func("/ops/resize-source", test_resize_source);
     g_test_add_func("/ops/mask-deconv-as-1x1", test_mask_deconv_as_1x1);
+    g_test_add_func("/ops/fc6-weight-to-nhwc", test_fc6_weight_to_nhwc);
     return g_test_run();
 }

@@ -5,8 +5,9 @@
 # results under $OUT in at most 8 files (the device tool's limit):
 #   env.txt          the machine, libraries, and the model preparation's log
 #   kernels.log      test-gpu-kernels
-#   engine.json/.log test-gpu-engine (the element check's report and the Mask
-#                    R-CNN checks, test-gpu-engine --masks, appended to the log)
+#   engine.json/.log test-gpu-engine (the element check's report, the Mask
+#                    R-CNN checks, test-gpu-engine --masks, and the ResNet-50-FPN
+#                    v2 checks, --core, appended to the log)
 #   engine-demo.json test-gpu-engine on the bundled demo model
 #   bench.json/.log  tools/bench_gpu.py bench
 #   element.json     element-check.sh: CUDA against CPU in the element, throughput
@@ -137,6 +138,26 @@ if [ $rc -eq 0 ]; then
   done
 else
   echo "no Mask R-CNN models: the mask checks cannot run"; status=1
+fi
+
+step "ResNet-50-FPN v2 on CUDA against the CPU engine: fasterrcnn_resnet50_fpn_v2 (--core), maskrcnn_resnet50_fpn_v2 (--masks), fp32 and fp16"
+# after the mask step, for the same reason: models made here (~20 s), and a run cut
+# short by the device tool's limit loses only this step
+timeout 90 python3 tools/bench_gpu.py prepare-v2 --workdir "$WORK/data" > "$WORK/prepare-v2.log" 2>&1
+rc=$?; tail -2 "$WORK/prepare-v2.log"; echo "prepare-v2: exit $rc"
+{ echo; echo "=== ResNet-50-FPN v2 models (tools/bench_gpu.py prepare-v2): exit $rc"; cat "$WORK/prepare-v2.log"; } >> "$OUT/env.txt"
+if [ $rc -eq 0 ]; then
+  for m in v2 mask-v2; do
+    mode=--core; [ $m = mask-v2 ] && mode=--masks
+    echo "=== test-gpu-engine $mode $m" >> "$OUT/engine.log"
+    timeout 60 "$WORK/run-test-gpu-engine" $mode --model "$WORK/data/$m.safetensors" \
+      "$WORK/data/v2-frame-0.ppm" > "$WORK/$m.log" 2>&1
+    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
+    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:" "$WORK/$m.log"; echo "test-gpu-engine $mode $m: exit $rc"
+    [ $rc -eq 0 ] || status=1
+  done
+else
+  echo "no v2 models: the v2 checks cannot run"; status=1
 fi
 
 step "done (status $status)"
