@@ -321,6 +321,24 @@ cudaError_t vd_mask_probabilities(const void *logits, vd_dtype dtype, int rows, 
                                   int stride, int num_classes, const vd_kernel_result *result,
                                   float *probs, cudaStream_t stream);
 
+/* ------------------------------------------------------------------------ */
+/* MobileNetV3 (engine/MOBILENETV3.md)                                        */
+
+/* data[i] = hardswish(data[i]) in place over @n elements (vd_math_hardswish in
+ * float32, stored in @dtype). */
+cudaError_t vd_hardswish(void *data, size_t n, vd_dtype dtype, cudaStream_t stream);
+
+/* torchvision's SqueezeExcitation in place on @data, @n_images NHWC images of
+ * @hw pixels and @c channels (in @dtype): per image and channel the mean over
+ * the pixels (summed in double, divided by their count), fc1 (@s x @c) + bias +
+ * ReLU, fc2 (@c x @s) + bias + hardsigmoid, each product summed in float32 in
+ * index order as the CPU backend does, then every pixel times its channel's
+ * scale. Weights and biases float32 on the device, torch's [out][in] layout;
+ * @means and @scales: device scratch of @n_images * @c floats each. */
+cudaError_t vd_squeeze_excite(void *data, int n_images, int hw, int c, int s, const float *fc1_w,
+                              const float *fc1_b, const float *fc2_w, const float *fc2_b,
+                              float *means, float *scales, vd_dtype dtype, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,6 +103,20 @@ VD_MATH_FN float vd_math_clamp(float x, float lo, float hi)
     return x;
 }
 
+/* MobileNetV3's activations as torch writes them (hardswish: x * min(max(x + 3,
+ * 0), 6) / 6; hardsigmoid: min(max(x + 3, 0), 6) / 6), each operation rounded
+ * to float32; NaN propagates. */
+VD_MATH_FN float vd_math_hardsigmoid(float x)
+{
+    return vd_math_fdiv(vd_math_std_min(vd_math_std_max(vd_math_fadd(x, 3.0f), 0.0f), 6.0f), 6.0f);
+}
+
+VD_MATH_FN float vd_math_hardswish(float x)
+{
+    float r6 = vd_math_std_min(vd_math_std_max(vd_math_fadd(x, 3.0f), 0.0f), 6.0f);
+    return vd_math_fdiv(vd_math_fmul(x, r6), 6.0f);
+}
+
 /* 2^q as a float for -126 <= q <= 127, built from the exponent bits. */
 VD_MATH_FN float vd_math_pow2i(int q)
 {

@@ -58,6 +58,17 @@ typedef struct {
     gboolean has_downsample;
 } cuda_block;
 
+/* One MobileNetV3 InvertedResidual block of a plan (engine/MOBILENETV3.md §2):
+ * expand (when the width changes) and depthwise with the block's activation
+ * (ReLU fused into cuDNN's call, hardswish a kernel in place after it), SE in
+ * place on the depthwise output, project with the residual sum fused. */
+typedef struct {
+    vd_cuda_conv expand, depthwise, project;
+    vd_cuda_tensor *expanded, *dw_out;
+    gboolean has_expand, hardswish;
+    int se_channels; /* 0 without SE */
+} cuda_mnv3_block;
+
 /* Everything that depends on the padded input size, for n_images image slots:
  * activations [n_images][h][w][c], every per-image buffer below [n_images] of
  * what one image needs (the anchors, workspaces and pooler are shared). */
@@ -73,6 +84,16 @@ typedef struct {
     vd_cuda_conv stem;
     cuda_block blocks[VD_MAX_BLOCKS];
     int n_blocks;
+    /* MobileNetV3: the stem (hardswish after it), the blocks, the last 1x1
+     * conv (hardswish), and SE's per-image channel means and scales */
+    cuda_mnv3_block mnv3[VD_MAX_BLOCKS];
+    int n_mnv3;
+    vd_cuda_conv mnv3_last;
+    vd_cuda_tensor *mnv3_last_out;
+    gboolean has_mnv3_last;
+    float *se_means, *se_scales;
+    /* the backbone's returned features, the FPN's inputs */
+    vd_cuda_tensor *fpn_in[4];
 
     int n_levels, n_returned;
     vd_cuda_tensor *fpn_sum[4];
@@ -174,6 +195,11 @@ typedef struct {
 
     vd_cuda_conv_weights stem;
     vd_cuda_conv_weights block_weights[VD_MAX_BLOCKS][4]; /* conv1..3, downsample */
+    /* MobileNetV3: expand, depthwise (groups), project per block; the last
+     * conv; SE's fc1 weight, fc1 bias, fc2 weight, fc2 bias (float32) */
+    vd_cuda_conv_weights mnv3_weights[VD_MAX_BLOCKS][3];
+    vd_cuda_conv_weights mnv3_last;
+    float *mnv3_se[VD_MAX_BLOCKS][4];
     vd_cuda_conv_weights fpn_inner[4], fpn_layer[4];
     vd_cuda_conv_weights rpn_conv, rpn_head;
     /* v2: the RPN head's further convolutions, the conv box head (output
@@ -339,7 +365,11 @@ static void plan_free(cuda_plan *plan)
         vd_cuda_conv_clear(&plan->blocks[b].conv2);
         vd_cuda_conv_clear(&plan->blocks[b].conv3);
         vd_cuda_conv_clear(&plan->blocks[b].downsample);
+        vd_cuda_conv_clear(&plan->mnv3[b].expand);
+        vd_cuda_conv_clear(&plan->mnv3[b].depthwise);
+        vd_cuda_conv_clear(&plan->mnv3[b].project);
     }
+    vd_cuda_conv_clear(&plan->mnv3_last);
     for (int i = 0; i < 4; i++) {
         vd_cuda_conv_clear(&plan->fpn_inner[i]);
         vd_cuda_conv_clear(&plan->fpn_layer[i]);
@@ -358,11 +388,127 @@ static void plan_free(cuda_plan *plan)
     g_free(plan);
 }
 
+/* MobileNetV3's features (engine/MOBILENETV3.md §2, §3) up to the last
+ * returned one: the stem, the blocks (expanded and depthwise tensors in two
+ * buffers shared by the blocks, every block output its own tensor so that a
+ * returned feature survives the next block's residual sum), the last conv. */
+static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    vd_cuda_layers *L = &st->layers;
+    int n_features = model->mnv3_n_computed; /* features[0 .. n_features - 1] */
+    int n_blocks = MIN(n_features - 1, cfg->mnv3_n_blocks);
+    gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
+    for (int i = 0; i < cfg->n_returned_layers; i++)
+        if (cfg->returned_layers[i] >= 0 && cfg->returned_layers[i] < VD_MAX_BLOCKS + 2)
+            returned[cfg->returned_layers[i]] = TRUE;
+
+    int h = conv_out_size(plan->padded_h, 3, 2, 1), w = conv_out_size(plan->padded_w, 3, 2, 1);
+    size_t max_expanded = 1, max_dw = 1;
+    int max_channels = 1;
+    {
+        int th = h, tw = w;
+        for (int b = 0; b < n_blocks; b++) {
+            const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+            int pad = (bc->kernel - 1) / 2;
+            int oh = conv_out_size(th, bc->kernel, bc->stride, pad);
+            int ow = conv_out_size(tw, bc->kernel, bc->stride, pad);
+            max_expanded = MAX(max_expanded, (size_t)th * tw * bc->expanded_channels);
+            max_dw = MAX(max_dw, (size_t)oh * ow * bc->expanded_channels);
+            max_channels = MAX(max_channels, bc->expanded_channels);
+            th = oh;
+            tw = ow;
+        }
+    }
+    size_t esize = vd_dtype_size(st->dtype), n_img = (size_t)plan->n_images;
+    void *temp1 = vd_cuda_pool_alloc(&plan->pool, n_img * max_expanded * esize, L->stream,
+                                     "block intermediates", error);
+    void *temp2 = temp1 == NULL ? NULL
+                                : vd_cuda_pool_alloc(&plan->pool, n_img * max_dw * esize,
+                                                     L->stream, "block intermediates", error);
+    plan->se_means = temp2 == NULL ? NULL
+                                   : vd_cuda_pool_alloc(&plan->pool,
+                                                        n_img * max_channels * sizeof(float),
+                                                        L->stream, "squeeze-excitation", error);
+    plan->se_scales = plan->se_means == NULL
+                          ? NULL
+                          : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
+                                               L->stream, "squeeze-excitation", error);
+    if (plan->se_scales == NULL)
+        return FALSE;
+
+    plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
+    if (plan->stem_out == NULL ||
+        !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input, plan->stem_out, NULL, FALSE, ws,
+                           error))
+        return FALSE;
+    vd_cuda_tensor *x = plan->stem_out;
+    int r = 0;
+    if (returned[0])
+        plan->fpn_in[r++] = x;
+    for (int b = 0; b < n_blocks; b++) {
+        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+        const vd_mnv3_block *mb = &model->mnv3_blocks[b];
+        cuda_mnv3_block *pb = &plan->mnv3[b];
+        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
+        int exp = bc->expanded_channels, pad = (bc->kernel - 1) / 2;
+        int oh = conv_out_size(x->h, bc->kernel, bc->stride, pad);
+        int ow = conv_out_size(x->w, bc->kernel, bc->stride, pad);
+        gboolean relu = bc->activation == VD_ACT_RELU;
+
+        pb->hardswish = bc->activation == VD_ACT_HARDSWISH;
+        pb->has_expand = mb->expand.out_channels > 0;
+        pb->se_channels = mb->se_fc1.out_features;
+        vd_cuda_tensor *t1 = x;
+        if (pb->has_expand) {
+            t1 = plan_tensor(st, plan, x->h, x->w, exp, temp1, error);
+            if (t1 == NULL ||
+                !vd_cuda_conv_init(L, &pb->expand, &bw[0], x, t1, NULL, relu, ws, error))
+                return FALSE;
+        }
+        pb->expanded = t1;
+        pb->dw_out = plan_tensor(st, plan, oh, ow, exp, temp2, error);
+        vd_cuda_tensor *out = pb->dw_out == NULL
+                                  ? NULL
+                                  : plan_tensor(st, plan, oh, ow, bc->out_channels, NULL, error);
+        if (out == NULL ||
+            !vd_cuda_conv_init(L, &pb->depthwise, &bw[1], t1, pb->dw_out, NULL, relu, ws, error) ||
+            !vd_cuda_conv_init(L, &pb->project, &bw[2], pb->dw_out, out, mb->residual ? x : NULL,
+                               FALSE, ws, error))
+            return FALSE;
+        x = out;
+        if (returned[b + 1] && r < 4)
+            plan->fpn_in[r++] = x;
+    }
+    plan->n_mnv3 = n_blocks;
+    if (n_features == cfg->mnv3_n_blocks + 2) {
+        int f = cfg->mnv3_n_blocks + 1;
+        plan->mnv3_last_out = plan_tensor(st, plan, x->h, x->w, st->mnv3_last.out_c, NULL, error);
+        if (plan->mnv3_last_out == NULL ||
+            !vd_cuda_conv_init(L, &plan->mnv3_last, &st->mnv3_last, x, plan->mnv3_last_out, NULL,
+                               FALSE, ws, error))
+            return FALSE;
+        plan->has_mnv3_last = TRUE;
+        if (returned[f] && r < 4)
+            plan->fpn_in[r++] = plan->mnv3_last_out;
+    }
+    if (r != cfg->n_returned_layers) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d of %d returned features planned", r,
+                    cfg->n_returned_layers);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
 {
     const vd_model *model = st->model;
     gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
     vd_cuda_layers *L = &st->layers;
+
+    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
+        return plan_mnv3(st, plan, ws, error);
 
     int h = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
                           model->stem.padding);
@@ -461,6 +607,8 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         plan->stage_out[s] = x;
     }
     plan->n_blocks = model->n_blocks;
+    for (int i = 0; i < model->config.n_returned_layers && i < 4; i++)
+        plan->fpn_in[i] = plan->stage_out[model->config.returned_layers[i] - 1];
     return TRUE;
 }
 
@@ -476,7 +624,7 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->n_returned = n_ret;
     plan->n_levels = cfg->n_fpn_levels;
     for (int i = 0; i < n_ret; i++) {
-        vd_cuda_tensor *c = plan->stage_out[cfg->returned_layers[i] - 1];
+        vd_cuda_tensor *c = plan->fpn_in[i];
         plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
         plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL ||
@@ -1134,6 +1282,49 @@ out_fail:
  * the readback of the results into pinned memory. No host synchronisation.
  * With a one-slot plan this is the single-image path: the same calls, in the
  * same order, as before batches existed. */
+/* hardswish in place over every image slot of @t */
+static gboolean hardswish_tensor(cuda_state *st, vd_cuda_tensor *t, GError **error)
+{
+    return vd_cuda_check(vd_hardswish(t->data, (size_t)t->n * vd_cuda_tensor_image_elements(t),
+                                      st->dtype, st->layers.stream),
+                         "hardswish", error);
+}
+
+/* MobileNetV3's features over every image slot of @plan (as the ResNet
+ * convolutions run): convolutions with ReLU fused, hardswish and SE kernels
+ * between them on the stream. */
+static gboolean enqueue_mnv3(cuda_state *st, cuda_plan *plan, GError **error)
+{
+    vd_cuda_layers *L = &st->layers;
+    if (!vd_cuda_conv_run(L, &plan->stem, error) || !hardswish_tensor(st, plan->stem_out, error))
+        return FALSE;
+    for (int b = 0; b < plan->n_mnv3; b++) {
+        cuda_mnv3_block *pb = &plan->mnv3[b];
+        if (pb->has_expand &&
+            (!vd_cuda_conv_run(L, &pb->expand, error) ||
+             (pb->hardswish && !hardswish_tensor(st, pb->expanded, error))))
+            return FALSE;
+        if (!vd_cuda_conv_run(L, &pb->depthwise, error) ||
+            (pb->hardswish && !hardswish_tensor(st, pb->dw_out, error)))
+            return FALSE;
+        if (pb->se_channels > 0) {
+            vd_cuda_tensor *t = pb->dw_out;
+            float *const *se = st->mnv3_se[b];
+            if (!vd_cuda_check(vd_squeeze_excite(t->data, t->n, t->h * t->w, t->c, pb->se_channels,
+                                                 se[0], se[1], se[2], se[3], plan->se_means,
+                                                 plan->se_scales, st->dtype, L->stream),
+                               "squeeze-excitation", error))
+                return FALSE;
+        }
+        if (!vd_cuda_conv_run(L, &pb->project, error))
+            return FALSE;
+    }
+    if (plan->has_mnv3_last && (!vd_cuda_conv_run(L, &plan->mnv3_last, error) ||
+                                !hardswish_tensor(st, plan->mnv3_last_out, error)))
+        return FALSE;
+    return TRUE;
+}
+
 static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                               const vd_device_frame *frames, int n, size_t frame_bytes, int rh,
                               int rw, gboolean timing, GError **error)
@@ -1170,22 +1361,27 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         return FALSE;
 
     /* backbone: every convolution over the plan's image slots at once */
-    if (!vd_cuda_conv_run(L, &plan->stem, error))
-        return FALSE;
-    for (int i = 0; i < n; i++)
-        CUDA_TRY(vd_max_pool_3x3s2(image_of(plan->stem_out, i, dt), plan->stem_out->h,
-                                   plan->stem_out->w, plan->stem_out->c,
-                                   image_of(plan->pool_out, i, dt), plan->pool_out->h,
-                                   plan->pool_out->w, dt, s),
-                 "max pooling");
-    for (int b = 0; b < plan->n_blocks; b++) {
-        cuda_block *pb = &plan->blocks[b];
-        if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3) {
+        if (!enqueue_mnv3(st, plan, error))
             return FALSE;
-        if (!vd_cuda_conv_run(L, &pb->conv1, error) || !vd_cuda_conv_run(L, &pb->conv2, error))
+    } else {
+        if (!vd_cuda_conv_run(L, &plan->stem, error))
             return FALSE;
-        if (bottleneck && !vd_cuda_conv_run(L, &pb->conv3, error))
-            return FALSE;
+        for (int i = 0; i < n; i++)
+            CUDA_TRY(vd_max_pool_3x3s2(image_of(plan->stem_out, i, dt), plan->stem_out->h,
+                                       plan->stem_out->w, plan->stem_out->c,
+                                       image_of(plan->pool_out, i, dt), plan->pool_out->h,
+                                       plan->pool_out->w, dt, s),
+                     "max pooling");
+        for (int b = 0; b < plan->n_blocks; b++) {
+            cuda_block *pb = &plan->blocks[b];
+            if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
+                return FALSE;
+            if (!vd_cuda_conv_run(L, &pb->conv1, error) || !vd_cuda_conv_run(L, &pb->conv2, error))
+                return FALSE;
+            if (bottleneck && !vd_cuda_conv_run(L, &pb->conv3, error))
+                return FALSE;
+        }
     }
     if (!record_stage(st, 2, timing, error))
         return FALSE;
@@ -1989,6 +2185,51 @@ out_free:
     return ok;
 }
 
+/* MobileNetV3's weights (batch-norm folded at load): expand, depthwise (one
+ * input channel per group: torch's [exp][1][k][k] is already cuDNN's NHWC
+ * [exp][k][k][1]), project, the last conv; SE's two products as float32
+ * [out][in] with their biases. */
+static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    int n_blocks = MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks);
+    for (int b = 0; b < n_blocks; b++) {
+        const vd_mnv3_block *mb = &m->mnv3_blocks[b];
+        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
+        const vd_conv *d = &mb->depthwise;
+        if ((mb->expand.out_channels > 0 &&
+             !upload_conv(st, &bw[0], &mb->expand, mb->expand.in_channels,
+                          mb->expand.out_channels, error)) ||
+            !vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &bw[1], d->weight,
+                                         d->bias, d->out_channels, 1, d->kernel, d->stride,
+                                         d->padding, d->out_channels, 1, error) ||
+            !upload_conv(st, &bw[2], &mb->project, mb->project.in_channels,
+                         mb->project.out_channels, error))
+            return FALSE;
+        bw[1].groups = d->groups;
+        if (mb->se_fc1.out_features > 0) {
+            const vd_linear *fc[2] = {&mb->se_fc1, &mb->se_fc2};
+            for (int j = 0; j < 4; j++) {
+                const vd_linear *l = fc[j / 2];
+                size_t count = j % 2 ? (size_t)l->out_features
+                                     : (size_t)l->out_features * l->in_features;
+                st->mnv3_se[b][j] = vd_cuda_pool_alloc(&st->weights_pool, count * sizeof(float),
+                                                       st->layers.stream,
+                                                       "squeeze-excitation weights", error);
+                if (st->mnv3_se[b][j] == NULL ||
+                    !vd_cuda_upload_floats(&st->layers, st->mnv3_se[b][j],
+                                           j % 2 ? l->bias : l->weight, count, VD_DTYPE_F32,
+                                           error))
+                    return FALSE;
+            }
+        }
+    }
+    return m->mnv3_last.out_channels == 0 ||
+           upload_conv(st, &st->mnv3_last, &m->mnv3_last, m->mnv3_last.in_channels,
+                       m->mnv3_last.out_channels, error);
+}
+
 /* Size-independent weights: every convolution as NHWC filters in the context's
  * dtype, the RPN head's two 1x1 convolutions merged (as the CPU does), fc6
  * permuted to the NHWC flatten order of our RoIAlign output, the box predictor
@@ -2003,6 +2244,8 @@ static gboolean upload_weights(cuda_state *st, GError **error)
     float *rpn_w = NULL, *rpn_b = NULL, *fc6_w = NULL, *pred_w = NULL, *pred_b = NULL;
 
     if (!upload_conv(st, &st->stem, &m->stem, st->input_channels, m->stem.out_channels, error))
+        return FALSE;
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !upload_mnv3_weights(st, error))
         return FALSE;
     for (int b = 0; b < m->n_blocks; b++) {
         const vd_block *mb = &m->blocks[b];
@@ -2139,12 +2382,68 @@ static gboolean box_convs_chain(const vd_model *m, GError **error)
     return ok;
 }
 
+/* MobileNetV3's features as the CUDA backend runs them (the loader checks each
+ * tensor; this, that they chain): the 3x3 stride-2 stem, blocks of expand
+ * (1x1), depthwise (groups == channels, k x k, padding (k - 1) / 2), SE on the
+ * expanded width with a squeeze of at least one channel, project (1x1), the
+ * residual on an unchanged shape, the last 1x1 conv; FPN inputs at most 4. */
+static gboolean mnv3_chains(const vd_model *m, GError **error)
+{
+    const vd_config *cfg = &m->config;
+    int n_blocks = MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks);
+    int in = m->stem.out_channels, bad = -1;
+    gboolean ok = m->mnv3_n_computed >= 1 && m->stem.kernel == 3 && m->stem.stride == 2 &&
+                  m->stem.padding == 1 && m->stem.groups <= 1 && cfg->n_returned_layers >= 1 &&
+                  cfg->n_returned_layers <= 4;
+    for (int b = 0; ok && b < n_blocks; b++) {
+        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+        const vd_mnv3_block *mb = &m->mnv3_blocks[b];
+        const vd_conv *d = &mb->depthwise, *e = &mb->expand, *p = &mb->project;
+        int exp = bc->expanded_channels;
+        ok = (e->out_channels == 0 ? exp == in
+                                   : e->in_channels == in && e->out_channels == exp &&
+                                         e->kernel == 1 && e->stride == 1 && e->groups <= 1) &&
+             d->in_channels == exp && d->out_channels == exp && d->groups == exp &&
+             d->kernel == bc->kernel && d->stride == bc->stride &&
+             d->padding == (bc->kernel - 1) / 2 && p->in_channels == exp &&
+             p->out_channels == bc->out_channels && p->kernel == 1 && p->stride == 1 &&
+             p->groups <= 1 && (bc->activation == VD_ACT_RELU || bc->activation == VD_ACT_HARDSWISH) &&
+             (mb->se_fc1.out_features == 0 ||
+              (mb->se_fc1.in_features == exp && mb->se_fc2.out_features == exp &&
+               mb->se_fc2.in_features == mb->se_fc1.out_features)) &&
+             (!mb->residual || (bc->stride == 1 && in == bc->out_channels));
+        if (!ok)
+            bad = b + 1;
+        in = bc->out_channels;
+    }
+    ok = ok && (m->mnv3_last.out_channels == 0 ||
+                (m->mnv3_last.in_channels == in && m->mnv3_last.kernel == 1 &&
+                 m->mnv3_last.stride == 1 && m->mnv3_last.groups <= 1));
+    if (!ok)
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
+                    "(%s%d)",
+                    bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3_n_computed);
+    return ok;
+}
+
 static void *cuda_create(vd_context *ctx, GError **error)
 {
     const vd_config *cfg = &ctx->model->config;
-    /* ResNet bodies only (cuDNN convolutions without groups, no hardswish or SE);
-     * device=auto falls back to the CPU with this reason */
-    if (cfg->backbone_type != VD_BACKBONE_RESNET) {
+    /* ResNet bodies and MobileNetV3-Large; device=auto falls back to the CPU
+     * with this reason */
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 &&
+        g_strcmp0(cfg->mnv3_arch, "mobilenet_v3_large") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not support the %s backbone of this model (%s): use "
+                    "the CPU backend",
+                    cfg->mnv3_arch, vd_model_description(ctx->model));
+        return NULL;
+    }
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(ctx->model, error))
+        return NULL;
+    if (cfg->backbone_type != VD_BACKBONE_RESNET &&
+        cfg->backbone_type != VD_BACKBONE_MOBILENET_V3) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
@@ -2351,6 +2650,13 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
         return 0;
     cuda_plan *plan = st->plan;
     n += plan->stem.mode == VD_CUDA_CONV_UNFUSED;
+    for (int b = 0; b < plan->n_mnv3; b++) {
+        const cuda_mnv3_block *pb = &plan->mnv3[b];
+        n += pb->has_expand && pb->expand.mode == VD_CUDA_CONV_UNFUSED;
+        n += pb->depthwise.mode == VD_CUDA_CONV_UNFUSED;
+        n += pb->project.mode == VD_CUDA_CONV_UNFUSED;
+    }
+    n += plan->has_mnv3_last && plan->mnv3_last.mode == VD_CUDA_CONV_UNFUSED;
     for (int b = 0; b < plan->n_blocks; b++) {
         cuda_block *pb = &plan->blocks[b];
         n += pb->conv1.mode == VD_CUDA_CONV_UNFUSED;

@@ -92,6 +92,7 @@ gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
     dst->kernel = kernel;
     dst->stride = stride;
     dst->padding = padding;
+    dst->groups = 1;
     dst->weight = vd_cuda_pool_alloc(pool, n * esize, layers->stream, "convolution weights", error);
     if (dst->weight == NULL)
         goto out_free;
@@ -136,6 +137,7 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
 {
     cudnnDataType_t type = cudnn_type(layers->dtype);
     const vd_cuda_conv_weights *w = weights;
+    int groups = w->groups > 1 ? w->groups : 1;
     memset(conv, 0, sizeof(*conv));
     conv->weights = weights;
     conv->src = src;
@@ -144,15 +146,16 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
     conv->relu = relu;
 
     if (src->n < 1 || dst->n != src->n || (residual != NULL && residual->n != dst->n) ||
-        src->c != w->in_c || dst->c != w->out_c ||
+        src->c != w->in_c * groups || dst->c != w->out_c || w->out_c % groups != 0 ||
         dst->h != (src->h + 2 * w->padding - w->kernel) / w->stride + 1 ||
         dst->w != (src->w + 2 * w->padding - w->kernel) / w->stride + 1 ||
         (residual != NULL &&
          (residual->c != dst->c || residual->h != dst->h || residual->w != dst->w))) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "convolution %d->%d (k%d s%d) planned on tensors %dx%dx%dx%d -> %dx%dx%dx%d",
-                    w->in_c, w->out_c, w->kernel, w->stride, src->n, src->h, src->w, src->c, dst->n,
-                    dst->h, dst->w, dst->c);
+                    "convolution %d->%d (k%d s%d, %d group%s) planned on tensors %dx%dx%dx%d -> "
+                    "%dx%dx%dx%d",
+                    w->in_c * groups, w->out_c, w->kernel, w->stride, groups, groups > 1 ? "s" : "",
+                    src->n, src->h, src->w, src->c, dst->n, dst->h, dst->w, dst->c);
         return FALSE;
     }
 
@@ -182,6 +185,10 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
                                                                ? CUDNN_TENSOR_OP_MATH
                                                                : CUDNN_FMA_MATH),
               "convolution math type");
+    /* depthwise: the filter descriptor holds one group's input channels */
+    if (groups > 1)
+        CUDNN_TRY(cudnnSetConvolutionGroupCount(conv->conv_desc, groups),
+                  "convolution group count");
 
     /* the unfused path's algorithm, and the candidates for the fused call */
     {

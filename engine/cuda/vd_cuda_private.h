@@ -75,11 +75,14 @@ static inline size_t vd_cuda_tensor_image_elements(const vd_cuda_tensor *t)
 
 /* A convolution's device weights: [out][k][k][in] (cuDNN's NHWC filter layout)
  * in the context's dtype, bias [out] in the same dtype. in_c may exceed the
- * model's input channels (zero weights), out_c its output channels (zero rows). */
+ * model's input channels (zero weights), out_c its output channels (zero rows).
+ * groups > 1 (a depthwise convolution: groups == out_c, in_c 1): in_c is the
+ * input channels of one group, the input has in_c * groups; 0 or 1: ungrouped. */
 typedef struct {
     int out_c, in_c, kernel, stride, padding;
     void *weight;
     void *bias;
+    int groups;
 } vd_cuda_conv_weights;
 
 typedef enum {
