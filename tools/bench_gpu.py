@@ -5,6 +5,7 @@ weights and frames, side by side in one run (issue 4, item 5).
     python3 tools/bench_gpu.py prepare --workdir DIR
     python3 tools/bench_gpu.py prepare-masks --workdir DIR
     python3 tools/bench_gpu.py prepare-v2 --workdir DIR
+    python3 tools/bench_gpu.py prepare-mnv3 --workdir DIR
     python3 tools/bench_gpu.py bench --workdir DIR --bench-bin build/tests/gpu/vd-gpu-bench \
         [--json OUT.json] [--iters N]
 
@@ -222,6 +223,35 @@ def prepare_v2(args):
         desc = pc.calibrate(model, [img], double_scale=False, first_features=first)
         if name == "mask-v2":
             desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
+        pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
+        log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
+            f"({time.time() - t0:.1f} s)")
+
+
+MNV3_FRAME = (240, 320, 7200)
+
+
+def prepare_mnv3(args):
+    """The MobileNetV3-Large-FPN models and a frame for test-gpu-engine --core (CUDA
+    against the CPU engine on depthwise convolutions, hardswish, squeeze-excitation,
+    the FPN over features 13 and 16 and 15 anchors per location):
+    fasterrcnn_mobilenet_v3_large_fpn (800/1333) and fasterrcnn_mobilenet_v3_large_320_fpn
+    (320/640, 150/150 RPN proposals), 91 classes, each at its builder's sizes, random
+    weights calibrated as the parity tests do (parity_common.calibrate), on a small
+    frame. Writes DIR/mnv3.safetensors, DIR/mnv3-320.safetensors (F32) and
+    DIR/mnv3-frame-0.ppm."""
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(max(1, min(16, os.cpu_count() or 1)))
+    t0 = time.time()
+    h, w, seed = MNV3_FRAME
+    img = pc.synthetic_image(h, w, seed=seed)
+    write_ppm(os.path.join(args.workdir, "mnv3-frame-0.ppm"), img)
+    for name, builder, model_seed in (("mnv3", "fasterrcnn_mobilenet_v3_large_fpn", 3),
+                                      ("mnv3-320", "fasterrcnn_mobilenet_v3_large_320_fpn", 4)):
+        model = pc.build_mobilenet_v3_fpn(builder, seed=model_seed)
+        # torchvision >= 0.15 computes the resize scale in double already
+        desc = pc.calibrate(model, [img], double_scale=False)
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
             f"({time.time() - t0:.1f} s)")
@@ -515,6 +545,8 @@ def main():
     pm.add_argument("--workdir", required=True)
     pv = sub.add_parser("prepare-v2")
     pv.add_argument("--workdir", required=True)
+    pn = sub.add_parser("prepare-mnv3")
+    pn.add_argument("--workdir", required=True)
     pb = sub.add_parser("bench")
     pb.add_argument("--workdir", required=True)
     pb.add_argument("--bench-bin", required=True)
@@ -533,6 +565,8 @@ def main():
         prepare_masks(args)
     elif args.cmd == "prepare-v2":
         prepare_v2(args)
+    elif args.cmd == "prepare-mnv3":
+        prepare_mnv3(args)
     else:
         bench(args)
 

@@ -753,6 +753,42 @@ static vd_model *mnv3_tiny_model(const char *arch)
     return model;
 }
 
+/* The CUDA backend's own check that MobileNetV3-Large's features chain as it runs
+ * them (every block's expand, depthwise, SE and project; the last conv) comes
+ * before the device: on torchvision's architecture (the 320 builder's config;
+ * the 800 builder's tensors are the same) a machine without a GPU says the device
+ * is missing, never that the shapes do not chain; with a GPU the context is made. */
+static void test_mobilenet_v3_large_cuda_shapes(void)
+{
+#ifdef HAVE_CUDA
+    gboolean gpu = vd_cuda_available(0, NULL);
+    {
+        mnv3_arch a = mnv3_large(TRUE);
+        fixture *fx = fx_mnv3(&a);
+        fx_randomize(fx, 3);
+        GError *error = NULL;
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        fx_free(fx);
+        vd_context_params params = vd_context_default_params();
+        params.device = VD_DEVICE_CUDA;
+        vd_context *ctx = vd_context_new(model, &params, &error);
+        if (gpu) {
+            g_assert_no_error(error);
+            g_assert_nonnull(ctx);
+        } else {
+            g_assert_null(ctx);
+            g_assert_error(error, VD_ERROR, VD_ERROR_DEVICE);
+            g_clear_error(&error);
+        }
+        vd_context_free(ctx);
+        vd_model_unref(model);
+    }
+#else
+    g_test_skip("no CUDA backend in this build");
+#endif
+}
+
 static void test_mobilenet_v3_devices(void)
 {
     vd_model *model = mnv3_tiny_model(NULL);
@@ -981,6 +1017,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
     g_test_add_func("/context/cuda-mobilenet-v3", test_mobilenet_v3_devices);
+    g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 

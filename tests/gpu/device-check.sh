@@ -6,8 +6,9 @@
 #   env.txt          the machine, libraries, and the model preparation's log
 #   kernels.log      test-gpu-kernels
 #   engine.json/.log test-gpu-engine (the element check's report, the Mask
-#                    R-CNN checks, test-gpu-engine --masks, and the ResNet-50-FPN
-#                    v2 checks, --core, appended to the log)
+#                    R-CNN checks, test-gpu-engine --masks, the ResNet-50-FPN
+#                    v2 checks and the MobileNetV3-Large-FPN checks, --core,
+#                    appended to the log)
 #   engine-demo.json test-gpu-engine on the bundled demo model
 #   bench.json/.log  tools/bench_gpu.py bench
 #   element.json     element-check.sh: CUDA against CPU in the element, throughput
@@ -158,6 +159,25 @@ if [ $rc -eq 0 ]; then
   done
 else
   echo "no v2 models: the v2 checks cannot run"; status=1
+fi
+
+step "MobileNetV3-Large-FPN on CUDA against the CPU engine: fasterrcnn_mobilenet_v3_large_fpn and _320_fpn (--core), fp32 and fp16"
+# last, for the same reason: models made here (~15 s), and a run cut short by the
+# device tool's limit loses only this step
+timeout 90 python3 tools/bench_gpu.py prepare-mnv3 --workdir "$WORK/data" > "$WORK/prepare-mnv3.log" 2>&1
+rc=$?; tail -2 "$WORK/prepare-mnv3.log"; echo "prepare-mnv3: exit $rc"
+{ echo; echo "=== MobileNetV3-Large-FPN models (tools/bench_gpu.py prepare-mnv3): exit $rc"; cat "$WORK/prepare-mnv3.log"; } >> "$OUT/env.txt"
+if [ $rc -eq 0 ]; then
+  for m in mnv3 mnv3-320; do
+    echo "=== test-gpu-engine --core $m" >> "$OUT/engine.log"
+    timeout 60 "$WORK/run-test-gpu-engine" --core --model "$WORK/data/$m.safetensors" \
+      "$WORK/data/mnv3-frame-0.ppm" > "$WORK/$m.log" 2>&1
+    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
+    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$m.log"; echo "test-gpu-engine --core $m: exit $rc"
+    [ $rc -eq 0 ] || status=1
+  done
+else
+  echo "no MobileNetV3 models: the MobileNetV3 checks cannot run"; status=1
 fi
 
 step "done (status $status)"

@@ -51,7 +51,7 @@
  * bit for bit, a batch of two identical to each image alone with one
  * synchronisation per batch, and the mask_head / paste_masks stages.
  * --core (a model whose full run would not fit the device check's budget:
- * fasterrcnn_resnet50_fpn_v2) checks per frame the CPU stages and detections
+ * fasterrcnn_resnet50_fpn_v2, both MobileNetV3-Large-FPN builders) checks per frame the CPU stages and detections
  * against CUDA fp32 and fp16 as above, then the sync count, graph replay and
  * batches of two (run_core_checks).
  * Skips (77) without a device or without a model. */
@@ -1667,7 +1667,8 @@ static int run_mask_checks(vd_model *model, GPtrArray *frames)
     return 0;
 }
 
-/* The --core run (fasterrcnn_resnet50_fpn_v2 in tests/gpu/device-check.sh): on
+/* The --core run (fasterrcnn_resnet50_fpn_v2 and fasterrcnn_mobilenet_v3_large_fpn,
+ * _320_fpn in tests/gpu/device-check.sh): on
  * every frame the CPU engine's stages and detections against CUDA fp32 (the
  * per-frame criteria of the full run: input, anchors, FPN levels, proposals,
  * then label, IoU >= 0.99, |score diff| <= 1e-3, >= 97% matched, counts within
