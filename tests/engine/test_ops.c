@@ -1109,10 +1109,42 @@ static void test_fc6_weight_to_nhwc(void)
     g_free(w_nhwc);
 }
 
+/* MobileNetV3's activations of vd_math.h (the CUDA kernels' arithmetic) against
+ * torch's definitions written in float32 as the CPU backend's SE writes
+ * hardsigmoid (min(max(x + 3, 0), 6) / 6; hardswish x * that before the / 6),
+ * bit for bit over a sweep of [-8, 8] with the breakpoints, exact values at the
+ * breakpoints, NaN propagated. */
+static guint32 bits_of(float f)
+{
+    guint32 b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static void test_mobilenet_activations(void)
+{
+    for (int i = -80000; i <= 80000; i++) {
+        float x = (float)i * 1e-4f;
+        float r6 = fminf(fmaxf(x + 3.0f, 0.0f), 6.0f);
+        g_assert_cmpuint(bits_of(vd_math_hardsigmoid(x)), ==, bits_of(r6 / 6.0f));
+        g_assert_cmpuint(bits_of(vd_math_hardswish(x)), ==, bits_of(x * r6 / 6.0f));
+    }
+    g_assert_cmpfloat(vd_math_hardswish(-3.0f), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_hardswish(-100.0f), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_hardswish(3.0f), ==, 3.0f);
+    g_assert_cmpfloat(vd_math_hardswish(100.0f), ==, 100.0f);
+    g_assert_cmpfloat(vd_math_hardsigmoid(0.0f), ==, 0.5f);
+    g_assert_cmpfloat(vd_math_hardsigmoid(-3.0f), ==, 0.0f);
+    g_assert_cmpfloat(vd_math_hardsigmoid(3.0f), ==, 1.0f);
+    g_assert_true(isnan(vd_math_hardswish(NAN)));
+    g_assert_true(isnan(vd_math_hardsigmoid(NAN)));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/ops/iou", test_iou);
+    g_test_add_func("/ops/mobilenet-activations", test_mobilenet_activations);
     g_test_add_func("/ops/nms/ties", test_nms_ties);
     g_test_add_func("/ops/nms/threshold-strict", test_nms_threshold_strict);
     g_test_add_func("/ops/nms/suppressed-do-not-suppress", test_nms_suppressed_do_not_suppress);

@@ -1312,6 +1312,126 @@ static void test_box_postprocess(void)
     g_free(res);
 }
 
+/* ------------------------------------------------------------------------ */
+/* MobileNetV3: hardswish and squeeze-excitation                             */
+
+/* hardswish in place: vd_math_hardswish bit for bit in fp32 (the breakpoints
+ * -3 and 3 and both sides of them included), and on fp16-rounded inputs
+ * rounded once in fp16; NaN stays NaN. Squeeze-excitation on two images
+ * against the CPU backend's steps written out here (channel means summed in
+ * double, the products in index order, ReLU, vd_math_hardsigmoid, the scale):
+ * fp32 within 4 ulp (the means' double sums run in another order), fp16 within
+ * one fp16 ulp of the reference on the fp16-rounded input. */
+static void test_mobilenet_kernels(void)
+{
+    test_rng r = {91};
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        size_t n = 4099;
+        float *x = g_new(float, n), *want = g_new(float, n), *got = g_new(float, n);
+        for (size_t i = 0; i < n; i++) {
+            float v = i < 7 ? (float[]){-3.0f, 3.0f, -3.001f, 2.999f, 0.0f, -6.0f, 6.0f}[i]
+                            : 4.0f * rng_normal(&r);
+            x[i] = d ? round_half(v) : v;
+            want[i] = d ? round_half(vd_math_hardswish(x[i])) : vd_math_hardswish(x[i]);
+        }
+        void *dx;
+        upload_as(x, n, dt, &dx);
+        CU(vd_hardswish(dx, n, dt, stream));
+        download_as(got, dx, n, dt);
+        assert_close_ulp(d ? "hardswish fp16" : "hardswish fp32", got, want, n, 0);
+        CU(cudaFree(dx));
+        float nan_in = NAN, nan_out = 0.0f;
+        upload_as(&nan_in, 1, dt, &dx);
+        CU(vd_hardswish(dx, 1, dt, stream));
+        download_as(&nan_out, dx, 1, dt);
+        g_assert_true(isnan(nan_out));
+        CU(cudaFree(dx));
+        g_free(x);
+        g_free(want);
+        g_free(got);
+    }
+
+    static const int shapes[2][4] = {{13, 17, 72, 24}, {5, 7, 960, 240}}; /* h, w, c, s */
+    for (int k = 0; k < 2; k++)
+        for (int d = 0; d < 2; d++) {
+            vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+            int hw = shapes[k][0] * shapes[k][1], c = shapes[k][2], S = shapes[k][3], N = 2;
+            size_t n = (size_t)N * hw * c;
+            float *x = g_new(float, n), *want = g_new(float, n), *got = g_new(float, n);
+            float *w1 = g_new(float, (size_t)S * c), *b1 = g_new(float, S);
+            float *w2 = g_new(float, (size_t)c * S), *b2 = g_new(float, c);
+            for (size_t i = 0; i < n; i++)
+                x[i] = d ? round_half(1.0f + rng_normal(&r)) : 1.0f + rng_normal(&r);
+            for (size_t i = 0; i < (size_t)S * c; i++) {
+                w1[i] = rng_normal(&r) / sqrtf((float)c);
+                w2[i] = 2.0f * rng_normal(&r) / sqrtf((float)S);
+            }
+            for (int i = 0; i < S; i++)
+                b1[i] = 0.1f * rng_normal(&r);
+            for (int i = 0; i < c; i++)
+                b2[i] = rng_normal(&r);
+            float *mean = g_new(float, c), *hidden = g_new(float, S), *scale = g_new(float, c);
+            for (int img = 0; img < N; img++) {
+                const float *xi = x + (size_t)img * hw * c;
+                for (int ch = 0; ch < c; ch++) {
+                    double acc = 0.0;
+                    for (int p = 0; p < hw; p++)
+                        acc += xi[(size_t)p * c + ch];
+                    mean[ch] = (float)(acc / (double)hw);
+                }
+                for (int j = 0; j < S; j++) {
+                    float v = 0.0f;
+                    for (int ch = 0; ch < c; ch++)
+                        v = vd_math_fadd(v, vd_math_fmul(w1[(size_t)j * c + ch], mean[ch]));
+                    v = vd_math_fadd(v, b1[j]);
+                    hidden[j] = v > 0.0f ? v : 0.0f;
+                }
+                for (int ch = 0; ch < c; ch++) {
+                    float v = 0.0f;
+                    for (int j = 0; j < S; j++)
+                        v = vd_math_fadd(v, vd_math_fmul(w2[(size_t)ch * S + j], hidden[j]));
+                    scale[ch] = vd_math_hardsigmoid(vd_math_fadd(v, b2[ch]));
+                }
+                for (size_t i = 0; i < (size_t)hw * c; i++) {
+                    float v = vd_math_fmul(xi[i], scale[i % c]);
+                    want[(size_t)img * hw * c + i] = d ? round_half(v) : v;
+                }
+            }
+            void *dx;
+            upload_as(x, n, dt, &dx);
+            float *dw1 = dev_upload(w1, (size_t)S * c * sizeof(float));
+            float *db1 = dev_upload(b1, (size_t)S * sizeof(float));
+            float *dw2 = dev_upload(w2, (size_t)c * S * sizeof(float));
+            float *db2 = dev_upload(b2, (size_t)c * sizeof(float));
+            float *dmeans = dev_alloc((size_t)N * c * sizeof(float));
+            float *dscales = dev_alloc((size_t)N * c * sizeof(float));
+            CU(vd_squeeze_excite(dx, N, hw, c, S, dw1, db1, dw2, db2, dmeans, dscales, dt, stream));
+            download_as(got, dx, n, dt);
+            char what[64];
+            g_snprintf(what, sizeof what, "squeeze-excitation %s c %d s %d", d ? "fp16" : "fp32", c,
+                       S);
+            assert_close_ulp(what, got, want, n, d ? 8192 : 4);
+            CU(cudaFree(dx));
+            CU(cudaFree(dw1));
+            CU(cudaFree(db1));
+            CU(cudaFree(dw2));
+            CU(cudaFree(db2));
+            CU(cudaFree(dmeans));
+            CU(cudaFree(dscales));
+            g_free(x);
+            g_free(want);
+            g_free(got);
+            g_free(w1);
+            g_free(b1);
+            g_free(w2);
+            g_free(b2);
+            g_free(mean);
+            g_free(hidden);
+            g_free(scale);
+        }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1332,6 +1452,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu/roi-align/backward-edges", test_roi_align_backward_edges);
     g_test_add_func("/gpu/rpn", test_rpn);
     g_test_add_func("/gpu/box-postprocess", test_box_postprocess);
+    g_test_add_func("/gpu/mobilenet", test_mobilenet_kernels);
     int status = g_test_run();
     cudaStreamDestroy(stream);
     return status;
