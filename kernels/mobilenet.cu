@@ -25,8 +25,8 @@ extern "C" cudaError_t vd_hardswish(void *data, size_t n, vd_dtype dtype, cudaSt
     return vd_launch_status();
 }
 
-#define SE_CH 32   /* channels per block of the means */
-#define SE_ROWS 8  /* pixel strides per block of the means */
+#define SE_CH 32  /* channels per block of the means */
+#define SE_ROWS 8 /* pixel strides per block of the means */
 #define SE_THREADS 256
 
 /* grid (ceil(c / SE_CH), n_images), block (SE_CH, SE_ROWS) */
@@ -94,9 +94,9 @@ __global__ void se_scale_kernel(T *data, long long n, long long image_elements, 
 }
 
 extern "C" cudaError_t vd_squeeze_excite(void *data, int n_images, int hw, int c, int s,
-                                         const float *fc1_w, const float *fc1_b,
-                                         const float *fc2_w, const float *fc2_b, float *means,
-                                         float *scales, vd_dtype dtype, cudaStream_t stream)
+                                         const float *fc1_w, const float *fc1_b, const float *fc2_w,
+                                         const float *fc2_b, float *means, float *scales,
+                                         vd_dtype dtype, cudaStream_t stream)
 {
     if (n_images < 1 || hw < 1 || c < 1 || s < 1 || n_images > 65535)
         return cudaErrorInvalidValue;
@@ -113,7 +113,7 @@ extern "C" cudaError_t vd_squeeze_excite(void *data, int n_images, int hw, int c
     else
         se_means_kernel<<<mgrid, mblock, 0, stream>>>((const float *)data, hw, c, means);
     se_excite_kernel<<<n_images, SE_THREADS, shared, stream>>>(means, c, s, fc1_w, fc1_b, fc2_w,
-                                                                fc2_b, scales);
+                                                               fc2_b, scales);
     if (dtype == VD_DTYPE_F16)
         se_scale_kernel<<<blocks, 256, 0, stream>>>((__half *)data, n, image_elements, c, scales);
     else

@@ -2407,7 +2407,8 @@ static gboolean mnv3_chains(const vd_model *m, GError **error)
              d->kernel == bc->kernel && d->stride == bc->stride &&
              d->padding == (bc->kernel - 1) / 2 && p->in_channels == exp &&
              p->out_channels == bc->out_channels && p->kernel == 1 && p->stride == 1 &&
-             p->groups <= 1 && (bc->activation == VD_ACT_RELU || bc->activation == VD_ACT_HARDSWISH) &&
+             p->groups <= 1 &&
+             (bc->activation == VD_ACT_RELU || bc->activation == VD_ACT_HARDSWISH) &&
              (mb->se_fc1.out_features == 0 ||
               (mb->se_fc1.in_features == exp && mb->se_fc2.out_features == exp &&
                mb->se_fc2.in_features == mb->se_fc1.out_features)) &&
@@ -2423,7 +2424,8 @@ static gboolean mnv3_chains(const vd_model *m, GError **error)
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
                     "(%s%d)",
-                    bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3_n_computed);
+                    bad >= 0 ? "feature " : "features computed: ",
+                    bad >= 0 ? bad : m->mnv3_n_computed);
     return ok;
 }
 
