@@ -715,7 +715,8 @@ def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, first_features=N
 # RPN head on them reproduces them: max 6.8e-3, median 6.8e-4; torchvision 2.9e-3,
 # 4.7e-4); without Winograd they are at torchvision's level (3.8e-3, 4.9e-4; RPN
 # deltas rms 6.92e-6 against 6.86e-6), yet that proposal stays 2.0e-3 off and the
-# box 1.4e-2 (float64's mask branch on our boxes alone: 5.4e-3, all of ours). So the max is a matter of which rounding each proposal draws on a
+# box 1.4e-2 (float64's mask branch on our boxes alone: 5.4e-3, all of ours). So
+# the max is a matter of which rounding each proposal draws on a
 # chain that amplifies ~2e-3 px of proposal into ~5e-3 of probability: torchvision
 # float32 itself with channels_last (oneDNN's NHWC kernels, another valid summation
 # order) reaches 4.6e-3 (median 4.3e-4), 1 thread NCHW 1.6e-3 (3.6e-4). Winograd
