@@ -2365,6 +2365,10 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
             roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
                               cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
     }
+    if (observe) {
+        int64_t shape[4] = {n, C, P, P};
+        vd_context_observe(ctx, "mask_features", mp->pooled, shape, 4);
+    }
     if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error))
         goto out_free;
     DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
@@ -2376,8 +2380,12 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         float *p = probs + (size_t)i * M * M;
         memcpy(p, mp->logits + ((size_t)i * K + result->detections[i].label) * M * M,
                (size_t)M * M * sizeof(float));
-        vd_sigmoid(p, M * M);
     }
+    if (observe) {
+        int64_t shape[3] = {n, M, M};
+        vd_context_observe(ctx, "mask_logits", probs, shape, 3);
+    }
+    vd_sigmoid(probs, n * M * M);
     if (observe) {
         int64_t shape[3] = {n, M, M};
         vd_context_observe(ctx, "mask_probs", probs, shape, 3);

@@ -28,18 +28,39 @@ static vd_model *tiny_model(void)
     return model;
 }
 
-static int mask_probs_seen;
+static int mask_probs_seen, mask_logits_seen, mask_features_seen;
+static float *mask_logits_copy;
+static double mask_sigmoid_err;
 
+/* The mask branch's dumps: "mask_features" [D,C,4,4] (the pooler of an 8x8 mask),
+ * "mask_logits" [D,8,8] and "mask_probs" [D,8,8], its sigmoid (seen in this order). */
 static void count_mask_probs(const char *name, const float *data, const int64_t *shape, int ndim,
                              void *user_data)
 {
-    (void)data;
     (void)user_data;
-    if (strcmp(name, "mask_probs") == 0) {
+    if (strcmp(name, "mask_features") == 0) {
+        g_assert_cmpint(ndim, ==, 4);
+        g_assert_cmpint(shape[1], >, 0);
+        g_assert_cmpint(shape[2], ==, 4);
+        g_assert_cmpint(shape[3], ==, 4);
+        mask_features_seen = (int)shape[0];
+    } else if (strcmp(name, "mask_logits") == 0) {
+        g_assert_cmpint(ndim, ==, 3);
+        g_assert_cmpint(shape[1], ==, 8);
+        g_assert_cmpint(shape[2], ==, 8);
+        mask_logits_seen = (int)shape[0];
+        g_free(mask_logits_copy);
+        mask_logits_copy = g_memdup2(data, (gsize)shape[0] * 64 * sizeof(float));
+    } else if (strcmp(name, "mask_probs") == 0) {
         g_assert_cmpint(ndim, ==, 3);
         g_assert_cmpint(shape[1], ==, 8);
         g_assert_cmpint(shape[2], ==, 8);
         mask_probs_seen = (int)shape[0];
+        g_assert_nonnull(mask_logits_copy);
+        g_assert_cmpint(mask_logits_seen, ==, mask_probs_seen);
+        for (int64_t i = 0; i < shape[0] * 64; i++)
+            mask_sigmoid_err = MAX(mask_sigmoid_err,
+                                   fabs(data[i] - 1.0 / (1.0 + exp(-(double)mask_logits_copy[i]))));
     }
 }
 
@@ -877,12 +898,16 @@ static void test_masks(void)
         for (int i = 0; i < 120 * 90 * 3; i++)
             pixels[i] = (guint8)(i * 37 % 251);
         vd_image image = vd_image_rgb(pixels, 120, 90);
-        mask_probs_seen = 0;
+        mask_probs_seen = mask_logits_seen = mask_features_seen = 0;
+        mask_sigmoid_err = 0.0;
         vd_context_set_observer(ctx, count_mask_probs, NULL);
         vd_result r = detect_ok(ctx, &image);
         vd_context_set_observer(ctx, NULL, NULL);
         g_assert_cmpint(r.n_detections, >, 0);
         g_assert_cmpint(mask_probs_seen, ==, r.n_detections);
+        g_assert_cmpint(mask_features_seen, ==, r.n_detections);
+        g_assert_cmpfloat(mask_sigmoid_err, <, 1e-6);
+        g_clear_pointer(&mask_logits_copy, g_free);
         for (int i = 0; i < r.n_detections; i++) {
             const vd_detection *d = &r.detections[i];
             g_assert_nonnull(d->mask);

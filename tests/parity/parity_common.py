@@ -702,8 +702,25 @@ def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, first_features=N
 # every mask IoU 1.0 and no decided pixel flipped; the tests calibrate on 384x512.
 # Against a float64 run of the same model (each side with its own boxes), there:
 # torchvision's float32 max 1.6e-3 (median 2.9e-4), ours 7.6e-3 (4.3e-4), ours with
-# VD_CPU_WINOGRAD=0 5.4e-3 (3.6e-4): our worst mask is further from exact than
-# torchvision's, in part from the Winograd convolutions (open).
+# VD_CPU_WINOGRAD=0 5.4e-3 (3.6e-4). Stage by stage (50 detections, all matched;
+# vd-detect --dump's mask_features and mask_logits): the mask head itself adds
+# nothing (ours on our RoI features against float64 on them: 8.5e-6; torchvision
+# float32 2.1e-6), nor RoIAlign (8.4e-5 on features of magnitude 10). The float64
+# mask branch on our final boxes (float64 features) gives 7.6e-3 and on
+# torchvision's 1.6e-3: the whole difference is the boxes, at the worst detection
+# 2.1e-2 resized-image pixels from float64's (torchvision's 2.8e-3; medians 9.0e-4,
+# 5.8e-4). Of that, 5.6e-4 is our box head; the rest is its proposal, 3.2e-3 px off
+# (torchvision's 4.9e-4), which the box head amplifies 6x and the mask head turns
+# into 7.6e-3 of probability. Our proposals come from our FPN features (float64's
+# RPN head on them reproduces them: max 6.8e-3, median 6.8e-4; torchvision 2.9e-3,
+# 4.7e-4); without Winograd they are at torchvision's level (3.8e-3, 4.9e-4; RPN
+# deltas rms 6.92e-6 against 6.86e-6), yet that proposal stays 2.0e-3 off and the
+# box 1.4e-2 (float64's mask branch on our boxes alone: 5.4e-3, all of ours). So
+# the max is a matter of which rounding each proposal draws on a
+# chain that amplifies ~2e-3 px of proposal into ~5e-3 of probability: torchvision
+# float32 itself with channels_last (oneDNN's NHWC kernels, another valid summation
+# order) reaches 4.6e-3 (median 4.3e-4), 1 thread NCHW 1.6e-3 (3.6e-4). Winograd
+# adds its 1.3x feature rms error on top (7.6e-3 against 5.4e-3).
 MASK_PROB_TOL = 5e-3
 # Pasted masks, thresholded at 0.5 on both sides (ours: byte >= 128, i.e. p >= 0.5).
 # A pasted probability is a convex combination of four 28x28 ones, so it differs

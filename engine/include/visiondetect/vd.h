@@ -298,6 +298,9 @@ VD_API void vd_result_clear(vd_result *result);
  *   "fpn.<name>"   [1,C,H,W] (NCHW)              "anchors"    [N,4]
  *   "proposals"    [K,4] (resized-image pixels)  "proposal_scores" [K]
  *   "box_logits"   [K,num_classes]               "box_regression" [K,4*num_classes]
+ *   "mask_features" [D,C,P,P] models with masks (CPU): each detection's RoIAlign
+ *                  output, the mask head's input (P the mask pooler's size)
+ *   "mask_logits"  [D,M,M] (CPU): the mask head's output, its label's channel
  *   "mask_probs"   [D,M,M] models with masks: each detection's mask before the
  *                  paste (sigmoid of its label's channel, M = 2 * the pooler's size)
  * @data and @shape are valid only during the call. */
