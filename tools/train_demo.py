@@ -56,6 +56,9 @@ STREAM_DISTRACT = 2
 # Share of training scenes with nothing but distractors (--empty-share).
 EMPTY_SHARE = 0.04
 
+# Share of the other shape scenes drawn over distractors (--distract-share).
+DISTRACT_SHARE = 0.4
+
 # Frame sizes of the videotestsrc-like scenes.
 VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
              (640, 360), (1280, 720), (400, 300), (512, 384)]
@@ -378,7 +381,7 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     [x1, y1, x2, y2] in pixels, labels N int64)."""
     rng = np.random.default_rng([int(seed), int(stream), int(index)])
     # training scenes only: distractors (the held-out stream is drawn as it always was)
-    distract = stream == STREAM_TRAIN and rng.random() < 0.4
+    distract = stream == STREAM_TRAIN and rng.random() < DISTRACT_SHARE
     if stream == STREAM_TRAIN and rng.random() < 0.05:
         img, boxes, labels = videotestsrc_sweep(rng)
         return img, np.asarray(boxes, np.float32), np.asarray(labels, np.int64)
@@ -580,7 +583,7 @@ def _save(torch, path, payload):
 
 
 def main(argv=None):
-    global EMPTY_SHARE
+    global EMPTY_SHARE, DISTRACT_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -599,6 +602,8 @@ def main(argv=None):
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--empty-share", type=float, default=EMPTY_SHARE,
                     help="share of training scenes with no shape, only distractors")
+    ap.add_argument("--distract-share", type=float, default=DISTRACT_SHARE,
+                    help="share of shape scenes drawn over distractors (lines, grids, text)")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -614,6 +619,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     EMPTY_SHARE = args.empty_share
+    DISTRACT_SHARE = args.distract_share
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
