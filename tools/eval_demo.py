@@ -331,9 +331,12 @@ def main(argv=None):
             for h in hit:
                 for _, _, label in h:
                     labels[config["class_names"][label]] = labels.get(config["class_names"][label], 0) + 1
+            which = [i for i, h in enumerate(hit) if h]
             print(f"{name + ':':12s} frames without shapes: {n_frames}/{len(frames)} with a detection "
-                  f"above {thr} ({n_dets} detections: {labels})", flush=True)
+                  f"above {thr} ({n_dets} detections: {labels})"
+                  + (f"; frames {which}" if which else ""), flush=True)
             results[f"{name}_distracted_frames"] = frac
+            results[f"{name}_distracted_indices"] = which
             results[f"{name}_distractor_detections"] = n_dets
             if args.max_distracted is not None and frac > args.max_distracted:
                 print(f"FAIL: {name}: {frac:.3f} of the frames without shapes have a detection "
