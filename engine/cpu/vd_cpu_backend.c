@@ -2390,26 +2390,8 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         int64_t shape[3] = {n, M, M};
         vd_context_observe(ctx, "mask_probs", probs, shape, 3);
     }
-    for (int i = 0; i < n; i++) {
-        vd_detection *d = &result->detections[i];
-        float box[4] = {d->x1, d->y1, d->x2, d->y2};
-        int rect[4];
-        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect, NULL);
-        if (rect[2] == 0 || rect[3] == 0)
-            continue;
-        d->mask = g_try_malloc((size_t)rect[2] * rect[3]);
-        if (d->mask == NULL) {
-            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
-                        "out of memory for a %dx%d instance mask", rect[2], rect[3]);
-            goto out_free;
-        }
-        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect,
-                      d->mask);
-        d->mask_x = rect[0];
-        d->mask_y = rect[1];
-        d->mask_width = rect[2];
-        d->mask_height = rect[3];
-    }
+    if (!vd_paste_masks(probs, M, result, error))
+        goto out_free;
     vd_context_stage_mark(ctx, "paste_masks");
     ok = TRUE;
 

@@ -686,6 +686,31 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
 #undef PADDED_AT
 }
 
+gboolean vd_paste_masks(const float *probs, int m, vd_result *result, GError **error)
+{
+    for (int i = 0; i < result->n_detections; i++) {
+        vd_detection *d = &result->detections[i];
+        const float *p = probs + (size_t)i * m * m;
+        float box[4] = {d->x1, d->y1, d->x2, d->y2};
+        int rect[4];
+        vd_paste_mask(p, m, box, result->width, result->height, rect, NULL);
+        if (rect[2] == 0 || rect[3] == 0)
+            continue;
+        d->mask = g_try_malloc((size_t)rect[2] * rect[3]);
+        if (d->mask == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                        "out of memory for a %dx%d instance mask", rect[2], rect[3]);
+            return FALSE;
+        }
+        vd_paste_mask(p, m, box, result->width, result->height, rect, d->mask);
+        d->mask_x = rect[0];
+        d->mask_y = rect[1];
+        d->mask_width = rect[2];
+        d->mask_height = rect[3];
+    }
+    return TRUE;
+}
+
 void vd_deconv2x2_as_conv1x1(const float *weight, const float *bias, int in, int out,
                              int out_stride, float *w1, float *b1)
 {

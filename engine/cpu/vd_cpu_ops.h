@@ -203,6 +203,13 @@ void vd_sigmoid(float *values, int n);
 void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width, int frame_height,
                    int rect[4], uint8_t *out);
 
+/* paste_masks_in_image for every detection of @result (both backends): from the
+ * @m x @m probabilities of each (@probs, one after the other, in detection order),
+ * each detection's mask rectangle and its pixels (vd_paste_mask; left empty where
+ * nothing of the box is inside the frame). FALSE with @error set when a mask cannot
+ * be allocated. */
+gboolean vd_paste_masks(const float *probs, int m, vd_result *result, GError **error);
+
 /* Mask R-CNN's ConvTranspose2d (2x2, stride 2, no padding: torch's @weight
  * [in][out][2][2], no kernel flip, @bias [out]) as the 1x1 convolution of
  * vd_math_mask_tap_pixel: @w1 [4 * out_stride][in] (OIHW with 1x1), row

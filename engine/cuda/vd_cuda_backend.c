@@ -1903,34 +1903,13 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
 }
 
 /* paste_masks_in_image (engine/MASKRCNN.md §3) on the host, with the CPU's
- * vd_paste_mask, for the detections of @result from the probabilities read
+ * vd_paste_masks, for the detections of @result from the probabilities read
  * back with them (@r, a host result slot). */
 static gboolean read_masks(cuda_state *st, const vd_kernel_result *r, vd_result *result,
                            GError **error)
 {
-    int M = 2 * st->model->config.mask_output_size;
     const float *probs = (const float *)((const char *)r + st->result_probs_offset);
-    for (int i = 0; i < result->n_detections; i++) {
-        vd_detection *d = &result->detections[i];
-        float box[4] = {d->x1, d->y1, d->x2, d->y2};
-        int rect[4];
-        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect, NULL);
-        if (rect[2] == 0 || rect[3] == 0)
-            continue;
-        d->mask = g_try_malloc((size_t)rect[2] * rect[3]);
-        if (d->mask == NULL) {
-            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
-                        "out of memory for a %dx%d instance mask", rect[2], rect[3]);
-            return FALSE;
-        }
-        vd_paste_mask(probs + (size_t)i * M * M, M, box, result->width, result->height, rect,
-                      d->mask);
-        d->mask_x = rect[0];
-        d->mask_y = rect[1];
-        d->mask_width = rect[2];
-        d->mask_height = rect[3];
-    }
-    return TRUE;
+    return vd_paste_masks(probs, 2 * st->model->config.mask_output_size, result, error);
 }
 
 /* The host's paste (since @t0, g_get_monotonic_time()) as the last stage. */
