@@ -1583,23 +1583,36 @@ static void test_mask_stages(vd_context *ctx, const vd_image *image)
     vd_result_clear(&r);
 }
 
+/* The CPU fp32, CUDA fp32 and CUDA fp16 contexts of the --masks and --core runs:
+ * all three, or none and a failed check "@what contexts" naming which did not open. */
+static gboolean open_run_contexts(vd_model *model, const char *what, vd_context **cpu,
+                                  vd_context **f32, vd_context **f16)
+{
+    *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
+    *f32 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32);
+    *f16 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
+    gboolean ok = *cpu != NULL && *f32 != NULL && *f16 != NULL;
+    char *name = g_strdup_printf("%s contexts", what);
+    check(ok, name, "CPU fp32 %s, CUDA fp32 %s, CUDA fp16 %s", *cpu ? "ok" : "FAILED",
+          *f32 ? "ok" : "FAILED", *f16 ? "ok" : "FAILED");
+    g_free(name);
+    if (!ok) {
+        vd_context_free(*cpu);
+        vd_context_free(*f32);
+        vd_context_free(*f16);
+        *cpu = *f32 = *f16 = NULL;
+    }
+    return ok;
+}
+
 /* The --masks run: a Mask R-CNN model, CUDA fp32 and fp16 against the CPU on
  * every frame, then the sync count, graph replay and a batch on the first. */
 static int run_mask_checks(vd_model *model, GPtrArray *frames)
 {
     check(vd_model_has_masks(model), "mask model", "%s", vd_model_description(model));
-    vd_context *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
-    vd_context *f32 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32);
-    vd_context *f16 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
-    check(cpu != NULL && f32 != NULL && f16 != NULL, "mask contexts",
-          "CPU fp32 %s, CUDA fp32 %s, CUDA fp16 %s", cpu ? "ok" : "FAILED", f32 ? "ok" : "FAILED",
-          f16 ? "ok" : "FAILED");
-    if (cpu == NULL || f32 == NULL || f16 == NULL) {
-        vd_context_free(cpu);
-        vd_context_free(f32);
-        vd_context_free(f16);
+    vd_context *cpu, *f32, *f16;
+    if (!open_run_contexts(model, "mask", &cpu, &f32, &f16))
         return 1;
-    }
     vd_image first = {0};
     uint8_t *first_pixels = NULL;
     for (guint f = 0; f < frames->len; f++) {
@@ -1681,18 +1694,9 @@ static int run_mask_checks(vd_model *model, GPtrArray *frames)
 static int run_core_checks(vd_model *model, GPtrArray *frames)
 {
     printf("core checks (CUDA against the CPU engine) of %s\n", vd_model_description(model));
-    vd_context *cpu = new_context(model, VD_DEVICE_CPU, VD_PRECISION_FP32);
-    vd_context *f32 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP32);
-    vd_context *f16 = new_context(model, VD_DEVICE_CUDA, VD_PRECISION_FP16);
-    check(cpu != NULL && f32 != NULL && f16 != NULL, "core contexts",
-          "CPU fp32 %s, CUDA fp32 %s, CUDA fp16 %s", cpu ? "ok" : "FAILED", f32 ? "ok" : "FAILED",
-          f16 ? "ok" : "FAILED");
-    if (cpu == NULL || f32 == NULL || f16 == NULL) {
-        vd_context_free(cpu);
-        vd_context_free(f32);
-        vd_context_free(f16);
+    vd_context *cpu, *f32, *f16;
+    if (!open_run_contexts(model, "core", &cpu, &f32, &f16))
         return 1;
-    }
     vd_image first = {0};
     uint8_t *first_pixels = NULL;
     for (guint f = 0; f < frames->len; f++) {
