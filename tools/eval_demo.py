@@ -14,6 +14,9 @@ both sides run exactly the same weights.
     /usr/bin/python3 tools/eval_demo.py --images 40 --min-map 0.90 --max-diff 0.01
     # per-frame CPU time at 640x480 (vd-detect --repeat and torchvision, same threads)
     /usr/bin/python3 tools/eval_demo.py --bench 10 --images 0
+    # hard-negative mining for tools/train_demo.py --hard-negatives: the frames among
+    # 4000 training-side frames without shapes that the engine answers above 0.3
+    /usr/bin/python3 tools/eval_demo.py --images 0 --mine 4000 --mine-out hard.json
 
 mAP: per class, detections of all images sorted by score, greedy matching to unmatched
 ground-truth boxes of that class at IoU >= 0.5, AP = area under the precision/recall
@@ -191,6 +194,25 @@ def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch
     return out
 
 
+def mine(model, model_path, vd_detect, n, seed, threshold, threads, workdir, chunk=200):
+    """Indices and best scores of the frames train_demo.distractor_scene(seed, i,
+    STREAM_MINE), i < @n, on which the model (the engine when @vd_detect is given,
+    else torchvision) reports a detection above @threshold."""
+    found = []
+    for a in range(0, n, chunk):
+        idx = list(range(a, min(n, a + chunk)))
+        frames = [(train_demo.distractor_scene(seed, i, train_demo.STREAM_MINE), None, None) for i in idx]
+        if vd_detect:
+            dets = run_engine(vd_detect, model_path, frames, workdir, threads, threshold)
+        else:
+            dets = run_torchvision(model, frames, threads)
+        for i, ds in zip(idx, dets):
+            best = max((d[1] for d in ds), default=0.0)
+            if best > threshold:
+                found.append((i, best))
+    return found
+
+
 def bench(model, model_path, vd_detect, runs, threads, workdir):
     """Per-frame CPU wall time at 640x480 (a videotestsrc-like ball frame), median of
     @runs after one warm-up, for vd-detect (its --repeat timings) and torchvision."""
@@ -245,6 +267,13 @@ def main(argv=None):
                          "default threshold)")
     ap.add_argument("--max-distracted", type=float, default=None,
                     help="fail when more than this fraction of those frames has a detection")
+    ap.add_argument("--mine", type=int, default=0,
+                    help="hard-negative mining: run the model on N training-side frames without "
+                         "shapes (train_demo.STREAM_MINE) and write those with a detection above "
+                         "--mine-threshold to --mine-out (train_demo.py --hard-negatives)")
+    ap.add_argument("--mine-seed", type=int, default=1, help="seed of the mined frames")
+    ap.add_argument("--mine-threshold", type=float, default=0.3)
+    ap.add_argument("--mine-out", default=None)
     ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
@@ -342,6 +371,21 @@ def main(argv=None):
                 print(f"FAIL: {name}: {frac:.3f} of the frames without shapes have a detection "
                       f"(> {args.max_distracted})")
                 ok = False
+    if args.mine > 0:
+        if not args.mine_out:
+            ap.error("--mine needs --mine-out")
+        t0 = time.time()
+        found = mine(model, args.model, vd, args.mine, args.mine_seed, args.mine_threshold,
+                     args.threads, workdir)
+        print(f"mined {len(found)} of {args.mine} frames without shapes (seed {args.mine_seed}) "
+              f"with a detection above {args.mine_threshold} ({'engine' if vd else 'torchvision'}, "
+              f"{time.time() - t0:.0f} s)", flush=True)
+        with open(args.mine_out, "w") as f:
+            json.dump({"model": args.model, "seed": args.mine_seed, "stream": train_demo.STREAM_MINE,
+                       "candidates": args.mine, "threshold": args.mine_threshold,
+                       "side": "engine" if vd else "torchvision",
+                       "indices": [i for i, _ in found], "scores": [s for _, s in found]}, f, indent=1)
+        results["mined"] = len(found)
     if args.bench > 0:
         b = bench(model, args.model, vd, args.bench, args.threads, workdir)
         print(f"640x480, {args.threads} threads, median (best) of {args.bench}: torchvision "

@@ -35,6 +35,7 @@ imported by tools/eval_demo.py and the tests.
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -52,12 +53,21 @@ CLASS_NAMES = ["__background__", "ball", "box", "triangle", "ring"]
 STREAM_TRAIN = 0
 STREAM_EVAL = 1
 STREAM_DISTRACT = 2
+# Training-side frames without shapes, drawn like STREAM_DISTRACT's, from which
+# tools/eval_demo.py --mine picks the ones a model answers (hard negatives).
+STREAM_MINE = 3
 
 # Share of training scenes with nothing but distractors (--empty-share).
 EMPTY_SHARE = 0.04
 
 # Share of the other shape scenes drawn over distractors (--distract-share).
 DISTRACT_SHARE = 0.4
+
+# Mined hard negatives (--hard-negatives: eval_demo.py --mine's JSON) and the share of
+# training scenes drawn from them (--hard-share). None: no such scenes, and make_scene
+# draws exactly the random numbers it drew before the option existed.
+HARD_NEGATIVES = None
+HARD_SHARE = 0.0
 
 # Frame sizes of the videotestsrc-like scenes.
 VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
@@ -319,11 +329,12 @@ def videotestsrc_sweep(rng):
     return img, boxes, labels
 
 
-def distractor_scene(seed, index):
-    """Held-out frame number @index without any shape (STREAM_DISTRACT): a background
-    with distractors, or videotestsrc's sweep lines without the ball. Returns uint8
+def distractor_scene(seed, index, stream=STREAM_DISTRACT):
+    """Frame number @index without any shape: a background with distractors, or
+    videotestsrc's sweep lines without the ball. STREAM_DISTRACT: held-out frames;
+    STREAM_MINE: training-side candidates for hard-negative mining. Returns uint8
     HxWx3."""
-    rng = np.random.default_rng([int(seed), STREAM_DISTRACT, int(index)])
+    rng = np.random.default_rng([int(seed), int(stream), int(index)])
     if rng.random() < 0.2:
         w, h = VTS_SIZES[int(rng.integers(0, len(VTS_SIZES)))]
         fg = (255, 255, 255) if rng.random() < 0.5 else tuple(int(v) for v in _rand_colour(rng))
@@ -380,6 +391,14 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     """Scene number @index of the stream (@seed, @stream): (uint8 HxWx3, boxes Nx4 float32
     [x1, y1, x2, y2] in pixels, labels N int64)."""
     rng = np.random.default_rng([int(seed), int(stream), int(index)])
+    if stream == STREAM_TRAIN and HARD_NEGATIVES and rng.random() < HARD_SHARE:
+        # a mined frame without shapes that a model answered, mirrored half the time
+        mined = HARD_NEGATIVES["indices"]
+        img = distractor_scene(HARD_NEGATIVES["seed"], mined[int(rng.integers(0, len(mined)))],
+                               STREAM_MINE)
+        if rng.random() < 0.5:
+            img = np.ascontiguousarray(img[:, ::-1])
+        return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
     # training scenes only: distractors (the held-out stream is drawn as it always was)
     distract = stream == STREAM_TRAIN and rng.random() < DISTRACT_SHARE
     if stream == STREAM_TRAIN and rng.random() < 0.05:
@@ -583,7 +602,7 @@ def _save(torch, path, payload):
 
 
 def main(argv=None):
-    global EMPTY_SHARE, DISTRACT_SHARE
+    global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -604,6 +623,10 @@ def main(argv=None):
                     help="share of training scenes with no shape, only distractors")
     ap.add_argument("--distract-share", type=float, default=DISTRACT_SHARE,
                     help="share of shape scenes drawn over distractors (lines, grids, text)")
+    ap.add_argument("--hard-negatives", default=None,
+                    help="JSON of mined frames without shapes (tools/eval_demo.py --mine)")
+    ap.add_argument("--hard-share", type=float, default=0.1,
+                    help="share of training scenes drawn from --hard-negatives")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -620,6 +643,14 @@ def main(argv=None):
 
     EMPTY_SHARE = args.empty_share
     DISTRACT_SHARE = args.distract_share
+    if args.hard_negatives:
+        with open(args.hard_negatives) as f:
+            HARD_NEGATIVES = json.load(f)
+        if not HARD_NEGATIVES.get("indices"):
+            ap.error(f"{args.hard_negatives}: no mined frames")
+        HARD_SHARE = args.hard_share
+        print(f"hard negatives: {len(HARD_NEGATIVES['indices'])} mined frames (seed "
+              f"{HARD_NEGATIVES['seed']}), share {HARD_SHARE}", flush=True)
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
