@@ -19,6 +19,7 @@ VD_BUILD_DIR names another build tree (its plugin and vt-track).
 Targets (issue 13): IDF1 >= 0.9 and fewer ID switches than the baseline at
 interval 1; MOTA at interval 3 within 0.05 of interval 1."""
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -49,7 +50,13 @@ def real_sequence(seed, n_frames):
     """A rendered clip (cached in build-bench/track-real/) and visiondetect's
     detections on every frame, as track_sim frames."""
     clip = os.path.join(ROOT, "build-bench", "track-real", "seed-%d-%d" % (seed, n_frames))
-    gt_path, det_path = os.path.join(clip, "gt.json"), os.path.join(clip, "detections.jsonl")
+    # the detections are cached per model file (the element's default: the bundled model)
+    model = os.environ.get("VISIONDETECT_MODEL") or os.path.join(
+        ROOT, "models", "visiondetect-shapes.safetensors")
+    with open(model, "rb") as f:
+        model_id = hashlib.sha256(f.read()).hexdigest()[:16]
+    gt_path = os.path.join(clip, "gt.json")
+    det_path = os.path.join(clip, "detections-%s.jsonl" % model_id)
     if not os.path.exists(gt_path):
         print("bench_track: rendering %s" % clip, file=sys.stderr)
         subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "track_render.py"),
