@@ -278,6 +278,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
+    if args.mine > 0 and not args.mine_out:
+        ap.error("--mine needs --mine-out")
 
     try:
         import torch  # noqa: F401
@@ -372,8 +374,6 @@ def main(argv=None):
                       f"(> {args.max_distracted})")
                 ok = False
     if args.mine > 0:
-        if not args.mine_out:
-            ap.error("--mine needs --mine-out")
         t0 = time.time()
         found = mine(model, args.model, vd, args.mine, args.mine_seed, args.mine_threshold,
                      args.threads, workdir)

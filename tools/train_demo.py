@@ -644,9 +644,14 @@ def main(argv=None):
     EMPTY_SHARE = args.empty_share
     DISTRACT_SHARE = args.distract_share
     if args.hard_negatives:
-        with open(args.hard_negatives) as f:
-            HARD_NEGATIVES = json.load(f)
-        if not HARD_NEGATIVES.get("indices"):
+        try:
+            with open(args.hard_negatives) as f:
+                HARD_NEGATIVES = json.load(f)
+            HARD_NEGATIVES["seed"] = int(HARD_NEGATIVES["seed"])
+            HARD_NEGATIVES["indices"] = [int(i) for i in HARD_NEGATIVES["indices"]]
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            ap.error(f"{args.hard_negatives}: not a file of tools/eval_demo.py --mine ({e!r})")
+        if not HARD_NEGATIVES["indices"]:
             ap.error(f"{args.hard_negatives}: no mined frames")
         HARD_SHARE = args.hard_share
         print(f"hard negatives: {len(HARD_NEGATIVES['indices'])} mined frames (seed "
