@@ -63,9 +63,10 @@ EMPTY_SHARE = 0.04
 # Share of the other shape scenes drawn over distractors (--distract-share).
 DISTRACT_SHARE = 0.4
 
-# Mined hard negatives (--hard-negatives: eval_demo.py --mine's JSON) and the share of
-# training scenes drawn from them (--hard-share). None: no such scenes, and make_scene
-# draws exactly the random numbers it drew before the option existed.
+# Mined hard negatives (--hard-negatives: eval_demo.py --mine's JSON files, their
+# (seed, index) pairs in the order given) and the share of training scenes drawn from
+# them (--hard-share). None: no such scenes, and make_scene draws exactly the random
+# numbers it drew before the option existed.
 HARD_NEGATIVES = None
 HARD_SHARE = 0.0
 
@@ -393,9 +394,8 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     rng = np.random.default_rng([int(seed), int(stream), int(index)])
     if stream == STREAM_TRAIN and HARD_NEGATIVES and rng.random() < HARD_SHARE:
         # a mined frame without shapes that a model answered, mirrored half the time
-        mined = HARD_NEGATIVES["indices"]
-        img = distractor_scene(HARD_NEGATIVES["seed"], mined[int(rng.integers(0, len(mined)))],
-                               STREAM_MINE)
+        mined_seed, mined_index = HARD_NEGATIVES[int(rng.integers(0, len(HARD_NEGATIVES)))]
+        img = distractor_scene(mined_seed, mined_index, STREAM_MINE)
         if rng.random() < 0.5:
             img = np.ascontiguousarray(img[:, ::-1])
         return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
@@ -623,8 +623,9 @@ def main(argv=None):
                     help="share of training scenes with no shape, only distractors")
     ap.add_argument("--distract-share", type=float, default=DISTRACT_SHARE,
                     help="share of shape scenes drawn over distractors (lines, grids, text)")
-    ap.add_argument("--hard-negatives", default=None,
-                    help="JSON of mined frames without shapes (tools/eval_demo.py --mine)")
+    ap.add_argument("--hard-negatives", action="append", default=None, metavar="FILE",
+                    help="JSON of mined frames without shapes (tools/eval_demo.py --mine); "
+                         "repeat to draw from the frames of several files")
     ap.add_argument("--hard-share", type=float, default=0.1,
                     help="share of training scenes drawn from --hard-negatives")
     ap.add_argument("--init", default=None,
@@ -644,18 +645,24 @@ def main(argv=None):
     EMPTY_SHARE = args.empty_share
     DISTRACT_SHARE = args.distract_share
     if args.hard_negatives:
-        try:
-            with open(args.hard_negatives) as f:
-                HARD_NEGATIVES = json.load(f)
-            HARD_NEGATIVES["seed"] = int(HARD_NEGATIVES["seed"])
-            HARD_NEGATIVES["indices"] = [int(i) for i in HARD_NEGATIVES["indices"]]
-        except (OSError, ValueError, TypeError, KeyError) as e:
-            ap.error(f"{args.hard_negatives}: not a file of tools/eval_demo.py --mine ({e!r})")
-        if not HARD_NEGATIVES["indices"]:
-            ap.error(f"{args.hard_negatives}: no mined frames")
+        HARD_NEGATIVES = []
+        for path in args.hard_negatives:
+            try:
+                with open(path) as f:
+                    mined = json.load(f)
+                pairs = [(int(mined["seed"]), int(i)) for i in mined["indices"]]
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                ap.error(f"{path}: not a file of tools/eval_demo.py --mine ({e!r})")
+            if not pairs:
+                ap.error(f"{path}: no mined frames")
+            # a frame mined twice (by two models, from one seed) is drawn as often as once
+            seen = set(HARD_NEGATIVES)
+            HARD_NEGATIVES += [p for p in pairs if p not in seen]
+            print(f"hard negatives: {len(pairs)} mined frames (seed {pairs[0][0]}) in {path}",
+                  flush=True)
         HARD_SHARE = args.hard_share
-        print(f"hard negatives: {len(HARD_NEGATIVES['indices'])} mined frames (seed "
-              f"{HARD_NEGATIVES['seed']}), share {HARD_SHARE}", flush=True)
+        print(f"hard negatives: {len(HARD_NEGATIVES)} frames in all, share {HARD_SHARE}",
+              flush=True)
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
