@@ -464,6 +464,25 @@ push_frames (GstHarness * h, guint first, guint n)
   }
 }
 
+/* The text of @msg, an error, warning or info message, which it unrefs. */
+static gchar *
+take_text (GstMessage * msg)
+{
+  GError *error = NULL;
+  gchar *text;
+
+  if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_WARNING)
+    gst_message_parse_warning (msg, &error, NULL);
+  else if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR)
+    gst_message_parse_error (msg, &error, NULL);
+  else
+    gst_message_parse_info (msg, &error, NULL);
+  text = g_strdup (error->message);
+  g_error_free (error);
+  gst_message_unref (msg);
+  return text;
+}
+
 /* The bus messages of @type whose text contains @needle. */
 static guint
 count_messages (GstBus * bus, GstMessageType type, const gchar * needle)
@@ -472,18 +491,11 @@ count_messages (GstBus * bus, GstMessageType type, const gchar * needle)
   guint n = 0;
 
   while ((msg = gst_bus_pop_filtered (bus, type)) != NULL) {
-    GError *error = NULL;
+    gchar *text = take_text (msg);
 
-    if (type == GST_MESSAGE_WARNING)
-      gst_message_parse_warning (msg, &error, NULL);
-    else if (type == GST_MESSAGE_ERROR)
-      gst_message_parse_error (msg, &error, NULL);
-    else
-      gst_message_parse_info (msg, &error, NULL);
-    if (strstr (error->message, needle) != NULL)
+    if (strstr (text, needle) != NULL)
       n++;
-    g_error_free (error);
-    gst_message_unref (msg);
+    g_free (text);
   }
   return n;
 }
@@ -503,7 +515,7 @@ wait_messages (GstBus * bus, GstMessageType type, const gchar * needle)
   for (;;) {
     GstClockTime timeout = 0;
     GstMessage *msg;
-    GError *error = NULL;
+    gchar *text;
 
     if (!found) {
       gint64 left = deadline - g_get_monotonic_time ();
@@ -515,17 +527,10 @@ wait_messages (GstBus * bus, GstMessageType type, const gchar * needle)
     msg = gst_bus_timed_pop_filtered (bus, timeout, type);
     if (msg == NULL)
       break;
-    if (type == GST_MESSAGE_WARNING)
-      gst_message_parse_warning (msg, &error, NULL);
-    else if (type == GST_MESSAGE_ERROR)
-      gst_message_parse_error (msg, &error, NULL);
-    else
-      gst_message_parse_info (msg, &error, NULL);
-    if (strstr (error->message, needle) != NULL)
+    text = take_text (msg);
+    if (strstr (text, needle) != NULL)
       found = TRUE;
-    g_ptr_array_add (texts, g_strdup (error->message));
-    g_error_free (error);
-    gst_message_unref (msg);
+    g_ptr_array_add (texts, text);
   }
   return texts;
 }
