@@ -824,6 +824,11 @@ static gboolean plan_box_convs(cuda_state *st, cuda_plan *plan, size_t *ws, GErr
     return TRUE;
 }
 
+static gboolean linear_planned(vd_cuda_layers *L, vd_cuda_linear *lin, int rows, GError **error)
+{
+    return (lin->has_algo && lin->rows == rows) || vd_cuda_linear_plan(L, lin, rows, error);
+}
+
 static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
 {
     const vd_config *cfg = &st->model->config;
@@ -877,10 +882,12 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         return FALSE;
     if (st->n_box_convs > 0 && !plan_box_convs(st, plan, ws, error))
         return FALSE;
-    /* the linear layers' algorithms for R rows */
-    return vd_cuda_linear_plan(L, &st->fc6, R, error) &&
-           (!st->has_fc7 || vd_cuda_linear_plan(L, &st->fc7, R, error)) &&
-           vd_cuda_linear_plan(L, &st->predictor, R, error);
+    /* the linear layers' algorithms for R rows: the context's, shared by its
+     * plans (R is the same for all), so planned once; re-planning them for a
+     * new plan would leave the others without them if it failed */
+    return linear_planned(L, &st->fc6, R, error) &&
+           (!st->has_fc7 || linear_planned(L, &st->fc7, R, error)) &&
+           linear_planned(L, &st->predictor, R, error);
 }
 
 /* Drops a captured graph (its buffers or plan are about to change). */
@@ -917,6 +924,7 @@ static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *g, GErro
 static gboolean ensure_workspace(cuda_state *st, size_t ws, GError **error)
 {
     vd_cuda_layers *L = &st->layers;
+    size_t old_bytes = L->workspace_bytes;
     if (ws <= L->workspace_bytes)
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, L->stream, error))
@@ -926,6 +934,14 @@ static gboolean ensure_workspace(cuda_state *st, size_t ws, GError **error)
     L->workspace = NULL;
     L->workspace_bytes = 0;
     if (!vd_cuda_check(cudaMalloc(&L->workspace, ws), "the convolution workspace", error)) {
+        cudaGetLastError();
+        /* the plans made for the old size keep it: without a workspace,
+         * vd_cuda_conv_run would move their convolutions to other algorithms
+         * for good */
+        if (old_bytes > 0 && cudaMalloc(&L->workspace, old_bytes) == cudaSuccess)
+            L->workspace_bytes = old_bytes;
+        else
+            L->workspace = NULL;
         cudaGetLastError();
         return FALSE;
     }

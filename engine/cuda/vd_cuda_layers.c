@@ -243,10 +243,16 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
             CUDNN_TRY(cudnnSetTensor4dDescriptor(conv->y_desc, CUDNN_TENSOR_NHWC, type, dst->n,
                                                  dst->c, dst->h, dst->w),
                       "output descriptor");
-            CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(
-                          layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
-                          conv->unfused_algo, &conv->unfused_bytes),
-                      "batched convolution workspace");
+            /* the unfused fallback is dropped at this N (SIZE_MAX: conv_run_unfused
+             * refuses it) when cuDNN cannot size it or it needs more than the
+             * limit, rather than failing a plan whose fused candidates work */
+            if (cudnnGetConvolutionForwardWorkspaceSize(layers->cudnn, conv->x_desc, conv->w_desc,
+                                                        conv->conv_desc, conv->y_desc,
+                                                        conv->unfused_algo,
+                                                        &conv->unfused_bytes) !=
+                    CUDNN_STATUS_SUCCESS ||
+                conv->unfused_bytes > CONV_WORKSPACE_LIMIT)
+                conv->unfused_bytes = SIZE_MAX;
             for (int i = 0; i < conv->n_algos; i++) {
                 size_t bytes = 0;
                 if (cudnnGetConvolutionForwardWorkspaceSize(
@@ -259,6 +265,13 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
                 kept++;
             }
             conv->n_algos = kept;
+            if (kept == 0 && conv->unfused_bytes == SIZE_MAX) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "cuDNN has no algorithm for the convolution %d->%d k%d s%d on %dx%d "
+                            "for %d images",
+                            w->in_c, w->out_c, w->kernel, w->stride, src->h, src->w, src->n);
+                goto out_fail;
+            }
         }
         conv->mode = conv->n_algos > 0 ? VD_CUDA_CONV_FUSED : VD_CUDA_CONV_UNFUSED;
         /* sized by what runs: the first fused candidate (used unless cuDNN
@@ -267,7 +280,8 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
          * plan's workspace is skipped by vd_cuda_conv_run */
         if (conv->n_algos > 0)
             *workspace_bytes = MAX(*workspace_bytes, conv->algo_bytes[0]);
-        *workspace_bytes = MAX(*workspace_bytes, conv->unfused_bytes);
+        if (conv->unfused_bytes != SIZE_MAX)
+            *workspace_bytes = MAX(*workspace_bytes, conv->unfused_bytes);
     }
     return TRUE;
 
@@ -314,7 +328,7 @@ gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **e
                 conv->relu ? layers->relu : layers->identity, conv->y_desc, conv->dst->data);
         if (status == CUDNN_STATUS_SUCCESS)
             return TRUE;
-        if (status != CUDNN_STATUS_NOT_SUPPORTED && status != CUDNN_STATUS_BAD_PARAM)
+        if (!vd_cudnn_refused(status))
             return vd_cudnn_check(status, "convolution", error);
         /* refused: the next candidate, then the unfused path, for good */
         if (++conv->algo >= conv->n_algos)
@@ -389,6 +403,16 @@ static cudaDataType_t cuda_type(vd_dtype dtype)
     return dtype == VD_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
+/* The alignment (a power of two, at most the 256 bytes cuBLASLt assumes by
+ * default) of every multiple of @block_bytes from a 256-byte aligned base. */
+static uint32_t block_alignment(size_t block_bytes)
+{
+    uint32_t align = 256;
+    while (align > 1 && block_bytes % align != 0)
+        align /= 2;
+    return align;
+}
+
 /* Row-major Y[R][N] = X[R][K] W[N][K]^T is, column-major, Y^T (N x R) =
  * W^T (N x K, i.e. W stored K x N transposed) times X^T (K x R): A = W with
  * op T, B = X, C = D = Y with leading dimension out_stride. The bias is the
@@ -437,6 +461,25 @@ gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int ro
                                                     &layers->lt_workspace_bytes,
                                                     sizeof(layers->lt_workspace_bytes)),
                "matmul preference");
+    /* a batch runs the product on each image's rows, at offsets of whole
+     * row blocks: the heuristics assume 256-byte aligned matrices unless told
+     * (an odd proposal count, e.g. 150 rows of a 456-float predictor output,
+     * puts the second image's block at 64 bytes) */
+    {
+        const size_t in_bytes = layers->dtype == VD_DTYPE_F16 ? 2 : 4;
+        const size_t out_bytes = lin->out_dtype == VD_DTYPE_F16 ? 2 : 4;
+        const uint32_t b_align = block_alignment((size_t)rows * lin->in * in_bytes);
+        const uint32_t cd_align = block_alignment((size_t)rows * lin->out_stride * out_bytes);
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_align, sizeof(b_align)),
+                   "matmul alignment");
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &cd_align, sizeof(cd_align)),
+                   "matmul alignment");
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &cd_align, sizeof(cd_align)),
+                   "matmul alignment");
+    }
     CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(layers->cublaslt, lin->desc, lin->a_layout,
                                               lin->b_layout, lin->c_layout, lin->c_layout, pref, 1,
                                               &result, &returned),

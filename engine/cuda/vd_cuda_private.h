@@ -20,6 +20,22 @@ gboolean vd_cuda_check(cudaError_t status, const char *what, GError **error);
 gboolean vd_cudnn_check(cudnnStatus_t status, const char *what, GError **error);
 gboolean vd_cublas_check(cublasStatus_t status, const char *what, GError **error);
 
+/* cuDNN 9's statuses are a category (BAD_PARAM 2000, NOT_SUPPORTED 3000,
+ * INTERNAL_ERROR 4000, EXECUTION_FAILED 5000) plus a specific code within it
+ * (3002 NOT_SUPPORTED_SHAPE, 4004 device allocation failed, ...): compare them
+ * by category. */
+#ifndef CUDNN_STATUS_CATEGORY
+#define CUDNN_STATUS_CATEGORY(status) (status)
+#endif
+
+/* Whether cuDNN refused a configuration (not supported, or a parameter it does
+ * not take), as opposed to failing while running it. */
+static inline gboolean vd_cudnn_refused(cudnnStatus_t status)
+{
+    return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED ||
+           CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_BAD_PARAM;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Synchronisation: every host wait of the backend goes through these two, and
  * each increments @count (per context), so that tests and benchmarks can assert

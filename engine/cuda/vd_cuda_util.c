@@ -30,14 +30,19 @@ gboolean vd_cudnn_check(cudnnStatus_t status, const char *what, GError **error)
     if (status == CUDNN_STATUS_SUCCESS)
         return TRUE;
     int code = VD_ERROR_INTERNAL;
-    if (status == CUDNN_STATUS_ALLOC_FAILED)
+    if (status == CUDNN_STATUS_ALLOC_FAILED
+#if CUDNN_MAJOR >= 9
+        || status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+#endif
+    )
         code = VD_ERROR_OUT_OF_MEMORY;
-    else if (status == CUDNN_STATUS_NOT_SUPPORTED)
+    else if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED)
         code = VD_ERROR_UNSUPPORTED;
-    else if (status == CUDNN_STATUS_EXECUTION_FAILED)
+    else if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_EXECUTION_FAILED)
         code = VD_ERROR_DEVICE;
-    g_set_error(error, VD_ERROR, code, "cuDNN failed in %s: %s", what,
-                cudnnGetErrorString(status));
+    /* the specific code too: cuDNN 9's strings name only some of them */
+    g_set_error(error, VD_ERROR, code, "cuDNN failed in %s: %s (status %d)", what,
+                cudnnGetErrorString(status), (int)status);
     return FALSE;
 }
 
