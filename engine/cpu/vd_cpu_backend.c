@@ -1363,7 +1363,7 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
         for (int s = 0; s < S; s++)
             v += wrow[s] * hidden[s];
         v += mb->se_fc2.bias[c];
-        scale[c] = fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+        scale[c] = vd_math_hardsigmoid(v);
     }
 #pragma omp parallel for collapse(2)
     for (int cb = 0; cb < n_cb; cb++) {
