@@ -45,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import struct
 import subprocess
@@ -121,6 +122,23 @@ def prepare(args):
     for i, img in enumerate(frames):
         write_ppm(os.path.join(args.workdir, f"frame-{i}.ppm"), img)
     log(f"frames: {len(frames)} x {WIDTH}x{HEIGHT} ({time.time() - t0:.1f} s)")
+    # held-out scenes of the bundled, trained demo model (tools/train_demo.py),
+    # for the fp16-against-fp32 criterion on a trained model: scenes with at
+    # least 5 objects, so that the comparison is not of near-empty lists; first,
+    # so that a failure of the model below leaves that check to device-check.sh
+    try:
+        sys.path.insert(0, HERE)
+        import train_demo
+        found, index = 0, 0
+        while found < 3 and index < 200:
+            img, boxes, _ = train_demo.make_scene(1, index, train_demo.STREAM_EVAL)
+            index += 1
+            if len(boxes) >= 5:
+                write_ppm(os.path.join(args.workdir, f"demo-{found}.ppm"), img)
+                found += 1
+        log(f"demo scenes: {found}")
+    except ImportError as e:
+        log(f"no demo scenes: {e}")
 
     ckpt = coco_weights()
     if ckpt is not None:
@@ -137,23 +155,6 @@ def prepare(args):
     with open(os.path.join(args.workdir, "model.json"), "w") as f:
         json.dump({"weights": which, "trained": ckpt is not None}, f)
     log(f"exported ({time.time() - t0:.1f} s)")
-
-    # held-out scenes of the bundled, trained demo model (tools/train_demo.py),
-    # for the fp16-against-fp32 criterion on a trained model: scenes with at
-    # least 5 objects, so that the comparison is not of near-empty lists
-    try:
-        sys.path.insert(0, HERE)
-        import train_demo
-        found, index = 0, 0
-        while found < 3 and index < 200:
-            img, boxes, _ = train_demo.make_scene(1, index, train_demo.STREAM_EVAL)
-            index += 1
-            if len(boxes) >= 5:
-                write_ppm(os.path.join(args.workdir, f"demo-{found}.ppm"), img)
-                found += 1
-        log(f"demo scenes: {found}")
-    except ImportError as e:
-        log(f"no demo scenes: {e}")
 
 
 # Mask R-CNN for test-gpu-engine --masks: the transform's sizes (smaller than the
@@ -420,10 +421,28 @@ def time_cuda(fn, iters, warmup=10):
 
 
 def bench(args):
+    """Runs _bench; what it measured is written to args.json even when a step
+    fails or the run is stopped (SIGTERM: device-check.sh's timeout), with the
+    error."""
+    results = {}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    try:
+        _bench(args, results)
+    except BaseException as e:
+        results["error"] = f"{type(e).__name__}: {e}"
+        raise
+    finally:
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+
+
+def _bench(args, results):
     torch.set_grad_enabled(False)
-    results = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
-               "torch_version": torch.__version__, "torchvision_version": torchvision.__version__,
-               "input": f"{WIDTH}x{HEIGHT}", "batch": 1}
+    results.update({"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0),
+                    "torch_version": torch.__version__,
+                    "torchvision_version": torchvision.__version__,
+                    "input": f"{WIDTH}x{HEIGHT}", "batch": 1})
     with open(os.path.join(args.workdir, "model.json")) as f:
         results["weights"] = json.load(f)["weights"]
     frame_path = os.path.join(args.workdir, "frame-0.ppm")
@@ -437,7 +456,7 @@ def bench(args):
     results["torchvision"] = tv
     log(f"torchvision: {json.dumps(tv)}")
 
-    ours = {}
+    ours = results["ours"] = {}
     for prec in ("fp32", "fp16"):
         for graphs in (False, True):
             key = f"{prec}{'_graph' if graphs else ''}"
@@ -448,18 +467,16 @@ def bench(args):
                                   "--precision", prec, "--iters", str(args.iters), "--warmup", "10",
                                   "--detections", det_path] + extra)
             log(f"ours {key}: {json.dumps(ours[key])}")
-    results["ours"] = ours
 
     # batches: ours fp16 replayed at 4, 8, 16 frames per vd_detect, torchvision
     # autocast at 8 frames per call
-    batched = {}
+    batched = results["ours_fp16_graph_batched"] = {}
     for b in (4, 8, 16):
         batched[str(b)] = run_ours(args.bench_bin,
                                    ["engine", "--model", model_path, "--image", frame_path,
                                     "--precision", "fp16", "--graphs", "--batch", str(b),
                                     "--iters", str(args.batch_iters), "--warmup", "3"])
         log(f"ours fp16 graph batch {b}: {json.dumps(batched[str(b)])}")
-    results["ours_fp16_graph_batched"] = batched
     tv["autocast_fp16_batch8"] = bench_torchvision_batch(model, frame, 8, 5, 2)
     log(f"torchvision autocast fp16 batch 8: {json.dumps(tv['autocast_fp16_batch8'])}")
 
@@ -531,9 +548,6 @@ def bench(args):
         f"ours {n['ours_ms']:.4f} ms ({n['ours_kept']} kept, {n['speedup']:.1f}x); "
         f"stopping at 1000 kept {n['ours_keep1000_ms']:.4f} ms")
     log(f"targets: {json.dumps(results['targets'])}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
 
 
 def main():

@@ -25,8 +25,14 @@
 # cudart, cuBLAS and cuDNN 9 (put on LD_LIBRARY_PATH here), and torch/torchvision
 # for the model, the reference and the benchmark. The carried libraries and
 # GStreamer reach our binaries and gst-launch-1.0 alone (never python). Budget:
-# well under 7 minutes; every step has its own timeout so that a hang leaves the
-# others' results.
+# well under 7 minutes; every step has its own timeout, cut to what is left before
+# VD_DEVICE_DEADLINE (400 s; the device tool stops the command at about 420 s), so
+# that a hang leaves the others' results and the run always ends by itself with
+# its files written. Order: the checks of code never run on a GPU (engine, masks,
+# v2, MobileNetV3) before the element check and the benchmark, which a slow run
+# loses first. A second try reruns some steps only:
+#   VD_DEVICE_STEPS=masks,v2,mnv3 bash tests/gpu/device-check.sh
+# (kernels, engine, demo, masks, v2, mnv3, element, bench).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out-gpu}
@@ -37,6 +43,21 @@ export PYTHONUNBUFFERED=1
 start=$(date +%s)
 step() { echo; echo "=== [$(($(date +%s) - start)) s] $*"; }
 status=0
+# The device tool stops the whole command at its limit (about 420 s) and what is
+# running then leaves nothing: every step's timeout is cut to what is left before
+# DEADLINE, and a step with too little left is skipped (and fails the run).
+DEADLINE=${VD_DEVICE_DEADLINE:-400}
+# a second try reruns only some: VD_DEVICE_STEPS=masks,v2,mnv3
+STEPS=${VD_DEVICE_STEPS:-kernels,engine,demo,masks,v2,mnv3,element,bench}
+selected() { case ",$STEPS," in *",$1,"*) return 0 ;; esac; return 1; }
+# limit WANT [MIN]: WANT, or the seconds left before DEADLINE less 5; 0 when
+# fewer than MIN (default 15) are left
+limit() {
+  local left=$((DEADLINE - ($(date +%s) - start) - 5))
+  if [ "$left" -lt "${2:-15}" ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+# no_json FILE WHAT: FILE's stand-in when its step wrote none
+no_json() { [ -f "$1" ] || printf '{"ok": false, "failures": ["%s"]}\n' "$2" > "$1"; }
 
 step "environment"
 rm -rf "$WORK" && mkdir -p "$WORK/data"
@@ -64,6 +85,7 @@ for b in test-gpu-kernels test-gpu-engine vd-gpu-bench; do
 done
 {
   date -u
+  cat "$WORK/BUILD-INFO" 2>/dev/null || echo "bundle without BUILD-INFO"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'cudnn', torch.backends.cudnn.version())"
   echo "our LD_LIBRARY_PATH=$VD_LD"
@@ -75,109 +97,136 @@ done
 cat "$OUT/env.txt"
 
 step "kernels against the CPU ops"
-timeout 60 "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
-rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
-
-step "model and frames"
-timeout 120 python3 tools/bench_gpu.py prepare --workdir "$WORK/data" > "$WORK/prepare.log" 2>&1
-rc=$?; tail -5 "$WORK/prepare.log"; echo "prepare: exit $rc"
-{ echo; echo "=== model and frames (tools/bench_gpu.py prepare): exit $rc"; cat "$WORK/prepare.log"; } >> "$OUT/env.txt"
-prepared=1
-if [ $rc -ne 0 ]; then
-  echo "no model: the engine tests and the benchmark cannot run"
-  prepared=0; status=1
+t=$(limit 60)
+if ! selected kernels; then echo "not selected"
+elif [ "$t" -eq 0 ]; then echo "skipped: out of time" | tee "$OUT/kernels.log"; status=1
+else
+  timeout "$t" "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
+  rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
 fi
 
-if [ $prepared -eq 1 ]; then  # the steps that need the prepared model and frames
+# prepare WHAT WANT: tools/bench_gpu.py WHAT, its log appended to env.txt as it
+# runs (a run stopped by the device tool keeps it)
+prepare() {
+  local t rc
+  echo >> "$OUT/env.txt"; echo "=== tools/bench_gpu.py $1" >> "$OUT/env.txt"
+  t=$(limit "$2" 20)
+  if [ "$t" -eq 0 ]; then echo "$1: skipped: out of time" | tee -a "$OUT/env.txt"; return 124; fi
+  timeout "$t" python3 tools/bench_gpu.py "$1" --workdir "$WORK/data" 2>&1 | tee -a "$OUT/env.txt" | tail -3
+  rc=${PIPESTATUS[0]}
+  echo "$1: exit $rc" | tee -a "$OUT/env.txt"
+  return "$rc"
+}
+# engine_run MODE MODEL FRAME WANT: one test-gpu-engine --masks / --core run,
+# its log appended to engine.log as it runs
+engine_run() {
+  local t rc
+  echo "=== test-gpu-engine $1 $2" >> "$OUT/engine.log"
+  t=$(limit "$4" 20)
+  if [ "$t" -eq 0 ]; then echo "test-gpu-engine $1 $2: skipped: out of time" | tee -a "$OUT/engine.log"; status=1; return; fi
+  timeout "$t" "$WORK/run-test-gpu-engine" "$1" --model "$WORK/data/$2.safetensors" "$3" 2>&1 |
+    tee "$WORK/$2.log" >> "$OUT/engine.log"
+  rc=${PIPESTATUS[0]}
+  grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$2.log"
+  echo "test-gpu-engine $1 $2: exit $rc"; [ $rc -eq 0 ] || status=1
+}
 
-step "engine: CUDA against the CPU engine, fp16 against fp32, sync count, batches of 4 and 8"
-trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
-timeout 170 "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
-  --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm > "$OUT/engine.log" 2>&1
-rc=$?; cat "$OUT/engine.log" | tail -40; echo "test-gpu-engine: exit $rc"; [ $rc -eq 0 ] || status=1
+prepared=0
+if selected engine || selected demo || selected bench; then
+  step "model and frames"
+  if prepare prepare 120; then prepared=1; else
+    echo "no model: the engine tests and the benchmark cannot run"; status=1
+    selected engine && no_json "$OUT/engine.json" "not run: no model (tools/bench_gpu.py prepare, env.txt)"
+    selected bench && no_json "$OUT/bench.json" "not run: no model (tools/bench_gpu.py prepare, env.txt)"
+  fi
+fi
 
-step "engine on the bundled trained demo model: fp16 against fp32"
-if [ -f models/visiondetect-shapes.safetensors ] && ls "$WORK"/data/demo-*.ppm > /dev/null 2>&1; then
-  timeout 60 "$WORK/run-test-gpu-engine" --model models/visiondetect-shapes.safetensors --trained \
-    --detections-only --json "$OUT/engine-demo.json" "$WORK"/data/demo-*.ppm >> "$OUT/engine.log" 2>&1
-  rc=$?; tail -12 "$OUT/engine.log"; echo "test-gpu-engine (demo model): exit $rc"
+if [ $prepared -eq 1 ] && selected engine; then
+  step "engine: CUDA against the CPU engine, fp16 against fp32, sync count, batches of 4 and 8"
+  trained=$(python3 -c "import json; print('--trained' if json.load(open('$WORK/data/model.json'))['trained'] else '')")
+  t=$(limit 170 30)
+  if [ "$t" -eq 0 ]; then echo "skipped: out of time" | tee -a "$OUT/engine.log"; rc=124
+  else
+    timeout "$t" "$WORK/run-test-gpu-engine" --model "$WORK/data/model.safetensors" $trained \
+      --json "$OUT/engine.json" "$WORK"/data/frame-*.ppm >> "$OUT/engine.log" 2>&1
+    rc=$?; tail -40 "$OUT/engine.log"; echo "test-gpu-engine: exit $rc"
+  fi
   [ $rc -eq 0 ] || status=1
-else
-  echo "no demo model or scenes"
+  no_json "$OUT/engine.json" "test-gpu-engine: exit $rc before writing its report"
 fi
 
-step "benchmark against torchvision"
-timeout 180 python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
-  --json "$OUT/bench.json" --iters 100 --tv-iters 20 --micro-iters 100 > "$OUT/bench.log" 2>&1
-rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"; [ $rc -eq 0 ] || status=1
-fi  # prepared
-
-step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"
-# the carried gst-launch-1.0 and plugins, with our LD_LIBRARY_PATH; its budget
-# (90 s) ends its runs before this timeout
-VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=90 \
-  timeout -k 5 110 bash tests/gpu/element-check.sh "$WORK" "$OUT"
-rc=$?
-[ -f "$OUT/element.json" ] || printf '{"ok": false, "failures": ["element-check.sh: exit %d before writing its results"]}\n' $rc > "$OUT/element.json"
-sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60
-echo "element-check: exit $rc"; [ $rc -eq 0 ] || status=1
-
-step "Mask R-CNN: the CUDA mask branch against the CPU engine (v1 head, v2 head), fp32 and fp16"
-# last: its models are made here (torchvision, random calibrated weights, ~15 s),
-# and a run that outlasts the device tool's limit cuts only this step short
-timeout 60 python3 tools/bench_gpu.py prepare-masks --workdir "$WORK/data" > "$WORK/prepare-masks.log" 2>&1
-rc=$?; tail -2 "$WORK/prepare-masks.log"; echo "prepare-masks: exit $rc"
-{ echo; echo "=== Mask R-CNN models (tools/bench_gpu.py prepare-masks): exit $rc"; cat "$WORK/prepare-masks.log"; } >> "$OUT/env.txt"
-if [ $rc -eq 0 ]; then
-  for m in mask-v1 mask-v2head; do
-    echo "=== test-gpu-engine --masks $m" >> "$OUT/engine.log"
-    timeout 45 "$WORK/run-test-gpu-engine" --masks --model "$WORK/data/$m.safetensors" \
-      "$WORK/data/mask-frame-0.ppm" > "$WORK/$m.log" 2>&1
-    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
-    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)" "$WORK/$m.log"; echo "test-gpu-engine --masks $m: exit $rc"
-    [ $rc -eq 0 ] || status=1
-  done
-else
-  echo "no Mask R-CNN models: the mask checks cannot run"; status=1
+if selected demo; then  # needs prepare's demo scenes only
+  step "engine on the bundled trained demo model: fp16 against fp32"
+  t=$(limit 60 20)
+  if [ "$t" -eq 0 ]; then echo "skipped: out of time"; rc=124
+  elif [ -f models/visiondetect-shapes.safetensors ] && ls "$WORK"/data/demo-*.ppm > /dev/null 2>&1; then
+    timeout "$t" "$WORK/run-test-gpu-engine" --model models/visiondetect-shapes.safetensors --trained \
+      --detections-only --json "$OUT/engine-demo.json" "$WORK"/data/demo-*.ppm >> "$OUT/engine.log" 2>&1
+    rc=$?; tail -12 "$OUT/engine.log"; echo "test-gpu-engine (demo model): exit $rc"
+  else
+    echo "no demo model or scenes"; rc=2
+  fi
+  [ $rc -eq 0 ] || status=1
+  no_json "$OUT/engine-demo.json" "test-gpu-engine (demo model): exit $rc before writing its report"
 fi
 
-step "ResNet-50-FPN v2 on CUDA against the CPU engine: fasterrcnn_resnet50_fpn_v2 (--core), maskrcnn_resnet50_fpn_v2 (--masks), fp32 and fp16"
-# after the mask step, for the same reason: models made here (~20 s), and a run cut
-# short by the device tool's limit loses only this step
-timeout 90 python3 tools/bench_gpu.py prepare-v2 --workdir "$WORK/data" > "$WORK/prepare-v2.log" 2>&1
-rc=$?; tail -2 "$WORK/prepare-v2.log"; echo "prepare-v2: exit $rc"
-{ echo; echo "=== ResNet-50-FPN v2 models (tools/bench_gpu.py prepare-v2): exit $rc"; cat "$WORK/prepare-v2.log"; } >> "$OUT/env.txt"
-if [ $rc -eq 0 ]; then
-  for m in v2 mask-v2; do
-    mode=--core; [ $m = mask-v2 ] && mode=--masks
-    echo "=== test-gpu-engine $mode $m" >> "$OUT/engine.log"
-    timeout 60 "$WORK/run-test-gpu-engine" $mode --model "$WORK/data/$m.safetensors" \
-      "$WORK/data/v2-frame-0.ppm" > "$WORK/$m.log" 2>&1
-    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
-    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:" "$WORK/$m.log"; echo "test-gpu-engine $mode $m: exit $rc"
-    [ $rc -eq 0 ] || status=1
-  done
-else
-  echo "no v2 models: the v2 checks cannot run"; status=1
+# the checks of code never run on a GPU before the benchmark (measured on
+# 2026-11-29): their models are made here (torchvision, random calibrated weights)
+if selected masks; then
+  step "Mask R-CNN: the CUDA mask branch against the CPU engine (v1 head, v2 head), fp32 and fp16"
+  if prepare prepare-masks 60; then
+    for m in mask-v1 mask-v2head; do engine_run --masks "$m" "$WORK/data/mask-frame-0.ppm" 45; done
+  else
+    echo "no Mask R-CNN models: the mask checks cannot run"; status=1
+  fi
 fi
 
-step "MobileNetV3-Large-FPN on CUDA against the CPU engine: fasterrcnn_mobilenet_v3_large_fpn and _320_fpn (--core), fp32 and fp16"
-# last, for the same reason: models made here (~15 s), and a run cut short by the
-# device tool's limit loses only this step
-timeout 90 python3 tools/bench_gpu.py prepare-mnv3 --workdir "$WORK/data" > "$WORK/prepare-mnv3.log" 2>&1
-rc=$?; tail -2 "$WORK/prepare-mnv3.log"; echo "prepare-mnv3: exit $rc"
-{ echo; echo "=== MobileNetV3-Large-FPN models (tools/bench_gpu.py prepare-mnv3): exit $rc"; cat "$WORK/prepare-mnv3.log"; } >> "$OUT/env.txt"
-if [ $rc -eq 0 ]; then
-  for m in mnv3 mnv3-320; do
-    echo "=== test-gpu-engine --core $m" >> "$OUT/engine.log"
-    timeout 60 "$WORK/run-test-gpu-engine" --core --model "$WORK/data/$m.safetensors" \
-      "$WORK/data/mnv3-frame-0.ppm" > "$WORK/$m.log" 2>&1
-    rc=$?; cat "$WORK/$m.log" >> "$OUT/engine.log"
-    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$m.log"; echo "test-gpu-engine --core $m: exit $rc"
-    [ $rc -eq 0 ] || status=1
-  done
-else
-  echo "no MobileNetV3 models: the MobileNetV3 checks cannot run"; status=1
+if selected v2; then
+  step "ResNet-50-FPN v2 on CUDA against the CPU engine: fasterrcnn_resnet50_fpn_v2 (--core), maskrcnn_resnet50_fpn_v2 (--masks), fp32 and fp16"
+  if prepare prepare-v2 90; then
+    engine_run --core v2 "$WORK/data/v2-frame-0.ppm" 60
+    engine_run --masks mask-v2 "$WORK/data/v2-frame-0.ppm" 60
+  else
+    echo "no v2 models: the v2 checks cannot run"; status=1
+  fi
+fi
+
+if selected mnv3; then
+  step "MobileNetV3-Large-FPN on CUDA against the CPU engine: fasterrcnn_mobilenet_v3_large_fpn and _320_fpn (--core), fp32 and fp16"
+  if prepare prepare-mnv3 90; then
+    for m in mnv3 mnv3-320; do engine_run --core "$m" "$WORK/data/mnv3-frame-0.ppm" 60; done
+  else
+    echo "no MobileNetV3 models: the MobileNetV3 checks cannot run"; status=1
+  fi
+fi
+
+if selected element; then
+  step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"
+  # the carried gst-launch-1.0 and plugins, with our LD_LIBRARY_PATH; its budget
+  # ends its runs 20 s before this timeout
+  t=$(limit 110 40)
+  if [ "$t" -eq 0 ]; then echo "skipped: out of time"; rc=124
+  else
+    VD_ELEMENT_LD="$VD_LD" VD_ELEMENT_LOG="$OUT/engine.log" VD_ELEMENT_BUDGET=$((t - 20)) \
+      timeout -k 5 "$t" bash tests/gpu/element-check.sh "$WORK" "$OUT"
+    rc=$?
+    sed -n '/^=== element check/,$p' "$OUT/engine.log" | grep -v -E '^(coreelements|staticelements|videotestsrc|visiondetect):' | tail -60
+  fi
+  no_json "$OUT/element.json" "element-check.sh: exit $rc before writing its results"
+  echo "element-check: exit $rc"; [ $rc -eq 0 ] || status=1
+fi
+
+if [ $prepared -eq 1 ] && selected bench; then
+  step "benchmark against torchvision"
+  t=$(limit 180 60)
+  if [ "$t" -eq 0 ]; then echo "skipped: out of time" | tee "$OUT/bench.log"; rc=124
+  else
+    timeout "$t" python3 tools/bench_gpu.py bench --workdir "$WORK/data" --bench-bin "$WORK/run-vd-gpu-bench" \
+      --json "$OUT/bench.json" --iters 100 --tv-iters 20 --micro-iters 100 > "$OUT/bench.log" 2>&1
+    rc=$?; tail -25 "$OUT/bench.log"; echo "bench: exit $rc"
+  fi
+  [ $rc -eq 0 ] || status=1
+  no_json "$OUT/bench.json" "bench_gpu.py bench: exit $rc before writing its results"
 fi
 
 step "done (status $status)"

@@ -21,6 +21,19 @@ GST_SYSTEM_PLUGINS=${GST_SYSTEM_PLUGINS:-/usr/lib/x86_64-linux-gnu/gstreamer-1.0
 STAGE=.device/bundle
 rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/gst-plugins"
 
+# a bundle of stale binaries wastes the device run: test-gpu-engine takes an
+# option it does not know for a frame, vd-gpu-bench ignores it
+targets="tests/gpu/test-gpu-kernels tests/gpu/test-gpu-engine tests/gpu/vd-gpu-bench gst/libgstvisiondetect.so"
+# shellcheck disable=SC2086
+if ! ninja -C "$BUILD" -n $targets 2>&1 | grep -q "no work to do"; then
+  echo "$BUILD is not up to date: meson compile -C $BUILD first"; exit 1
+fi
+# what it was built from, for device-check.sh's env.txt
+src=$(grep -o '"source": *"[^"]*"' "$BUILD/meson-info/meson-info.json" | sed 's/.*: *"//; s/"$//')
+{ echo "source $src, commit $(git -C "$src" rev-parse -q --verify HEAD || echo unknown)"
+  git -C "$src" status --short -uno 2>/dev/null | head -20
+  echo "built $(date -u -r "$BUILD/tests/gpu/test-gpu-engine")"; } > "$STAGE/BUILD-INFO"
+
 # what goes in, and where
 sources=()
 for b in test-gpu-kernels test-gpu-engine vd-gpu-bench; do
@@ -55,7 +68,7 @@ done
 chmod u+w "$STAGE"/bin/* "$STAGE"/lib/* "$STAGE"/gst-plugins/*
 strip --strip-debug "$STAGE"/bin/* "$STAGE"/lib/* "$STAGE"/gst-plugins/*
 
-tar -C "$STAGE" -czf .device/bundle.tar.gz bin lib gst-plugins
+tar -C "$STAGE" -czf .device/bundle.tar.gz BUILD-INFO bin lib gst-plugins
 rm -rf "$STAGE"
 ls -la .device/bundle.tar.gz
 tar -tzvf .device/bundle.tar.gz
