@@ -103,9 +103,12 @@ pull_check (GstHarness * h, GstBuffer * ref, GstClockTime pts,
   gst_buffer_unref (out);
 }
 
-/* The test frames: four different 320x240 pictures (frame 0, frame 0
- * mirrored, two crops of frame 1), and frame 1 whole (400x300); with each,
- * the unshared element's output, the oracle. */
+/* The test frames: four different 320x240 pictures, each with detections
+ * (the first four of frame 0, frame 0 mirrored and crops of frame 1, plain or
+ * mirrored, that have any), and frame 1 whole (400x300); with each, the
+ * unshared element's output, the oracle. Which of them have detections
+ * depends on the calibrated test model, and so on the CPU whose torch made it
+ * (built with torch's AVX2 kernels, two crops of frame 1 get none). */
 typedef struct
 {
   GstBuffer *frames[N_VARIANTS];
@@ -125,9 +128,13 @@ unshared_output (GstHarness * h, GstBuffer * frame, GstClockTime * elapsed)
   if (elapsed != NULL)
     *elapsed = gst_util_get_timestamp () - start;
   fail_unless (out != NULL);
-  fail_unless (vdtest_get_detect_meta (out)->detections->len > 0,
-      "the oracle found nothing: comparing it proves little");
   return out;
+}
+
+static gboolean
+found_something (GstBuffer * out)
+{
+  return vdtest_get_detect_meta (out)->detections->len > 0;
 }
 
 static void
@@ -135,23 +142,39 @@ fixture_init (Fixture * fx)
 {
   GstVideoInfo info0, info1;
   GstBuffer *frame0 = vdtest_load_frame (0, &info0);
+  /* frame 1 crops: x, y, mirrored */
+  static const gint crops[][3] = { {0, 0, FALSE}, {80, 60, FALSE},
+  {40, 30, FALSE}, {80, 0, FALSE}, {0, 60, FALSE}, {0, 0, TRUE},
+  {80, 60, TRUE}, {40, 30, TRUE}, {80, 0, TRUE}, {0, 60, TRUE}
+  };
   GstHarness *h;
-  guint i, j;
+  guint i, j, n = 0, c;
 
   memset (fx, 0, sizeof (*fx));
   fx->frame_400 = vdtest_load_frame (1, &info1);
-  fx->frames[0] = gst_buffer_ref (frame0);
-  fx->frames[1] = variant_of (frame0, &info0, 0, 0, TRUE);
-  fx->frames[2] = variant_of (fx->frame_400, &info1, 0, 0, FALSE);
-  fx->frames[3] = variant_of (fx->frame_400, &info1, 80, 60, FALSE);
-  gst_buffer_unref (frame0);
-
   h = new_detect (NULL);
   gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
-  for (i = 0; i < N_VARIANTS; i++)
-    fx->refs[i] = unshared_output (h, fx->frames[i], &fx->inference_time);
+  for (c = 0; c < 2 + G_N_ELEMENTS (crops) && n < N_VARIANTS; c++) {
+    GstBuffer *frame = c == 0 ? gst_buffer_ref (frame0)
+        : c == 1 ? variant_of (frame0, &info0, 0, 0, TRUE)
+        : variant_of (fx->frame_400, &info1, crops[c - 2][0], crops[c - 2][1],
+        crops[c - 2][2]);
+    GstBuffer *ref = unshared_output (h, frame, &fx->inference_time);
+
+    if (found_something (ref)) {
+      fx->frames[n] = frame;
+      fx->refs[n++] = ref;
+    } else {
+      gst_buffer_unref (frame);
+      gst_buffer_unref (ref);
+    }
+  }
+  gst_buffer_unref (frame0);
+  fail_unless_equals_int (n, N_VARIANTS);
   gst_harness_set_src_caps_str (h, VDTEST_CAPS_400);
   fx->ref_400 = unshared_output (h, fx->frame_400, NULL);
+  fail_unless (found_something (fx->ref_400),
+      "the oracle found nothing: comparing it proves little");
   gst_harness_teardown (h);
   /* different pictures, different detections: a frame given another
    * stream's result, or another frame's, is seen */
