@@ -248,8 +248,10 @@ typedef struct {
     vd_detection *detections;   /* sorted by score, descending; owned, see below */
     /* Infinite or NaN values the backend found in this frame's RPN head
      * (objectness and deltas) and box head (class logits and deltas) outputs:
-     * an fp16 activation above 65504 overflows, and weights may be corrupt.
-     * When > 0 the detections are unreliable (typically too few), and callers
+     * an fp16 activation above 65504 overflows, and weights may be corrupt
+     * (not always seen: a NaN from corrupt weights before a ReLU may come out
+     * of it as 0, depending on the convolution's implementation and so on the
+     * ISA). When > 0 the detections are unreliable (typically too few), and callers
      * should warn. Both backends count them (CUDA on the device, read back
      * with the detections); -1 from a backend that does not. */
     int n_nonfinite;
