@@ -246,11 +246,9 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
             /* the unfused fallback is dropped at this N (SIZE_MAX: conv_run_unfused
              * refuses it) when cuDNN cannot size it or it needs more than the
              * limit, rather than failing a plan whose fused candidates work */
-            if (cudnnGetConvolutionForwardWorkspaceSize(layers->cudnn, conv->x_desc, conv->w_desc,
-                                                        conv->conv_desc, conv->y_desc,
-                                                        conv->unfused_algo,
-                                                        &conv->unfused_bytes) !=
-                    CUDNN_STATUS_SUCCESS ||
+            if (cudnnGetConvolutionForwardWorkspaceSize(
+                    layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
+                    conv->unfused_algo, &conv->unfused_bytes) != CUDNN_STATUS_SUCCESS ||
                 conv->unfused_bytes > CONV_WORKSPACE_LIMIT)
                 conv->unfused_bytes = SIZE_MAX;
             for (int i = 0; i < conv->n_algos; i++) {
@@ -473,11 +471,13 @@ gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int ro
         CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
                        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_align, sizeof(b_align)),
                    "matmul alignment");
-        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &cd_align, sizeof(cd_align)),
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref,
+                                                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                        &cd_align, sizeof(cd_align)),
                    "matmul alignment");
-        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &cd_align, sizeof(cd_align)),
+        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref,
+                                                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                        &cd_align, sizeof(cd_align)),
                    "matmul alignment");
     }
     CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(layers->cublaslt, lin->desc, lin->a_layout,

@@ -263,12 +263,13 @@ static void tensor_floats(const char *name, gsize *first, gsize *count)
     GError *error = NULL;
     json_parser_load_from_data(parser, (const gchar *)valid_bytes + 8, (gssize)header_len, &error);
     g_assert_no_error(error);
-    JsonObject *entry = json_object_get_object_member(
-        json_node_get_object(json_parser_get_root(parser)), name);
+    JsonObject *entry =
+        json_object_get_object_member(json_node_get_object(json_parser_get_root(parser)), name);
     g_assert_nonnull(entry);
     g_assert_cmpstr(json_object_get_string_member(entry, "dtype"), ==, "F32");
     JsonArray *offsets = json_object_get_array_member(entry, "data_offsets");
-    gint64 begin = json_array_get_int_element(offsets, 0), end = json_array_get_int_element(offsets, 1);
+    gint64 begin = json_array_get_int_element(offsets, 0),
+           end = json_array_get_int_element(offsets, 1);
     *first = (gsize)begin / 4;
     *count = (gsize)(end - begin) / 4;
     g_assert_cmpuint(*count, >, 0);
@@ -322,9 +323,9 @@ static void test_poisoned_weights(gconstpointer data)
                                   : lo + (gsize)g_rand_int_range(rand, 0, (gint32)span);
             memcpy(file->data + data_start + 4 * idx, &value, 4);
         }
-        gchar *what = g_strdup_printf("%d weights from float %" G_GSIZE_FORMAT "%s%s set to %g", n,
-                                      at, head < 0 ? "" : " of ", head < 0 ? "" : heads[head],
-                                      value);
+        gchar *what =
+            g_strdup_printf("%d weights from float %" G_GSIZE_FORMAT "%s%s set to %g", n, at,
+                            head < 0 ? "" : " of ", head < 0 ? "" : heads[head], value);
         vd_model *model = load_bytes(file, what, &t);
         g_byte_array_unref(file);
         if (model == NULL)
