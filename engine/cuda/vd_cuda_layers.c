@@ -464,21 +464,17 @@ gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int ro
      * (an odd proposal count, e.g. 150 rows of a 456-float predictor output,
      * puts the second image's block at 64 bytes) */
     {
-        const size_t in_bytes = layers->dtype == VD_DTYPE_F16 ? 2 : 4;
-        const size_t out_bytes = lin->out_dtype == VD_DTYPE_F16 ? 2 : 4;
-        const uint32_t b_align = block_alignment((size_t)rows * lin->in * in_bytes);
-        const uint32_t cd_align = block_alignment((size_t)rows * lin->out_stride * out_bytes);
-        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-                       pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_align, sizeof(b_align)),
-                   "matmul alignment");
-        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref,
-                                                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                        &cd_align, sizeof(cd_align)),
-                   "matmul alignment");
-        CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref,
-                                                        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                        &cd_align, sizeof(cd_align)),
-                   "matmul alignment");
+        const size_t in_bytes = vd_dtype_size(layers->dtype);
+        const size_t out_bytes = vd_dtype_size(lin->out_dtype);
+        const cublasLtMatmulPreferenceAttributes_t attrs[3] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        const uint32_t cd = block_alignment((size_t)rows * lin->out_stride * out_bytes);
+        const uint32_t aligns[3] = {block_alignment((size_t)rows * lin->in * in_bytes), cd, cd};
+        for (int k = 0; k < 3; k++)
+            CUBLAS_TRY(
+                cublasLtMatmulPreferenceSetAttribute(pref, attrs[k], &aligns[k], sizeof(aligns[k])),
+                "matmul alignment");
     }
     CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(layers->cublaslt, lin->desc, lin->a_layout,
                                               lin->b_layout, lin->c_layout, lin->c_layout, pref, 1,

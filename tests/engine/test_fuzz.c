@@ -16,7 +16,6 @@
 #include "visiondetect/vd.h"
 
 #include <glib/gstdio.h>
-#include <json-glib/json-glib.h>
 
 #include <math.h>
 #include <string.h>
@@ -24,6 +23,11 @@
 static guint8 *valid_bytes;
 static gsize valid_size;
 static gsize header_len;
+/* The seed's head weights that no ReLU follows (test_poisoned_weights): their
+ * first float's index from the start of the data, and their count. */
+static const char *const heads[] = {"rpn.head.cls_logits.weight",
+                                    "roi_heads.box_predictor.cls_score.weight"};
+static gsize head_first[G_N_ELEMENTS(heads)], head_count[G_N_ELEMENTS(heads)];
 
 typedef struct {
     int loaded, rejected;
@@ -124,6 +128,12 @@ static void use_seed(gconstpointer data)
         fx = fx_tiny(&a);
     }
     char *path = fx_write(fx, "valid.safetensors");
+    for (guint k = 0; k < G_N_ELEMENTS(heads); k++) {
+        const fx_tensor *head = fx_find(fx, heads[k]);
+        g_assert_cmpstr(head->dtype, ==, "F32");
+        head_first[k] = head->begin / 4;
+        head_count[k] = (head->end - head->begin) / 4;
+    }
     g_free(valid_bytes);
     g_assert_true(g_file_get_contents(path, (gchar **)&valid_bytes, &valid_size, NULL));
     header_len = read_u64le(valid_bytes);
@@ -255,27 +265,6 @@ static void test_header_mutations(gconstpointer data)
     g_rand_free(rand);
 }
 
-/* The float32 values of the seed's tensor @name: the first one's index (from
- * the start of the data) and their count. */
-static void tensor_floats(const char *name, gsize *first, gsize *count)
-{
-    JsonParser *parser = json_parser_new();
-    GError *error = NULL;
-    json_parser_load_from_data(parser, (const gchar *)valid_bytes + 8, (gssize)header_len, &error);
-    g_assert_no_error(error);
-    JsonObject *entry =
-        json_object_get_object_member(json_node_get_object(json_parser_get_root(parser)), name);
-    g_assert_nonnull(entry);
-    g_assert_cmpstr(json_object_get_string_member(entry, "dtype"), ==, "F32");
-    JsonArray *offsets = json_object_get_array_member(entry, "data_offsets");
-    gint64 begin = json_array_get_int_element(offsets, 0),
-           end = json_array_get_int_element(offsets, 1);
-    *first = (gsize)begin / 4;
-    *count = (gsize)(end - begin) / 4;
-    g_assert_cmpuint(*count, >, 0);
-    g_object_unref(parser);
-}
-
 /* Weights overwritten with non-finite or huge values: the model loads (values
  * are not the loader's business) and detection neither crashes nor returns a
  * box outside the frame. Anywhere in the file, whether a NaN or an infinity
@@ -292,11 +281,6 @@ static void test_poisoned_weights(gconstpointer data)
 {
     use_seed(data);
     static const float poison[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-45f};
-    static const char *const heads[] = {"rpn.head.cls_logits.weight",
-                                        "roi_heads.box_predictor.cls_score.weight"};
-    gsize head_first[2], head_count[2];
-    for (int k = 0; k < 2; k++)
-        tensor_floats(heads[k], &head_first[k], &head_count[k]);
     GRand *rand = g_rand_new_with_seed(7);
     const int w = 150, h = 110;
     guint8 *pixels = g_malloc((gsize)w * h * 3);
@@ -379,7 +363,6 @@ static void test_poisoned_weights(gconstpointer data)
     g_assert_cmpint(t.loaded, ==, 60);
     /* NaN and infinities reach the heads of some: vd_result says so */
     g_assert_cmpint(head_nonfinite, >, 0);
-    g_assert_cmpint(nonfinite, >=, head_nonfinite);
     g_free(pixels);
     g_rand_free(rand);
 }
