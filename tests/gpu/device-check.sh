@@ -8,7 +8,8 @@
 #   engine.json/.log test-gpu-engine (the element check's report, the Mask
 #                    R-CNN checks, test-gpu-engine --masks, the ResNet-50-FPN
 #                    v2 checks and the MobileNetV3-Large-FPN checks, --core,
-#                    appended to the log)
+#                    appended to the log; their reports in engine.json under
+#                    "models", one per model, with the run's exit status)
 #   engine-demo.json test-gpu-engine on the bundled demo model
 #   bench.json/.log  tools/bench_gpu.py bench
 #   element.json     element-check.sh: CUDA against CPU in the element, throughput
@@ -118,17 +119,71 @@ prepare() {
   return "$rc"
 }
 # engine_run MODE MODEL FRAME WANT: one test-gpu-engine --masks / --core run,
-# its log appended to engine.log as it runs
+# its log appended to engine.log as it runs, its report (or a stand-in) filed
+# under "models" in engine.json (the device tool brings back 8 files at most)
 engine_run() {
   local t rc
   echo "=== test-gpu-engine $1 $2" >> "$OUT/engine.log"
   t=$(limit "$4" 20)
-  if [ "$t" -eq 0 ]; then echo "test-gpu-engine $1 $2: skipped: out of time" | tee -a "$OUT/engine.log"; status=1; return; fi
-  timeout "$t" "$WORK/run-test-gpu-engine" "$1" --model "$WORK/data/$2.safetensors" "$3" 2>&1 |
-    tee "$WORK/$2.log" >> "$OUT/engine.log"
-  rc=${PIPESTATUS[0]}
-  grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$2.log"
-  echo "test-gpu-engine $1 $2: exit $rc"; [ $rc -eq 0 ] || status=1
+  if [ "$t" -eq 0 ]; then
+    echo "test-gpu-engine $1 $2: skipped: out of time" | tee -a "$OUT/engine.log"; rc=124
+  else
+    rm -f "$WORK/$2.json"
+    timeout "$t" "$WORK/run-test-gpu-engine" "$1" --model "$WORK/data/$2.safetensors" \
+      --json "$WORK/$2.json" "$3" 2>&1 | tee "$WORK/$2.log" >> "$OUT/engine.log"
+    rc=${PIPESTATUS[0]}
+    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$2.log"
+    echo "test-gpu-engine $1 $2: exit $rc"
+  fi
+  [ $rc -eq 0 ] || status=1
+  file_model_report "$2" "test-gpu-engine $1: exit $rc" "$WORK/$2.json"
+}
+# file_model_report NAME RESULT [JSON]: engine.json's "models"[NAME] = JSON's
+# report (or {"ok": false} when there is none) with "result" = RESULT; makes
+# engine.json when the engine step did not run (a second try)
+file_model_report() {
+  python3 - "$OUT/engine.json" "$1" "$2" "${3:-}" <<'PYEOF'
+import json, os, sys
+path, name, result, report = sys.argv[1:5]
+try:
+    with open(path) as f:
+        doc = json.load(f)
+except (OSError, ValueError):
+    doc = {}
+try:
+    with open(report) as f:
+        entry = json.load(f)
+except (OSError, ValueError):
+    entry = {"ok": False}
+if "failures" in entry:
+    entry["ok"] = entry["failures"] == 0 and result.endswith("exit 0")
+entry["result"] = result
+doc.setdefault("models", {})[name] = entry
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(doc, f, indent=2)
+os.replace(tmp, path)
+PYEOF
+}
+# model_step STEP PREPARE WANT TITLE RUN...: the checks of a family of models
+# made by tools/bench_gpu.py PREPARE; each RUN is MODE:MODEL:FRAME:WANT
+model_step() {
+  local name=$1 prep=$2 want=$3 title=$4 run mode model frame w
+  shift 4
+  selected "$name" || return 0
+  step "$title"
+  if ! prepare "$prep" "$want"; then
+    echo "no models from $prep: the $name checks cannot run"; status=1
+    for run in "$@"; do
+      IFS=: read -r mode model frame w <<< "$run"
+      file_model_report "$model" "not run: tools/bench_gpu.py $prep failed (env.txt)"
+    done
+    return 0
+  fi
+  for run in "$@"; do
+    IFS=: read -r mode model frame w <<< "$run"
+    engine_run "$mode" "$model" "$WORK/data/$frame" "$w"
+  done
 }
 
 prepared=0
@@ -172,33 +227,15 @@ fi
 
 # the checks of code never run on a GPU before the benchmark (measured on
 # 2026-11-29): their models are made here (torchvision, random calibrated weights)
-if selected masks; then
-  step "Mask R-CNN: the CUDA mask branch against the CPU engine (v1 head, v2 head), fp32 and fp16"
-  if prepare prepare-masks 60; then
-    for m in mask-v1 mask-v2head; do engine_run --masks "$m" "$WORK/data/mask-frame-0.ppm" 45; done
-  else
-    echo "no Mask R-CNN models: the mask checks cannot run"; status=1
-  fi
-fi
-
-if selected v2; then
-  step "ResNet-50-FPN v2 on CUDA against the CPU engine: fasterrcnn_resnet50_fpn_v2 (--core), maskrcnn_resnet50_fpn_v2 (--masks), fp32 and fp16"
-  if prepare prepare-v2 90; then
-    engine_run --core v2 "$WORK/data/v2-frame-0.ppm" 60
-    engine_run --masks mask-v2 "$WORK/data/v2-frame-0.ppm" 60
-  else
-    echo "no v2 models: the v2 checks cannot run"; status=1
-  fi
-fi
-
-if selected mnv3; then
-  step "MobileNetV3-Large-FPN on CUDA against the CPU engine: fasterrcnn_mobilenet_v3_large_fpn and _320_fpn (--core), fp32 and fp16"
-  if prepare prepare-mnv3 90; then
-    for m in mnv3 mnv3-320; do engine_run --core "$m" "$WORK/data/mnv3-frame-0.ppm" 60; done
-  else
-    echo "no MobileNetV3 models: the MobileNetV3 checks cannot run"; status=1
-  fi
-fi
+model_step masks prepare-masks 60 \
+  "Mask R-CNN: the CUDA mask branch against the CPU engine (v1 head, v2 head), fp32 and fp16" \
+  --masks:mask-v1:mask-frame-0.ppm:45 --masks:mask-v2head:mask-frame-0.ppm:45
+model_step v2 prepare-v2 90 \
+  "ResNet-50-FPN v2 on CUDA against the CPU engine: fasterrcnn_resnet50_fpn_v2 (--core), maskrcnn_resnet50_fpn_v2 (--masks), fp32 and fp16" \
+  --core:v2:v2-frame-0.ppm:60 --masks:mask-v2:v2-frame-0.ppm:60
+model_step mnv3 prepare-mnv3 90 \
+  "MobileNetV3-Large-FPN on CUDA against the CPU engine: fasterrcnn_mobilenet_v3_large_fpn and _320_fpn (--core), fp32 and fp16" \
+  --core:mnv3:mnv3-frame-0.ppm:60 --core:mnv3-320:mnv3-frame-0.ppm:60
 
 if selected element; then
   step "the visiondetect element in GStreamer: device=cuda against device=cpu, throughput"

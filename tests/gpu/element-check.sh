@@ -93,7 +93,10 @@ MANIFEST=$EW/runs.tsv
 
 # the carried GStreamer alone: its plugin folder as the system one, no other
 # plugin path, a fresh registry, no plugin-scanner helper (plugins load in the
-# process), no GIO modules of the machine
+# process), no GIO modules of the machine. Every timeout here is --foreground:
+# a plain one puts its command in a process group of its own, out of reach of
+# device-check.sh's timeout around this script, which would then leave a
+# gst-launch-1.0 running on the GPU through the benchmark
 gst_env() {
   env -u GST_PLUGIN_PATH -u GST_PLUGIN_PATH_1_0 -u GST_PLUGIN_SCANNER \
       -u GST_PLUGIN_SCANNER_1_0 \
@@ -115,18 +118,18 @@ gst_env() {
   done
   echo "--- (end)"
   echo "--- plugins (GST_DEBUG=*:2 while the registry is built):"
-  gst_env GST_DEBUG='*:2' timeout 15 "$BUNDLE/bin/gst-inspect-1.0" 2>&1 | tail -30
+  gst_env GST_DEBUG='*:2' timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" 2>&1 | tail -30
   echo "--- blacklisted:"
-  gst_env timeout 15 "$BUNDLE/bin/gst-inspect-1.0" -b 2>&1 | tail -5
+  gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" -b 2>&1 | tail -5
 } >> "$LOG" 2>&1
 : > "$EW/plugins.tsv"
 for p in coreelements videotestsrc visiondetect; do
-  file=$(gst_env timeout 15 "$BUNDLE/bin/gst-inspect-1.0" "$p" 2>/dev/null |
+  file=$(gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" "$p" 2>/dev/null |
     sed -n 's/^ *Filename  *//p' | head -1)
   printf '%s\t%s\n' "$p" "${file:-}" >> "$EW/plugins.tsv"
   echo "plugin $p: ${file:-NOT FOUND}" >> "$LOG"
 done
-gst_version=$(gst_env timeout 15 "$BUNDLE/bin/gst-inspect-1.0" --version 2>/dev/null |
+gst_version=$(gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" --version 2>/dev/null |
   sed -n 's/^GStreamer //p' | head -1)
 echo "GStreamer ${gst_version:-?}" >> "$LOG"
 
@@ -142,7 +145,7 @@ run_gst() {
   else
     t=$((left - 2 < RUN_TIMEOUT ? left - 2 : RUN_TIMEOUT))
     t0=$(date +%s%N)
-    gst_env GST_DEBUG="$debug" timeout -k 5 "$t" "$BUNDLE/bin/gst-launch-1.0" "$@" > "$log" 2>&1
+    gst_env GST_DEBUG="$debug" timeout --foreground -k 5 "$t" "$BUNDLE/bin/gst-launch-1.0" "$@" > "$log" 2>&1
     rc=$?
     t1=$(date +%s%N)
     wall=$(( (t1 - t0) / 1000000 ))
@@ -208,7 +211,7 @@ if [ "$DEVICE" != cpu ]; then
     echo "skipped: only $left s of the element check's $BUDGET s left" > "$glog"
     grc=200
   else
-    gst_env VD_CUDA_FAIL_CAPTURES=2 timeout -k 5 $((left - 2 < 20 ? left - 2 : 20)) \
+    gst_env VD_CUDA_FAIL_CAPTURES=2 timeout --foreground -k 5 $((left - 2 < 20 ? left - 2 : 20)) \
       "$BUNDLE/bin/gst-launch-1.0" videotestsrc pattern=ball animation-mode=frames num-buffers=12 \
       ! "video/x-raw,format=NV12,width=321,height=241,framerate=30/1" \
       ! visiondetect device="$TEST_DEV" precision=fp16 model="$MODEL" qos=false \
