@@ -251,7 +251,9 @@ typedef struct {
     gboolean use_graphs;
     const char *graphs_off_reason; /* why use_graphs is FALSE */
     cuda_graph graph;              /* of plan */
-    cuda_graph batch_graph;        /* of batch_plan */
+    /* of batch_plan, one per batch size (2 .. VD_MAX_BATCH_SLOTS): a partial
+     * batch (a stream's end, a latency deadline) keeps the full batch's graph */
+    cuda_graph batch_graphs[VD_MAX_BATCH_SLOTS + 1];
     gboolean graph_replayed;
     guint64 graph_replays;
     /* A failed capture or instantiation (a transient out-of-memory, say) is
@@ -898,22 +900,25 @@ static void forget_graph_slot(cuda_graph *g)
     memset(g, 0, sizeof(*g));
 }
 
-/* Drops both graphs (the frame buffers they read or write are about to change). */
+/* Drops every graph (the frame buffers they read or write are about to change). */
 static void forget_graph(cuda_state *st)
 {
     forget_graph_slot(&st->graph);
-    forget_graph_slot(&st->batch_graph);
+    for (int n = 0; n <= VD_MAX_BATCH_SLOTS; n++)
+        forget_graph_slot(&st->batch_graphs[n]);
 }
 
-/* Frees the plan of @slot and its graph @g after the device is done with it
- * (a size change). */
-static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *g, GError **error)
+/* Frees the plan of @slot and its @n_graphs graphs @graphs after the device is
+ * done with it (a size change). */
+static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *graphs, int n_graphs,
+                          GError **error)
 {
     if (*slot == NULL)
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    forget_graph_slot(g);
+    for (int i = 0; i < n_graphs; i++)
+        forget_graph_slot(&graphs[i]);
     plan_free(*slot);
     *slot = NULL;
     return TRUE;
@@ -1947,7 +1952,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     if (!frame_sizes(st, ctx, image, &rh, &rw, &ph, &pw, error))
         return FALSE;
     if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
-        if (!drop_plan(st, &st->plan, &st->graph, error))
+        if (!drop_plan(st, &st->plan, &st->graph, 1, error))
             return FALSE;
         st->plan = plan_new(st, ph, pw, 1, error);
         if (st->plan == NULL)
@@ -2023,7 +2028,8 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     }
     cuda_plan *plan = st->batch_plan;
     if (plan == NULL || plan->padded_h != ph || plan->padded_w != pw || plan->n_images < n) {
-        if (!drop_plan(st, &st->batch_plan, &st->batch_graph, error))
+        if (!drop_plan(st, &st->batch_plan, st->batch_graphs, G_N_ELEMENTS(st->batch_graphs),
+                       error))
             return FALSE;
         st->batch_plan = plan_new(st, ph, pw, batch_slots(n), error);
         if (st->batch_plan == NULL)
@@ -2043,7 +2049,7 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     vd_device_frame frames[VD_MAX_BATCH_SLOTS];
     for (int i = 0; i < n; i++)
         frames[i] = stage_frame(st, &images[i], (size_t)i * frame_bytes);
-    if (!run_frames(st, ctx, plan, &st->batch_graph, frames, n, frame_bytes, rh, rw, &timing,
+    if (!run_frames(st, ctx, plan, &st->batch_graphs[n], frames, n, frame_bytes, rh, rw, &timing,
                     error))
         return FALSE;
     for (int i = 0; i < n; i++)
@@ -2628,8 +2634,10 @@ void vd_cuda_context_fail_captures(vd_context *ctx, int n)
     forget_graph(st);
     st->graph.plan = st->plan;
     st->graph.times_seen = 1;
-    st->batch_graph.plan = st->batch_plan;
-    st->batch_graph.times_seen = 1;
+    for (int n = 0; n <= VD_MAX_BATCH_SLOTS; n++) {
+        st->batch_graphs[n].plan = st->batch_plan;
+        st->batch_graphs[n].times_seen = 1;
+    }
 }
 
 void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable)

@@ -1296,6 +1296,38 @@ static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, 
         if (!ok)
             g_clear_error(&error);
     }
+    if (n >= 3) {
+        /* a partial batch (n - 1 images) has a graph of its own: the first runs
+         * eagerly, the second is captured, and the full batch's graph stays */
+        const int sizes[3] = {n - 1, n - 1, n};
+        const gboolean want_replayed[3] = {FALSE, TRUE, TRUE};
+        GString *got = g_string_new("");
+        gboolean ok = TRUE, as_expected = TRUE;
+        int identical = 0, total = 0;
+        for (int r = 0; r < 3 && ok; r++) {
+            ok = detect_n(ctx, images, sizes[r], batch, &error);
+            gboolean replayed = ok && vd_cuda_context_graph_replayed(ctx);
+            as_expected = as_expected && replayed == want_replayed[r];
+            for (int i = 0; ok && i < sizes[r]; i++, total++)
+                identical += results_identical(&single[i], &batch[i]);
+            g_string_append_printf(got, "%s%d: %s", r ? ", " : "", sizes[r],
+                                   !ok        ? "failed"
+                                   : replayed ? "replayed"
+                                              : "eager");
+            clear_n(batch, sizes[r]);
+        }
+        what = g_strdup_printf("batch %d %s after partial batches of %d", n, label, n - 1);
+        check(ok && as_expected && identical == total, what,
+              "%s (expected %d: eager, %d: replayed, %d: replayed from its own graph); %d of %d "
+              "images' detections bit-identical to the image alone",
+              got->str, n - 1, n - 1, n, identical, total);
+        g_free(what);
+        g_string_free(got, TRUE);
+        if (!ok) {
+            fprintf(stderr, "partial batch: %s\n", error ? error->message : "?");
+            g_clear_error(&error);
+        }
+    }
 out_free:
     vd_cuda_context_set_graphs(ctx, FALSE);
     clear_n(single, n);
