@@ -2038,10 +2038,12 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     }
     size_t plane_bytes[3];
     int row_bytes[3], rows[3];
-    /* alike images: one layout, a multiple of 256 bytes */
+    /* alike images: one layout, a multiple of 256 bytes; room for the plan's
+     * every slot, so that a short first batch followed by a full one does not
+     * grow the buffers (which drops every graph) */
     size_t frame_bytes = frame_layout(&images[0], plane_bytes, row_bytes, rows);
-    if (!ensure_frame_buffers(st, (size_t)n * frame_bytes, error) ||
-        !ensure_result_capacity(st, ctx->params.max_detections, n, error) ||
+    if (!ensure_frame_buffers(st, (size_t)plan->n_images * frame_bytes, error) ||
+        !ensure_result_capacity(st, ctx->params.max_detections, plan->n_images, error) ||
         !ensure_mask(st, error))
         return FALSE;
     pooler_scales(st, plan, rh);
@@ -2634,9 +2636,9 @@ void vd_cuda_context_fail_captures(vd_context *ctx, int n)
     forget_graph(st);
     st->graph.plan = st->plan;
     st->graph.times_seen = 1;
-    for (int n = 0; n <= VD_MAX_BATCH_SLOTS; n++) {
-        st->batch_graphs[n].plan = st->batch_plan;
-        st->batch_graphs[n].times_seen = 1;
+    for (int i = 0; i <= VD_MAX_BATCH_SLOTS; i++) {
+        st->batch_graphs[i].plan = st->batch_plan;
+        st->batch_graphs[i].times_seen = 1;
     }
 }
 

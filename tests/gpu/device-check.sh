@@ -126,15 +126,16 @@ engine_run() {
   echo "=== test-gpu-engine $1 $2" >> "$OUT/engine.log"
   t=$(limit "$4" 20)
   if [ "$t" -eq 0 ]; then
-    echo "test-gpu-engine $1 $2: skipped: out of time" | tee -a "$OUT/engine.log"; rc=124
-  else
-    rm -f "$WORK/$2.json"
-    timeout "$t" "$WORK/run-test-gpu-engine" "$1" --model "$WORK/data/$2.safetensors" \
-      --json "$WORK/$2.json" "$3" 2>&1 | tee "$WORK/$2.log" >> "$OUT/engine.log"
-    rc=${PIPESTATUS[0]}
-    grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$2.log"
-    echo "test-gpu-engine $1 $2: exit $rc"
+    echo "test-gpu-engine $1 $2: skipped: out of time" | tee -a "$OUT/engine.log"; status=1
+    file_model_report "$2" "not run: out of time"
+    return
   fi
+  rm -f "$WORK/$2.json"
+  timeout "$t" "$WORK/run-test-gpu-engine" "$1" --model "$WORK/data/$2.safetensors" \
+    --json "$WORK/$2.json" "$3" 2>&1 | tee "$WORK/$2.log" >> "$OUT/engine.log"
+  rc=${PIPESTATUS[0]}
+  grep -E "^  (ok  |FAIL|info)|^(PASS|FAIL)|^model:|^core checks" "$WORK/$2.log"
+  echo "test-gpu-engine $1 $2: exit $rc"
   [ $rc -eq 0 ] || status=1
   file_model_report "$2" "test-gpu-engine $1: exit $rc" "$WORK/$2.json"
 }
@@ -145,11 +146,15 @@ file_model_report() {
   python3 - "$OUT/engine.json" "$1" "$2" "${3:-}" <<'PYEOF'
 import json, os, sys
 path, name, result, report = sys.argv[1:5]
+doc = {}
 try:
     with open(path) as f:
-        doc = json.load(f)
-except (OSError, ValueError):
-    doc = {}
+        text = f.read()
+    doc = json.loads(text)
+except OSError:
+    pass
+except ValueError:
+    doc = {"unparsed_report": text}
 try:
     with open(report) as f:
         entry = json.load(f)

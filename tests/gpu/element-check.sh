@@ -118,18 +118,18 @@ gst_env() {
   done
   echo "--- (end)"
   echo "--- plugins (GST_DEBUG=*:2 while the registry is built):"
-  gst_env GST_DEBUG='*:2' timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" 2>&1 | tail -30
+  gst_env GST_DEBUG='*:2' timeout --foreground -k 5 15 "$BUNDLE/bin/gst-inspect-1.0" 2>&1 | tail -30
   echo "--- blacklisted:"
-  gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" -b 2>&1 | tail -5
+  gst_env timeout --foreground -k 5 15 "$BUNDLE/bin/gst-inspect-1.0" -b 2>&1 | tail -5
 } >> "$LOG" 2>&1
 : > "$EW/plugins.tsv"
 for p in coreelements videotestsrc visiondetect; do
-  file=$(gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" "$p" 2>/dev/null |
+  file=$(gst_env timeout --foreground -k 5 15 "$BUNDLE/bin/gst-inspect-1.0" "$p" 2>/dev/null |
     sed -n 's/^ *Filename  *//p' | head -1)
   printf '%s\t%s\n' "$p" "${file:-}" >> "$EW/plugins.tsv"
   echo "plugin $p: ${file:-NOT FOUND}" >> "$LOG"
 done
-gst_version=$(gst_env timeout --foreground 15 "$BUNDLE/bin/gst-inspect-1.0" --version 2>/dev/null |
+gst_version=$(gst_env timeout --foreground -k 5 15 "$BUNDLE/bin/gst-inspect-1.0" --version 2>/dev/null |
   sed -n 's/^GStreamer //p' | head -1)
 echo "GStreamer ${gst_version:-?}" >> "$LOG"
 

@@ -1180,6 +1180,8 @@ static void clear_n(vd_result *results, int n)
  *    (batch 1, eager) on the same context: the eager batch (first), then the
  *    batch captured and replayed from its graph;
  *  - exactly one host synchronisation per batch over 3 replayed batches;
+ *  - for @n >= 3, a partial batch of @n - 1 has a graph of its own (eager,
+ *    then replayed) and the full batch's graph stays (replayed after it);
  *  - with @cpu (fp32): each image within the CPU-vs-CUDA criteria of the
  *    per-frame check (label, IoU >= 0.99, |score diff| <= 1e-3, >= 97%
  *    matched, counts within 3%). */
