@@ -904,8 +904,8 @@ static void forget_graph_slot(cuda_graph *g)
 static void forget_graph(cuda_state *st)
 {
     forget_graph_slot(&st->graph);
-    for (int n = 0; n <= VD_MAX_BATCH_SLOTS; n++)
-        forget_graph_slot(&st->batch_graphs[n]);
+    for (guint i = 0; i < G_N_ELEMENTS(st->batch_graphs); i++)
+        forget_graph_slot(&st->batch_graphs[i]);
 }
 
 /* Frees the plan of @slot and its @n_graphs graphs @graphs after the device is
@@ -2636,7 +2636,7 @@ void vd_cuda_context_fail_captures(vd_context *ctx, int n)
     forget_graph(st);
     st->graph.plan = st->plan;
     st->graph.times_seen = 1;
-    for (int i = 0; i <= VD_MAX_BATCH_SLOTS; i++) {
+    for (guint i = 0; i < G_N_ELEMENTS(st->batch_graphs); i++) {
         st->batch_graphs[i].plan = st->batch_plan;
         st->batch_graphs[i].times_seen = 1;
     }

@@ -298,13 +298,14 @@ static void test_poisoned_weights(gconstpointer data)
         /* a few values, or a whole stretch (a layer's worth), anywhere; or a
          * few of a head's */
         int head = i % 4 == 3 ? (i / 4) % 2 : -1;
-        int n = head < 0 && i % 3 == 0 ? 2000 : g_rand_int_range(rand, 1, 8);
+        gboolean stretch = head < 0 && i % 3 == 0;
+        int n = stretch ? 2000 : g_rand_int_range(rand, 1, 8);
         gsize lo = head < 0 ? 0 : head_first[head];
         gsize span = head < 0 ? n_floats : head_count[head];
         gsize at = lo + (gsize)g_rand_int_range(rand, 0, (gint32)span);
         for (int k = 0; k < n; k++) {
-            gsize idx = n == 2000 ? MIN(at + (gsize)k, n_floats - 1)
-                                  : lo + (gsize)g_rand_int_range(rand, 0, (gint32)span);
+            gsize idx = stretch ? MIN(at + (gsize)k, n_floats - 1)
+                                : lo + (gsize)g_rand_int_range(rand, 0, (gint32)span);
             memcpy(file->data + data_start + 4 * idx, &value, 4);
         }
         gchar *what =
