@@ -982,6 +982,51 @@ mask_param (const vd_detection * det, guint rx, guint ry, guint rw, guint rh)
   return s;
 }
 
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+/* The mask of @det as an instance-segmentation entry related (both ways) to
+ * its object-detection entry (@od_id), as GStreamer's instance-segmentation
+ * decoders attach them: a GRAY8 buffer with a video meta over the engine's
+ * rectangle (in frame pixels, one mask pixel per frame pixel), 1 where
+ * torchvision's mask is set (p >= 0.5), 0 (the background) elsewhere. One
+ * entry per detection: overlapping masks stay whole. */
+static void
+add_segmentation (GstVisionDetect * self, GstAnalyticsRelationMeta * relations,
+    guint od_id, const vd_detection * det)
+{
+  const gsize size = (gsize) det->mask_width * det->mask_height;
+  guint region_ids[2] = { 0, 1 };
+  GstAnalyticsSegmentationMtd seg;
+  GstBuffer *mask;
+  GstMapInfo map;
+  gsize i;
+
+  mask = gst_buffer_new_allocate (NULL, size, NULL);
+  if (mask == NULL || !gst_buffer_map (mask, &map, GST_MAP_WRITE)) {
+    GST_WARNING_OBJECT (self, "no memory for a %dx%d segmentation mask",
+        det->mask_width, det->mask_height);
+    gst_clear_buffer (&mask);
+    return;
+  }
+  for (i = 0; i < size; i++)
+    map.data[i] = det->mask[i] >= 128 ? 1 : 0;
+  gst_buffer_unmap (mask, &map);
+  gst_buffer_add_video_meta (mask, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_FORMAT_GRAY8, det->mask_width, det->mask_height);
+  /* the entry takes the buffer */
+  if (!gst_analytics_relation_meta_add_segmentation_mtd (relations, mask,
+          GST_SEGMENTATION_TYPE_INSTANCE, G_N_ELEMENTS (region_ids),
+          region_ids, det->mask_x, det->mask_y, det->mask_width,
+          det->mask_height, &seg)) {
+    gst_buffer_unref (mask);
+    return;
+  }
+  gst_analytics_relation_meta_set_relation (relations,
+      GST_ANALYTICS_REL_TYPE_RELATE_TO, od_id, seg.id);
+  gst_analytics_relation_meta_set_relation (relations,
+      GST_ANALYTICS_REL_TYPE_RELATE_TO, seg.id, od_id);
+}
+#endif
+
 static void
 attach_detections (GstVisionDetect * self, const PendingFrame * f,
     const vd_result * result)
@@ -994,6 +1039,9 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
   gint i;
 #ifdef HAVE_GST_ANALYTICS
   GstAnalyticsRelationMeta *relations = NULL;
+#endif
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+  gint *mask_od = NULL;         /* per detection: its entry's id, -1 */
 #endif
 
   /* every frame says whether it was looked at, with or without detections */
@@ -1009,6 +1057,10 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
     const gchar *label;
     gdouble x1, y1, x2, y2;
     guint ix1, iy1, ix2, iy2;
+#ifdef HAVE_GST_ANALYTICS
+    GstAnalyticsODMtd od;
+    gboolean have_od;
+#endif
 
     if (det->label <= 0 || det->label >= self->num_classes)
       continue;
@@ -1025,6 +1077,22 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
     ix2 = MAX ((guint) lround (x2), ix1);
     iy2 = MAX ((guint) lround (y2), iy1);
 
+#ifdef HAVE_GST_ANALYTICS
+    if (relations == NULL) {
+      relations = gst_buffer_get_analytics_relation_meta (buffer);
+      if (relations == NULL)
+        relations = gst_buffer_add_analytics_relation_meta (buffer);
+    }
+    have_od = relations != NULL
+        && gst_analytics_relation_meta_add_od_mtd (relations,
+        g_quark_from_string (label), (gint) ix1, (gint) iy1,
+        (gint) (ix2 - ix1), (gint) (iy2 - iy1), det->score, &od);
+    /* the ROI meta's id is its object-detection entry's id, as DL Streamer
+     * links them, unless that id is below the ids already on the buffer
+     * (another element's ROI metas without entries) */
+    if (have_od && od.id >= (guint) roi_id && od.id <= G_MAXINT)
+      roi_id = (gint) od.id;
+#endif
     roi = gst_buffer_add_video_region_of_interest_meta (buffer, label,
         ix1, iy1, ix2 - ix1, iy2 - iy1);
     roi->id = roi_id;
@@ -1072,23 +1140,27 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
       gst_vision_detect_meta_add_detection (meta, &d);
     }
 
-#ifdef HAVE_GST_ANALYTICS
-    {
-      GstAnalyticsODMtd od;
-
-      if (relations == NULL) {
-        relations = gst_buffer_get_analytics_relation_meta (buffer);
-        if (relations == NULL)
-          relations = gst_buffer_add_analytics_relation_meta (buffer);
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+    if (have_od && det->mask != NULL && det->mask_width > 0
+        && det->mask_height > 0) {
+      if (mask_od == NULL) {
+        mask_od = g_new (gint, result->n_detections);
+        memset (mask_od, 0xff, sizeof (gint) * result->n_detections);
       }
-      if (relations != NULL)
-        gst_analytics_relation_meta_add_od_mtd (relations, d.label,
-            (gint) ix1, (gint) iy1, (gint) (ix2 - ix1), (gint) (iy2 - iy1),
-            det->score, &od);
+      mask_od[i] = (gint) od.id;
     }
 #endif
-    roi_id++;
+    if (roi_id < G_MAXINT)
+      roi_id++;
   }
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+  /* after every detection's entry, so that those have consecutive ids */
+  for (i = 0; mask_od != NULL && i < result->n_detections; i++)
+    if (mask_od[i] >= 0)
+      add_segmentation (self, relations, (guint) mask_od[i],
+          &result->detections[i]);
+  g_free (mask_od);
+#endif
 }
 
 /* What we report: a frame waits for the batches ahead of it, then runs; half

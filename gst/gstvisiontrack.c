@@ -45,6 +45,8 @@
 #include "config.h"
 #endif
 
+#include "vd_config.h"
+
 #include "gstvisiontrack.h"
 #include "gstvisiondetectmeta.h"
 #include "vt_tracker.h"
@@ -52,6 +54,9 @@
 #include <math.h>
 
 #include <gst/video/video.h>
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_vision_track_debug);
 #define GST_CAT_DEFAULT gst_vision_track_debug
@@ -82,6 +87,10 @@ enum
   PROP_PER_CLASS,
 };
 
+/* frames whose running time is kept: a track's last detection is the frame
+ * frames_lost frames back */
+#define RECENT_FRAMES 64
+
 struct _GstVisionTrack
 {
   GstBaseTransform parent;
@@ -100,7 +109,23 @@ struct _GstVisionTrack
   GArray *detections;           /* vt_detection of the frame */
   GPtrArray *rois;              /* their GstVideoRegionOfInterestMeta */
   GArray *ids;                  /* gint32 per detection */
+  GArray *track_ods;            /* gint per track: its predicted box's
+                                 * object-detection entry, -1 when none */
+#ifdef HAVE_GST_ANALYTICS
+  GHashTable *track_times;      /* object id -> TrackTimes */
+  /* running times of the last frames, the newest at recent[recent_head] */
+  GstClockTime recent[RECENT_FRAMES];
+  guint recent_head, n_recent;
+#endif
 };
+
+#ifdef HAVE_GST_ANALYTICS
+typedef struct
+{
+  GstClockTime first_seen;      /* running time of its first frame with an id */
+  GstClockTime last_seen;       /* running time of its last matched frame */
+} TrackTimes;
+#endif
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK,
@@ -128,6 +153,11 @@ reset_tracks (GstVisionTrack * self)
     g_hash_table_remove_all (self->label_ids);
   if (self->class_label_ids != NULL)
     g_hash_table_remove_all (self->class_label_ids);
+#ifdef HAVE_GST_ANALYTICS
+  if (self->track_times != NULL)
+    g_hash_table_remove_all (self->track_times);
+  self->n_recent = 0;
+#endif
 }
 
 /* The detection of @roi in frame pixels: the normalised box of its "detection"
@@ -220,11 +250,16 @@ set_companion_object_id (GstBuffer * buffer, gint roi_id, gint object_id)
   }
 }
 
-/* Adds the predicted box of @track as a ROI meta marked tracked, and as an
- * entry of the companion meta (in that meta's frame size). */
-static void
+/* Adds the predicted box of @track as a ROI meta marked tracked, as an entry
+ * of the companion meta (in that meta's frame size) and, built against
+ * GStreamer >= 1.24, as an object-detection entry of the analytics relation
+ * meta (@od_id, else -1) whose id the ROI meta takes, as visiondetect's do,
+ * unless it is below @roi_id. Returns the ROI meta's id, -1 when the box is
+ * outside the frame. */
+static gint
 attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
-    const vt_track * track, gint roi_id, GstVisionDetectMeta ** companion)
+    const vt_track * track, gint roi_id, GstVisionDetectMeta ** companion,
+    gint * od_id)
 {
   const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
   const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
@@ -246,17 +281,35 @@ attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
         GINT_TO_POINTER (track->class_id));
   label_id = GPOINTER_TO_INT (stored) - 1;
 
+  *od_id = -1;
   x1 = CLAMP (track->x1, 0.0, width);
   y1 = CLAMP (track->y1, 0.0, height);
   x2 = CLAMP (track->x2, x1, width);
   y2 = CLAMP (track->y2, y1, height);
   if (!(x2 - x1 >= 1.0 && y2 - y1 >= 1.0))
-    return;                     /* outside the frame, or degenerate */
+    return -1;                  /* outside the frame, or degenerate */
   ix1 = (guint) lround (x1);
   iy1 = (guint) lround (y1);
   ix2 = MAX ((guint) lround (x2), ix1);
   iy2 = MAX ((guint) lround (y2), iy1);
 
+#ifdef HAVE_GST_ANALYTICS
+  {
+    GstAnalyticsRelationMeta *relations =
+        gst_buffer_get_analytics_relation_meta (buffer);
+    GstAnalyticsODMtd od;
+
+    if (relations == NULL)
+      relations = gst_buffer_add_analytics_relation_meta (buffer);
+    if (relations != NULL && gst_analytics_relation_meta_add_od_mtd (relations,
+            label, (gint) ix1, (gint) iy1, (gint) (ix2 - ix1),
+            (gint) (iy2 - iy1), track->score, &od) && od.id <= G_MAXINT) {
+      *od_id = (gint) od.id;
+      if (*od_id >= roi_id)
+        roi_id = *od_id;
+    }
+  }
+#endif
   roi = gst_buffer_add_video_region_of_interest_meta_id (buffer, label,
       ix1, iy1, ix2 - ix1, iy2 - iy1);
   roi->id = roi_id;
@@ -281,7 +334,7 @@ attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
     if (*companion == NULL)
       *companion = gst_buffer_add_vision_detect_meta (buffer, width, height);
     if (*companion == NULL)
-      return;
+      return roi_id;
   }
   {
     /* the companion meta may describe another size (scaled upstream of us) */
@@ -302,7 +355,101 @@ attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
   d.object_id = track->id;
   d.tracked = TRUE;
   gst_vision_detect_meta_add_detection (*companion, &d);
+  return roi_id;
 }
+
+#ifdef HAVE_GST_ANALYTICS
+static gboolean
+od_is_roi (GstAnalyticsODMtd * od, const GstVideoRegionOfInterestMeta * roi)
+{
+  gint x, y, w, h;
+
+  return gst_analytics_od_mtd_get_obj_type (od) == roi->roi_type
+      && gst_analytics_od_mtd_get_location (od, &x, &y, &w, &h, NULL)
+      && x == (gint) roi->x && y == (gint) roi->y && w == (gint) roi->w
+      && h == (gint) roi->h;
+}
+
+/* The object-detection entry of @roi: the one with the ROI meta's id (how
+ * visiondetect and DL Streamer link them), else the first with its class and
+ * box (another element's). */
+static gboolean
+find_od (GstAnalyticsRelationMeta * relations,
+    const GstVideoRegionOfInterestMeta * roi, GstAnalyticsODMtd * od)
+{
+  gpointer state = NULL;
+
+  if (roi->id >= 0
+      && gst_analytics_relation_meta_get_od_mtd (relations, roi->id, od)
+      && od_is_roi (od, roi))
+    return TRUE;
+  while (gst_analytics_relation_meta_iterate (relations, &state,
+          gst_analytics_od_mtd_get_mtd_type (), od))
+    if (od_is_roi (od, roi))
+      return TRUE;
+  return FALSE;
+}
+
+/* One tracking entry per track with an id, as GStreamer's trackers add them:
+ * the id, the running times of its first frame with that id and of the last
+ * frame a detection matched it, lost while unmatched since the last detection
+ * frame; related (RELATE_TO) from the object-detection entry of this frame's
+ * box: its detection's entry when the detector added one, its predicted
+ * box's. */
+static void
+add_tracking_entries (GstVisionTrack * self, GstBuffer * buffer,
+    const vt_track * tracks, size_t n_tracks, GstClockTime running_time)
+{
+  GstAnalyticsRelationMeta *relations = NULL;
+  size_t k;
+
+  self->recent_head = (self->recent_head + 1) % RECENT_FRAMES;
+  self->recent[self->recent_head] = running_time;
+  self->n_recent = MIN (self->n_recent + 1, RECENT_FRAMES);
+  for (k = 0; k < n_tracks; k++) {
+    const vt_track *t = &tracks[k];
+    gint od_id = g_array_index (self->track_ods, gint, k);
+    GstAnalyticsTrackingMtd trk;
+    GstAnalyticsODMtd od;
+    TrackTimes *times;
+
+    if (t->id <= 0)
+      continue;
+    if (relations == NULL) {
+      relations = gst_buffer_get_analytics_relation_meta (buffer);
+      if (relations == NULL)
+        relations = gst_buffer_add_analytics_relation_meta (buffer);
+      if (relations == NULL)
+        return;
+    }
+    times = g_hash_table_lookup (self->track_times, GINT_TO_POINTER (t->id));
+    if (times == NULL) {
+      times = g_new (TrackTimes, 1);
+      times->first_seen = running_time;
+      times->last_seen = GST_CLOCK_TIME_NONE;
+      g_hash_table_insert (self->track_times, GINT_TO_POINTER (t->id), times);
+    }
+    /* a track given its id between detections was matched a few frames ago;
+     * one lost longer than the frames kept keeps its earlier value */
+    if (t->frames_lost < self->n_recent)
+      times->last_seen = self->recent[(self->recent_head + RECENT_FRAMES -
+              t->frames_lost) % RECENT_FRAMES];
+    if (!gst_analytics_relation_meta_add_tracking_mtd (relations,
+            (guint64) t->id, times->first_seen, &trk))
+      continue;
+    gst_analytics_tracking_mtd_update_last_seen (&trk, times->last_seen);
+    if (t->state == VT_TRACK_LOST)
+      gst_analytics_tracking_mtd_set_lost (&trk);
+    if (t->detection >= 0 && (guint) t->detection < self->rois->len
+        && find_od (relations, g_ptr_array_index (self->rois, t->detection),
+            &od))
+      od_id = (gint) od.id;
+    if (od_id >= 0)
+      gst_analytics_relation_meta_set_relation (relations,
+          GST_ANALYTICS_REL_TYPE_RELATE_TO, (guint) od_id, trk.id);
+  }
+}
+#endif
 
 static gint
 next_roi_id (GstBuffer * buffer)
@@ -320,7 +467,7 @@ next_roi_id (GstBuffer * buffer)
 }
 
 static gboolean
-remove_gone_label (gpointer key, gpointer value, gpointer user_data)
+id_gone (gpointer key, gpointer value, gpointer user_data)
 {
   return !g_hash_table_contains (user_data, key);
 }
@@ -419,7 +566,12 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   tracks = vt_tracker_tracks (self->tracker, &n_tracks);
   roi_id = next_roi_id (buffer);
   live_ids = g_hash_table_new (NULL, NULL);
+  g_array_set_size (self->track_ods, n_tracks);
   for (k = 0; k < n_tracks; k++) {
+    gint *od_id = &g_array_index (self->track_ods, gint, k);
+    gint used;
+
+    *od_id = -1;
     if (tracks[k].id <= 0)
       continue;
     g_hash_table_add (live_ids, GINT_TO_POINTER (tracks[k].id));
@@ -428,11 +580,20 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     /* given its id between detections, then missed: not shown until seen */
     if (tracks[k].provisional && tracks[k].misses > 0)
       continue;
-    attach_prediction (self, buffer, &tracks[k], roi_id, &companion);
-    if (roi_id < G_MAXINT)
-      roi_id++;
+    used = attach_prediction (self, buffer, &tracks[k], roi_id, &companion,
+        od_id);
+    if (used >= roi_id && used < G_MAXINT)
+      roi_id = used + 1;
   }
-  g_hash_table_foreach_remove (self->label_ids, remove_gone_label, live_ids);
+#ifdef HAVE_GST_ANALYTICS
+  add_tracking_entries (self, buffer, tracks, n_tracks,
+      GST_BUFFER_PTS_IS_VALID (buffer) ?
+      gst_segment_to_running_time (&trans->segment, GST_FORMAT_TIME,
+          GST_BUFFER_PTS (buffer)) : GST_CLOCK_TIME_NONE);
+  g_hash_table_foreach_remove (self->track_times, id_gone,
+      live_ids);
+#endif
+  g_hash_table_foreach_remove (self->label_ids, id_gone, live_ids);
   g_hash_table_unref (live_ids);
 
   GST_LOG_OBJECT (self, "%s frame: %u detections, %" G_GSIZE_FORMAT " tracks",
@@ -505,6 +666,10 @@ gst_vision_track_start (GstBaseTransform * trans)
   self->detections = g_array_new (FALSE, FALSE, sizeof (vt_detection));
   self->rois = g_ptr_array_new ();
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  self->track_ods = g_array_new (FALSE, FALSE, sizeof (gint));
+#ifdef HAVE_GST_ANALYTICS
+  self->track_times = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+#endif
   return TRUE;
 }
 
@@ -519,6 +684,10 @@ gst_vision_track_stop (GstBaseTransform * trans)
   g_clear_pointer (&self->detections, g_array_unref);
   g_clear_pointer (&self->rois, g_ptr_array_unref);
   g_clear_pointer (&self->ids, g_array_unref);
+  g_clear_pointer (&self->track_ods, g_array_unref);
+#ifdef HAVE_GST_ANALYTICS
+  g_clear_pointer (&self->track_times, g_hash_table_unref);
+#endif
   self->have_info = FALSE;
   return TRUE;
 }

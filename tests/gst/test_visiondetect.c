@@ -3,11 +3,16 @@
  * is the oracle: the element must hand the engine the frame exactly as it is and
  * turn the engine's detections into metadata without loss. */
 #include "vdtest.h"
+#include "vd_config.h"
 #include "../../gst/gstvisiondetect.h"
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 /* test only: the engine's documented YUV conversion, to build the reference */
 #include "vd_math.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
@@ -73,6 +78,21 @@ check_same_detections (GstBuffer * buffer, GArray * ref, const gboolean * keep,
   fail_unless (meta != NULL, "no GstVisionDetectMeta on the buffer");
   fail_unless_equals_int (meta->detections->len, n_ref);
   fail_unless_equals_int (vdtest_count_roi_metas (buffer), n_ref);
+#ifdef HAVE_GST_ANALYTICS
+  {
+    GstAnalyticsRelationMeta *relations =
+        gst_buffer_get_analytics_relation_meta (buffer);
+    GstAnalyticsMtd od;
+    gpointer state = NULL;
+    guint n_od = 0;
+
+    fail_unless (relations != NULL, "no GstAnalyticsRelationMeta");
+    while (gst_analytics_relation_meta_iterate (relations, &state,
+            gst_analytics_od_mtd_get_mtd_type (), &od))
+      n_od++;
+    fail_unless_equals_int (n_od, n_ref);
+  }
+#endif
 
   for (i = 0; i < ref->len; i++) {
     const VdTestDetection *r = &g_array_index (ref, VdTestDetection, i);
@@ -115,6 +135,30 @@ check_same_detections (GstBuffer * buffer, GArray * ref, const gboolean * keep,
     fail_unless (gst_structure_get_double (s, "y_max", &v));
     fail_unless (fabs (v * meta->height - (d->y + d->h)) <=
         1e-6 * meta->height);
+#ifdef HAVE_GST_ANALYTICS
+    {
+      /* the object-detection entry with the ROI meta's id (DL Streamer's
+       * link): its class, box and confidence */
+      GstAnalyticsRelationMeta *relations =
+          gst_buffer_get_analytics_relation_meta (buffer);
+      GstAnalyticsODMtd od;
+      gint ox, oy, ow, oh;
+      gfloat conf;
+
+      fail_unless (gst_analytics_relation_meta_get_od_mtd (relations,
+              roi->id, &od), "no object-detection entry with id %d", roi->id);
+      fail_unless_equals_string (g_quark_to_string
+          (gst_analytics_od_mtd_get_obj_type (&od)), r->label_name);
+      fail_unless (gst_analytics_od_mtd_get_location (&od, &ox, &oy, &ow, &oh,
+              &conf));
+      fail_unless (abs (ox - (gint) roi->x) <= 1
+          && abs (oy - (gint) roi->y) <= 1 && abs (ow - (gint) roi->w) <= 1
+          && abs (oh - (gint) roi->h) <= 1,
+          "entry %d,%d %dx%d, ROI meta %u,%u %ux%u", ox, oy, ow, oh, roi->x,
+          roi->y, roi->w, roi->h);
+      fail_unless (fabs (conf - r->score) <= SCORE_TOL);
+    }
+#endif
   }
 }
 
@@ -142,6 +186,48 @@ GST_START_TEST (test_matches_vd_detect)
 }
 
 GST_END_TEST;
+
+#ifdef HAVE_GST_ANALYTICS
+/* A relation meta from upstream with entries of its own (classifications of
+ * the whole frame): the object-detection entries follow them and each ROI
+ * meta takes its entry's id, not the next free ROI id. */
+GST_START_TEST (test_analytics_after_upstream_entries)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GArray *ref = reference (0, 0.05);
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.05 device=cpu");
+  GstAnalyticsRelationMeta *relations;
+  GstVideoRegionOfInterestMeta *roi;
+  gpointer state = NULL;
+  GstBuffer *in, *out;
+  guint k;
+
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
+  in = gst_buffer_copy (frame);
+  relations = gst_buffer_add_analytics_relation_meta (in);
+  for (k = 0; k < 3; k++) {
+    GstAnalyticsClsMtd cls;
+
+    fail_unless (gst_analytics_relation_meta_add_one_cls_mtd (relations, 0.5f,
+            g_quark_from_string ("scene"), &cls));
+  }
+  out = push_pull (h, in);
+  gst_buffer_unref (in);
+  check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (out, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL)
+    fail_unless (roi->id >= 3, "ROI meta %d: not its entry's id", roi->id);
+
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+  g_array_unref (ref);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
+#endif
 
 static GstBuffer *
 detect_through (const gchar * chain, GstBuffer * frame, gdouble threshold,
@@ -1875,6 +1961,9 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_model_shared_between_elements);
   tcase_add_test (tc, test_bad_frame_is_flow_error);
   tcase_add_test (tc, test_matches_vd_detect);
+#ifdef HAVE_GST_ANALYTICS
+  tcase_add_test (tc, test_analytics_after_upstream_entries);
+#endif
   tcase_add_test (tc, test_rgb_formats);
   tcase_add_test (tc, test_yuv_formats);
   tcase_add_test (tc, test_yuv_matches_rgb_trained_model);

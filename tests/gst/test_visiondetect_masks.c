@@ -4,9 +4,16 @@
  * precision FP32, dims [h, w], the probabilities in "data_buffer") over its
  * rectangle, and its values are the engine's mask for the same frame
  * (vd-detect --json, each byte / 255, 0 outside the engine's rectangle). A model
- * without masks ($VD_TEST_SOAK_MODEL) adds no such param. */
+ * without masks ($VD_TEST_SOAK_MODEL) adds no such param. Built against
+ * GStreamer >= 1.26, each mask is also an instance-segmentation entry of the
+ * analytics relation meta, related to its detection's object-detection
+ * entry. */
 #include "vdtest.h"
+#include "vd_config.h"
 
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -528,6 +535,108 @@ GST_START_TEST (test_no_mask_without_mask_head)
 
 GST_END_TEST;
 
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+/* Each mask is a GstAnalyticsSegmentationMtd related both ways to the
+ * object-detection entry the ROI meta's id names: the engine's rectangle,
+ * a GRAY8 buffer with a video meta of its size, 1 where the engine's byte is
+ * >= 128 (torchvision's p >= 0.5), 0 elsewhere; regions 0 and 1. */
+GST_START_TEST (test_analytics_segmentation)
+{
+  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  guint8 *pixels = frame_pixels ();
+  GstBuffer *out;
+  GstVisionDetectMeta *meta;
+  GstAnalyticsRelationMeta *relations;
+  GstAnalyticsMtd any;
+  gpointer state = NULL;
+  guint n_masks = 0, n_entries = 0, n_set = 0, n_clear = 0;
+
+  fail_unless (model != NULL);
+  out = detect_frame (model, pixels);
+  meta = gst_buffer_get_vision_detect_meta (out);
+  relations = gst_buffer_get_analytics_relation_meta (out);
+  fail_unless (meta != NULL && relations != NULL);
+  for (guint i = 0; i < gst_vision_detect_meta_get_n_detections (meta); i++) {
+    const GstVisionDetection *d =
+        &g_array_index (meta->detections, GstVisionDetection, i);
+    guint x = 0, y = 0, w = 0, h = 0;
+    const guint8 *data = gst_vision_detect_meta_get_mask_data (meta, i, &x,
+        &y, &w, &h);
+    GstAnalyticsODMtd od;
+    GstAnalyticsSegmentationMtd seg, back;
+    GstVideoMeta *vmeta;
+    GstBuffer *mask;
+    GstMapInfo map;
+    gint sx, sy;
+    guint sw, sh;
+    gpointer rel_state = NULL;
+    gsize index;
+
+    fail_unless (gst_analytics_relation_meta_get_od_mtd (relations,
+            d->roi_id, &od), "detection %u: no object-detection entry", i);
+    if (data == NULL) {
+      fail_if (gst_analytics_relation_meta_get_direct_related (relations,
+              od.id, GST_ANALYTICS_REL_TYPE_RELATE_TO,
+              gst_analytics_segmentation_mtd_get_mtd_type (), &rel_state,
+              &seg));
+      continue;
+    }
+    n_masks++;
+    fail_unless (gst_analytics_relation_meta_get_direct_related (relations,
+            od.id, GST_ANALYTICS_REL_TYPE_RELATE_TO,
+            gst_analytics_segmentation_mtd_get_mtd_type (), &rel_state, &seg),
+        "detection %u: no segmentation entry", i);
+    rel_state = NULL;
+    fail_unless (gst_analytics_relation_meta_get_direct_related (relations,
+            seg.id, GST_ANALYTICS_REL_TYPE_RELATE_TO,
+            gst_analytics_od_mtd_get_mtd_type (), &rel_state, &back));
+    fail_unless_equals_int (back.id, od.id);
+    fail_unless_equals_int (gst_analytics_segmentation_mtd_get_region_count
+        (&seg), 2);
+    fail_unless_equals_int (gst_analytics_segmentation_mtd_get_region_id (&seg,
+            0), 0);
+    fail_unless_equals_int (gst_analytics_segmentation_mtd_get_region_id (&seg,
+            1), 1);
+    fail_unless (gst_analytics_segmentation_mtd_get_region_index (&seg, &index,
+            1) && index == 1);
+
+    mask = gst_analytics_segmentation_mtd_get_mask (&seg, &sx, &sy, &sw, &sh);
+    fail_unless (mask != NULL);
+    fail_unless (sx == (gint) x && sy == (gint) y && sw == w && sh == h,
+        "detection %u: entry at %d,%d %ux%u, the mask at %u,%u %ux%u", i, sx,
+        sy, sw, sh, x, y, w, h);
+    vmeta = gst_buffer_get_video_meta (mask);
+    fail_unless (vmeta != NULL);
+    fail_unless_equals_int (vmeta->format, GST_VIDEO_FORMAT_GRAY8);
+    fail_unless_equals_int (vmeta->width, w);
+    fail_unless_equals_int (vmeta->height, h);
+    fail_unless (gst_buffer_map (mask, &map, GST_MAP_READ));
+    fail_unless_equals_int (map.size, (gsize) w * h);
+    for (gsize p = 0; p < map.size; p++) {
+      fail_unless_equals_int (map.data[p], data[p] >= 128 ? 1 : 0);
+      if (map.data[p])
+        n_set++;
+      else
+        n_clear++;
+    }
+    gst_buffer_unmap (mask, &map);
+    gst_buffer_unref (mask);
+  }
+  while (gst_analytics_relation_meta_iterate (relations, &state,
+          gst_analytics_segmentation_mtd_get_mtd_type (), &any))
+    n_entries++;
+  fail_unless (n_masks > 0);
+  fail_unless_equals_int (n_entries, n_masks);
+  /* both values occur: a threshold at the wrong place would show */
+  fail_unless (n_set > 0 && n_clear > 0);
+
+  gst_buffer_unref (out);
+  g_free (pixels);
+}
+
+GST_END_TEST;
+#endif
+
 static Suite *
 visiondetect_masks_suite (void)
 {
@@ -542,6 +651,9 @@ visiondetect_masks_suite (void)
   tcase_add_test (tc, test_json_after_videoscale);
   tcase_add_test (tc, test_overlay_after_videoscale);
   tcase_add_test (tc, test_no_mask_without_mask_head);
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+  tcase_add_test (tc, test_analytics_segmentation);
+#endif
   return s;
 }
 

@@ -2,9 +2,15 @@
  * "object_id" structure) and the companion meta, predicted boxes on frames
  * without detection, resets on flush and size changes, visionjson's fields,
  * and bad metadata. Detections are put on the buffers by hand, as visiondetect
- * would (ROI meta with "detection" params plus the companion meta). */
+ * would (ROI meta with "detection" params plus the companion meta). Built
+ * against GStreamer >= 1.24: the tracking entries of the analytics relation
+ * meta. */
 #include "vdtest.h"
+#include "vd_config.h"
 
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 #include <math.h>
 #include <string.h>
 
@@ -525,6 +531,213 @@ GST_START_TEST (test_overlay_trail)
 
 GST_END_TEST;
 
+#ifdef HAVE_GST_ANALYTICS
+/* visiondetect's frame built against GStreamer >= 1.24: each ROI meta also an
+ * object-detection entry; @linked: the ROI meta has the entry's id (as
+ * visiondetect and DL Streamer link them), else ids of its own (another
+ * element's, found by class and box) */
+static GstBuffer *
+crossing_frame_od (guint i, gboolean detected, gboolean linked)
+{
+  GstBuffer *b = new_frame (i);
+  GstAnalyticsRelationMeta *relations;
+  GstVisionDetectMeta *meta = NULL;
+  const gdouble xs[2] = { 20.0 + 6.0 * i, 270.0 - 6.0 * i };
+  const gdouble ys[2] = { 100, 104 };
+  const gdouble confs[2] = { 0.9, 0.8 };
+
+  if (!detected)
+    return b;
+  meta = vdtest_add_detect_meta (b, WIDTH, HEIGHT);
+  relations = gst_buffer_add_analytics_relation_meta (b);
+  for (guint k = 0; k < 2; k++) {
+    GstAnalyticsODMtd od;
+
+    fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+            g_quark_from_string ("ball"), (gint) xs[k], (gint) ys[k], 30, 30,
+            confs[k], &od));
+    add_detection (b, &meta, linked ? (gint) od.id : 7 + (gint) k, "ball", 1,
+        xs[k], ys[k], 30, 30, confs[k]);
+  }
+  return b;
+}
+
+static guint
+count_entries (GstAnalyticsRelationMeta * relations, GstAnalyticsMtdType type)
+{
+  GstAnalyticsMtd mtd;
+  gpointer state = NULL;
+  guint n = 0;
+
+  while (relations != NULL && gst_analytics_relation_meta_iterate (relations,
+          &state, type, &mtd))
+    n++;
+  return n;
+}
+
+/* Every ROI meta with an id has its object-detection entry (visiondetect's, or
+ * visiontrack's for a predicted box, with the ROI meta's id) and a tracking
+ * entry related from it: the object id, the running time of the first frame
+ * with that id, of the last detection, lost once a detection frame missed it.
+ * After the objects leave, the entries stay, lost, unrelated, while the tracks
+ * are kept. Detection frames alternate ROI metas linked by id and not. */
+GST_START_TEST (test_analytics_tracking)
+{
+  GstHarness *h = new_track (NULL);
+  GHashTable *first_frames = g_hash_table_new (NULL, NULL);
+  GstClockTime last_detection = 0;
+  guint i, n_checked = 0;
+
+  for (i = 0; i < 33; i++) {
+    gboolean detected = i < 30 ? i % 3 == 0 : TRUE;
+    GstBuffer *in = i < 30 ? crossing_frame_od (i, detected, i % 2 == 0) :
+        new_frame (i);
+    GstClockTime now = i * 40 * GST_MSECOND;
+    GstAnalyticsRelationMeta *relations;
+    GstBuffer *out;
+    GArray *infos;
+    guint k, n_shown = 0;
+
+    if (i >= 30)                /* inference ran and found nothing */
+      vdtest_add_detect_meta (in, WIDTH, HEIGHT);
+    if (detected && i < 30)
+      last_detection = now;
+    out = gst_harness_push_and_pull (h, in);
+    relations = gst_buffer_get_analytics_relation_meta (out);
+    infos = roi_infos (out);
+    for (k = 0; k < infos->len; k++) {
+      RoiInfo *r = &g_array_index (infos, RoiInfo, k);
+      GstVideoRegionOfInterestMeta *roi =
+          gst_buffer_get_video_region_of_interest_meta_id (out, r->roi_id);
+      GstAnalyticsODMtd od;
+      GstAnalyticsTrackingMtd trk;
+      gpointer state = NULL;
+      guint64 tid;
+      GstClockTime first_seen, last_seen;
+      gboolean lost, found = FALSE;
+      gint x, y, w, hh;
+
+      if (r->object_id <= 0)
+        continue;
+      n_shown++;
+      fail_unless (relations != NULL);
+      /* its entry: by id, or (another element's ids) by class and box */
+      if (gst_analytics_relation_meta_get_od_mtd (relations, roi->id, &od))
+        found = TRUE;
+      else {
+        fail_if (r->tracked, "frame %u: predicted box without its entry", i);
+        while (!found && gst_analytics_relation_meta_iterate (relations,
+                &state, gst_analytics_od_mtd_get_mtd_type (), &od)) {
+          fail_unless (gst_analytics_od_mtd_get_location (&od, &x, &y, &w,
+                  &hh, NULL));
+          found = x == (gint) roi->x && y == (gint) roi->y;
+        }
+      }
+      fail_unless (found, "frame %u: ROI %d without an entry", i, roi->id);
+      fail_unless (gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &hh,
+              NULL));
+      fail_unless (x == (gint) roi->x && y == (gint) roi->y
+          && w == (gint) roi->w && hh == (gint) roi->h);
+      fail_unless (gst_analytics_od_mtd_get_obj_type (&od) == roi->roi_type);
+
+      state = NULL;
+      fail_unless (gst_analytics_relation_meta_get_direct_related (relations,
+              od.id, GST_ANALYTICS_REL_TYPE_RELATE_TO,
+              gst_analytics_tracking_mtd_get_mtd_type (), &state, &trk),
+          "frame %u: object %d without a tracking entry", i, r->object_id);
+      fail_unless (gst_analytics_tracking_mtd_get_info (&trk, &tid,
+              &first_seen, &last_seen, &lost));
+      fail_unless_equals_int ((gint) tid, r->object_id);
+      if (!g_hash_table_contains (first_frames, GINT_TO_POINTER (r->object_id)))
+        g_hash_table_insert (first_frames, GINT_TO_POINTER (r->object_id),
+            GSIZE_TO_POINTER (now + 1));
+      fail_unless_equals_uint64 (first_seen,
+          GPOINTER_TO_SIZE (g_hash_table_lookup (first_frames,
+                  GINT_TO_POINTER (r->object_id))) - 1);
+      fail_unless_equals_uint64 (last_seen, last_detection);
+      fail_unless (lost == (i >= 30), "frame %u: lost %d", i, lost);
+      n_checked++;
+    }
+    /* one tracking entry per track with an id, shown or not; the ids from
+     * frame 1, a frame without detection (confirm-frames 2) */
+    fail_unless_equals_int (count_entries (relations,
+            gst_analytics_tracking_mtd_get_mtd_type ()), i == 0 ? 0 : 2);
+    if (i >= 1 && i < 31)
+      fail_unless_equals_int (n_shown, 2);
+    if (i >= 31) {
+      GstAnalyticsMtd trk;
+      gpointer state = NULL;
+
+      /* not shown (hold-misses 1): lost, no box */
+      fail_unless_equals_int (n_shown, 0);
+      fail_unless_equals_int (count_entries (relations,
+              gst_analytics_od_mtd_get_mtd_type ()), 0);
+      while (gst_analytics_relation_meta_iterate (relations, &state,
+              gst_analytics_tracking_mtd_get_mtd_type (), &trk)) {
+        gboolean lost = FALSE;
+        GstClockTime last_seen = 0;
+
+        fail_unless (gst_analytics_tracking_mtd_get_info (&trk, NULL, NULL,
+                &last_seen, &lost));
+        fail_unless (lost);
+        fail_unless_equals_uint64 (last_seen, 27 * 40 * GST_MSECOND);
+      }
+    }
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  /* 2 objects on frames 1..30 */
+  fail_unless_equals_int (n_checked, 2 * 30);
+  fail_unless_equals_int (g_hash_table_size (first_frames), 2);
+  g_hash_table_unref (first_frames);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
+/* Detections without object-detection entries (another detector): the tracking
+ * entries are there, related to nothing; visiontrack adds entries only for the
+ * boxes it predicts. */
+GST_START_TEST (test_analytics_without_entries)
+{
+  GstHarness *h = new_track (NULL);
+  guint i;
+
+  for (i = 0; i < 6; i++) {
+    GstBuffer *out = gst_harness_push_and_pull (h, crossing_frame (i, TRUE));
+    GstAnalyticsRelationMeta *relations =
+        gst_buffer_get_analytics_relation_meta (out);
+    GstAnalyticsTrackingMtd trk;
+    gpointer state = NULL;
+    GArray *infos = roi_infos (out);
+    guint n = 0;
+
+    fail_unless_equals_int (count_entries (relations,
+            gst_analytics_od_mtd_get_mtd_type ()), 0);
+    while (relations != NULL && gst_analytics_relation_meta_iterate (relations,
+            &state, gst_analytics_tracking_mtd_get_mtd_type (), &trk)) {
+      guint64 tid;
+      gboolean match = FALSE;
+
+      fail_unless (gst_analytics_tracking_mtd_get_info (&trk, &tid, NULL, NULL,
+              NULL));
+      for (guint k = 0; k < infos->len; k++)
+        match |= g_array_index (infos, RoiInfo, k).object_id == (gint) tid;
+      fail_unless (match, "frame %u: tracking entry %" G_GUINT64_FORMAT
+          " for no ROI meta", i, tid);
+      n++;
+    }
+    /* ids from the second detection (confirm-hits 2) */
+    fail_unless_equals_int (n, i == 0 ? 0 : 2);
+    g_array_unref (infos);
+    gst_buffer_unref (out);
+  }
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+#endif
+
 static Suite *
 visiontrack_suite (void)
 {
@@ -540,6 +753,10 @@ visiontrack_suite (void)
   tcase_add_test (tc, test_bad_metadata);
   tcase_add_test (tc, test_json_fields);
   tcase_add_test (tc, test_overlay_trail);
+#ifdef HAVE_GST_ANALYTICS
+  tcase_add_test (tc, test_analytics_tracking);
+  tcase_add_test (tc, test_analytics_without_entries);
+#endif
   return s;
 }
 
