@@ -14,7 +14,10 @@
  * Streamer's "mask_rcnn" instance-segmentation param over its rectangle. A
  * companion meta (GstVisionDetectMeta) keeps every field, the instance masks
  * included (resampled), through a downstream videoscale. The video itself
- * passes unchanged.
+ * passes unchanged. Built against GStreamer >= 1.24, each detection is also a
+ * #GstAnalyticsODMtd of the buffer's #GstAnalyticsRelationMeta whose id the
+ * ROI meta's id is (DL Streamer's link); with >= 1.26 each mask is also a
+ * #GstAnalyticsSegmentationMtd related to it.
  *
  * The engine runs on CUDA when a device is available and on the CPU otherwise
  * (with a warning on the bus). Frames are handed to the engine by the streaming

@@ -29,6 +29,11 @@
  * (#GstVisionTrack:confirm-frames), not a whole interval later; if the next
  * detection frame misses it, it is hidden until it is detected again.
  *
+ * Built against GStreamer >= 1.24, it also adds one #GstAnalyticsTrackingMtd
+ * per track with an id to the buffer's #GstAnalyticsRelationMeta (first seen,
+ * last seen, lost), related from the #GstAnalyticsODMtd of the track's box on
+ * the frame (its detection's, or one added with a predicted box).
+ *
  * visiondetect's default threshold (0.5) keeps no low-confidence detections;
  * with `visiondetect threshold=0.1` the second association round can use them
  * (an object partly hidden keeps its id).
