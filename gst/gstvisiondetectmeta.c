@@ -5,6 +5,7 @@
 #endif
 
 #include "gstvisiondetectmeta.h"
+#include "gstvisionanalytics.h"
 
 #include <math.h>
 
@@ -765,6 +766,56 @@ companion_entries (GstBuffer * buffer, guint width, guint height,
   return entries;
 }
 
+#ifdef HAVE_GST_ANALYTICS
+/* The object-detection entries of @buffer's analytics relation meta that no
+ * ROI meta shows (another element's detector, e.g. GStreamer's own tensor
+ * decoders), each with the id of the tracking entry it relates to. */
+static void
+append_analytics_detections (GstBuffer * buffer, GArray * detections,
+    GPtrArray * masks)
+{
+  GstAnalyticsRelationMeta *relations =
+      gst_buffer_get_analytics_relation_meta (buffer);
+  GstAnalyticsODMtd od;
+  gpointer state = NULL;
+
+  if (relations == NULL)
+    return;
+  while (gst_analytics_relation_meta_iterate (relations, &state,
+          gst_analytics_od_mtd_get_mtd_type (), &od)) {
+    GstAnalyticsTrackingMtd trk;
+    gpointer rel_state = NULL;
+    GstVisionDetection d;
+    gint x, y, w, h;
+    gfloat confidence;
+    guint64 tracking_id;
+
+    if (!gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &h, &confidence)
+        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od))
+      continue;
+    d.x = x;
+    d.y = y;
+    d.w = w;
+    d.h = h;
+    d.confidence = confidence;
+    d.label_id = -1;
+    d.label = gst_analytics_od_mtd_get_obj_type (&od);
+    d.roi_id = -1;
+    d.object_id = 0;
+    d.tracked = FALSE;
+    if (gst_analytics_relation_meta_get_direct_related (relations, od.id,
+            GST_ANALYTICS_REL_TYPE_RELATE_TO,
+            gst_analytics_tracking_mtd_get_mtd_type (), &rel_state, &trk)
+        && gst_analytics_tracking_mtd_get_info (&trk, &tracking_id, NULL,
+            NULL, NULL) && tracking_id > 0 && tracking_id <= G_MAXINT)
+      d.object_id = (gint) tracking_id;
+    g_array_append_val (detections, d);
+    if (masks != NULL)
+      g_ptr_array_add (masks, NULL);
+  }
+}
+#endif
+
 static GArray *
 detections_from_buffer (GstBuffer * buffer, guint width, guint height,
     GPtrArray * masks)
@@ -872,6 +923,9 @@ detections_from_buffer (GstBuffer * buffer, guint width, guint height,
   g_array_unref (companion);
   if (companion_masks != NULL)
     g_ptr_array_unref (companion_masks);
+#ifdef HAVE_GST_ANALYTICS
+  append_analytics_detections (buffer, detections, masks);
+#endif
   return detections;
 }
 

@@ -260,7 +260,13 @@ GBytes *gst_vision_detect_meta_get_mask (const GstVisionDetectMeta * meta,
  * itself (roi_type, integer box; confidence and label_id -1). The object id of
  * a ROI meta is its "detection" param's "object_id" (int), else its
  * "object_id" param's "id" (DL Streamer's gvatrack convention). A companion
- * entry whose ROI meta is gone is not reported.
+ * entry whose ROI meta is gone is not reported. When the library is built
+ * against GStreamer >= 1.24, the object-detection entries
+ * (GstAnalyticsODMtd) of the buffer's analytics relation meta that no ROI meta
+ * shows (same class, box within 2 pixels) follow, as another detector's
+ * (GStreamer's own tensor decoders attach only those): box, class, confidence,
+ * label_id and roi_id -1, and the object id of the tracking entry
+ * (GstAnalyticsTrackingMtd) it relates to, else 0.
  *
  * Returns: (transfer container) (element-type GstVisionDetection): a new array.
  */

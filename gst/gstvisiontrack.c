@@ -29,7 +29,9 @@
  * (#GstVisionTrack:confirm-frames), not a whole interval later; if the next
  * detection frame misses it, it is hidden until it is detected again.
  *
- * Built against GStreamer >= 1.24, it also adds one #GstAnalyticsTrackingMtd
+ * Built against GStreamer >= 1.24, it also tracks the #GstAnalyticsODMtd
+ * entries no ROI meta shows (another detector's, e.g. GStreamer's tensor
+ * decoders), and adds one #GstAnalyticsTrackingMtd
  * per track with an id to the buffer's #GstAnalyticsRelationMeta (first seen,
  * last seen, lost), related from the #GstAnalyticsODMtd of the track's box on
  * the frame (its detection's, or one added with a predicted box).
@@ -59,9 +61,7 @@
 #include <math.h>
 
 #include <gst/video/video.h>
-#ifdef HAVE_GST_ANALYTICS
-#include <gst/analytics/analytics.h>
-#endif
+#include "gstvisionanalytics.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_vision_track_debug);
 #define GST_CAT_DEFAULT gst_vision_track_debug
@@ -117,6 +117,8 @@ struct _GstVisionTrack
   GArray *track_ods;            /* gint per track: its predicted box's
                                  * object-detection entry, -1 when none */
 #ifdef HAVE_GST_ANALYTICS
+  GArray *od_only;              /* guint: the entry of each detection after
+                                 * the ROI metas' (entries without one) */
   GHashTable *track_times;      /* object id -> TrackTimes */
   /* running times of the last frames, the newest at recent[recent_head] */
   GstClockTime recent[RECENT_FRAMES];
@@ -364,20 +366,9 @@ attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
 }
 
 #ifdef HAVE_GST_ANALYTICS
-static gboolean
-od_is_roi (GstAnalyticsODMtd * od, const GstVideoRegionOfInterestMeta * roi)
-{
-  gint x, y, w, h;
-
-  return gst_analytics_od_mtd_get_obj_type (od) == roi->roi_type
-      && gst_analytics_od_mtd_get_location (od, &x, &y, &w, &h, NULL)
-      && x == (gint) roi->x && y == (gint) roi->y && w == (gint) roi->w
-      && h == (gint) roi->h;
-}
-
 /* The object-detection entry of @roi: the one with the ROI meta's id (how
  * visiondetect and DL Streamer link them), else the first with its class and
- * box (another element's). */
+ * box (another element's; as gst_vision_od_is_roi()). */
 static gboolean
 find_od (GstAnalyticsRelationMeta * relations,
     const GstVideoRegionOfInterestMeta * roi, GstAnalyticsODMtd * od)
@@ -386,13 +377,47 @@ find_od (GstAnalyticsRelationMeta * relations,
 
   if (roi->id >= 0
       && gst_analytics_relation_meta_get_od_mtd (relations, roi->id, od)
-      && od_is_roi (od, roi))
+      && gst_vision_od_is_roi (od, roi))
     return TRUE;
   while (gst_analytics_relation_meta_iterate (relations, &state,
           gst_analytics_od_mtd_get_mtd_type (), od))
-    if (od_is_roi (od, roi))
+    if (gst_vision_od_is_roi (od, roi))
       return TRUE;
   return FALSE;
+}
+
+/* The object-detection entries of @buffer that no ROI meta shows (another
+ * detector's: GStreamer's own tensor decoders attach only those) as detections
+ * after the ROI metas', their entry ids in od_only. */
+static void
+append_od_detections (GstVisionTrack * self, GstBuffer * buffer)
+{
+  GstAnalyticsRelationMeta *relations =
+      gst_buffer_get_analytics_relation_meta (buffer);
+  GstAnalyticsODMtd od;
+  gpointer state = NULL;
+
+  g_array_set_size (self->od_only, 0);
+  if (relations == NULL)
+    return;
+  while (gst_analytics_relation_meta_iterate (relations, &state,
+          gst_analytics_od_mtd_get_mtd_type (), &od)) {
+    vt_detection d;
+    gint x, y, w, h;
+    gfloat confidence;
+
+    if (!gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &h, &confidence)
+        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od))
+      continue;
+    d.x1 = (gfloat) x;
+    d.y1 = (gfloat) y;
+    d.x2 = (gfloat) x + w;
+    d.y2 = (gfloat) y + h;
+    d.score = confidence;
+    d.class_id = (gint) gst_analytics_od_mtd_get_obj_type (&od);
+    g_array_append_val (self->detections, d);
+    g_array_append_val (self->od_only, od.id);
+  }
 }
 
 /* One tracking entry per track with an id, as GStreamer's trackers add them:
@@ -449,6 +474,10 @@ add_tracking_entries (GstVisionTrack * self, GstBuffer * buffer,
         && find_od (relations, g_ptr_array_index (self->rois, t->detection),
             &od))
       od_id = (gint) od.id;
+    else if (t->detection >= 0 && (guint) t->detection >= self->rois->len
+        && (guint) t->detection < self->rois->len + self->od_only->len)
+      od_id = (gint) g_array_index (self->od_only, guint,
+          t->detection - self->rois->len);
     if (od_id >= 0)
       gst_analytics_relation_meta_set_relation (relations,
           GST_ANALYTICS_REL_TYPE_RELATE_TO, (guint) od_id, trk.id);
@@ -537,12 +566,16 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     g_array_append_val (self->detections, d);
     g_ptr_array_add (self->rois, roi);
   }
+#ifdef HAVE_GST_ANALYTICS
+  append_od_detections (self, buffer);
+#endif
   /* visiondetect's companion meta, on every frame, says whether it ran on it;
-   * without one (another detector), a frame with no ROI meta counts as skipped */
+   * without one (another detector), a frame without detections counts as
+   * skipped */
   companion_meta = gst_buffer_get_vision_detect_meta (buffer);
   detected = companion_meta != NULL ?
       companion_meta->inference == GST_VISION_DETECT_INFERRED :
-      self->rois->len > 0;
+      self->detections->len > 0;
 
   if (detected) {
     g_array_set_size (self->ids, self->detections->len);
@@ -673,6 +706,7 @@ gst_vision_track_start (GstBaseTransform * trans)
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->track_ods = g_array_new (FALSE, FALSE, sizeof (gint));
 #ifdef HAVE_GST_ANALYTICS
+  self->od_only = g_array_new (FALSE, FALSE, sizeof (guint));
   self->track_times = g_hash_table_new_full (NULL, NULL, NULL, g_free);
 #endif
   return TRUE;
@@ -691,6 +725,7 @@ gst_vision_track_stop (GstBaseTransform * trans)
   g_clear_pointer (&self->ids, g_array_unref);
   g_clear_pointer (&self->track_ods, g_array_unref);
 #ifdef HAVE_GST_ANALYTICS
+  g_clear_pointer (&self->od_only, g_array_unref);
   g_clear_pointer (&self->track_times, g_hash_table_unref);
 #endif
   self->have_info = FALSE;

@@ -20,12 +20,16 @@ test -d "$pcdir" -a -d "$libdir"
 test -f "$(find "$dest" -path '*/include/gstreamer-1.0/gst/visiondetect/gstvisiondetectmeta.h' | head -1)"
 
 # the .pc's -I and -L under the DESTDIR; gstreamer-1.0's own from the system
-export PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$dest"
+# (and the caller's PKG_CONFIG_PATH: gstreamer-analytics-1.0, which the
+# library requires privately when built with it, may be elsewhere)
+export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+  PKG_CONFIG_SYSROOT_DIR="$dest"
 flags=$(pkg-config --cflags --libs gstreamer-visiondetect-meta-1.0)
 sysflags=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs gstreamer-video-1.0)
 # shellcheck disable=SC2086
 "$cc" -Wall -Werror -o "$dest/meta-example" "$example" $flags $sysflags
-LD_LIBRARY_PATH="$libdir" "$dest/meta-example"
+# the installed library first; the caller's path for its dependencies
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$dest/meta-example"
 
 nm -D --defined-only "$libdir/libgstvisiondetectmeta-1.0.so" \
   | awk '$2 == "T" { print $3 }' | sort > "$dest/exported"

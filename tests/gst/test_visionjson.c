@@ -2,7 +2,11 @@
  * from; the bus messages carry the same JSON. Detections are put on the buffers
  * by hand, so no engine is needed. */
 #include "vdtest.h"
+#include "vd_config.h"
 
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -637,6 +641,78 @@ GST_START_TEST (test_roi_metas_are_the_truth)
 
 GST_END_TEST;
 
+#ifdef HAVE_GST_ANALYTICS
+/* The analytics relation meta's object-detection entries that no ROI meta shows
+ * (another detector's, as GStreamer's tensor decoders attach them) are objects
+ * too, after the ROI metas', with id -1 and the id of the tracking entry they
+ * relate to; an entry a ROI meta shows (same class, box within 2 pixels, as
+ * visiondetect's after a scale) is not repeated. */
+GST_START_TEST (test_analytics_entries)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *b = new_frame (0);
+  GstAnalyticsRelationMeta *relations =
+      gst_buffer_add_analytics_relation_meta (b);
+  GstAnalyticsODMtd od;
+  GstAnalyticsTrackingMtd trk;
+  GstVideoRegionOfInterestMeta *roi;
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects;
+  JsonObject *o;
+  gchar *contents;
+
+  gst_harness_set_src_caps_str (h, caps);
+  /* shown by a ROI meta one pixel off */
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("box"), 11, 20, 40, 30, 0.9f, &od));
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "box", 10, 20, 40, 30);
+  roi->id = 5;
+  /* another detector's, tracked */
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("person"), 100, 50, 20, 60, 0.75f, &od));
+  fail_unless (gst_analytics_relation_meta_add_tracking_mtd (relations, 7, 0,
+          &trk));
+  fail_unless (gst_analytics_relation_meta_set_relation (relations,
+          GST_ANALYTICS_REL_TYPE_RELATE_TO, od.id, trk.id));
+  /* and untracked; the same box as the ROI meta's but another class */
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("crate"), 10, 20, 40, 30, 0.5f, &od));
+
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  o = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 3);
+  check_object (json_array_get_object_element (objects, 0), 5, "box", -1,
+      -1.0, 10.0, 20.0, 40.0, 30.0);
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 0),
+          "object_id"));
+  o = json_array_get_object_element (objects, 1);
+  check_object (o, -1, "person", -1, 0.75, 100.0, 50.0, 20.0, 60.0);
+  fail_unless_equals_int (json_object_get_int_member (o, "object_id"), 7);
+  fail_if (json_object_get_boolean_member (o, "tracked"));
+  o = json_array_get_object_element (objects, 2);
+  check_object (o, -1, "crate", -1, 0.5, 10.0, 20.0, 40.0, 30.0);
+  fail_if (json_object_has_member (o, "object_id"));
+
+  g_free (contents);
+  g_object_unref (parser);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+#endif
+
 static Suite *
 visionjson_suite (void)
 {
@@ -647,6 +723,9 @@ visionjson_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_lines_match_metadata);
   tcase_add_test (tc, test_roi_metas_are_the_truth);
+#ifdef HAVE_GST_ANALYTICS
+  tcase_add_test (tc, test_analytics_entries);
+#endif
   tcase_add_test (tc, test_unwritable_location);
   tcase_add_test (tc, test_one_writer_per_file);
   tcase_add_test (tc, test_foreign_labels_and_numbers);

@@ -12,6 +12,7 @@
 #include <gst/analytics/analytics.h>
 #endif
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WIDTH 320
@@ -736,6 +737,90 @@ GST_START_TEST (test_analytics_without_entries)
 }
 
 GST_END_TEST;
+
+/* Another detector that attaches only object-detection entries (GStreamer's
+ * tensor decoders): its detections are tracked, each entry related to a
+ * tracking entry whose id follows its ball through the crossing; a frame
+ * without entries is one without detection, the tracks predicted with entries
+ * of their own. */
+GST_START_TEST (test_analytics_entries_only)
+{
+  GstHarness *h = new_track (NULL);
+  guint64 left_id = 0, right_id = 0;
+  guint i;
+
+  for (i = 0; i < 24; i++) {
+    gboolean detected = i % 4 != 3;
+    GstBuffer *b = new_frame (i);
+    const gint xs[2] = { 20 + 6 * (gint) i, 270 - 6 * (gint) i };
+    GstAnalyticsRelationMeta *relations;
+    GstAnalyticsODMtd od;
+    gpointer state = NULL;
+    GstBuffer *out;
+    guint n_od = 0;
+
+    if (detected) {
+      relations = gst_buffer_add_analytics_relation_meta (b);
+      for (guint k = 0; k < 2; k++)
+        fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+                g_quark_from_string ("ball"), xs[k], 100 + 4 * (gint) k, 30,
+                30, 0.9f - 0.1f * k, &od));
+    }
+    out = gst_harness_push_and_pull (h, b);
+    relations = gst_buffer_get_analytics_relation_meta (out);
+    if (i == 0) {
+      fail_unless_equals_int (count_entries (relations,
+              gst_analytics_tracking_mtd_get_mtd_type ()), 0);
+      gst_buffer_unref (out);
+      continue;
+    }
+    fail_unless (relations != NULL);
+    while (gst_analytics_relation_meta_iterate (relations, &state,
+            gst_analytics_od_mtd_get_mtd_type (), &od)) {
+      GstAnalyticsTrackingMtd trk;
+      gpointer rel_state = NULL;
+      guint64 tid;
+      gboolean lost;
+      gint x, y, w, hh;
+
+      fail_unless (gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &hh,
+              NULL));
+      fail_unless (gst_analytics_relation_meta_get_direct_related (relations,
+              od.id, GST_ANALYTICS_REL_TYPE_RELATE_TO,
+              gst_analytics_tracking_mtd_get_mtd_type (), &rel_state, &trk),
+          "frame %u: entry at x %d without a tracking entry", i, x);
+      fail_unless (gst_analytics_tracking_mtd_get_info (&trk, &tid, NULL, NULL,
+              &lost));
+      fail_if (lost);
+      /* the ball at the left at first (centre 35 + 6 i, top 100), the other
+       * one at 285 - 6 i, top 104: told apart by their tops where they
+       * cross */
+      if (abs (y - 100) < abs (y - 104)) {
+        fail_unless (fabs (x + w / 2.0 - (35.0 + 6.0 * i)) < 8.0,
+            "frame %u: the left ball at x %d", i, x);
+        if (left_id == 0)
+          left_id = tid;
+        fail_unless_equals_uint64 (tid, left_id);
+      } else {
+        fail_unless (fabs (x + w / 2.0 - (285.0 - 6.0 * i)) < 8.0,
+            "frame %u: the right ball at x %d", i, x);
+        if (right_id == 0)
+          right_id = tid;
+        fail_unless_equals_uint64 (tid, right_id);
+      }
+      n_od++;
+    }
+    /* the detector's two entries, or visiontrack's two predicted boxes (also
+     * as ROI metas) */
+    fail_unless_equals_int (n_od, 2);
+    fail_unless_equals_int (vdtest_count_roi_metas (out), detected ? 0 : 2);
+    gst_buffer_unref (out);
+  }
+  fail_unless (left_id > 0 && right_id > 0 && left_id != right_id);
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
 #endif
 
 static Suite *
@@ -756,6 +841,7 @@ visiontrack_suite (void)
 #ifdef HAVE_GST_ANALYTICS
   tcase_add_test (tc, test_analytics_tracking);
   tcase_add_test (tc, test_analytics_without_entries);
+  tcase_add_test (tc, test_analytics_entries_only);
 #endif
   return s;
 }
