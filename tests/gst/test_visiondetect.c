@@ -227,6 +227,82 @@ GST_START_TEST (test_analytics_after_upstream_entries)
 }
 
 GST_END_TEST;
+
+/* GStreamer's own reader of object-detection entries, objectdetectionoverlay
+ * (gst-plugins-bad >= 1.24, labels off), draws visiondetect's detections:
+ * every pixel it changes is within 2 pixels of a detection's outline (its
+ * 2-pixel stroke, anti-aliased), and every outline has changed pixels along
+ * its top edge. */
+GST_START_TEST (test_analytics_gstreamer_overlay)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  gchar *model = vdtest_model ();
+  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
+      "threshold=0.3 device=cpu ! objectdetectionoverlay draw-labels=false",
+      model, THREADS);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstVideoRegionOfInterestMeta *roi;
+  GstMapInfo in_map, out_map;
+  gpointer state = NULL;
+  GstBuffer *out;
+  guint x, y, n_changed = 0, n_rois = 0;
+  const gsize stride = GST_VIDEO_INFO_PLANE_STRIDE (&info, 0);
+
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
+  out = push_pull (h, frame);
+  fail_unless (gst_buffer_map (frame, &in_map, GST_MAP_READ));
+  fail_unless (gst_buffer_map (out, &out_map, GST_MAP_READ));
+  for (y = 0; y < (guint) GST_VIDEO_INFO_HEIGHT (&info); y++)
+    for (x = 0; x < (guint) GST_VIDEO_INFO_WIDTH (&info); x++) {
+      gboolean near = FALSE;
+
+      if (memcmp (in_map.data + y * stride + 3 * x,
+              out_map.data + y * stride + 3 * x, 3) == 0)
+        continue;
+      n_changed++;
+      state = NULL;
+      while (!near && (roi = (GstVideoRegionOfInterestMeta *)
+              gst_buffer_iterate_meta_filtered (out, &state,
+                  GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+        gint l = roi->x, t = roi->y, r = roi->x + roi->w, b = roi->y + roi->h;
+        gint px = x, py = y;
+        gboolean in_x = px >= l - 2 && px <= r + 2;
+        gboolean in_y = py >= t - 2 && py <= b + 2;
+
+        near = (in_y && (abs (px - l) <= 2 || abs (px - r) <= 2))
+            || (in_x && (abs (py - t) <= 2 || abs (py - b) <= 2));
+      }
+      fail_unless (near, "pixel %u,%u changed, on no detection's outline", x,
+          y);
+    }
+  state = NULL;
+  while ((roi = (GstVideoRegionOfInterestMeta *)
+          gst_buffer_iterate_meta_filtered (out, &state,
+              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+    guint changed = 0;
+
+    y = MIN (roi->y, (guint) GST_VIDEO_INFO_HEIGHT (&info) - 1);
+    for (x = roi->x; x < roi->x + roi->w; x++)
+      if (memcmp (in_map.data + y * stride + 3 * x,
+              out_map.data + y * stride + 3 * x, 3) != 0)
+        changed++;
+    fail_unless (changed >= roi->w / 2, "detection at %u,%u %ux%u: %u of its "
+        "top edge's pixels drawn", roi->x, roi->y, roi->w, roi->h, changed);
+    n_rois++;
+  }
+  fail_unless (n_rois > 0 && n_changed > 0);
+  gst_buffer_unmap (frame, &in_map);
+  gst_buffer_unmap (out, &out_map);
+
+  gst_buffer_unref (out);
+  gst_harness_teardown (h);
+  g_free (launch);
+  g_free (model);
+  gst_buffer_unref (frame);
+}
+
+GST_END_TEST;
 #endif
 
 static GstBuffer *
@@ -1963,6 +2039,20 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_matches_vd_detect);
 #ifdef HAVE_GST_ANALYTICS
   tcase_add_test (tc, test_analytics_after_upstream_entries);
+  /* where gst-plugins-bad's analyticsoverlay plugin is installed
+   * (tests/gst/with-gstreamer.sh builds it) */
+  {
+    GstElementFactory *overlay =
+        gst_element_factory_find ("objectdetectionoverlay");
+
+    if (overlay != NULL) {
+      tcase_add_test (tc, test_analytics_gstreamer_overlay);
+      gst_object_unref (overlay);
+    } else {
+      g_printerr ("objectdetectionoverlay not installed: "
+          "test_analytics_gstreamer_overlay not run\n");
+    }
+  }
 #endif
   tcase_add_test (tc, test_rgb_formats);
   tcase_add_test (tc, test_yuv_formats);

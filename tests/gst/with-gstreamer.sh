@@ -10,7 +10,8 @@
 # checkout of tag 1.26.2 of https://gitlab.freedesktop.org/gstreamer/gstreamer):
 # its subprojects gstreamer, gst-plugins-base and gst-plugins-bad are built
 # with every optional feature off (the core with its check library and tools,
-# the base libraries, of bad's libraries the analytics one alone) and
+# the base libraries, of bad the analytics library and the analyticsoverlay
+# plugin alone) and
 # installed into PREFIX (default: /tmp/gstreamer-<version>), this project
 # (without CUDA) into BUILDDIR (default: build-gst-<version>), and the gst
 # suite runs against them. The plugins the tests use (videotestsrc,
@@ -50,24 +51,28 @@ common=(--prefix="$prefix" --libdir=lib -Dauto_features=disabled
     -Dexamples=disabled -Dtests=disabled -Dintrospection=disabled
     -Dnls=disabled -Ddoc=disabled)
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+mkdir -p "$prefix/build"
 for sub in gstreamer gst-plugins-base gst-plugins-bad; do
     case $sub in
     gstreamer) extra=(-Dcheck=enabled -Dtools=enabled -Dbenchmarks=disabled) ;;
     gst-plugins-base) extra=(-Dtools=disabled -Dgl=disabled) ;;
-    gst-plugins-bad) extra=(-Dtools=disabled -Dgpl=disabled) ;;
+    gst-plugins-bad) extra=(-Dtools=disabled -Dgpl=disabled
+        -Danalyticsoverlay=enabled) ;;
     esac
     echo "== GStreamer $version: $sub into $prefix"
     b=$prefix/build/$sub
-    if [ ! -f "$b/build.ninja" ]; then
-        "$meson" setup "$b" "$src/subprojects/$sub" "${common[@]}" "${extra[@]}"
-    fi
+    reconfigure=()
+    [ -f "$b/build.ninja" ] && reconfigure=(--reconfigure)
+    "$meson" setup "${reconfigure[@]}" "$b" "$src/subprojects/$sub" \
+        "${common[@]}" "${extra[@]}" > "$b.setup.log"
     if [ "$sub" != gst-plugins-bad ]; then
         ninja -C "$b" install > "$b.install.log"
         continue
     fi
-    # of bad, only the analytics library: its other libraries (codecs, ...)
-    # are unstable API that the system's plugins of bad would load instead
-    # of their own version's, and fail to
+    # of bad, only the analytics library and the analyticsoverlay plugin
+    # (objectdetectionoverlay, which a test runs on visiondetect's entries):
+    # its other libraries (codecs, ...) are unstable API that the system's
+    # plugins of bad would load instead of their own version's, and fail to
     stage=$prefix/build/stage
     rm -rf "$stage"
     DESTDIR=$stage ninja -C "$b" install > "$b.install.log"
@@ -78,6 +83,9 @@ for sub in gstreamer gst-plugins-base gst-plugins-bad; do
     rm -rf "$prefix/include/gstreamer-1.0/gst/analytics"
     cp -a "$stage$prefix/include/gstreamer-1.0/gst/analytics" \
         "$prefix/include/gstreamer-1.0/gst/"
+    mkdir -p "$prefix/lib/gstreamer-1.0"
+    cp -a "$stage$prefix/lib/gstreamer-1.0/libgstanalyticsoverlay.so" \
+        "$prefix/lib/gstreamer-1.0/"
 done
 pkg-config --exists 'gstreamer-analytics-1.0 >= 1.24' || {
     echo "gstreamer-analytics-1.0 not installed into $prefix" >&2
@@ -97,6 +105,6 @@ grep -q '^#define HAVE_GST_ANALYTICS 1' "$builddir/vd_config.h" || {
 
 echo "== gst suite"
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export GST_PLUGIN_SYSTEM_PATH_1_0=$system_plugins
+export GST_PLUGIN_SYSTEM_PATH_1_0=$prefix/lib/gstreamer-1.0:$system_plugins
 # shellcheck disable=SC2086
 exec meson test -C "$builddir" --suite gst --print-errorlogs ${MESON_TEST_ARGS:-}
