@@ -1013,8 +1013,16 @@ add_segmentation (GstVisionDetect * self, GstAnalyticsRelationMeta * relations,
   for (i = 0; i < size; i++)
     map.data[i] = det->mask[i] >= 128 ? 1 : 0;
   gst_buffer_unmap (mask, &map);
-  gst_buffer_add_video_meta (mask, GST_VIDEO_FRAME_FLAG_NONE,
-      GST_VIDEO_FORMAT_GRAY8, det->mask_width, det->mask_height);
+  {
+    /* rows packed: a row's stride is its width (the default would round it
+     * up to 4 bytes) */
+    gsize offset[GST_VIDEO_MAX_PLANES] = { 0 };
+    gint stride[GST_VIDEO_MAX_PLANES] = { det->mask_width };
+
+    gst_buffer_add_video_meta_full (mask, GST_VIDEO_FRAME_FLAG_NONE,
+        GST_VIDEO_FORMAT_GRAY8, det->mask_width, det->mask_height, 1, offset,
+        stride);
+  }
   /* the entry takes the buffer */
   if (!gst_analytics_relation_meta_add_segmentation_mtd (relations, mask,
           GST_SEGMENTATION_TYPE_INSTANCE, G_N_ELEMENTS (region_ids),

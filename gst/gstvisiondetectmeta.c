@@ -769,10 +769,12 @@ companion_entries (GstBuffer * buffer, guint width, guint height,
 #ifdef HAVE_GST_ANALYTICS
 /* The object-detection entries of @buffer's analytics relation meta that no
  * ROI meta shows (another element's detector, e.g. GStreamer's own tensor
- * decoders), each with the id of the tracking entry it relates to. */
+ * decoders), each with the id of the tracking entry it relates to; not those
+ * of a companion entry (visiondetect's and visiontrack's: their ROI meta was
+ * removed or relabelled downstream, and the ROI metas are the truth). */
 static void
-append_analytics_detections (GstBuffer * buffer, GArray * detections,
-    GPtrArray * masks)
+append_analytics_detections (GstBuffer * buffer, guint width, guint height,
+    GArray * detections, GPtrArray * masks)
 {
   GstAnalyticsRelationMeta *relations =
       gst_buffer_get_analytics_relation_meta (buffer);
@@ -791,7 +793,8 @@ append_analytics_detections (GstBuffer * buffer, GArray * detections,
     guint64 tracking_id;
 
     if (!gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &h, &confidence)
-        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od))
+        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od)
+        || gst_vision_od_has_companion (buffer, &od, width, height))
       continue;
     d.x = x;
     d.y = y;
@@ -924,7 +927,7 @@ detections_from_buffer (GstBuffer * buffer, guint width, guint height,
   if (companion_masks != NULL)
     g_ptr_array_unref (companion_masks);
 #ifdef HAVE_GST_ANALYTICS
-  append_analytics_detections (buffer, detections, masks);
+  append_analytics_detections (buffer, width, height, detections, masks);
 #endif
   return detections;
 }

@@ -375,7 +375,9 @@ find_od (GstAnalyticsRelationMeta * relations,
 {
   gpointer state = NULL;
 
+  /* (an id past the entries: the lookup would log an error) */
   if (roi->id >= 0
+      && (gsize) roi->id < gst_analytics_relation_get_length (relations)
       && gst_analytics_relation_meta_get_od_mtd (relations, roi->id, od)
       && gst_vision_od_is_roi (od, roi))
     return TRUE;
@@ -387,7 +389,8 @@ find_od (GstAnalyticsRelationMeta * relations,
 }
 
 /* The object-detection entries of @buffer that no ROI meta shows (another
- * detector's: GStreamer's own tensor decoders attach only those) as detections
+ * detector's: GStreamer's own tensor decoders attach only those; not those of
+ * a companion entry, whose ROI meta was removed downstream) as detections
  * after the ROI metas', their entry ids in od_only. */
 static void
 append_od_detections (GstVisionTrack * self, GstBuffer * buffer)
@@ -407,7 +410,10 @@ append_od_detections (GstVisionTrack * self, GstBuffer * buffer)
     gfloat confidence;
 
     if (!gst_analytics_od_mtd_get_location (&od, &x, &y, &w, &h, &confidence)
-        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od))
+        || w <= 0 || h <= 0 || gst_vision_od_has_roi (buffer, &od)
+        || gst_vision_od_has_companion (buffer, &od,
+            GST_VIDEO_INFO_WIDTH (&self->info),
+            GST_VIDEO_INFO_HEIGHT (&self->info)))
       continue;
     d.x1 = (gfloat) x;
     d.y1 = (gfloat) y;

@@ -610,6 +610,10 @@ GST_START_TEST (test_analytics_segmentation)
     fail_unless_equals_int (vmeta->format, GST_VIDEO_FORMAT_GRAY8);
     fail_unless_equals_int (vmeta->width, w);
     fail_unless_equals_int (vmeta->height, h);
+    /* packed rows, as the buffer holds them */
+    fail_unless_equals_int (vmeta->n_planes, 1);
+    fail_unless_equals_int (vmeta->offset[0], 0);
+    fail_unless_equals_int (vmeta->stride[0], w);
     fail_unless (gst_buffer_map (mask, &map, GST_MAP_READ));
     fail_unless_equals_int (map.size, (gsize) w * h);
     for (gsize p = 0; p < map.size; p++) {

@@ -646,7 +646,8 @@ GST_END_TEST;
  * (another detector's, as GStreamer's tensor decoders attach them) are objects
  * too, after the ROI metas', with id -1 and the id of the tracking entry they
  * relate to; an entry a ROI meta shows (same class, box within 2 pixels, as
- * visiondetect's after a scale) is not repeated. */
+ * visiondetect's after a scale) is not repeated, nor one of a companion meta's
+ * detection whose ROI meta is gone. */
 GST_START_TEST (test_analytics_entries)
 {
   gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
@@ -680,6 +681,12 @@ GST_START_TEST (test_analytics_entries)
   /* and untracked; the same box as the ROI meta's but another class */
   fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
           g_quark_from_string ("crate"), 10, 20, 40, 30, 0.5f, &od));
+  /* visiondetect's, whose ROI meta a filter removed: its companion entry
+   * (in a frame of twice the size, as before a videoscale) says so */
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("ball"), 200, 100, 20, 20, 0.95f, &od));
+  vdtest_add_detection (vdtest_add_detect_meta (b, 2 * WIDTH, 2 * HEIGHT),
+      401.0, 199.0, 40.0, 40.0, 0.95, 1, "ball", 9);
 
   fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
   gst_buffer_unref (gst_harness_pull (h));

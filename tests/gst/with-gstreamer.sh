@@ -25,6 +25,11 @@
 # "visiontrack visiondetect-masks" for two tests).
 set -euo pipefail
 
+fail() {
+    echo "$*" >&2
+    exit 1
+}
+
 if [ $# -lt 1 ] || [ ! -f "$1/subprojects/gstreamer/meson.build" ]; then
     echo "usage: $0 GSTREAMER-SOURCE-TREE [PREFIX [BUILDDIR]]" >&2
     echo "(a GStreamer monorepo tree: SRC/subprojects/gstreamer/meson.build)" >&2
@@ -35,10 +40,10 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 meson=${MESON:-meson}
 version=$(sed -n "s/^ *version *: *'\([0-9.]*\)'.*/\1/p" \
     "$src/subprojects/gstreamer/meson.build" | head -n 1)
-prefix=${2:-/tmp/gstreamer-$version}
-builddir=${3:-$here/build-gst-$version}
+prefix=$(realpath -m "${2:-/tmp/gstreamer-$version}")
+builddir=$(realpath -m "${3:-$here/build-gst-$version}")
 case $version in
-1.2[4-9]* | 1.[3-9]*) ;;
+1.2[4-9].* | 1.[3-9][0-9].* | [2-9].*) ;;
 *)
     echo "GStreamer $version: the analytics metadata needs >= 1.24" >&2
     exit 2
@@ -64,9 +69,11 @@ for sub in gstreamer gst-plugins-base gst-plugins-bad; do
     reconfigure=()
     [ -f "$b/build.ninja" ] && reconfigure=(--reconfigure)
     "$meson" setup "${reconfigure[@]}" "$b" "$src/subprojects/$sub" \
-        "${common[@]}" "${extra[@]}" > "$b.setup.log"
+        "${common[@]}" "${extra[@]}" > "$b.setup.log" 2>&1 ||
+        fail "configuring $sub failed: $b.setup.log"
     if [ "$sub" != gst-plugins-bad ]; then
-        ninja -C "$b" install > "$b.install.log"
+        ninja -C "$b" install > "$b.install.log" 2>&1 ||
+            fail "building $sub failed: $b.install.log"
         continue
     fi
     # of bad, only the analytics library and the analyticsoverlay plugin
@@ -75,7 +82,8 @@ for sub in gstreamer gst-plugins-base gst-plugins-bad; do
     # plugins of bad would load instead of their own version's, and fail to
     stage=$prefix/build/stage
     rm -rf "$stage"
-    DESTDIR=$stage ninja -C "$b" install > "$b.install.log"
+    DESTDIR=$stage ninja -C "$b" install > "$b.install.log" 2>&1 ||
+        fail "building $sub failed: $b.install.log"
     cp -a "$stage$prefix"/lib/libgstanalytics-1.0.so* "$prefix/lib/"
     cp -a "$stage$prefix/lib/pkgconfig/gstreamer-analytics-1.0.pc" \
         "$prefix/lib/pkgconfig/"
@@ -94,7 +102,7 @@ pkg-config --exists 'gstreamer-analytics-1.0 >= 1.24' || {
 
 echo "== visiondetect against GStreamer $version in $builddir"
 if [ ! -f "$builddir/build.ninja" ]; then
-    meson setup "$builddir" "$here" -Dcuda=disabled
+    "$meson" setup "$builddir" "$here" -Dcuda=disabled
 fi
 ninja -C "$builddir"
 grep -q '^#define HAVE_GST_ANALYTICS 1' "$builddir/vd_config.h" || {
@@ -107,4 +115,4 @@ echo "== gst suite"
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export GST_PLUGIN_SYSTEM_PATH_1_0=$prefix/lib/gstreamer-1.0:$system_plugins
 # shellcheck disable=SC2086
-exec meson test -C "$builddir" --suite gst --print-errorlogs ${MESON_TEST_ARGS:-}
+exec "$meson" test -C "$builddir" --suite gst --print-errorlogs ${MESON_TEST_ARGS:-}
