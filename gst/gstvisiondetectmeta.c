@@ -766,6 +766,82 @@ companion_entries (GstBuffer * buffer, guint width, guint height,
   return entries;
 }
 
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+/* The mask of the segmentation entry @od relates to (RELATE_TO, as GStreamer's
+ * instance-segmentation decoders and visiondetect relate them), over its
+ * rectangle clipped to the @width x @height frame: each frame pixel takes the
+ * mask pixel under its centre (the mask may have another resolution than the
+ * rectangle), in the object where that value is not 0 (the background). NULL
+ * without one, or when the mask buffer does not hold what its video meta
+ * says. */
+static GstVisionDetectionMask *
+od_mask (GstAnalyticsRelationMeta * relations, GstAnalyticsODMtd * od,
+    guint width, guint height)
+{
+  GstAnalyticsSegmentationMtd seg;
+  GstVisionDetectionMask *mask = NULL;
+  gpointer state = NULL;
+  GstVideoMeta *vmeta;
+  GstBuffer *buffer;
+  GstMapInfo map;
+  gint lx, ly, x0, y0, x1, y1, fx, fy;
+  guint lw, lh, bpp;
+  guint8 *bytes;
+
+  if (!gst_analytics_relation_meta_get_direct_related (relations, od->id,
+          GST_ANALYTICS_REL_TYPE_RELATE_TO,
+          gst_analytics_segmentation_mtd_get_mtd_type (), &state, &seg))
+    return NULL;
+  buffer = gst_analytics_segmentation_mtd_get_mask (&seg, &lx, &ly, &lw, &lh);
+  if (buffer == NULL)
+    return NULL;
+  vmeta = gst_buffer_get_video_meta (buffer);
+  bpp = vmeta == NULL ? 0 : vmeta->format == GST_VIDEO_FORMAT_GRAY8 ? 1 :
+      vmeta->format == GST_VIDEO_FORMAT_GRAY16_LE
+      || vmeta->format == GST_VIDEO_FORMAT_GRAY16_BE ? 2 : 0;
+  if (bpp == 0 || vmeta->width == 0 || vmeta->height == 0 || lw == 0
+      || lh == 0 || lw > G_MAXINT || lh > G_MAXINT
+      || !gst_buffer_map (buffer, &map, GST_MAP_READ)) {
+    gst_buffer_unref (buffer);
+    return NULL;
+  }
+  x0 = CLAMP (lx, 0, (gint) width);
+  y0 = CLAMP (ly, 0, (gint) height);
+  x1 = (gint) CLAMP ((gint64) lx + lw, 0, (gint64) width);
+  y1 = (gint) CLAMP ((gint64) ly + lh, 0, (gint64) height);
+  if (x1 > x0 && y1 > y0 && vmeta->stride[0] >= 0
+      && (gsize) vmeta->stride[0] >= (gsize) vmeta->width * bpp
+      && vmeta->offset[0] + (gsize) vmeta->stride[0] * (vmeta->height - 1)
+      + (gsize) vmeta->width * bpp <= map.size) {
+    bytes = g_malloc ((gsize) (x1 - x0) * (y1 - y0));
+    for (fy = y0; fy < y1; fy++) {
+      guint my = MIN ((guint) (((fy - ly) + 0.5) * vmeta->height / lh),
+          vmeta->height - 1);
+      const guint8 *row = map.data + vmeta->offset[0] +
+          (gsize) vmeta->stride[0] * my;
+
+      for (fx = x0; fx < x1; fx++) {
+        guint mx = MIN ((guint) (((fx - lx) + 0.5) * vmeta->width / lw),
+            vmeta->width - 1);
+        gboolean set = bpp == 1 ? row[mx] != 0 :
+            (row[2 * mx] | row[2 * mx + 1]) != 0;
+
+        bytes[(gsize) (fy - y0) * (x1 - x0) + (fx - x0)] = set ? 255 : 0;
+      }
+    }
+    mask = g_new (GstVisionDetectionMask, 1);
+    mask->x = x0;
+    mask->y = y0;
+    mask->width = x1 - x0;
+    mask->height = y1 - y0;
+    mask->data = g_bytes_new_take (bytes, (gsize) mask->width * mask->height);
+  }
+  gst_buffer_unmap (buffer, &map);
+  gst_buffer_unref (buffer);
+  return mask;
+}
+#endif
+
 #ifdef HAVE_GST_ANALYTICS
 /* The object-detection entries of @buffer's analytics relation meta that no
  * ROI meta shows (another element's detector, e.g. GStreamer's own tensor
@@ -813,8 +889,13 @@ append_analytics_detections (GstBuffer * buffer, guint width, guint height,
             NULL, NULL) && tracking_id > 0 && tracking_id <= G_MAXINT)
       d.object_id = (gint) tracking_id;
     g_array_append_val (detections, d);
-    if (masks != NULL)
+    if (masks != NULL) {
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+      g_ptr_array_add (masks, od_mask (relations, &od, width, height));
+#else
       g_ptr_array_add (masks, NULL);
+#endif
+    }
   }
 }
 #endif
@@ -952,7 +1033,10 @@ gst_vision_detections_from_buffer (GstBuffer * buffer, guint width,
  *     the #GstVisionDetectMeta entry matched to each ROI meta (as
  *     gst_vision_detections_from_buffer() matches them), in pixels of the
  *     @width x @height frame (resampled as the scale transform does when the
- *     meta describes another size), or %NULL where there is none
+ *     meta describes another size), for an analytics object-detection entry
+ *     the mask of the segmentation entry it relates to (GStreamer >= 1.26:
+ *     nearest mask pixel, non-zero values set, clipped to the frame), or
+ *     %NULL where there is none
  *
  * gst_vision_detections_from_buffer() with the companion meta's instance
  * masks. A ROI meta's own mask (DL Streamer's "mask_rcnn" param, which

@@ -720,6 +720,106 @@ GST_START_TEST (test_analytics_entries)
 GST_END_TEST;
 #endif
 
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+/* A mask buffer as GStreamer's segmentation entries hold it */
+static GstBuffer *
+seg_mask (GstVideoFormat format, guint w, guint h, guint set_columns)
+{
+  guint bpp = format == GST_VIDEO_FORMAT_GRAY8 ? 1 : 2;
+  GstBuffer *b = gst_buffer_new_allocate (NULL, (gsize) w * h * bpp, NULL);
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (b, &map, GST_MAP_WRITE));
+  memset (map.data, 0, map.size);
+  for (guint y = 0; y < h; y++)
+    for (guint x = 0; x < MIN (set_columns, w); x++)
+      map.data[(y * w + x) * bpp + bpp - 1] = 7;       /* 7, or 0x0700 LE */
+  gst_buffer_unmap (b, &map);
+  {
+    gsize offset[GST_VIDEO_MAX_PLANES] = { 0 };
+    gint stride[GST_VIDEO_MAX_PLANES] = { (gint) (w * bpp) };
+
+    gst_buffer_add_video_meta_full (b, GST_VIDEO_FRAME_FLAG_NONE, format, w,
+        h, 1, offset, stride);
+  }
+  return b;
+}
+
+/* Another detector's instance masks (segmentation entries its
+ * object-detection entries relate to) are written as the objects'
+ * "segmentation": a GRAY8 mask at half the rectangle's resolution, resampled
+ * (the left half of its columns set), and a GRAY16 one over a rectangle
+ * partly outside the frame, clipped. */
+GST_START_TEST (test_analytics_foreign_masks)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstBuffer *b = new_frame (0);
+  GstAnalyticsRelationMeta *relations =
+      gst_buffer_add_analytics_relation_meta (b);
+  GstAnalyticsODMtd od;
+  GstAnalyticsSegmentationMtd seg;
+  guint region_ids[2] = { 0, 7 };
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects;
+  JsonObject *o;
+  gchar *contents;
+  guint8 *frame;
+
+  gst_harness_set_src_caps_str (h, caps);
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("person"), 100, 50, 20, 60, 0.8f, &od));
+  fail_unless (gst_analytics_relation_meta_add_segmentation_mtd (relations,
+          seg_mask (GST_VIDEO_FORMAT_GRAY8, 10, 30, 5),
+          GST_SEGMENTATION_TYPE_INSTANCE, 2, region_ids, 100, 50, 20, 60,
+          &seg));
+  fail_unless (gst_analytics_relation_meta_set_relation (relations,
+          GST_ANALYTICS_REL_TYPE_RELATE_TO, od.id, seg.id));
+  fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+          g_quark_from_string ("dog"), 300, 200, 40, 40, 0.7f, &od));
+  fail_unless (gst_analytics_relation_meta_add_segmentation_mtd (relations,
+          seg_mask (GST_VIDEO_FORMAT_GRAY16_LE, 40, 40, 40),
+          GST_SEGMENTATION_TYPE_INSTANCE, 2, region_ids, 300, 200, 40, 40,
+          &seg));
+  fail_unless (gst_analytics_relation_meta_set_relation (relations,
+          GST_ANALYTICS_REL_TYPE_RELATE_TO, od.id, seg.id));
+
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  o = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 2);
+  frame = decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 0), "segmentation"));
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++)
+      fail_unless_equals_int (frame[y * WIDTH + x], x >= 100 && x < 110
+          && y >= 50 && y < 110);
+  g_free (frame);
+  frame = decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 1), "segmentation"));
+  for (guint y = 0; y < HEIGHT; y++)
+    for (guint x = 0; x < WIDTH; x++)
+      fail_unless_equals_int (frame[y * WIDTH + x], x >= 300 && y >= 200);
+  g_free (frame);
+
+  g_free (contents);
+  g_object_unref (parser);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+#endif
+
 static Suite *
 visionjson_suite (void)
 {
@@ -732,6 +832,9 @@ visionjson_suite (void)
   tcase_add_test (tc, test_roi_metas_are_the_truth);
 #ifdef HAVE_GST_ANALYTICS
   tcase_add_test (tc, test_analytics_entries);
+#endif
+#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
+  tcase_add_test (tc, test_analytics_foreign_masks);
 #endif
   tcase_add_test (tc, test_unwritable_location);
   tcase_add_test (tc, test_one_writer_per_file);
