@@ -642,6 +642,33 @@ GST_START_TEST (test_roi_metas_are_the_truth)
 GST_END_TEST;
 
 #ifdef HAVE_GST_ANALYTICS
+/* @b through visionjson into a file of its own: the objects of its line
+ * (owned by @parser) */
+static JsonArray *
+objects_of_frame (GstBuffer * b, JsonParser * parser)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
+  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *contents;
+  JsonObject *o;
+
+  gst_harness_set_src_caps_str (h, caps);
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  o = parse_line (parser, g_strstrip (contents));
+  g_free (contents);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+  return json_object_get_array_member (o, "objects");
+}
+
 /* The analytics relation meta's object-detection entries that no ROI meta shows
  * (another detector's, as GStreamer's tensor decoders attach them) are objects
  * too, after the ROI metas', with id -1 and the id of the tracking entry they
@@ -650,10 +677,6 @@ GST_END_TEST;
  * detection whose ROI meta is gone. */
 GST_START_TEST (test_analytics_entries)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
   GstBuffer *b = new_frame (0);
   GstAnalyticsRelationMeta *relations =
       gst_buffer_add_analytics_relation_meta (b);
@@ -663,9 +686,7 @@ GST_START_TEST (test_analytics_entries)
   JsonParser *parser = json_parser_new ();
   JsonArray *objects;
   JsonObject *o;
-  gchar *contents;
 
-  gst_harness_set_src_caps_str (h, caps);
   /* shown by a ROI meta one pixel off */
   fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
           g_quark_from_string ("box"), 11, 20, 40, 30, 0.9f, &od));
@@ -688,13 +709,7 @@ GST_START_TEST (test_analytics_entries)
   vdtest_add_detection (vdtest_add_detect_meta (b, 2 * WIDTH, 2 * HEIGHT),
       401.0, 199.0, 40.0, 40.0, 0.95, 1, "ball", 9);
 
-  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
-  gst_buffer_unref (gst_harness_pull (h));
-  gst_harness_teardown (h);
-
-  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
-  o = parse_line (parser, g_strstrip (contents));
-  objects = json_object_get_array_member (o, "objects");
+  objects = objects_of_frame (b, parser);
   fail_unless_equals_int (json_array_get_length (objects), 3);
   check_object (json_array_get_object_element (objects, 0), 5, "box", -1,
       -1.0, 10.0, 20.0, 40.0, 30.0);
@@ -707,14 +722,7 @@ GST_START_TEST (test_analytics_entries)
   o = json_array_get_object_element (objects, 2);
   check_object (o, -1, "crate", -1, 0.5, 10.0, 20.0, 40.0, 30.0);
   fail_if (json_object_has_member (o, "object_id"));
-
-  g_free (contents);
   g_object_unref (parser);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
 }
 
 GST_END_TEST;
@@ -752,10 +760,6 @@ seg_mask (GstVideoFormat format, guint w, guint h, guint set_columns)
  * partly outside the frame, clipped. */
 GST_START_TEST (test_analytics_foreign_masks)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
   GstBuffer *b = new_frame (0);
   GstAnalyticsRelationMeta *relations =
       gst_buffer_add_analytics_relation_meta (b);
@@ -764,11 +768,8 @@ GST_START_TEST (test_analytics_foreign_masks)
   guint region_ids[2] = { 0, 7 };
   JsonParser *parser = json_parser_new ();
   JsonArray *objects;
-  JsonObject *o;
-  gchar *contents;
   guint8 *frame;
 
-  gst_harness_set_src_caps_str (h, caps);
   fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
           g_quark_from_string ("person"), 100, 50, 20, 60, 0.8f, &od));
   fail_unless (gst_analytics_relation_meta_add_segmentation_mtd (relations,
@@ -786,13 +787,7 @@ GST_START_TEST (test_analytics_foreign_masks)
   fail_unless (gst_analytics_relation_meta_set_relation (relations,
           GST_ANALYTICS_REL_TYPE_RELATE_TO, od.id, seg.id));
 
-  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
-  gst_buffer_unref (gst_harness_pull (h));
-  gst_harness_teardown (h);
-
-  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
-  o = parse_line (parser, g_strstrip (contents));
-  objects = json_object_get_array_member (o, "objects");
+  objects = objects_of_frame (b, parser);
   fail_unless_equals_int (json_array_get_length (objects), 2);
   frame = decode_rle (json_object_get_object_member
       (json_array_get_object_element (objects, 0), "segmentation"));
@@ -807,14 +802,7 @@ GST_START_TEST (test_analytics_foreign_masks)
     for (guint x = 0; x < WIDTH; x++)
       fail_unless_equals_int (frame[y * WIDTH + x], x >= 300 && y >= 200);
   g_free (frame);
-
-  g_free (contents);
   g_object_unref (parser);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
 }
 
 GST_END_TEST;
