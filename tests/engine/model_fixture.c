@@ -311,12 +311,16 @@ void fx_randomize(fixture *fx, guint32 seed)
         double scale = 1.0 / sqrt((double)fan_in);
         if (strstr(t->name, "bbox_pred") != NULL)
             scale *= 0.1;
+        gboolean ones = g_str_has_suffix(t->name, "running_var") ||
+                        g_str_has_suffix(t->name, "bn1.weight") ||
+                        g_str_has_suffix(t->name, "bn2.weight") ||
+                        g_str_has_suffix(t->name, "bn3.weight") ||
+                        g_str_has_suffix(t->name, "downsample.1.weight");
+        gboolean zeros = !ones && g_str_has_suffix(t->name, "running_mean");
         for (gsize k = 0; k < t->n; k++) {
-            if (g_str_has_suffix(t->name, "running_var") || g_str_has_suffix(t->name, "bn1.weight") ||
-                g_str_has_suffix(t->name, "bn2.weight") || g_str_has_suffix(t->name, "bn3.weight") ||
-                g_str_has_suffix(t->name, "downsample.1.weight"))
+            if (ones)
                 t->values[k] = 1.0f;
-            else if (g_str_has_suffix(t->name, "running_mean"))
+            else if (zeros)
                 t->values[k] = 0.0f;
             else
                 t->values[k] = (float)(g_rand_double_range(rand, -1.7, 1.7) * scale);
@@ -363,19 +367,20 @@ GByteArray *fx_layout(fixture *fx)
         if (t->raw) {
             g_byte_array_append(data, t->raw, (guint)t->raw_size);
         } else {
+            gsize size = dtype_size(t->dtype);
+            gboolean f16 = strcmp(t->dtype, "F16") == 0, bf16 = strcmp(t->dtype, "BF16") == 0;
+            g_byte_array_set_size(data, (guint)(begin + t->n * size));
+            guint8 *out = data->data + begin;
             for (gsize k = 0; k < t->n; k++) {
                 guint32 b = float_bits(t->values[k]);
-                guint8 bytes[4];
-                gsize size = dtype_size(t->dtype);
-                if (strcmp(t->dtype, "F16") == 0) {
+                if (f16) {
                     b = half_from_exact_float(t->values[k]);
-                } else if (strcmp(t->dtype, "BF16") == 0) {
+                } else if (bf16) {
                     g_assert_cmpuint(b & 0xffffu, ==, 0);
                     b >>= 16;
                 }
                 for (gsize j = 0; j < size; j++)
-                    bytes[j] = (guint8)(b >> (8 * j)); /* little-endian */
-                g_byte_array_append(data, bytes, (guint)size);
+                    *out++ = (guint8)(b >> (8 * j)); /* little-endian */
             }
         }
         if (!t->fixed_offsets) {

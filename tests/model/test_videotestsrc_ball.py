@@ -80,9 +80,12 @@ def true_box(raw, w, h, fmt):
     else:
         c = 3 if fmt in ("RGB", "BGR") else 4
         px = raw.reshape(h, w, c)[:, :, :3].astype(np.int32)
-        flat = px.reshape(-1, 3)
-        vals, counts = np.unique(flat, axis=0, return_counts=True)
-        bg = vals[counts.argmax()]
+        # the most common colour, found among the pixels packed into one integer each
+        # (np.unique over rows of three is a hundred times slower)
+        packed = (px[:, :, 0] << 16) | (px[:, :, 1] << 8) | px[:, :, 2]
+        vals, counts = np.unique(packed, return_counts=True)
+        key = int(vals[counts.argmax()])
+        bg = np.array([key >> 16, (key >> 8) & 255, key & 255], np.int32)
         mask = np.abs(px - bg[None, None, :]).max(axis=2) > 16
     # the sweep motions' lines across the whole frame are not the ball
     mask[mask.mean(axis=1) > 0.9, :] = False
