@@ -203,6 +203,7 @@ struct _GstVisionDetect
 
   /* under the object lock: */
   GstClockTime inference_time;  /* moving average of the engine's time per frame */
+  GstClockTime inference_dev;   /* moving average of its deviation from that */
   guint n_inferences;
   GstClockTime latency;         /* what we report */
   GstClockTime upstream_latency;        /* the minimum upstream reported, live */
@@ -214,7 +215,7 @@ static GstFlowReturn drain (GstVisionDetect * self);
 static void stop_output (GstVisionDetect * self);
 static gboolean warm_up (GstVisionDetect * self, const GstVideoInfo * info);
 static GstClockTime wanted_latency (GstVisionDetect * self,
-    GstClockTime inference_time);
+    GstClockTime inference_time, GstClockTime deviation);
 
 #define VIDEO_FORMATS "{ RGB, BGR, RGBA, BGRA, RGBx, BGRx, NV12, I420 }"
 
@@ -770,12 +771,13 @@ gst_vision_detect_start (GstBaseTransform * trans)
   }
   GST_OBJECT_LOCK (self);
   self->inference_time = GST_CLOCK_TIME_NONE;
+  self->inference_dev = 0;
   self->n_inferences = 0;
   self->n_inferred = 0;
   self->n_skipped_late = 0;
   self->started = TRUE;
   /* a shared engine's frame may wait the batch timeout: known from the start */
-  self->latency = wanted_latency (self, 0);
+  self->latency = wanted_latency (self, 0, 0);
   self->upstream_live = FALSE;
   self->upstream_latency = 0;
   GST_OBJECT_UNLOCK (self);
@@ -1174,18 +1176,32 @@ attach_detections (GstVisionDetect * self, const PendingFrame * f,
 #endif
 }
 
-/* What we report: a frame waits for the batches ahead of it, then runs; half
- * an inference more for the variation. With a shared engine (@inference_time
- * is then a batch's), a frame first waits up to the batch timeout for others,
- * and one batch more may be ahead of it (other streams' frames). Object lock
- * held. */
+/* The margin over the typical time for a slow frame: four mean deviations
+ * (as TCP's retransmission timer takes over the round-trip time, RFC 6298),
+ * at least @floor, what a steady machine needs. On a machine whose other
+ * work (or hypervisor) takes the cores at times, frames vary by several
+ * times their typical time, and a fixed fraction would have many late. */
 static GstClockTime
-wanted_latency (GstVisionDetect * self, GstClockTime inference_time)
+variation_margin (GstClockTime deviation, GstClockTime floor)
 {
+  return MAX (4 * deviation, floor);
+}
+
+/* What we report: a frame waits for the batches ahead of it, then runs; half
+ * an inference more for the variation, or more when frames vary more. With a
+ * shared engine (@inference_time is then a batch's), a frame first waits up
+ * to the batch timeout for others, and one batch more may be ahead of it
+ * (other streams' frames). Object lock held. */
+static GstClockTime
+wanted_latency (GstVisionDetect * self, GstClockTime inference_time,
+    GstClockTime deviation)
+{
+  GstClockTime margin = variation_margin (deviation, inference_time / 2);
+
   if (self->batch_size > 1)
     return self->batch_timeout + inference_time * (self->max_in_flight + 1) +
-        inference_time / 2;
-  return inference_time * self->max_in_flight + inference_time / 2;
+        margin;
+  return inference_time * self->max_in_flight + margin;
 }
 
 /* Posts a latency message when the typical inference time needs a quarter
@@ -1194,8 +1210,9 @@ wanted_latency (GstVisionDetect * self, GstClockTime inference_time)
 static gboolean
 raise_latency_locked (GstVisionDetect * self)
 {
-  GstClockTime wanted = wanted_latency (self, self->inference_time);
-  GstClockTime fixed = wanted_latency (self, 0);
+  GstClockTime wanted = wanted_latency (self, self->inference_time,
+      self->inference_dev);
+  GstClockTime fixed = wanted_latency (self, 0, 0);
 
   if (wanted <= self->latency + (self->latency - MIN (fixed,
               self->latency)) / 4)
@@ -1219,19 +1236,28 @@ post_latency (GstVisionDetect * self, GstClockTime inference_time,
 static void
 update_latency (GstVisionDetect * self, GstClockTime elapsed)
 {
-  GstClockTime inference_time, latency;
+  GstClockTime inference_time, deviation, latency;
   gboolean post;
 
   GST_OBJECT_LOCK (self);
   self->n_inferences++;
-  if (!GST_CLOCK_TIME_IS_VALID (self->inference_time))
+  if (!GST_CLOCK_TIME_IS_VALID (self->inference_time)) {
     self->inference_time = elapsed;
-  else
+  } else {
+    GstClockTimeDiff diff = GST_CLOCK_DIFF (self->inference_time, elapsed);
+
+    /* gains of RFC 6298: 1/4 for the deviation, 1/8 for the mean */
+    self->inference_dev = (3 * self->inference_dev + ABS (diff)) / 4;
     self->inference_time = (7 * self->inference_time + elapsed) / 8;
+  }
   post = raise_latency_locked (self);
   inference_time = self->inference_time;
+  deviation = self->inference_dev;
   latency = self->latency;
   GST_OBJECT_UNLOCK (self);
+  GST_LOG_OBJECT (self, "engine time %" GST_TIME_FORMAT ", typical %"
+      GST_TIME_FORMAT ", deviation %" GST_TIME_FORMAT, GST_TIME_ARGS (elapsed),
+      GST_TIME_ARGS (inference_time), GST_TIME_ARGS (deviation));
   if (post)
     post_latency (self, inference_time, latency);
 }
@@ -1361,6 +1387,7 @@ warm_up (GstVisionDetect * self, const GstVideoInfo * info)
   GST_OBJECT_LOCK (self);
   /* a new size: its own typical time, not the average of the old one */
   self->inference_time = elapsed;
+  self->inference_dev = 0;
   post = raise_latency_locked (self);
   latency = self->latency;
   GST_OBJECT_UNLOCK (self);
@@ -1571,8 +1598,8 @@ static gboolean
 would_be_late (GstVisionDetect * self, GstClockTime rt)
 {
   GstClock *clock;
-  GstClockTime now, base_time, done, deadline, inference_time, latency,
-      upstream, mono, free_at, earliest, gather = 0;
+  GstClockTime now, base_time, done, deadline, inference_time, deviation,
+      latency, upstream, mono, free_at, earliest, gather = 0;
   gboolean live;
 
   if (!GST_CLOCK_TIME_IS_VALID (rt))
@@ -1587,6 +1614,7 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   live = self->upstream_live;
   upstream = self->upstream_latency;
   inference_time = self->inference_time;
+  deviation = self->inference_dev;
   latency = self->latency;
   clock = GST_ELEMENT_CLOCK (self) ? gst_object_ref (GST_ELEMENT_CLOCK (self))
       : NULL;
@@ -1608,14 +1636,26 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   g_mutex_lock (&self->lock);
   free_at = self->n_submitted > 0 ? MAX (self->engine_free_at, mono) : mono;
   g_mutex_unlock (&self->lock);
-  /* a quarter more than the typical time: a slower frame still on time */
+  /* a slow frame's time (a quarter more than the typical time on a steady
+   * machine): a slower frame than typical still on time */
   done = (now - base_time) + (free_at - mono) + gather + inference_time +
-      inference_time / 4;
+      variation_margin (deviation, inference_time / 4);
   deadline = rt + upstream + latency;
   GST_LOG_OBJECT (self, "running time %" GST_TIME_FORMAT ": done at %"
       GST_TIME_FORMAT ", deadline %" GST_TIME_FORMAT, GST_TIME_ARGS (rt),
       GST_TIME_ARGS (done), GST_TIME_ARGS (deadline));
   return done > deadline;
+}
+
+static void
+skip_late (GstVisionDetect * self, PendingFrame * f, const gchar * when)
+{
+  f->inference = GST_VISION_DETECT_SKIPPED_LATE;
+  GST_OBJECT_LOCK (self);
+  self->n_skipped_late++;
+  GST_OBJECT_UNLOCK (self);
+  GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " would be late%s: "
+      "passed without inference", f->index, when);
 }
 
 static GstFlowReturn
@@ -1633,7 +1673,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   PendingFrame *f;
   GstFlowReturn ret;
   guint64 frame_index;
-  GstClockTime inference_time;
+  GstClockTime inference_time, rt;
 
   *outbuf = NULL;
   if (buffer == NULL)
@@ -1689,6 +1729,8 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     self->pending_discont = FALSE;
   }
 
+  rt = gst_segment_to_running_time (&trans->segment, GST_FORMAT_TIME,
+      GST_BUFFER_PTS (buffer));
   f = g_new0 (PendingFrame, 1);
   f->buffer = buffer;
   f->index = frame_index = self->frame_count++;
@@ -1700,22 +1742,10 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
     f->inference = GST_VISION_DETECT_SKIPPED_GAP;
   else if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
-      && would_be_late (self, gst_segment_to_running_time (&trans->segment,
-              GST_FORMAT_TIME, GST_BUFFER_PTS (buffer)))) {
-    f->inference = GST_VISION_DETECT_SKIPPED_LATE;
-    GST_OBJECT_LOCK (self);
-    self->n_skipped_late++;
-    GST_OBJECT_UNLOCK (self);
-    GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " would be late: "
-        "passed without inference", frame_index);
-  }
+      && would_be_late (self, rt))
+    skip_late (self, f, "");
 
   if (f->inference == GST_VISION_DETECT_INFERRED) {
-    GstVideoFrame frame;
-    vd_image image;
-    GError *err = NULL;
-    gboolean ok;
-
     /* room in the engine */
     g_mutex_lock (&self->lock);
     while (self->n_submitted >= max_in_flight && !self->flushing)
@@ -1726,6 +1756,20 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
       pending_frame_free (f);
       return ret;
     }
+    /* the room came when the frame ahead was collected, which follows the
+     * pushes before it (a synchronised sink holds each until its time), not
+     * the engine's estimate: late now, the frame passes without inference */
+    if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
+        && would_be_late (self, rt))
+      skip_late (self, f, " after waiting for the engine");
+  }
+
+  if (f->inference == GST_VISION_DETECT_INFERRED) {
+    GstVideoFrame frame;
+    vd_image image;
+    GError *err = NULL;
+    gboolean ok;
+
 
     /* read only: the frame passes unchanged; the engine copies what it reads */
     if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {

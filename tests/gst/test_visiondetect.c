@@ -1107,6 +1107,118 @@ GST_START_TEST (test_live_deadline)
 
 GST_END_TEST;
 
+/* Holds the element's output: its thread stops at the first frame until
+ * released, so nothing behind that frame is collected and no room comes in
+ * the engine. */
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean released;
+} OutputGate;
+
+typedef struct
+{
+  GstHarness *h;
+  GstBuffer *buffer;
+} PushJob;
+
+static GstPadProbeReturn
+hold_output (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  OutputGate *gate = data;
+
+  g_mutex_lock (&gate->lock);
+  while (!gate->released)
+    g_cond_wait (&gate->cond, &gate->lock);
+  g_mutex_unlock (&gate->lock);
+  return GST_PAD_PROBE_REMOVE;
+}
+
+static gpointer
+push_frame (gpointer data)
+{
+  PushJob *job = data;
+
+  return GINT_TO_POINTER (gst_harness_push (job->h, job->buffer));
+}
+
+/* Live, max-in-flight=1: a frame on time when it arrives, that waits for room
+ * in the engine until after its deadline (the frame ahead is collected only
+ * once the pushes before it are done: here held), passes without inference;
+ * judged again after the wait, not on the engine's estimate from before it.
+ * Times in the element's latency L (1.5 inferences from the warm-up; a loaded
+ * machine's is longer): the frames are due 4 L ahead, when each is on time
+ * with the engine's estimate (about 2 L for the third), and the output is
+ * held 8 L, past the third's deadline even if L triples meanwhile. */
+GST_START_TEST (test_live_deadline_after_wait)
+{
+  GstVideoInfo info;
+  GstBuffer *frame = vdtest_load_frame (0, &info);
+  GstHarness *h = vdtest_new_detect (THREADS, "max-in-flight=1");
+  GstElement *detect = gst_harness_find_element (h, "visiondetect");
+  GstPad *src = gst_element_get_static_pad (detect, "src");
+  OutputGate gate = { 0 };
+  GstClock *clock;
+  GstClockTime now, latency, ahead;
+  PushJob third = { h, NULL };
+  GstBuffer *out;
+  GThread *pusher;
+  guint64 skipped;
+  gint i;
+
+  g_mutex_init (&gate.lock);
+  g_cond_init (&gate.cond);
+  gst_harness_use_systemclock (h);
+  gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
+  fail_unless (gst_harness_query_latency (h) > 0);
+  clock = gst_element_get_clock (detect);
+  fail_unless (clock != NULL);
+  now = gst_clock_get_time (clock);
+  gst_element_set_base_time (detect, now);
+  latency = gst_harness_query_latency (h);
+  fail_unless (latency > 0);
+  ahead = gst_clock_get_time (clock) - now + 4 * latency;
+
+  gst_pad_add_probe (src, GST_PAD_PROBE_TYPE_BUFFER, hold_output, &gate, NULL);
+  /* the first is collected, then held on its way out; the second is in the
+   * engine, and stays there uncollected behind it */
+  for (i = 0; i < 2; i++)
+    fail_unless_equals_int (gst_harness_push (h, vdtest_timed_copy (frame,
+                ahead + i * 33 * GST_MSECOND)), GST_FLOW_OK);
+  /* the third is on time when it arrives, then waits for the second to be
+   * collected */
+  third.buffer = vdtest_timed_copy (frame, ahead + 66 * GST_MSECOND);
+  pusher = g_thread_new ("push", push_frame, &third);
+  g_usleep (8 * latency / GST_USECOND);
+  g_mutex_lock (&gate.lock);
+  gate.released = TRUE;
+  g_cond_broadcast (&gate.cond);
+  g_mutex_unlock (&gate.lock);
+  fail_unless_equals_int (GPOINTER_TO_INT (g_thread_join (pusher)),
+      GST_FLOW_OK);
+
+  for (i = 0; i < 3; i++) {
+    out = gst_harness_pull (h);
+    fail_unless (out != NULL);
+    fail_unless_equals_int (vdtest_inference_of (out), i < 2 ?
+        GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_LATE);
+    gst_buffer_unref (out);
+  }
+  g_object_get (detect, "frames-skipped-late", &skipped, NULL);
+  fail_unless_equals_uint64 (skipped, 1);
+
+  gst_object_unref (clock);
+  gst_object_unref (src);
+  gst_object_unref (detect);
+  gst_harness_teardown (h);
+  gst_buffer_unref (frame);
+  g_cond_clear (&gate.cond);
+  g_mutex_clear (&gate.lock);
+}
+
+GST_END_TEST;
+
 /* Every frame carries the companion meta, saying whether it was inferred. */
 GST_START_TEST (test_inference_status)
 {
@@ -2068,6 +2180,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_qos_drop);
   tcase_add_test (tc, test_qos_skip_inference);
   tcase_add_test (tc, test_live_deadline);
+  tcase_add_test (tc, test_live_deadline_after_wait);
   tcase_add_test (tc, test_inference_status);
   tcase_add_test (tc, test_flush_resets_interval);
   tcase_add_test (tc, test_crop_meta_refused);
