@@ -25,7 +25,8 @@
  * is in (#GstVisionDetect:max-in-flight of them at most in the engine). Every
  * buffer gets the companion meta, which says whether the frame was inferred.
  * On a live source the element reports its inference time as latency (measured
- * by a warm-up inference when the caps arrive) and, with
+ * by a warm-up inference when the caps arrive, with a margin that follows how
+ * much the engine's time per frame varies) and, with
  * #GstVisionDetect:late-frames=skip-inference, passes a frame that inference
  * would make late on time without detections, marked as skipped.
  *
@@ -1204,9 +1205,10 @@ wanted_latency (GstVisionDetect * self, GstClockTime inference_time,
   return inference_time * self->max_in_flight + margin;
 }
 
-/* Posts a latency message when the typical inference time needs a quarter
- * more latency than reported (of the part that follows it: a shared engine's
- * batch timeout is fixed). Object lock held; returns whether to post. */
+/* Posts a latency message when the typical inference time and its variation
+ * need a quarter more latency than reported (of the part that follows them: a
+ * shared engine's batch timeout is fixed). Object lock held; returns whether
+ * to post. */
 static gboolean
 raise_latency_locked (GstVisionDetect * self)
 {
