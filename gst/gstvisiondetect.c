@@ -1649,6 +1649,7 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   return done > deadline;
 }
 
+/* late-frames=skip-inference: @f passes on time without inference */
 static void
 skip_late (GstVisionDetect * self, PendingFrame * f, const gchar * when)
 {
