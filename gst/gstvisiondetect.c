@@ -1749,10 +1749,14 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     skip_late (self, f, "");
 
   if (f->inference == GST_VISION_DETECT_INFERRED) {
+    gboolean waited = FALSE;
+
     /* room in the engine */
     g_mutex_lock (&self->lock);
-    while (self->n_submitted >= max_in_flight && !self->flushing)
+    while (self->n_submitted >= max_in_flight && !self->flushing) {
       g_cond_wait (&self->cond, &self->lock);
+      waited = TRUE;
+    }
     ret = self->flushing ? GST_FLOW_FLUSHING : GST_FLOW_OK;
     g_mutex_unlock (&self->lock);
     if (ret != GST_FLOW_OK) {
@@ -1762,7 +1766,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     /* the room came when the frame ahead was collected, which follows the
      * pushes before it (a synchronised sink holds each until its time), not
      * the engine's estimate: late now, the frame passes without inference */
-    if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
+    if (waited && late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
         && would_be_late (self, rt))
       skip_late (self, f, " after waiting for the engine");
   }
