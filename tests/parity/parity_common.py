@@ -398,16 +398,25 @@ def box_head_linears_on_onednn(model):
 # The reference: torchvision step by step (mirrors GeneralizedRCNN.forward in eval)
 # ---------------------------------------------------------------------------------
 
-def reference(model, img_u8, double_scale):
+def reference(model, img_u8, double_scale, cached=None):
     """Runs model on one uint8 HxWx3 image the way GeneralizedRCNN.forward does in
     eval mode, but step by step so the internals can be compared. Returns a dict of
     numpy arrays named as vd-detect's --dump files, plus 'boxes', 'scores', 'labels'
-    (final detections in original-image pixels, torchvision's order)."""
+    (final detections in original-image pixels, torchvision's order).
+    cached: calibrate()'s cache entry of this image, the weights unchanged since: its
+    FPN features are used where the transform's output is the same as the one they
+    were computed on (bit for bit; as it is unless double_scale changes the resized
+    size), and its box-head output where the proposals are the same (the same
+    modules on the same features give them bit for bit). test_harness.py checks that
+    the whole result is the same as without."""
     h0, w0 = img_u8.shape[:2]
     x = to_tensor(img_u8)
     with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
         images, _ = model.transform([x])
-        features = model.backbone(images.tensors)
+        if cached is not None and (cached[0].image_sizes != images.image_sizes
+                                   or not torch.equal(cached[0].tensors, images.tensors)):
+            cached = None
+        features = model.backbone(images.tensors) if cached is None else cached[1]
         feats = list(features.values())
         rpn = model.rpn
         objectness, deltas = rpn.head(feats)
@@ -418,7 +427,10 @@ def reference(model, img_u8, double_scale):
         proposals = rpn.box_coder.decode(deltas_flat, anchors).view(1, -1, 4)
         boxes, scores = rpn.filter_proposals(proposals, obj_flat, images.image_sizes, num_anchors_per_level)
         roi = model.roi_heads
-        box_features = roi.box_head(roi.box_roi_pool(features, boxes, images.image_sizes))
+        if cached is not None and torch.equal(boxes[0], cached[2][0]):
+            box_features = cached[3]
+        else:
+            box_features = roi.box_head(roi.box_roi_pool(features, boxes, images.image_sizes))
         class_logits, box_regression = roi.box_predictor(box_features)
         dboxes, dscores, dlabels = roi.postprocess_detections(class_logits, box_regression, boxes,
                                                               images.image_sizes)
@@ -444,6 +456,8 @@ def reference(model, img_u8, double_scale):
         "scores": dets["scores"].numpy(),
         "labels": dets["labels"].numpy(),
         "_levels": num_anchors_per_level,
+        # whether the box head's output came from calibrate()'s cache
+        "_box_features_cached": cached is not None and box_features is cached[3],
     }
     for name, f in features.items():
         out["fpn." + name] = f.numpy()
@@ -469,7 +483,7 @@ def reference_matches_model(model, img_u8, ref):
 
 @torch.no_grad()
 def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
-              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8), first_features=None):
+              rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8), cache=None):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
 
     1. Norm layers: random affine (gamma in [0.5, 1.5], beta ~ N(0, 0.2)) and random
@@ -488,8 +502,12 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
        detections on the images number about target[0], with at least target[1]
        scores in [threshold, 0.5) and target[2] above 0.5, never capped at
        detections_per_img.
-    first_features: a list that receives (batch, features) of the first image (the
-    calibrated body's), for calibrate_masks.
+    cache: a list that receives, for each image, the calibrated model's
+    (batch, features, proposals, box_features): the transform's ImageList, the FPN
+    features, the RPN's proposals and the box head's output on them. Only the box
+    predictor changes after they are computed (and calibrate_masks changes only the
+    mask branch), so reference() and calibrate_masks() take them instead of computing
+    the same tensors again, as long as the weights stay as calibrated.
     Returns a short description of what was chosen."""
     g = torch.Generator().manual_seed(seed)
     norms = norm_layers(model)
@@ -520,8 +538,6 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
     finally:
         for h in handles:
             h.remove()
-    if first_features is not None:
-        first_features.append(per_image[0])
 
     # Features of the other calibration images with the calibrated body.
     with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
@@ -545,22 +561,31 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         roi = model.roi_heads
         # A conv box head's norm layers (FastRCNNConvFCHead of fasterrcnn_resnet50_fpn_v2):
         # statistics of their actual input, the first image's proposals, as the body's
+        # (each norm layer computes with the statistics just set, so this is also the
+        # calibrated box head's output on the first image)
         box_norms = norm_layers(roi)
+        first_box = None
         if box_norms:
             handles = [m.register_forward_pre_hook(set_stats) for m in box_norms]
             try:
                 batch, feats = per_image[0]
                 proposals, _ = model.rpn(batch, feats)
-                roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+                first_box = (proposals, roi.box_head(roi.box_roi_pool(feats, proposals,
+                                                                      batch.image_sizes)))
             finally:
                 for h in handles:
                     h.remove()
         pred = roi.box_predictor
         cached = []
-        for batch, feats in per_image:
-            proposals, _ = model.rpn(batch, feats)
-            x = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+        for i, (batch, feats) in enumerate(per_image):
+            if i == 0 and first_box is not None:
+                proposals, x = first_box
+            else:
+                proposals, _ = model.rpn(batch, feats)
+                x = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
             cached.append((x, proposals, batch.image_sizes))
+            if cache is not None:
+                cache.append((batch, feats, proposals, x))
         reg = torch.cat([pred.bbox_pred(x) for x, _, _ in cached])
         gain = box_delta_std / reg.std().item()
         pred.bbox_pred.weight.mul_(gain)
@@ -648,24 +673,28 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
 
 
 @torch.no_grad()
-def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, first_features=None):
+def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, cached=None):
     """Mask R-CNN: the mask head's norm statistics (v2) from its actual input, the mask
     RoI features of the first image's detections (as the box head's); then the logits
     convolution scaled and shifted so that the logits of the detections' labels have
     mean 0 and std @logit_std: probabilities spread over (0, 1), both sides of 0.5
-    in every mask, instead of one saturated value. first_features: calibrate()'s
-    (batch, features) of the image, when at hand (saves a forward of the body)."""
+    in every mask, instead of one saturated value. cached: calibrate()'s cache entry
+    of the image, when at hand (saves a forward of the body and of the box head)."""
     roi = model.roi_heads
     with resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
-        if first_features:
-            batch, feats = first_features[0]
+        if cached is not None:
+            batch, feats, proposals, box_features = cached
         else:
             batch, _ = model.transform([to_tensor(img_u8)])
             feats = model.backbone(batch.tensors)
-        proposals, _ = model.rpn(batch, feats)
-        dets, _ = roi(feats, proposals, batch.image_sizes)
-        boxes = [dets[0]["boxes"]]
-        labels = dets[0]["labels"]
+            proposals, _ = model.rpn(batch, feats)
+            box_features = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+        # RoIHeads.forward's detections in eval
+        class_logits, box_regression = roi.box_predictor(box_features)
+        det_boxes, _, det_labels = roi.postprocess_detections(class_logits, box_regression,
+                                                              proposals, batch.image_sizes)
+        boxes = [det_boxes[0]]
+        labels = det_labels[0]
         pooled = roi.mask_roi_pool(feats, boxes, batch.image_sizes)
 
         def set_stats(module, inputs):
@@ -673,13 +702,14 @@ def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, first_features=N
             module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
             module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False).clamp_min(1e-10))
 
+        # (each norm layer computes with the statistics just set: x is the calibrated
+        # mask head's output)
         handles = [m.register_forward_pre_hook(set_stats) for m in norm_layers(roi.mask_head)]
         try:
             x = roi.mask_head(pooled)
         finally:
             for h in handles:
                 h.remove()
-        x = roi.mask_head(pooled)
         pred = roi.mask_predictor
         logits = pred(x)[torch.arange(len(labels)), labels]
         mu, sigma = logits.mean().item(), logits.std().item()
@@ -1156,14 +1186,14 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
             return 1
 
     t = time.monotonic()
-    first = []
+    cache = []
     calibration_double = doubles[0] if all(doubles) or not any(doubles) else True
-    desc = calibrate(model, imgs, double_scale=calibration_double, first_features=first,
+    desc = calibrate(model, imgs, double_scale=calibration_double, cache=cache,
                      **(calibrate_kwargs or {}))
     log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
     if model.roi_heads.has_mask():
         t = time.monotonic()
-        desc = calibrate_masks(model, imgs[0], calibration_double, first_features=first)
+        desc = calibrate_masks(model, imgs[0], calibration_double, cached=cache[0])
         log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
 
     model_path = os.path.join(work, f"{name}.safetensors")
@@ -1179,6 +1209,7 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         tensors, _ = read_safetensors(model_path)
         n = load_back(model, tensors)
         log(f"{name}: loaded {n} rounded tensors back into torchvision")
+        cache = []  # computed with the weights before the rounding
 
     paths = []
     for i, img in enumerate(imgs):
@@ -1203,7 +1234,11 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
     for i, (img, dbl) in enumerate(zip(imgs, doubles)):
         h, w = img.shape[:2]
         t = time.monotonic()
-        ref = reference(model, img, dbl)
+        cached = cache[i] if cache else None
+        if cache:
+            cache[i] = None  # the later images do not need it
+        ref = reference(model, img, dbl, cached)
+        cached = None
         log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s, "
             f"resized {ref['image_size'].astype(int).tolist()}, padded {list(ref['input'].shape[2:])}, "
             f"{len(ref['anchors'])} anchors, {len(ref['proposals'])} proposals, "

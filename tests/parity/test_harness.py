@@ -6,6 +6,8 @@ no engine. On a small calibrated ResNet-18-FPN (min/max size 320/512) it checks 
     bit for bit the detections of model(images), and stays within the detection
     tolerances when the box head runs torch's own nn.Linear (netlib BLAS) instead of
     the oneDNN 1x1 convolutions used for speed;
+  * reference() on calibrate()'s cached tensors (the FPN features and the box head's
+    output, which run_parity reuses) gives bit for bit what it gives computing them;
   * the resize-scale patch gives the double-precision size (320x479 for 427x640) where
     unmodified 0.14.1 gives 319x479, and changes nothing where both agree;
   * the comparison passes on identical outputs (including the 9-significant-digit
@@ -58,14 +60,15 @@ def main():
     model = pc.build_resnet_fpn(18, len(CLASSES), 320, 512, seed=7)
     img_a = pc.synthetic_image(240, 320, 71)   # float32 and double scales agree
     img_b = pc.synthetic_image(427, 640, 71)   # they do not: 319x479 against 320x479
-    pc.log(pc.calibrate(model, [img_a, img_b]))
+    cache = []
+    pc.log(pc.calibrate(model, [img_a, img_b], cache=cache))
 
     ref = pc.reference(model, img_a, double_scale=False)
     pc.log(f"reference 240x320: {len(ref['proposals'])} proposals, {len(ref['scores'])} detections, "
            f"(total, <0.5, >=0.5) = {pc.describe_detections(ref['scores'], model.roi_heads.score_thresh)}")
     expect(pc.reference_matches_model(model, img_a, ref), "reference() == model(images) bit for bit")
-    expect(np.array_equal(pc.reference(model, img_a, True)["boxes"], ref["boxes"]),
-           "the resize patch changes nothing at 240x320")
+    ref_a = pc.reference(model, img_a, True)
+    expect(np.array_equal(ref_a["boxes"], ref["boxes"]), "the resize patch changes nothing at 240x320")
 
     # nn.Linear on netlib against the oneDNN 1x1 convolutions.
     t = time.monotonic()
@@ -80,6 +83,19 @@ def main():
 
     ref_b = pc.reference(model, img_b, double_scale=True)
     ref_b32 = pc.reference(model, img_b, double_scale=False)
+    # run_parity's reference reuses calibrate()'s tensors (calibrated with the double
+    # scale): the same result, bit for bit; not at 427x640 unpatched, resized otherwise
+    for title, img, dbl, full, cached, reused in (
+            ("240x320 patched", img_a, True, ref_a, cache[0], True),
+            ("240x320 unpatched", img_a, False, ref, cache[0], True),
+            ("427x640 patched", img_b, True, ref_b, cache[1], True),
+            ("427x640 unpatched", img_b, False, ref_b32, cache[1], False)):
+        r = pc.reference(model, img, dbl, cached)
+        same = sorted(r) == sorted(full) and all(
+            np.array_equal(r[k], full[k]) for k in full if not k.startswith("_"))
+        expect(same and r["_box_features_cached"] == reused and not full["_box_features_cached"],
+               f"{title}: reference() given calibrate()'s features and box-head output == "
+               f"reference() computing them, bit for bit ({'reused' if reused else 'not reused'})")
     expect(ref_b["image_size"].tolist() == [320, 479] and ref_b32["image_size"].tolist() == [319, 479],
            f"427x640 resized to {ref_b['image_size'].tolist()} patched, {ref_b32['image_size'].tolist()} unpatched")
 
