@@ -456,7 +456,8 @@ def reference(model, img_u8, double_scale, cached=None):
         "scores": dets["scores"].numpy(),
         "labels": dets["labels"].numpy(),
         "_levels": num_anchors_per_level,
-        # whether the box head's output came from calibrate()'s cache
+        # whether the FPN features and the box head's output came from calibrate()'s cache
+        "_features_cached": cached is not None,
         "_box_features_cached": cached is not None and box_features is cached[3],
     }
     for name, f in features.items():
@@ -1239,7 +1240,9 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
             cache[i] = None  # the later images do not need it
         ref = reference(model, img, dbl, cached)
         cached = None
-        log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s, "
+        reused = ("" if not ref["_features_cached"] else " (the calibration's FPN features" +
+                  (" and box-head output)" if ref["_box_features_cached"] else ")"))
+        log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s{reused}, "
             f"resized {ref['image_size'].astype(int).tolist()}, padded {list(ref['input'].shape[2:])}, "
             f"{len(ref['anchors'])} anchors, {len(ref['proposals'])} proposals, "
             f"{len(ref['scores'])} detections")
