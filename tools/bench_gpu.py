@@ -190,10 +190,10 @@ def prepare_masks(args):
             model.roi_heads.mask_head = MaskRCNNHeads(256, [256, 256, 256, 256], 1,
                                                       norm_layer=torch.nn.BatchNorm2d)
         model.eval()
-        first = []
+        cache = []
         # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, [img], double_scale=False, first_features=first)
-        desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
+        desc = pc.calibrate(model, [img], double_scale=False, cache=cache)
+        desc += "; " + pc.calibrate_masks(model, img, False, cached=cache[0])
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name}: random weights (seed 11), calibrated: {desc} ({time.time() - t0:.1f} s)")
 
@@ -219,11 +219,11 @@ def prepare_v2(args):
         model = getattr(torchvision.models.detection, builder)(
             weights=None, weights_backbone=None, num_classes=91, min_size=MASK_MIN_SIZE,
             max_size=MASK_MAX_SIZE).eval()
-        first = []
+        cache = []
         # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, [img], double_scale=False, first_features=first)
+        desc = pc.calibrate(model, [img], double_scale=False, cache=cache)
         if name == "mask-v2":
-            desc += "; " + pc.calibrate_masks(model, img, False, first_features=first)
+            desc += "; " + pc.calibrate_masks(model, img, False, cached=cache[0])
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
             f"({time.time() - t0:.1f} s)")
