@@ -1777,7 +1777,6 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
     GError *err = NULL;
     gboolean ok;
 
-
     /* read only: the frame passes unchanged; the engine copies what it reads */
     if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
       pending_frame_free (f);

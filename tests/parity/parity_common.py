@@ -577,17 +577,17 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
                 for h in handles:
                     h.remove()
         pred = roi.box_predictor
-        cached = []
+        entries = []  # (batch, features, proposals, box-head output) per image
         for i, (batch, feats) in enumerate(per_image):
             if i == 0 and first_box is not None:
                 proposals, x = first_box
             else:
                 proposals, _ = model.rpn(batch, feats)
                 x = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
-            cached.append((x, proposals, batch.image_sizes))
-            if cache is not None:
-                cache.append((batch, feats, proposals, x))
-        reg = torch.cat([pred.bbox_pred(x) for x, _, _ in cached])
+            entries.append((batch, feats, proposals, x))
+        if cache is not None:
+            cache.extend(entries)
+        reg = torch.cat([pred.bbox_pred(x) for _, _, _, x in entries])
         gain = box_delta_std / reg.std().item()
         pred.bbox_pred.weight.mul_(gain)
         pred.bbox_pred.bias.mul_(gain)
@@ -597,7 +597,7 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         # on (a, b): decode them once and rerun only softmax, threshold and NMS (the
         # steps of postprocess_detections).
         from torchvision.ops import boxes as box_ops
-        x_all = torch.cat([x for x, _, _ in cached])
+        x_all = torch.cat([x for _, _, _, x in entries])
         # The random cls_score mostly reads the component that all proposals share
         # (the fc7 features of a random network differ little between proposals):
         # its logits then vary across proposals by little compared with their size,
@@ -615,10 +615,10 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
         w0 = pred.cls_score.weight / sigma[:, None]
         b0 = (pred.cls_score.bias - mu) / sigma
         per_image_z = []
-        for x, proposals, sizes in cached:
+        for batch, _, proposals, x in entries:
             z = (pred.cls_score(x) - mu) / sigma
             boxes = roi.box_coder.decode(pred.bbox_pred(x), proposals)
-            boxes = box_ops.clip_boxes_to_image(boxes, sizes[0])[:, 1:].reshape(-1, 4)
+            boxes = box_ops.clip_boxes_to_image(boxes, batch.image_sizes[0])[:, 1:].reshape(-1, 4)
             labels = torch.arange(1, z.shape[1]).repeat(z.shape[0])
             per_image_z.append((z, boxes, labels))
         thr = roi.score_thresh
@@ -1235,11 +1235,7 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
     for i, (img, dbl) in enumerate(zip(imgs, doubles)):
         h, w = img.shape[:2]
         t = time.monotonic()
-        cached = cache[i] if cache else None
-        if cache:
-            cache[i] = None  # the later images do not need it
-        ref = reference(model, img, dbl, cached)
-        cached = None
+        ref = reference(model, img, dbl, cache[i] if cache else None)
         reused = ("" if not ref["_features_cached"] else " (the calibration's FPN features" +
                   (" and box-head output)" if ref["_box_features_cached"] else ")"))
         log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s{reused}, "
