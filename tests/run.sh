@@ -39,11 +39,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Two tests run at once on 2 cores, each with 2 OpenMP threads: with libgomp's default
-# wait policy a thread at a barrier spins on a core the other test needs. PASSIVE makes
-# it sleep (the summed test time fell by a third on a 2-core machine, same tests).
-export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-
 suites=("$@")
 wants() { [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
 suite_args=()
