@@ -161,9 +161,13 @@ def mean_ap(detections, ground_truth, n_classes, iou_thresh=0.5):
 
 def run_torchvision(model, scenes, threads):
     import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+    import parity_common as pc  # noqa: E402
     torch.set_num_threads(threads)
     out = []
-    with torch.no_grad():
+    # the box head's linears on oneDNN, as in the parity references (Debian's torch runs
+    # nn.Linear on the netlib reference BLAS: a third of this function's time)
+    with torch.no_grad(), pc.box_head_linears_on_onednn(model):
         for img, _, _ in scenes:
             t = torch.from_numpy(img).permute(2, 0, 1).float().div(255.0)
             r = model([t])[0]
