@@ -44,6 +44,7 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))  # parity_common, with torch
 
 try:
     import train_demo  # noqa: E402  (numpy + PIL: the scene generator)
@@ -161,8 +162,7 @@ def mean_ap(detections, ground_truth, n_classes, iou_thresh=0.5):
 
 def run_torchvision(model, scenes, threads):
     import torch
-    sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
-    import parity_common as pc  # noqa: E402
+    import parity_common as pc
     torch.set_num_threads(threads)
     out = []
     # the box head's linears on oneDNN, as in the parity references (Debian's torch runs

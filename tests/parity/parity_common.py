@@ -378,8 +378,8 @@ VERBOSE = os.environ.get("VD_PARITY_VERBOSE", "") not in ("", "0")
 
 
 def _linear_as_conv(self, x):
-    if x.dim() != 2 or x.shape[0] == 0:
-        return F.conv2d(x[:, :, None, None], self.weight[:, :, None, None], self.bias)[:, :, 0, 0]
+    if x.dim() != 2 or x.shape[0] == 0:  # no rows to multiply: torch's own Linear
+        return F.linear(x, self.weight, self.bias)
     # The rows as the convolution's spatial dimension (one image, N x 1 pixels, the
     # inputs as channels), not as its batch: oneDNN's 1x1 kernels take that shape at
     # several times the speed (fc6 on 1000 RoIs: 0.7 s against 3.3 s on 2 AVX2 cores).
