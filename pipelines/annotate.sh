@@ -115,7 +115,9 @@ else
     vd_add multifilesrc "location=$scene_dir/scene-%03d.png" "stop-index=$((scenes - 1))" \
       caps=image/png,framerate=2/1 ! pngdec ! videoconvert ! videorate ! "$caps" ! clip.
   fi
-  vd_add concat name=clip ! videoconvert
+  # one segment with continuous timestamps: each source starts at 0, and encoders
+  # and muxers take buffer timestamps, not concat's running time
+  vd_add concat name=clip ! identity single-segment=true ! videoconvert
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visionjson "location=$json"

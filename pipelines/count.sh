@@ -85,7 +85,9 @@ else
     background-color=0xff203060 ! "$caps" ! clip.
   vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
     background-color=0xff808080 ! "$caps" ! clip.
-  vd_add concat name=clip ! videoconvert
+  # one segment with continuous timestamps: each source starts at 0, and encoders
+  # and muxers take buffer timestamps, not concat's running time
+  vd_add concat name=clip ! identity single-segment=true ! videoconvert
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visiontrack ! visionjson "location=$json"
