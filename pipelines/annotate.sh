@@ -95,15 +95,7 @@ if [ -n "$input" ]; then
   [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
 else
   # the bundled model's classes include the ball: three colour schemes of it
-  frames="${opt_frames:-48}"
-  third=$(( (frames + 2) / 3 ))
-  last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
-  caps="video/x-raw,width=$width,height=$height,framerate=24/1,format=I420"
-  vd_add videotestsrc pattern=ball "num-buffers=$third" ! "$caps" ! clip.
-  vd_add videotestsrc pattern=ball "num-buffers=$third" foreground-color=0xffff4040 \
-    background-color=0xff203060 ! "$caps" ! clip.
-  vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
-    background-color=0xff808080 ! "$caps" ! clip.
+  vd_add_ball_clip "${opt_frames:-48}" "$width" "$height"
   # then generated scenes of all four shapes, half a second each
   # (with --frames, the clip is that many frames of the ball unless --scenes is given)
   if [ -n "$opt_frames" ]; then scenes="${opt_scenes:-0}"; else scenes="${opt_scenes:-8}"; fi
@@ -113,11 +105,9 @@ else
     /usr/bin/python3 "$VD_ROOT/pipelines/make_scenes.py" "$scene_dir" "$scenes" "${width}x${height}" \
       || vd_die "could not generate the scenes"
     vd_add multifilesrc "location=$scene_dir/scene-%03d.png" "stop-index=$((scenes - 1))" \
-      caps=image/png,framerate=2/1 ! pngdec ! videoconvert ! videorate ! "$caps" ! clip.
+      caps=image/png,framerate=2/1 ! pngdec ! videoconvert ! videorate ! "$clip_caps" ! clip.
   fi
-  # one segment with continuous timestamps: each source starts at 0, and encoders
-  # and muxers take buffer timestamps, not concat's running time
-  vd_add concat name=clip ! identity single-segment=true ! videoconvert
+  vd_add_clip_end
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visionjson "location=$json"

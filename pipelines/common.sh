@@ -92,6 +92,27 @@ vd_add_detect() {
   return 0
 }
 
+# The generated clip's start: the ball in three colour schemes one after the
+# other, FRAMES in all at WIDTHxHEIGHT, 24 frames/s, into "concat
+# name=clip"; sets clip_caps (their caps) for further sources of the clip.
+# vd_add_clip_end closes it.
+vd_add_ball_clip() {
+  local frames="$1" third last
+  clip_caps="video/x-raw,width=$2,height=$3,framerate=24/1,format=I420"
+  third=$(( (frames + 2) / 3 ))
+  last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
+  vd_add videotestsrc pattern=ball "num-buffers=$third" ! "$clip_caps" ! clip.
+  vd_add videotestsrc pattern=ball "num-buffers=$third" foreground-color=0xffff4040 \
+    background-color=0xff203060 ! "$clip_caps" ! clip.
+  vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
+    background-color=0xff808080 ! "$clip_caps" ! clip.
+}
+
+# The clip's concat, as one segment with continuous timestamps: each source
+# starts at 0, and encoders and muxers take buffer timestamps, not concat's
+# running time.
+vd_add_clip_end() { vd_add concat name=clip ! identity single-segment=true ! videoconvert; }
+
 # Runs the pipeline, printing it first (quoted as a shell would need it).
 vd_launch() {
   vd_log "gst-launch-1.0 -e $(printf '%q ' "${pipeline[@]}")"

@@ -76,18 +76,8 @@ if [ -n "$input" ]; then
   [ -n "$opt_frames" ] && vd_add ! identity "eos-after=$opt_frames"
 else
   # annotate.sh's clip: the ball in three colour schemes, one after the other
-  frames="${opt_frames:-96}"
-  third=$(( (frames + 2) / 3 ))
-  last=$(( frames - 2 * third )); [ $last -gt 0 ] || last=1
-  caps="video/x-raw,width=$width,height=$height,framerate=24/1,format=I420"
-  vd_add videotestsrc pattern=ball "num-buffers=$third" ! "$caps" ! clip.
-  vd_add videotestsrc pattern=ball "num-buffers=$third" foreground-color=0xffff4040 \
-    background-color=0xff203060 ! "$caps" ! clip.
-  vd_add videotestsrc pattern=ball "num-buffers=$last" foreground-color=0xfff0e020 \
-    background-color=0xff808080 ! "$caps" ! clip.
-  # one segment with continuous timestamps: each source starts at 0, and encoders
-  # and muxers take buffer timestamps, not concat's running time
-  vd_add concat name=clip ! identity single-segment=true ! videoconvert
+  vd_add_ball_clip "${opt_frames:-96}" "$width" "$height"
+  vd_add_clip_end
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visiontrack ! visionjson "location=$json"
