@@ -70,6 +70,20 @@ DISTRACT_SHARE = 0.4
 HARD_NEGATIVES = None
 HARD_SHARE = 0.0
 
+# Share of the training scenes drawn over distractors (the empty ones and those of
+# --distract-share) that also get one of the training-only kinds of
+# add_more_distractors() (--more-distractors): TrueType text and thin outline figures.
+# 0: none, and make_scene draws exactly the random numbers it drew before the option
+# existed. The held-out and mined frames (distractor_scene) never get them.
+MORE_SHARE = 0.0
+
+# The TrueType fonts of add_more_distractors(): Debian's fonts-dejavu-core (and -extra
+# where installed), which Pango and Cairo pull in.
+FONT_DIR = "/usr/share/fonts/truetype/dejavu"
+FONT_FILES = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf",
+              "DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf", "DejaVuSansCondensed-Bold.ttf",
+              "DejaVuSerifCondensed.ttf"]
+
 # Frame sizes of the videotestsrc-like scenes.
 VTS_SIZES = [(320, 240), (640, 480), (352, 288), (480, 360), (800, 600), (720, 576),
              (640, 360), (1280, 720), (400, 300), (512, 384)]
@@ -306,6 +320,81 @@ def add_distractors(rng, img):
     return img
 
 
+def _fonts():
+    """The fonts of FONT_FILES that are installed (at least DejaVuSans.ttf)."""
+    paths = [os.path.join(FONT_DIR, f) for f in FONT_FILES if os.path.exists(os.path.join(FONT_DIR, f))]
+    if not paths:
+        raise RuntimeError(f"--more-distractors needs the DejaVu fonts in {FONT_DIR} "
+                           "(Debian's fonts-dejavu-core)")
+    return paths
+
+
+def add_more_distractors(rng, img):
+    """Draws one of the training-only distractor kinds over @img (float32 HxWx3, in
+    place): words and single characters in TrueType fonts (large round and pointed
+    glyphs such as O, 0, Q, A, V, 7: letters of a caption or a clock overlay, not
+    shapes), or thin outline figures (triangles, rectangles, circles and polylines
+    drawn with lines of 1-3 pixels, at least 24 line widths across, so that a circle's
+    inner radius is over 91 % of its outer, thinner than any ring's 78 %)."""
+    from PIL import ImageFont
+    h, w = img.shape[:2]
+    colour = _contrasting(rng, img)
+    if rng.random() < 0.55:
+        fonts = _fonts()
+        cov = np.zeros((h, w), np.float32)
+        for _ in range(int(rng.integers(1, 5))):
+            if rng.random() < 0.5:
+                pool = "O0QDCGUoaeAV7YTv48B96"
+            else:
+                pool = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:-./%"
+            n_chars = int(rng.choice([1, 1, 2, 3, 4, 6, 8]))
+            text = "".join(pool[int(i)] for i in rng.integers(0, len(pool), n_chars))
+            size = int(np.exp(rng.uniform(math.log(12), math.log(max(13, min(w, h) // 2)))))
+            font = ImageFont.truetype(fonts[int(rng.integers(0, len(fonts)))], size)
+            x0, y0, x1, y1 = font.getbbox(text)
+            glyphs = Image.new("L", (x1 + 4, y1 + 4), 0)
+            ImageDraw.Draw(glyphs).text((2, 2), text, font=font, fill=255)
+            if rng.random() < 0.3:
+                glyphs = glyphs.rotate(rng.uniform(-30, 30), resample=Image.BILINEAR, expand=True)
+            arr = np.asarray(glyphs, np.float32) / 255.0
+            th, tw = arr.shape
+            if tw >= w or th >= h:
+                continue
+            x, y = int(rng.integers(0, w - tw)), int(rng.integers(0, h - th))
+            cov[y:y + th, x:x + tw] = np.maximum(cov[y:y + th, x:x + tw], arr)
+    else:
+        n = int(rng.integers(1, 5))
+        width = int(rng.choice([1, 1, 2, 3]))
+
+        def outlines(d):
+            for _ in range(n):
+                kind = rng.choice(["triangle", "rectangle", "circle", "polyline"])
+                size = rng.uniform(max(16.0, 24.0 * width), 0.8 * min(w, h))
+                cx, cy = rng.uniform(0, w), rng.uniform(0, h)
+                if kind == "circle":
+                    r = size / 2
+                    ry = r * (rng.uniform(0.7, 1.0) if rng.random() < 0.3 else 1.0)
+                    d.ellipse([cx - r, cy - ry, cx + r, cy + ry], outline=255, width=width)
+                    continue
+                k = {"triangle": 3, "rectangle": 4}.get(kind, int(rng.integers(3, 7)))
+                th0 = rng.uniform(0, 2 * math.pi)
+                if kind == "rectangle":
+                    angles = [th0, th0 + math.pi - rng.uniform(0.6, 2.5)]
+                    angles += [angles[0] + math.pi, angles[1] + math.pi]
+                    radii = [size / 2] * 4
+                else:
+                    angles = sorted(th0 + rng.uniform(0, 2 * math.pi, k))
+                    radii = size / 2 * rng.uniform(0.5, 1.0, k)
+                pts = [(cx + r * math.cos(a), cy + r * math.sin(a)) for a, r in zip(angles, radii)]
+                if kind != "polyline":
+                    pts.append(pts[0])
+                d.line(pts, fill=255, width=width, joint="curve")
+        cov = _draw_on(img, outlines)
+    img *= 1 - cov[:, :, None]
+    img += colour * cov[:, :, None]
+    return img
+
+
 def videotestsrc_sweep(rng):
     """A frame like videotestsrc pattern=ball motion=sweep or hsweep: a large disc
     (radius a quarter of the frame height) and one-pixel lines across the frame
@@ -407,6 +496,8 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     if stream == STREAM_TRAIN and rng.random() < EMPTY_SHARE:  # nothing but distractors
         img = add_distractors(rng, make_background(rng, int(rng.integers(200, 640)),
                                                    int(rng.integers(200, 480))))
+        if MORE_SHARE > 0 and rng.random() < MORE_SHARE:
+            img = add_more_distractors(rng, img)
         return (np.clip(np.rint(img), 0, 255).astype(np.uint8), np.zeros((0, 4), np.float32),
                 np.zeros((0,), np.int64))
     if rng.random() < 0.18:
@@ -422,6 +513,8 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
     img = make_background(rng, w, h)
     if distract:
         img = add_distractors(rng, img)
+        if MORE_SHARE > 0 and rng.random() < MORE_SHARE:
+            img = add_more_distractors(rng, img)
     n = int(rng.choice([1, 2, 3, 4, 5, 6, 7, 8], p=[0.12, 0.16, 0.17, 0.16, 0.14, 0.11, 0.08, 0.06]))
     ss = 2 if rng.random() < 0.6 else 1
     masks, boxes, labels = [], [], []
@@ -602,7 +695,7 @@ def _save(torch, path, payload):
 
 
 def main(argv=None):
-    global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE
+    global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE, MORE_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -628,6 +721,9 @@ def main(argv=None):
                          "repeat to draw from the frames of several files")
     ap.add_argument("--hard-share", type=float, default=0.1,
                     help="share of training scenes drawn from --hard-negatives")
+    ap.add_argument("--more-distractors", type=float, default=MORE_SHARE, metavar="SHARE",
+                    help="share of the scenes drawn over distractors that also get TrueType "
+                         "text or thin outline figures (training only; default 0: none)")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -644,6 +740,12 @@ def main(argv=None):
 
     EMPTY_SHARE = args.empty_share
     DISTRACT_SHARE = args.distract_share
+    MORE_SHARE = args.more_distractors
+    if MORE_SHARE > 0:
+        try:
+            _fonts()
+        except RuntimeError as e:
+            ap.error(str(e))
     if args.hard_negatives:
         HARD_NEGATIVES = []
         for path in args.hard_negatives:
