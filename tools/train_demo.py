@@ -329,67 +329,97 @@ def _fonts():
     return paths
 
 
-def add_more_distractors(rng, img):
-    """Draws one of the training-only distractor kinds over @img (float32 HxWx3, in
-    place): words and single characters in TrueType fonts (large round and pointed
-    glyphs such as O, 0, Q, A, V, 7: letters of a caption or a clock overlay, not
-    shapes), or thin outline figures (triangles, rectangles, circles and polylines
-    drawn with lines of 1-3 pixels, at least 24 line widths across, so that a circle's
-    inner radius is over 91 % of its outer, thinner than any ring's 78 %)."""
+def _overlay_text(rng):
+    """A string like those video overlays carry: a date and time, a running time, a
+    caption, or a few round and pointed glyphs (O, 0, Q, A, V, 7, ...)."""
+    r = rng.random()
+    if r < 0.4:
+        y, mo, d = int(rng.integers(1990, 2040)), int(rng.integers(1, 13)), int(rng.integers(1, 29))
+        hh, mm, ss = int(rng.integers(0, 24)), int(rng.integers(0, 60)), int(rng.integers(0, 60))
+        return [f"{y}-{mo:02d}-{d:02d} {hh:02d}:{mm:02d}:{ss:02d}", f"{hh:02d}:{mm:02d}:{ss:02d}",
+                f"{hh}:{mm:02d}:{ss:02d}.{int(rng.integers(0, 1000)):03d}", f"{d:02d}/{mo:02d}/{y}",
+                f"{y}-{mo:02d}-{d:02d}"][int(rng.integers(0, 5))]
+    pool = ("O0QDCGUoaeAV7YTv48B96" if r < 0.7 else
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 :-./%")
+    n_chars = int(rng.choice([1, 1, 2, 3, 4, 6, 8, 12]))
+    return "".join(pool[int(i)] for i in rng.integers(0, len(pool), n_chars)).strip() or "O"
+
+
+def _text_item(rng, img, fonts):
+    """Draws one line of text over @img (float32 HxWx3, in place) in a TrueType font,
+    the way overlays draw it: plain, or with an outline (stroke) and a drop shadow."""
     from PIL import ImageFont
     h, w = img.shape[:2]
-    colour = _contrasting(rng, img)
-    if rng.random() < 0.55:
-        fonts = _fonts()
-        cov = np.zeros((h, w), np.float32)
-        for _ in range(int(rng.integers(1, 5))):
-            if rng.random() < 0.5:
-                pool = "O0QDCGUoaeAV7YTv48B96"
-            else:
-                pool = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:-./%"
-            n_chars = int(rng.choice([1, 1, 2, 3, 4, 6, 8]))
-            text = "".join(pool[int(i)] for i in rng.integers(0, len(pool), n_chars))
-            size = int(np.exp(rng.uniform(math.log(12), math.log(max(13, min(w, h) // 2)))))
-            font = ImageFont.truetype(fonts[int(rng.integers(0, len(fonts)))], size)
-            x0, y0, x1, y1 = font.getbbox(text)
-            glyphs = Image.new("L", (x1 + 4, y1 + 4), 0)
-            ImageDraw.Draw(glyphs).text((2, 2), text, font=font, fill=255)
-            if rng.random() < 0.3:
-                glyphs = glyphs.rotate(rng.uniform(-30, 30), resample=Image.BILINEAR, expand=True)
-            arr = np.asarray(glyphs, np.float32) / 255.0
-            th, tw = arr.shape
-            if tw >= w or th >= h:
-                continue
-            x, y = int(rng.integers(0, w - tw)), int(rng.integers(0, h - th))
-            cov[y:y + th, x:x + tw] = np.maximum(cov[y:y + th, x:x + tw], arr)
-    else:
-        n = int(rng.integers(1, 5))
-        width = int(rng.choice([1, 1, 2, 3]))
+    text = _overlay_text(rng)
+    size = int(np.exp(rng.uniform(math.log(10), math.log(max(11, min(w, h) // 3)))))
+    font = ImageFont.truetype(fonts[int(rng.integers(0, len(fonts)))], size)
+    fill = (255.0, 255.0, 255.0) if rng.random() < 0.4 else tuple(_contrasting(rng, img))
+    stroke = int(rng.integers(1, max(2, size // 10 + 1))) if rng.random() < 0.5 else 0
+    edge = (0.0, 0.0, 0.0) if rng.random() < 0.6 else tuple(_rand_colour(rng))
+    shadow = int(rng.integers(1, max(2, size // 16 + 2))) if rng.random() < 0.4 else 0
+    x0, y0, x1, y1 = font.getbbox(text, stroke_width=stroke)
+    layer = Image.new("RGBA", (x1 + 4 + shadow, y1 + 4 + shadow), (0, 0, 0, 0))
+    d = ImageDraw.Draw(layer)
+    as_int = lambda c, a=255: tuple(int(v) for v in c) + (a,)  # noqa: E731
+    if shadow:
+        d.text((2 + shadow, 2 + shadow), text, font=font, fill=as_int((0, 0, 0), 200),
+               stroke_width=stroke, stroke_fill=as_int((0, 0, 0), 200))
+    d.text((2, 2), text, font=font, fill=as_int(fill), stroke_width=stroke, stroke_fill=as_int(edge))
+    if rng.random() < 0.2:
+        layer = layer.rotate(rng.uniform(-30, 30), resample=Image.BILINEAR, expand=True)
+    arr = np.asarray(layer, np.float32)
+    th, tw = arr.shape[:2]
+    if tw >= w or th >= h:
+        return
+    x, y = int(rng.integers(0, w - tw)), int(rng.integers(0, h - th))
+    alpha = arr[:, :, 3:] / 255.0
+    region = img[y:y + th, x:x + tw]
+    region *= 1 - alpha
+    region += arr[:, :, :3] * alpha
 
-        def outlines(d):
-            for _ in range(n):
-                kind = rng.choice(["triangle", "rectangle", "circle", "polyline"])
-                size = rng.uniform(max(16.0, 24.0 * width), 0.8 * min(w, h))
-                cx, cy = rng.uniform(0, w), rng.uniform(0, h)
-                if kind == "circle":
-                    r = size / 2
-                    ry = r * (rng.uniform(0.7, 1.0) if rng.random() < 0.3 else 1.0)
-                    d.ellipse([cx - r, cy - ry, cx + r, cy + ry], outline=255, width=width)
-                    continue
-                k = {"triangle": 3, "rectangle": 4}.get(kind, int(rng.integers(3, 7)))
-                th0 = rng.uniform(0, 2 * math.pi)
-                if kind == "rectangle":
-                    angles = [th0, th0 + math.pi - rng.uniform(0.6, 2.5)]
-                    angles += [angles[0] + math.pi, angles[1] + math.pi]
-                    radii = [size / 2] * 4
-                else:
-                    angles = sorted(th0 + rng.uniform(0, 2 * math.pi, k))
-                    radii = size / 2 * rng.uniform(0.5, 1.0, k)
-                pts = [(cx + r * math.cos(a), cy + r * math.sin(a)) for a, r in zip(angles, radii)]
-                if kind != "polyline":
-                    pts.append(pts[0])
-                d.line(pts, fill=255, width=width, joint="curve")
-        cov = _draw_on(img, outlines)
+
+def add_more_distractors(rng, img):
+    """Draws one of the training-only distractor kinds over @img (float32 HxWx3, in
+    place): lines of text in TrueType fonts as video overlays draw them (dates and
+    times, captions, round and pointed glyphs such as O, 0, Q, A, V, 7; plain, outlined
+    or shadowed: letters, not shapes), or thin outline figures (triangles, rectangles,
+    circles and polylines drawn with lines of 1-3 pixels, at least 24 line widths
+    across, so that a circle's inner radius is over 91 % of its outer, thinner than
+    any ring's 78 %)."""
+    h, w = img.shape[:2]
+    if rng.random() < 0.7:
+        fonts = _fonts()
+        for _ in range(int(rng.integers(1, 5))):
+            _text_item(rng, img, fonts)
+        return img
+    colour = _contrasting(rng, img)
+    n = int(rng.integers(1, 5))
+    width = int(rng.choice([1, 1, 2, 3]))
+
+    def outlines(d):
+        for _ in range(n):
+            kind = rng.choice(["triangle", "rectangle", "circle", "polyline"])
+            size = rng.uniform(max(16.0, 24.0 * width), 0.8 * min(w, h))
+            cx, cy = rng.uniform(0, w), rng.uniform(0, h)
+            if kind == "circle":
+                r = size / 2
+                ry = r * (rng.uniform(0.7, 1.0) if rng.random() < 0.3 else 1.0)
+                d.ellipse([cx - r, cy - ry, cx + r, cy + ry], outline=255, width=width)
+                continue
+            k = {"triangle": 3, "rectangle": 4}.get(kind, int(rng.integers(3, 7)))
+            th0 = rng.uniform(0, 2 * math.pi)
+            if kind == "rectangle":
+                angles = [th0, th0 + math.pi - rng.uniform(0.6, 2.5)]
+                angles += [angles[0] + math.pi, angles[1] + math.pi]
+                radii = [size / 2] * 4
+            else:
+                angles = sorted(th0 + rng.uniform(0, 2 * math.pi, k))
+                radii = size / 2 * rng.uniform(0.5, 1.0, k)
+            pts = [(cx + r * math.cos(a), cy + r * math.sin(a)) for a, r in zip(angles, radii)]
+            if kind != "polyline":
+                pts.append(pts[0])
+            d.line(pts, fill=255, width=width, joint="curve")
+    cov = _draw_on(img, outlines)
     img *= 1 - cov[:, :, None]
     img += colour * cov[:, :, None]
     return img
