@@ -351,13 +351,22 @@ def _text_item(rng, img, fonts):
     from PIL import ImageFont
     h, w = img.shape[:2]
     text = _overlay_text(rng)
-    size = int(np.exp(rng.uniform(math.log(10), math.log(max(11, min(w, h) // 3)))))
-    font = ImageFont.truetype(fonts[int(rng.integers(0, len(fonts)))], size)
+    # up to 60 % of the frame's short side (overlays that scale with the frame draw
+    # glyphs a quarter of its height and more), smaller where the line would not fit
+    size = int(np.exp(rng.uniform(math.log(10), math.log(max(11, 0.6 * min(w, h))))))
+    font_file = fonts[int(rng.integers(0, len(fonts)))]
+    font = ImageFont.truetype(font_file, size)
     fill = (255.0, 255.0, 255.0) if rng.random() < 0.4 else tuple(_contrasting(rng, img))
     stroke = int(rng.integers(1, max(2, size // 10 + 1))) if rng.random() < 0.5 else 0
     edge = (0.0, 0.0, 0.0) if rng.random() < 0.6 else tuple(_rand_colour(rng))
     shadow = int(rng.integers(1, max(2, size // 16 + 2))) if rng.random() < 0.4 else 0
     x0, y0, x1, y1 = font.getbbox(text, stroke_width=stroke)
+    fit = min(1.0, (w - 12 - shadow) / max(1, x1 + 4 + shadow), (h - 12 - shadow) / max(1, y1 + 4 + shadow))
+    if fit < 1.0:
+        size = max(6, int(size * fit))
+        stroke = min(stroke, max(1, size // 10)) if stroke else 0
+        font = ImageFont.truetype(font_file, size)
+        x0, y0, x1, y1 = font.getbbox(text, stroke_width=stroke)
     layer = Image.new("RGBA", (x1 + 4 + shadow, y1 + 4 + shadow), (0, 0, 0, 0))
     d = ImageDraw.Draw(layer)
     as_int = lambda c, a=255: tuple(int(v) for v in c) + (a,)  # noqa: E731
