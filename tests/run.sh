@@ -19,7 +19,7 @@ packages=(
   libglib2.0-dev libjson-glib-dev libdnnl-dev
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-x
   libcairo2-dev libpango1.0-dev
   python3 python3-numpy python3-torchvision
   gstreamer1.0-libav valgrind
