@@ -77,6 +77,14 @@ HARD_SHARE = 0.0
 # existed. The held-out and mined frames (distractor_scene) never get them.
 MORE_SHARE = 0.0
 
+# Share of the training shape scenes with occluders (--occluders): 1-2 flat bands
+# across the frame drawn over the shapes, through one of them, like a pillar or a pole
+# in front of a camera. The shapes keep their whole boxes (as where they overlap each
+# other); one left with less than a quarter of its area visible is dropped from the
+# ground truth. 0: none, and make_scene draws exactly the random numbers it drew before
+# the option existed.
+OCCLUDE_SHARE = 0.0
+
 # The TrueType fonts of add_more_distractors(): Debian's fonts-dejavu-core (and -extra
 # where installed), which Pango and Cairo pull in.
 FONT_DIR = "/usr/share/fonts/truetype/dejavu"
@@ -434,6 +442,39 @@ def add_more_distractors(rng, img):
     return img
 
 
+def add_occluders(rng, img, masks, boxes, labels, areas):
+    """--occluders: 1-2 flat bands (vertical 3 times in 4, else horizontal; 4-90 pixels
+    wide; grey half the time, else any colour) across @img (float32 HxWx3) over the
+    shapes, the first through a point of a random shape so that it cuts it. The shapes
+    keep their boxes; those with less than a quarter of their area left visible are
+    dropped. Returns (img, masks, boxes, labels)."""
+    h, w = img.shape[:2]
+    for k in range(int(rng.choice([1, 1, 1, 2]))):
+        vertical = rng.random() < 0.75
+        width = int(np.exp(rng.uniform(math.log(4), math.log(90))))
+        if k == 0:
+            x0, y0, x1, y1 = boxes[int(rng.integers(0, len(boxes)))]
+            centre = rng.uniform(x0, x1) if vertical else rng.uniform(y0, y1)
+        else:
+            centre = rng.uniform(0, w if vertical else h)
+        lo = int(max(0, round(centre - width / 2)))
+        hi = int(min(w if vertical else h, lo + width))
+        if hi <= lo:
+            continue
+        colour = (np.full(3, rng.uniform(60, 200), np.float32) if rng.random() < 0.5
+                  else _rand_colour(rng))
+        band = np.zeros((h, w), np.float32)
+        if vertical:
+            band[:, lo:hi] = 1.0
+        else:
+            band[lo:hi, :] = 1.0
+        img = img * (1 - band[:, :, None]) + colour[None, None, :] * band[:, :, None]
+        masks = [m * (1 - band) for m in masks]
+    keep = [i for i, m in enumerate(masks) if float((m >= 0.5).sum()) >= 0.25 * areas[i]]
+    return (img, [masks[i] for i in keep], [boxes[i] for i in keep],
+            [labels[i] for i in keep])
+
+
 def videotestsrc_sweep(rng):
     """A frame like videotestsrc pattern=ball motion=sweep or hsweep: a large disc
     (radius a quarter of the frame height) and one-pixel lines across the frame
@@ -556,7 +597,7 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
             img = add_more_distractors(rng, img)
     n = int(rng.choice([1, 2, 3, 4, 5, 6, 7, 8], p=[0.12, 0.16, 0.17, 0.16, 0.14, 0.11, 0.08, 0.06]))
     ss = 2 if rng.random() < 0.6 else 1
-    masks, boxes, labels = [], [], []
+    masks, boxes, labels, areas = [], [], [], []
     smin = max(10.0, 0.045 * short)
     smax = 0.6 * short
     for _ in range(n):
@@ -597,7 +638,10 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
             masks.append(mask)
             boxes.append(box)
             labels.append(cls)
+            areas.append(float((mask >= 0.5).sum()))
             break
+    if OCCLUDE_SHARE > 0 and boxes and rng.random() < OCCLUDE_SHARE:
+        img, masks, boxes, labels = add_occluders(rng, img, masks, boxes, labels, areas)
     if rng.random() < 0.15:
         img = img + rng.normal(0, rng.uniform(2, 10), size=img.shape).astype(np.float32)
     img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
@@ -734,7 +778,7 @@ def _save(torch, path, payload):
 
 
 def main(argv=None):
-    global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE, MORE_SHARE
+    global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE, MORE_SHARE, OCCLUDE_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -763,6 +807,9 @@ def main(argv=None):
     ap.add_argument("--more-distractors", type=float, default=MORE_SHARE, metavar="SHARE",
                     help="share of the scenes drawn over distractors that also get TrueType "
                          "text or thin outline figures (training only; default 0: none)")
+    ap.add_argument("--occluders", type=float, default=OCCLUDE_SHARE, metavar="SHARE",
+                    help="share of the shape scenes with flat bands across the frame over "
+                         "the shapes, cutting them (training only; default 0: none)")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -780,6 +827,7 @@ def main(argv=None):
     EMPTY_SHARE = args.empty_share
     DISTRACT_SHARE = args.distract_share
     MORE_SHARE = args.more_distractors
+    OCCLUDE_SHARE = args.occluders
     if MORE_SHARE > 0:
         try:
             _fonts()
