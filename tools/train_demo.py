@@ -447,7 +447,7 @@ def add_occluders(rng, img, masks, boxes, labels, areas):
     wide; grey half the time, else any colour) across @img (float32 HxWx3) over the
     shapes, the first through a point of a random shape so that it cuts it. The shapes
     keep their boxes; those with less than a quarter of their area left visible are
-    dropped. Returns (img, masks, boxes, labels)."""
+    dropped. Returns (img, boxes, labels)."""
     h, w = img.shape[:2]
     for k in range(int(rng.choice([1, 1, 1, 2]))):
         vertical = rng.random() < 0.75
@@ -471,8 +471,7 @@ def add_occluders(rng, img, masks, boxes, labels, areas):
         img = img * (1 - band[:, :, None]) + colour[None, None, :] * band[:, :, None]
         masks = [m * (1 - band) for m in masks]
     keep = [i for i, m in enumerate(masks) if float((m >= 0.5).sum()) >= 0.25 * areas[i]]
-    return (img, [masks[i] for i in keep], [boxes[i] for i in keep],
-            [labels[i] for i in keep])
+    return img, [boxes[i] for i in keep], [labels[i] for i in keep]
 
 
 def videotestsrc_sweep(rng):
@@ -641,7 +640,7 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
             areas.append(float((mask >= 0.5).sum()))
             break
     if OCCLUDE_SHARE > 0 and boxes and rng.random() < OCCLUDE_SHARE:
-        img, masks, boxes, labels = add_occluders(rng, img, masks, boxes, labels, areas)
+        img, boxes, labels = add_occluders(rng, img, masks, boxes, labels, areas)
     if rng.random() < 0.15:
         img = img + rng.normal(0, rng.uniform(2, 10), size=img.shape).astype(np.float32)
     img = np.clip(np.rint(img), 0, 255).astype(np.uint8)

@@ -23,13 +23,10 @@ on these. Exit 77 when gst-launch-1.0, the overlays, the plugin or the model is 
 """
 
 import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gst_model_test import add_common_args, detect_elements, read_jsonl, run_pipeline, skip_reason
 
 # WIDTHxHEIGHT:PATTERN:FONT (videotestsrc's pattern, a Pango font description); the
 # caption is chosen by the configuration's index
@@ -59,9 +56,6 @@ def run_config(args, cfg_text, index):
     d = os.path.join(args.workdir, f"run{index}-{w}x{h}-{pattern}")
     os.makedirs(d, exist_ok=True)
     jsonl = os.path.join(d, "dets.jsonl")
-    detect = ["visiondetect", f"device={args.device}"]
-    if args.model:
-        detect.append(f"model={args.model}")
     caption = CAPTIONS[index % len(CAPTIONS)]
     cmd = [args.gst_launch, "-q",
            "videotestsrc", f"pattern={pattern}", f"num-buffers={args.frames}", "!",
@@ -71,14 +65,11 @@ def run_config(args, cfg_text, index):
            "datetime-format=%Y-%m-%d %H:%M:%S", "valignment=bottom", "halignment=left", "!",
            "textoverlay", f"font-desc={font}", f"text={caption}", "valignment=top",
            "halignment=right", "!",
-           "videoconvert", "!", *detect, "!",
+           "videoconvert", "!", *detect_elements(args), "!",
            "visionjson", f"location={jsonl}", "!", "fakesink"]
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if res.returncode != 0:
-        print(f"FAIL {cfg_text}: gst-launch-1.0 exited {res.returncode}\n  {' '.join(cmd)}\n{res.stderr}")
+    if not run_pipeline(cmd, cfg_text):
         return False
-    with open(jsonl) as f:
-        frames = [json.loads(ln) for ln in f if ln.strip()]
+    frames = read_jsonl(jsonl)
     if len(frames) != args.frames:
         print(f"FAIL {cfg_text}: {len(frames)} JSON lines for {args.frames} frames")
         return False
@@ -99,31 +90,15 @@ def run_config(args, cfg_text, index):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0"))
-    ap.add_argument("--frames", type=int, default=48, help="frames per configuration")
-    ap.add_argument("--config", action="append", default=None,
-                    help="WIDTHxHEIGHT:PATTERN:FONT; repeatable")
-    ap.add_argument("--model", default=None,
-                    help="model file (default: none given, the element finds the bundled one)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--workdir", default="text-overlay")
+    add_common_args(ap, frames=48, workdir="text-overlay",
+                    config_help="WIDTHxHEIGHT:PATTERN:FONT; repeatable")
     args = ap.parse_args(argv)
 
-    if not args.gst_launch or not os.access(args.gst_launch, os.X_OK):
-        print("SKIP: gst-launch-1.0 not found")
+    reason = skip_reason(args, ("visiondetect", "timeoverlay", "textoverlay"),
+                         "GST_PLUGIN_PATH; the overlays are in Debian's gstreamer1.0-x")
+    if reason:
+        print(f"SKIP: {reason}")
         return 77
-    bundled = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
-    if args.model is None and not os.path.exists(bundled):
-        print(f"SKIP: no bundled model {bundled}")
-        return 77
-    inspect = shutil.which("gst-inspect-1.0")
-    if inspect:
-        for element in ("visiondetect", "timeoverlay", "textoverlay"):
-            if subprocess.run([inspect, element], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL).returncode != 0:
-                print(f"SKIP: no element {element} (GST_PLUGIN_PATH; the overlays are in "
-                      "Debian's gstreamer1.0-x)")
-                return 77
     os.makedirs(args.workdir, exist_ok=True)
     results = [run_config(args, c, i) for i, c in enumerate(args.config or DEFAULT_CONFIGS)]
     return 0 if all(results) else 1

@@ -20,10 +20,7 @@ Exit 77 when gst-launch-1.0, the plugin or the model file is missing.
 """
 
 import argparse
-import json
 import os
-import shutil
-import subprocess
 import sys
 
 try:
@@ -32,7 +29,7 @@ except ImportError:
     print("SKIP: numpy is missing")
     sys.exit(77)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gst_model_test import add_common_args, detect_elements, read_jsonl, run_pipeline, skip_reason
 
 # WIDTHxHEIGHT:FORMAT:FOREGROUND:BACKGROUND[:MOTION] (ARGB colours, as videotestsrc
 # takes them; MOTION one of videotestsrc's: wavy, the default, sweep or hsweep)
@@ -110,22 +107,16 @@ def run_config(args, cfg_text, index):
     d = os.path.join(args.workdir, f"run{index}-{w}x{h}-{fmt}")
     os.makedirs(d, exist_ok=True)
     jsonl, raw_path = os.path.join(d, "dets.jsonl"), os.path.join(d, "frames.raw")
-    detect = ["visiondetect", f"device={args.device}"]
-    if args.model:
-        detect.append(f"model={args.model}")
     cmd = [args.gst_launch, "-q",
            "videotestsrc", "pattern=ball", f"motion={motion}", f"num-buffers={args.frames}",
            f"foreground-color={fg}", f"background-color={bg}", "!",
            f"video/x-raw,format={fmt},width={w},height={h},framerate=30/1", "!",
-           *detect, "!",
+           *detect_elements(args), "!",
            "visionjson", f"location={jsonl}", "!",
            "filesink", f"location={raw_path}"]
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if res.returncode != 0:
-        print(f"FAIL {cfg_text}: gst-launch-1.0 exited {res.returncode}\n  {' '.join(cmd)}\n{res.stderr}")
+    if not run_pipeline(cmd, cfg_text):
         return False
-    with open(jsonl) as f:
-        frames = [json.loads(ln) for ln in f if ln.strip()]
+    frames = read_jsonl(jsonl)
     raw = np.fromfile(raw_path, np.uint8)
     fs = frame_size(w, h, fmt)
     n = len(raw) // fs
@@ -165,31 +156,17 @@ def run_config(args, cfg_text, index):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gst-launch", default=shutil.which("gst-launch-1.0"))
-    ap.add_argument("--frames", type=int, default=60, help="frames per configuration")
-    ap.add_argument("--config", action="append", default=None,
-                    help="WIDTHxHEIGHT:FORMAT:FG:BG[:MOTION] (ARGB hex); repeatable")
+    add_common_args(ap, frames=60, workdir="videotestsrc-ball",
+                    config_help="WIDTHxHEIGHT:FORMAT:FG:BG[:MOTION] (ARGB hex); repeatable")
     ap.add_argument("--lines", action="store_true",
                     help="the sweep-motion configurations (lines across the frame) instead")
     ap.add_argument("--with-lines", action="store_true",
                     help="the default configurations and the sweep-motion ones")
-    ap.add_argument("--model", default=None,
-                    help="model file (default: none given, the element finds the bundled one)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--workdir", default="videotestsrc-ball")
     args = ap.parse_args(argv)
 
-    if not args.gst_launch or not os.access(args.gst_launch, os.X_OK):
-        print("SKIP: gst-launch-1.0 not found")
-        return 77
-    bundled = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
-    if args.model is None and not os.path.exists(bundled):
-        print(f"SKIP: no bundled model {bundled}")
-        return 77
-    inspect = shutil.which("gst-inspect-1.0")
-    if inspect and subprocess.run([inspect, "visiondetect"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL).returncode != 0:
-        print("SKIP: the visiondetect plugin is not found (GST_PLUGIN_PATH)")
+    reason = skip_reason(args, ("visiondetect",))
+    if reason:
+        print(f"SKIP: {reason}")
         return 77
     os.makedirs(args.workdir, exist_ok=True)
     configs = args.config or ((LINES_CONFIGS if args.lines else DEFAULT_CONFIGS)
