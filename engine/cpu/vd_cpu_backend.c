@@ -50,62 +50,16 @@
  * oneDNN scratchpad serves all primitives. */
 #include "vd_config.h"
 #include "vd_context_private.h"
+#include "cpu/vd_cpu_layers.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cpu/vd_cpu_winograd.h"
 #include "vd_math.h"
 
 #include <math.h>
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------ */
-/* oneDNN plumbing                                                           */
-
-/* Whether the ISA @isa includes every feature of @feature (dnnl_cpu_isa_t values are
- * feature bit sets: avx512_core_amx includes avx512_core_bf16, and so on). */
-static gboolean isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature)
-{
-    return ((unsigned)isa & (unsigned)feature) == (unsigned)feature;
-}
-
-/* "avx2", "avx512_core_bf16", ...: the names ONEDNN_MAX_CPU_ISA takes, lower case. */
-static const char *isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-    case dnnl_cpu_isa_all: return "any ISA";
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    }
-    return "an unknown ISA";
-}
-
-static gboolean dnnl_check(dnnl_status_t status, const char *what, GError **error)
-{
-    if (status == dnnl_success)
-        return TRUE;
-    g_set_error(error, VD_ERROR,
-                status == dnnl_out_of_memory ? VD_ERROR_OUT_OF_MEMORY : VD_ERROR_INTERNAL,
-                "oneDNN failed in %s: %s", what, dnnl_status2str(status));
-    return FALSE;
-}
-
-#define DNNL_TRY(call, what)                                                                       \
-    do {                                                                                           \
-        if (!dnnl_check((call), (what), error))                                                    \
-            goto out_fail;                                                                         \
-    } while (0)
 
 /* bfloat16 <-> float32: round to nearest even, NaN kept quiet (as torch's
  * c10::BFloat16 conversion). */
@@ -413,8 +367,7 @@ static size_t tensor_size(const cpu_tensor *t)
 static void tensor_free(gpointer p)
 {
     cpu_tensor *t = p;
-    if (t->mem != NULL)
-        dnnl_memory_destroy(t->mem);
+    vd_layers_memory_free(t->mem);
     g_free(t);
 }
 
@@ -424,7 +377,6 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
                                    dnnl_data_type_t dt, dnnl_format_tag_t tag, void *data,
                                    GError **error)
 {
-    dnnl_memory_desc_t md;
     dnnl_dims_t dims = {1, c, h, w};
     cpu_tensor *t = g_new0(cpu_tensor, 1);
     t->h = h;
@@ -441,11 +393,10 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
         g_ptr_array_add(plan->buffers, data);
     }
     t->data = data;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 4, dims, dt, tag), "memory desc");
-    DNNL_TRY(dnnl_memory_create(&t->mem, &md, st->engine, t->data), "memory create");
+    if (!vd_layers_memory_new(st->engine, 4, dims, dt, tag, t->data, &t->mem, "an activation",
+                              error))
+        return NULL;
     return t;
-out_fail:
-    return NULL;
 }
 
 /* A blocked (the state's nChw16c or nChw8c) or NHWC tensor of the plan. */
@@ -459,12 +410,9 @@ static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int 
 static void conv_clear(cpu_conv *cv)
 {
     vd_wino_unref(cv->wino);
-    if (cv->prim != NULL)
-        dnnl_primitive_destroy(cv->prim);
-    if (cv->weights != NULL)
-        dnnl_memory_destroy(cv->weights);
-    if (cv->bias != NULL)
-        dnnl_memory_destroy(cv->bias);
+    vd_layers_primitive_free(cv->prim);
+    vd_layers_memory_free(cv->weights);
+    vd_layers_memory_free(cv->bias);
     memset(cv, 0, sizeof(*cv));
 }
 
@@ -477,9 +425,7 @@ static int conv_out_size(int n, int kernel, int stride, int padding)
  * mode) needs. */
 static void note_scratchpad(cpu_state *st, const_dnnl_primitive_desc_t pd)
 {
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (md != NULL)
-        st->scratch_needed = MAX(st->scratch_needed, dnnl_memory_desc_get_size(md));
+    st->scratch_needed = MAX(st->scratch_needed, vd_layers_pd_scratchpad(pd));
 }
 
 /* Makes the shared scratchpad as large as the primitives created so far need. */
@@ -495,22 +441,19 @@ static gboolean ensure_scratchpad(cpu_state *st, GError **error)
     }
     if (st->scratch_needed <= st->scratch_size)
         return TRUE;
-    dnnl_memory_desc_t md;
     dnnl_dims_t dims = {(dnnl_dim_t)st->scratch_needed};
-    if (st->scratch_mem != NULL)
-        dnnl_memory_destroy(st->scratch_mem);
+    vd_layers_memory_free(st->scratch_mem);
     st->scratch_mem = NULL;
     free(st->scratch);
     st->scratch_size = 0;
     st->scratch = alloc_aligned(st->scratch_needed, "the oneDNN scratchpad", error);
     if (st->scratch == NULL)
         return FALSE;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_x), "scratchpad desc");
-    DNNL_TRY(dnnl_memory_create(&st->scratch_mem, &md, st->engine, st->scratch), "scratchpad");
+    if (!vd_layers_memory_new(st->engine, 1, dims, dnnl_u8, dnnl_x, st->scratch, &st->scratch_mem,
+                              "the scratchpad", error))
+        return FALSE;
     st->scratch_size = st->scratch_needed;
     return TRUE;
-out_fail:
-    return FALSE;
 }
 
 /* Whether a convolution runs Winograd F(4x4, 3x3): float32 3x3 stride 1 with at
@@ -537,52 +480,6 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
  * that convolution, measured). */
 #define WINOGRAD_SCRATCH_BUDGET ((size_t)16 << 20)
 
-/* @out: new memory in the layout @md holding the float32 @data described by
- * @user_md, reordered (and converted) once, at planning time. */
-static gboolean packed_weights(cpu_state *st, const dnnl_memory_desc_t *user_md, const float *data,
-                               const dnnl_memory_desc_t *md, dnnl_memory_t *out, GError **error)
-{
-    dnnl_primitive_desc_t reorder_pd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_memory_t user = NULL;
-    gboolean ok = FALSE;
-    DNNL_TRY(dnnl_memory_create(out, md, st->engine, DNNL_MEMORY_ALLOCATE), "weights memory");
-    DNNL_TRY(dnnl_memory_create(&user, user_md, st->engine, (void *)data), "weights memory");
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&reorder_pd, user_md, st->engine, md, st->engine,
-                                                NULL),
-             "weights reorder desc");
-    DNNL_TRY(dnnl_primitive_create(&reorder, reorder_pd), "weights reorder");
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *out}};
-        DNNL_TRY(dnnl_primitive_execute(reorder, st->stream, 2, args), "weights reorder");
-        DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
-    }
-    ok = TRUE;
-out_fail:
-    if (user != NULL)
-        dnnl_memory_destroy(user);
-    if (reorder != NULL)
-        dnnl_primitive_destroy(reorder);
-    if (reorder_pd != NULL)
-        dnnl_primitive_desc_destroy(reorder_pd);
-    return ok;
-}
-
-/* @out: new float32 memory described by @md (@n values) holding a copy of
- * @values (a bias). */
-static gboolean filled_memory(cpu_state *st, const dnnl_memory_desc_t *md, const float *values,
-                              size_t n, dnnl_memory_t *out, GError **error)
-{
-    void *handle = NULL;
-    gboolean ok = FALSE;
-    DNNL_TRY(dnnl_memory_create(out, md, st->engine, DNNL_MEMORY_ALLOCATE), "bias memory");
-    DNNL_TRY(dnnl_memory_get_data_handle(*out, &handle), "bias handle");
-    memcpy(handle, values, sizeof(float) * n);
-    ok = TRUE;
-out_fail:
-    return ok;
-}
-
 /* Creates the primitive of one convolution src -> dst (dst has the output shape)
  * of @groups groups (1, or in_c == out_c: depthwise), reorders the weights into the
  * layout the primitive prefers (and the source's data type), and fuses the sum
@@ -593,20 +490,13 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                           cpu_tensor *src, cpu_tensor *dst, gboolean sum, vd_activation act,
                           GError **error)
 {
-    dnnl_memory_desc_t src_md, wei_any_md, wei_user_md, bias_md, dst_md;
-    dnnl_dims_t src_dims = {1, in_c, src->h, src->w};
-    dnnl_dims_t dst_dims = {1, out_c, dst->h, dst->w};
-    dnnl_dims_t wei_dims = {out_c, in_c, kernel, kernel};
-    /* grouped: {G, O/G, I/G, kh, kw} */
-    dnnl_dims_t gwei_dims = {groups, out_c / MAX(groups, 1), in_c / MAX(groups, 1), kernel, kernel};
-    gboolean grouped = groups > 1;
-    gboolean relu = act == VD_ACT_RELU;
-    dnnl_dims_t bias_dims = {out_c};
-    dnnl_dims_t strides = {stride, stride};
-    dnnl_dims_t pad = {padding, padding};
-    dnnl_convolution_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
+    vd_conv_desc desc = {
+        .n = 1, .in_c = in_c, .out_c = out_c, .groups = groups,
+        .in_h = src->h, .in_w = src->w, .out_h = dst->h, .out_w = dst->w,
+        .kernel = kernel, .stride = stride, .padding = padding,
+        .src_dt = src->dt, .dst_dt = dst->dt, .src_tag = src->tag, .dst_tag = dst->tag,
+        .sum = sum, .act = act,
+    };
     dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
 
@@ -616,56 +506,27 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                     dst->c);
         return FALSE;
     }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, src->dt, src->tag), "conv src");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, dst->dt, dst->tag), "conv dst");
     if (groups < 1 || in_c % groups != 0 || out_c % groups != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "convolution %d->%d channels in %d groups",
                     in_c, out_c, groups);
         return FALSE;
     }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any_md, grouped ? 5 : 4,
-                                          grouped ? gwei_dims : wei_dims, src->dt,
-                                          dnnl_format_tag_any),
-             "conv weights");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user_md, grouped ? 5 : 4,
-                                          grouped ? gwei_dims : wei_dims, dnnl_f32,
-                                          grouped ? dnnl_goihw : dnnl_oihw),
-             "conv weights");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x), "conv bias");
-
-    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
-    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
-             "scratchpad mode");
-    DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
-    if (sum)
-        DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
-    if (relu)
-        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
-                 "relu post-op");
-    else if (act == VD_ACT_HARDSWISH)
-        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f),
-                 "hardswish post-op");
-    DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
 
     /* Winograd where it pays (use_winograd): oneDNN's where it has a kernel for
      * this ISA and its scratchpad fits the budget, else ours where the channels
      * are whole blocks; the direct algorithm otherwise. */
     gboolean winograd =
         use_winograd(st, kernel, stride, in_c, groups, act, src, dst) && padding == 1;
-    if (winograd && st->winograd &&
-        dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                           dnnl_convolution_winograd, &src_md, &wei_any_md,
-                                           &bias_md, &dst_md, strides, pad, pad) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL) == dnnl_success) {
-        const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-        const char *impl = NULL;
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        if (impl == NULL || strstr(impl, "wino") == NULL ||
-            (sp != NULL && dnnl_memory_desc_get_size(sp) > WINOGRAD_SCRATCH_BUDGET)) {
+    if (winograd && st->winograd) {
+        desc.winograd = TRUE;
+        if (vd_layers_conv_pd(st->engine, &desc, &pd, "Winograd convolution", NULL) &&
+            (strstr(vd_layers_pd_impl(pd), "wino") == NULL ||
+             vd_layers_pd_scratchpad(pd) > WINOGRAD_SCRATCH_BUDGET)) {
             /* not one of oneDNN's Winograd kernels, or too large a scratchpad */
-            dnnl_primitive_desc_destroy(pd);
+            vd_layers_pd_free(pd);
             pd = NULL;
         }
+        desc.winograd = pd != NULL;
     }
     if (pd == NULL && winograd && in_c % st->cb == 0 && out_c % st->cb == 0 &&
         src->h == dst->h && src->w == dst->w) {
@@ -676,47 +537,33 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         } else {
             cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, error);
             if (cv->wino == NULL)
-                goto out_fail;
+                goto out_free_pd;
             if (shared != NULL)
                 g_hash_table_insert(shared, (gpointer)weight, vd_wino_ref(cv->wino));
         }
         cv->src_t = src;
         cv->dst_t = dst;
         cv->sum = sum;
-        cv->relu = relu;
+        cv->relu = act == VD_ACT_RELU;
         st->wino_ws_needed = MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
         ok = TRUE;
-        goto out_fail;
+        goto out_free_pd;
     }
-    if (pd == NULL) {
-        DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                                    dnnl_convolution_direct, &src_md, &wei_any_md,
-                                                    &bias_md, &dst_md, strides, pad, pad),
-                 "convolution desc");
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL),
-                 "convolution primitive desc");
-    }
-    DNNL_TRY(dnnl_primitive_create(&cv->prim, pd), "convolution primitive");
-    note_scratchpad(st, pd);
-
+    if (pd == NULL && !vd_layers_conv_pd(st->engine, &desc, &pd, "convolution", error))
+        goto out_free_pd;
     /* weights: plain OIHW float32 from the model -> the primitive's layout and type,
      * once per plan */
-    if (!packed_weights(st, &wei_user_md, weight,
-                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &cv->weights,
-                        error) ||
-        !filled_memory(st, &bias_md, bias, (size_t)out_c, &cv->bias, error))
-        goto out_fail;
+    if (!vd_layers_primitive_new(pd, &cv->prim, "convolution", error) ||
+        !vd_layers_conv_weights(st->engine, st->stream, pd, &desc, weight, bias, &cv->weights,
+                                &cv->bias, "convolution weights", error))
+        goto out_free_pd;
+    note_scratchpad(st, pd);
     cv->src = src->mem;
     cv->dst = dst->mem;
     ok = TRUE;
 
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    if (ops != NULL)
-        dnnl_post_ops_destroy(ops);
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
+out_free_pd:
+    vd_layers_pd_free(pd);
     return ok;
 }
 
@@ -739,10 +586,7 @@ static gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t sr
         {DNNL_ARG_DST, dst},
         {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
     };
-    DNNL_TRY(dnnl_primitive_execute(prim, st->stream, st->scratch_mem ? 5 : 4, args), what);
-    return TRUE;
-out_fail:
-    return FALSE;
+    return vd_layers_execute(prim, st->stream, st->scratch_mem ? 5 : 4, args, what, error);
 }
 
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
@@ -761,10 +605,8 @@ static void plan_free(cpu_plan *plan)
     if (plan == NULL)
         return;
     conv_clear(&plan->stem);
-    if (plan->input_convert != NULL)
-        dnnl_primitive_destroy(plan->input_convert);
-    if (plan->maxpool != NULL)
-        dnnl_primitive_destroy(plan->maxpool);
+    vd_layers_primitive_free(plan->input_convert);
+    vd_layers_primitive_free(plan->maxpool);
     for (int i = 0; i < plan->n_blocks; i++) {
         conv_clear(&plan->blocks[i].conv1);
         conv_clear(&plan->blocks[i].conv2);
@@ -800,47 +642,21 @@ static void plan_free(cpu_plan *plan)
 
 static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
-    dnnl_memory_desc_t src_md, dst_md;
-    cpu_tensor *s = plan->stem_out, *d = plan->pool_out;
-    dnnl_dims_t src_dims = {1, s->c, s->h, s->w};
-    dnnl_dims_t dst_dims = {1, d->c, d->h, d->w};
-    dnnl_dims_t strides = {2, 2}, kernel = {3, 3}, dilation = {0, 0}, pad = {1, 1};
-    dnnl_pooling_v2_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_md, 4, src_dims, s->dt, s->tag), "pool src");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_md, 4, dst_dims, d->dt, d->tag), "pool dst");
-    /* oneDNN's max pooling excludes the padding, i.e. pads with -inf as torch does */
-    DNNL_TRY(dnnl_pooling_v2_forward_desc_init(&desc, dnnl_forward_inference, dnnl_pooling_max,
-                                               &src_md, &dst_md, strides, kernel, dilation, pad,
-                                               pad),
-             "max-pool desc");
-    DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, NULL, st->engine, NULL), "max-pool pd");
-    DNNL_TRY(dnnl_primitive_create(&plan->maxpool, pd), "max-pool primitive");
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
+    gboolean ok = vd_layers_max_pool_pd(st->engine, vd_layers_memory_md(plan->stem_out->mem),
+                                        vd_layers_memory_md(plan->pool_out->mem), 3, 2, 1, &pd,
+                                        "max-pool", error) &&
+                  vd_layers_primitive_new(pd, &plan->maxpool, "max-pool", error);
+    vd_layers_pd_free(pd);
     return ok;
 }
 
 /* The NHWC float32 -> NCHW (bfloat16 in bf16 mode) copy of the input. */
 static gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
-    const dnnl_memory_desc_t *from, *to;
-    dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-    DNNL_TRY(dnnl_memory_get_memory_desc(plan->input->mem, &from), "input desc");
-    DNNL_TRY(dnnl_memory_get_memory_desc(plan->stem_in->mem, &to), "input desc");
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, from, st->engine, to, st->engine, NULL),
-             "input conversion desc");
-    DNNL_TRY(dnnl_primitive_create(&plan->input_convert, pd), "input conversion");
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    return ok;
+    return vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
+                                 vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
+                                 "input conversion", error);
 }
 
 static size_t round64(size_t n)
@@ -1297,19 +1113,13 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
 static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, plan->input->mem},
-                                   {DNNL_ARG_TO, plan->stem_in->mem}};
-        DNNL_TRY(dnnl_primitive_execute(plan->input_convert, st->stream, 2, args),
-                 "input conversion");
-    }
-    if (!conv_run(st, &plan->stem, error))
+    dnnl_exec_arg_t pool_args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
+                                    {DNNL_ARG_DST, plan->pool_out->mem}};
+    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
+                           "input conversion", error) ||
+        !conv_run(st, &plan->stem, error) ||
+        !vd_layers_execute(plan->maxpool, st->stream, 2, pool_args, "max-pool", error))
         return FALSE;
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
-                                   {DNNL_ARG_DST, plan->pool_out->mem}};
-        DNNL_TRY(dnnl_primitive_execute(plan->maxpool, st->stream, 2, args), "max-pool");
-    }
     for (int b = 0; b < plan->n_blocks; b++) {
         const cpu_block *pb = &plan->blocks[b];
         /* the shortcut first: conv3/conv2 adds itself onto the output */
@@ -1320,10 +1130,7 @@ static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         if (model->config.block == VD_BLOCK_BOTTLENECK && !conv_run(st, &pb->conv3, error))
             return FALSE;
     }
-    DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
-    return TRUE;
-out_fail:
-    return FALSE;
+    return vd_layers_wait(st->stream, error);
 }
 
 /* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
@@ -1386,21 +1193,17 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
 
 static gboolean run_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
 {
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, plan->input->mem},
-                                   {DNNL_ARG_TO, plan->stem_in->mem}};
-        DNNL_TRY(dnnl_primitive_execute(plan->input_convert, st->stream, 2, args),
-                 "input conversion");
-    }
-    if (!conv_run(st, &plan->stem, error))
+    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
+                           "input conversion", error) ||
+        !conv_run(st, &plan->stem, error))
         return FALSE;
     for (int b = 0; b < plan->n_mnv3; b++) {
         cpu_mnv3_block *pb = &plan->mnv3[b];
         if ((pb->has_expand && !conv_run(st, &pb->expand, error)) ||
             !conv_run(st, &pb->depthwise, error))
             return FALSE;
-        if (pb->dw_out != NULL || pb->copy_from != NULL)
-            DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
+        if ((pb->dw_out != NULL || pb->copy_from != NULL) && !vd_layers_wait(st->stream, error))
+            return FALSE;
         if (pb->dw_out != NULL)
             squeeze_excite(pb->dw_out, pb->weights, plan->se_work);
         if (pb->copy_from != NULL)
@@ -1410,10 +1213,7 @@ static gboolean run_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     }
     if (plan->has_mnv3_last && !conv_run(st, &plan->mnv3_last, error))
         return FALSE;
-    DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
-    return TRUE;
-out_fail:
-    return FALSE;
+    return vd_layers_wait(st->stream, error);
 }
 
 /* nearest upsampling of @src into @dst, both blocked, of one type (torch's
@@ -1451,7 +1251,8 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
         if (!conv_run(st, &plan->fpn_inner[i], error) || !conv_run(st, &plan->fpn_layer[i], error))
             return FALSE;
     }
-    DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
+    if (!vd_layers_wait(st->stream, error))
+        return FALSE;
     if (plan->n_levels > n) {
         /* LastLevelMaxPool: max_pool2d(P_top, 1, 2, 0) == P_top[::2, ::2] */
         const cpu_tensor *top = plan->fpn_out[n - 1];
@@ -1469,8 +1270,6 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
                            CB * es);
     }
     return TRUE;
-out_fail:
-    return FALSE;
 }
 
 /* Passes a tensor to the observer as float32 NCHW. */
@@ -1729,50 +1528,9 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
 
 static void packed_linear_clear(cpu_packed_linear *pl)
 {
-    if (pl->weights != NULL)
-        dnnl_memory_destroy(pl->weights);
-    if (pl->bias != NULL)
-        dnnl_memory_destroy(pl->bias);
+    vd_layers_memory_free(pl->weights);
+    vd_layers_memory_free(pl->bias);
     memset(pl, 0, sizeof(*pl));
-}
-
-/* Descriptor of a matmul of @rows x @in by @in x @out; @wei_md NULL: any layout. */
-static dnnl_status_t linear_pd(cpu_state *st, int rows, int in, int out, dnnl_data_type_t src_dt,
-                               dnnl_data_type_t dst_dt, const dnnl_memory_desc_t *wei_md,
-                               gboolean relu, dnnl_primitive_desc_t *pd)
-{
-    dnnl_memory_desc_t src_md, any_md, bias_md, dst_md;
-    dnnl_dims_t src_dims = {rows, in}, wei_dims = {in, out}, bias_dims = {1, out},
-                dst_dims = {rows, out};
-    dnnl_matmul_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
-    dnnl_status_t s;
-    if ((s = dnnl_memory_desc_init_by_tag(&src_md, 2, src_dims, src_dt, dnnl_ab)) != dnnl_success ||
-        (s = dnnl_memory_desc_init_by_tag(&any_md, 2, wei_dims, src_dt, dnnl_format_tag_any)) !=
-            dnnl_success ||
-        (s = dnnl_memory_desc_init_by_tag(&bias_md, 2, bias_dims, dnnl_f32, dnnl_ab)) !=
-            dnnl_success ||
-        (s = dnnl_memory_desc_init_by_tag(&dst_md, 2, dst_dims, dst_dt, dnnl_ab)) != dnnl_success ||
-        (s = dnnl_matmul_desc_init(&desc, &src_md, wei_md ? wei_md : &any_md, &bias_md,
-                                   &dst_md)) != dnnl_success ||
-        (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
-        (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
-            dnnl_success ||
-        (s = dnnl_post_ops_create(&ops)) != dnnl_success)
-        goto out;
-    if (relu &&
-        (s = dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f)) != dnnl_success)
-        goto out;
-    if ((s = dnnl_primitive_attr_set_post_ops(attr, ops)) != dnnl_success)
-        goto out;
-    s = dnnl_primitive_desc_create(pd, &desc, attr, st->engine, NULL);
-out:
-    if (ops != NULL)
-        dnnl_post_ops_destroy(ops);
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
-    return s;
 }
 
 /* Packs one linear layer (torch's [out][in] float32 weight) once per context into
@@ -1787,53 +1545,51 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
                             GError **error)
 {
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t user_md, bias_md;
     dnnl_dims_t wei_dims = {in, out}, bias_dims = {1, out};
+    dnnl_memory_t user = NULL;
     dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
 
     pl->in = in;
     pl->out = out;
     /* [out][in] row-major is the {in, out} matrix with tag ba */
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&user_md, 2, wei_dims, dnnl_f32, dnnl_ba),
-             "box head weights");
+    if (!vd_layers_memory_new(st->engine, 2, wei_dims, dnnl_f32, dnnl_ba, (void *)weight, &user,
+                              "box head weights", error))
+        goto out_free;
     if (borrow && !st->bf16 &&
-        linear_pd(st, rows, in, out, dt, dt, &user_md, FALSE, &pd) == dnnl_success) {
-        const char *impl = NULL;
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-        gboolean fast = impl != NULL && (strstr(impl, "brg") != NULL || g_str_has_prefix(impl, "gemm:"));
-        dnnl_primitive_desc_destroy(pd);
+        vd_layers_matmul_pd(st->engine, rows, in, out, dt, dt, vd_layers_memory_md(user), FALSE,
+                            &pd, "box head matmul", NULL)) {
+        const char *impl = vd_layers_pd_impl(pd);
+        gboolean fast = strstr(impl, "brg") != NULL || g_str_has_prefix(impl, "gemm:");
+        vd_layers_pd_free(pd);
         pd = NULL;
         if (fast) {
-            DNNL_TRY(dnnl_memory_create(&pl->weights, &user_md, st->engine, (void *)weight),
-                     "box head weights");
-            goto out_bias;
+            pl->weights = user;
+            user = NULL;
         }
     }
-    DNNL_TRY(linear_pd(st, rows, in, out, dt, dt, NULL, FALSE, &pd), "box head matmul desc");
-    if (!packed_weights(st, &user_md, weight,
-                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &pl->weights,
-                        error))
-        goto out_fail;
-out_bias:
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 2, bias_dims, dnnl_f32, dnnl_ab), "bias");
-    if (!filled_memory(st, &bias_md, bias, (size_t)out, &pl->bias, error))
-        goto out_fail;
+    if (pl->weights == NULL &&
+        (!vd_layers_matmul_pd(st->engine, rows, in, out, dt, dt, NULL, FALSE, &pd,
+                              "box head matmul", error) ||
+         !vd_layers_pack(st->engine, st->stream, user, vd_layers_pd_md(pd, dnnl_query_weights_md),
+                         &pl->weights, "box head weights", error)))
+        goto out_free;
+    if (!vd_layers_memory_new(st->engine, 2, bias_dims, dnnl_f32, dnnl_ab, DNNL_MEMORY_ALLOCATE,
+                              &pl->bias, "box head bias", error))
+        goto out_free;
+    memcpy(vd_layers_memory_data(pl->bias), bias, sizeof(float) * (size_t)out);
     ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
+out_free:
+    vd_layers_memory_free(user);
+    vd_layers_pd_free(pd);
     return ok;
 }
 
 static void linear_clear(cpu_linear *l)
 {
-    if (l->prim != NULL)
-        dnnl_primitive_destroy(l->prim);
-    if (l->src != NULL)
-        dnnl_memory_destroy(l->src);
-    if (l->dst != NULL)
-        dnnl_memory_destroy(l->dst);
+    vd_layers_primitive_free(l->prim);
+    vd_layers_memory_free(l->src);
+    vd_layers_memory_free(l->dst);
     memset(l, 0, sizeof(*l));
 }
 
@@ -1842,25 +1598,19 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
                             void *src, dnnl_data_type_t src_dt, void *dst,
                             dnnl_data_type_t dst_dt, gboolean relu, GError **error)
 {
-    const dnnl_memory_desc_t *wei_md;
+    const char *what = "box head matmul";
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-    DNNL_TRY(dnnl_memory_get_memory_desc(pl->weights, &wei_md), "box head weights");
-    DNNL_TRY(linear_pd(st, rows, pl->in, pl->out, src_dt, dst_dt, wei_md, relu, &pd),
-             "box head matmul desc");
-    DNNL_TRY(dnnl_primitive_create(&l->prim, pd), "box head matmul");
-    note_scratchpad(st, pd);
-    DNNL_TRY(dnnl_memory_create(&l->src, dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
-                                st->engine, src),
-             "box head input");
-    DNNL_TRY(dnnl_memory_create(&l->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                                st->engine, dst),
-             "box head output");
+    gboolean ok = vd_layers_matmul_pd(st->engine, rows, pl->in, pl->out, src_dt, dst_dt,
+                                      vd_layers_memory_md(pl->weights), relu, &pd, what, error) &&
+                  vd_layers_primitive_new(pd, &l->prim, what, error) &&
+                  vd_layers_memory_like(st->engine, vd_layers_pd_md(pd, dnnl_query_src_md), src,
+                                        &l->src, what, error) &&
+                  vd_layers_memory_like(st->engine, vd_layers_pd_md(pd, dnnl_query_dst_md), dst,
+                                        &l->dst, what, error);
+    if (ok)
+        note_scratchpad(st, pd);
     l->weights = pl->weights;
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
+    vd_layers_pd_free(pd);
     return ok;
 }
 
@@ -1870,43 +1620,22 @@ static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_
     return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, "box head matmul", error);
 }
 
-static gboolean reorder_init(cpu_state *st, const dnnl_memory_desc_t *from,
-                             const dnnl_memory_desc_t *to, dnnl_primitive_t *prim, GError **error)
-{
-    dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, from, st->engine, to, st->engine, NULL),
-             "box head reorder desc");
-    DNNL_TRY(dnnl_primitive_create(prim, pd), "box head reorder");
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    return ok;
-}
-
 static void roi_convs_clear(cpu_roi_convs *rc)
 {
     for (int j = 0; j < CPU_MAX_ROI_LAYERS; j++) {
         cpu_roi_layer *l = &rc->layers[j];
-        if (l->prim != NULL)
-            dnnl_primitive_destroy(l->prim);
-        if (rc->relayout[j] != NULL)
-            dnnl_primitive_destroy(rc->relayout[j]);
+        vd_layers_primitive_free(l->prim);
+        vd_layers_primitive_free(rc->relayout[j]);
         dnnl_memory_t mems[] = {l->src, l->weights,           l->bias,
                                 l->dst, rc->relayout_from[j], rc->relayout_to[j]};
         for (int k = 0; k < 6; k++)
-            if (mems[k] != NULL)
-                dnnl_memory_destroy(mems[k]);
+            vd_layers_memory_free(mems[k]);
     }
-    if (rc->to_blocked != NULL)
-        dnnl_primitive_destroy(rc->to_blocked);
-    if (rc->to_plain != NULL)
-        dnnl_primitive_destroy(rc->to_plain);
+    vd_layers_primitive_free(rc->to_blocked);
+    vd_layers_primitive_free(rc->to_plain);
     dnnl_memory_t mems[] = {rc->plain_in, rc->blocked_in, rc->blocked_out, rc->plain_out};
     for (int k = 0; k < 4; k++)
-        if (mems[k] != NULL)
-            dnnl_memory_destroy(mems[k]);
+        vd_layers_memory_free(mems[k]);
     free(rc->buffers[0]);
     free(rc->buffers[1]);
     memset(rc, 0, sizeof(*rc));
@@ -1915,81 +1644,35 @@ static void roi_convs_clear(cpu_roi_convs *rc)
 /* The primitive of one layer of a stack (@spec) for @rows RoIs of @size x @size
  * in @dt (weights given in float32, packed into the layout the primitive picks;
  * float32 bias): src in @src_md (NULL: the layout oneDNN prefers), dst in the
- * layout it prefers, which *@dst_md receives, and its size *@out_size; *@max_bytes
- * grows to the larger of src and dst. */
+ * layout it prefers; its output size *@out_size; *@max_bytes grows to the larger
+ * of src and dst. */
 static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_layer_spec *spec,
-                               int rows, int size, dnnl_data_type_t dt,
-                               const dnnl_memory_desc_t *src_md, dnnl_memory_desc_t *dst_md,
+                               int rows, int size, dnnl_data_type_t dt, vd_layer_md src_md,
                                int *out_size, size_t *max_bytes, const char *what, GError **error)
 {
     const vd_conv *w = spec->conv;
     int k = w->kernel, s = w->stride, p = w->padding;
     int osize = spec->deconv ? (size - 1) * s - 2 * p + k : (size + 2 * p - k) / s + 1;
-    dnnl_dims_t src_dims = {rows, w->in_channels, size, size};
-    dnnl_dims_t dst_dims = {rows, w->out_channels, osize, osize};
-    dnnl_dims_t wei_dims = {w->out_channels, w->in_channels, k, k};
-    dnnl_dims_t bias_dims = {w->out_channels};
-    dnnl_dims_t strides = {s, s}, padding = {p, p};
-    dnnl_memory_desc_t src_any, wei_any, wei_user, bias_md, dst_any;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
+    vd_conv_desc desc = {
+        .deconv = spec->deconv, .n = rows, .in_c = w->in_channels, .out_c = w->out_channels,
+        .groups = 1, .in_h = size, .in_w = size, .out_h = osize, .out_w = osize,
+        .kernel = k, .stride = s, .padding = p,
+        .src_dt = dt, .dst_dt = dt, .src_tag = dnnl_format_tag_any,
+        .dst_tag = dnnl_format_tag_any, .src_md = src_md,
+        .act = spec->relu ? VD_ACT_RELU : VD_ACT_NONE,
+    };
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = FALSE;
-
-    DNNL_TRY(dnnl_primitive_attr_create(&attr), "attr");
-    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
-             "scratchpad mode");
-    if (spec->relu) {
-        DNNL_TRY(dnnl_post_ops_create(&ops), "post ops");
-        DNNL_TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f),
-                 "relu post-op");
-        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "set post-ops");
+    gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
+                  vd_layers_primitive_new(pd, &l->prim, what, error) &&
+                  vd_layers_conv_weights(st->engine, st->stream, pd, &desc, w->weight, w->bias,
+                                         &l->weights, &l->bias, what, error);
+    if (ok) {
+        note_scratchpad(st, pd);
+        *out_size = osize;
+        *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_src_md)));
+        *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_dst_md)));
     }
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dt, dnnl_format_tag_any), what);
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dt, dnnl_format_tag_any), what);
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dt, dnnl_format_tag_any), what);
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wei_dims, dnnl_f32,
-                                          spec->deconv ? dnnl_iohw : dnnl_oihw),
-             what);
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x), what);
-    if (spec->deconv) {
-        dnnl_deconvolution_desc_t desc;
-        DNNL_TRY(dnnl_deconvolution_forward_desc_init(
-                     &desc, dnnl_forward_inference, dnnl_deconvolution_direct,
-                     src_md ? src_md : &src_any, &wei_any, &bias_md, &dst_any, strides, padding,
-                     padding),
-                 what);
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL), what);
-    } else {
-        dnnl_convolution_desc_t desc;
-        DNNL_TRY(dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
-                                                    dnnl_convolution_direct,
-                                                    src_md ? src_md : &src_any, &wei_any, &bias_md,
-                                                    &dst_any, strides, padding, padding),
-                 what);
-        DNNL_TRY(dnnl_primitive_desc_create(&pd, &desc, attr, st->engine, NULL), what);
-    }
-    DNNL_TRY(dnnl_primitive_create(&l->prim, pd), what);
-    note_scratchpad(st, pd);
-    *dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    *out_size = osize;
-    *max_bytes =
-        MAX(*max_bytes,
-            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0)));
-    *max_bytes = MAX(*max_bytes, dnnl_memory_desc_get_size(dst_md));
-    if (!packed_weights(st, &wei_user, w->weight,
-                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &l->weights,
-                        error) ||
-        !filled_memory(st, &bias_md, w->bias, (size_t)w->out_channels, &l->bias, error))
-        goto out_fail;
-    ok = TRUE;
-out_fail:
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    if (ops != NULL)
-        dnnl_post_ops_destroy(ops);
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
+    vd_layers_pd_free(pd);
     return ok;
 }
 
@@ -2004,66 +1687,61 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
                                int n, int rows, int size, dnnl_data_type_t dt,
                                gboolean follow_layouts, const char *what, GError **error)
 {
-    dnnl_memory_desc_t prev_md, dst_md, first_src_md, plain_md;
+    /* descriptors borrowed from the layers' primitives */
+    vd_layer_md prev_md = NULL;
     size_t max_bytes = 0;
     int out_size = size;
-    gboolean ok = FALSE;
 
     for (int j = 0; j < n; j++) {
         if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt,
-                            follow_layouts && j > 0 ? &prev_md : NULL, &dst_md, &out_size,
-                            &max_bytes, what, error))
-            goto out_fail;
-        prev_md = dst_md;
+                            follow_layouts ? prev_md : NULL, &out_size, &max_bytes, what, error))
+            return FALSE;
+        prev_md = vd_layers_pd_md(vd_layers_primitive_pd(rc->layers[j].prim), dnnl_query_dst_md);
     }
     rc->n_layers = n;
     for (int k = 0; k < 2; k++)
         if (!(rc->buffers[k] = alloc_aligned(max_bytes, what, error)))
-            goto out_fail;
+            return FALSE;
     /* the data alternates between the two buffers: cur holds the layer's input */
     int cur = 0;
+    vd_layer_md first_src_md = NULL;
     for (int j = 0; j < n; j++) {
         cpu_roi_layer *l = &rc->layers[j];
-        const_dnnl_primitive_desc_t cpd;
-        DNNL_TRY(dnnl_primitive_get_primitive_desc(l->prim, &cpd), what);
-        const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(cpd, dnnl_query_src_md, 0);
+        const_dnnl_primitive_desc_t cpd = vd_layers_primitive_pd(l->prim);
+        vd_layer_md src_md = vd_layers_pd_md(cpd, dnnl_query_src_md);
         if (j == 0) {
-            first_src_md = *src_md;
-        } else if (!dnnl_memory_desc_equal(&prev_md, src_md)) {
-            if (!reorder_init(st, &prev_md, src_md, &rc->relayout[j], error))
-                goto out_fail;
-            DNNL_TRY(
-                dnnl_memory_create(&rc->relayout_from[j], &prev_md, st->engine, rc->buffers[cur]),
-                what);
-            DNNL_TRY(
-                dnnl_memory_create(&rc->relayout_to[j], src_md, st->engine, rc->buffers[1 - cur]),
-                what);
+            first_src_md = src_md;
+        } else if (!vd_layers_md_equal(prev_md, src_md)) {
+            if (!vd_layers_reorder_new(st->engine, prev_md, src_md, &rc->relayout[j], what,
+                                       error) ||
+                !vd_layers_memory_like(st->engine, prev_md, rc->buffers[cur],
+                                       &rc->relayout_from[j], what, error) ||
+                !vd_layers_memory_like(st->engine, src_md, rc->buffers[1 - cur],
+                                       &rc->relayout_to[j], what, error))
+                return FALSE;
             cur = 1 - cur;
         }
-        prev_md = *dnnl_primitive_desc_query_md(cpd, dnnl_query_dst_md, 0);
-        DNNL_TRY(dnnl_memory_create(&l->src, src_md, st->engine, rc->buffers[cur]), what);
-        DNNL_TRY(dnnl_memory_create(&l->dst, &prev_md, st->engine, rc->buffers[1 - cur]), what);
+        prev_md = vd_layers_pd_md(cpd, dnnl_query_dst_md);
+        if (!vd_layers_memory_like(st->engine, src_md, rc->buffers[cur], &l->src, what, error) ||
+            !vd_layers_memory_like(st->engine, prev_md, rc->buffers[1 - cur], &l->dst, what,
+                                   error))
+            return FALSE;
         cur = 1 - cur;
     }
-    {
-        dnnl_dims_t in_dims = {rows, specs[0].conv->in_channels, size, size};
-        dnnl_dims_t out_dims = {rows, specs[n - 1].conv->out_channels, out_size, out_size};
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, in_dims, dt, dnnl_nchw), what);
-        if (!reorder_init(st, &plain_md, &first_src_md, &rc->to_blocked, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&rc->plain_in, &plain_md, st->engine, DNNL_MEMORY_NONE), what);
-        DNNL_TRY(dnnl_memory_create(&rc->blocked_in, &first_src_md, st->engine, rc->buffers[0]),
-                 what);
-        DNNL_TRY(dnnl_memory_desc_init_by_tag(&plain_md, 4, out_dims, dt, dnnl_nchw), what);
-        if (!reorder_init(st, &prev_md, &plain_md, &rc->to_plain, error))
-            goto out_fail;
-        DNNL_TRY(dnnl_memory_create(&rc->blocked_out, &prev_md, st->engine, rc->buffers[cur]),
-                 what);
-        DNNL_TRY(dnnl_memory_create(&rc->plain_out, &plain_md, st->engine, DNNL_MEMORY_NONE), what);
-    }
-    ok = TRUE;
-out_fail:
-    return ok;
+    dnnl_dims_t in_dims = {rows, specs[0].conv->in_channels, size, size};
+    dnnl_dims_t out_dims = {rows, specs[n - 1].conv->out_channels, out_size, out_size};
+    return vd_layers_memory_new(st->engine, 4, in_dims, dt, dnnl_nchw, DNNL_MEMORY_NONE,
+                                &rc->plain_in, what, error) &&
+           vd_layers_reorder_new(st->engine, vd_layers_memory_md(rc->plain_in), first_src_md,
+                                 &rc->to_blocked, what, error) &&
+           vd_layers_memory_like(st->engine, first_src_md, rc->buffers[0], &rc->blocked_in, what,
+                                 error) &&
+           vd_layers_memory_new(st->engine, 4, out_dims, dt, dnnl_nchw, DNNL_MEMORY_NONE,
+                                &rc->plain_out, what, error) &&
+           vd_layers_reorder_new(st->engine, prev_md, vd_layers_memory_md(rc->plain_out),
+                                 &rc->to_plain, what, error) &&
+           vd_layers_memory_like(st->engine, prev_md, rc->buffers[cur], &rc->blocked_out, what,
+                                 error);
 }
 
 /* The stack over @in (the RoI features, NCHW per RoI), its NCHW output written to
@@ -2071,29 +1749,21 @@ out_fail:
 static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
                               const char *what, GError **error)
 {
-    DNNL_TRY(dnnl_memory_set_data_handle(rc->plain_in, in), what);
-    DNNL_TRY(dnnl_memory_set_data_handle(rc->plain_out, out), what);
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->plain_in}, {DNNL_ARG_TO, rc->blocked_in}};
-        DNNL_TRY(dnnl_primitive_execute(rc->to_blocked, st->stream, 2, args), what);
-    }
+    if (!vd_layers_memory_set_data(rc->plain_in, in, what, error) ||
+        !vd_layers_memory_set_data(rc->plain_out, out, what, error) ||
+        !vd_layers_reorder(rc->to_blocked, st->stream, rc->plain_in, rc->blocked_in, what, error))
+        return FALSE;
     for (int j = 0; j < rc->n_layers; j++) {
         const cpu_roi_layer *l = &rc->layers[j];
-        if (rc->relayout[j] != NULL) {
-            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->relayout_from[j]},
-                                       {DNNL_ARG_TO, rc->relayout_to[j]}};
-            DNNL_TRY(dnnl_primitive_execute(rc->relayout[j], st->stream, 2, args), what);
-        }
+        if (rc->relayout[j] != NULL &&
+            !vd_layers_reorder(rc->relayout[j], st->stream, rc->relayout_from[j],
+                               rc->relayout_to[j], what, error))
+            return FALSE;
         if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, what, error))
             return FALSE;
     }
-    {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, rc->blocked_out}, {DNNL_ARG_TO, rc->plain_out}};
-        DNNL_TRY(dnnl_primitive_execute(rc->to_plain, st->stream, 2, args), what);
-    }
-    return TRUE;
-out_fail:
-    return FALSE;
+    return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what,
+                             error);
 }
 
 /* The conv head's primitives for @rows RoIs: each 3x3 convolution (pad 1) with the
@@ -2214,7 +1884,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
             return FALSE;
         pooled = st->pooled;
     }
-    if (!dnnl_check(dnnl_memory_set_data_handle(bp->fc6.src, pooled), "RoI features", error))
+    if (!vd_layers_memory_set_data(bp->fc6.src, pooled, "RoI features", error))
         return FALSE;
     int *level_of = try_alloc((size_t)n_props, "RoI levels", error);
     int *index = level_of ? try_alloc((size_t)n_props, "RoI levels", error) : NULL;
@@ -2246,7 +1916,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
     if (n_props > 0 && (!linear_run(st, &bp->fc6, &st->fc6, error) ||
                         (bp->fc7.prim != NULL && !linear_run(st, &bp->fc7, &st->fc7, error)) ||
                         !linear_run(st, &bp->predictor, &st->predictor, error) ||
-                        !dnnl_check(dnnl_stream_wait(st->stream), "stream wait", error)))
+                        !vd_layers_wait(st->stream, error)))
         goto out_free;
     *head_out = st->head_out;
     ok = TRUE;
@@ -2369,9 +2039,9 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         int64_t shape[4] = {n, C, P, P};
         vd_context_observe(ctx, "mask_features", mp->pooled, shape, 4);
     }
-    if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error))
+    if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error) ||
+        !vd_layers_wait(st->stream, error))
         goto out_free;
-    DNNL_TRY(dnnl_stream_wait(st->stream), "stream wait");
     vd_context_stage_mark(ctx, "mask_head");
 
     /* the label's channel, then the sigmoid (the same values as torch's sigmoid of
@@ -2395,7 +2065,6 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     vd_context_stage_mark(ctx, "paste_masks");
     ok = TRUE;
 
-out_fail:
 out_free:
     g_free(level_of);
     g_free(index);
@@ -2551,7 +2220,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         if (!conv_run(st, &plan->rpn_head[l], error))
             return FALSE;
     }
-    if (!dnnl_check(dnnl_stream_wait(st->stream), "stream wait", error))
+    if (!vd_layers_wait(st->stream, error))
         return FALSE;
     int n_nonfinite = 0;
     int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, &n_nonfinite, error);
@@ -2621,16 +2290,12 @@ static void cpu_destroy(void *p)
     free(st->h6);
     free(st->h7);
     free(st->head_out);
-    if (st->scratch_mem != NULL)
-        dnnl_memory_destroy(st->scratch_mem);
+    vd_layers_memory_free(st->scratch_mem);
     free(st->scratch);
     free(st->wino_ws);
     g_free(st->rpn_head_weight);
     g_free(st->rpn_head_bias);
-    if (st->stream != NULL)
-        dnnl_stream_destroy(st->stream);
-    if (st->engine != NULL)
-        dnnl_engine_destroy(st->engine);
+    vd_layers_engine_free(st->engine, st->stream);
     g_free(st);
 }
 
@@ -2702,13 +2367,14 @@ static void *cpu_create(vd_context *ctx, GError **error)
     }
 
     /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    if (ctx->params.precision == VD_PRECISION_BF16 && !isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)) {
+    dnnl_cpu_isa_t isa = vd_layers_isa();
+    if (ctx->params.precision == VD_PRECISION_BF16 &&
+        !vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)) {
         const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs %s%s%s "
                     "(without it bf16 would be emulated, many times slower than fp32): use fp32",
-                    isa_name(isa), cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                    vd_layers_isa_name(isa), cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
                     cap != NULL ? cap : "");
         return NULL;
     }
@@ -2716,21 +2382,19 @@ static void *cpu_create(vd_context *ctx, GError **error)
     cpu_state *st = g_new0(cpu_state, 1);
     st->model = ctx->model;
     st->isa = isa;
-    st->cb = isa_has(isa, dnnl_cpu_isa_avx512_core) || isa_has(isa, dnnl_cpu_isa_avx512_mic) ? 16 : 8;
+    st->cb = vd_layers_channel_block(isa);
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
     /* oneDNN 2.6 has float32 Winograd kernels for AVX-512 only */
     /* VD_CPU_WINOGRAD (for measurements): 0 none, "own" ours on every ISA */
     const char *winograd = g_getenv("VD_CPU_WINOGRAD");
     st->winograd = g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 &&
-                   isa_has(isa, dnnl_cpu_isa_avx512_core);
+                   vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core);
     st->own_winograd = g_strcmp0(winograd, "0") != 0 && !st->winograd;
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
-    if (!dnnl_check(dnnl_engine_create(&st->engine, dnnl_cpu, 0), "engine create", error) ||
-        !dnnl_check(dnnl_stream_create(&st->stream, st->engine, dnnl_stream_default_flags),
-                    "stream create", error) ||
+    if (!vd_layers_engine_new(&st->engine, &st->stream, error) ||
         !prepare_weights(st, error)) {
         cpu_destroy(st);
         return NULL;
@@ -2754,12 +2418,14 @@ static gboolean cpu_detect(void *p, vd_context *ctx, const vd_image *images, int
 static char *cpu_describe(void *p, const vd_context *ctx)
 {
     cpu_state *st = p;
-    const dnnl_version_t *v = dnnl_version();
-    return g_strdup_printf("cpu: oneDNN %d.%d.%d, ISA %s, %s, %d threads, layout nChw%dc, "
-                           "Winograd %s",
-                           v->major, v->minor, v->patch, isa_name(st->isa),
-                           st->bf16 ? "bf16" : "fp32", st->n_threads, st->cb,
-                           st->winograd ? "oneDNN" : st->own_winograd ? "own" : "off");
+    char *version = vd_layers_version();
+    char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s, %d threads, layout nChw%dc, "
+                              "Winograd %s",
+                              version, vd_layers_isa_name(st->isa), st->bf16 ? "bf16" : "fp32",
+                              st->n_threads, st->cb,
+                              st->winograd ? "oneDNN" : st->own_winograd ? "own" : "off");
+    g_free(version);
+    return s;
 }
 
 /* Appends one vd_kernel_info for @prim (nothing when NULL). */
@@ -2769,14 +2435,9 @@ static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim
 static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
                        const char *kind, const char *layer_fmt, ...)
 {
-    const_dnnl_primitive_desc_t pd = NULL;
-    const char *impl = NULL;
     if (prim == NULL)
         return;
-    if (dnnl_primitive_get_primitive_desc(prim, &pd) != dnnl_success ||
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
-        impl == NULL)
-        impl = "unknown";
+    const char *impl = vd_layers_pd_impl(vd_layers_primitive_pd(prim));
     va_list ap;
     va_start(ap, layer_fmt);
     char *layer = g_strdup_vprintf(layer_fmt, ap);

@@ -11,14 +11,13 @@
  * matrices stay in its caches; sgemm runs single-threaded inside the parallel
  * region (oneDNN does not nest its OpenMP parallelism). */
 #include "cpu/vd_cpu_winograd.h"
+#include "cpu/vd_cpu_layers.h"
 #include "cpu/vd_cpu_ops.h"
 #include "vd_config.h"
 #include "visiondetect/vd.h"
 
 #include <math.h>
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
 #include <string.h>
 
 #define ALPHA 6 /* input tile */
@@ -307,8 +306,8 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
             input_chunk(wino, src, h, w, tiles_w, first, n, v);
             for (int p = 0; p < N_POINTS; p++) {
                 dnnl_status_t s =
-                    dnnl_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
-                               wino->u + (size_t)p * C * K, K, 0.0f, m + (size_t)p * n * K, K);
+                    vd_layers_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
+                                    wino->u + (size_t)p * C * K, K, 0.0f, m + (size_t)p * n * K, K);
                 if (s != dnnl_success) {
 #pragma omp atomic write
                     status = s;
@@ -319,7 +318,7 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
     }
     if (status != dnnl_success) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "oneDNN failed in Winograd sgemm: %s",
-                    dnnl_status2str(status));
+                    vd_layers_status_name(status));
         return FALSE;
     }
     return TRUE;

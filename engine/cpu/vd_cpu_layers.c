@@ -1,0 +1,535 @@
+/* The CPU backend's oneDNN layers (see vd_cpu_layers.h). Written against oneDNN's
+ * v3 C API (3.0 and newer: Debian 13 has 3.7); the VD_DNNL2 branches are oneDNN
+ * 2.x (Debian 12's 2.6), where a primitive descriptor is made from an operation
+ * descriptor (*_desc_init, then dnnl_primitive_desc_create), a memory descriptor
+ * is a struct the caller owns, the post-ops take a scale, and hardswish has no
+ * parameters. Nothing outside this file depends on the version. */
+#include "cpu/vd_cpu_layers.h"
+
+#include "visiondetect/vd.h"
+
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <string.h>
+
+#if DNNL_VERSION_MAJOR < 3
+#define VD_DNNL2 1
+#endif
+
+static gboolean check(dnnl_status_t status, const char *what, GError **error)
+{
+    if (status == dnnl_success)
+        return TRUE;
+    g_set_error(error, VD_ERROR,
+                status == dnnl_out_of_memory ? VD_ERROR_OUT_OF_MEMORY : VD_ERROR_INTERNAL,
+                "oneDNN failed in %s: %s", what, dnnl_status2str(status));
+    return FALSE;
+}
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if (!check((call), what, error))                                                           \
+            goto out;                                                                              \
+    } while (0)
+
+/* A memory descriptor this file owns for the length of one call: a struct in 2.x,
+ * a handle to destroy in 3.x. Zero-initialise, then md_init. */
+typedef struct {
+    dnnl_memory_desc_t d;
+} owned_md;
+
+static dnnl_status_t md_init(owned_md *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt,
+                             dnnl_format_tag_t tag)
+{
+#ifdef VD_DNNL2
+    return dnnl_memory_desc_init_by_tag(&md->d, ndims, dims, dt, tag);
+#else
+    return dnnl_memory_desc_create_with_tag(&md->d, ndims, dims, dt, tag);
+#endif
+}
+
+static vd_layer_md md_get(const owned_md *md)
+{
+#ifdef VD_DNNL2
+    return &md->d;
+#else
+    return md->d;
+#endif
+}
+
+static void md_fini(owned_md *md)
+{
+#ifndef VD_DNNL2
+    if (md->d != NULL)
+        dnnl_memory_desc_destroy(md->d);
+#endif
+    memset(md, 0, sizeof(*md));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Engine, stream, ISA                                                       */
+
+gboolean vd_layers_engine_new(dnnl_engine_t *engine, dnnl_stream_t *stream, GError **error)
+{
+    const char *what = "engine and stream creation";
+    *engine = NULL;
+    *stream = NULL;
+    TRY(dnnl_engine_create(engine, dnnl_cpu, 0));
+    TRY(dnnl_stream_create(stream, *engine, dnnl_stream_default_flags));
+    return TRUE;
+out:
+    vd_layers_engine_free(*engine, *stream);
+    *engine = NULL;
+    *stream = NULL;
+    return FALSE;
+}
+
+void vd_layers_engine_free(dnnl_engine_t engine, dnnl_stream_t stream)
+{
+    if (stream != NULL)
+        dnnl_stream_destroy(stream);
+    if (engine != NULL)
+        dnnl_engine_destroy(engine);
+}
+
+gboolean vd_layers_wait(dnnl_stream_t stream, GError **error)
+{
+    return check(dnnl_stream_wait(stream), "stream wait", error);
+}
+
+dnnl_cpu_isa_t vd_layers_isa(void)
+{
+    return dnnl_get_effective_cpu_isa();
+}
+
+gboolean vd_layers_isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature)
+{
+    return ((unsigned)isa & (unsigned)feature) == (unsigned)feature;
+}
+
+const char *vd_layers_isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+#ifdef VD_DNNL2
+    case dnnl_cpu_isa_all: return "any ISA";
+#else
+    case dnnl_cpu_isa_default: return "any ISA";
+#endif
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+#ifdef VD_DNNL2
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+#else
+    case dnnl_cpu_isa_avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+#endif
+    default: break;
+    }
+    return "an unknown ISA";
+}
+
+int vd_layers_channel_block(dnnl_cpu_isa_t isa)
+{
+#ifdef VD_DNNL2
+    if (vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_mic))
+        return 16;
+#endif
+    return vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core) ? 16 : 8;
+}
+
+char *vd_layers_version(void)
+{
+    const dnnl_version_t *v = dnnl_version();
+    return g_strdup_printf("%d.%d.%d", v->major, v->minor, v->patch);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Memory                                                                    */
+
+gboolean vd_layers_memory_new(dnnl_engine_t engine, int ndims, const dnnl_dims_t dims,
+                              dnnl_data_type_t dt, dnnl_format_tag_t tag, void *handle,
+                              dnnl_memory_t *out, const char *what, GError **error)
+{
+    owned_md md = {0};
+    gboolean ok = FALSE;
+    *out = NULL;
+    TRY(md_init(&md, ndims, dims, dt, tag));
+    TRY(dnnl_memory_create(out, md_get(&md), engine, handle));
+    ok = TRUE;
+out:
+    md_fini(&md);
+    return ok;
+}
+
+gboolean vd_layers_memory_like(dnnl_engine_t engine, vd_layer_md md, void *handle,
+                               dnnl_memory_t *out, const char *what, GError **error)
+{
+    *out = NULL;
+    return check(dnnl_memory_create(out, md, engine, handle), what, error);
+}
+
+vd_layer_md vd_layers_memory_md(dnnl_memory_t mem)
+{
+    vd_layer_md md = NULL;
+    if (dnnl_memory_get_memory_desc(mem, &md) != dnnl_success)
+        return NULL;
+    return md;
+}
+
+void *vd_layers_memory_data(dnnl_memory_t mem)
+{
+    void *handle = NULL;
+    if (dnnl_memory_get_data_handle(mem, &handle) != dnnl_success)
+        return NULL;
+    return handle;
+}
+
+gboolean vd_layers_memory_set_data(dnnl_memory_t mem, void *handle, const char *what,
+                                   GError **error)
+{
+    return check(dnnl_memory_set_data_handle(mem, handle), what, error);
+}
+
+void vd_layers_memory_free(dnnl_memory_t mem)
+{
+    if (mem != NULL)
+        dnnl_memory_destroy(mem);
+}
+
+size_t vd_layers_md_size(vd_layer_md md)
+{
+    return md != NULL ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+gboolean vd_layers_md_equal(vd_layer_md a, vd_layer_md b)
+{
+    return dnnl_memory_desc_equal(a, b) != 0;
+}
+
+gboolean vd_layers_pack(dnnl_engine_t engine, dnnl_stream_t stream, dnnl_memory_t from,
+                        vd_layer_md to, dnnl_memory_t *out, const char *what, GError **error)
+{
+    dnnl_primitive_t reorder = NULL;
+    gboolean ok = FALSE;
+    *out = NULL;
+    if (!vd_layers_memory_like(engine, to, DNNL_MEMORY_ALLOCATE, out, what, error) ||
+        !vd_layers_reorder_new(engine, vd_layers_memory_md(from), to, &reorder, what, error) ||
+        !vd_layers_reorder(reorder, stream, from, *out, what, error) ||
+        !vd_layers_wait(stream, error))
+        goto out;
+    ok = TRUE;
+out:
+    vd_layers_primitive_free(reorder);
+    if (!ok) {
+        vd_layers_memory_free(*out);
+        *out = NULL;
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Primitive descriptors                                                     */
+
+/* The attributes every layer gets: the user scratchpad (vd_layers_execute passes
+ * the backend's shared one) and the post-ops: sum (@sum), then @act. */
+static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, vd_activation act,
+                         const char *what, GError **error)
+{
+    dnnl_post_ops_t ops = NULL;
+    gboolean ok = FALSE;
+    *attr = NULL;
+    TRY(dnnl_primitive_attr_create(attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user));
+    if (!sum && act == VD_ACT_NONE) {
+        ok = TRUE;
+        goto out;
+    }
+    TRY(dnnl_post_ops_create(&ops));
+#ifdef VD_DNNL2
+    if (sum)
+        TRY(dnnl_post_ops_append_sum(ops, 1.0f));
+    if (act == VD_ACT_RELU)
+        TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
+    else if (act == VD_ACT_HARDSWISH) /* x * relu6(x + 3) / 6, no parameters in 2.x */
+        TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
+#else
+    if (sum)
+        TRY(dnnl_post_ops_append_sum(ops, 1.0f, 0, dnnl_data_type_undef));
+    if (act == VD_ACT_RELU)
+        TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_relu, 0.0f, 0.0f));
+    else if (act == VD_ACT_HARDSWISH) /* x * max(0, min(1, alpha x + beta)): torch's with 1/6, 1/2 */
+        TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f));
+#endif
+    TRY(dnnl_primitive_attr_set_post_ops(*attr, ops));
+    ok = TRUE;
+out:
+    if (ops != NULL)
+        dnnl_post_ops_destroy(ops);
+    if (!ok && *attr != NULL) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
+    return ok;
+}
+
+gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
+                           dnnl_primitive_desc_t *pd, const char *what, GError **error)
+{
+    int g = MAX(desc->groups, 1), k = desc->kernel;
+    dnnl_dims_t src_dims = {desc->n, desc->in_c, desc->in_h, desc->in_w};
+    dnnl_dims_t dst_dims = {desc->n, desc->out_c, desc->out_h, desc->out_w};
+    dnnl_dims_t wei_dims = {desc->out_c, desc->in_c, k, k};
+    dnnl_dims_t gwei_dims = {g, desc->out_c / g, desc->in_c / g, k, k};
+    dnnl_dims_t bias_dims = {desc->out_c};
+    dnnl_dims_t strides = {desc->stride, desc->stride};
+    dnnl_dims_t pad = {desc->padding, desc->padding};
+    dnnl_dims_t dilates = {0, 0};
+    dnnl_alg_kind_t alg = desc->deconv     ? dnnl_deconvolution_direct
+                          : desc->winograd ? dnnl_convolution_winograd
+                                           : dnnl_convolution_direct;
+    owned_md src = {0}, wei = {0}, bias = {0}, dst = {0};
+    dnnl_primitive_attr_t attr = NULL;
+    gboolean ok = FALSE;
+
+    *pd = NULL;
+    if (desc->in_c % g != 0 || desc->out_c % g != 0 || (desc->deconv && g != 1)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: %d->%d channels in %d groups", what,
+                    desc->in_c, desc->out_c, g);
+        return FALSE;
+    }
+    if (desc->src_md == NULL)
+        TRY(md_init(&src, 4, src_dims, desc->src_dt, desc->src_tag));
+    TRY(md_init(&dst, 4, dst_dims, desc->dst_dt, desc->dst_tag));
+    TRY(md_init(&wei, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, desc->src_dt,
+                dnnl_format_tag_any));
+    TRY(md_init(&bias, 1, bias_dims, dnnl_f32, dnnl_x));
+    if (!attr_new(&attr, desc->sum, desc->act, what, error))
+        goto out;
+    vd_layer_md src_md = desc->src_md != NULL ? desc->src_md : md_get(&src);
+#ifdef VD_DNNL2
+    if (desc->deconv) {
+        dnnl_deconvolution_desc_t op;
+        TRY(dnnl_dilated_deconvolution_forward_desc_init(&op, dnnl_forward_inference, alg, src_md,
+                                                         md_get(&wei), md_get(&bias),
+                                                         md_get(&dst), strides, dilates, pad, pad));
+        TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+    } else {
+        dnnl_convolution_desc_t op;
+        TRY(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_inference, alg, src_md,
+                                                       md_get(&wei), md_get(&bias), md_get(&dst),
+                                                       strides, dilates, pad, pad));
+        TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+    }
+#else
+    if (desc->deconv)
+        TRY(dnnl_deconvolution_forward_primitive_desc_create(
+            pd, engine, dnnl_forward_inference, alg, src_md, md_get(&wei), md_get(&bias),
+            md_get(&dst), strides, dilates, pad, pad, attr));
+    else
+        TRY(dnnl_convolution_forward_primitive_desc_create(
+            pd, engine, dnnl_forward_inference, alg, src_md, md_get(&wei), md_get(&bias),
+            md_get(&dst), strides, dilates, pad, pad, attr));
+#endif
+    ok = TRUE;
+out:
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    md_fini(&src);
+    md_fini(&wei);
+    md_fini(&bias);
+    md_fini(&dst);
+    return ok;
+}
+
+gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
+                             dnnl_data_type_t src_dt, dnnl_data_type_t dst_dt, vd_layer_md wei_md,
+                             gboolean relu, dnnl_primitive_desc_t *pd, const char *what,
+                             GError **error)
+{
+    dnnl_dims_t src_dims = {rows, in}, wei_dims = {in, out}, bias_dims = {1, out},
+                dst_dims = {rows, out};
+    owned_md src = {0}, wei = {0}, bias = {0}, dst = {0};
+    dnnl_primitive_attr_t attr = NULL;
+    gboolean ok = FALSE;
+
+    *pd = NULL;
+    TRY(md_init(&src, 2, src_dims, src_dt, dnnl_ab));
+    if (wei_md == NULL)
+        TRY(md_init(&wei, 2, wei_dims, src_dt, dnnl_format_tag_any));
+    TRY(md_init(&bias, 2, bias_dims, dnnl_f32, dnnl_ab));
+    TRY(md_init(&dst, 2, dst_dims, dst_dt, dnnl_ab));
+    if (!attr_new(&attr, FALSE, relu ? VD_ACT_RELU : VD_ACT_NONE, what, error))
+        goto out;
+    vd_layer_md w = wei_md != NULL ? wei_md : md_get(&wei);
+#ifdef VD_DNNL2
+    dnnl_matmul_desc_t op;
+    TRY(dnnl_matmul_desc_init(&op, md_get(&src), w, md_get(&bias), md_get(&dst)));
+    TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+#else
+    TRY(dnnl_matmul_primitive_desc_create(pd, engine, md_get(&src), w, md_get(&bias),
+                                          md_get(&dst), attr));
+#endif
+    ok = TRUE;
+out:
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    md_fini(&src);
+    md_fini(&wei);
+    md_fini(&bias);
+    md_fini(&dst);
+    return ok;
+}
+
+gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
+                               int kernel, int stride, int padding, dnnl_primitive_desc_t *pd,
+                               const char *what, GError **error)
+{
+    dnnl_dims_t strides = {stride, stride}, window = {kernel, kernel}, dilation = {0, 0},
+                pad = {padding, padding};
+    *pd = NULL;
+#ifdef VD_DNNL2
+    dnnl_pooling_v2_desc_t op;
+    TRY(dnnl_pooling_v2_forward_desc_init(&op, dnnl_forward_inference, dnnl_pooling_max, src, dst,
+                                          strides, window, dilation, pad, pad));
+    TRY(dnnl_primitive_desc_create(pd, &op, NULL, engine, NULL));
+#else
+    TRY(dnnl_pooling_forward_primitive_desc_create(pd, engine, dnnl_forward_inference,
+                                                   dnnl_pooling_max, src, dst, strides, window,
+                                                   dilation, pad, pad, NULL));
+#endif
+    return TRUE;
+out:
+    return FALSE;
+}
+
+const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    if (pd == NULL || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) !=
+                          dnnl_success || impl == NULL)
+        return "unknown";
+    return impl;
+}
+
+size_t vd_layers_pd_scratchpad(const_dnnl_primitive_desc_t pd)
+{
+    return vd_layers_md_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+}
+
+vd_layer_md vd_layers_pd_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what)
+{
+    return dnnl_primitive_desc_query_md(pd, what, 0);
+}
+
+void vd_layers_pd_free(dnnl_primitive_desc_t pd)
+{
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Primitives                                                                */
+
+gboolean vd_layers_primitive_new(const_dnnl_primitive_desc_t pd, dnnl_primitive_t *prim,
+                                 const char *what, GError **error)
+{
+    *prim = NULL;
+    return check(dnnl_primitive_create(prim, pd), what, error);
+}
+
+gboolean vd_layers_reorder_new(dnnl_engine_t engine, vd_layer_md from, vd_layer_md to,
+                               dnnl_primitive_t *prim, const char *what, GError **error)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = FALSE;
+    *prim = NULL;
+    TRY(dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL));
+    TRY(dnnl_primitive_create(prim, pd));
+    ok = TRUE;
+out:
+    vd_layers_pd_free(pd);
+    return ok;
+}
+
+const_dnnl_primitive_desc_t vd_layers_primitive_pd(dnnl_primitive_t prim)
+{
+    const_dnnl_primitive_desc_t pd = NULL;
+    if (prim == NULL || dnnl_primitive_get_primitive_desc(prim, &pd) != dnnl_success)
+        return NULL;
+    return pd;
+}
+
+void vd_layers_primitive_free(dnnl_primitive_t prim)
+{
+    if (prim != NULL)
+        dnnl_primitive_destroy(prim);
+}
+
+gboolean vd_layers_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int n_args,
+                           const dnnl_exec_arg_t *args, const char *what, GError **error)
+{
+    return check(dnnl_primitive_execute(prim, stream, n_args, args), what, error);
+}
+
+gboolean vd_layers_reorder(dnnl_primitive_t prim, dnnl_stream_t stream, dnnl_memory_t from,
+                           dnnl_memory_t to, const char *what, GError **error)
+{
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    return vd_layers_execute(prim, stream, 2, args, what, error);
+}
+
+gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
+                                const_dnnl_primitive_desc_t pd, const vd_conv_desc *desc,
+                                const float *weight, const float *bias, dnnl_memory_t *weights,
+                                dnnl_memory_t *bias_mem, const char *what, GError **error)
+{
+    int g = MAX(desc->groups, 1), k = desc->kernel;
+    dnnl_dims_t wei_dims = {desc->out_c, desc->in_c, k, k};
+    dnnl_dims_t gwei_dims = {g, desc->out_c / g, desc->in_c / g, k, k};
+    dnnl_dims_t bias_dims = {desc->out_c};
+    dnnl_memory_t user = NULL;
+    gboolean ok = FALSE;
+
+    *weights = NULL;
+    *bias_mem = NULL;
+    if (!vd_layers_memory_new(engine, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, dnnl_f32,
+                              g > 1 ? dnnl_goihw : desc->deconv ? dnnl_iohw : dnnl_oihw,
+                              (void *)weight, &user, what, error) ||
+        !vd_layers_pack(engine, stream, user, vd_layers_pd_md(pd, dnnl_query_weights_md),
+                        weights, what, error) ||
+        !vd_layers_memory_new(engine, 1, bias_dims, dnnl_f32, dnnl_x, DNNL_MEMORY_ALLOCATE,
+                              bias_mem, what, error))
+        goto out;
+    memcpy(vd_layers_memory_data(*bias_mem), bias, sizeof(float) * (size_t)desc->out_c);
+    ok = TRUE;
+out:
+    vd_layers_memory_free(user);
+    if (!ok) {
+        vd_layers_memory_free(*weights);
+        vd_layers_memory_free(*bias_mem);
+        *weights = *bias_mem = NULL;
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                      */
+
+dnnl_status_t vd_layers_sgemm(char transa, char transb, int m, int n, int k, float alpha,
+                              const float *a, int lda, const float *b, int ldb, float beta,
+                              float *c, int ldc)
+{
+    return dnnl_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char *vd_layers_status_name(dnnl_status_t status)
+{
+    return dnnl_status2str(status);
+}

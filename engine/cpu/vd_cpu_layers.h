@@ -1,0 +1,158 @@
+/* The CPU backend's layers: every oneDNN call of the CPU engine goes through this
+ * file's functions (convolution, transposed convolution, max pooling, matmul,
+ * reorder, post-ops, memory, GEMM), written against oneDNN's v3 C API. oneDNN 2.x
+ * (Debian 12's 2.6) differs in how primitive descriptors are made (operation
+ * descriptors first), in memory descriptors (a struct there, an opaque handle in
+ * 3.x), in post-op arguments and in the ISA list; those differences live in
+ * vd_cpu_layers.c alone.
+ *
+ * Errors: GError in VD_ERROR (VD_ERROR_OUT_OF_MEMORY where oneDNN ran out of
+ * memory, VD_ERROR_INTERNAL otherwise) naming @what and oneDNN's status.
+ * Ownership: what a vd_layers_*_new or vd_layers_*_pd function makes is the
+ * caller's, freed with the matching vd_layers_*_free; a vd_layer_md is borrowed
+ * from the memory object or primitive (descriptor) it was taken from and valid as
+ * long as that lives. Thread safety: as oneDNN's (one stream per context, used by
+ * one thread at a time). */
+#ifndef VD_CPU_LAYERS_H
+#define VD_CPU_LAYERS_H
+
+#include "vd_model_private.h"
+
+#include <glib.h>
+#include <oneapi/dnnl/dnnl.h>
+
+G_BEGIN_DECLS
+
+/* A borrowed, read-only memory descriptor. */
+#if DNNL_VERSION_MAJOR >= 3
+typedef const_dnnl_memory_desc_t vd_layer_md;
+#else
+typedef const dnnl_memory_desc_t *vd_layer_md;
+#endif
+
+/* One convolution (or transposed convolution) of @n images of @in_c x @in_h x @in_w
+ * into @out_c x @out_h x @out_w, square kernel, stride and padding. src and dst are
+ * described by their data type and layout tag (dnnl_format_tag_any: the primitive
+ * chooses), or src by @src_md where that is set; the weights take src's data type
+ * in the layout the primitive chooses, the bias is float32. Post-ops in order: the
+ * sum with dst's previous contents (@sum), then @act. */
+typedef struct {
+    gboolean deconv;   /* transposed convolution (torch's [in][out][kh][kw] weights) */
+    gboolean winograd; /* oneDNN's Winograd algorithm instead of the direct one */
+    int n, in_c, out_c, groups;
+    int in_h, in_w, out_h, out_w;
+    int kernel, stride, padding;
+    dnnl_data_type_t src_dt, dst_dt;
+    dnnl_format_tag_t src_tag, dst_tag;
+    vd_layer_md src_md; /* NULL: src_dt and src_tag */
+    gboolean sum;
+    vd_activation act;
+} vd_conv_desc;
+
+/* ---- engine, stream, ISA ---- */
+
+gboolean vd_layers_engine_new(dnnl_engine_t *engine, dnnl_stream_t *stream, GError **error);
+void vd_layers_engine_free(dnnl_engine_t engine, dnnl_stream_t stream);
+/* Waits for everything submitted to @stream. */
+gboolean vd_layers_wait(dnnl_stream_t stream, GError **error);
+
+/* The ISA oneDNN runs (the machine's, capped by ONEDNN_MAX_CPU_ISA). */
+dnnl_cpu_isa_t vd_layers_isa(void);
+/* Whether @isa includes every feature of @feature (the values are feature bit sets). */
+gboolean vd_layers_isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature);
+/* "avx2", "avx512_core_bf16", ...: the names ONEDNN_MAX_CPU_ISA takes, lower case. */
+const char *vd_layers_isa_name(dnnl_cpu_isa_t isa);
+/* The channel block of the blocked activations oneDNN's direct kernels take at
+ * @isa: 16 with AVX-512, 8 below. */
+int vd_layers_channel_block(dnnl_cpu_isa_t isa);
+/* "3.7.2": oneDNN's version as loaded. */
+char *vd_layers_version(void);
+
+/* ---- memory ---- */
+
+/* A memory object of @ndims @dims in @dt and layout @tag over @handle (a buffer at
+ * least vd_layers_md_size() large that outlives it, DNNL_MEMORY_ALLOCATE: its own,
+ * DNNL_MEMORY_NONE: set later). */
+gboolean vd_layers_memory_new(dnnl_engine_t engine, int ndims, const dnnl_dims_t dims,
+                              dnnl_data_type_t dt, dnnl_format_tag_t tag, void *handle,
+                              dnnl_memory_t *out, const char *what, GError **error);
+/* The same over descriptor @md. */
+gboolean vd_layers_memory_like(dnnl_engine_t engine, vd_layer_md md, void *handle,
+                               dnnl_memory_t *out, const char *what, GError **error);
+/* @mem's descriptor, valid as long as @mem. */
+vd_layer_md vd_layers_memory_md(dnnl_memory_t mem);
+void *vd_layers_memory_data(dnnl_memory_t mem);
+gboolean vd_layers_memory_set_data(dnnl_memory_t mem, void *handle, const char *what,
+                                   GError **error);
+void vd_layers_memory_free(dnnl_memory_t mem); /* NULL: nothing */
+size_t vd_layers_md_size(vd_layer_md md);
+gboolean vd_layers_md_equal(vd_layer_md a, vd_layer_md b);
+
+/* *@out: new memory in layout @to holding @from's values (converted to @to's data
+ * type), reordered once now (at planning time). */
+gboolean vd_layers_pack(dnnl_engine_t engine, dnnl_stream_t stream, dnnl_memory_t from,
+                        vd_layer_md to, dnnl_memory_t *out, const char *what, GError **error);
+
+/* ---- primitive descriptors (the user scratchpad mode: see vd_layers_execute) ---- */
+
+gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
+                           dnnl_primitive_desc_t *pd, const char *what, GError **error);
+/* A matmul of @rows x @in by @in x @out into @rows x @out, row-major src and dst,
+ * weights in @wei_md (NULL: the layout the primitive chooses, in src's type), a
+ * float32 bias of 1 x @out, ReLU fused with @relu. */
+gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
+                             dnnl_data_type_t src_dt, dnnl_data_type_t dst_dt, vd_layer_md wei_md,
+                             gboolean relu, dnnl_primitive_desc_t *pd, const char *what,
+                             GError **error);
+/* Max pooling @src -> @dst, square window, stride and padding (padding excluded:
+ * torch's -inf). */
+gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
+                               int kernel, int stride, int padding, dnnl_primitive_desc_t *pd,
+                               const char *what, GError **error);
+/* The implementation's name ("brg:avx512_core", "ref:any", ...). */
+const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd);
+/* Bytes of scratchpad the primitive needs. */
+size_t vd_layers_pd_scratchpad(const_dnnl_primitive_desc_t pd);
+/* The descriptor of argument @what (dnnl_query_src_md, _weights_md, _dst_md). */
+vd_layer_md vd_layers_pd_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what);
+void vd_layers_pd_free(dnnl_primitive_desc_t pd); /* NULL: nothing */
+
+/* ---- primitives ---- */
+
+gboolean vd_layers_primitive_new(const_dnnl_primitive_desc_t pd, dnnl_primitive_t *prim,
+                                 const char *what, GError **error);
+/* A reorder (layout and/or data type conversion) @from -> @to. */
+gboolean vd_layers_reorder_new(dnnl_engine_t engine, vd_layer_md from, vd_layer_md to,
+                               dnnl_primitive_t *prim, const char *what, GError **error);
+/* @prim's descriptor, owned by @prim. */
+const_dnnl_primitive_desc_t vd_layers_primitive_pd(dnnl_primitive_t prim);
+void vd_layers_primitive_free(dnnl_primitive_t prim); /* NULL: nothing */
+
+/* Runs @prim on @stream with @args. */
+gboolean vd_layers_execute(dnnl_primitive_t prim, dnnl_stream_t stream, int n_args,
+                           const dnnl_exec_arg_t *args, const char *what, GError **error);
+/* A reorder @from -> @to. */
+gboolean vd_layers_reorder(dnnl_primitive_t prim, dnnl_stream_t stream, dnnl_memory_t from,
+                           dnnl_memory_t to, const char *what, GError **error);
+
+/* The weights of a convolution (@weight: float32 [out][in/groups][k][k],
+ * [groups][out/groups][in/groups][k][k] grouped, [in][out][k][k] transposed) packed
+ * into the layout of @pd, and its float32 bias (@bias, out_c values). */
+gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
+                                const_dnnl_primitive_desc_t pd, const vd_conv_desc *desc,
+                                const float *weight, const float *bias, dnnl_memory_t *weights,
+                                dnnl_memory_t *bias_mem, const char *what, GError **error);
+
+/* ---- GEMM ---- */
+
+/* C = alpha op(A) op(B) + beta C, row-major float32 (oneDNN's sgemm). Callable
+ * from several threads at once, hence a status rather than a GError. */
+dnnl_status_t vd_layers_sgemm(char transa, char transb, int m, int n, int k, float alpha,
+                              const float *a, int lda, const float *b, int ldb, float beta,
+                              float *c, int ldc);
+/* oneDNN's name of @status. */
+const char *vd_layers_status_name(dnnl_status_t status);
+
+G_END_DECLS
+
+#endif /* VD_CPU_LAYERS_H */
