@@ -2,6 +2,8 @@
  * oneDNN convolutions and matrix products, and the plain-C small ops of
  * vd_cpu_ops.c.
  *
+ * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x).
+ *
  * Layout: activations are in oneDNN's blocked layout from the first convolution to
  * RoIAlign, so that no layer reorders its input; only the network input is NHWC
  * (pre-processing writes it). The channel block follows the ISA oneDNN runs
@@ -18,12 +20,12 @@
  * are oneDNN matmul primitives with weights packed once per context.
  *
  * Convolution algorithm: float32 3x3 stride-1 convolutions of 64 channels or more
- * (use_winograd) run Winograd: oneDNN's kernels on AVX-512 (jit_wino_4x3, F(4x4,
- * 3x3), and jit_fp32_wino_2x3, F(2x2, 3x3), which it picks for 64 channels) where
- * their scratchpad stays within 16 MB, otherwise (below AVX-512,
- * where oneDNN 2.6 has none, and on AVX-512 for the largest maps) ours,
- * vd_cpu_winograd.c, F(4x4, 3x3): its transforms on the blocked layouts around
- * oneDNN's sgemm.
+ * (use_winograd) run Winograd: oneDNN 2.x's kernels on AVX-512 (jit_wino_4x3,
+ * F(4x4, 3x3), and jit_fp32_wino_2x3, F(2x2, 3x3), which it picks for 64 channels)
+ * where their scratchpad stays within 16 MB, otherwise (below AVX-512, where
+ * oneDNN 2.x has none, with oneDNN 3.x, which has none at all, and on AVX-512 for
+ * the largest maps) ours, vd_cpu_winograd.c, F(4x4, 3x3): its transforms on the
+ * blocked layouts around oneDNN's sgemm.
  * Accuracy: about 8e-6 of max |y| at 256 channels against a double reference
  * (tests/engine/test_winograd.c), within the parity suite's feature tolerances
  * with a wide margin. VD_CPU_WINOGRAD=0 in the environment turns Winograd off,
@@ -102,7 +104,7 @@ struct cpu_conv {
     dnnl_memory_t bias;
     dnnl_memory_t src; /* borrowed from the tensors */
     dnnl_memory_t dst;
-    /* Our Winograd F(4x4, 3x3) where oneDNN has none (below AVX-512): then prim is
+    /* Our Winograd F(4x4, 3x3) where oneDNN has none: then prim is
      * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
     vd_wino *wino;
     const cpu_tensor *src_t, *dst_t;
@@ -275,8 +277,8 @@ typedef struct {
     dnnl_stream_t stream;
     int n_threads;
     gboolean bf16;
-    gboolean winograd;           /* oneDNN's Winograd (AVX-512) */
-    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
+    gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
+    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), where oneDNN has none */
     dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
     int cb;                      /* channel block of the activations: 16 or 8 */
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
@@ -2385,17 +2387,21 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->cb = vd_layers_channel_block(isa);
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
-    /* oneDNN 2.6 has float32 Winograd kernels for AVX-512 only */
-    /* VD_CPU_WINOGRAD (for measurements): 0 none, "own" ours on every ISA */
-    const char *winograd = g_getenv("VD_CPU_WINOGRAD");
-    st->winograd = g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 &&
-                   vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core);
-    st->own_winograd = g_strcmp0(winograd, "0") != 0 && !st->winograd;
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
-    if (!vd_layers_engine_new(&st->engine, &st->stream, error) ||
-        !prepare_weights(st, error)) {
+    if (!vd_layers_engine_new(&st->engine, &st->stream, error)) {
+        cpu_destroy(st);
+        return NULL;
+    }
+    /* oneDNN 2.x has float32 Winograd kernels for AVX-512 only, 3.x none: ours
+     * runs where oneDNN has none. VD_CPU_WINOGRAD (for measurements): 0 none, "own"
+     * ours on every ISA. */
+    const char *winograd = g_getenv("VD_CPU_WINOGRAD");
+    st->winograd = g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 &&
+                   vd_layers_has_winograd(st->engine, st->block_tag);
+    st->own_winograd = g_strcmp0(winograd, "0") != 0 && !st->winograd;
+    if (!prepare_weights(st, error)) {
         cpu_destroy(st);
         return NULL;
     }

@@ -519,6 +519,20 @@ out:
     return ok;
 }
 
+gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
+{
+    vd_conv_desc desc = {
+        .winograd = TRUE, .n = 1, .in_c = 64, .out_c = 64, .groups = 1,
+        .in_h = 32, .in_w = 32, .out_h = 32, .out_w = 32, .kernel = 3, .stride = 1, .padding = 1,
+        .src_dt = dnnl_f32, .dst_dt = dnnl_f32, .src_tag = tag, .dst_tag = tag,
+    };
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean found = vd_layers_conv_pd(engine, &desc, &pd, "Winograd convolution", NULL) &&
+                     strstr(vd_layers_pd_impl(pd), "wino") != NULL;
+    vd_layers_pd_free(pd);
+    return found;
+}
+
 /* ------------------------------------------------------------------------ */
 /* GEMM                                                                      */
 

@@ -143,6 +143,10 @@ gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
                                 const float *weight, const float *bias, dnnl_memory_t *weights,
                                 dnnl_memory_t *bias_mem, const char *what, GError **error);
 
+/* Whether oneDNN has a float32 Winograd convolution kernel here (for activations
+ * in layout @tag): 2.x on AVX-512, 3.x nowhere. */
+gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag);
+
 /* ---- GEMM ---- */
 
 /* C = alpha op(A) op(B) + beta C, row-major float32 (oneDNN's sgemm). Callable
