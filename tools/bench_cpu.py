@@ -558,6 +558,10 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="untimed runs per process first (default 1)")
     p.add_argument("--vd-detect", default=os.path.join(ROOT, "build", "tools", "vd-detect"),
                    help="vd-detect executable (default build/tools/vd-detect)")
+    p.add_argument("--vd-detect-also", action="append", default=[], metavar="LABEL=PATH",
+                   help="another vd-detect build measured in the same run (for example one against "
+                        "another oneDNN, or a command that runs one inside a chroot with the work "
+                        "folder at the same path): sides vd-detect-LABEL-PRECISION; repeatable")
     p.add_argument("--torch-linear", default="native",
                    help="torchvision's box-head linears, comma-separated: as installed (native) "
                         "and/or as oneDNN 1x1 convolutions (onednn; see above)")
@@ -603,6 +607,12 @@ def main(argv=None):
         p.error(str(exc))
     if args.only != "torchvision" and not os.access(args.vd_detect, os.X_OK):
         p.error(f"{args.vd_detect} is not an executable (build it with ninja -C build, or pass --vd-detect)")
+    vd_builds = [("", args.vd_detect)]
+    for spec in args.vd_detect_also:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not os.access(path, os.X_OK):
+            p.error(f"--vd-detect-also {spec}: expected LABEL=PATH with an executable PATH")
+        vd_builds.append((label + "-", path))
 
     pc = _import_parity_common()
     import numpy as np
@@ -652,10 +662,12 @@ def main(argv=None):
                                          "--runs", str(args.runs), "--warmup", str(args.warmup),
                                          "--torch-linear", lin])
         if args.only != "torchvision":
-            for prec in precisions:
-                sides[f"vd-detect-{prec}"] = ("vd", [args.vd_detect, "--model", model_path, "--device", "cpu",
-                                                     "--threads", str(args.threads), "--precision", prec,
-                                                     "--json", "--stages", "--repeat", str(vd_repeat)])
+            for label, exe in vd_builds:
+                for prec in precisions:
+                    sides[f"vd-detect-{label}{prec}"] = (
+                        "vd", [exe, "--model", model_path, "--device", "cpu", "--threads",
+                               str(args.threads), "--precision", prec, "--json", "--stages",
+                               "--repeat", str(vd_repeat)])
         for name, runtime, ov_prec in peer_sides:
             sides[name] = ("peer", [peer_py, os.path.abspath(__file__), "--peer-worker", runtime,
                                     "--threads", str(args.threads), "--runs", str(args.runs),
