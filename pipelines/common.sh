@@ -9,34 +9,15 @@
 VD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VD_BUILD="${VISIONDETECT_BUILD_DIR:-$VD_ROOT/build}"
 
-# Debian packages the scripts need to build and to run their pipelines
-# (x264enc is in -ugly, most decoders in -libav; libmosquitto-dev builds visionmqtt).
-vd_packages=(
-  meson ninja-build pkg-config gcc
-  libglib2.0-dev libjson-glib-dev libdnnl-dev
-  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libcairo2-dev libpango1.0-dev
-  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
-  python3-numpy python3-pil
-  libmosquitto-dev
-)
+# The Debian packages the scripts need to build and to run their pipelines:
+# vd_main_packages, in the list shared with tests/run.sh.
+# shellcheck source=tools/debian-packages.sh
+source "$VD_ROOT/tools/debian-packages.sh"
 
 vd_log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
 vd_die() { vd_log "$*"; exit 1; }
 
-vd_install_missing() {
-  local missing=() p
-  command -v dpkg-query >/dev/null || return 0   # not Debian: trust the user
-  for p in "${vd_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  vd_log "installing ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-}
+vd_install_missing() { vd_install_missing_packages "${vd_main_packages[@]}"; }
 
 vd_build() {
   if [ -f "$VD_BUILD/build.ninja" ]; then

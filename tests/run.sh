@@ -14,30 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(
-  meson ninja-build pkg-config gcc g++
-  libglib2.0-dev libjson-glib-dev libdnnl-dev
-  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
-  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-x
-  libcairo2-dev libpango1.0-dev
-  python3 python3-numpy python3-torchvision
-  gstreamer1.0-libav valgrind
-  gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi gir1.2-gstreamer-1.0
-  gobject-introspection libgirepository1.0-dev gir1.2-gst-plugins-base-1.0
-  clang libclang-rt-dev libomp-dev
-  libmosquitto-dev mosquitto mosquitto-clients openssl
-)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "tests/run.sh: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=tools/debian-packages.sh
+source tools/debian-packages.sh
+vd_install_missing_packages "${vd_test_packages[@]}"
 
 suites=("$@")
 wants() { [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }

@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# The Debian packages of the README's two commands, in one place. Sourced (not run)
+# by pipelines/common.sh, tests/run.sh and tests/debian13.sh (inside its Debian 13
+# root, from the clone there).
+#
+#   vd_main_packages   the main job (pipelines/*.sh): build the project and run its
+#                      pipelines (x264enc is in -ugly, most decoders in -libav;
+#                      libmosquitto-dev builds visionmqtt)
+#   vd_test_packages   the test command (tests/run.sh): build and every test suite
+#   vd_install_missing_packages PKG...
+#                      installs those of PKG that dpkg does not list as installed
+#                      (apt-get, no recommends; sudo unless root; nothing where
+#                      there is no dpkg)
+#
+# The same names serve Debian 12 (bookworm) and 13 (trixie): each was looked up with
+# apt-cache policy in both (2026-12-05) and every one has a candidate in both. Where
+# a release needs another name, choose it here, by the codename of /etc/os-release,
+# so that every command keeps taking its list from this file. Notes from that check:
+# pkgconf, not the transitional pkg-config (transitional in both releases, the
+# package that provides pkg-config since bookworm); libgirepository1.0-dev is still
+# the gobject-introspection-1.0 development package in trixie (1.84, with the GLib
+# GIRs through gir1.2-glib-2.0-dev), glib's libgirepository-2.0-dev (trixie only)
+# is not what the build uses; libclang-rt-dev is llvm-defaults' name in both (clang
+# 14 in bookworm, 19 in trixie).
+
+# shellcheck disable=SC2034  # used by the scripts that source this file
+vd_main_packages=(
+  meson ninja-build pkgconf gcc
+  libglib2.0-dev libjson-glib-dev libdnnl-dev
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libcairo2-dev libpango1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
+  python3-numpy python3-pil
+  libmosquitto-dev
+)
+
+# shellcheck disable=SC2034
+vd_test_packages=(
+  meson ninja-build pkgconf gcc g++
+  libglib2.0-dev libjson-glib-dev libdnnl-dev
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-x
+  libcairo2-dev libpango1.0-dev
+  python3 python3-numpy python3-torchvision
+  gstreamer1.0-libav valgrind
+  gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi gir1.2-gstreamer-1.0
+  gobject-introspection libgirepository1.0-dev gir1.2-gst-plugins-base-1.0
+  clang libclang-rt-dev libomp-dev
+  libmosquitto-dev mosquitto mosquitto-clients openssl
+)
+
+vd_install_missing_packages() {
+  local missing=() p sudo=""
+  command -v dpkg-query >/dev/null || return 0   # not Debian: trust the user
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "$(basename "$0"): installing ${missing[*]}" >&2
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
