@@ -365,7 +365,7 @@ int vd_config_stage_channels(const vd_config *config, int stage)
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = { "min_size", "max_size", "image_mean", "image_std",
-                                        "size_divisible", NULL };
+                                        "size_divisible", "resize_scale", NULL };
     JsonObject *o = get_section(path, config, "transform", error);
     JsonArray *mean, *std;
 
@@ -374,6 +374,20 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
         !get_int(path, o, "transform", "max_size", 1, 100000, &c->max_size, error) ||
         !get_int(path, o, "transform", "size_divisible", 1, 4096, &c->size_divisible, error))
         return FALSE;
+    /* files written before the exporter recorded the rule: double, as the engine
+     * always computed it */
+    c->resize_scale = VD_RESIZE_SCALE_DOUBLE;
+    if (json_object_has_member(o, "resize_scale")) {
+        const char *rule = get_string(path, o, "transform", "resize_scale", error);
+        if (!rule)
+            return FALSE;
+        if (strcmp(rule, "float32") == 0)
+            c->resize_scale = VD_RESIZE_SCALE_FLOAT32;
+        else if (strcmp(rule, "double") != 0)
+            return config_error(error, path,
+                                "'transform.resize_scale' is '%s'; expected 'float32' or 'double'",
+                                rule);
+    }
     mean = get_array(path, o, "transform", "image_mean", 3, 3, error);
     if (!mean || !get_float_array(path, mean, "transform.image_mean", -1e6, 1e6, FALSE,
                                   c->image_mean, error))

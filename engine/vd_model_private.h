@@ -26,6 +26,13 @@ typedef enum {
     VD_ACT_HARDSWISH,
 } vd_activation;
 
+/* How the resize scale is rounded: the rule of the torchvision that exported the file
+ * ("transform.resize_scale"; vd_math_transform_size). */
+typedef enum {
+    VD_RESIZE_SCALE_DOUBLE = 0, /* "double" or no field: torchvision >= 0.16 */
+    VD_RESIZE_SCALE_FLOAT32,    /* "float32": torchvision 0.10-0.15 */
+} vd_resize_scale;
+
 typedef enum {
     VD_BLOCK_BASIC = 0, /* resnet18/34 */
     VD_BLOCK_BOTTLENECK, /* resnet50/101/152 */
@@ -91,6 +98,7 @@ typedef struct {
     float image_mean[3];
     float image_std[3];
     int size_divisible;
+    vd_resize_scale resize_scale;
 
     /* backbone */
     vd_backbone_type backbone_type;

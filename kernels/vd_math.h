@@ -439,19 +439,34 @@ VD_MATH_FN float vd_math_roi_grad_share(float grad_bin, float w, float count)
 /* ------------------------------------------------------------------------ */
 /* GeneralizedRCNNTransform (spec §1.3, §1.4)                                 */
 
-/* Resized and padded size of an @height x @width image: scale =
- * min(min_size / min(h, w), max_size / max(h, w)) in double (current
- * torchvision's eager path), resized = floor(double(size) * scale), padded =
- * ceil(resized / divisible) * divisible. */
+/* Resized and padded size of an @height x @width image (spec §1.3, §1.4):
+ * resized = floor(double(size) * scale), padded = ceil(resized / divisible) *
+ * divisible, scale = min(min_size / min(h, w), max_size / max(h, w)) computed as
+ * the torchvision that exported the model computes it:
+ *   - @float32_scale 0: in double (torchvision >= 0.16, eager);
+ *   - @float32_scale 1: in float32 as torchvision 0.10-0.15 computes it, a Python
+ *     float over a 0-d float32 tensor, which torch evaluates as reciprocal() *
+ *     size: f32(f32(1 / side) * size), two roundings (a correctly rounded float32
+ *     division differs for about a quarter of the sides: 427x640 at 800 would
+ *     keep its 800 rows), then the float32 minimum, widened exactly by .item().
+ * Only the resized size depends on the rule: the interpolation recomputes its
+ * ratios from the sizes (vd_math_resize_ratio). */
 VD_MATH_FN void vd_math_transform_size(int height, int width, int min_size, int max_size,
-                                       int size_divisible, int *resized_h, int *resized_w,
-                                       int *padded_h, int *padded_w)
+                                       int size_divisible, int float32_scale, int *resized_h,
+                                       int *resized_w, int *padded_h, int *padded_w)
 {
-    double short_side = (double)(height < width ? height : width);
-    double long_side = (double)(height < width ? width : height);
-    double scale_short = (double)min_size / short_side;
-    double scale_long = (double)max_size / long_side;
-    double scale = scale_short < scale_long ? scale_short : scale_long;
+    int short_side = height < width ? height : width;
+    int long_side = height < width ? width : height;
+    double scale;
+    if (float32_scale) {
+        float scale_short = vd_math_fmul(vd_math_fdiv(1.0f, (float)short_side), (float)min_size);
+        float scale_long = vd_math_fmul(vd_math_fdiv(1.0f, (float)long_side), (float)max_size);
+        scale = (double)(scale_long < scale_short ? scale_long : scale_short);
+    } else {
+        double scale_short = (double)min_size / (double)short_side;
+        double scale_long = (double)max_size / (double)long_side;
+        scale = scale_short < scale_long ? scale_short : scale_long;
+    }
     int rh = (int)floor((double)height * scale);
     int rw = (int)floor((double)width * scale);
     *resized_h = rh;

@@ -33,9 +33,16 @@ G_BEGIN_DECLS
 #define VD_CPU_HOT
 #endif
 
-/* torchvision GeneralizedRCNNTransform size rule (spec §1.3, §1.4) with the scale
- * min(min_size/min(h,w), max_size/max(h,w)) computed in double precision (current
- * torchvision); padded sizes are the next multiples of @size_divisible. */
+/* The resized and padded size of a @height x @width frame under @config's transform
+ * (GeneralizedRCNNTransform, spec §1.3, §1.4): min/max size, size_divisible, and the
+ * resize scale rounded as the file's torchvision rounds it
+ * (vd_math_transform_size). Both backends size their frames with it. */
+void vd_config_transform_sizes(const vd_config *config, int height, int width, int *resized_h,
+                               int *resized_w, int *padded_h, int *padded_w);
+
+/* The same with the scale always in double (files without "resize_scale"), whatever
+ * the config says: what vd_cpu_backend.c still calls until it moves to
+ * vd_config_transform_sizes; to be removed then. */
 void vd_transform_sizes(int height, int width, int min_size, int max_size,
                         int size_divisible, int *resized_h, int *resized_w,
                         int *padded_h, int *padded_w);

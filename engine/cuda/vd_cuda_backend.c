@@ -1826,8 +1826,7 @@ static gboolean frame_sizes(cuda_state *st, vd_context *ctx, const vd_image *ima
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "max_detections must be positive");
         return FALSE;
     }
-    vd_transform_sizes(image->height, image->width, cfg->min_size, cfg->max_size,
-                       cfg->size_divisible, rh, rw, ph, pw);
+    vd_config_transform_sizes(cfg, image->height, image->width, rh, rw, ph, pw);
     if (*rh <= 0 || *rw <= 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
                     "image %dx%d resizes to an empty image", image->width, image->height);

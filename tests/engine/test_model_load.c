@@ -9,6 +9,8 @@
  */
 #include "model_fixture.h"
 
+#include "cpu/vd_cpu_ops.h"
+
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -578,6 +580,60 @@ static void test_invalid_metadata(void)
     fx = fx_tiny_default();
     fx_config_replace(fx, "\"num_classes\":3", "\"num_classes\":3,\"num_classes\":3");
     expect_error(fx, VD_ERROR_FORMAT, "config has the key 'num_classes' more than once", NULL);
+}
+
+/* "transform.resize_scale": how the torchvision that exported the file rounds the resize
+ * scale, which the size every backend resizes a frame to follows (vd_config_transform_sizes).
+ * Under the fixture's 96/160 transform a 50x66 frame resizes to 95x126 with torchvision
+ * 0.14's float32 scale and to 96x126 with the double one (padded 96x128 both). */
+static void test_resize_scale(void)
+{
+    static const struct {
+        const char *value; /* NULL: no field, as in files from before it */
+        vd_resize_scale rule;
+        int resized_h;
+    } valid[] = {
+        { NULL, VD_RESIZE_SCALE_DOUBLE, 96 },
+        { "\"double\"", VD_RESIZE_SCALE_DOUBLE, 96 },
+        { "\"float32\"", VD_RESIZE_SCALE_FLOAT32, 95 },
+    };
+    static const char *const bad[][2] = {
+        /* value, expected message */
+        { "\"float16\"", "'transform.resize_scale' is 'float16'; expected 'float32' or 'double'" },
+        { "\"Float32\"", "'transform.resize_scale' is 'Float32'" },
+        { "\"\"", "'transform.resize_scale' is ''" },
+        { "32", "'transform.resize_scale' is not a string" },
+        { "null", "'transform.resize_scale' is not a string" },
+    };
+
+    for (size_t i = 0; i < G_N_ELEMENTS(valid); i++) {
+        fixture *fx = fx_tiny_default();
+        GError *error = NULL;
+        int rh, rw, ph, pw;
+
+        if (valid[i].value) {
+            char *with = g_strdup_printf("\"size_divisible\":32,\"resize_scale\":%s", valid[i].value);
+            fx_config_replace(fx, "\"size_divisible\":32", with);
+            g_free(with);
+        }
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(model->config.resize_scale, ==, valid[i].rule);
+        vd_config_transform_sizes(&model->config, 50, 66, &rh, &rw, &ph, &pw);
+        g_assert_cmpint(rh, ==, valid[i].resized_h);
+        g_assert_cmpint(rw, ==, 126);
+        g_assert_cmpint(ph, ==, 96);
+        g_assert_cmpint(pw, ==, 128);
+        vd_model_unref(model);
+        fx_free(fx);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        fixture *fx = fx_tiny_default();
+        char *with = g_strdup_printf("\"size_divisible\":32,\"resize_scale\":%s", bad[i][0]);
+        fx_config_replace(fx, "\"size_divisible\":32", with);
+        g_free(with);
+        expect_error(fx, VD_ERROR_FORMAT, bad[i][1], NULL);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1497,6 +1553,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/error/unsupported-dtype", test_unsupported_dtype);
     g_test_add_func("/model-load/error/unsupported-metadata", test_unsupported_metadata);
     g_test_add_func("/model-load/error/invalid-metadata", test_invalid_metadata);
+    g_test_add_func("/model-load/config/resize-scale", test_resize_scale);
     g_test_add_func("/model-load/error/class-names", test_class_names);
     g_test_add_func("/model-load/error/unexpected-tensor", test_unexpected_tensor);
     g_test_add_func("/model-load/error/duplicate-tensor", test_duplicate_tensor);

@@ -707,29 +707,44 @@ static void test_sigmoid(void)
 
 static void test_transform_sizes(void)
 {
-    /* spec §1.3 table, "newest" (double-precision scale) column */
-    static const int cases[][6] = {
-        /* h, w, resized h, resized w, padded h, padded w */
-        {427, 640, 800, 1199, 800, 1216},  {375, 500, 800, 1066, 800, 1088},
-        {333, 500, 800, 1201, 800, 1216},  {640, 427, 1199, 800, 1216, 800},
-        {480, 640, 800, 1066, 800, 1088},  {1000, 300, 1333, 399, 1344, 416},
-        {800, 1216, 800, 1216, 800, 1216},
+    /* Resized and padded sizes under both resize-scale rules. The float32 column is
+     * what torchvision 0.14.1's own _resize_image_and_masks gives (torch 1.13), the
+     * double column current torchvision's min(S/m, L/M) (spec §1.3 table). A correctly
+     * rounded float32 division instead of torch's reciprocal-then-multiply would give
+     * 800 rows at 427x640, 799 at 480x640, 1332 at 1000x300, 1333 at 68x1346 and
+     * 320x320 at 200x200: those rows tell the two apart. */
+    static const int cases[][12] = {
+        /* h, w, min_size, max_size, float32: resized h, w, padded h, w; double: the same */
+        {288, 352, 352, 1333, 351, 430, 352, 448, 352, 430, 352, 448}, /* the frame */
+        {427, 640, 800, 1333, 799, 1199, 800, 1216, 800, 1199, 800, 1216},
+        {480, 640, 800, 1333, 800, 1066, 800, 1088, 800, 1066, 800, 1088},
+        {375, 500, 800, 1333, 799, 1066, 800, 1088, 800, 1066, 800, 1088},
+        {333, 500, 800, 1333, 799, 1201, 800, 1216, 800, 1201, 800, 1216},
+        {640, 427, 800, 1333, 1199, 799, 1216, 800, 1199, 800, 1216, 800},
+        /* the long side bounds the scale */
+        {1000, 300, 800, 1333, 1333, 399, 1344, 416, 1333, 399, 1344, 416},
+        {291, 1181, 800, 1333, 328, 1332, 352, 1344, 328, 1333, 352, 1344},
+        {68, 1346, 800, 1333, 67, 1332, 96, 1344, 67, 1333, 96, 1344},
+        {800, 1216, 800, 1333, 800, 1216, 800, 1216, 800, 1216, 800, 1216},
+        /* MobileNet-320 (320/640) and the ResNet-18 parity transform (320/512) */
+        {427, 640, 320, 640, 319, 479, 320, 480, 320, 479, 320, 480},
+        {480, 640, 320, 640, 320, 426, 320, 448, 320, 426, 320, 448},
+        {200, 200, 320, 512, 319, 319, 320, 320, 320, 320, 320, 320},
+        {401, 299, 320, 512, 429, 319, 448, 320, 429, 320, 448, 320},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-        int rh, rw, ph, pw;
-        vd_transform_sizes(cases[i][0], cases[i][1], 800, 1333, 32, &rh, &rw, &ph, &pw);
-        g_assert_cmpint(rh, ==, cases[i][2]);
-        g_assert_cmpint(rw, ==, cases[i][3]);
-        g_assert_cmpint(ph, ==, cases[i][4]);
-        g_assert_cmpint(pw, ==, cases[i][5]);
+        const int *c = cases[i];
+        for (int float32_scale = 0; float32_scale < 2; float32_scale++) {
+            const int *want = c + (float32_scale ? 4 : 8);
+            int rh, rw, ph, pw;
+            vd_math_transform_size(c[0], c[1], c[2], c[3], 32, float32_scale, &rh, &rw, &ph, &pw);
+            if (rh != want[0] || rw != want[1] || ph != want[2] || pw != want[3])
+                g_error("%dx%d (min %d, max %d), %s scale: resized %dx%d padded %dx%d, expected "
+                        "%dx%d padded %dx%d",
+                        c[0], c[1], c[2], c[3], float32_scale ? "float32" : "double", rh, rw, ph,
+                        pw, want[0], want[1], want[2], want[3]);
+        }
     }
-    /* MobileNet-320: 480x640 -> scale min(320/480, 640/640) = 2/3 -> 320x426 */
-    int rh, rw, ph, pw;
-    vd_transform_sizes(480, 640, 320, 640, 32, &rh, &rw, &ph, &pw);
-    g_assert_cmpint(rh, ==, 320);
-    g_assert_cmpint(rw, ==, 426);
-    g_assert_cmpint(ph, ==, 320);
-    g_assert_cmpint(pw, ==, 448);
 }
 
 /* ------------------------------------------------------------------------ */
