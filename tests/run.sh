@@ -1,40 +1,66 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (Debian packages by name), configures,
 # builds and runs every meson test suite, then the engine suite again under
-# AddressSanitizer and UBSan.
-#   tests/run.sh            all suites
+# AddressSanitizer and UBSan, then the libFuzzer harnesses, then the Debian 13 run.
+#   tests/run.sh            all of it
 #   tests/run.sh SUITE...   only these suites (engine, tracker, parity, gst, model, gpu,
-#                           libfuzzer, extended); the engine suite includes the tracker's
-#                           tests
+#                           libfuzzer, extended, debian13); the engine suite includes the
+#                           tracker's tests
 # extended: the parity comparisons that repeat others' code paths at a further size or
 # oneDNN ISA cap (tests/parity/meson.build); not part of the default run, which has to
 # stay well under 20 minutes on a 2-core machine.
 # libfuzzer: the libFuzzer harnesses in a clang build of their own (build-fuzz, ASan and
 # UBSan), each for a short fixed time; tests/fuzz/long.sh runs them long.
+# debian13: tests/debian13.sh, the README's two commands in a Debian 13 root made with
+# debootstrap (root needed; the host's packages are not checked for it).
+# Environment:
+#   VISIONDETECT_SANITIZERS=0  skip the ASan + UBSan engine run and the libFuzzer
+#                              harnesses, even when their suites are named (the Debian
+#                              13 run sets it: the host run covers the same code)
+#   VISIONDETECT_DEBIAN13=0    the run without arguments leaves out the Debian 13 run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # shellcheck source=tools/debian-packages.sh
 source tools/debian-packages.sh
-vd_install_missing_packages "${vd_test_packages[@]}"
 
-suites=("$@")
-wants() { [ ${#suites[@]} -eq 0 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
+# no arguments: every suite but extended, then the Debian 13 run
+all=0 debian13=0 suites=()
+if [ $# -eq 0 ]; then
+  all=1
+  [ "${VISIONDETECT_DEBIAN13:-1}" = 0 ] || debian13=1
+fi
+for s in "$@"; do
+  if [ "$s" = debian13 ]; then debian13=1; else suites+=("$s"); fi
+done
+sanitizers=1
+[ "${VISIONDETECT_SANITIZERS:-1}" != 0 ] || sanitizers=0
+wants() { [ $all -eq 1 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
+
+# the host's packages (not for the Debian 13 run alone)
+if [ $all -eq 1 ] || [ ${#suites[@]} -gt 0 ]; then
+  vd_install_missing_packages "${vd_test_packages[@]}"
+fi
+
 suite_args=()
-[ ${#suites[@]} -gt 0 ] || suite_args+=(--no-suite extended)
+[ $all -eq 0 ] || suite_args+=(--no-suite extended)
 main_suites=0
 for s in "${suites[@]}"; do
   if [ "$s" != libfuzzer ]; then suite_args+=(--suite "$s"); main_suites=$((main_suites + 1)); fi
 done
 
-if [ ${#suites[@]} -eq 0 ] || [ $main_suites -gt 0 ]; then
+if [ $all -eq 1 ] || [ $main_suites -gt 0 ]; then
   if [ -d build ]; then meson setup --reconfigure build >/dev/null; else meson setup build; fi
   ninja -C build
   meson test -C build --print-errorlogs --num-processes 2 "${suite_args[@]}"
 fi
 
+if [ $sanitizers -eq 0 ] && { wants engine || wants libfuzzer; }; then
+  echo "tests/run.sh: VISIONDETECT_SANITIZERS=0: no ASan + UBSan engine run, no libFuzzer harnesses"
+fi
+
 # The engine under AddressSanitizer + UBSan (no CUDA, no plugin: the engine only).
-if wants engine; then
+if wants engine && [ $sanitizers -eq 1 ]; then
   if [ ! -d build-asan ]; then
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
       -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
@@ -45,11 +71,16 @@ if wants engine; then
 fi
 
 # The libFuzzer harnesses (clang, ASan + UBSan, coverage instrumentation).
-if wants libfuzzer; then
+if wants libfuzzer && [ $sanitizers -eq 1 ]; then
   if [ ! -d build-fuzz ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
       -Db_lundef=false -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
   fi
   ninja -C build-fuzz
   meson test -C build-fuzz --print-errorlogs --suite libfuzzer
+fi
+
+# The README's two commands in a Debian 13 root (tests/debian13.sh).
+if [ $debian13 -eq 1 ]; then
+  bash tests/debian13.sh
 fi
