@@ -14,8 +14,9 @@
 #
 # The same names serve Debian 12 (bookworm) and 13 (trixie): each was looked up with
 # apt-cache policy in both (2026-12-05) and every one has a candidate in both. Where
-# a release needs another name, choose it here, by the codename of /etc/os-release,
-# so that every command keeps taking its list from this file. Notes from that check:
+# a release needs another name or another package, it is chosen here, by
+# /etc/os-release, so that every command keeps taking its list from this file: today
+# one package, for the tests from Debian 13 on (see below). Notes from that check:
 # pkgconf, not the transitional pkg-config (transitional in both releases, the
 # package that provides pkg-config since bookworm); libgirepository1.0-dev is still
 # the gobject-introspection-1.0 development package in trixie (1.84, with the GLib
@@ -49,6 +50,18 @@ vd_test_packages=(
   clang libclang-rt-dev libomp-dev
   libmosquitto-dev mosquitto mosquitto-clients openssl
 )
+
+# From Debian 13 on (GStreamer 1.24 and newer) the tests build and test the
+# GstAnalytics parts: gstreamer-analytics-1.0 is in libgstreamer-plugins-bad1.0-dev,
+# which pulls in libopencv-dev (in the Debian 13 root, 171 packages more, 116 MB to
+# download). Debian 12's GStreamer 1.22 has no analytics library.
+vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && echo "${VERSION_ID:-testing}")" \
+  || vd_debian_version=""
+case "$vd_debian_version" in
+  ""|[0-9]|1[0-2]) ;;   # not Debian, or Debian 12 and older
+  *) vd_test_packages+=(libgstreamer-plugins-bad1.0-dev) ;;
+esac
+unset vd_debian_version
 
 vd_install_missing_packages() {
   local missing=() p sudo=""
