@@ -16,7 +16,11 @@ object itself, not from the builder's defaults:
       "architecture": "fasterrcnn",
       "transform": {"min_size": 800, "max_size": 1333,
                     "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
-                    "size_divisible": 32},
+                    "size_divisible": 32, "resize_scale": "float32"},
+                    # resize_scale: how the torchvision that ran the export rounds the
+                    # resize scale min(min_size / min(h, w), max_size / max(h, w)):
+                    # "float32" (0.10 to 0.15) or "double" (0.16 and later); found by
+                    # running its transform (resize_scale_rule); files without it: double
       "backbone": {"type": "resnet", "depth": 50, "block": "bottleneck",
                    "layers": [3, 4, 6, 3], "stem_channels": 64, "width_per_group": 64,
                    "groups": 1, "returned_layers": [1, 2, 3, 4],
@@ -635,6 +639,45 @@ def _floats(values):
     return [float(v) for v in values]
 
 
+# Frame sizes where the two resize-scale rules give different resized sizes:
+# ((h, w, min_size, max_size), resized (h, w) with the float32 scale, with the double one).
+# torch evaluates 0.10-0.15's `min_size / float32 tensor` as reciprocal() * min_size, two
+# float32 roundings: 427x640 loses its pixel that way, where a correctly rounded float32
+# division keeps 800; 480x640 keeps 800 that way, where such a division would give 799.
+_RESIZE_SCALE_PROBES = [
+    ((288, 352, 352, 1333), (351, 430), (352, 430)),
+    ((427, 640, 800, 1333), (799, 1199), (800, 1199)),
+    ((480, 640, 800, 1333), (800, 1066), (800, 1066)),
+    ((291, 1181, 800, 1333), (328, 1332), (328, 1333)),  # the long side bounds the scale
+]
+
+
+def resize_scale_rule(transform):
+    """How @transform's torchvision rounds GeneralizedRCNNTransform's resize scale:
+    "float32" (0.10 to 0.15 compute it on 0-d float32 tensors) or "double" (0.16 and
+    later, in eager mode). Decided by resizing blank images of the probe sizes with the
+    transform's own code, not by the version number: the engine must compute what the
+    torchvision the weights come from computes. Raises ExportError when the sizes fit
+    neither rule."""
+    import torch
+    rules = {"float32", "double"}
+    for (h, w, min_size, max_size), size_f32, size_f64 in _RESIZE_SCALE_PROBES:
+        probe = type(transform)(min_size, max_size, transform.image_mean, transform.image_std).eval()
+        with torch.no_grad():
+            got = tuple(probe.resize(torch.zeros(1, h, w))[0].shape[-2:])
+        fits = {rule for rule, size in (("float32", size_f32), ("double", size_f64)) if got == size}
+        if not fits:
+            raise ExportError(
+                f"this torchvision resizes {h}x{w} (min_size {min_size}, max_size {max_size}) to "
+                f"{got[0]}x{got[1]}, which neither the float32 resize scale ({size_f32[0]}x{size_f32[1]}) "
+                f"nor the double one ({size_f64[0]}x{size_f64[1]}) gives")
+        rules &= fits
+    if len(rules) != 1:
+        raise ExportError("this torchvision's resize sizes fit the float32 resize scale at some probe "
+                          "sizes and the double one at others")
+    return rules.pop()
+
+
 def model_config(model, class_names=None):
     """The visiondetect config dict of a torchvision FasterRCNN; raises ExportError when
     the model cannot be represented."""
@@ -671,6 +714,7 @@ def model_config(model, class_names=None):
         "image_mean": _floats(tr.image_mean),
         "image_std": _floats(tr.image_std),
         "size_divisible": int(tr.size_divisible),
+        "resize_scale": resize_scale_rule(tr),
     }
     if len(transform_cfg["image_mean"]) != 3 or len(transform_cfg["image_std"]) != 3:
         raise ExportError("image_mean and image_std must have 3 entries (RGB)")

@@ -135,6 +135,20 @@ VDT_EXPORT void vdt_paste_masks(const float *masks, int n, int m, const float *b
     }
 }
 
+/* The resized and padded size (@out: h, w, padded h, padded w) of a @height x @width
+ * frame under a transform of @min_size / @max_size / @size_divisible whose file says
+ * "resize_scale": "float32" (@float32_scale 1) or "double" (0), as the backends size it. */
+VDT_EXPORT void vdt_transform_sizes(int height, int width, int min_size, int max_size,
+                                    int size_divisible, int float32_scale, int *out)
+{
+    vd_config config = { 0 };
+    config.min_size = min_size;
+    config.max_size = max_size;
+    config.size_divisible = size_divisible;
+    config.resize_scale = float32_scale ? VD_RESIZE_SCALE_FLOAT32 : VD_RESIZE_SCALE_DOUBLE;
+    vd_config_transform_sizes(&config, height, width, &out[0], &out[1], &out[2], &out[3]);
+}
+
 VDT_EXPORT int vdt_topk(const float *values, int n, int k, int *indices)
 {
     return vd_topk(values, n, k, indices);

@@ -4,12 +4,15 @@
 roi_align, nms, the per-class batched_nms, BoxCoder.decode, AnchorGenerator,
 LevelMapper, softmax and sigmoid of torch 1.13 / torchvision 0.14.1 (CPU) on
 random inputs, compared with the engine's ops through tests/engine/ops_module.c
-(ctypes). Everything must be identical, except top-k whose tie order torch does
-not define (the values must match).
+(ctypes), and GeneralizedRCNNTransform's resized sizes under the resize-scale rule
+tools/export_torchvision.py records for the torchvision running this script.
+Everything must be identical, except top-k whose tie order torch does not define
+(the values must match).
 
 Usage: ops_vs_torchvision.py LIBVDOPS.so. Exit 77 (skip) without torchvision.
 """
 import ctypes
+import os
 import sys
 
 try:
@@ -18,12 +21,16 @@ try:
     from torchvision.models.detection._utils import BoxCoder
     from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.models.detection.image_list import ImageList
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
     from torchvision.ops import nms, roi_align
     from torchvision.ops.boxes import _batched_nms_vanilla
     from torchvision.ops.poolers import LevelMapper
 except ImportError as e:
     print(f"skip: {e}")
     sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import export_torchvision  # noqa: E402
 
 lib = ctypes.CDLL(sys.argv[1])
 failures = []
@@ -194,6 +201,35 @@ def test_topk(rng):
     check("topk values", k == 1000 and np.array_equal(values[idx], ref) and ties_ascending)
 
 
+def test_transform_sizes(rng):
+    """The size torchvision's own transform resizes random frames to (its resize(), on a
+    blank one-channel image) against the engine's under the rule the exporter records for
+    this torchvision. The other rule must disagree on some of the frames, or the
+    comparison would not tell them apart."""
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    transforms = [GeneralizedRCNNTransform(lo, hi, mean, std).eval()
+                  for lo, hi in ((800, 1333), (352, 1333), (320, 640), (320, 512), (512, 853))]
+    rule = export_torchvision.resize_scale_rule(transforms[0])
+    out = np.zeros(4, np.int32)
+    n, wrong, other_differs = 0, [], 0
+    for tr in transforms:
+        lo, hi = tr.min_size[-1], tr.max_size
+        for h, w in rng.integers(16, 1400, (300, 2)).tolist():
+            with torch.no_grad():
+                ref = tuple(tr.resize(torch.zeros(1, h, w))[0].shape[-2:])
+            sizes = {}
+            for float32_scale in (0, 1):
+                lib.vdt_transform_sizes(h, w, lo, hi, 32, float32_scale, ptr(out))
+                sizes["float32" if float32_scale else "double"] = (int(out[0]), int(out[1]))
+            n += 1
+            if sizes[rule] != ref:
+                wrong.append(f"{h}x{w} ({lo}/{hi}): torchvision {ref}, ours {sizes[rule]}")
+            other_differs += sizes["float32"] != sizes["double"]
+    check(f"transform sizes ({rule} resize scale)", not wrong and other_differs > 0,
+          f"{n} frames, {len(wrong)} wrong{': ' + wrong[0] if wrong else ''}; the other rule "
+          f"differs on {other_differs}")
+
+
 def main():
     torch.set_num_threads(2)
     rng = np.random.default_rng(20240611)
@@ -205,6 +241,7 @@ def main():
     test_softmax_sigmoid(rng)
     test_paste_masks(rng)
     test_topk(rng)
+    test_transform_sizes(rng)
     if failures:
         print("FAILED:", ", ".join(failures))
         return 1
