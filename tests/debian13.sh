@@ -386,7 +386,8 @@ finish "$note"
 
 begin packages "the union of tools/debian-packages.sh's lists, as the README commands install them"
 # shellcheck disable=SC2016  # expanded in the root
-in_root "$clone_dir" bash -c 'source tools/debian-packages.sh &&
+# (dpkg --configure -a first: finishes an installation a killed run interrupted)
+in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
   vd_install_missing_packages "${vd_main_packages[@]}" "${vd_test_packages[@]}" &&
   { dpkg-query -W -f="\${Package} \${Version}\n" gcc libdnnl-dev libgstreamer1.0-dev meson python3-torch || true; }' \
   debian13.sh \
