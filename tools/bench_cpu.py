@@ -523,7 +523,7 @@ def build_model_file(args, pc, workdir, first_frame):
     t = time.monotonic()
     pc.calibrate(model, [first_frame])
     if model.roi_heads.has_mask():
-        pc.calibrate_masks(model, first_frame, True)
+        pc.calibrate_masks(model, first_frame)
     path = os.path.join(workdir, f"bench_{name}_{args.dtype}.safetensors")
     pc.export_model(model, path, dtype=args.dtype)
     print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
@@ -702,7 +702,8 @@ def main(argv=None):
         results = []
         warnings_out = []
         for w, h, frame, img in frames:
-            rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"], True)
+            rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"],
+                                     tr.get("resize_scale", "double"))
             side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}, "load": [], "first": [],
                            "out": None, "info": None} for name in sides}
             order = list(sides)

@@ -146,8 +146,7 @@ def prepare(args):
         which = f"torchvision COCO_V1 weights ({ckpt})"
     else:
         model = build_model(False)
-        # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, frames[:2], double_scale=False)
+        desc = pc.calibrate(model, frames[:2])
         which = "random weights (seed 0), calibrated: " + desc
     log(f"model: {which} ({time.time() - t0:.1f} s)")
     pc.export_model(model, os.path.join(args.workdir, "model.safetensors"), dtype="f32")
@@ -191,9 +190,8 @@ def prepare_masks(args):
                                                       norm_layer=torch.nn.BatchNorm2d)
         model.eval()
         cache = []
-        # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, [img], double_scale=False, cache=cache)
-        desc += "; " + pc.calibrate_masks(model, img, False, cached=cache[0])
+        desc = pc.calibrate(model, [img], cache=cache)
+        desc += "; " + pc.calibrate_masks(model, img, cached=cache[0])
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name}: random weights (seed 11), calibrated: {desc} ({time.time() - t0:.1f} s)")
 
@@ -220,10 +218,9 @@ def prepare_v2(args):
             weights=None, weights_backbone=None, num_classes=91, min_size=MASK_MIN_SIZE,
             max_size=MASK_MAX_SIZE).eval()
         cache = []
-        # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, [img], double_scale=False, cache=cache)
+        desc = pc.calibrate(model, [img], cache=cache)
         if name == "mask-v2":
-            desc += "; " + pc.calibrate_masks(model, img, False, cached=cache[0])
+            desc += "; " + pc.calibrate_masks(model, img, cached=cache[0])
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
             f"({time.time() - t0:.1f} s)")
@@ -251,8 +248,7 @@ def prepare_mnv3(args):
     for name, builder, model_seed in (("mnv3", "fasterrcnn_mobilenet_v3_large_fpn", 3),
                                       ("mnv3-320", "fasterrcnn_mobilenet_v3_large_320_fpn", 4)):
         model = pc.build_mobilenet_v3_fpn(builder, seed=model_seed)
-        # torchvision >= 0.15 computes the resize scale in double already
-        desc = pc.calibrate(model, [img], double_scale=False)
+        desc = pc.calibrate(model, [img])
         pc.export_model(model, os.path.join(args.workdir, f"{name}.safetensors"), dtype="f32")
         log(f"{name} ({builder}): random weights (seed {model_seed}), calibrated: {desc} "
             f"({time.time() - t0:.1f} s)")

@@ -52,9 +52,9 @@ def main():
                            align_corners=False)[0]
     big = (big.permute(1, 2, 0).numpy() * 255.0).round().clip(0, 255).astype(pc.np.uint8)
     # The frame is at the transform's size: the resize scale is exactly 1 in float32
-    # and in double, so torchvision 0.14.1 needs no patch. More high scores than the
-    # parity tests ask for: the element tests use thresholds up to 0.5.
-    print(pc.calibrate(model, [frame], double_scale=False, target=(30, 3, 15)))
+    # and in double. More high scores than the parity tests ask for: the element tests
+    # use thresholds up to 0.5.
+    print(pc.calibrate(model, [frame], target=(30, 3, 15)))
     write_ppm(os.path.join(outdir, "frame-0.ppm"), frame)
     write_ppm(os.path.join(outdir, "frame-1.ppm"), big)
     tmp = os.path.join(outdir, "gst-test-model.safetensors.tmp")

@@ -13,12 +13,15 @@ A parity test
 All stages are compared even when an early one fails, and the report names the first
 diverging tensor, so a failure says where the engine leaves torchvision.
 
-Resize scale precision: torchvision 0.14.1 computes the resize scale in float32
-(spec/fasterrcnn.md 1.3 and 9.1), which loses a pixel for many input sizes; the engine
-computes it in double, as current torchvision does. resize_scale_in_double() patches
-torchvision's _resize_image_and_masks to use the double-precision scale; each test says
-which of its images are run with the patch, and every test suite keeps sizes where
-both agree that run unpatched.
+Resize scale precision: torchvision 0.14.1 computes the resize scale in float32 and
+current torchvision in double, which gives many frame sizes one pixel more or less.
+The exporter records the rule of the torchvision that runs it in the model file
+("transform.resize_scale") and the engine follows the file, so every reference is
+torchvision as it is, at every size; the tests keep sizes where the two rules differ.
+resize_scale_as() makes torchvision resize under a given rule instead, for the
+references that need the rule this torchvision does not have: the bundled model's file,
+written before the field (double: test_cpu_bf16.py), and test_harness.py's planted
+one-pixel mismatch.
 
 Runs with /usr/bin/python3 (Debian's torch 1.13 / torchvision 0.14.1). Exit status 77
 (meson: skipped) when torch or torchvision cannot be imported.
@@ -307,13 +310,32 @@ def norm_layers(model):
 # The resize-scale patch (see the module docstring)
 # ---------------------------------------------------------------------------------
 
+def resize_scale(h, w, min_size, max_size, rule):
+    """GeneralizedRCNNTransform's resize scale for an h x w image under a model file's
+    resize-scale @rule: "float32" (torchvision 0.10 to 0.15) or "double" (later)."""
+    if rule == "double":
+        return min(float(min_size) / min(h, w), float(max_size) / max(h, w))
+    # 0.14.1's expression, literally: Python float / float32 tensor (which torch
+    # evaluates as a reciprocal and a multiplication, both float32).
+    shape = torch.tensor([h, w])
+    m = torch.min(shape).to(dtype=torch.float32)
+    big = torch.max(shape).to(dtype=torch.float32)
+    return torch.min(float(min_size) / m, float(max_size) / big).item()
+
+
+def resized_size(h, w, min_size, max_size, rule):
+    """(H', W') as torchvision computes it under the resize-scale @rule."""
+    s = resize_scale(h, w, min_size, max_size, rule)
+    return int(math.floor(h * s)), int(math.floor(w * s))
+
+
 @contextlib.contextmanager
-def resize_scale_in_double(enabled=True):
+def resize_scale_as(rule):
     """While active, torchvision's GeneralizedRCNNTransform computes the resize scale
-    as min(S/m, L/M) in Python doubles, as current torchvision's eager path does,
-    instead of 0.14.1's float32 tensor division. The interpolation itself is
-    unchanged (torch computes floor(double(H) * scale))."""
-    if not enabled:
+    under @rule (resize_scale()), whichever rule this torchvision has: the reference a
+    model file whose "transform.resize_scale" is @rule asks for. The interpolation
+    itself is unchanged (torch computes floor(double(H) * scale)). None: no change."""
+    if rule is None:
         yield
         return
     original = tv_transform._resize_image_and_masks
@@ -322,7 +344,7 @@ def resize_scale_in_double(enabled=True):
         if target is not None or fixed_size is not None:
             return original(image, self_min_size, self_max_size, target, fixed_size)
         h, w = image.shape[-2:]
-        scale = min(float(self_min_size) / float(min(h, w)), float(self_max_size) / float(max(h, w)))
+        scale = resize_scale(int(h), int(w), self_min_size, self_max_size, rule)
         image = F.interpolate(image[None], size=None, scale_factor=scale, mode="bilinear",
                               recompute_scale_factor=True, align_corners=False)[0]
         return image, target
@@ -332,32 +354,6 @@ def resize_scale_in_double(enabled=True):
         yield
     finally:
         tv_transform._resize_image_and_masks = original
-
-
-def resized_size(h, w, min_size, max_size, double):
-    """(H', W') as torchvision computes it: float32 scale (0.14.1) or double."""
-    if double:
-        s = min(float(min_size) / min(h, w), float(max_size) / max(h, w))
-    else:
-        # 0.14.1's expression, literally: Python float / float32 tensor (which torch
-        # evaluates as a reciprocal and a multiplication, both float32).
-        shape = torch.tensor([h, w])
-        m = torch.min(shape).to(dtype=torch.float32)
-        big = torch.max(shape).to(dtype=torch.float32)
-        s = torch.min(float(min_size) / m, float(max_size) / big).item()
-    return int(math.floor(h * s)), int(math.floor(w * s))
-
-
-def needs_double_scale(h, w, min_size, max_size):
-    """Whether 0.14.1's float32 resize scale and the double one give an h x w image
-    other sizes: its reference must then run with resize_scale_in_double."""
-    return resized_size(h, w, min_size, max_size, False) != resized_size(h, w, min_size, max_size, True)
-
-
-def images_at_sizes(sizes, seed, min_size, max_size):
-    """run_parity's images: one scene (@seed) rendered at each (h, w) of @sizes, each
-    reference with the double scale where the float32 one differs."""
-    return [(h, w, seed, needs_double_scale(h, w, min_size, max_size)) for h, w in sizes]
 
 
 # ---------------------------------------------------------------------------------
@@ -404,20 +400,20 @@ def box_head_linears_on_onednn(model):
 # The reference: torchvision step by step (mirrors GeneralizedRCNN.forward in eval)
 # ---------------------------------------------------------------------------------
 
-def reference(model, img_u8, double_scale, cached=None):
+def reference(model, img_u8, cached=None):
     """Runs model on one uint8 HxWx3 image the way GeneralizedRCNN.forward does in
     eval mode, but step by step so the internals can be compared. Returns a dict of
     numpy arrays named as vd-detect's --dump files, plus 'boxes', 'scores', 'labels'
     (final detections in original-image pixels, torchvision's order).
     cached: calibrate()'s cache entry of this image, the weights unchanged since: its
     FPN features are used where the transform's output is the same as the one they
-    were computed on (bit for bit; as it is unless double_scale changes the resized
-    size), and its box-head output where the proposals are the same (the same
-    modules on the same features give them bit for bit). test_harness.py checks that
-    the whole result is the same as without."""
+    were computed on (bit for bit; as it is unless a resize_scale_as() around one of
+    the two changes the resized size), and its box-head output where the proposals are
+    the same (the same modules on the same features give them bit for bit).
+    test_harness.py checks that the whole result is the same as without."""
     h0, w0 = img_u8.shape[:2]
     x = to_tensor(img_u8)
-    with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+    with torch.no_grad(), box_head_linears_on_onednn(model):
         images, _ = model.transform([x])
         if cached is not None and (cached[0].image_sizes != images.image_sizes
                                    or not torch.equal(cached[0].tensors, images.tensors)):
@@ -489,7 +485,7 @@ def reference_matches_model(model, img_u8, ref):
 # ---------------------------------------------------------------------------------
 
 @torch.no_grad()
-def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
+def calibrate(model, images_u8, seed=0, rpn_logit_std=2.0,
               rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8), cache=None):
     """Makes a random-weight model produce non-degenerate outputs on images_u8.
 
@@ -537,7 +533,7 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
 
     handles = [m.register_forward_pre_hook(set_stats) for m in norms]
     try:
-        with torch.no_grad(), resize_scale_in_double(double_scale):
+        with torch.no_grad():
             batch, _ = model.transform([to_tensor(images_u8[0])])
             # Each norm layer computes with the statistics just set: these are the
             # calibrated body's features of the first image.
@@ -547,7 +543,7 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
             h.remove()
 
     # Features of the other calibration images with the calibrated body.
-    with torch.no_grad(), resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+    with torch.no_grad(), box_head_linears_on_onednn(model):
         for img in images_u8[1:]:
             batch, _ = model.transform([to_tensor(img)])
             per_image.append((batch, model.backbone(batch.tensors)))
@@ -680,7 +676,7 @@ def calibrate(model, images_u8, double_scale=True, seed=0, rpn_logit_std=2.0,
 
 
 @torch.no_grad()
-def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, cached=None):
+def calibrate_masks(model, img_u8, logit_std=3.0, cached=None):
     """Mask R-CNN: the mask head's norm statistics (v2) from its actual input, the mask
     RoI features of the first image's detections (as the box head's); then the logits
     convolution scaled and shifted so that the logits of the detections' labels have
@@ -688,7 +684,7 @@ def calibrate_masks(model, img_u8, double_scale, logit_std=3.0, cached=None):
     in every mask, instead of one saturated value. cached: calibrate()'s cache entry
     of the image, when at hand (saves a forward of the body and of the box head)."""
     roi = model.roi_heads
-    with resize_scale_in_double(double_scale), box_head_linears_on_onednn(model):
+    with box_head_linears_on_onednn(model):
         if cached is not None:
             batch, feats, proposals, box_features = cached
         else:
@@ -852,7 +848,7 @@ def export_model(model, path, class_names=None, dtype="f32"):
         import export_torchvision
     finally:
         sys.path.pop(0)
-    export_torchvision.export(model, path, class_names=class_names, dtype=dtype)
+    return export_torchvision.export(model, path, class_names=class_names, dtype=dtype)
 
 
 _ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2), "F64": ("<f8", 8),
@@ -1030,8 +1026,8 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
             return None
         return dump[name]
 
-    # Resized size: exact (integer sizes, both sides use the double-precision scale or
-    # the size is one where float32 and double agree).
+    # Resized size: exact (integer sizes; the engine rounds the resize scale as the model
+    # file records that this torchvision does).
     a = need("image_size")
     if a is not None:
         report.check("image_size", np.array_equal(np.asarray(a).reshape(-1)[:2], ref["image_size"]),
@@ -1169,7 +1165,7 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
 
 def run_parity(args, name, model, images, class_names=None, dtype="f32", min_size=800, max_size=1333,
                calibrate_kwargs=None, engine_timeout=600, feature_rel_tol=FEATURE_REL_TOL):
-    """images: list of (h, w, seed, double_scale). Calibrates (on every image), exports,
+    """images: list of (h, w, seed). Calibrates (on every image), exports,
     runs the engine once on all images and the reference on each, compares; returns
     the process exit status. The tests give all their images one seed: the same scene
     rendered at several sizes has similar statistics at every size, so one calibration
@@ -1180,38 +1176,32 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
     os.makedirs(args.workdir, exist_ok=True)
     work = os.path.abspath(args.workdir)
 
-    imgs = [synthetic_image(h, w, seed) for h, w, seed, _ in images]
-    doubles = [d for _, _, _, d in images]
-    for (h, w, _, d) in images:
-        f32 = resized_size(h, w, min_size, max_size, False)
-        f64 = resized_size(h, w, min_size, max_size, True)
-        log(f"{name}: image {h}x{w}: resized {f64[0]}x{f64[1]} with the double scale, "
-            f"{f32[0]}x{f32[1]} with 0.14.1's float32 scale; reference "
-            f"{'patched to double' if d else 'unpatched'}")
-        if not d and f32 != f64:
-            log(f"ERROR: {h}x{w} cannot run unpatched: float32 and double scales disagree")
-            return 1
+    imgs = [synthetic_image(h, w, seed) for h, w, seed in images]
 
     t = time.monotonic()
     cache = []
-    calibration_double = doubles[0] if all(doubles) or not any(doubles) else True
-    desc = calibrate(model, imgs, double_scale=calibration_double, cache=cache,
-                     **(calibrate_kwargs or {}))
+    desc = calibrate(model, imgs, cache=cache, **(calibrate_kwargs or {}))
     log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
     if model.roi_heads.has_mask():
         t = time.monotonic()
-        desc = calibrate_masks(model, imgs[0], calibration_double, cached=cache[0])
+        desc = calibrate_masks(model, imgs[0], cached=cache[0])
         log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
 
     model_path = os.path.join(work, f"{name}.safetensors")
     t = time.monotonic()
     try:
-        export_model(model, model_path, class_names=class_names, dtype=dtype)
+        config = export_model(model, model_path, class_names=class_names, dtype=dtype)
     except Exception as exc:
         log(f"FAIL {name}: export failed: {type(exc).__name__}: {exc}")
         return 1
+    rule = config["transform"]["resize_scale"]
     log(f"{name}: exported {dtype} to {model_path} ({os.path.getsize(model_path) / 1e6:.1f} MB, "
-        f"{time.monotonic() - t:.1f} s)")
+        f"{time.monotonic() - t:.1f} s), resize scale in {rule}")
+    other = "double" if rule == "float32" else "float32"
+    for h, w, _ in images:
+        ours, theirs = (resized_size(h, w, min_size, max_size, r) for r in (rule, other))
+        log(f"{name}: image {h}x{w}: resized {ours[0]}x{ours[1]} with the {rule} scale"
+            + ("" if theirs == ours else f" ({theirs[0]}x{theirs[1]} with the {other} one)"))
     if dtype != "f32":
         tensors, _ = read_safetensors(model_path)
         n = load_back(model, tensors)
@@ -1238,10 +1228,10 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
     failed = []
     stats = {}
     ref_dir = os.path.join(work, "reference")
-    for i, (img, dbl) in enumerate(zip(imgs, doubles)):
+    for i, img in enumerate(imgs):
         h, w = img.shape[:2]
         t = time.monotonic()
-        ref = reference(model, img, dbl, cache[i] if cache else None)
+        ref = reference(model, img, cache[i] if cache else None)
         reused = ("" if not ref["_features_cached"] else " (the calibration's FPN features" +
                   (" and box-head output)" if ref["_box_features_cached"] else ")"))
         log(f"{name}: image {i} ({h}x{w}): torchvision {time.monotonic() - t:.1f} s{reused}, "
@@ -1294,8 +1284,7 @@ def run_parity_at_size(args, name, model, seed, min_size=800, max_size=1333, **k
     """run_parity on one image of args.size (--size HxW), the test named
     <name>_<H>x<W>, its scene seed @seed + H + W (another scene at each size)."""
     h, w = args.size
-    return run_parity(args, f"{name}_{h}x{w}", model,
-                      images_at_sizes([args.size], seed + h + w, min_size, max_size),
+    return run_parity(args, f"{name}_{h}x{w}", model, [(h, w, seed + h + w)],
                       min_size=min_size, max_size=max_size, **kwargs)
 
 

@@ -7,8 +7,9 @@ matching in torchvision's score order, parity_common.match), over all images tog
 Model and images: the bundled demo model (models/visiondetect-shapes.safetensors, a
 trained ResNet-18-FPN) on held-out synthetic scenes (tools/train_demo.make_scene on the
 evaluation stream), the torchvision side rebuilt from the same file
-(tools/eval_demo.torchvision_model), its resize scale in double precision as the
-engine's (parity_common.resize_scale_in_double). Trained weights, because bf16's rounding (8
+(tools/eval_demo.torchvision_model), its resize scale rounded as the engine rounds it
+for that file: in double, since the file records no "resize_scale"
+(parity_common.resize_scale_as). Trained weights, because bf16's rounding (8
 significant bits) is only meaningful on a network whose activations have trained
 statistics: the random calibrated networks of the float32 parity tests set every
 batch-norm's running mean to the batch mean of its input, which subtracts means that
@@ -140,14 +141,15 @@ def main():
         sys.path.pop(0)
     os.makedirs(args.workdir, exist_ok=True)
 
-    model, _ = eval_demo.torchvision_model(MODEL)
+    model, config = eval_demo.torchvision_model(MODEL)
     threshold = model.roi_heads.score_thresh
     scenes = [train_demo.make_scene(SCENE_SEED, i, train_demo.STREAM_EVAL) for i in range(N_IMAGES)]
     ref = []
     for img, _, _ in scenes:
-        # the engine's resize scale is computed in double, as current torchvision does
-        # (0.14.1 loses a pixel at some sizes: parity_common.resize_scale_in_double)
-        with pc.resize_scale_in_double():
+        # resized as the engine resizes for this file: its "resize_scale", double where
+        # it has none (the bundled model's file predates the field; 0.14.1's float32
+        # scale loses a pixel at some sizes)
+        with pc.resize_scale_as(config["transform"].get("resize_scale", "double")):
             r = model([pc.to_tensor(img)])[0]
         ref.append((r["boxes"].numpy().astype(np.float64), r["scores"].numpy().astype(np.float64),
                     r["labels"].numpy().astype(np.int64)))

@@ -8,12 +8,15 @@ no engine. On a small calibrated ResNet-18-FPN (min/max size 320/512) it checks 
     the oneDNN 1x1 convolutions used for speed;
   * reference() on calibrate()'s cached tensors (the FPN features and the box head's
     output, which run_parity reuses) gives bit for bit what it gives computing them;
-  * the resize-scale patch gives the double-precision size (320x479 for 427x640) where
-    unmodified 0.14.1 gives 319x479, and changes nothing where both agree;
+  * the resize-scale rule the exporter records for this torchvision gives the size its
+    reference resizes to (319x479 for 427x640 with 0.14.1's float32 scale);
+    resize_scale_as() gives the other rule's size there (320x479 with the double
+    scale) and changes nothing where both agree;
   * the comparison passes on identical outputs (including the 9-significant-digit
     JSON round trip) and fails, at the expected stage, on planted bugs: norm-layer
-    eps 0 instead of 1e-5, one convolution off by 1 %, a one-pixel resize difference,
-    scores off by 2e-3, no detections at all.
+    eps 0 instead of 1e-5, one convolution off by 1 %, a one-pixel resize difference
+    (an engine resizing with the other rule than the file's), scores off by 2e-3, no
+    detections at all.
 """
 import copy
 import os
@@ -25,6 +28,10 @@ import parity_common as pc  # noqa: E402  (exits 77 without torch)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+sys.path.insert(0, pc.TOOLSDIR)
+import export_torchvision  # noqa: E402
 
 CLASSES = ["__background__", "a", "b", "c", "d"]
 
@@ -63,11 +70,15 @@ def main():
     cache = []
     pc.log(pc.calibrate(model, [img_a, img_b], cache=cache))
 
-    ref = pc.reference(model, img_a, double_scale=False)
+    ref = pc.reference(model, img_a)
     pc.log(f"reference 240x320: {len(ref['proposals'])} proposals, {len(ref['scores'])} detections, "
            f"(total, <0.5, >=0.5) = {pc.describe_detections(ref['scores'], model.roi_heads.score_thresh)}")
     expect(pc.reference_matches_model(model, img_a, ref), "reference() == model(images) bit for bit")
-    ref_a = pc.reference(model, img_a, True)
+    # the resize-scale rule this torchvision has (the exporter's probe), and the other
+    rule = export_torchvision.resize_scale_rule(model.transform)
+    other = "double" if rule == "float32" else "float32"
+    with pc.resize_scale_as(other):
+        ref_a = pc.reference(model, img_a)
     expect(np.array_equal(ref_a["boxes"], ref["boxes"]), "the resize patch changes nothing at 240x320")
 
     # nn.Linear on netlib against the oneDNN 1x1 convolutions.
@@ -81,23 +92,30 @@ def main():
     expect(first is None, f"box head on netlib nn.Linear within the detection tolerances "
                           f"(max|score diff| {stats.get('score_diff', 0):.3g}, {time.monotonic() - t:.1f} s)")
 
-    ref_b = pc.reference(model, img_b, double_scale=True)
-    ref_b32 = pc.reference(model, img_b, double_scale=False)
-    # run_parity's reference reuses calibrate()'s tensors (calibrated with the double
-    # scale): the same result, bit for bit; not at 427x640 unpatched, resized otherwise
-    for title, img, dbl, full, cached, reused in (
+    ref_b = pc.reference(model, img_b)
+    with pc.resize_scale_as(other):
+        ref_b_other = pc.reference(model, img_b)
+    # run_parity's reference reuses calibrate()'s tensors (calibrated with torchvision
+    # as it is): the same result, bit for bit; not at 427x640 patched, resized otherwise
+    for title, img, patched, full, cached, reused in (
+            ("240x320", img_a, False, ref, cache[0], True),
             ("240x320 patched", img_a, True, ref_a, cache[0], True),
-            ("240x320 unpatched", img_a, False, ref, cache[0], True),
-            ("427x640 patched", img_b, True, ref_b, cache[1], True),
-            ("427x640 unpatched", img_b, False, ref_b32, cache[1], False)):
-        r = pc.reference(model, img, dbl, cached)
+            ("427x640", img_b, False, ref_b, cache[1], True),
+            ("427x640 patched", img_b, True, ref_b_other, cache[1], False)):
+        with pc.resize_scale_as(other if patched else None):
+            r = pc.reference(model, img, cached)
         same = sorted(r) == sorted(full) and all(
             np.array_equal(r[k], full[k]) for k in full if not k.startswith("_"))
         expect(same and r["_box_features_cached"] == reused and not full["_box_features_cached"],
                f"{title}: reference() given calibrate()'s features and box-head output == "
                f"reference() computing them, bit for bit ({'reused' if reused else 'not reused'})")
-    expect(ref_b["image_size"].tolist() == [320, 479] and ref_b32["image_size"].tolist() == [319, 479],
-           f"427x640 resized to {ref_b['image_size'].tolist()} patched, {ref_b32['image_size'].tolist()} unpatched")
+    sizes = {r: list(pc.resized_size(427, 640, 320, 512, r)) for r in (rule, other)}
+    expect(sizes == {"float32": [319, 479], "double": [320, 479]}
+           and ref_b["image_size"].tolist() == sizes[rule]
+           and ref_b_other["image_size"].tolist() == sizes[other],
+           f"427x640 resized to {ref_b['image_size'].tolist()} with the {rule} resize scale the "
+           f"exporter records for torchvision {torchvision.__version__}, to "
+           f"{ref_b_other['image_size'].tolist()} patched to the {other} one")
 
     # Identical outputs pass; the spread check holds on this reference.
     report = pc.Report("spread")
@@ -110,20 +128,21 @@ def main():
     bad = copy.deepcopy(model)
     for m in pc.norm_layers(bad):
         m.eps = 0.0
-    r = pc.reference(bad, img_a, False)
+    r = pc.reference(bad, img_a)
     first, stats = compare("eps 0 instead of 1e-5", ref, *engine_output(r, 240, 320), (240, 320))
     expect(first is not None and first[0].startswith("fpn."),
            f"eps 0 caught at {first[0] if first else None} (feature diff {stats.get('feature_rel', 0):.3g} of max|ref|)")
 
     bad = copy.deepcopy(model)
     bad.backbone.body.layer3[0].conv2.weight.mul_(1.01)
-    r = pc.reference(bad, img_a, False)
+    r = pc.reference(bad, img_a)
     first, stats = compare("layer3.0.conv2 x1.01", ref, *engine_output(r, 240, 320), (240, 320))
     expect(first is not None and first[0].startswith("fpn."),
            f"conv off by 1 % caught at {first[0] if first else None} "
            f"(feature diff {stats.get('feature_rel', 0):.3g} of max|ref|)")
 
-    first, _ = compare("float32 resize scale", ref_b, *engine_output(ref_b32, 427, 640), (427, 640))
+    # an engine resizing with the other rule than the file's
+    first, _ = compare("other resize scale", ref_b, *engine_output(ref_b_other, 427, 640), (427, 640))
     expect(first is not None and first[0] == "image_size", f"one-pixel resize caught at {first[0] if first else None}")
 
     result, dump = engine_output(ref, 240, 320)

@@ -9,11 +9,10 @@ location on 3 levels, RPN score threshold 0.05, every RoI pooled from level '0'
 sizes (800/1333, or 320/640 with 150 RPN proposals), random calibrated weights,
 float32 model file. One image per run (--size HxW):
 
-  --size 480x640: float32 and double resize scales agree (800x1066, 320x426); the
-    reference is unmodified torchvision.
-  --size 427x640: 0.14.1's float32 scale gives 799x1199 (and 319x479) where double gives
-    800x1199 (320x479): the reference runs with the resize scale patched to double
-    precision, as the engine and current torchvision compute it.
+  --size 480x640: float32 and double resize scales agree (800x1066, 320x426).
+  --size 427x640: torchvision 0.14.1's float32 scale gives 799x1199 (and 319x479) where
+    the double one gives 800x1199 (320x479); the engine follows the rule the model file
+    records.
 """
 import os
 import sys

@@ -6,10 +6,8 @@ file and loaded into torchvision, so both sides run exactly the same (rounded)
 weights and the same float32 arithmetic as the float32 tests; the tolerances are
 those of the float32 tests.
 
-One scene (one seed) rendered at two sizes (H x W). 300x400 runs against unmodified
-torchvision 0.14.1. 257x389 is a size where 0.14.1's float32 resize scale loses a
-pixel: it runs with the scale patched to double precision, as the engine and current
-torchvision compute it (parity_common.resize_scale_in_double).
+One scene (one seed) rendered at two sizes (H x W): 300x400, and 257x389, a size
+where torchvision 0.14.1's float32 resize scale loses a pixel against the double one.
 """
 import os
 import sys
@@ -17,9 +15,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity_common as pc  # noqa: E402  (exits 77 without torch)
 
-IMAGES = [  # (height, width, seed, resize scale patched to double)
-    (300, 400, 1601, False),
-    (257, 389, 1601, True),
+IMAGES = [  # (height, width, seed)
+    (300, 400, 1601),
+    (257, 389, 1601),
 ]
 CLASSES = ["__background__", "red", "green", "blue"]
 

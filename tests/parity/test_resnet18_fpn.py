@@ -2,14 +2,13 @@
 """Parity: ResNet-18-FPN Faster R-CNN (BasicBlock, FrozenBatchNorm2d with eps 1e-5),
 5 classes, min/max size 320/512, random calibrated weights, float32 model file.
 
-One scene (one seed) rendered at five sizes (H x W). 240x320, 333x500 and 500x333
-(portrait) run against unmodified torchvision 0.14.1: its float32 resize scale gives
-the same size as double there. 200x200 and 401x299 (portrait) are sizes where
-0.14.1's float32 scale loses a pixel (319 instead of 320): they run with the resize
-scale patched to double precision, as the engine and current torchvision compute it
-(parity_common.resize_scale_in_double). The resized sizes 320x426, 320x480, 480x320,
-320x320 and 429x320 are mostly not multiples of 32, so padding is exercised. All five
-images go through one vd-detect process (one context, changing sizes).
+One scene (one seed) rendered at five sizes (H x W). At 240x320, 333x500 and 500x333
+(portrait) torchvision 0.14.1's float32 resize scale gives the same size as the double
+one; at 200x200 and 401x299 (portrait) it loses a pixel (319 instead of 320), and the
+engine must resize as the model file says the exporting torchvision does. The resized
+sizes 320x426, 320x480, 480x320, 319x319 and 429x319 (0.14.1) are mostly not multiples
+of 32, so padding is exercised. All five images go through one vd-detect process (one
+context, changing sizes).
 """
 import os
 import sys
@@ -17,12 +16,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity_common as pc  # noqa: E402  (exits 77 without torch)
 
-IMAGES = [  # (height, width, seed, resize scale patched to double)
-    (240, 320, 1801, False),
-    (333, 500, 1801, False),
-    (500, 333, 1801, False),
-    (200, 200, 1801, True),
-    (401, 299, 1801, True),
+IMAGES = [  # (height, width, seed)
+    (240, 320, 1801),
+    (333, 500, 1801),
+    (500, 333, 1801),
+    (200, 200, 1801),
+    (401, 299, 1801),
 ]
 CLASSES = ["__background__", "circle", "square", "triangle", "blob"]
 

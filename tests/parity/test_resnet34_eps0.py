@@ -8,11 +8,9 @@ the norm layers' statistics, so many channels have small variances and eps matte
 folding with eps 1e-5 where it is 0 moves the FPN features by tenths of max|ref|
 (measured by test_harness.py on the opposite mistake), far above the tolerance.
 
-One scene (one seed) rendered at three sizes (H x W). 375x500 runs against
-unmodified torchvision 0.14.1. 427x640 and 640x427 (portrait) are sizes where 0.14.1's
-float32 resize scale loses a pixel: they run with the scale patched to double
-precision, as the engine and current torchvision compute it
-(parity_common.resize_scale_in_double).
+One scene (one seed) rendered at three sizes (H x W): 375x500, and 427x640 and
+640x427 (portrait), sizes where torchvision 0.14.1's float32 resize scale loses a pixel
+against the double one (319x479 and 479x319).
 """
 import os
 import sys
@@ -20,10 +18,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity_common as pc  # noqa: E402  (exits 77 without torch)
 
-IMAGES = [  # (height, width, seed, resize scale patched to double)
-    (375, 500, 3401, False),
-    (427, 640, 3401, True),
-    (640, 427, 3401, True),
+IMAGES = [  # (height, width, seed)
+    (375, 500, 3401),
+    (427, 640, 3401),
+    (640, 427, 3401),
 ]
 CLASSES = ["__background__", "person", "vehicle"]
 

@@ -5,10 +5,9 @@ COCO category names, default min/max size 800/1333, random calibrated weights, f
 model file. One image per run (--size HxW), since one torchvision forward takes about
 10 s on two cores:
 
-  --size 427x640: 0.14.1's float32 resize scale gives 799x1199 where double gives
-    800x1199: the reference runs with the resize scale patched to double precision, as
-    the engine and current torchvision compute it (parity_common.resize_scale_in_double).
-  --size 480x640: both give 800x1066; the reference is unmodified torchvision.
+  --size 427x640: torchvision 0.14.1's float32 resize scale gives 799x1199 where the
+    double one gives 800x1199; the engine follows the rule the model file records.
+  --size 480x640: both give 800x1066.
 """
 import os
 import sys

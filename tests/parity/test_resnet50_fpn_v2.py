@@ -13,13 +13,11 @@ Seed 6: with seed 5 the AVX2-capped calibration picks a cls_score gain of 8 and
 match allows; seed 6 (gains 3 and 4) passes natively and capped. One image per run
 (--size HxW), as test_resnet50_fpn.py:
 
-  --size 427x640: a frame that is not 4:3, where 0.14.1's float32 resize scale gives
-    799x1199 and double 800x1199 (padded 800x1216 against 800x1088: other anchor
-    grids, other feature-map widths on every level, a padded column strip): the
-    reference runs with the resize scale patched to double precision, as the engine
-    and current torchvision compute it (parity_common.resize_scale_in_double).
-  --size 480x640: float32 and double resize scales agree (800x1066); the reference is
-    unmodified torchvision.
+  --size 427x640: a frame that is not 4:3 (padded 800x1216 against 800x1088: other
+    anchor grids, other feature-map widths on every level, a padded column strip),
+    where torchvision 0.14.1's float32 resize scale gives 799x1199 and the double one
+    800x1199; the engine follows the rule the model file records.
+  --size 480x640: float32 and double resize scales agree (800x1066).
 """
 import os
 import sys
