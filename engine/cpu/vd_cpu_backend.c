@@ -2172,8 +2172,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         return FALSE;
     }
     vd_context_stages_begin(ctx);
-    vd_transform_sizes(image->height, image->width, cfg->min_size, cfg->max_size,
-                       cfg->size_divisible, &rh, &rw, &ph, &pw);
+    vd_config_transform_sizes(cfg, image->height, image->width, &rh, &rw, &ph, &pw);
     if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
         plan_free(st->plan);
         st->plan = plan_new(st, ph, pw, error);

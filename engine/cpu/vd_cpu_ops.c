@@ -19,13 +19,6 @@ void vd_config_transform_sizes(const vd_config *config, int height, int width, i
                            resized_h, resized_w, padded_h, padded_w);
 }
 
-void vd_transform_sizes(int height, int width, int min_size, int max_size, int size_divisible,
-                        int *resized_h, int *resized_w, int *padded_h, int *padded_w)
-{
-    vd_math_transform_size(height, width, min_size, max_size, size_divisible, 0, resized_h,
-                           resized_w, padded_h, padded_w);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Anchors                                                                    */
 

@@ -40,13 +40,6 @@ G_BEGIN_DECLS
 void vd_config_transform_sizes(const vd_config *config, int height, int width, int *resized_h,
                                int *resized_w, int *padded_h, int *padded_w);
 
-/* The same with the scale always in double (files without "resize_scale"), whatever
- * the config says: what vd_cpu_backend.c still calls until it moves to
- * vd_config_transform_sizes; to be removed then. */
-void vd_transform_sizes(int height, int width, int min_size, int max_size,
-                        int size_divisible, int *resized_h, int *resized_w,
-                        int *padded_h, int *padded_w);
-
 /* Converts @image to RGB in [0,1] (true division by 255), normalises with
  * (x - mean[c]) / std[c] in float32, resizes bilinearly to resized_h x resized_w
  * exactly as torch 1.13's CPU upsample_bilinear2d (align_corners=False, no

@@ -4,7 +4,7 @@
 torchvision's GeneralizedRCNNTransform on an RGB uint8 frame: x.float() / 255,
 (x - mean) / std, F.interpolate(bilinear, align_corners=False) to the resized
 size, zero padding to a multiple of 32 (spec sections 1.2-1.4). The sizes come
-from the double-precision rule (vd_transform_sizes); torch gets them as an
+from the double-precision rule (vd_math_transform_size); torch gets them as an
 explicit size, which is what recompute_scale_factor=True reduces to.
 
 Usage: preprocess_vs_torch.py PREPROCESS_DUMP. Exit 77 (skip) without torch.

@@ -7,6 +7,7 @@
  * turn into finite values. */
 #include "cpu/vd_cpu_ops.h"
 #include "vd_context_private.h"
+#include "vd_math.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -75,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         goto out;
     }
     int rh, rw, ph, pw;
-    vd_transform_sizes(image.height, image.width, 48, 80, 32, &rh, &rw, &ph, &pw);
+    vd_math_transform_size(image.height, image.width, 48, 80, 32, 0, &rh, &rw, &ph, &pw);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     float *dst = malloc(sizeof(float) * 3 * (size_t)ph * (size_t)pw);
     if (!vd_cpu_preprocess(&image, mean, std, rh, rw, ph, pw, dst, &error)) {

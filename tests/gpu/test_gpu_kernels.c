@@ -171,7 +171,7 @@ static void test_preprocess_sizes(void)
     check_preprocess(VD_FORMAT_RGB, 64, 48, 48, 64, 64, 64, 0, VD_DTYPE_F32, 1);
     check_preprocess(VD_FORMAT_BGRX, 64, 48, 48, 80, 64, 96, 4, VD_DTYPE_F32, 2);
     int rh, rw, ph, pw;
-    vd_transform_sizes(720, 1280, 800, 1333, 32, &rh, &rw, &ph, &pw);
+    vd_math_transform_size(720, 1280, 800, 1333, 32, 0, &rh, &rw, &ph, &pw);
     check_preprocess(VD_FORMAT_RGB, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F32, 3);
     check_preprocess(VD_FORMAT_NV12, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F16, 4);
 }
