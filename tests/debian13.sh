@@ -164,7 +164,7 @@ root_pids() {
   local p r
   for p in /proc/[0-9]*; do
     r="$(readlink "$p/root" 2>/dev/null)" || continue
-    [ "$r" = "$root" ] && echo "${p#/proc/}"
+    [ "$r" = "$root" ] || [ "$r" = "$root.tmp" ] && echo "${p#/proc/}"
   done
   return 0
 }
@@ -189,6 +189,7 @@ on_exit() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
+  stop_bg
   stop_root_processes
   unmount_all
   if [ -n "$(mounts_under "$root")" ]; then
@@ -202,13 +203,27 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Runs a command (in the background, so that a signal stops the run at once) and
-# returns its status.
+# Runs a command in the background, in a process group of its own (so that a signal
+# stops the run at once, and on_exit stops the command with everything it started:
+# debootstrap's dpkg, a build), and returns its status.
+bg_pid=""
 run_bg() {
-  local pid
-  "$@" 9>&- &
-  pid=$!
-  wait "$pid"
+  local rc=0
+  setsid "$@" 9>&- &
+  bg_pid=$!
+  wait "$bg_pid" || rc=$?
+  bg_pid=""
+  return "$rc"
+}
+stop_bg() {
+  local i
+  [ -n "$bg_pid" ] && kill -TERM -- "-$bg_pid" 2>/dev/null || return 0
+  log "stopped the running command (process group $bg_pid)"
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    sleep 0.5
+    kill -0 -- "-$bg_pid" 2>/dev/null || return 0
+  done
+  kill -KILL -- "-$bg_pid" 2>/dev/null || true
 }
 # in_root DIR COMMAND ARG...: COMMAND in the root, in DIR, in a clean environment
 root_env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
@@ -358,9 +373,15 @@ begin root "$root"
 if root_usable; then
   finish "reused, $(sed -n 's/^made //p' "$root/$stamp_name")"
 else
-  [ ! -e "$root" ] || { log "$root is not usable ($why): making it again"; remove_tree "$root"; }
+  removed=""
+  if [ -e "$root" ]; then
+    log "$root is not usable ($why): making it again"
+    t0=$SECONDS
+    remove_tree "$root"
+    removed="old root removed $(dur $((SECONDS - t0))), "
+  fi
   make_root
-  finish "made: debootstrap $(dur "$debootstrap_s"), base setup $(dur "$setup_s"), mirror $mirror"
+  finish "made: ${removed}debootstrap $(dur "$debootstrap_s"), base setup $(dur "$setup_s"), mirror $mirror"
 fi
 setup_mounts
 copy_host_network_files "$root"
