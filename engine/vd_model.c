@@ -365,7 +365,8 @@ int vd_config_stage_channels(const vd_config *config, int stage)
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = { "min_size", "max_size", "image_mean", "image_std",
-                                        "size_divisible", "resize_scale", NULL };
+                                        "size_divisible", "resize_scale",
+                                        "resize_arithmetic", NULL };
     JsonObject *o = get_section(path, config, "transform", error);
     JsonArray *mean, *std;
 
@@ -386,6 +387,20 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
         else if (strcmp(rule, "double") != 0)
             return config_error(error, path,
                                 "'transform.resize_scale' is '%s'; expected 'float32' or 'double'",
+                                rule);
+    }
+    /* files written before the exporter recorded it: torch 1.13's, the engine's first */
+    c->resize_arithmetic = VD_RESIZE_ARITHMETIC_TORCH1;
+    if (json_object_has_member(o, "resize_arithmetic")) {
+        const char *rule = get_string(path, o, "transform", "resize_arithmetic", error);
+        if (!rule)
+            return FALSE;
+        if (strcmp(rule, "torch2") == 0)
+            c->resize_arithmetic = VD_RESIZE_ARITHMETIC_TORCH2;
+        else if (strcmp(rule, "torch1") != 0)
+            return config_error(error, path,
+                                "'transform.resize_arithmetic' is '%s'; expected 'torch1' or "
+                                "'torch2'",
                                 rule);
     }
     mean = get_array(path, o, "transform", "image_mean", 3, 3, error);

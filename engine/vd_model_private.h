@@ -33,6 +33,13 @@ typedef enum {
     VD_RESIZE_SCALE_FLOAT32,    /* "float32": torchvision 0.10-0.15 */
 } vd_resize_scale;
 
+/* The arithmetic of the bilinear resize: that of the torch that exported the file
+ * ("transform.resize_arithmetic"; vd_math.h, vd_cpu_preprocess_rule). */
+typedef enum {
+    VD_RESIZE_ARITHMETIC_TORCH1 = 0, /* "torch1" or no field: torch 1.13 */
+    VD_RESIZE_ARITHMETIC_TORCH2,     /* "torch2": torch 2.x, x86 AVX2/AVX512 build */
+} vd_resize_arithmetic;
+
 typedef enum {
     VD_BLOCK_BASIC = 0, /* resnet18/34 */
     VD_BLOCK_BOTTLENECK, /* resnet50/101/152 */
@@ -99,6 +106,7 @@ typedef struct {
     float image_std[3];
     int size_divisible;
     vd_resize_scale resize_scale;
+    vd_resize_arithmetic resize_arithmetic;
 
     /* backbone */
     vd_backbone_type backbone_type;

@@ -530,6 +530,65 @@ VD_MATH_FN float vd_math_resize_blend(float l0h, float l1h, float l0w, float l1w
     return fmaf(l0h, t0, vd_math_fmul(l1h, t1));
 }
 
+/* The torch 2.x rule ("transform.resize_arithmetic": "torch2"; torch 2.6's x86
+ * build, whose AVX2 and AVX512 kernels fuse as below and agree bit for bit).
+ * Source index in float32 with one rounding: src = fmaf(r, f32(d) + 0.5f, -0.5f)
+ * (torch's opmath is float and GCC contracts scale * (d + 0.5) - 0.5), clamped
+ * at 0; i0 = min(floor(src), n - 1), l1 = clamp(src - i0, 0, 1) (exact), l0 =
+ * f32(1 - l1). An axis with out == in is a copy, as in torch 1.13. (torch's
+ * DEFAULT-capability build, no FMA, rounds r * (d + 0.5f) first: not this rule.) */
+VD_MATH_FN void vd_math_resize_source_torch2(float ratio, int d, int in_size, int out_size,
+                                             int *i0, int *i1, float *l0, float *l1)
+{
+    if (in_size == out_size) {
+        *i0 = d;
+        *i1 = d;
+        *l0 = 1.0f;
+        *l1 = 0.0f;
+        return;
+    }
+    float src = fmaf(ratio, vd_math_fadd((float)d, 0.5f), -0.5f);
+    if (src < 0.0f)
+        src = 0.0f;
+    int lo = (int)floorf(src);
+    if (lo > in_size - 1)
+        lo = in_size - 1;
+    *i0 = lo;
+    *i1 = lo + (lo < in_size - 1 ? 1 : 0);
+    float lambda = vd_math_fsub(src, (float)lo);
+    if (lambda < 0.0f)
+        lambda = 0.0f;
+    if (lambda > 1.0f)
+        lambda = 1.0f;
+    *l1 = lambda;
+    *l0 = vd_math_fsub(1.0f, lambda);
+}
+
+/* torch 2.x resizes a 3-channel image whose output height + width is at most 128
+ * with its channels-last kernel (_use_vectorized_kernel_cond_2d; it does so at
+ * every size when torch runs one intra-op thread, which this rule does not
+ * follow), larger ones with the generic kernel, whose blend is
+ * vd_math_resize_blend. */
+#define VD_MATH_RESIZE_TORCH2_SMALL_SUM 128
+
+VD_MATH_FN int vd_math_resize_torch2_small(int out_h, int out_w)
+{
+    return out_h + out_w <= VD_MATH_RESIZE_TORCH2_SMALL_SUM;
+}
+
+/* The channels-last kernel's blend: four float32 weights w<row><col> = l<row>h *
+ * l<col>w, then a00*w00 + a01*w01 + a10*w10 + a11*w11 left to right as GCC fuses it:
+ *   fmaf(a11, w11, fmaf(a10, w10, fmaf(a00, w00, a01*w01))). */
+VD_MATH_FN float vd_math_resize_blend_torch2_small(float l0h, float l1h, float l0w, float l1w,
+                                                   float a00, float a01, float a10, float a11)
+{
+    float w00 = vd_math_fmul(l0h, l0w), w01 = vd_math_fmul(l0h, l1w);
+    float w10 = vd_math_fmul(l1h, l0w), w11 = vd_math_fmul(l1h, l1w);
+    float r = fmaf(a00, w00, vd_math_fmul(a01, w01));
+    r = fmaf(a10, w10, r);
+    return fmaf(a11, w11, r);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Colour conversion (YUV 4:2:0 to RGB)                                       */
 

@@ -21,6 +21,9 @@ object itself, not from the builder's defaults:
                     # resize scale min(min_size / min(h, w), max_size / max(h, w)):
                     # "float32" (0.10 to 0.15) or "double" (0.16 and later); found by
                     # running its transform (resize_scale_rule); files without it: double
+                    # + "resize_arithmetic": "torch1" (torch 1.13) or "torch2" (2.x, x86
+                    # FMA build): the bilinear resize's rounding, found by resizing a
+                    # probe image (resize_arithmetic_rule); files without it: torch1
       "backbone": {"type": "resnet", "depth": 50, "block": "bottleneck",
                    "layers": [3, 4, 6, 3], "stem_channels": 64, "width_per_group": 64,
                    "groups": 1, "returned_layers": [1, 2, 3, 4],
@@ -678,6 +681,79 @@ def resize_scale_rule(transform):
     return rules.pop()
 
 
+# Widths (in, out) of the resize-arithmetic probe: upsampling and downsampling ones where
+# torch 1.13's double source index and torch 2.x's float32 one give different lambdas.
+_RESIZE_ARITHMETIC_PROBES = [(640, 1066), (480, 800), (427, 1199), (1920, 1333), (53, 31)]
+
+
+def _resize_lambdas(n_in, n_out, rule):
+    """(i0, l0, l1) per output index of one bilinear axis (align_corners=False) under
+    @rule: "torch1" (torch 1.13: source index in double), "torch2" (torch 2.x on
+    x86 AVX2/AVX512: in float32, r * (d + 0.5) - 0.5 fused, one rounding) or
+    "torch2-nofma" (torch 2.x without FMA: two float32 roundings); numpy, exact."""
+    import numpy as np
+    f32, f64 = np.float32, np.float64
+    r = f32(f32(n_in) / f32(n_out))
+    d = np.arange(n_out, dtype=f64) + 0.5
+    if rule == "torch1":
+        src = np.maximum(f64(r) * d - 0.5, 0.0)
+        i0 = np.floor(src)
+        l1 = np.clip(src - i0, 0.0, 1.0).astype(f32)
+    else:
+        if rule == "torch2":  # r * (d + 0.5) is exact in double: one rounding to float32
+            src = (f64(r) * d - 0.5).astype(f32)
+        else:
+            src = ((r * d.astype(f32)).astype(f32) - f32(0.5)).astype(f32)
+        src = np.maximum(src, f32(0))
+        i0 = np.minimum(np.floor(src), f32(n_in - 1))
+        l1 = np.clip((src - i0).astype(f32), f32(0), f32(1)).astype(f32)
+    return i0.astype(np.int64), (f32(1) - l1).astype(f32), l1
+
+
+def resize_arithmetic_rule():
+    """The arithmetic of this torch's CPU bilinear resize (align_corners=False), which
+    the engine reproduces under "transform.resize_arithmetic": "torch1" (torch 1.13:
+    source index and lambdas in double) or "torch2" (torch 2.x's x86 AVX2/AVX512
+    kernels: in float32 with r * (d + 0.5) - 0.5 fused; for small outputs a
+    channels-last kernel with its own blend, see vd_math.h). Decided numerically, not
+    by the version: a [1, 3, 2, W] image of alternating columns 0, 1 resized to 2 x W'
+    gives each output column's lambda itself (l1 after an even column, l0 after an odd
+    one; one of the two products is 0, so fusion and kernel do not matter), compared
+    with each rule's lambdas. Raises ExportError when they fit no rule the engine has
+    (torch 2.x built without FMA rounds r * (d + 0.5) first: "torch2-nofma")."""
+    import numpy as np
+    import torch
+    rules = {"torch1", "torch2", "torch2-nofma"}
+    differ = set()
+    for n_in, n_out in _RESIZE_ARITHMETIC_PROBES:
+        x = (torch.arange(n_in) % 2).to(torch.float32).expand(1, 3, 2, n_in).contiguous()
+        with torch.no_grad():
+            got = torch.nn.functional.interpolate(x, size=(2, n_out), mode="bilinear",
+                                                  align_corners=False)[0, :, 0].numpy()
+        want = {}
+        for rule in sorted(rules | {"torch1", "torch2", "torch2-nofma"}):
+            i0, l0, l1 = _resize_lambdas(n_in, n_out, rule)
+            want[rule] = (i0, np.where(i0 % 2 == 0, l1, l0))
+        keep = np.ones(n_out, dtype=bool)  # both taps in the image under every rule
+        for i0, _ in want.values():
+            keep &= i0 < n_in - 1
+        for rule in list(rules):
+            if not all(np.array_equal(got[c][keep].view(np.uint32), want[rule][1][keep].view(np.uint32))
+                       for c in range(3)):
+                rules.discard(rule)
+        if not np.array_equal(want["torch1"][1][keep], want["torch2"][1][keep]):
+            differ.add((n_in, n_out))
+    if not differ:
+        raise ExportError("the resize-arithmetic probes do not tell torch1 from torch2")
+    if rules == {"torch2-nofma"}:
+        raise ExportError("this torch resizes with float32 source indices rounded twice (a build "
+                          "without FMA), which no resize arithmetic of the engine reproduces")
+    if len(rules) != 1:
+        raise ExportError(f"this torch's bilinear resize fits {sorted(rules) or 'no'} resize "
+                          "arithmetic ('torch1', 'torch2' expected)")
+    return rules.pop()
+
+
 def model_config(model, class_names=None):
     """The visiondetect config dict of a torchvision FasterRCNN; raises ExportError when
     the model cannot be represented."""
@@ -715,6 +791,7 @@ def model_config(model, class_names=None):
         "image_std": _floats(tr.image_std),
         "size_divisible": int(tr.size_divisible),
         "resize_scale": resize_scale_rule(tr),
+        "resize_arithmetic": resize_arithmetic_rule(),
     }
     if len(transform_cfg["image_mean"]) != 3 or len(transform_cfg["image_std"]) != 3:
         raise ExportError("image_mean and image_std must have 3 entries (RGB)")

@@ -60,6 +60,18 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
                            int resized_h, int resized_w, int padded_h, int padded_w,
                            float *dst, GError **error);
 
+/* vd_cpu_preprocess (which is this with VD_RESIZE_ARITHMETIC_TORCH1) under the
+ * resize arithmetic of the model file ("transform.resize_arithmetic"):
+ * VD_RESIZE_ARITHMETIC_TORCH2 is torch 2.x's x86 AVX2/AVX512 CPU kernel on a
+ * contiguous CHW tensor: source index and lambdas in float32
+ * (vd_math_resize_source_torch2), the blend of vd_math_resize_blend, or, when
+ * resized_h + resized_w <= 128, the channels-last kernel's
+ * (vd_math_resize_blend_torch2_small). torch running with one intra-op thread
+ * takes the channels-last kernel at every size: it then differs by an ulp. */
+gboolean vd_cpu_preprocess_rule(const vd_image *image, const float mean[3], const float std[3],
+                                vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
+                                int padded_h, int padded_w, float *dst, GError **error);
+
 /* Cell anchors of one level (spec §3.1): for each ratio (outer) and size (inner),
  * round-half-even([-w, -h, w, h] / 2), ratio-major order. Writes
  * 4 * n_sizes * n_ratios floats. */

@@ -1,7 +1,7 @@
 /* CPU pre-processing: colour conversion, normalisation, bilinear resize and
  * padding, bit-exact with torchvision's GeneralizedRCNNTransform on torch 1.13's
- * CPU kernels (spec §1). Compiled with -ffp-contract=off; the resize blend uses
- * explicit fmaf() (vd_math_resize_blend). */
+ * CPU kernels (spec §1). Compiled with -ffp-contract=off; the resize blends use
+ * explicit fmaf() (vd_math_resize_blend, vd_math_resize_blend_torch2_small). */
 #include "vd_cpu_ops.h"
 #include "vd_context_private.h"
 
@@ -96,7 +96,8 @@ typedef struct {
 } resize_axis;
 
 static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda_memory,
-                             int in_size, int out_size, int index_scale)
+                             int in_size, int out_size, int index_scale,
+                             vd_resize_arithmetic arithmetic)
 {
     axis->i0 = index_memory;
     axis->i1 = index_memory + out_size;
@@ -105,17 +106,23 @@ static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda
     float ratio = vd_math_resize_ratio(in_size, out_size);
     for (int d = 0; d < out_size; d++) {
         int i0, i1;
-        vd_math_resize_source(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d], &axis->l1[d]);
+        if (arithmetic == VD_RESIZE_ARITHMETIC_TORCH2)
+            vd_math_resize_source_torch2(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
+                                         &axis->l1[d]);
+        else
+            vd_math_resize_source(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
+                                  &axis->l1[d]);
         axis->i0[d] = i0 * index_scale;
         axis->i1[d] = i1 * index_scale;
     }
 }
 
 /* One output row of the bilinear resize (height weight outermost) followed by
- * the zero padding of the row. */
+ * the zero padding of the row. @small: torch 2.x's channels-last blend
+ * (vd_math_resize_torch2_small). */
 VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *rows,
                                   const resize_axis *cols, int out_y, int out_w, int padded_w,
-                                  float *dst)
+                                  int small, float *dst)
 {
     const float *r0 = normalised + rows->i0[out_y];
     const float *r1 = normalised + rows->i1[out_y];
@@ -123,6 +130,12 @@ VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *ro
     for (int x = 0; x < out_w; x++) {
         int x0 = cols->i0[x], x1 = cols->i1[x];
         float l0w = cols->l0[x], l1w = cols->l1[x];
+        if (small) {
+            for (int c = 0; c < 3; c++)
+                dst[3 * x + c] = vd_math_resize_blend_torch2_small(
+                    l0h, l1h, l0w, l1w, r0[x0 + c], r0[x1 + c], r1[x0 + c], r1[x1 + c]);
+            continue;
+        }
         for (int c = 0; c < 3; c++)
             dst[3 * x + c] = vd_math_resize_blend(l0h, l1h, l0w, l1w, r0[x0 + c], r0[x1 + c],
                                                   r1[x0 + c], r1[x1 + c]);
@@ -133,6 +146,14 @@ VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *ro
 gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
                            int resized_h, int resized_w, int padded_h, int padded_w, float *dst,
                            GError **error)
+{
+    return vd_cpu_preprocess_rule(image, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, resized_h,
+                                  resized_w, padded_h, padded_w, dst, error);
+}
+
+gboolean vd_cpu_preprocess_rule(const vd_image *image, const float mean[3], const float std[3],
+                                vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
+                                int padded_h, int padded_w, float *dst, GError **error)
 {
     if (!vd_image_validate(image, error))
         return FALSE;
@@ -192,9 +213,11 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
         if (!normalised || !indices || !lambdas)
             goto out_oom;
         resize_axis rows, cols;
-        resize_axis_init(&rows, indices, lambdas, height, resized_h, (int)row_floats);
+        resize_axis_init(&rows, indices, lambdas, height, resized_h, (int)row_floats, arithmetic);
         resize_axis_init(&cols, indices + 2 * resized_h, lambdas + 2 * resized_h, width, resized_w,
-                         3);
+                         3, arithmetic);
+        int small = arithmetic == VD_RESIZE_ARITHMETIC_TORCH2 &&
+                    vd_math_resize_torch2_small(resized_h, resized_w);
 #pragma omp parallel
         {
 #pragma omp for schedule(static)
@@ -202,7 +225,7 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
                 normalise_row(image, table, y, normalised + (size_t)y * row_floats);
 #pragma omp for schedule(static)
             for (int y = 0; y < resized_h; y++)
-                resize_row(normalised, &rows, &cols, y, resized_w, padded_w,
+                resize_row(normalised, &rows, &cols, y, resized_w, padded_w, small,
                            dst + (size_t)y * out_row_floats);
         }
     }

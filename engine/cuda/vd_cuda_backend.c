@@ -2446,6 +2446,14 @@ static void *cuda_create(vd_context *ctx, GError **error)
     }
     if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(ctx->model, error))
         return NULL;
+    /* the pre-processing kernel (kernels/preprocess.cu) has torch 1.13's resize only */
+    if (cfg->resize_arithmetic != VD_RESIZE_ARITHMETIC_TORCH1) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not support 'transform.resize_arithmetic' 'torch2' "
+                    "of this model (%s): use the CPU backend",
+                    vd_model_description(ctx->model));
+        return NULL;
+    }
     if (cfg->backbone_type != VD_BACKBONE_RESNET &&
         cfg->backbone_type != VD_BACKBONE_MOBILENET_V3) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,

@@ -1,16 +1,24 @@
-/* Test helper for preprocess_vs_torch.py: runs vd_cpu_preprocess on a raw
+/* Test helper for preprocess_vs_torch.py: runs vd_cpu_preprocess_rule on a raw
  * packed RGB file with the ImageNet mean/std and writes the NHWC float32
- * [padded_h][padded_w][3] result.
- *   preprocess-dump IN.rgb WIDTH HEIGHT RESIZED_H RESIZED_W PADDED_H PADDED_W OUT.f32 */
+ * [padded_h][padded_w][3] result; ARITHMETIC is "torch1" (the default) or "torch2",
+ * as in a model file's "transform.resize_arithmetic".
+ *   preprocess-dump IN.rgb WIDTH HEIGHT RESIZED_H RESIZED_W PADDED_H PADDED_W OUT.f32
+ *                   [ARITHMETIC] */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu/vd_cpu_ops.h"
 
 int main(int argc, char **argv)
 {
-    if (argc != 9) {
-        fprintf(stderr, "usage: %s IN.rgb W H RH RW PH PW OUT.f32\n", argv[0]);
+    vd_resize_arithmetic arithmetic = VD_RESIZE_ARITHMETIC_TORCH1;
+    if (argc == 10 && strcmp(argv[9], "torch2") == 0)
+        arithmetic = VD_RESIZE_ARITHMETIC_TORCH2;
+    else if (argc == 10 && strcmp(argv[9], "torch1") != 0)
+        argc = 0;
+    if (argc != 9 && argc != 10) {
+        fprintf(stderr, "usage: %s IN.rgb W H RH RW PH PW OUT.f32 [torch1|torch2]\n", argv[0]);
         return 2;
     }
     int w = atoi(argv[2]), h = atoi(argv[3]);
@@ -31,7 +39,7 @@ int main(int argc, char **argv)
     vd_image image = vd_image_rgb((const uint8_t *)pixels, w, h);
     gsize out_size = (gsize)ph * pw * 3 * sizeof(float);
     float *out = g_malloc(out_size);
-    if (!vd_cpu_preprocess(&image, mean, std, rh, rw, ph, pw, out, &error) ||
+    if (!vd_cpu_preprocess_rule(&image, mean, std, arithmetic, rh, rw, ph, pw, out, &error) ||
         !g_file_set_contents(argv[8], (const gchar *)out, out_size, &error)) {
         fprintf(stderr, "%s\n", error->message);
         return 1;

@@ -7,6 +7,12 @@ size, zero padding to a multiple of 32 (spec sections 1.2-1.4). The sizes come
 from the double-precision rule (vd_math_transform_size); torch gets them as an
 explicit size, which is what recompute_scale_factor=True reduces to.
 
+The engine resizes with the arithmetic this torch is found to have
+(export_torchvision.resize_arithmetic_rule: "torch1" for torch 1.13, "torch2" for
+torch 2.x), as a model file exported here records it. torch runs 2 intra-op threads:
+torch 2.x resizes a 3-channel image with its channels-last kernel at every size when
+it has only one (and only small outputs otherwise, as the "torch2" rule does).
+
 Usage: preprocess_vs_torch.py PREPROCESS_DUMP. Exit 77 (skip) without torch.
 """
 import math
@@ -50,7 +56,11 @@ def torch_reference(rgb, rh, rw, ph, pw):
 
 def main():
     dump = sys.argv[1]
-    torch.set_num_threads(1)
+    torch.set_num_threads(2)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import export_torchvision
+    arithmetic = export_torchvision.resize_arithmetic_rule()
+    print(f"resize arithmetic of this torch: {arithmetic}")
     rng = np.random.default_rng(2024)
     # (h, w, resized size or None for the torchvision rule)
     cases = [
@@ -62,6 +72,8 @@ def main():
         (37, 53, None),     # tiny, large ratio
         (33, 45, (33, 45, 64, 64)),   # identity size
         (50, 70, (50, 31, 64, 32)),   # one axis copied, the other downsampled
+        (37, 53, (61, 47, 64, 64)),   # small output (h + w <= 128): torch 2.x's channels-last kernel
+        (90, 40, (70, 58, 96, 64)),   # idem, height down, width up
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,8 +83,8 @@ def main():
             src = os.path.join(tmp, "in.rgb")
             dst = os.path.join(tmp, "out.f32")
             rgb.tofile(src)
-            subprocess.run([dump, src, str(w), str(h), str(rh), str(rw), str(ph), str(pw), dst],
-                           check=True)
+            subprocess.run([dump, src, str(w), str(h), str(rh), str(rw), str(ph), str(pw), dst,
+                            arithmetic], check=True)
             ours = np.fromfile(dst, dtype=np.float32).reshape(ph, pw, 3)
             ref = torch_reference(rgb, rh, rw, ph, pw)
             diff = ours.view(np.uint32) != ref.view(np.uint32)

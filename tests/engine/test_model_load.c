@@ -636,6 +636,69 @@ static void test_resize_scale(void)
     }
 }
 
+/* "transform.resize_arithmetic": the rounding of the bilinear resize of the torch that
+ * exported the file ("torch1": torch 1.13, also without the field; "torch2": torch 2.x),
+ * which vd_cpu_preprocess_rule follows; anything else is a format error naming it. */
+static void test_resize_arithmetic(void)
+{
+    static const struct {
+        const char *value; /* NULL: no field, as in files from before it */
+        vd_resize_arithmetic rule;
+    } valid[] = {
+        { NULL, VD_RESIZE_ARITHMETIC_TORCH1 },
+        { "\"torch1\"", VD_RESIZE_ARITHMETIC_TORCH1 },
+        { "\"torch2\"", VD_RESIZE_ARITHMETIC_TORCH2 },
+    };
+    static const char *const bad[][2] = {
+        /* value, expected message */
+        { "\"torch3\"", "'transform.resize_arithmetic' is 'torch3'; expected 'torch1' or 'torch2'" },
+        { "\"Torch2\"", "'transform.resize_arithmetic' is 'Torch2'" },
+        { "\"torch2-nofma\"", "'transform.resize_arithmetic' is 'torch2-nofma'" },
+        { "\"\"", "'transform.resize_arithmetic' is ''" },
+        { "2", "'transform.resize_arithmetic' is not a string" },
+        { "null", "'transform.resize_arithmetic' is not a string" },
+    };
+
+    for (size_t i = 0; i < G_N_ELEMENTS(valid); i++) {
+        fixture *fx = fx_tiny_default();
+        GError *error = NULL;
+
+        if (valid[i].value) {
+            char *with =
+                g_strdup_printf("\"size_divisible\":32,\"resize_arithmetic\":%s", valid[i].value);
+            fx_config_replace(fx, "\"size_divisible\":32", with);
+            g_free(with);
+        }
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(model->config.resize_arithmetic, ==, valid[i].rule);
+        g_assert_cmpint(model->config.resize_scale, ==, VD_RESIZE_SCALE_DOUBLE);
+        vd_model_unref(model);
+        fx_free(fx);
+    }
+    /* next to the resize-scale field, either order */
+    {
+        fixture *fx = fx_tiny_default();
+        GError *error = NULL;
+        fx_config_replace(fx, "\"size_divisible\":32",
+                          "\"size_divisible\":32,\"resize_arithmetic\":\"torch2\","
+                          "\"resize_scale\":\"float32\"");
+        vd_model *model = fx_load(fx, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(model->config.resize_arithmetic, ==, VD_RESIZE_ARITHMETIC_TORCH2);
+        g_assert_cmpint(model->config.resize_scale, ==, VD_RESIZE_SCALE_FLOAT32);
+        vd_model_unref(model);
+        fx_free(fx);
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        fixture *fx = fx_tiny_default();
+        char *with = g_strdup_printf("\"size_divisible\":32,\"resize_arithmetic\":%s", bad[i][0]);
+        fx_config_replace(fx, "\"size_divisible\":32", with);
+        g_free(with);
+        expect_error(fx, VD_ERROR_FORMAT, bad[i][1], NULL);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* MobileNetV3                                                               */
 
@@ -1554,6 +1617,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/error/unsupported-metadata", test_unsupported_metadata);
     g_test_add_func("/model-load/error/invalid-metadata", test_invalid_metadata);
     g_test_add_func("/model-load/config/resize-scale", test_resize_scale);
+    g_test_add_func("/model-load/config/resize-arithmetic", test_resize_arithmetic);
     g_test_add_func("/model-load/error/class-names", test_class_names);
     g_test_add_func("/model-load/error/unexpected-tensor", test_unexpected_tensor);
     g_test_add_func("/model-load/error/duplicate-tensor", test_duplicate_tensor);

@@ -172,6 +172,76 @@ static void test_blend_fma_order(void)
 
 /* ------------------------------------------------------------------------ */
 
+/* "transform.resize_arithmetic": "torch2" against torch 2.6.0's CPU resize (Debian 13,
+ * x86 AVX512 and AVX2 builds, 2 threads): torchvision's pre-processing of a fixed
+ * pattern, normalised then F.interpolate(bilinear, align_corners=False) to an explicit
+ * size, hashed (FNV-1a over the float bits of the resized area, NHWC) and two values.
+ * Generic kernel (h + w > 128) up and down, channels-last kernel (<= 128) down and up.
+ * torch 1.13's rule differs from torch 2.6 on each of them. */
+static uint32_t fnv1a_floats(const float *v, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        h = (h ^ bits) * 16777619u;
+    }
+    return h;
+}
+
+static void test_resize_arithmetic_torch2(void)
+{
+    static const struct {
+        int h, w, rh, rw;
+        uint32_t hash;     /* torch 2.6.0 */
+        float values[2];   /* torch 2.6.0: [rh / 2][rw / 3][1], [rh - 1][rw - 1][2] */
+    } cases[] = {
+        { 23, 31, 67, 97, 0xb1dd10f7u, { -1.6487546f, 0.5310677f } },
+        { 150, 130, 71, 91, 0x50a4d294u, { -0.034287304f, 0.26895967f } },
+        { 40, 52, 30, 37, 0xa0bc699fu, { 1.6887417f, 0.86728483f } },
+        { 21, 17, 45, 60, 0xfae1c05au, { -0.26765272f, 0.043050185f } },
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        int h = cases[i].h, w = cases[i].w, rh = cases[i].rh, rw = cases[i].rw;
+        uint8_t *rgb = g_new(uint8_t, (size_t)w * h * 3);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                for (int c = 0; c < 3; c++)
+                    rgb[((size_t)y * w + x) * 3 + c] =
+                        (uint8_t)((x * 37 + y * 101 + c * 59 + x * y * 7) & 255);
+        vd_image image = vd_image_rgb(rgb, w, h);
+        size_t n = (size_t)rh * rw * 3;
+        float *out[2];
+        for (int rule = 0; rule < 2; rule++) {
+            out[rule] = g_new(float, n);
+            GError *error = NULL;
+            g_assert_true(vd_cpu_preprocess_rule(
+                &image, imagenet_mean, imagenet_std,
+                rule ? VD_RESIZE_ARITHMETIC_TORCH2 : VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, rh, rw,
+                out[rule], &error));
+            g_assert_no_error(error);
+        }
+        g_assert_cmphex(fnv1a_floats(out[1], n), ==, cases[i].hash);
+        g_assert_cmpfloat(out[1][((size_t)(rh / 2) * rw + rw / 3) * 3 + 1], ==,
+                          cases[i].values[0]);
+        g_assert_cmpfloat(out[1][((size_t)(rh - 1) * rw + rw - 1) * 3 + 2], ==,
+                          cases[i].values[1]);
+        /* the torch1 rule (vd_cpu_preprocess) differs here, by an ulp or a few */
+        float *plain = run_preprocess(&image, imagenet_mean, imagenet_std, rh, rw, rh, rw);
+        g_assert_cmpmem(plain, n * sizeof(float), out[0], n * sizeof(float));
+        size_t differ = 0;
+        for (size_t k = 0; k < n; k++) {
+            differ += out[0][k] != out[1][k];
+            g_assert_cmpfloat(fabsf(out[0][k] - out[1][k]), <=, 1e-3f);
+        }
+        g_assert_cmpuint(differ, >, 0);
+        g_free(plain);
+        g_free(out[0]);
+        g_free(out[1]);
+        g_free(rgb);
+    }
+}
+
 static void test_packed_formats(void)
 {
     /* every packed format, with row padding, gives exactly the RGB result */
@@ -537,6 +607,7 @@ int main(int argc, char **argv)
     g_test_add_func("/preprocess/upsample-2x", test_upsample_2x);
     g_test_add_func("/preprocess/downsample", test_downsample);
     g_test_add_func("/preprocess/blend-fma-order", test_blend_fma_order);
+    g_test_add_func("/preprocess/resize-arithmetic-torch2", test_resize_arithmetic_torch2);
     g_test_add_func("/preprocess/packed-formats", test_packed_formats);
     g_test_add_func("/preprocess/yuv-formats", test_yuv_formats);
     g_test_add_func("/preprocess/yuv-round-trip", test_yuv_round_trip);
