@@ -7,7 +7,9 @@ random inputs, compared with the engine's ops through tests/engine/ops_module.c
 (ctypes), and GeneralizedRCNNTransform's resized sizes under the resize-scale rule
 tools/export_torchvision.py records for the torchvision running this script.
 Everything must be identical, except top-k whose tie order torch does not define
-(the values must match).
+(the values must match). meson runs it with ATEN_CPU_CAPABILITY=avx2: torch's
+softmax sums in the lanes of its CPU capability (16 with AVX-512 in torch 2.6, a
+last-bit difference), and the engine reproduces its AVX2 kernels.
 
 Usage: ops_vs_torchvision.py LIBVDOPS.so. Exit 77 (skip) without torchvision.
 """
