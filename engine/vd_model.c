@@ -350,6 +350,37 @@ static const char *get_string(const char *path, JsonObject *o, const char *secti
     return json_node_get_string(node);
 }
 
+typedef struct {
+    const char *name;
+    int value;
+} config_choice;
+
+/* An optional string member @key of @o that must name one of @choices (two or more,
+ * ended by a NULL name): *@value its value; absent, *@value is left as it is. */
+static gboolean get_choice(const char *path, JsonObject *o, const char *section,
+                           const char *key, const config_choice *choices, int *value,
+                           GError **error)
+{
+    if (!json_object_has_member(o, key))
+        return TRUE;
+    const char *name = get_string(path, o, section, key, error);
+    if (!name)
+        return FALSE;
+    for (int i = 0; choices[i].name != NULL; i++)
+        if (strcmp(name, choices[i].name) == 0) {
+            *value = choices[i].value;
+            return TRUE;
+        }
+    GString *expected = g_string_new(NULL);
+    for (int i = 0; choices[i].name != NULL; i++)
+        g_string_append_printf(expected, "%s'%s'",
+                               i == 0 ? "" : choices[i + 1].name ? ", " : " or ",
+                               choices[i].name);
+    config_error(error, path, "'%s.%s' is '%s'; expected %s", section, key, name, expected->str);
+    g_string_free(expected, TRUE);
+    return FALSE;
+}
+
 static int stage_out_channels(vd_block_type block, int stage)
 {
     return (64 << (stage - 1)) * (block == VD_BLOCK_BOTTLENECK ? 4 : 1);
@@ -375,34 +406,18 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
         !get_int(path, o, "transform", "max_size", 1, 100000, &c->max_size, error) ||
         !get_int(path, o, "transform", "size_divisible", 1, 4096, &c->size_divisible, error))
         return FALSE;
-    /* files written before the exporter recorded the rule: double, as the engine
-     * always computed it */
-    c->resize_scale = VD_RESIZE_SCALE_DOUBLE;
-    if (json_object_has_member(o, "resize_scale")) {
-        const char *rule = get_string(path, o, "transform", "resize_scale", error);
-        if (!rule)
-            return FALSE;
-        if (strcmp(rule, "float32") == 0)
-            c->resize_scale = VD_RESIZE_SCALE_FLOAT32;
-        else if (strcmp(rule, "double") != 0)
-            return config_error(error, path,
-                                "'transform.resize_scale' is '%s'; expected 'float32' or 'double'",
-                                rule);
-    }
-    /* files written before the exporter recorded it: torch 1.13's, the engine's first */
-    c->resize_arithmetic = VD_RESIZE_ARITHMETIC_TORCH1;
-    if (json_object_has_member(o, "resize_arithmetic")) {
-        const char *rule = get_string(path, o, "transform", "resize_arithmetic", error);
-        if (!rule)
-            return FALSE;
-        if (strcmp(rule, "torch2") == 0)
-            c->resize_arithmetic = VD_RESIZE_ARITHMETIC_TORCH2;
-        else if (strcmp(rule, "torch1") != 0)
-            return config_error(error, path,
-                                "'transform.resize_arithmetic' is '%s'; expected 'torch1' or "
-                                "'torch2'",
-                                rule);
-    }
+    /* files written before the exporter recorded these rules: double and torch
+     * 1.13's arithmetic, as the engine always computed them */
+    static const config_choice scales[] = {
+        {"float32", VD_RESIZE_SCALE_FLOAT32}, {"double", VD_RESIZE_SCALE_DOUBLE}, {NULL, 0}};
+    static const config_choice arithmetics[] = {
+        {"torch1", VD_RESIZE_ARITHMETIC_TORCH1}, {"torch2", VD_RESIZE_ARITHMETIC_TORCH2}, {NULL, 0}};
+    int scale = VD_RESIZE_SCALE_DOUBLE, arithmetic = VD_RESIZE_ARITHMETIC_TORCH1;
+    if (!get_choice(path, o, "transform", "resize_scale", scales, &scale, error) ||
+        !get_choice(path, o, "transform", "resize_arithmetic", arithmetics, &arithmetic, error))
+        return FALSE;
+    c->resize_scale = (vd_resize_scale)scale;
+    c->resize_arithmetic = (vd_resize_arithmetic)arithmetic;
     mean = get_array(path, o, "transform", "image_mean", 3, 3, error);
     if (!mean || !get_float_array(path, mean, "transform.image_mean", -1e6, 1e6, FALSE,
                                   c->image_mean, error))
