@@ -170,6 +170,7 @@ struct _GstVisionMqtt
   gboolean flushing;
   gint last_errno;
   gchar *last_log_error;
+  gboolean tls_failed;          /* this attempt's TLS handshake failed (OpenSSL) */
   guint64 published;
   guint64 dropped;
 };
@@ -263,11 +264,11 @@ out_fail:
 static gchar *
 describe_failure (GstVisionMqtt * self, gint rc, gint err)
 {
+  if ((rc == MOSQ_ERR_TLS || self->tls_failed) && self->last_log_error != NULL)
+    return g_strdup_printf ("%s (%s)", rc == MOSQ_ERR_ERRNO ? g_strerror (err)
+        : mosquitto_strerror (rc), self->last_log_error);
   if (rc == MOSQ_ERR_ERRNO)
     return g_strdup (g_strerror (err));
-  if (rc == MOSQ_ERR_TLS && self->last_log_error != NULL)
-    return g_strdup_printf ("%s (%s)", mosquitto_strerror (rc),
-        self->last_log_error);
   return g_strdup (mosquitto_strerror (rc));
 }
 
@@ -385,6 +386,11 @@ on_log (struct mosquitto *mosq, void *user_data, int level, const char *str)
       g_mutex_lock (&self->lock);
       g_free (self->last_log_error);
       self->last_log_error = g_strdup (str);
+      /* libmosquitto 2.0.21 (Debian 13) ends an asynchronous connect whose TLS
+       * handshake failed with MOSQ_ERR_ERRNO (EPROTO), not MOSQ_ERR_TLS as
+       * 2.0.11 (Debian 12) does; the OpenSSL error it logs first says which */
+      if (g_str_has_prefix (str, "OpenSSL Error"))
+        self->tls_failed = TRUE;
       g_mutex_unlock (&self->lock);
     }
   } else {
@@ -501,7 +507,7 @@ connection_ended (GstVisionMqtt * self, gint rc, gint err)
   /* a TLS failure (certificate not trusted, wrong host name, bad key) or a
    * configuration libmosquitto refuses does not mend itself */
   fatal = rc == MOSQ_ERR_TLS || rc == MOSQ_ERR_INVAL
-      || rc == MOSQ_ERR_NOT_SUPPORTED;
+      || rc == MOSQ_ERR_NOT_SUPPORTED || (self->tls_failed && !was_connected);
   if (fatal) {
     self->fatal = TRUE;
     g_cond_broadcast (&self->cond);
@@ -553,6 +559,7 @@ gst_vision_mqtt_network_thread (gpointer user_data)
       g_cond_wait_until (&self->cond, &self->lock, next_attempt);
       continue;
     }
+    self->tls_failed = FALSE;
     g_mutex_unlock (&self->lock);
 
     /* resolves the name (blocking) and starts a non-blocking connect */
