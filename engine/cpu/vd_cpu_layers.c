@@ -65,6 +65,23 @@ static void md_fini(owned_md *md)
     memset(md, 0, sizeof(*md));
 }
 
+/* What one primitive descriptor is made from: its four memory descriptors and its
+ * attributes. Zero-initialise; op_fini() frees what was made. */
+typedef struct {
+    owned_md src, wei, bias, dst;
+    dnnl_primitive_attr_t attr;
+} op_descs;
+
+static void op_fini(op_descs *op)
+{
+    if (op->attr != NULL)
+        dnnl_primitive_attr_destroy(op->attr);
+    md_fini(&op->src);
+    md_fini(&op->wei);
+    md_fini(&op->bias);
+    md_fini(&op->dst);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Engine, stream, ISA                                                       */
 
@@ -294,8 +311,7 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
     dnnl_alg_kind_t alg = desc->deconv     ? dnnl_deconvolution_direct
                           : desc->winograd ? dnnl_convolution_winograd
                                            : dnnl_convolution_direct;
-    owned_md src = {0}, wei = {0}, bias = {0}, dst = {0};
-    dnnl_primitive_attr_t attr = NULL;
+    op_descs op = {0};
     gboolean ok = FALSE;
 
     *pd = NULL;
@@ -305,46 +321,42 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
         return FALSE;
     }
     if (desc->src_md == NULL)
-        TRY(md_init(&src, 4, src_dims, desc->src_dt, desc->src_tag));
-    TRY(md_init(&dst, 4, dst_dims, desc->dst_dt, desc->dst_tag));
-    TRY(md_init(&wei, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, desc->src_dt,
+        TRY(md_init(&op.src, 4, src_dims, desc->src_dt, desc->src_tag));
+    TRY(md_init(&op.dst, 4, dst_dims, desc->dst_dt, desc->dst_tag));
+    TRY(md_init(&op.wei, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, desc->src_dt,
                 dnnl_format_tag_any));
-    TRY(md_init(&bias, 1, bias_dims, dnnl_f32, dnnl_x));
-    if (!attr_new(&attr, desc->sum, desc->act, what, error))
+    TRY(md_init(&op.bias, 1, bias_dims, dnnl_f32, dnnl_x));
+    if (!attr_new(&op.attr, desc->sum, desc->act, what, error))
         goto out;
-    vd_layer_md src_md = desc->src_md != NULL ? desc->src_md : md_get(&src);
+    vd_layer_md src_md = desc->src_md != NULL ? desc->src_md : md_get(&op.src);
+    vd_layer_md wei = md_get(&op.wei), bias = md_get(&op.bias), dst = md_get(&op.dst);
 #ifdef VD_DNNL2
     if (desc->deconv) {
-        dnnl_deconvolution_desc_t op;
-        TRY(dnnl_dilated_deconvolution_forward_desc_init(&op, dnnl_forward_inference, alg, src_md,
-                                                         md_get(&wei), md_get(&bias),
-                                                         md_get(&dst), strides, dilates, pad, pad));
-        TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+        dnnl_deconvolution_desc_t d;
+        TRY(dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, alg, src_md,
+                                                         wei, bias, dst, strides, dilates, pad,
+                                                         pad));
+        TRY(dnnl_primitive_desc_create(pd, &d, op.attr, engine, NULL));
     } else {
-        dnnl_convolution_desc_t op;
-        TRY(dnnl_dilated_convolution_forward_desc_init(&op, dnnl_forward_inference, alg, src_md,
-                                                       md_get(&wei), md_get(&bias), md_get(&dst),
-                                                       strides, dilates, pad, pad));
-        TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+        dnnl_convolution_desc_t d;
+        TRY(dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src_md,
+                                                       wei, bias, dst, strides, dilates, pad,
+                                                       pad));
+        TRY(dnnl_primitive_desc_create(pd, &d, op.attr, engine, NULL));
     }
 #else
     if (desc->deconv)
-        TRY(dnnl_deconvolution_forward_primitive_desc_create(
-            pd, engine, dnnl_forward_inference, alg, src_md, md_get(&wei), md_get(&bias),
-            md_get(&dst), strides, dilates, pad, pad, attr));
+        TRY(dnnl_deconvolution_forward_primitive_desc_create(pd, engine, dnnl_forward_inference,
+                                                             alg, src_md, wei, bias, dst, strides,
+                                                             dilates, pad, pad, op.attr));
     else
-        TRY(dnnl_convolution_forward_primitive_desc_create(
-            pd, engine, dnnl_forward_inference, alg, src_md, md_get(&wei), md_get(&bias),
-            md_get(&dst), strides, dilates, pad, pad, attr));
+        TRY(dnnl_convolution_forward_primitive_desc_create(pd, engine, dnnl_forward_inference,
+                                                           alg, src_md, wei, bias, dst, strides,
+                                                           dilates, pad, pad, op.attr));
 #endif
     ok = TRUE;
 out:
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
-    md_fini(&src);
-    md_fini(&wei);
-    md_fini(&bias);
-    md_fini(&dst);
+    op_fini(&op);
     return ok;
 }
 
@@ -355,35 +367,29 @@ gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
 {
     dnnl_dims_t src_dims = {rows, in}, wei_dims = {in, out}, bias_dims = {1, out},
                 dst_dims = {rows, out};
-    owned_md src = {0}, wei = {0}, bias = {0}, dst = {0};
-    dnnl_primitive_attr_t attr = NULL;
+    op_descs op = {0};
     gboolean ok = FALSE;
 
     *pd = NULL;
-    TRY(md_init(&src, 2, src_dims, src_dt, dnnl_ab));
+    TRY(md_init(&op.src, 2, src_dims, src_dt, dnnl_ab));
     if (wei_md == NULL)
-        TRY(md_init(&wei, 2, wei_dims, src_dt, dnnl_format_tag_any));
-    TRY(md_init(&bias, 2, bias_dims, dnnl_f32, dnnl_ab));
-    TRY(md_init(&dst, 2, dst_dims, dst_dt, dnnl_ab));
-    if (!attr_new(&attr, FALSE, relu ? VD_ACT_RELU : VD_ACT_NONE, what, error))
+        TRY(md_init(&op.wei, 2, wei_dims, src_dt, dnnl_format_tag_any));
+    TRY(md_init(&op.bias, 2, bias_dims, dnnl_f32, dnnl_ab));
+    TRY(md_init(&op.dst, 2, dst_dims, dst_dt, dnnl_ab));
+    if (!attr_new(&op.attr, FALSE, relu ? VD_ACT_RELU : VD_ACT_NONE, what, error))
         goto out;
-    vd_layer_md w = wei_md != NULL ? wei_md : md_get(&wei);
+    vd_layer_md w = wei_md != NULL ? wei_md : md_get(&op.wei);
 #ifdef VD_DNNL2
-    dnnl_matmul_desc_t op;
-    TRY(dnnl_matmul_desc_init(&op, md_get(&src), w, md_get(&bias), md_get(&dst)));
-    TRY(dnnl_primitive_desc_create(pd, &op, attr, engine, NULL));
+    dnnl_matmul_desc_t d;
+    TRY(dnnl_matmul_desc_init(&d, md_get(&op.src), w, md_get(&op.bias), md_get(&op.dst)));
+    TRY(dnnl_primitive_desc_create(pd, &d, op.attr, engine, NULL));
 #else
-    TRY(dnnl_matmul_primitive_desc_create(pd, engine, md_get(&src), w, md_get(&bias),
-                                          md_get(&dst), attr));
+    TRY(dnnl_matmul_primitive_desc_create(pd, engine, md_get(&op.src), w, md_get(&op.bias),
+                                          md_get(&op.dst), op.attr));
 #endif
     ok = TRUE;
 out:
-    if (attr != NULL)
-        dnnl_primitive_attr_destroy(attr);
-    md_fini(&src);
-    md_fini(&wei);
-    md_fini(&bias);
-    md_fini(&dst);
+    op_fini(&op);
     return ok;
 }
 
