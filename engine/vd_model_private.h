@@ -34,7 +34,7 @@ typedef enum {
 } vd_resize_scale;
 
 /* The arithmetic of the bilinear resize: that of the torch that exported the file
- * ("transform.resize_arithmetic"; vd_math.h, vd_cpu_preprocess_rule). */
+ * ("transform.resize_arithmetic"; vd_math.h, vd_cpu_preprocess). */
 typedef enum {
     VD_RESIZE_ARITHMETIC_TORCH1 = 0, /* "torch1" or no field: torch 1.13 */
     VD_RESIZE_ARITHMETIC_TORCH2,     /* "torch2": torch 2.x, x86 AVX2/AVX512 build */

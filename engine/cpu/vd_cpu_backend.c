@@ -2182,7 +2182,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     cpu_plan *plan = st->plan;
 
-    if (!vd_cpu_preprocess_rule(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic,
+    if (!vd_cpu_preprocess(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic,
                                 rh, rw, ph, pw, plan->input->data, error))
         return FALSE;
     if (observe) {

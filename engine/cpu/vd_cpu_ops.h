@@ -42,9 +42,15 @@ void vd_config_transform_sizes(const vd_config *config, int height, int width, i
 
 /* Converts @image to RGB in [0,1] (true division by 255), normalises with
  * (x - mean[c]) / std[c] in float32, resizes bilinearly to resized_h x resized_w
- * exactly as torch 1.13's CPU upsample_bilinear2d (align_corners=False, no
- * antialias; source index and lambdas in double, blend with the FMA order of spec
- * §1.3), and writes the result into the top-left corner of @dst, an NHWC
+ * exactly as the torch CPU upsample_bilinear2d that @arithmetic names (the model
+ * file's "transform.resize_arithmetic"; align_corners=False, no antialias):
+ * VD_RESIZE_ARITHMETIC_TORCH1, torch 1.13: source index and lambdas in double,
+ * blend with the FMA order of spec §1.3 (vd_math_resize_blend);
+ * VD_RESIZE_ARITHMETIC_TORCH2, torch 2.x's x86 AVX2/AVX512 kernel: source index
+ * and lambdas in float32 (vd_math_resize_source_torch2), the same blend or, when
+ * resized_h + resized_w <= 128, the channels-last kernel's
+ * (vd_math_resize_blend_torch2_small; torch with one intra-op thread takes that
+ * kernel at every size and then differs by an ulp); and writes the result into the top-left corner of @dst, an NHWC
  * [padded_h][padded_w][3] buffer whose remaining pixels are set to 0.
  * YUV formats are converted to 8-bit RGB (matrix/range from the image, Q16
  * fixed point from vd_math.h, each chroma sample covering its 2x2 luma block;
@@ -57,20 +63,8 @@ void vd_config_transform_sizes(const vd_config *config, int height, int width, i
  * VD_ERROR_OUT_OF_MEMORY when the normalised copy (4 * 3 * w * h bytes) cannot
  * be allocated. Uses OpenMP threads over rows. */
 gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
-                           int resized_h, int resized_w, int padded_h, int padded_w,
-                           float *dst, GError **error);
-
-/* vd_cpu_preprocess (which is this with VD_RESIZE_ARITHMETIC_TORCH1) under the
- * resize arithmetic of the model file ("transform.resize_arithmetic"):
- * VD_RESIZE_ARITHMETIC_TORCH2 is torch 2.x's x86 AVX2/AVX512 CPU kernel on a
- * contiguous CHW tensor: source index and lambdas in float32
- * (vd_math_resize_source_torch2), the blend of vd_math_resize_blend, or, when
- * resized_h + resized_w <= 128, the channels-last kernel's
- * (vd_math_resize_blend_torch2_small). torch running with one intra-op thread
- * takes the channels-last kernel at every size: it then differs by an ulp. */
-gboolean vd_cpu_preprocess_rule(const vd_image *image, const float mean[3], const float std[3],
-                                vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
-                                int padded_h, int padded_w, float *dst, GError **error);
+                           vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
+                           int padded_h, int padded_w, float *dst, GError **error);
 
 /* Cell anchors of one level (spec §3.1): for each ratio (outer) and size (inner),
  * round-half-even([-w, -h, w, h] / 2), ratio-major order. Writes

@@ -144,16 +144,8 @@ VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *ro
 }
 
 gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const float std[3],
-                           int resized_h, int resized_w, int padded_h, int padded_w, float *dst,
-                           GError **error)
-{
-    return vd_cpu_preprocess_rule(image, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, resized_h,
-                                  resized_w, padded_h, padded_w, dst, error);
-}
-
-gboolean vd_cpu_preprocess_rule(const vd_image *image, const float mean[3], const float std[3],
-                                vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
-                                int padded_h, int padded_w, float *dst, GError **error)
+                           vd_resize_arithmetic arithmetic, int resized_h, int resized_w,
+                           int padded_h, int padded_w, float *dst, GError **error)
 {
     if (!vd_image_validate(image, error))
         return FALSE;

@@ -1,4 +1,4 @@
-/* Test helper for preprocess_vs_torch.py: runs vd_cpu_preprocess_rule on a raw
+/* Test helper for preprocess_vs_torch.py: runs vd_cpu_preprocess on a raw
  * packed RGB file with the ImageNet mean/std and writes the NHWC float32
  * [padded_h][padded_w][3] result; ARITHMETIC is "torch1" (the default) or "torch2",
  * as in a model file's "transform.resize_arithmetic".
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     vd_image image = vd_image_rgb((const uint8_t *)pixels, w, h);
     gsize out_size = (gsize)ph * pw * 3 * sizeof(float);
     float *out = g_malloc(out_size);
-    if (!vd_cpu_preprocess_rule(&image, mean, std, arithmetic, rh, rw, ph, pw, out, &error) ||
+    if (!vd_cpu_preprocess(&image, mean, std, arithmetic, rh, rw, ph, pw, out, &error) ||
         !g_file_set_contents(argv[8], (const gchar *)out, out_size, &error)) {
         fprintf(stderr, "%s\n", error->message);
         return 1;

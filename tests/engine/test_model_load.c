@@ -638,7 +638,7 @@ static void test_resize_scale(void)
 
 /* "transform.resize_arithmetic": the rounding of the bilinear resize of the torch that
  * exported the file ("torch1": torch 1.13, also without the field; "torch2": torch 2.x),
- * which vd_cpu_preprocess_rule follows; anything else is a format error naming it. */
+ * which vd_cpu_preprocess follows; anything else is a format error naming it. */
 static void test_resize_arithmetic(void)
 {
     static const struct {

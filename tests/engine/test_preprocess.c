@@ -19,7 +19,7 @@ static float *run_preprocess(const vd_image *image, const float mean[3], const f
     for (size_t i = 0; i < (size_t)ph * pw * 3; i++)
         out[i] = NAN; /* every float must be written */
     GError *error = NULL;
-    gboolean ok = vd_cpu_preprocess(image, mean, std, rh, rw, ph, pw, out, &error);
+    gboolean ok = vd_cpu_preprocess(image, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, ph, pw, out, &error);
     g_assert_no_error(error);
     g_assert_true(ok);
     return out;
@@ -215,7 +215,7 @@ static void test_resize_arithmetic_torch2(void)
         for (int rule = 0; rule < 2; rule++) {
             out[rule] = g_new(float, n);
             GError *error = NULL;
-            g_assert_true(vd_cpu_preprocess_rule(
+            g_assert_true(vd_cpu_preprocess(
                 &image, imagenet_mean, imagenet_std,
                 rule ? VD_RESIZE_ARITHMETIC_TORCH2 : VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, rh, rw,
                 out[rule], &error));
@@ -520,7 +520,7 @@ static void expect_invalid(const vd_image *image, const float *mean, const float
                            int rw, int ph, int pw, float *dst, const char *fragment)
 {
     GError *error = NULL;
-    g_assert_false(vd_cpu_preprocess(image, mean, std, rh, rw, ph, pw, dst, &error));
+    g_assert_false(vd_cpu_preprocess(image, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, ph, pw, dst, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT);
     if (!strstr(error->message, fragment))
         g_error("message \"%s\" does not mention \"%s\"", error->message, fragment);
@@ -534,7 +534,7 @@ static void test_invalid(void)
     vd_image good = vd_image_rgb(pixels, 4, 4);
     /* sanity: the base description is accepted */
     GError *error = NULL;
-    g_assert_true(vd_cpu_preprocess(&good, zero_mean, unit_std, 4, 4, 32, 32, dst, &error));
+    g_assert_true(vd_cpu_preprocess(&good, zero_mean, unit_std, VD_RESIZE_ARITHMETIC_TORCH1, 4, 4, 32, 32, dst, &error));
     g_assert_no_error(error);
 
     expect_invalid(NULL, zero_mean, unit_std, 4, 4, 32, 32, dst, "NULL");
@@ -566,7 +566,7 @@ static void test_invalid(void)
     nv12.strides[0] = 5;
     nv12.planes[1] = pixels;
     nv12.strides[1] = 6;
-    g_assert_true(vd_cpu_preprocess(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, &error));
+    g_assert_true(vd_cpu_preprocess(&nv12, zero_mean, unit_std, VD_RESIZE_ARITHMETIC_TORCH1, 3, 5, 32, 32, dst, &error));
     nv12.strides[1] = 5;
     expect_invalid(&nv12, zero_mean, unit_std, 3, 5, 32, 32, dst, "UV");
     nv12.strides[1] = 6;
@@ -583,7 +583,7 @@ static void test_invalid(void)
     i420.strides[1] = 3;
     i420.planes[2] = pixels;
     i420.strides[2] = 3;
-    g_assert_true(vd_cpu_preprocess(&i420, zero_mean, unit_std, 3, 5, 32, 32, dst, &error));
+    g_assert_true(vd_cpu_preprocess(&i420, zero_mean, unit_std, VD_RESIZE_ARITHMETIC_TORCH1, 3, 5, 32, 32, dst, &error));
     g_assert_no_error(error);
     i420.strides[2] = 2;
     expect_invalid(&i420, zero_mean, unit_std, 3, 5, 32, 32, dst, "(V)");

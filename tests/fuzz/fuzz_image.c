@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vd_math_transform_size(image.height, image.width, 48, 80, 32, 0, &rh, &rw, &ph, &pw);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     float *dst = malloc(sizeof(float) * 3 * (size_t)ph * (size_t)pw);
-    if (!vd_cpu_preprocess(&image, mean, std, rh, rw, ph, pw, dst, &error)) {
+    if (!vd_cpu_preprocess(&image, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, ph, pw, dst, &error)) {
         if (error == NULL || error->domain != VD_ERROR)
             abort();
         g_error_free(error);

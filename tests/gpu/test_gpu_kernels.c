@@ -102,7 +102,7 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
 
     float *want = g_new(float, (size_t)ph * pw * 3);
     GError *error = NULL;
-    g_assert_true(vd_cpu_preprocess(&img, mean, std, rh, rw, ph, pw, want, &error));
+    g_assert_true(vd_cpu_preprocess(&img, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, ph, pw, want, &error));
     g_assert_no_error(error);
 
     vd_device_frame frame;
