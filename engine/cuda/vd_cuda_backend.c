@@ -15,8 +15,9 @@
  * the device work of a frame is captured once into a CUDA graph and replayed
  * (VD_CUDA_GRAPHS=0 in the environment keeps every frame eager). A capture or
  * instantiation that fails (a transient out-of-memory, say) is tried again
- * after 1, 2, 4, ... eager frames, at most VD_GRAPH_RETRY_MAX_FRAMES; the
- * context's run status says so, and why (vd_context_run_status()).
+ * after 1, 2, 4, ... eager frames, at most VD_GRAPH_RETRY_MAX_FRAMES, each
+ * graph (single image, each batch size) backing off on its own; the context's
+ * run status says so, and why (vd_context_run_status()).
  *
  * Precision: fp16 (default) stores activations and weights in half with fp32
  * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
@@ -169,10 +170,23 @@ typedef struct {
     vd_cuda_conv convs[VD_MAX_MASK_CONVS], deconv, logits_conv;
 } cuda_mask;
 
+/* A graph's capture back-off: a failed capture or instantiation (a transient
+ * out-of-memory, say) is tried again after 1, 2, 4, ...
+ * VD_GRAPH_RETRY_MAX_FRAMES frames that would have been captured, run eagerly
+ * meanwhile. Each graph has its own (the single-image graph and every batch
+ * size's), so that the failures of one do not delay or reset another's. */
+typedef struct {
+    int failures_in_a_row;
+    int retry_in;
+    guint64 failed_at; /* cuda_state.graph_failures after its last failure */
+    char reason[VD_STATUS_REASON_MAX];
+} graph_backoff;
+
 /* A captured frame, valid for one plan, frame (every field the pre-processing
  * kernel takes by value: format, size, planes, strides, colour matrix and
  * range) and set of thresholds. */
 typedef struct {
+    graph_backoff backoff; /* kept when the graph is forgotten */
     cudaGraphExec_t exec;
     cuda_plan *plan;
     vd_device_frame frame; /* the first image's (a batch's images are alike) */
@@ -256,13 +270,7 @@ typedef struct {
     cuda_graph batch_graphs[VD_MAX_BATCH_SLOTS + 1];
     gboolean graph_replayed;
     guint64 graph_replays;
-    /* A failed capture or instantiation (a transient out-of-memory, say) is
-     * tried again after 1, 2, 4, ... VD_GRAPH_RETRY_MAX_FRAMES frames that
-     * would have been captured, run eagerly meanwhile. */
-    guint64 graph_failures;
-    int graph_failures_in_a_row;
-    int graph_retry_in;
-    char graph_reason[VD_STATUS_REASON_MAX];
+    guint64 graph_failures; /* every graph's, since creation (each backs off on its own) */
     int fail_captures; /* test hook: captures still to fail on purpose */
     gboolean inject_sync;
 } cuda_state;
@@ -895,9 +903,11 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
 /* Drops a captured graph (its buffers or plan are about to change). */
 static void forget_graph_slot(cuda_graph *g)
 {
+    graph_backoff backoff = g->backoff;
     if (g->exec != NULL)
         cudaGraphExecDestroy(g->exec);
     memset(g, 0, sizeof(*g));
+    g->backoff = backoff;
 }
 
 /* Drops every graph (the frame buffers they read or write are about to change). */
@@ -1697,21 +1707,42 @@ out_clear:
  * as the last time (1, 2, 4, ..., at most VD_GRAPH_RETRY_MAX_FRAMES). */
 static void graph_capture_failed(cuda_state *st, cuda_plan *plan, cuda_graph *g, const char *reason)
 {
+    graph_backoff *b = &g->backoff;
     st->graph_failures++;
-    int wait = 1 << MIN(st->graph_failures_in_a_row, 30);
-    st->graph_failures_in_a_row++;
-    st->graph_retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
-    g_strlcpy(st->graph_reason, reason, sizeof(st->graph_reason));
+    int wait = 1 << MIN(b->failures_in_a_row, 30);
+    b->failures_in_a_row++;
+    b->retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
+    b->failed_at = st->graph_failures;
+    g_strlcpy(b->reason, reason, sizeof(b->reason));
     /* this plan's first frame has been seen: the next try needs no warm-up */
     g->plan = plan;
     g->times_seen = 1;
 }
 
-static void graph_capture_succeeded(cuda_state *st)
+static void graph_capture_succeeded(cuda_graph *g)
 {
-    st->graph_failures_in_a_row = 0;
-    st->graph_retry_in = 0;
-    st->graph_reason[0] = '\0';
+    memset(&g->backoff, 0, sizeof(g->backoff));
+}
+
+/* Every graph's back-off cleared (graphs turned on or off by the caller). */
+static void graph_backoff_reset(cuda_state *st)
+{
+    graph_capture_succeeded(&st->graph);
+    for (guint i = 0; i < G_N_ELEMENTS(st->batch_graphs); i++)
+        graph_capture_succeeded(&st->batch_graphs[i]);
+}
+
+/* The graph backing off whose capture failed last, or NULL when none is. */
+static const cuda_graph *graph_retrying(const cuda_state *st)
+{
+    const cuda_graph *last = st->graph.backoff.failures_in_a_row > 0 ? &st->graph : NULL;
+    for (guint i = 0; i < G_N_ELEMENTS(st->batch_graphs); i++) {
+        const cuda_graph *g = &st->batch_graphs[i];
+        if (g->backoff.failures_in_a_row > 0 &&
+            (last == NULL || g->backoff.failed_at > last->backoff.failed_at))
+            last = g;
+    }
+    return last;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1851,11 +1882,11 @@ static gboolean run_frames(cuda_state *st, vd_context *ctx, cuda_plan *plan, cud
                 forget_graph_slot(g);
                 g->plan = plan;
                 g->times_seen = 1;
-            } else if (st->graph_retry_in > 0) {
-                st->graph_retry_in--; /* backing off after a failure: eager */
+            } else if (g->backoff.retry_in > 0) {
+                g->backoff.retry_in--; /* this graph backing off after a failure: eager */
             } else if (capture_frame(st, ctx, plan, g, frames, n, frame_bytes, rh, rw, reason,
                                      sizeof(reason))) {
-                graph_capture_succeeded(st);
+                graph_capture_succeeded(g);
             } else {
                 graph_capture_failed(st, plan, g, reason);
             }
@@ -2232,6 +2263,51 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
                        m->mnv3_last.out_channels, error);
 }
 
+/* Names every convolution's weights after torchvision's module, for errors and
+ * vd_context_kernels(). */
+static void name_conv_weights(cuda_state *st)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+#define NAME(w, ...) g_snprintf((w).name, sizeof((w).name), __VA_ARGS__)
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3) {
+        NAME(st->stem, "backbone.body.0");
+        for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+            NAME(st->mnv3_weights[b][0], "backbone.body.%d.expand", b + 1);
+            NAME(st->mnv3_weights[b][1], "backbone.body.%d.depthwise", b + 1);
+            NAME(st->mnv3_weights[b][2], "backbone.body.%d.project", b + 1);
+        }
+        NAME(st->mnv3_last, "backbone.body.%d", MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks) + 1);
+    } else {
+        NAME(st->stem, "backbone.body.conv1");
+        for (int b = 0; b < m->n_blocks; b++) {
+            static const char *const conv_names[4] = {"conv1", "conv2", "conv3", "downsample.0"};
+            int stage = 0;
+            while (stage + 1 < 4 && m->stage_first_block[stage + 1] > 0 &&
+                   b >= m->stage_first_block[stage + 1])
+                stage++;
+            for (int i = 0; i < 4; i++)
+                NAME(st->block_weights[b][i], "backbone.body.layer%d.%d.%s", stage + 1,
+                     b - m->stage_first_block[stage], conv_names[i]);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        NAME(st->fpn_inner[i], "backbone.fpn.inner_blocks.%d", i);
+        NAME(st->fpn_layer[i], "backbone.fpn.layer_blocks.%d", i);
+    }
+    NAME(st->rpn_conv, "rpn.head.conv.0");
+    for (int j = 1; j < VD_MAX_RPN_CONVS; j++)
+        NAME(st->rpn_conv_more[j - 1], "rpn.head.conv.%d", j);
+    NAME(st->rpn_head, "rpn.head.cls_logits+bbox_pred");
+    for (int j = 0; j < VD_MAX_BOX_CONVS; j++)
+        NAME(st->box_convs[j], "roi_heads.box_head.%d", j);
+    for (int j = 0; j < VD_MAX_MASK_CONVS; j++)
+        NAME(st->mask_convs[j], "roi_heads.mask_head.%d", j);
+    NAME(st->mask_deconv, "roi_heads.mask_predictor.conv5_mask");
+    NAME(st->mask_logits, "roi_heads.mask_predictor.mask_fcn_logits");
+#undef NAME
+}
+
 /* Size-independent weights: every convolution as NHWC filters in the context's
  * dtype, the RPN head's two 1x1 convolutions merged (as the CPU does), fc6
  * permuted to the NHWC flatten order of our RoIAlign output, the box predictor
@@ -2555,6 +2631,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
         st->layers.lt_workspace = NULL;
         goto out_fail;
     }
+    name_conv_weights(st);
     if (!upload_weights(st, error))
         goto out_fail;
     vd_cuda_upload_done(&st->layers);
@@ -2571,17 +2648,107 @@ out_fail:
     return NULL;
 }
 
+/* Every convolution of @plan (the ones it initialised), in running order. */
+static GPtrArray *plan_convolutions(const cuda_state *st, cuda_plan *plan)
+{
+    GPtrArray *out = g_ptr_array_new();
+    g_ptr_array_add(out, &plan->stem);
+    for (int b = 0; b < plan->n_mnv3; b++) {
+        cuda_mnv3_block *pb = &plan->mnv3[b];
+        if (pb->has_expand)
+            g_ptr_array_add(out, &pb->expand);
+        g_ptr_array_add(out, &pb->depthwise);
+        g_ptr_array_add(out, &pb->project);
+    }
+    if (plan->has_mnv3_last)
+        g_ptr_array_add(out, &plan->mnv3_last);
+    for (int b = 0; b < plan->n_blocks; b++) {
+        cuda_block *pb = &plan->blocks[b];
+        if (pb->has_downsample)
+            g_ptr_array_add(out, &pb->downsample);
+        g_ptr_array_add(out, &pb->conv1);
+        g_ptr_array_add(out, &pb->conv2);
+        if (pb->conv3.weights != NULL)
+            g_ptr_array_add(out, &pb->conv3);
+    }
+    for (int i = 0; i < plan->n_returned; i++) {
+        g_ptr_array_add(out, &plan->fpn_inner[i]);
+        g_ptr_array_add(out, &plan->fpn_layer[i]);
+    }
+    for (int l = 0; l < plan->n_levels; l++) {
+        g_ptr_array_add(out, &plan->rpn_conv[l]);
+        for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
+            g_ptr_array_add(out, &plan->rpn_conv_more[l][j - 1]);
+        g_ptr_array_add(out, &plan->rpn_head[l]);
+    }
+    for (int j = 0; j < plan->n_box_convs; j++)
+        g_ptr_array_add(out, &plan->box_convs[j]);
+    return out;
+}
+
+static void add_conv_kernels(const cuda_state *st, cuda_plan *plan, const char *suffix,
+                             GArray *out, GStringChunk *strings)
+{
+    GPtrArray *convs = plan_convolutions(st, plan);
+    for (guint i = 0; i < convs->len; i++) {
+        const vd_cuda_conv *conv = g_ptr_array_index(convs, i);
+        char *layer = g_strdup_printf("%s%s", conv->weights != NULL ? conv->weights->name : "",
+                                      suffix);
+        char *impl = vd_cuda_conv_describe(conv);
+        vd_kernel_info k = {g_string_chunk_insert_const(strings, layer), "convolution",
+                            g_string_chunk_insert_const(strings, impl)};
+        g_array_append_val(out, k);
+        g_free(layer);
+        g_free(impl);
+    }
+    g_ptr_array_unref(convs);
+}
+
+/* The convolutions of the plans held now, with the cuDNN algorithm each runs
+ * and its demotions (candidates cuDNN refused at run time): the engine's
+ * record of them (vd_context_kernels()); the mask head's, when built. */
+static void cuda_kernels(void *p, GArray *out, GStringChunk *strings)
+{
+    cuda_state *st = p;
+    if (st->plan != NULL)
+        add_conv_kernels(st, st->plan, "", out, strings);
+    if (st->batch_plan != NULL) {
+        char suffix[32];
+        g_snprintf(suffix, sizeof(suffix), " (batch of %d)", st->batch_plan->n_images);
+        add_conv_kernels(st, st->batch_plan, suffix, out, strings);
+    }
+    if (st->has_masks && st->mask.rows > 0) {
+        vd_cuda_conv *mask_convs[VD_MAX_MASK_CONVS + 2];
+        int n = 0;
+        for (int j = 0; j < st->n_mask_convs; j++)
+            mask_convs[n++] = &st->mask.convs[j];
+        mask_convs[n++] = &st->mask.deconv;
+        mask_convs[n++] = &st->mask.logits_conv;
+        for (int j = 0; j < n; j++) {
+            char *impl = vd_cuda_conv_describe(mask_convs[j]);
+            vd_kernel_info k = {mask_convs[j]->weights != NULL ? mask_convs[j]->weights->name : "",
+                                "convolution", g_string_chunk_insert_const(strings, impl)};
+            k.layer = g_string_chunk_insert_const(strings, k.layer);
+            g_array_append_val(out, k);
+            g_free(impl);
+        }
+    }
+}
+
 static void cuda_status(void *p, vd_run_status *status)
 {
     cuda_state *st = p;
+    const cuda_graph *retrying = graph_retrying(st);
     status->graph_failures = st->graph_failures;
     if (!st->use_graphs) {
         status->graphs = VD_GRAPHS_OFF;
         g_strlcpy(status->graphs_reason, st->graphs_off_reason, sizeof(status->graphs_reason));
-    } else if (st->graph_failures_in_a_row > 0) {
+    } else if (retrying != NULL) {
+        /* the graph that failed last: its reason and its eager frames left */
         status->graphs = VD_GRAPHS_RETRYING;
-        g_strlcpy(status->graphs_reason, st->graph_reason, sizeof(status->graphs_reason));
-        status->graph_retry_frames = st->graph_retry_in;
+        g_strlcpy(status->graphs_reason, retrying->backoff.reason,
+                  sizeof(status->graphs_reason));
+        status->graph_retry_frames = retrying->backoff.retry_in;
     } else {
         status->graphs = VD_GRAPHS_ACTIVE;
     }
@@ -2592,6 +2759,7 @@ const vd_backend vd_cuda_backend = {
     .create = cuda_create,
     .destroy = cuda_destroy,
     .detect = cuda_detect,
+    .kernels = cuda_kernels,
     .status = cuda_status,
 };
 
@@ -2617,7 +2785,7 @@ gboolean vd_cuda_context_set_graphs(vd_context *ctx, gboolean enable)
     st->use_graphs = enable;
     st->graphs_off_reason = "turned off by vd_cuda_context_set_graphs()";
     /* a fresh start: no back-off left from earlier failures */
-    graph_capture_succeeded(st);
+    graph_backoff_reset(st);
     return TRUE;
 }
 
@@ -2662,35 +2830,17 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx)
     int n = 0;
     if (st == NULL || st->plan == NULL)
         return 0;
-    cuda_plan *plan = st->plan;
-    n += plan->stem.mode == VD_CUDA_CONV_UNFUSED;
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        const cuda_mnv3_block *pb = &plan->mnv3[b];
-        n += pb->has_expand && pb->expand.mode == VD_CUDA_CONV_UNFUSED;
-        n += pb->depthwise.mode == VD_CUDA_CONV_UNFUSED;
-        n += pb->project.mode == VD_CUDA_CONV_UNFUSED;
-    }
-    n += plan->has_mnv3_last && plan->mnv3_last.mode == VD_CUDA_CONV_UNFUSED;
-    for (int b = 0; b < plan->n_blocks; b++) {
-        cuda_block *pb = &plan->blocks[b];
-        n += pb->conv1.mode == VD_CUDA_CONV_UNFUSED;
-        n += pb->conv2.mode == VD_CUDA_CONV_UNFUSED;
-        n += pb->conv3.weights != NULL && pb->conv3.mode == VD_CUDA_CONV_UNFUSED;
-        n += pb->has_downsample && pb->downsample.mode == VD_CUDA_CONV_UNFUSED;
-    }
-    for (int i = 0; i < plan->n_returned; i++) {
-        n += plan->fpn_inner[i].mode == VD_CUDA_CONV_UNFUSED;
-        n += plan->fpn_layer[i].mode == VD_CUDA_CONV_UNFUSED;
-    }
-    for (int l = 0; l < plan->n_levels; l++) {
-        n += plan->rpn_conv[l].mode == VD_CUDA_CONV_UNFUSED;
-        n += plan->rpn_head[l].mode == VD_CUDA_CONV_UNFUSED;
-        for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
-            n += plan->rpn_conv_more[l][j - 1].mode == VD_CUDA_CONV_UNFUSED;
-    }
-    for (int j = 0; j < plan->n_box_convs; j++)
-        n += plan->box_convs[j].mode == VD_CUDA_CONV_UNFUSED;
+    GPtrArray *convs = plan_convolutions(st, st->plan);
+    for (guint i = 0; i < convs->len; i++)
+        n += ((const vd_cuda_conv *)g_ptr_array_index(convs, i))->mode == VD_CUDA_CONV_UNFUSED;
+    g_ptr_array_unref(convs);
     return n;
+}
+
+guint64 vd_cuda_context_demotions(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL ? st->layers.n_demotions : 0;
 }
 
 vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)

@@ -45,6 +45,11 @@ void vd_cuda_context_inject_sync(vd_context *ctx, gboolean enable);
 /* Convolutions that cuDNN refused in their fused form and now run unfused. */
 int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
 
+/* Convolution candidates cuDNN refused (NOT_SUPPORTED) at run time since
+ * creation, every plan's: each is recorded with its layer, algorithm and status
+ * in vd_context_kernels(). */
+guint64 vd_cuda_context_demotions(const vd_context *ctx);
+
 /* Device memory the context holds, in bytes: the convolutions' shared
  * workspace, the current plan's buffers (0 before the first frame) and of
  * those the detection NMS workspace, and the weights. */

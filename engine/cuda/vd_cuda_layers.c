@@ -311,6 +311,50 @@ static cudnnStatus_t conv_run_unfused(vd_cuda_layers *layers, vd_cuda_conv *conv
     return status;
 }
 
+const char *vd_cuda_conv_algo_name(cudnnConvolutionFwdAlgo_t algo)
+{
+    switch (algo) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+        return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+        return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+        return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+        return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+        return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+        return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+        return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+        return "WINOGRAD_NONFUSED";
+    default:
+        return "unknown";
+    }
+}
+
+static const char *conv_layer_name(const vd_cuda_conv *conv)
+{
+    return conv->weights != NULL && conv->weights->name[0] != '\0' ? conv->weights->name
+                                                                     : "(unnamed)";
+}
+
+char *vd_cuda_conv_describe(const vd_cuda_conv *conv)
+{
+    gboolean fused = conv->mode == VD_CUDA_CONV_FUSED && conv->algo < conv->n_algos;
+    const char *algo = vd_cuda_conv_algo_name(fused ? conv->algos[conv->algo] : conv->unfused_algo);
+    if (conv->n_demotions == 0)
+        return g_strdup_printf("cudnn %s %s", fused ? "fused" : "unfused", algo);
+    return g_strdup_printf("cudnn %s %s, after %d demotion%s (last: fused %s refused, %s, "
+                           "status %d)",
+                           fused ? "fused" : "unfused", algo, conv->n_demotions,
+                           conv->n_demotions == 1 ? "" : "s",
+                           vd_cuda_conv_algo_name(conv->demoted_algo),
+                           cudnnGetErrorString(conv->demoted_status), (int)conv->demoted_status);
+}
+
 gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **error)
 {
     const float one = 1.0f, zero = 0.0f;
@@ -326,13 +370,31 @@ gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **e
                 conv->relu ? layers->relu : layers->identity, conv->y_desc, conv->dst->data);
         if (status == CUDNN_STATUS_SUCCESS)
             return TRUE;
-        if (!vd_cudnn_refused(status))
-            return vd_cudnn_check(status, "convolution", error);
-        /* refused: the next candidate, then the unfused path, for good */
+        if (!vd_cudnn_refused(status)) {
+            char *what = g_strdup_printf("convolution %s (fused, algorithm %s)",
+                                         conv_layer_name(conv),
+                                         vd_cuda_conv_algo_name(conv->algos[conv->algo]));
+            gboolean ok = vd_cudnn_check(status, what, error);
+            g_free(what);
+            return ok;
+        }
+        /* refused (not supported): the next candidate, then the unfused path,
+         * for good; recorded for vd_context_kernels() */
+        conv->n_demotions++;
+        conv->demoted_algo = conv->algos[conv->algo];
+        conv->demoted_status = status;
+        layers->n_demotions++;
         if (++conv->algo >= conv->n_algos)
             conv->mode = VD_CUDA_CONV_UNFUSED;
     }
-    return vd_cudnn_check(conv_run_unfused(layers, conv), "convolution (unfused)", error);
+    cudnnStatus_t status = conv_run_unfused(layers, conv);
+    if (status == CUDNN_STATUS_SUCCESS)
+        return TRUE;
+    char *what = g_strdup_printf("convolution %s (unfused, algorithm %s)", conv_layer_name(conv),
+                                 vd_cuda_conv_algo_name(conv->unfused_algo));
+    gboolean ok = vd_cudnn_check(status, what, error);
+    g_free(what);
+    return ok;
 }
 
 /* ------------------------------------------------------------------------ */

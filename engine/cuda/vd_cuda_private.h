@@ -28,12 +28,13 @@ gboolean vd_cublas_check(cublasStatus_t status, const char *what, GError **error
 #define CUDNN_STATUS_CATEGORY(status) (status)
 #endif
 
-/* Whether cuDNN refused a configuration (not supported, or a parameter it does
- * not take), as opposed to failing while running it. */
+/* Whether cuDNN refused a configuration it does not support (NOT_SUPPORTED and
+ * its specific codes), which a convolution answers by trying its next
+ * candidate. BAD_PARAM is not a refusal: a parameter cuDNN does not take is a
+ * bug of ours, reported as an error rather than hidden behind a slower path. */
 static inline gboolean vd_cudnn_refused(cudnnStatus_t status)
 {
-    return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED ||
-           CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_BAD_PARAM;
+    return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -99,6 +100,7 @@ typedef struct {
     void *weight;
     void *bias;
     int groups;
+    char name[48]; /* the layer, for errors and vd_context_kernels() ("" unnamed) */
 } vd_cuda_conv_weights;
 
 typedef enum {
@@ -122,6 +124,11 @@ typedef struct {
     int n_algos, algo;
     cudnnConvolutionFwdAlgo_t unfused_algo;
     size_t unfused_bytes;
+    /* the demotions (candidates cuDNN refused at run time), and the last one's
+     * algorithm and status: what vd_context_kernels() reports */
+    int n_demotions;
+    cudnnConvolutionFwdAlgo_t demoted_algo;
+    cudnnStatus_t demoted_status;
 } vd_cuda_conv;
 
 typedef struct {
@@ -139,6 +146,7 @@ typedef struct {
     float *upload_tmp;
     size_t upload_tmp_bytes;
     guint64 *sync_count; /* the context's counter of host synchronisations */
+    guint64 n_demotions; /* convolution candidates refused at run time, every plan's */
 } vd_cuda_layers;
 
 /* Uploads one convolution (float32 OIHW from the model) as NHWC weights padded
@@ -156,9 +164,18 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
                            vd_cuda_tensor *dst, vd_cuda_tensor *residual, gboolean relu,
                            size_t *workspace_bytes, GError **error);
 /* Enqueues the convolution. A configuration cuDNN refuses (NOT_SUPPORTED) falls
- * back to the next candidate, then to the unfused path, and stays there. */
+ * back to the next candidate, then to the unfused path, and stays there; each
+ * such demotion is counted in layers->n_demotions and recorded in @conv
+ * (vd_cuda_conv_describe). Any other status (BAD_PARAM included) fails with
+ * @error naming the layer, the algorithm and the status. */
 gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **error);
 void vd_cuda_conv_clear(vd_cuda_conv *conv);
+/* What runs @conv now, as a new string: "cudnn fused <algorithm>" or "cudnn
+ * unfused <algorithm>", and after a demotion how many and the last one's
+ * refused algorithm and status. */
+char *vd_cuda_conv_describe(const vd_cuda_conv *conv);
+/* cuDNN's name of a forward algorithm ("IMPLICIT_PRECOMP_GEMM"; a static string). */
+const char *vd_cuda_conv_algo_name(cudnnConvolutionFwdAlgo_t algo);
 
 /* A linear layer through cuBLASLt: Y[rows][out_stride] = act(X[rows][in] W^T + b),
  * fp16 operands with fp32 accumulation (fp32 throughout in fp32 mode). */
