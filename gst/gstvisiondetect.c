@@ -74,6 +74,7 @@
 #include "gstvisionbatcher.h"
 #include "gstvisiondetect.h"
 #include "gstvisiondetectmeta.h"
+#include "gstvisiondetections.h"
 #include "gstvisionlabels.h"
 #include "gstvisionmodelcache.h"
 
@@ -83,10 +84,6 @@
 
 #include <gst/video/video.h>
 #include <visiondetect/vd.h>
-
-#ifdef HAVE_GST_ANALYTICS
-#include <gst/analytics/analytics.h>
-#endif
 
 GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
 #define GST_CAT_DEFAULT gst_vision_detect_debug
@@ -922,259 +919,50 @@ fill_image (const GstVideoFrame * frame, vd_image * image)
   return TRUE;
 }
 
-static gint
-next_roi_id (GstBuffer * buffer)
-{
-  GstVideoRegionOfInterestMeta *roi;
-  gpointer state = NULL;
-  gint next = 0;
-
-  while ((roi = (GstVideoRegionOfInterestMeta *)
-          gst_buffer_iterate_meta_filtered (buffer, &state,
-              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL)
-    next = MAX (next, roi->id + 1);
-  return next;
-}
-
-/* DL Streamer's precision code for float32 tensors (its GVAPrecision). */
-#define DLSTREAMER_PRECISION_FP32 10
-
-/* A Mask R-CNN detection's mask as a ROI meta param, as DL Streamer's Mask R-CNN
- * post-processing attaches it: a "mask_rcnn" structure with format
- * "segmentation_mask", precision FP32, dims [height, width] (guint) and the
- * probabilities, row-major float32, as a GVariant of bytes in "data_buffer",
- * covering the ROI's rectangle (@rx, @ry, @rw x @rh frame pixels). The engine's
- * 8-bit mask gives byte / 255 (>= 0.5 exactly where torchvision's probability
- * is); pixels outside the engine's mask rectangle are 0. */
-static GstStructure *
-mask_param (const vd_detection * det, guint rx, guint ry, guint rw, guint rh)
-{
-  gfloat *probs = g_new0 (gfloat, (gsize) rw * rh);
-  GValueArray *dims;
-  GValue dim = G_VALUE_INIT;
-  GstStructure *s;
-  GVariant *data;
-  guint x, y;
-
-  for (y = 0; y < rh; y++) {
-    gint fy = (gint) (ry + y) - det->mask_y;
-    if (fy < 0 || fy >= det->mask_height)
-      continue;
-    for (x = 0; x < rw; x++) {
-      gint fx = (gint) (rx + x) - det->mask_x;
-      if (fx >= 0 && fx < det->mask_width)
-        probs[(gsize) y * rw + x] =
-            det->mask[(gsize) fy * det->mask_width + fx] / 255.0f;
-    }
-  }
-  data = g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, probs,
-      (gsize) rw * rh * sizeof (gfloat), 1);
-  g_free (probs);
-  s = gst_structure_new ("mask_rcnn",
-      "format", G_TYPE_STRING, "segmentation_mask",
-      "precision", G_TYPE_INT, DLSTREAMER_PRECISION_FP32,
-      "data_buffer", G_TYPE_VARIANT, data, NULL);
-  G_GNUC_BEGIN_IGNORE_DEPRECATIONS;
-  dims = g_value_array_new (2);
-  g_value_init (&dim, G_TYPE_UINT);
-  g_value_set_uint (&dim, rh);
-  g_value_array_append (dims, &dim);
-  g_value_set_uint (&dim, rw);
-  g_value_array_append (dims, &dim);
-  gst_structure_set_array (s, "dims", dims);
-  g_value_array_free (dims);
-  G_GNUC_END_IGNORE_DEPRECATIONS;
-  g_value_unset (&dim);
-  return s;
-}
-
-#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
-/* The mask of @det as an instance-segmentation entry related (both ways) to
- * its object-detection entry (@od_id), as GStreamer's instance-segmentation
- * decoders attach them: a GRAY8 buffer with a video meta over the engine's
- * rectangle (in frame pixels, one mask pixel per frame pixel), 1 where
- * torchvision's mask is set (p >= 0.5), 0 (the background) elsewhere. One
- * entry per detection: overlapping masks stay whole. */
-static void
-add_segmentation (GstVisionDetect * self, GstAnalyticsRelationMeta * relations,
-    guint od_id, const vd_detection * det)
-{
-  const gsize size = (gsize) det->mask_width * det->mask_height;
-  guint region_ids[2] = { 0, 1 };
-  GstAnalyticsSegmentationMtd seg;
-  GstBuffer *mask;
-  GstMapInfo map;
-  gsize i;
-
-  mask = gst_buffer_new_allocate (NULL, size, NULL);
-  if (mask == NULL || !gst_buffer_map (mask, &map, GST_MAP_WRITE)) {
-    GST_WARNING_OBJECT (self, "no memory for a %dx%d segmentation mask",
-        det->mask_width, det->mask_height);
-    gst_clear_buffer (&mask);
-    return;
-  }
-  for (i = 0; i < size; i++)
-    map.data[i] = det->mask[i] >= 128 ? 1 : 0;
-  gst_buffer_unmap (mask, &map);
-  {
-    /* rows packed: a row's stride is its width (the default would round it
-     * up to 4 bytes) */
-    gsize offset[GST_VIDEO_MAX_PLANES] = { 0 };
-    gint stride[GST_VIDEO_MAX_PLANES] = { det->mask_width };
-
-    gst_buffer_add_video_meta_full (mask, GST_VIDEO_FRAME_FLAG_NONE,
-        GST_VIDEO_FORMAT_GRAY8, det->mask_width, det->mask_height, 1, offset,
-        stride);
-  }
-  /* the entry takes the buffer */
-  if (!gst_analytics_relation_meta_add_segmentation_mtd (relations, mask,
-          GST_SEGMENTATION_TYPE_INSTANCE, G_N_ELEMENTS (region_ids),
-          region_ids, det->mask_x, det->mask_y, det->mask_width,
-          det->mask_height, &seg)) {
-    gst_buffer_unref (mask);
-    return;
-  }
-  gst_analytics_relation_meta_set_relation (relations,
-      GST_ANALYTICS_REL_TYPE_RELATE_TO, od_id, seg.id);
-  gst_analytics_relation_meta_set_relation (relations,
-      GST_ANALYTICS_REL_TYPE_RELATE_TO, seg.id, od_id);
-}
-#endif
-
+/* The detections of @result that the element keeps (its class filter), in
+ * every form, through the one writer visiontrack shares; and the companion
+ * meta, on every frame, with whether the frame was inferred. */
 static void
 attach_detections (GstVisionDetect * self, const PendingFrame * f,
     const vd_result * result)
 {
-  GstBuffer *buffer = f->buffer;
-  const gint width = f->width;
-  const gint height = f->height;
+  GstVisionDetectionEntry *entries;
   GstVisionDetectMeta *meta;
-  gint roi_id = next_roi_id (buffer);
+  guint n = 0;
   gint i;
-#ifdef HAVE_GST_ANALYTICS
-  GstAnalyticsRelationMeta *relations = NULL;
-#endif
-#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
-  gint *mask_od = NULL;         /* per detection: its entry's id, -1 */
-#endif
 
   /* every frame says whether it was looked at, with or without detections */
-  meta = gst_buffer_add_vision_detect_meta (buffer, width, height);
+  meta = gst_buffer_add_vision_detect_meta (f->buffer, f->width, f->height);
   meta->inference = f->inference;
-  if (result == NULL)
+  if (result == NULL || result->n_detections <= 0)
     return;
 
+  entries = g_new0 (GstVisionDetectionEntry, result->n_detections);
   for (i = 0; i < result->n_detections; i++) {
     const vd_detection *det = &result->detections[i];
-    GstVideoRegionOfInterestMeta *roi;
-    GstVisionDetection d;
-    const gchar *label;
-    gdouble x1, y1, x2, y2;
-    guint ix1, iy1, ix2, iy2;
-#ifdef HAVE_GST_ANALYTICS
-    GstAnalyticsODMtd od;
-    gboolean have_od;
-#endif
+    GstVisionDetectionEntry *e = &entries[n];
 
     if (det->label <= 0 || det->label >= self->num_classes)
       continue;
     if (f->keep_class != NULL && !f->keep_class[det->label])
       continue;
-    label = self->class_names[det->label];
-
-    x1 = CLAMP (det->x1, 0.0, width);
-    y1 = CLAMP (det->y1, 0.0, height);
-    x2 = CLAMP (det->x2, x1, width);
-    y2 = CLAMP (det->y2, y1, height);
-    ix1 = (guint) lround (x1);
-    iy1 = (guint) lround (y1);
-    ix2 = MAX ((guint) lround (x2), ix1);
-    iy2 = MAX ((guint) lround (y2), iy1);
-
-#ifdef HAVE_GST_ANALYTICS
-    if (relations == NULL) {
-      relations = gst_buffer_get_analytics_relation_meta (buffer);
-      if (relations == NULL)
-        relations = gst_buffer_add_analytics_relation_meta (buffer);
-    }
-    have_od = relations != NULL
-        && gst_analytics_relation_meta_add_od_mtd (relations,
-        g_quark_from_string (label), (gint) ix1, (gint) iy1,
-        (gint) (ix2 - ix1), (gint) (iy2 - iy1), det->score, &od);
-    /* the ROI meta's id is its object-detection entry's id, as DL Streamer
-     * links them, unless that id is below the ids already on the buffer
-     * (another element's ROI metas without entries) */
-    if (have_od && od.id >= (guint) roi_id && od.id <= G_MAXINT)
-      roi_id = (gint) od.id;
-#endif
-    roi = gst_buffer_add_video_region_of_interest_meta (buffer, label,
-        ix1, iy1, ix2 - ix1, iy2 - iy1);
-    roi->id = roi_id;
-    roi->parent_id = -1;
-    gst_video_region_of_interest_meta_add_param (roi,
-        gst_structure_new ("detection",
-            "x_min", G_TYPE_DOUBLE, x1 / width,
-            "y_min", G_TYPE_DOUBLE, y1 / height,
-            "x_max", G_TYPE_DOUBLE, x2 / width,
-            "y_max", G_TYPE_DOUBLE, y2 / height,
-            "confidence", G_TYPE_DOUBLE, (gdouble) det->score,
-            "label_id", G_TYPE_INT, det->label,
-            "label", G_TYPE_STRING, label, NULL));
-    if (det->mask != NULL && ix2 > ix1 && iy2 > iy1)
-      gst_video_region_of_interest_meta_add_param (roi,
-          mask_param (det, ix1, iy1, ix2 - ix1, iy2 - iy1));
-
-    d.x = x1;
-    d.y = y1;
-    d.w = x2 - x1;
-    d.h = y2 - y1;
-    d.confidence = det->score;
-    d.label_id = det->label;
-    d.label = g_quark_from_string (label);
-    d.roi_id = roi_id;
-    d.object_id = 0;
-    d.tracked = FALSE;
-    if (meta != NULL && det->mask != NULL && det->mask_width > 0
-        && det->mask_height > 0) {
-      /* the engine's rectangle and bytes, which survive a scale transform
-       * (the ROI meta's params do not) */
-      GBytes *mask = g_bytes_new (det->mask,
-          (gsize) det->mask_width * det->mask_height);
-
-      if (!gst_vision_detect_meta_add_detection_with_mask (meta, &d,
-              det->mask_x, det->mask_y, det->mask_width, det->mask_height,
-              mask)) {
-        GST_WARNING_OBJECT (self, "mask %dx%d at (%d, %d) outside the %dx%d "
-            "frame: not in the companion meta", det->mask_width,
-            det->mask_height, det->mask_x, det->mask_y, width, height);
-        gst_vision_detect_meta_add_detection (meta, &d);
-      }
-      g_bytes_unref (mask);
-    } else if (meta != NULL) {
-      gst_vision_detect_meta_add_detection (meta, &d);
-    }
-
-#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
-    if (have_od && det->mask != NULL && det->mask_width > 0
-        && det->mask_height > 0) {
-      if (mask_od == NULL) {
-        mask_od = g_new (gint, result->n_detections);
-        memset (mask_od, 0xff, sizeof (gint) * result->n_detections);
-      }
-      mask_od[i] = (gint) od.id;
-    }
-#endif
-    if (roi_id < G_MAXINT)
-      roi_id++;
+    e->x1 = det->x1;
+    e->y1 = det->y1;
+    e->x2 = det->x2;
+    e->y2 = det->y2;
+    e->confidence = det->score;
+    e->label_id = det->label;
+    e->label = g_quark_from_string (self->class_names[det->label]);
+    e->mask = det->mask;
+    e->mask_x = det->mask_x;
+    e->mask_y = det->mask_y;
+    e->mask_width = det->mask_width;
+    e->mask_height = det->mask_height;
+    n++;
   }
-#ifdef HAVE_GST_ANALYTICS_SEGMENTATION
-  /* after every detection's entry, so that those have consecutive ids */
-  for (i = 0; mask_od != NULL && i < result->n_detections; i++)
-    if (mask_od[i] >= 0)
-      add_segmentation (self, relations, (guint) mask_od[i],
-          &result->detections[i]);
-  g_free (mask_od);
-#endif
+  gst_vision_detections_attach (GST_ELEMENT (self), f->buffer, meta, f->width,
+      f->height, entries, n, NULL);
+  g_free (entries);
 }
 
 /* The margin over the typical time for a slow frame: four mean deviations

@@ -56,9 +56,11 @@
 
 #include "gstvisiontrack.h"
 #include "gstvisiondetectmeta.h"
+#include "gstvisiondetections.h"
 #include "vt_tracker.h"
 
 #include <math.h>
+#include <string.h>
 
 #include <gst/video/video.h>
 #include "gstvisionanalytics.h"
@@ -116,6 +118,8 @@ struct _GstVisionTrack
   GArray *ids;                  /* gint32 per detection */
   GArray *track_ods;            /* gint per track: its predicted box's
                                  * object-detection entry, -1 when none */
+  GArray *predictions;          /* GstVisionDetectionEntry of the frame */
+  GArray *predicted_tracks;     /* guint: the track of each prediction */
 #ifdef HAVE_GST_ANALYTICS
   GArray *od_only;              /* guint: the entry of each detection after
                                  * the ROI metas' (entries without one) */
@@ -257,112 +261,42 @@ set_companion_object_id (GstBuffer * buffer, gint roi_id, gint object_id)
   }
 }
 
-/* Adds the predicted box of @track as a ROI meta marked tracked, as an entry
- * of the companion meta (in that meta's frame size) and, built against
- * GStreamer >= 1.24, as an object-detection entry of the analytics relation
- * meta (@od_id, else -1) whose id the ROI meta takes, as visiondetect's do,
- * unless it is below @roi_id. Returns the ROI meta's id, -1 when the box is
- * outside the frame. */
-static gint
-attach_prediction (GstVisionTrack * self, GstBuffer * buffer,
-    const vt_track * track, gint roi_id, GstVisionDetectMeta ** companion,
-    gint * od_id)
+/* The predicted box of @track as an entry for gst_vision_detections_attach()
+ * (a ROI meta marked tracked, a companion entry, an object-detection entry:
+ * the forms visiondetect gives its detections). FALSE when the box is
+ * outside the frame or degenerate. */
+static gboolean
+prediction_entry (GstVisionTrack * self, const vt_track * track,
+    GstVisionDetectionEntry * e)
 {
   const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
   const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
-  GQuark label = (GQuark) track->class_id;
-  const gchar *label_str = g_quark_to_string (label);
   gpointer stored = g_hash_table_lookup (self->label_ids,
       GINT_TO_POINTER (track->id));
-  gint label_id;
   gdouble x1, y1, x2, y2;
-  GstVideoRegionOfInterestMeta *roi;
-  GstStructure *s;
-  GstVisionDetection d;
-  guint ix1, iy1, ix2, iy2;
 
-  /* a track given its id between detections (provisionally) has no detection
-   * with that id yet: the label id of its class */
-  if (stored == NULL)
-    stored = g_hash_table_lookup (self->class_label_ids,
-        GINT_TO_POINTER (track->class_id));
-  label_id = GPOINTER_TO_INT (stored) - 1;
-
-  *od_id = -1;
   x1 = CLAMP (track->x1, 0.0, width);
   y1 = CLAMP (track->y1, 0.0, height);
   x2 = CLAMP (track->x2, x1, width);
   y2 = CLAMP (track->y2, y1, height);
   if (!(x2 - x1 >= 1.0 && y2 - y1 >= 1.0))
-    return -1;                  /* outside the frame, or degenerate */
-  ix1 = (guint) lround (x1);
-  iy1 = (guint) lround (y1);
-  ix2 = MAX ((guint) lround (x2), ix1);
-  iy2 = MAX ((guint) lround (y2), iy1);
-
-#ifdef HAVE_GST_ANALYTICS
-  {
-    GstAnalyticsRelationMeta *relations =
-        gst_buffer_get_analytics_relation_meta (buffer);
-    GstAnalyticsODMtd od;
-
-    if (relations == NULL)
-      relations = gst_buffer_add_analytics_relation_meta (buffer);
-    if (relations != NULL && gst_analytics_relation_meta_add_od_mtd (relations,
-            label, (gint) ix1, (gint) iy1, (gint) (ix2 - ix1),
-            (gint) (iy2 - iy1), track->score, &od) && od.id <= G_MAXINT) {
-      *od_id = (gint) od.id;
-      if (*od_id >= roi_id)
-        roi_id = *od_id;
-    }
-  }
-#endif
-  roi = gst_buffer_add_video_region_of_interest_meta_id (buffer, label,
-      ix1, iy1, ix2 - ix1, iy2 - iy1);
-  roi->id = roi_id;
-  roi->parent_id = -1;
-  s = gst_structure_new ("detection",
-      "x_min", G_TYPE_DOUBLE, x1 / width,
-      "y_min", G_TYPE_DOUBLE, y1 / height,
-      "x_max", G_TYPE_DOUBLE, x2 / width,
-      "y_max", G_TYPE_DOUBLE, y2 / height,
-      "confidence", G_TYPE_DOUBLE, (gdouble) track->score,
-      "label_id", G_TYPE_INT, label_id,
-      "object_id", G_TYPE_INT, track->id,
-      "tracked", G_TYPE_BOOLEAN, TRUE, NULL);
-  if (label_str != NULL)
-    gst_structure_set (s, "label", G_TYPE_STRING, label_str, NULL);
-  gst_video_region_of_interest_meta_add_param (roi, s);
-  gst_video_region_of_interest_meta_add_param (roi,
-      gst_structure_new ("object_id", "id", G_TYPE_INT, track->id, NULL));
-
-  if (*companion == NULL) {
-    *companion = gst_buffer_get_vision_detect_meta (buffer);
-    if (*companion == NULL)
-      *companion = gst_buffer_add_vision_detect_meta (buffer, width, height);
-    if (*companion == NULL)
-      return roi_id;
-  }
-  {
-    /* the companion meta may describe another size (scaled upstream of us) */
-    gdouble sx = (*companion)->width > 0 ?
-        (gdouble) (*companion)->width / width : 1.0;
-    gdouble sy = (*companion)->height > 0 ?
-        (gdouble) (*companion)->height / height : 1.0;
-
-    d.x = x1 * sx;
-    d.y = y1 * sy;
-    d.w = (x2 - x1) * sx;
-    d.h = (y2 - y1) * sy;
-  }
-  d.confidence = track->score;
-  d.label_id = label_id;
-  d.label = label;
-  d.roi_id = roi_id;
-  d.object_id = track->id;
-  d.tracked = TRUE;
-  gst_vision_detect_meta_add_detection (*companion, &d);
-  return roi_id;
+    return FALSE;
+  /* a track given its id between detections (provisionally) has no detection
+   * with that id yet: the label id of its class */
+  if (stored == NULL)
+    stored = g_hash_table_lookup (self->class_label_ids,
+        GINT_TO_POINTER (track->class_id));
+  memset (e, 0, sizeof (*e));
+  e->x1 = x1;
+  e->y1 = y1;
+  e->x2 = x2;
+  e->y2 = y2;
+  e->confidence = track->score;
+  e->label_id = GPOINTER_TO_INT (stored) - 1;
+  e->label = (GQuark) track->class_id;
+  e->object_id = track->id;
+  e->tracked = TRUE;
+  return TRUE;
 }
 
 #ifdef HAVE_GST_ANALYTICS
@@ -491,21 +425,6 @@ add_tracking_entries (GstVisionTrack * self, GstBuffer * buffer,
 }
 #endif
 
-static gint
-next_roi_id (GstBuffer * buffer)
-{
-  GstVideoRegionOfInterestMeta *roi;
-  gpointer state = NULL;
-  gint next = 0;
-
-  while ((roi = (GstVideoRegionOfInterestMeta *)
-          gst_buffer_iterate_meta_filtered (buffer, &state,
-              GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL)
-    if (roi->id >= next && roi->id < G_MAXINT)
-      next = roi->id + 1;
-  return next;
-}
-
 static gboolean
 id_gone (gpointer key, gpointer value, gpointer user_data)
 {
@@ -539,7 +458,6 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   const gint width = GST_VIDEO_INFO_WIDTH (&self->info);
   const gint height = GST_VIDEO_INFO_HEIGHT (&self->info);
   GstVideoRegionOfInterestMeta *roi;
-  GstVisionDetectMeta *companion = NULL;
   gpointer state = NULL;
   const vt_track *tracks;
   size_t n_tracks, k;
@@ -549,7 +467,6 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   GstVisionDetectMeta *companion_meta;
   gboolean detected;
   guint hold_misses, i;
-  gint roi_id;
 
   if (G_UNLIKELY (!self->have_info || self->tracker == NULL)) {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
@@ -608,14 +525,15 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 
   /* confirmed tracks not detected on this frame, predicted */
   tracks = vt_tracker_tracks (self->tracker, &n_tracks);
-  roi_id = next_roi_id (buffer);
   live_ids = g_hash_table_new (NULL, NULL);
   g_array_set_size (self->track_ods, n_tracks);
+  g_array_set_size (self->predictions, 0);
+  g_array_set_size (self->predicted_tracks, 0);
   for (k = 0; k < n_tracks; k++) {
-    gint *od_id = &g_array_index (self->track_ods, gint, k);
-    gint used;
+    GstVisionDetectionEntry e;
+    guint track_index = (guint) k;
 
-    *od_id = -1;
+    g_array_index (self->track_ods, gint, k) = -1;
     if (tracks[k].id <= 0)
       continue;
     g_hash_table_add (live_ids, GINT_TO_POINTER (tracks[k].id));
@@ -624,10 +542,25 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     /* given its id between detections, then missed: not shown until seen */
     if (tracks[k].provisional && tracks[k].misses > 0)
       continue;
-    used = attach_prediction (self, buffer, &tracks[k], roi_id, &companion,
-        od_id);
-    if (used >= roi_id && used < G_MAXINT)
-      roi_id = used + 1;
+    if (!prediction_entry (self, &tracks[k], &e))
+      continue;
+    g_array_append_val (self->predictions, e);
+    g_array_append_val (self->predicted_tracks, track_index);
+  }
+  if (self->predictions->len > 0) {
+    GstVisionDetectionIds *ids = g_new (GstVisionDetectionIds,
+        self->predictions->len);
+
+    if (companion_meta == NULL)
+      companion_meta = gst_buffer_add_vision_detect_meta (buffer, width,
+          height);
+    gst_vision_detections_attach (GST_ELEMENT (self), buffer, companion_meta,
+        width, height, (const GstVisionDetectionEntry *)
+        self->predictions->data, self->predictions->len, ids);
+    for (i = 0; i < self->predictions->len; i++)
+      g_array_index (self->track_ods, gint,
+          g_array_index (self->predicted_tracks, guint, i)) = ids[i].od_id;
+    g_free (ids);
   }
 #ifdef HAVE_GST_ANALYTICS
   add_tracking_entries (self, buffer, tracks, n_tracks,
@@ -711,6 +644,9 @@ gst_vision_track_start (GstBaseTransform * trans)
   self->rois = g_ptr_array_new ();
   self->ids = g_array_new (FALSE, FALSE, sizeof (gint32));
   self->track_ods = g_array_new (FALSE, FALSE, sizeof (gint));
+  self->predictions = g_array_new (FALSE, FALSE,
+      sizeof (GstVisionDetectionEntry));
+  self->predicted_tracks = g_array_new (FALSE, FALSE, sizeof (guint));
 #ifdef HAVE_GST_ANALYTICS
   self->od_only = g_array_new (FALSE, FALSE, sizeof (guint));
   self->track_times = g_hash_table_new_full (NULL, NULL, NULL, g_free);
@@ -730,6 +666,8 @@ gst_vision_track_stop (GstBaseTransform * trans)
   g_clear_pointer (&self->rois, g_ptr_array_unref);
   g_clear_pointer (&self->ids, g_array_unref);
   g_clear_pointer (&self->track_ods, g_array_unref);
+  g_clear_pointer (&self->predictions, g_array_unref);
+  g_clear_pointer (&self->predicted_tracks, g_array_unref);
 #ifdef HAVE_GST_ANALYTICS
   g_clear_pointer (&self->od_only, g_array_unref);
   g_clear_pointer (&self->track_times, g_hash_table_unref);
