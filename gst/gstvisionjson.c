@@ -11,13 +11,16 @@
  * `pts` and `json`). The video passes unchanged. Each line is:
  *
  * |[
- * {"frame":0,"pts":0,"width":640,"height":480,"inferred":true,"objects":[
+ * {"frame":0,"pts":0,"stream_time":0,"width":640,"height":480,"inferred":true,"objects":[
  *   {"id":0,"label":"ball","label_id":1,"confidence":0.97,
  *    "box":{"x_min":0.41,"y_min":0.33,"x_max":0.59,"y_max":0.57},
  *    "rect":{"x":262.4,"y":158.4,"w":115.2,"h":115.2}}]}
  * ]|
  *
- * (on one line). `pts` is in nanoseconds (null when the buffer has none), `box`
+ * (on one line). `pts` is in nanoseconds (null when the buffer has none),
+ * `stream_time` the frame's position in the stream in nanoseconds (the pts
+ * through the segment: what a seek or a segment's start changes; null
+ * without one), `box`
  * is normalised to 0..1, `rect` is in pixels of this frame; `confidence` and
  * `label_id` are -1 for regions of interest that carry no detection
  * parameters. `inferred` says whether visiondetect ran on the frame (absent
@@ -30,11 +33,33 @@
  * `pts` places the frame in the stream. Frames wholly outside the current
  * segment (which the sink will drop) are not written.
  *
- * ## Example launch line
+ * With #GstVisionJson:format=dlstreamer the lines are DL Streamer's
+ * gvametaconvert JSON instead (as with its add-empty-results=true), so that
+ * its consumers read them unchanged:
+ *
+ * |[
+ * {"resolution":{"width":640,"height":480},"timestamp":0,"objects":[
+ *   {"x":262,"y":158,"w":116,"h":116,"region_id":0,"roi_type":"ball",
+ *    "detection":{"bounding_box":{"x_min":0.41,"x_max":0.59,"y_min":0.33,
+ *    "y_max":0.57},"confidence":0.97,"label_id":1,"label":"ball"}}]}
+ * ]|
+ *
+ * `timestamp` is the stream time in nanoseconds (absent without one),
+ * `objects` is absent on a frame without detections, `id` is the tracked
+ * object's id (visiontrack; absent when untracked), `region_id` the ROI
+ * meta's id (-1 for an analytics entry no ROI meta shows), `confidence` and
+ * `label_id` absent when unknown.
+ *
+ * ## Example launch lines
  * |[
  * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
  *     visiondetect ! visionjson location=detections.jsonl ! fakesink
  * ]|
+ * |[
+ * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
+ *     visiondetect ! visiontrack ! \
+ *     visionjson format=dlstreamer location=gva.jsonl ! fakesink
+ * ]| The same for DL Streamer's tools, with object ids.
  */
 
 #ifdef HAVE_CONFIG_H
@@ -59,13 +84,37 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_json_debug);
 
 #define DEFAULT_LOCATION NULL
 #define DEFAULT_POST_MESSAGES FALSE
+#define DEFAULT_FORMAT GST_VISION_JSON_FORMAT_VISIONDETECT
 
 enum
 {
   PROP_0,
   PROP_LOCATION,
   PROP_POST_MESSAGES,
+  PROP_FORMAT,
 };
+
+#define GST_TYPE_VISION_JSON_FORMAT (gst_vision_json_format_get_type ())
+static GType
+gst_vision_json_format_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_VISION_JSON_FORMAT_VISIONDETECT,
+        "visiondetect's own: frame, pts, stream_time, width, height, "
+          "inferred, objects", "visiondetect"},
+    {GST_VISION_JSON_FORMAT_DLSTREAMER,
+        "DL Streamer's gvametaconvert: resolution, timestamp, objects",
+        "dlstreamer"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstVisionJsonFormat", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
 
 struct _GstVisionJson
 {
@@ -74,6 +123,7 @@ struct _GstVisionJson
   /* properties, protected by the object lock */
   gchar *location;
   gboolean post_messages;
+  GstVisionJsonFormat format;
 
   /* streaming state */
   FILE *file;                   /* stdout when no location is set */
@@ -110,6 +160,7 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   GstVisionJson *self = GST_VISION_JSON (trans);
   guint64 frame_index;
   gboolean post_messages;
+  GstVisionJsonFormat format;
   gchar *json, *line;
   gsize line_length, written;
 
@@ -121,9 +172,12 @@ gst_vision_json_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     return GST_FLOW_OK;
   frame_index = self->frame_count++;
 
-  json = gst_vision_json_frame_to_string (buffer,
+  GST_OBJECT_LOCK (self);
+  format = self->format;
+  GST_OBJECT_UNLOCK (self);
+  json = gst_vision_json_frame_to_string (buffer, &trans->segment,
       GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
-      frame_index);
+      frame_index, format);
 
   /* the line and its newline in one call: stdio locks the stream per call, so
    * elements sharing standard output never interleave within a line */
@@ -338,6 +392,9 @@ gst_vision_json_set_property (GObject * object, guint prop_id,
     case PROP_POST_MESSAGES:
       self->post_messages = g_value_get_boolean (value);
       break;
+    case PROP_FORMAT:
+      self->format = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -358,6 +415,9 @@ gst_vision_json_get_property (GObject * object, guint prop_id,
       break;
     case PROP_POST_MESSAGES:
       g_value_set_boolean (value, self->post_messages);
+      break;
+    case PROP_FORMAT:
+      g_value_set_enum (value, self->format);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -398,6 +458,14 @@ gst_vision_json_class_init (GstVisionJsonClass * klass)
           "\"visionjson\" (fields frame, pts, json) on the bus",
           DEFAULT_POST_MESSAGES, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
           | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_FORMAT,
+      g_param_spec_enum ("format", "Format",
+          "The lines' schema: visiondetect's own, or DL Streamer's "
+          "gvametaconvert JSON (read unchanged by its consumers)",
+          GST_TYPE_VISION_JSON_FORMAT, DEFAULT_FORMAT,
+          G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS
+          | GST_PARAM_MUTABLE_PLAYING));
+  gst_type_mark_as_plugin_api (GST_TYPE_VISION_JSON_FORMAT, 0);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -422,5 +490,6 @@ gst_vision_json_init (GstVisionJson * self)
 {
   self->location = g_strdup (DEFAULT_LOCATION);
   self->post_messages = DEFAULT_POST_MESSAGES;
+  self->format = DEFAULT_FORMAT;
   gst_base_transform_set_passthrough (GST_BASE_TRANSFORM (self), TRUE);
 }

@@ -6,6 +6,8 @@
 #include "gstvisionjsonformat.h"
 #include "gstvisionmask.h"
 
+#include <math.h>
+
 /* COCO's uncompressed RLE of @mask in a @width x @height frame: "size" [height,
  * width], "counts" the lengths of alternating runs of 0 and 1 (starting with 0)
  * in column-major order, the pixels outside the mask's rectangle 0. */
@@ -47,21 +49,121 @@ append_rle (GString * json, const GstVisionMask * mask, gint width, gint height)
       run);
 }
 
-gchar *
-gst_vision_json_frame_to_string (GstBuffer * buffer, gint width, gint height,
-    guint64 frame_index)
+/* @buffer's stream time in @segment, GST_CLOCK_TIME_NONE without one. */
+static GstClockTime
+stream_time (const GstSegment * segment, GstBuffer * buffer)
 {
-  GPtrArray *masks = NULL;
-  GArray *detections = gst_vision_detections_from_buffer_full (buffer, width,
-      height, &masks);
-  GString *json = g_string_sized_new (128 + 256 * detections->len);
-  GstVisionDetectMeta *meta;
+  if (segment == NULL || segment->format != GST_FORMAT_TIME
+      || !GST_BUFFER_PTS_IS_VALID (buffer))
+    return GST_CLOCK_TIME_NONE;
+  return gst_segment_to_stream_time (segment, GST_FORMAT_TIME,
+      GST_BUFFER_PTS (buffer));
+}
+
+/* DL Streamer's gvametaconvert line (its jsonconverter.cpp, format=json,
+ * add-empty-results=true): "resolution", "timestamp" (stream time, ns;
+ * absent without one), "objects" (absent when there is none), each with the
+ * ROI's integer rectangle "x", "y", "w", "h", "region_id" (the ROI meta's
+ * id; -1 for an analytics entry without one), "id" (the tracked object's id,
+ * absent when untracked), "roi_type" (the class name, absent without one),
+ * and "detection": "bounding_box" {x_min, x_max, y_min, y_max} normalised,
+ * "confidence" and "label_id" (absent when unknown), "label". */
+static gchar *
+dlstreamer_line (GstBuffer * buffer, const GstSegment * segment, gint width,
+    gint height, GArray * detections)
+{
+  GString *json = g_string_sized_new (64 + 256 * detections->len);
+  GstClockTime timestamp = stream_time (segment, buffer);
   guint i;
 
+  g_string_append_printf (json, "{\"resolution\":{\"width\":%d,\"height\":%d}",
+      width, height);
+  if (GST_CLOCK_TIME_IS_VALID (timestamp))
+    g_string_append_printf (json, ",\"timestamp\":%" G_GUINT64_FORMAT,
+        timestamp);
+  for (i = 0; i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+    const gchar *label = d->label ? g_quark_to_string (d->label) : NULL;
+    /* the ROI meta's integer pixels, as DL Streamer reads them */
+    gint64 x = isfinite (d->x) ? (gint64) llround (d->x) : 0;
+    gint64 y = isfinite (d->y) ? (gint64) llround (d->y) : 0;
+    gint64 x2 = isfinite (d->x + d->w) ? (gint64) llround (d->x + d->w) : x;
+    gint64 y2 = isfinite (d->y + d->h) ? (gint64) llround (d->y + d->h) : y;
+
+    g_string_append_printf (json, "%s{\"x\":%" G_GINT64_FORMAT ",\"y\":%"
+        G_GINT64_FORMAT ",\"w\":%" G_GINT64_FORMAT ",\"h\":%" G_GINT64_FORMAT
+        ",\"region_id\":%d", i ? "," : ",\"objects\":[", x, y, MAX (x2 - x, 0),
+        MAX (y2 - y, 0), d->roi_id);
+    if (d->object_id != 0)
+      g_string_append_printf (json, ",\"id\":%d", d->object_id);
+    if (label != NULL && *label != '\0') {
+      g_string_append (json, ",\"roi_type\":");
+      gst_vision_json_append_string (json, label);
+    }
+    g_string_append (json, ",\"detection\":{\"bounding_box\":{\"x_min\":");
+    gst_vision_json_append_number (json, d->x / width, 6);
+    g_string_append (json, ",\"x_max\":");
+    gst_vision_json_append_number (json, (d->x + d->w) / width, 6);
+    g_string_append (json, ",\"y_min\":");
+    gst_vision_json_append_number (json, d->y / height, 6);
+    g_string_append (json, ",\"y_max\":");
+    gst_vision_json_append_number (json, (d->y + d->h) / height, 6);
+    g_string_append (json, "}");
+    if (d->confidence >= 0.0) {
+      g_string_append (json, ",\"confidence\":");
+      gst_vision_json_append_number (json, d->confidence, 6);
+    }
+    if (d->label_id >= 0)
+      g_string_append_printf (json, ",\"label_id\":%d", d->label_id);
+    if (label != NULL && *label != '\0') {
+      g_string_append (json, ",\"label\":");
+      gst_vision_json_append_string (json, label);
+    }
+    g_string_append (json, "}}");
+  }
+  if (detections->len > 0)
+    g_string_append (json, "]");
+  g_string_append (json, "}");
+  return g_string_free (json, FALSE);
+}
+
+gchar *
+gst_vision_json_frame_to_string (GstBuffer * buffer,
+    const GstSegment * segment, gint width, gint height, guint64 frame_index,
+    GstVisionJsonFormat format)
+{
+  GPtrArray *masks = NULL;
+  GArray *detections;
+  GString *json;
+  GstVisionDetectMeta *meta;
+  GstClockTime timestamp;
+  guint i;
+
+  if (format == GST_VISION_JSON_FORMAT_DLSTREAMER) {
+    gchar *line;
+
+    detections = gst_vision_detections_from_buffer (buffer, width, height);
+    line = dlstreamer_line (buffer, segment, width, height, detections);
+    g_array_unref (detections);
+    return line;
+  }
+
+  detections = gst_vision_detections_from_buffer_full (buffer, width, height,
+      &masks);
+  json = g_string_sized_new (128 + 256 * detections->len);
   g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
       frame_index);
   if (GST_BUFFER_PTS_IS_VALID (buffer))
     g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
+  else
+    g_string_append (json, "null");
+  /* where the frame is in the stream (a seek, a segment's start): pts is
+   * only where it is in the buffers' timeline */
+  timestamp = stream_time (segment, buffer);
+  g_string_append (json, ",\"stream_time\":");
+  if (GST_CLOCK_TIME_IS_VALID (timestamp))
+    g_string_append_printf (json, "%" G_GUINT64_FORMAT, timestamp);
   else
     g_string_append (json, "null");
   g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width,

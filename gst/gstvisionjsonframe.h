@@ -7,13 +7,29 @@
 
 G_BEGIN_DECLS
 
-/* Returns (transfer full) the JSON object of @buffer's detections, without a
- * newline: `frame` is @frame_index, `pts` the buffer's (null when it has
- * none), `width` and `height` the frame size the boxes are normalised by. The
- * detections are read with gst_vision_detections_from_buffer(), so regions of
- * interest that other elements added are written too. Any thread. */
-gchar *gst_vision_json_frame_to_string (GstBuffer * buffer, gint width,
-    gint height, guint64 frame_index);
+/* The schemas a frame's line can take. */
+typedef enum
+{
+  /* ours: see the README's visionjson section */
+  GST_VISION_JSON_FORMAT_VISIONDETECT,
+  /* DL Streamer's gvametaconvert (format=json, add-empty-results=true):
+   * resolution, timestamp, objects with x, y, w, h, region_id, id, roi_type
+   * and detection {bounding_box, confidence, label_id, label} */
+  GST_VISION_JSON_FORMAT_DLSTREAMER,
+} GstVisionJsonFormat;
+
+/* Returns (transfer full) the JSON object of @buffer's detections in
+ * @format, without a newline. Ours: `frame` is @frame_index, `pts` the
+ * buffer's and `stream_time` its stream time in @segment (null when the
+ * buffer has no timestamp or the segment is not in time), `width` and
+ * `height` the frame size the boxes are normalised by. DL Streamer's:
+ * `timestamp` the stream time (absent when there is none), as gvametaconvert
+ * writes it. The detections are read with gst_vision_detections_from_buffer(),
+ * so regions of interest and analytics entries that other elements added are
+ * written too. Any thread. */
+gchar *gst_vision_json_frame_to_string (GstBuffer * buffer,
+    const GstSegment * segment, gint width, gint height, guint64 frame_index,
+    GstVisionJsonFormat format);
 
 /* Whether @buffer is at least partly inside @segment (a TIME segment; a
  * buffer without a timestamp or a segment in another format counts as

@@ -628,9 +628,9 @@ gst_vision_mqtt_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     return GST_FLOW_OK;
   frame_index = self->frame_count++;
 
-  json = gst_vision_json_frame_to_string (buffer,
+  json = gst_vision_json_frame_to_string (buffer, &trans->segment,
       GST_VIDEO_INFO_WIDTH (&self->info), GST_VIDEO_INFO_HEIGHT (&self->info),
-      frame_index);
+      frame_index, GST_VISION_JSON_FORMAT_VISIONDETECT);
   length = strlen (json);
 
   g_mutex_lock (&self->lock);

@@ -202,6 +202,152 @@ GST_START_TEST (test_lines_match_metadata)
 
 GST_END_TEST;
 
+/* The frames of test_dlstreamer_format through visionjson with @format
+ * ("visiondetect" or "dlstreamer"), in a segment whose stream time is 10 s
+ * at its start (1 s): the lines written. */
+static gchar **
+stream_time_lines (const gchar * format)
+{
+  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
+  gchar *launch = g_strdup_printf ("visionjson location=\"%s\" format=%s",
+      path, format);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstVisionDetectMeta *meta;
+  GstVideoRegionOfInterestMeta *roi;
+  GstBuffer *b0, *b1, *b2;
+  GstSegment segment;
+  gchar *contents, **lines;
+
+  gst_harness_set_src_caps_str (h, caps);
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  segment.start = GST_SECOND;
+  segment.time = 10 * GST_SECOND;
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+
+  /* frame 0: one of ours (the companion gives the exact box; tracked: the
+   * "object_id" param), and another element's bare ROI */
+  b0 = new_frame (1500 * GST_MSECOND);
+  meta = vdtest_add_detect_meta (b0, WIDTH, HEIGHT);
+  vdtest_add_detection (meta, 10.25, 20.5, 100.5, 50.0, 0.9375, 2, "box", 0);
+  roi = gst_buffer_add_video_region_of_interest_meta (b0, "box", 10, 21, 100,
+      50);
+  roi->id = 0;
+  gst_video_region_of_interest_meta_add_param (roi,
+      gst_structure_new ("object_id", "id", G_TYPE_INT, 7, NULL));
+  gst_buffer_add_video_region_of_interest_meta (b0, "face", 1, 2, 3, 4)->id =
+      5;
+  /* frame 1: nothing; frame 2: no timestamp */
+  b1 = new_frame (1540 * GST_MSECOND);
+  b2 = new_frame (GST_CLOCK_TIME_NONE);
+  fail_unless_equals_int (gst_harness_push (h, b0), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, b1), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, b2), GST_FLOW_OK);
+  gst_harness_teardown (h);     /* closes the file */
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  lines = g_strsplit (contents, "\n", -1);
+  fail_unless_equals_int (g_strv_length (lines), 4);    /* and "" after the last \n */
+  g_free (contents);
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (launch);
+  g_free (path);
+  g_free (dir);
+  return lines;
+}
+
+/* format=dlstreamer writes DL Streamer's gvametaconvert JSON (field names as
+ * its jsonconverter.cpp writes them): resolution, timestamp in stream time,
+ * objects absent on a frame without any; per object the ROI's integer
+ * rectangle, region_id, id (tracked only), roi_type, and detection with the
+ * normalised bounding_box, confidence, label_id and label, the last three
+ * absent when unknown. The default format's stream_time is the same stream
+ * time (pts 1.5 s in a segment starting at 1 s with time 10 s: 10.5 s). */
+GST_START_TEST (test_dlstreamer_format)
+{
+  gchar **lines = stream_time_lines ("dlstreamer");
+  JsonParser *parser = json_parser_new ();
+  JsonObject *o, *obj, *det, *bb;
+  JsonArray *objects;
+
+  o = parse_line (parser, lines[0]);
+  fail_unless (json_object_get_size (o) == 3, "%s", lines[0]);
+  obj = json_object_get_object_member (o, "resolution");
+  fail_unless_equals_int (json_object_get_int_member (obj, "width"), WIDTH);
+  fail_unless_equals_int (json_object_get_int_member (obj, "height"), HEIGHT);
+  fail_unless_equals_int64 (json_object_get_int_member (o, "timestamp"),
+      10500 * GST_MSECOND);
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 2);
+
+  obj = json_array_get_object_element (objects, 0);
+  fail_unless (json_object_get_size (obj) == 8, "%s", lines[0]);
+  fail_unless_equals_int (json_object_get_int_member (obj, "x"), 10);
+  fail_unless_equals_int (json_object_get_int_member (obj, "y"), 21);
+  fail_unless_equals_int (json_object_get_int_member (obj, "w"), 101);
+  fail_unless_equals_int (json_object_get_int_member (obj, "h"), 50);
+  fail_unless_equals_int (json_object_get_int_member (obj, "region_id"), 0);
+  fail_unless_equals_int (json_object_get_int_member (obj, "id"), 7);
+  fail_unless_equals_string (json_object_get_string_member (obj, "roi_type"),
+      "box");
+  det = json_object_get_object_member (obj, "detection");
+  fail_unless_equals_int (json_object_get_size (det), 4);
+  fail_unless_equals_string (json_object_get_string_member (det, "label"),
+      "box");
+  fail_unless_equals_int (json_object_get_int_member (det, "label_id"), 2);
+  fail_unless (fabs (json_object_get_double_member (det, "confidence") -
+          0.9375) <= 5e-7);
+  bb = json_object_get_object_member (det, "bounding_box");
+  fail_unless_equals_int (json_object_get_size (bb), 4);
+  fail_unless (fabs (json_object_get_double_member (bb, "x_min") -
+          10.25 / WIDTH) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (bb, "x_max") -
+          110.75 / WIDTH) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (bb, "y_min") -
+          20.5 / HEIGHT) <= 5e-7);
+  fail_unless (fabs (json_object_get_double_member (bb, "y_max") -
+          70.5 / HEIGHT) <= 5e-7);
+
+  /* another element's bare ROI: no id, confidence or label_id */
+  obj = json_array_get_object_element (objects, 1);
+  fail_unless (json_object_get_size (obj) == 7, "%s", lines[0]);
+  fail_unless (!json_object_has_member (obj, "id"));
+  fail_unless_equals_int (json_object_get_int_member (obj, "region_id"), 5);
+  fail_unless_equals_int (json_object_get_int_member (obj, "w"), 3);
+  det = json_object_get_object_member (obj, "detection");
+  fail_unless (!json_object_has_member (det, "confidence"));
+  fail_unless (!json_object_has_member (det, "label_id"));
+  fail_unless_equals_string (json_object_get_string_member (det, "label"),
+      "face");
+
+  o = parse_line (parser, lines[1]);
+  fail_unless (!json_object_has_member (o, "objects"), "%s", lines[1]);
+  fail_unless_equals_int64 (json_object_get_int_member (o, "timestamp"),
+      10540 * GST_MSECOND);
+  o = parse_line (parser, lines[2]);
+  fail_unless (!json_object_has_member (o, "timestamp"), "%s", lines[2]);
+  fail_unless (json_object_has_member (o, "resolution"));
+  g_strfreev (lines);
+
+  /* ours: pts as it is, stream_time beside it */
+  lines = stream_time_lines ("visiondetect");
+  o = parse_line (parser, lines[0]);
+  fail_unless_equals_int64 (json_object_get_int_member (o, "pts"),
+      1500 * GST_MSECOND);
+  fail_unless_equals_int64 (json_object_get_int_member (o, "stream_time"),
+      10500 * GST_MSECOND);
+  objects = json_object_get_array_member (o, "objects");
+  fail_unless_equals_int (json_object_get_int_member
+      (json_array_get_object_element (objects, 0), "object_id"), 7);
+  o = parse_line (parser, lines[2]);
+  fail_unless (json_object_get_null_member (o, "stream_time"));
+  g_strfreev (lines);
+  g_object_unref (parser);
+}
+
+GST_END_TEST;
+
 /* a location that cannot be written is an error naming it */
 GST_START_TEST (test_unwritable_location)
 {
@@ -818,6 +964,7 @@ visionjson_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_lines_match_metadata);
   tcase_add_test (tc, test_roi_metas_are_the_truth);
+  tcase_add_test (tc, test_dlstreamer_format);
 #ifdef HAVE_GST_ANALYTICS
   tcase_add_test (tc, test_analytics_entries);
 #endif
