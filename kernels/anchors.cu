@@ -7,8 +7,9 @@ typedef struct {
     float v[VD_KERNEL_MAX_CELL_ANCHORS * 4];
 } cell_anchors;
 
-__global__ void grid_anchors_kernel(cell_anchors cell, int n_cell, int stride_h, int stride_w,
-                                    int grid_h, int grid_w, float *out)
+__global__ void __launch_bounds__(256)
+    grid_anchors_kernel(cell_anchors cell, int n_cell, int stride_h, int stride_w, int grid_h,
+                        int grid_w, float *out)
 {
     long long n = (long long)grid_h * grid_w * n_cell;
     VD_GRID_LOOP(idx, n)

@@ -6,6 +6,7 @@
 #include "vd_kernels_common.cuh"
 
 #define WARP 32
+#define BOX_CANDIDATES_THREADS 256 /* 8 rows (one warp each) per block */
 
 static __device__ __forceinline__ float warp_max(float v)
 {
@@ -44,9 +45,9 @@ static __device__ __forceinline__ float row_exp_sum(const float *logits, int K, 
 }
 
 /* One warp per proposal row. */
-__global__ void box_candidates_kernel(vd_box_shape s, const float *head, const float *proposals,
-                                      const int *n_props, float *boxes, float *scores,
-                                      int *labels)
+__global__ void __launch_bounds__(BOX_CANDIDATES_THREADS)
+    box_candidates_kernel(vd_box_shape s, const float *head, const float *proposals,
+                          const int *n_props, float *boxes, float *scores, int *labels)
 {
     int lane = threadIdx.x % WARP;
     int warps = blockDim.x / WARP;
@@ -107,17 +108,17 @@ extern "C" cudaError_t vd_box_candidates(const vd_box_shape *shape, const float 
         return cudaErrorInvalidValue;
     if (shape->capacity <= 0)
         return cudaSuccess;
-    int threads = 256, rows_per_block = threads / WARP;
+    int rows_per_block = BOX_CANDIDATES_THREADS / WARP;
     unsigned blocks = vd_blocks_for(shape->capacity, rows_per_block, 4096);
-    box_candidates_kernel<<<blocks, threads, 0, stream>>>(*shape, head, proposals, n_props, boxes,
-                                                          scores, labels);
+    box_candidates_kernel<<<blocks, BOX_CANDIDATES_THREADS, 0, stream>>>(
+        *shape, head, proposals, n_props, boxes, scores, labels);
     return vd_launch_status();
 }
 
-__global__ void finalize_kernel(const float *boxes, const float *scores, const int *labels,
-                                const int *keep, const int *n_keep, const int *n_props,
-                                const int *n_nonfinite, int max_detections, float rx, float ry,
-                                vd_kernel_result *result)
+__global__ void __launch_bounds__(128)
+    finalize_kernel(const float *boxes, const float *scores, const int *labels, const int *keep,
+                    const int *n_keep, const int *n_props, const int *n_nonfinite,
+                    int max_detections, float rx, float ry, vd_kernel_result *result)
 {
     int count = min(*n_keep, max_detections);
     for (int j = threadIdx.x; j < count; j += blockDim.x) {

@@ -8,7 +8,8 @@
 #include <cub/block/block_reduce.cuh>
 
 template <typename T>
-__global__ void max_pool_kernel(const T *in, int h, int w, int c, T *out, int out_h, int out_w)
+__global__ void __launch_bounds__(256)
+    max_pool_kernel(const T *in, int h, int w, int c, T *out, int out_h, int out_w)
 {
     long long n = (long long)out_h * out_w * c;
     VD_GRID_LOOP(idx, n)
@@ -61,8 +62,9 @@ extern "C" cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, vo
 
 /* spec §2.3: src = min(floor(dst * f32(in / out)), in - 1), the CPU backend's rule */
 template <typename T>
-__global__ void upsample_add_kernel(const T *src, int src_h, int src_w, T *dst, int dst_h,
-                                    int dst_w, int c, float sy, float sx)
+__global__ void __launch_bounds__(256)
+    upsample_add_kernel(const T *src, int src_h, int src_w, T *dst, int dst_h, int dst_w, int c,
+                        float sy, float sx)
 {
     long long n = (long long)dst_h * dst_w * c;
     VD_GRID_LOOP(idx, n)
@@ -95,7 +97,8 @@ extern "C" cudaError_t vd_upsample_nearest_add(const void *src, int src_h, int s
 }
 
 template <typename T>
-__global__ void subsample2_kernel(const T *in, int h, int w, int c, T *out, int out_h, int out_w)
+__global__ void __launch_bounds__(256)
+    subsample2_kernel(const T *in, int h, int w, int c, T *out, int out_h, int out_w)
 {
     long long n = (long long)out_h * out_w * c;
     VD_GRID_LOOP(idx, n)
@@ -123,7 +126,8 @@ extern "C" cudaError_t vd_subsample2(const void *in, int h, int w, int c, void *
 }
 
 template <typename T>
-__global__ void nhwc_to_nchw_kernel(const T *in, int h, int w, int c, int c_stride, float *out)
+__global__ void __launch_bounds__(256)
+    nhwc_to_nchw_kernel(const T *in, int h, int w, int c, int c_stride, float *out)
 {
     long long n = (long long)h * w * c;
     VD_GRID_LOOP(idx, n)
@@ -146,7 +150,7 @@ extern "C" cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, 
     return vd_launch_status();
 }
 
-__global__ void f32_to_f16_kernel(const float *in, long long n, __half *out)
+__global__ void __launch_bounds__(256) f32_to_f16_kernel(const float *in, long long n, __half *out)
 {
     VD_GRID_LOOP(i, n)
     out[i] = __float2half_rn(in[i]);
@@ -167,8 +171,9 @@ extern "C" cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype d
 #define COUNT_THREADS 256
 
 template <typename T>
-__global__ void count_nonfinite_kernel(const T *data, int capacity, int cols, int stride,
-                                       const int *n_rows, int *count)
+__global__ void __launch_bounds__(COUNT_THREADS)
+    count_nonfinite_kernel(const T *data, int capacity, int cols, int stride, const int *n_rows,
+                           int *count)
 {
     int rows = n_rows != NULL ? max(0, min(*n_rows, capacity)) : capacity;
     long long n = (long long)rows * cols;

@@ -11,9 +11,9 @@
 #include "vd_kernels_common.cuh"
 
 template <typename T>
-__global__ void mask_probabilities_kernel(const T *logits, int rows, int pooled, int stride,
-                                          int num_classes, const vd_kernel_result *result,
-                                          float *probs)
+__global__ void __launch_bounds__(256)
+    mask_probabilities_kernel(const T *logits, int rows, int pooled, int stride, int num_classes,
+                              const vd_kernel_result *result, float *probs)
 {
     int m = 2 * pooled;
     int n = min(result->count, rows);

@@ -5,7 +5,7 @@
  * in double), activations from vd_math.h. */
 #include "vd_kernels_common.cuh"
 
-template <typename T> __global__ void hardswish_kernel(T *data, long long n)
+template <typename T> __global__ void __launch_bounds__(256) hardswish_kernel(T *data, long long n)
 {
     VD_GRID_LOOP(i, n)
     {
@@ -30,7 +30,9 @@ extern "C" cudaError_t vd_hardswish(void *data, size_t n, vd_dtype dtype, cudaSt
 #define SE_THREADS 256
 
 /* grid (ceil(c / SE_CH), n_images), block (SE_CH, SE_ROWS) */
-template <typename T> __global__ void se_means_kernel(const T *data, int hw, int c, float *means)
+template <typename T>
+__global__ void __launch_bounds__(SE_CH *SE_ROWS)
+    se_means_kernel(const T *data, int hw, int c, float *means)
 {
     __shared__ double partial[SE_ROWS][SE_CH];
     int ch = blockIdx.x * SE_CH + threadIdx.x;
@@ -52,9 +54,9 @@ template <typename T> __global__ void se_means_kernel(const T *data, int hw, int
 }
 
 /* grid n_images, block SE_THREADS, dynamic shared (c + s) floats */
-__global__ void se_excite_kernel(const float *means, int c, int s, const float *fc1_w,
-                                 const float *fc1_b, const float *fc2_w, const float *fc2_b,
-                                 float *scales)
+__global__ void __launch_bounds__(SE_THREADS)
+    se_excite_kernel(const float *means, int c, int s, const float *fc1_w, const float *fc1_b,
+                     const float *fc2_w, const float *fc2_b, float *scales)
 {
     extern __shared__ float se_shared[];
     float *mean = se_shared, *hidden = se_shared + c;
@@ -82,8 +84,8 @@ __global__ void se_excite_kernel(const float *means, int c, int s, const float *
 }
 
 template <typename T>
-__global__ void se_scale_kernel(T *data, long long n, long long image_elements, int c,
-                                const float *scales)
+__global__ void __launch_bounds__(256)
+    se_scale_kernel(T *data, long long n, long long image_elements, int c, const float *scales)
 {
     VD_GRID_LOOP(i, n)
     {

@@ -113,7 +113,8 @@ extern "C" size_t vd_nms_workspace_size(const vd_nms_shape *shape)
 /* Kernels                                                                   */
 
 template <typename T>
-__global__ void nms_keys_kernel(const T *scores, int n, float *keys, int *values)
+__global__ void __launch_bounds__(256)
+    nms_keys_kernel(const T *scores, int n, float *keys, int *values)
 {
     VD_GRID_LOOP(i, n)
     {
@@ -124,9 +125,9 @@ __global__ void nms_keys_kernel(const T *scores, int n, float *keys, int *values
 }
 
 template <typename T>
-__global__ void nms_gather_kernel(const T *boxes, const int *groups, const float *keys_sorted,
-                                  const int *order, int max_candidates, float *boxes_sorted,
-                                  int *groups_sorted, int *n_valid)
+__global__ void __launch_bounds__(256)
+    nms_gather_kernel(const T *boxes, const int *groups, const float *keys_sorted, const int *order,
+                      int max_candidates, float *boxes_sorted, int *groups_sorted, int *n_valid)
 {
     VD_GRID_LOOP(i, max_candidates)
     {
@@ -145,8 +146,9 @@ __global__ void nms_gather_kernel(const T *boxes, const int *groups, const float
     }
 }
 
-__global__ void nms_mask_kernel(const float *boxes, const int *groups, const int *n_valid,
-                                int col_blocks_cap, float threshold, mask_word *mask)
+__global__ void __launch_bounds__(NMS_BLOCK)
+    nms_mask_kernel(const float *boxes, const int *groups, const int *n_valid, int col_blocks_cap,
+                    float threshold, mask_word *mask)
 {
     __shared__ float col_box[NMS_BLOCK][4];
     __shared__ float col_area[NMS_BLOCK];
@@ -189,8 +191,9 @@ __global__ void nms_mask_kernel(const float *boxes, const int *groups, const int
     }
 }
 
-__global__ void nms_reduce_kernel(const mask_word *mask, const int *order, const int *n_valid,
-                                  int col_blocks_cap, int max_keep, int *keep, int *n_keep)
+__global__ void __launch_bounds__(NMS_REDUCE_THREADS)
+    nms_reduce_kernel(const mask_word *mask, const int *order, const int *n_valid,
+                      int col_blocks_cap, int max_keep, int *keep, int *n_keep)
 {
     extern __shared__ mask_word removed[]; /* [col_blocks_cap] */
     __shared__ mask_word diag[NMS_BLOCK];

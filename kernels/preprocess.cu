@@ -69,9 +69,9 @@ static __device__ __forceinline__ void fetch_rgb(const vd_device_frame &f,
 }
 
 template <typename T>
-__global__ void preprocess_kernel(vd_device_frame frame, norm_params norm, int resized_h,
-                                  int resized_w, int padded_h, int padded_w, int channels,
-                                  T *out)
+__global__ void __launch_bounds__(256)
+    preprocess_kernel(vd_device_frame frame, norm_params norm, int resized_h, int resized_w,
+                      int padded_h, int padded_w, int channels, T *out)
 {
     /* (v / 255 - mean[c]) / std[c] for every byte value, per channel */
     __shared__ float lut[3][256];

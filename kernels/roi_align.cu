@@ -54,8 +54,9 @@ struct vec_io<T, 1> {
 };
 
 template <typename T, int V, typename O>
-__global__ void roi_align_kernel(vd_roi_levels lv, const float *rois, const int *n_rois,
-                                 int capacity, int pooled, int sampling_ratio, O *out)
+__global__ void __launch_bounds__(256)
+    roi_align_kernel(vd_roi_levels lv, const float *rois, const int *n_rois, int capacity,
+                     int pooled, int sampling_ratio, O *out)
 {
     int n = n_rois != NULL ? *n_rois : capacity;
     int groups = lv.channels / V;
@@ -189,8 +190,9 @@ static __device__ __forceinline__ bool roi_align_element_of(const vd_roi_align_s
  * are vd_math.h's, the CPU backward's; atomicAdd makes the order of the sums
  * the only difference. */
 template <typename G>
-__global__ void roi_align_backward_kernel(vd_roi_align_shape shape, const G *grad_output,
-                                          const float *rois, int n_rois, float *grad_acc)
+__global__ void __launch_bounds__(256)
+    roi_align_backward_kernel(vd_roi_align_shape shape, const G *grad_output, const float *rois,
+                              int n_rois, float *grad_acc)
 {
     int C = shape.channels, PH = shape.pooled_h, PW = shape.pooled_w;
     int H = shape.height, W = shape.width;
@@ -224,8 +226,9 @@ __global__ void roi_align_backward_kernel(vd_roi_align_shape shape, const G *gra
  * channel), channel fastest), in vd_roi_align_forward's arithmetic: each
  * sample's blend added in fp32 in the CPU's order, then divided by the count. */
 template <typename T>
-__global__ void roi_align_forward_kernel(vd_roi_align_shape shape, const T *features,
-                                         const float *rois, int n_rois, T *out)
+__global__ void __launch_bounds__(256)
+    roi_align_forward_kernel(vd_roi_align_shape shape, const T *features, const float *rois,
+                             int n_rois, T *out)
 {
     int C = shape.channels, PH = shape.pooled_h, PW = shape.pooled_w;
     int H = shape.height, W = shape.width;

@@ -19,7 +19,8 @@ static __device__ __forceinline__ int level_of(const vd_rpn_levels &lv, const in
 }
 
 template <typename T>
-__global__ void gather_logits_kernel(vd_rpn_levels lv, float *keys, int *values)
+__global__ void __launch_bounds__(256)
+    gather_logits_kernel(vd_rpn_levels lv, float *keys, int *values)
 {
     long long total = lv.anchor_offset[lv.n_levels];
     VD_GRID_LOOP(g, total)
@@ -143,10 +144,10 @@ extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_im
 }
 
 template <typename T>
-__global__ void decode_kernel(vd_rpn_levels lv, const float *keys_sorted,
-                              const int *values_sorted, const float *anchors, float resized_h,
-                              float resized_w, float min_size, float score_threshold,
-                              float *boxes, float *scores, int *groups)
+__global__ void __launch_bounds__(128)
+    decode_kernel(vd_rpn_levels lv, const float *keys_sorted, const int *values_sorted,
+                  const float *anchors, float resized_h, float resized_w, float min_size,
+                  float score_threshold, float *boxes, float *scores, int *groups)
 {
     long long total = lv.candidate_offset[lv.n_levels];
     VD_GRID_LOOP(slot, total)
@@ -193,9 +194,10 @@ extern "C" cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype
     return vd_launch_status();
 }
 
-__global__ void gather_proposals_kernel(const float *boxes, const float *scores, const int *keep,
-                                        const int *n_keep, int capacity, float *proposals,
-                                        float *proposal_scores)
+__global__ void __launch_bounds__(256)
+    gather_proposals_kernel(const float *boxes, const float *scores, const int *keep,
+                            const int *n_keep, int capacity, float *proposals,
+                            float *proposal_scores)
 {
     int n = *n_keep;
     VD_GRID_LOOP(j, capacity)
