@@ -54,12 +54,14 @@ vd_test_packages=(
 # From Debian 13 on (GStreamer 1.24 and newer) the tests build and test the
 # GstAnalytics parts: gstreamer-analytics-1.0 is in libgstreamer-plugins-bad1.0-dev,
 # which pulls in libopencv-dev (in the Debian 13 root, 171 packages more, 116 MB to
-# download). Debian 12's GStreamer 1.22 has no analytics library.
+# download), and tests/gst/test_analytics.py reads the entries from Python through
+# GstAnalytics-1.0's introspection data (gir1.2-gst-plugins-bad-1.0; that package's
+# 1.22 in Debian 12 has none). Debian 12's GStreamer 1.22 has no analytics library.
 vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && echo "${VERSION_ID:-testing}")" \
   || vd_debian_version=""
 case "$vd_debian_version" in
   ""|[0-9]|1[0-2]) ;;   # not Debian, or Debian 12 and older
-  *) vd_test_packages+=(libgstreamer-plugins-bad1.0-dev) ;;
+  *) vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
 esac
 unset vd_debian_version
 

@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""GStreamer's analytics metadata (GstAnalytics, 1.24+) between our elements
+and GStreamer's own, with the real elements.
+
+    test_analytics.py overlay | producer | gi
+
+overlay: videotestsrc pattern=ball ! visiondetect (the bundled shapes model)
+  ! objectdetectionoverlay (GStreamer's, gst-plugins-bad) ! appsink. Each
+  frame's object-detection entries are visiondetect's boxes (the ROI meta of
+  the same id, same class and rectangle); the overlay's pixels, against the
+  frame before it (a pad probe keeps a copy), changed along every edge of
+  every box (within EDGE_TOL pixels of the edge, on at least EDGE_COVER of
+  its length) and nowhere else (no changed pixel farther than EDGE_TOL from
+  a box's outline): GStreamer's overlay draws our boxes where we put them.
+
+producer: another producer's entries: a Python appsrc attaches, through
+  GstAnalytics' introspection data, object-detection entries only (no ROI
+  meta, no companion meta) for two objects moving across 12 frames, then
+  visiontrack ! visionjson (our schema) ! visionjson format=dlstreamer !
+  appsink. Each line has both objects with the boxes attached (normalised),
+  their class names, confidences, label_id -1; from the frame a track is
+  confirmed on, an object_id on each that stays the same for that object and
+  differs between the two (ids on their boxes), and the same id in the
+  tracking entry (GstAnalyticsTrackingMtd) visiontrack relates to each
+  object-detection entry, and in the DL Streamer line's "id"; each object
+  has exactly the keys a line of visiondetect's own detections has (same
+  schema).
+
+gi: every field readable from Python through GstAnalytics-1.0 next to our
+  GstVisionDetect-1.0: videotestsrc pattern=ball ! visiondetect interval=2
+  ! visiontrack ! appsink, then the mask fixture model (a Mask R-CNN) !
+  appsink. For each detection of the companion meta (read through our
+  typelib) the object-detection entry of its ROI meta's id: class, rounded
+  box and confidence (float32) equal; for a tracked object, the tracking
+  entry it relates to (id, first seen <= last seen, not lost), on the
+  predicted boxes of skipped frames too; for a mask, the segmentation entry
+  related both ways to its detection, its rectangle and every pixel equal to
+  the companion meta's mask (>= 128).
+
+Exits 77 (skipped) with the reason when GStreamer's analytics introspection
+data (GstAnalytics-1.0, GStreamer >= 1.24) or objectdetectionoverlay is not
+installed or the plugin was built without the analytics library (the Debian
+12 host); 1 on any mismatch.
+"""
+import os
+import sys
+import tempfile
+import json
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else ""
+if MODE not in ("overlay", "producer", "gi"):
+    print("usage: test_analytics.py overlay|producer|gi")
+    sys.exit(2)
+
+import gi  # noqa: E402
+
+gi.require_version("GLib", "2.0")
+gi.require_version("Gst", "1.0")
+gi.require_version("GstApp", "1.0")
+gi.require_version("GstVideo", "1.0")
+try:
+    gi.require_version("GstAnalytics", "1.0")
+except ValueError:
+    print("GstAnalytics-1.0 introspection data not installed (GStreamer < "
+          "1.24 or no gir1.2-gst-plugins-bad-1.0): skipped; the Debian 13 "
+          "run (tests/debian13.sh) runs it")
+    sys.exit(77)
+from gi.repository import GLib, Gst, GstAnalytics, GstApp, GstVideo  # noqa: E402,F401
+
+Gst.init(None)
+
+WIDTH, HEIGHT = 320, 240
+EDGE_TOL = 2        # pixels: a 1-2 pixel wide line around the edge, antialiased
+EDGE_COVER = 0.9    # of an edge's length; the ball's own edge may hide a pixel
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def finish():
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("OK")
+    sys.exit(0)
+
+
+def plugin_has_analytics():
+    """Whether visiondetect writes object-detection entries (the plugin was
+    built with the analytics library): one frame through it."""
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers=1 ! video/x-raw,format=RGB,"
+        f"width={WIDTH},height={HEIGHT} ! visiondetect model=\"{shapes_model()}\" "
+        f"threads=2 ! appsink name=sink")
+    bufs = run(pipeline)
+    return bufs and GstAnalytics.buffer_get_analytics_relation_meta(bufs[0][0]) is not None
+
+
+def shapes_model():
+    return os.path.join(os.environ.get("VD_TEST_SRCDIR", "."), "models",
+                        "visiondetect-shapes.safetensors")
+
+
+def run(pipeline, sink_name="sink", timeout=120):
+    """Runs @pipeline to EOS; the (buffer, caps) of every sample of its
+    appsink."""
+    sink = pipeline.get_by_name(sink_name)
+    samples = []
+
+    def on_sample(s):
+        sample = s.emit("pull-sample")
+        samples.append((sample.get_buffer(), sample.get_caps()))
+        return Gst.FlowReturn.OK
+
+    sink.set_property("emit-signals", True)
+    sink.set_property("sync", False)
+    sink.connect("new-sample", on_sample)
+    pipeline.set_state(Gst.State.PLAYING)
+    msg = pipeline.get_bus().timed_pop_filtered(
+        timeout * Gst.SECOND, Gst.MessageType.EOS | Gst.MessageType.ERROR)
+    pipeline.set_state(Gst.State.NULL)
+    if msg is None or msg.type == Gst.MessageType.ERROR:
+        err = msg.parse_error() if msg is not None else "timeout"
+        check(False, f"pipeline did not reach EOS: {err}")
+        return []
+    return samples
+
+
+def mtds(rmeta, mtd_type):
+    """Every entry of @mtd_type in @rmeta (by id)."""
+    out = []
+    for i in range(GstAnalytics.relation_get_length(rmeta)):
+        ok, mtd = rmeta.get_mtd(i, GstAnalytics.MTD_TYPE_ANY)
+        if ok and mtd.get_mtd_type() == mtd_type:
+            out.append(i)
+    return out
+
+
+def ods(rmeta):
+    out = []
+    for i in mtds(rmeta, GstAnalytics.od_mtd_get_mtd_type()):
+        ok, od = rmeta.get_od_mtd(i)
+        check(ok, f"entry {i}: get_od_mtd FALSE")
+        if ok:
+            out.append(od)
+    return out
+
+
+def related_tracking(rmeta, od_id):
+    """The tracking entry @od_id relates to (RELATE_TO), or None."""
+    for i in mtds(rmeta, GstAnalytics.tracking_mtd_get_mtd_type()):
+        if rmeta.get_relation(od_id, i) == GstAnalytics.RelTypes.RELATE_TO:
+            ok, trk = rmeta.get_tracking_mtd(i)
+            return trk if ok else None
+    return None
+
+
+def roi_metas(buf):
+    """{id: ROI meta} of @buf, through GstVideo's introspection data."""
+    api = GstVideo.VideoRegionOfInterestMeta.get_info().api
+    count = buf.get_n_meta(api)
+    rois = {}
+    roi_id = 0
+    while len(rois) < count and roi_id < 10000:
+        roi = GstVideo.buffer_get_video_region_of_interest_meta_id(buf, roi_id)
+        if roi is not None:
+            rois[roi_id] = roi
+        roi_id += 1
+    return rois
+
+
+def skip_without_plugin_analytics():
+    if not plugin_has_analytics():
+        print("visiondetect was built without GStreamer's analytics library "
+              "(GStreamer < 1.24): no object-detection entries to test: skipped")
+        sys.exit(77)
+
+
+# ---- overlay ------------------------------------------------------------------
+
+def test_overlay():
+    import numpy as np
+
+    if Gst.ElementFactory.find("objectdetectionoverlay") is None:
+        print("GStreamer's objectdetectionoverlay (gst-plugins-bad >= 1.24, "
+              "analyticsoverlay) not installed: skipped")
+        sys.exit(77)
+    skip_without_plugin_analytics()
+    frames = 8
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers={frames} ! video/x-raw,"
+        f"format=RGBA,width={WIDTH},height={HEIGHT} ! visiondetect "
+        f"model=\"{shapes_model()}\" threads=2 ! objectdetectionoverlay "
+        f"name=overlay draw-labels=false object-detection-outline-color="
+        f"0xff00ff00 ! appsink name=sink")
+    before = {}
+
+    def keep_frame(pad, info):
+        buf = info.get_buffer()
+        ok, m = buf.map(Gst.MapFlags.READ)
+        if ok:
+            before[buf.pts] = bytes(m.data)
+            buf.unmap(m)
+        return Gst.PadProbeReturn.OK
+
+    pipeline.get_by_name("overlay").get_static_pad("sink").add_probe(
+        Gst.PadProbeType.BUFFER, keep_frame)
+    samples = run(pipeline)
+    check(len(samples) == frames, f"{len(samples)} frames, want {frames}")
+    boxes_seen = 0
+    for index, (buf, caps) in enumerate(samples):
+        info = GstVideo.VideoInfo.new_from_caps(caps)
+        stride = info.stride[0]
+        rmeta = GstAnalytics.buffer_get_analytics_relation_meta(buf)
+        if not check(rmeta is not None, f"frame {index}: no analytics meta"):
+            continue
+        rois = roi_metas(buf)
+        boxes = []
+        for od in ods(rmeta):
+            ok, x, y, w, h, conf = od.get_location()
+            check(ok, f"frame {index}: entry {od.id}: no location")
+            roi = rois.get(od.id)
+            if check(roi is not None, f"frame {index}: entry {od.id}: no ROI meta "
+                     f"of its id"):
+                check((roi.x, roi.y, roi.w, roi.h) == (x, y, w, h)
+                      and roi.roi_type == od.get_obj_type(),
+                      f"frame {index}: entry {od.id} ({x},{y},{w},{h}) is not "
+                      f"its ROI meta ({roi.x},{roi.y},{roi.w},{roi.h})")
+            boxes.append((x, y, w, h))
+        check(len(boxes) >= 1, f"frame {index}: no object-detection entry")
+        boxes_seen += len(boxes)
+
+        ok, m = buf.map(Gst.MapFlags.READ)
+        after = np.frombuffer(bytes(m.data), np.uint8)
+        buf.unmap(m)
+        raw = before.get(buf.pts)
+        if not check(raw is not None, f"frame {index}: no copy before the overlay"):
+            continue
+        a = after[:stride * HEIGHT].reshape(HEIGHT, stride)[:, :WIDTH * 4]
+        b = np.frombuffer(raw, np.uint8)[:stride * HEIGHT].reshape(
+            HEIGHT, stride)[:, :WIDTH * 4]
+        changed = (a.reshape(HEIGHT, WIDTH, 4)[:, :, :3]
+                   != b.reshape(HEIGHT, WIDTH, 4)[:, :, :3]).any(axis=2)
+        near = np.zeros((HEIGHT, WIDTH), bool)
+        ys, xs = np.mgrid[0:HEIGHT, 0:WIDTH]
+        for (x, y, w, h) in boxes:
+            x2, y2 = x + w, y + h
+            inside = ((xs >= x - EDGE_TOL) & (xs <= x2 + EDGE_TOL)
+                      & (ys >= y - EDGE_TOL) & (ys <= y2 + EDGE_TOL))
+            inner = ((xs > x + EDGE_TOL) & (xs < x2 - EDGE_TOL)
+                     & (ys > y + EDGE_TOL) & (ys < y2 - EDGE_TOL))
+            near |= inside & ~inner
+            # every edge drawn along its length: per position along the edge,
+            # a changed pixel within EDGE_TOL across it
+            edges = {
+                "left": changed[y:y2, max(x - EDGE_TOL, 0):x + EDGE_TOL + 1].any(axis=1),
+                "right": changed[y:y2, max(x2 - EDGE_TOL, 0):x2 + EDGE_TOL + 1].any(axis=1),
+                "top": changed[max(y - EDGE_TOL, 0):y + EDGE_TOL + 1, x:x2].any(axis=0),
+                "bottom": changed[max(y2 - EDGE_TOL, 0):y2 + EDGE_TOL + 1, x:x2].any(axis=0),
+            }
+            for name, drawn in edges.items():
+                cover = drawn.mean() if drawn.size else 0.0
+                check(cover >= EDGE_COVER,
+                      f"frame {index}: box ({x},{y},{w},{h}): {name} edge drawn on "
+                      f"{100 * cover:.0f}% of its length, want >= "
+                      f"{100 * EDGE_COVER:.0f}%")
+        stray = changed & ~near
+        if stray.any():
+            sy, sx = np.argwhere(stray)[0]
+            check(False, f"frame {index}: {int(stray.sum())} pixels changed away "
+                  f"from the boxes {boxes}, the first at ({sx},{sy})")
+        check(changed.any(), f"frame {index}: the overlay drew nothing")
+    check(boxes_seen >= frames, f"{boxes_seen} boxes over {frames} frames")
+    finish()
+
+
+# ---- producer -----------------------------------------------------------------
+
+# two objects moving right and down, 4 pixels a frame; (class, x, y, w, h, conf)
+OBJECTS = [("car", 20, 30, 60, 40, 0.9), ("person", 200, 60, 30, 80, 0.8)]
+PRODUCER_FRAMES = 12
+
+
+def object_at(obj, frame):
+    label, x, y, w, h, conf = obj
+    return label, x + 4 * frame, y + 2 * frame, w, h, conf
+
+
+def own_schema_keys():
+    """The keys of an object of visionjson's own lines for visiondetect's
+    detections tracked by visiontrack: what another producer's must have."""
+    path = tempfile.mktemp(suffix=".jsonl")
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers=4 ! video/x-raw,format=RGB,"
+        f"width={WIDTH},height={HEIGHT} ! visiondetect model=\"{shapes_model()}\" "
+        f"threads=2 ! visiontrack ! visionjson location=\"{path}\" ! appsink name=sink")
+    run(pipeline)
+    keys = set()
+    with open(path) as f:
+        for line in f:
+            for o in json.loads(line)["objects"]:
+                if "object_id" in o:
+                    keys = set(o)
+    os.unlink(path)
+    check(keys, "visiondetect ! visiontrack wrote no tracked object")
+    return keys
+
+
+def test_producer():
+    skip_without_plugin_analytics()
+    want_keys = own_schema_keys()
+    tmp = tempfile.mkdtemp()
+    ours = os.path.join(tmp, "ours.jsonl")
+    dls = os.path.join(tmp, "dlstreamer.jsonl")
+    pipeline = Gst.parse_launch(
+        f"appsrc name=src format=time caps=video/x-raw,format=RGB,width={WIDTH},"
+        f"height={HEIGHT},framerate=25/1 ! visiontrack ! visionjson "
+        f"location=\"{ours}\" ! visionjson format=dlstreamer location=\"{dls}\" "
+        f"! appsink name=sink")
+    src = pipeline.get_by_name("src")
+    pipeline.set_state(Gst.State.PAUSED)
+    size = WIDTH * HEIGHT * 3
+    for frame in range(PRODUCER_FRAMES):
+        buf = Gst.Buffer.new_wrapped(bytes(size))
+        buf.pts = frame * Gst.SECOND // 25
+        buf.duration = Gst.SECOND // 25
+        rmeta = GstAnalytics.buffer_add_analytics_relation_meta(buf)
+        for obj in OBJECTS:
+            label, x, y, w, h, conf = object_at(obj, frame)
+            ok, _ = rmeta.add_od_mtd(GLib.quark_from_string(label), x, y, w, h, conf)
+            check(ok, f"frame {frame}: add_od_mtd refused")
+        check(src.emit("push-buffer", buf) == Gst.FlowReturn.OK,
+              f"frame {frame}: push-buffer")
+    src.emit("end-of-stream")
+    samples = run(pipeline)
+    check(len(samples) == PRODUCER_FRAMES, f"{len(samples)} buffers out")
+
+    ids = {}
+    with open(ours) as f:
+        lines = [json.loads(line) for line in f]
+    with open(dls) as f:
+        dl_lines = [json.loads(line) for line in f]
+    check(len(lines) == PRODUCER_FRAMES and len(dl_lines) == PRODUCER_FRAMES,
+          f"{len(lines)} and {len(dl_lines)} lines, want {PRODUCER_FRAMES}")
+    for frame, (line, dl, (buf, _)) in enumerate(zip(lines, dl_lines, samples)):
+        objects = line["objects"]
+        check(len(objects) == len(OBJECTS), f"frame {frame}: {len(objects)} objects")
+        rmeta = GstAnalytics.buffer_get_analytics_relation_meta(buf)
+        entries = ods(rmeta) if rmeta is not None else []
+        for obj, o in zip(OBJECTS, objects):
+            label, x, y, w, h, conf = object_at(obj, frame)
+            check(o["label"] == label and o["label_id"] == -1
+                  and abs(o["confidence"] - conf) < 1e-6,
+                  f"frame {frame}: {o} is not {label} at {conf}")
+            box = o["box"]
+            check(abs(box["x_min"] - x / WIDTH) < 1e-6
+                  and abs(box["y_min"] - y / HEIGHT) < 1e-6
+                  and abs(box["x_max"] - (x + w) / WIDTH) < 1e-6
+                  and abs(box["y_max"] - (y + h) / HEIGHT) < 1e-6,
+                  f"frame {frame}: {label}'s box {box}, attached ({x},{y},{w},{h})")
+            if frame < 1:       # a track is confirmed on its second frame
+                continue
+            if not check("object_id" in o, f"frame {frame}: {label} has no object_id"):
+                continue
+            check(set(o) == want_keys,
+                  f"frame {frame}: keys {sorted(o)}, visiondetect's {sorted(want_keys)}")
+            check(o["tracked"] is False, f"frame {frame}: {label} marked tracked")
+            ids.setdefault(label, o["object_id"])
+            check(o["object_id"] == ids[label],
+                  f"frame {frame}: {label} has id {o['object_id']}, "
+                  f"was {ids[label]}")
+            # the tracking entry related to the entry of the same box
+            od = [e for e in entries if e.get_location()[1:5] == (x, y, w, h)]
+            trk = related_tracking(rmeta, od[0].id) if od else None
+            if check(trk is not None, f"frame {frame}: {label}'s entry relates to "
+                     "no tracking entry"):
+                ok, tid, first, last, lost = trk.get_info()
+                check(tid == o["object_id"] and not lost and first <= last,
+                      f"frame {frame}: {label}'s tracking entry {tid} "
+                      f"({first}, {last}, lost {lost}), JSON {o['object_id']}")
+            d = [p for p in dl.get("objects", []) if p.get("roi_type") == label]
+            check(len(d) == 1 and d[0].get("id") == o["object_id"]
+                  and d[0]["x"] == x and d[0]["w"] == w
+                  and d[0]["detection"]["label"] == label,
+                  f"frame {frame}: DL Streamer line {d} for {label} "
+                  f"({o['object_id']})")
+    check(len(set(ids.values())) == len(OBJECTS), f"ids {ids}: not one per object")
+    for p in (ours, dls):
+        os.unlink(p)
+    os.rmdir(tmp)
+    finish()
+
+
+# ---- gi -----------------------------------------------------------------------
+
+def test_gi():
+    if os.environ.get("VD_TEST_HAVE_GIR") == "0":
+        print("GstVisionDetect-1.0.typelib not built: skipped")
+        sys.exit(77)
+    gi.require_version("GstVisionDetect", "1.0")
+    from gi.repository import GstVisionDetect
+
+    skip_without_plugin_analytics()
+    seen = {"od": 0, "tracked": 0, "predicted": 0, "masks": 0}
+
+    def check_buffer(what, buf, caps):
+        info = GstVideo.VideoInfo.new_from_caps(caps)
+        meta = GstVisionDetect.buffer_get_vision_detect_meta(buf)
+        rmeta = GstAnalytics.buffer_get_analytics_relation_meta(buf)
+        if not check(meta is not None, f"{what}: no companion meta"):
+            return
+        n = meta.get_n_detections()
+        if n == 0:
+            return
+        if not check(rmeta is not None, f"{what}: {n} detections, no analytics meta"):
+            return
+        rois = roi_metas(buf)
+        for i in range(n):
+            ok, d = meta.get_detection(i)
+            check(ok, f"{what}: get_detection({i})")
+            ok, od = rmeta.get_od_mtd(d.roi_id)
+            if not check(ok, f"{what}: detection {i}: no object-detection entry "
+                         f"{d.roi_id} (its ROI meta's id)"):
+                continue
+            seen["od"] += 1
+            ok, x, y, w, h, conf = od.get_location()
+            x1, y1 = round(d.x), round(d.y)
+            x2, y2 = round(d.x + d.w), round(d.y + d.h)
+            check(ok and (x, y, w, h) == (x1, y1, x2 - x1, y2 - y1),
+                  f"{what}: entry {od.id} at ({x},{y},{w},{h}), detection "
+                  f"({d.x:.2f},{d.y:.2f},{d.w:.2f},{d.h:.2f})")
+            check(abs(conf - d.confidence) <= 1e-6 * max(1.0, d.confidence),
+                  f"{what}: entry {od.id} confidence {conf}, {d.confidence}")
+            check(GLib.quark_to_string(od.get_obj_type())
+                  == d.get_label(),
+                  f"{what}: entry {od.id} class "
+                  f"{GLib.quark_to_string(od.get_obj_type())}")
+            check(od.get_confidence_lvl() == (True, conf), f"{what}: confidence level")
+            roi = rois.get(d.roi_id)
+            check(roi is not None and (roi.x, roi.y, roi.w, roi.h) == (x, y, w, h),
+                  f"{what}: ROI meta {d.roi_id} not the entry's box")
+            trk = related_tracking(rmeta, od.id)
+            if d.object_id > 0:
+                if check(trk is not None, f"{what}: tracked detection {i} (id "
+                         f"{d.object_id}, predicted {d.tracked}): no tracking entry"):
+                    ok, tid, first, last, lost = trk.get_info()
+                    check(ok and tid == d.object_id and first <= buf.pts
+                          and not lost,
+                          f"{what}: tracking entry {tid} first {first} last {last} "
+                          f"lost {lost} for id {d.object_id} at {buf.pts}")
+                    if not d.tracked:
+                        check(last == buf.pts, f"{what}: detected id {tid}: last "
+                              f"seen {last}, not this frame {buf.pts}")
+                    seen["predicted" if d.tracked else "tracked"] += 1
+            mask = meta.get_mask(i)
+            if mask[0] is None:
+                continue
+            data, mx, my, mw, mh = mask
+            seg = None
+            for s in mtds(rmeta, GstAnalytics.segmentation_mtd_get_mtd_type()):
+                if (rmeta.get_relation(od.id, s) == GstAnalytics.RelTypes.RELATE_TO
+                        and rmeta.get_relation(s, od.id)
+                        == GstAnalytics.RelTypes.RELATE_TO):
+                    seg = rmeta.get_segmentation_mtd(s)[1]
+            if not check(seg is not None, f"{what}: mask of detection {i}: no "
+                         "segmentation entry related both ways"):
+                continue
+            seen["masks"] += 1
+            mbuf, sx, sy, sw, sh = seg.get_mask()
+            check((sx, sy, sw, sh) == (mx, my, mw, mh),
+                  f"{what}: segmentation at ({sx},{sy},{sw},{sh}), mask "
+                  f"({mx},{my},{mw},{mh})")
+            ok, m = mbuf.map(Gst.MapFlags.READ)
+            pixels = bytes(m.data)
+            mbuf.unmap(m)
+            want = bytes(1 if v >= 128 else 0 for v in data.get_data())
+            check(pixels[:mw * mh] == want, f"{what}: segmentation pixels differ "
+                  "from the companion mask")
+        del info
+
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers=12 ! video/x-raw,format=RGB,"
+        f"width={WIDTH},height={HEIGHT} ! visiondetect model=\"{shapes_model()}\" "
+        f"threads=2 interval=2 ! visiontrack ! appsink name=sink")
+    for index, (buf, caps) in enumerate(run(pipeline)):
+        check_buffer(f"ball frame {index}", buf, caps)
+    mask_model = os.environ.get("VD_TEST_MASK_MODEL", "")
+    if check(os.path.exists(mask_model), f"no mask model {mask_model!r}"):
+        pipeline = Gst.parse_launch(
+            f"videotestsrc num-buffers=2 ! video/x-raw,format=RGB,width={WIDTH},"
+            f"height={HEIGHT} ! visiondetect model=\"{mask_model}\" threads=2 "
+            f"threshold=0 device=cpu ! appsink name=sink")
+        for index, (buf, caps) in enumerate(run(pipeline)):
+            check_buffer(f"mask frame {index}", buf, caps)
+    print("checked:", seen)
+    check(seen["od"] > 0 and seen["tracked"] > 0 and seen["predicted"] > 0,
+          f"not every kind of entry seen: {seen}")
+    check(seen["masks"] > 0, f"no mask seen: {seen}")
+    finish()
+
+
+{"overlay": test_overlay, "producer": test_producer, "gi": test_gi}[MODE]()
