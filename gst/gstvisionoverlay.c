@@ -16,7 +16,11 @@
  * gets its mask filled with the class colour, translucent
  * (#GstVisionOverlay:masks turns that off). It reads the detections visiondetect attaches (its companion
  * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
- * "detection" parameters DL Streamer uses when present.
+ * "detection" parameters DL Streamer uses when present. Built against
+ * GStreamer >= 1.24, it also draws any producer's #GstAnalyticsODMtd entries
+ * that no ROI meta shows (GStreamer's tensor decoders attach only those),
+ * with the id of the #GstAnalyticsTrackingMtd each relates to and the mask
+ * of its #GstAnalyticsSegmentationMtd (1.26).
  *
  * It draws on packed RGB formats (BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR,
  * RGB, BGR); put a videoconvert in front of it for YUV video.
@@ -32,9 +36,15 @@
 #include "config.h"
 #endif
 
+#include "vd_config.h"
+
 #include "gstvisionoverlay.h"
 #include "gstvisiondetectmeta.h"
 #include "gstvisionmask.h"
+
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -589,13 +599,24 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   return GST_FLOW_OK;
 }
 
-/* Whether @buffer has a detection to draw: a ROI meta, or a companion meta
- * that is not empty (visiondetect adds one to every frame it ran on). */
+/* Whether @buffer has a detection to draw: a ROI meta, a companion meta
+ * that is not empty (visiondetect adds one to every frame it ran on), or
+ * (GStreamer >= 1.24) an object-detection entry. */
 static gboolean
 has_detections (GstBuffer * buffer)
 {
   GstVisionDetectMeta *meta;
   gpointer state = NULL;
+#ifdef HAVE_GST_ANALYTICS
+  GstAnalyticsRelationMeta *relations =
+      gst_buffer_get_analytics_relation_meta (buffer);
+  GstAnalyticsODMtd od;
+  gpointer od_state = NULL;
+
+  if (relations != NULL && gst_analytics_relation_meta_iterate (relations,
+          &od_state, gst_analytics_od_mtd_get_mtd_type (), &od))
+    return TRUE;
+#endif
 
   if (gst_buffer_get_meta (buffer,
           GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE) != NULL)

@@ -2,7 +2,11 @@
  * on the buffers by hand (companion meta, or ROI metas only), so no engine is
  * needed. */
 #include "vdtest.h"
+#include "vd_config.h"
 
+#ifdef HAVE_GST_ANALYTICS
+#include <gst/analytics/analytics.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,13 +37,35 @@ grey_frame (GstVideoFormat format, GstVideoInfo * info)
   return buffer;
 }
 
-static void
-add_boxes (GstBuffer * buffer, gboolean companion)
+/* where add_boxes() puts the boxes */
+typedef enum
 {
-  GstVisionDetectMeta *meta = companion ?
+  BOXES_ROI_ONLY,
+  BOXES_COMPANION,              /* and their ROI metas */
+  BOXES_ANALYTICS_ONLY,         /* another producer's object-detection entries */
+} BoxesSource;
+
+static void
+add_boxes (GstBuffer * buffer, BoxesSource source)
+{
+  GstVisionDetectMeta *meta = source == BOXES_COMPANION ?
       vdtest_add_detect_meta (buffer, WIDTH, HEIGHT) : NULL;
   guint i;
 
+#ifdef HAVE_GST_ANALYTICS
+  if (source == BOXES_ANALYTICS_ONLY) {
+    GstAnalyticsRelationMeta *relations =
+        gst_buffer_add_analytics_relation_meta (buffer);
+    GstAnalyticsODMtd od;
+
+    for (i = 0; i < G_N_ELEMENTS (boxes); i++)
+      fail_unless (gst_analytics_relation_meta_add_od_mtd (relations,
+              g_quark_from_string (boxes[i].label), boxes[i].x, boxes[i].y,
+              boxes[i].w, boxes[i].h, 0.75f, &od));
+    return;
+  }
+#endif
+  fail_unless (source != BOXES_ANALYTICS_ONLY);
   for (i = 0; i < G_N_ELEMENTS (boxes); i++) {
     const Box *b = &boxes[i];
     GstVideoRegionOfInterestMeta *roi =
@@ -136,7 +162,7 @@ in_label_area (gint x, gint y, gint th)
 }
 
 static void
-check_boxes_only (GstVideoFormat format, gboolean companion)
+check_boxes_only (GstVideoFormat format, BoxesSource source)
 {
   GstVideoInfo info;
   GstBuffer *in = grey_frame (format, &info);
@@ -145,7 +171,7 @@ check_boxes_only (GstVideoFormat format, gboolean companion)
   guint8 colour[2][3];
   gint x, y;
 
-  add_boxes (in, companion);
+  add_boxes (in, source);
   out = overlay (in, &info, "text=none line-width=3");
   fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
   for (y = 0; y < HEIGHT; y++) {
@@ -172,6 +198,12 @@ check_boxes_only (GstVideoFormat format, gboolean companion)
       fail_unless (memcmp (rgb, colour[x], 3) == 0);
     }
   }
+  /* an analytics entry has no label id: its colour is its class name's */
+  if (source == BOXES_ANALYTICS_ONLY) {
+    gst_video_frame_unmap (&frame);
+    gst_buffer_unref (out);
+    return;
+  }
   fail_unless (memcmp (colour[0], colour[1], 3) != 0);
   /* class 1 is the palette's second colour, #ff7f0e */
   fail_unless (colour[0][0] == 0xff && colour[0][1] == 0x7f
@@ -193,18 +225,30 @@ GST_START_TEST (test_boxes_where_detections_are)
   guint f;
 
   for (f = 0; f < G_N_ELEMENTS (formats); f++)
-    check_boxes_only (formats[f], TRUE);
+    check_boxes_only (formats[f], BOXES_COMPANION);
 }
 
 GST_END_TEST;
 
 GST_START_TEST (test_roi_metas_only)
 {
-  check_boxes_only (GST_VIDEO_FORMAT_BGRx, FALSE);
-  check_boxes_only (GST_VIDEO_FORMAT_RGB, FALSE);
+  check_boxes_only (GST_VIDEO_FORMAT_BGRx, BOXES_ROI_ONLY);
+  check_boxes_only (GST_VIDEO_FORMAT_RGB, BOXES_ROI_ONLY);
 }
 
 GST_END_TEST;
+
+#ifdef HAVE_GST_ANALYTICS
+/* Another producer's object-detection entries alone (GStreamer's tensor
+ * decoders attach only those) are drawn as ours are. */
+GST_START_TEST (test_analytics_entries_only)
+{
+  check_boxes_only (GST_VIDEO_FORMAT_BGRx, BOXES_ANALYTICS_ONLY);
+  check_boxes_only (GST_VIDEO_FORMAT_RGB, BOXES_ANALYTICS_ONLY);
+}
+
+GST_END_TEST;
+#endif
 
 GST_START_TEST (test_labels_above_boxes)
 {
@@ -221,7 +265,7 @@ GST_START_TEST (test_labels_above_boxes)
     gint x, y;
     guint label_pixels[2] = { 0, 0 };
 
-    add_boxes (in, TRUE);
+    add_boxes (in, BOXES_COMPANION);
     out = overlay (in, &info, "line-width=2 font-desc=\"Sans 10\"");
     fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
     for (y = 0; y < HEIGHT; y++) {
@@ -346,7 +390,7 @@ GST_START_TEST (test_masks_filled)
     guint8 band[3];
     gint filled = 0, untouched = 0;
 
-    add_boxes (in, TRUE);
+    add_boxes (in, BOXES_COMPANION);
     add_mask (in);
     out = overlay (in, &info, on ? "text=none line-width=3" :
         "text=none line-width=3 masks=false");
@@ -417,6 +461,9 @@ visionoverlay_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_boxes_where_detections_are);
   tcase_add_test (tc, test_roi_metas_only);
+#ifdef HAVE_GST_ANALYTICS
+  tcase_add_test (tc, test_analytics_entries_only);
+#endif
   tcase_add_test (tc, test_labels_above_boxes);
   tcase_add_test (tc, test_no_detections_no_change);
   tcase_add_test (tc, test_empty_meta_not_mapped);
