@@ -91,9 +91,10 @@ static inline float bf16_to_f32(uint16_t h)
 typedef struct {
     int h, w, c;
     dnnl_data_type_t dt;
-    dnnl_format_tag_t tag;   /* the state's blocked tag, dnnl_nhwc or dnnl_nchw */
-    int cb;                  /* channel block (16 or 8) when blocked (the state's tag:
-                              * 16 with AVX-512, 8 below), 0 for NHWC / NCHW */
+    dnnl_format_tag_t tag;   /* nChw16c, nChw8c, dnnl_nhwc or dnnl_nchw */
+    int cb;                  /* channel block: 16 or 8 when blocked (16 with AVX-512,
+                              * 8 below), the channel count for NHWC (one block holding
+                              * every channel of a pixel), 0 for NCHW */
     void *data;
     dnnl_memory_t mem;
 } cpu_tensor;
@@ -281,8 +282,10 @@ typedef struct {
     gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
     gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
     dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
-    int cb;                      /* channel block of the activations: 16 or 8 */
+    int cb;                      /* the ISA's channel block: 16 or 8 */
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
+    dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
+                                  * (choose_layout) */
     const vd_model *model;
 
     /* size-independent, prepared once */
@@ -387,7 +390,7 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
     t->c = c;
     t->dt = dt;
     t->tag = tag;
-    t->cb = tag == st->block_tag ? st->cb : 0;
+    t->cb = tag == st->block_tag ? st->cb : tag == dnnl_nhwc ? c : 0;
     g_ptr_array_add(plan->tensors, t);
     if (data == NULL) {
         data = alloc_aligned(tensor_size(t), "an activation", error);
@@ -402,12 +405,34 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
     return t;
 }
 
-/* A blocked (the state's nChw16c or nChw8c) or NHWC tensor of the plan. */
+/* An activation (@act: in the state's layout, act_tag) or NHWC tensor of the plan. */
 static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int c,
-                               dnnl_data_type_t dt, gboolean blocked, void *data, GError **error)
+                               dnnl_data_type_t dt, gboolean act, void *data, GError **error)
 {
-    return plan_tensor_tag(st, plan, h, w, c, dt, blocked ? st->block_tag : dnnl_nhwc, data,
-                           error);
+    return plan_tensor_tag(st, plan, h, w, c, dt, act ? st->act_tag : dnnl_nhwc, data, error);
+}
+
+static gboolean tensor_blocked(const cpu_tensor *t)
+{
+    return t->tag == dnnl_nChw16c || t->tag == dnnl_nChw8c;
+}
+
+/* How a tensor's channels are laid out for the loops that walk them in vectors:
+ * channel c of pixel p is at (c / *vb) * *block_stride + p * *pixel_stride + c % *vb
+ * elements. Blocked: vectors are the blocks; NHWC: vectors of 16 (or 8, or 1)
+ * consecutive channels of a pixel. */
+static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride,
+                           size_t *pixel_stride)
+{
+    if (tensor_blocked(t)) {
+        *vb = t->cb;
+        *block_stride = (size_t)t->h * t->w * t->cb;
+        *pixel_stride = (size_t)t->cb;
+    } else {
+        *vb = t->c % 16 == 0 ? 16 : t->c % 8 == 0 ? 8 : 1;
+        *block_stride = (size_t)*vb;
+        *pixel_stride = (size_t)t->c;
+    }
 }
 
 static void conv_clear(cpu_conv *cv)
@@ -470,8 +495,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
                              vd_activation act, const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || groups != 1 ||
-        act == VD_ACT_HARDSWISH || src->dt != dnnl_f32 || dst->dt != dnnl_f32 || src->cb == 0 ||
-        dst->cb == 0)
+        act == VD_ACT_HARDSWISH || src->dt != dnnl_f32 || dst->dt != dnnl_f32 ||
+        !tensor_blocked(src) || !tensor_blocked(dst))
         return FALSE;
     return in_c >= 64 && dst->h * dst->w >= 256;
 }
@@ -654,7 +679,14 @@ static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
     return ok;
 }
 
-/* The NHWC float32 -> NCHW (bfloat16 in bf16 mode) copy of the input. */
+/* The stem's input layout: NCHW before blocked activations (the direct kernels'
+ * 3-channel input), NHWC before NHWC ones (the brgemm kernels take no other). */
+static dnnl_format_tag_t stem_tag(const cpu_state *st)
+{
+    return st->act_tag == dnnl_nhwc ? dnnl_nhwc : dnnl_nchw;
+}
+
+/* The NHWC float32 -> stem_tag() (bfloat16 in bf16 mode) copy of the input. */
 static gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
     return vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
@@ -741,7 +773,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                               error);
     plan->stem_in = plan->input == NULL ? NULL
                                         : plan_tensor_tag(st, plan, plan->padded_h,
-                                                          plan->padded_w, 3, dt, dnnl_nchw,
+                                                          plan->padded_w, 3, dt, stem_tag(st),
                                                           temps + in_bytes, error);
     if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
         return FALSE;
@@ -903,7 +935,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     plan->stem_in = plan->input == NULL
                         ? NULL
                         : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
-                                          dnnl_nchw, temps + in_bytes, error);
+                                          stem_tag(st), temps + in_bytes, error);
     if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
         return FALSE;
     h = conv_out_size(plan->padded_h, 3, 2, 1);
@@ -1142,7 +1174,9 @@ static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
  * torch), then every pixel times its channel's scale. @work: 3 x channels. */
 static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
 {
-    const int CB = t->cb;
+    int CB;
+    size_t bstride, pstride;
+    tensor_strides(t, &CB, &bstride, &pstride);
     int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
     size_t hw = (size_t)t->h * t->w;
     gboolean bf16 = t->dt == dnnl_bf16;
@@ -1151,12 +1185,13 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
 #pragma omp parallel for
     for (int cb = 0; cb < n_cb; cb++) {
         double acc[16] = {0};
-        size_t at = (size_t)cb * hw * CB;
+        size_t at = (size_t)cb * bstride;
+        int n = MIN(CB, C - cb * CB);
         for (size_t p = 0; p < hw; p++)
-            for (int i = 0; i < CB; i++)
-                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * CB + i])
-                               : ((const float *)t->data)[at + p * CB + i];
-        for (int i = 0; i < CB && cb * CB + i < C; i++)
+            for (int i = 0; i < n; i++)
+                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
+                               : ((const float *)t->data)[at + p * pstride + i];
+        for (int i = 0; i < n; i++)
             mean[cb * CB + i] = (float)(acc[i] / (double)hw);
     }
     for (int s = 0; s < S; s++) {
@@ -1178,8 +1213,8 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
 #pragma omp parallel for collapse(2)
     for (int cb = 0; cb < n_cb; cb++) {
         for (size_t p = 0; p < hw; p++) {
-            size_t at = ((size_t)cb * hw + p) * CB;
-            /* the padding channels of the last block stay 0 */
+            size_t at = (size_t)cb * bstride + p * pstride;
+            /* the padding channels of a last partial block stay 0 */
             int n = MIN(CB, C - cb * CB);
             if (bf16) {
                 uint16_t *v = (uint16_t *)t->data + at;
@@ -1429,20 +1464,20 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
 }
 
 /* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] for every channel of one
- * bilinear sample @s of a blocked map (@n_cb blocks of @CB channels, block planes
- * @plane elements apart), float32 or bfloat16 (@BF16: widened to float32 first,
+ * bilinear sample @s of a map (@n_cb vectors of @CB channels, @bstride elements
+ * apart, pixels @pstride apart: tensor_strides), float32 or bfloat16 (@BF16: widened to float32 first,
  * exactly): the four-term sum first, then added, as torchvision's CPU kernel (and
  * vd_roi_align_nhwc) does. Inlined with constant @CB and @BF16. */
 static inline __attribute__((always_inline)) void
-roi_accumulate_block(float *restrict acc, const void *restrict f, size_t plane,
+roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride, size_t pstride,
                      const vd_math_roi_sample *s, int n_cb, const int CB, const gboolean BF16)
 {
     const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
 #define ROI_AT(k, i)                                                                               \
-    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * CB + (i)])               \
-          : ((const float *)f)[at + (size_t)s->pos[k] * CB + (i)])
+    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * pstride + (i)])          \
+          : ((const float *)f)[at + (size_t)s->pos[k] * pstride + (i)])
     for (int cb = 0; cb < n_cb; cb++) {
-        size_t at = (size_t)cb * plane;
+        size_t at = (size_t)cb * bstride;
         float *restrict a = acc + cb * CB;
 #pragma omp simd
         for (int i = 0; i < CB; i++)
@@ -1451,35 +1486,37 @@ roi_accumulate_block(float *restrict acc, const void *restrict f, size_t plane,
 #undef ROI_AT
 }
 
-/* One sample into the accumulators, for either channel block (the two blocks the
- * backend uses, each with its loop unrolled at compile time). */
+/* One sample into the accumulators, for either vector width (16 or 8: the blocks,
+ * or NHWC's channels in vectors; each with its loop unrolled at compile time). */
 VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features, gboolean bf16,
-                                      size_t plane, const vd_math_roi_sample *s, int n_cb,
-                                      int cb)
+                                      size_t bstride, size_t pstride,
+                                      const vd_math_roi_sample *s, int n_cb, int cb)
 {
     if (bf16 && cb == 16)
-        roi_accumulate_block(acc, features, plane, s, n_cb, 16, TRUE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, TRUE);
     else if (bf16)
-        roi_accumulate_block(acc, features, plane, s, n_cb, 8, TRUE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, TRUE);
     else if (cb == 16)
-        roi_accumulate_block(acc, features, plane, s, n_cb, 16, FALSE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, FALSE);
     else
-        roi_accumulate_block(acc, features, plane, s, n_cb, 8, FALSE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, FALSE);
 }
 
-/* roi_align (aligned=False, spec §5.5) over one blocked feature map (float32, or
+/* roi_align (aligned=False, spec §5.5) over one feature map, blocked or NHWC with
+ * a multiple of 8 channels (float32, or
  * bfloat16 read as float32 as torch's autocast runs roi_align in float32), the
  * arithmetic of vd_roi_align_nhwc: RoI r goes to output row roi_index[r] in torch's
  * flatten order [channels][pooled * pooled] (that of the model's fc6 weights, which
  * float32 then uses as they are), float32 or rounded to bfloat16 (@out_bf16). The
  * bins of one RoI are accumulated channel-innermost and transposed once. */
-static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int *roi_index,
+static void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index,
                               int n_rois, float spatial_scale, int pooled, int sampling_ratio,
                               void *out, gboolean out_bf16, size_t out_roi_stride)
 {
-    const int CB = f->cb;
+    int CB;
+    size_t bstride, pstride;
+    tensor_strides(f, &CB, &bstride, &pstride);
     int C = f->c, n_cb = (C + CB - 1) / CB;
-    size_t plane = (size_t)f->h * f->w * CB;
     gboolean in_bf16 = f->dt == dnnl_bf16;
 #pragma omp parallel
     {
@@ -1500,7 +1537,7 @@ static void roi_align_blocked(const cpu_tensor *f, const float *rois, const int 
                             float x =
                                 vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
                             vd_math_roi_sample s = vd_math_roi_bilinear(y, x, f->h, f->w);
-                            roi_accumulate(acc, f->data, in_bf16, plane, &s, n_cb, CB);
+                            roi_accumulate(acc, f->data, in_bf16, bstride, pstride, &s, n_cb, CB);
                         }
                     }
                     /* a division, not a reciprocal product */
@@ -1908,7 +1945,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         }
         if (m == 0)
             continue;
-        roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
+        roi_align_features(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
                           cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
     }
     vd_context_stage_mark(ctx, "roi_align");
@@ -2035,7 +2072,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
             index[m++] = i;
         }
         if (m > 0)
-            roi_align_blocked(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
+            roi_align_features(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
                               cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
     }
     if (observe) {
@@ -2346,6 +2383,52 @@ out_free:
     return ok;
 }
 
+/* The activations' layout (act_tag). oneDNN's fastest convolution kernels for a
+ * precision and ISA take either its blocked layout (the direct JIT kernels) or
+ * NHWC (the brgemm kernels: AMX's bf16 ones, 11x the throughput of float32 on
+ * the same cores for an FPN-sized 3x3 convolution); asked with format_tag_any
+ * about a typical 3x3 convolution of the FPN and RPN (256 channels, ReLU), oneDNN
+ * says which it would run, and every activation from the stem's output to
+ * RoIAlign takes that layout, so that no layer between them reorders (the upsampling,
+ * the pool level, the RPN decode, squeeze-and-excitation and RoIAlign read either).
+ * Winograd keeps the blocked layout its transforms read; NHWC needs a multiple
+ * of 8 FPN channels (RoIAlign's vectors). VD_CPU_LAYOUT ("nhwc", "blocked")
+ * overrides the choice, for measurements. */
+static gboolean choose_layout(cpu_state *st, GError **error)
+{
+    const char *forced = g_getenv("VD_CPU_LAYOUT");
+    st->act_tag = st->block_tag;
+    if (g_strcmp0(forced, "nhwc") == 0) {
+        st->act_tag = dnnl_nhwc;
+        st->winograd = st->own_winograd = FALSE; /* its transforms read blocks */
+    }
+    if (forced != NULL || st->winograd || st->own_winograd ||
+        st->model->config.fpn_channels % 8 != 0)
+        return TRUE;
+
+    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    enum { C = 256, HW = 64 };
+    vd_conv_desc desc = {
+        .n = 1, .in_c = C, .out_c = C, .groups = 1,
+        .in_h = HW, .in_w = HW, .out_h = HW, .out_w = HW,
+        .kernel = 3, .stride = 1, .padding = 1,
+        .src_dt = dt, .dst_dt = dt, .src_tag = dnnl_format_tag_any,
+        .dst_tag = dnnl_format_tag_any, .act = VD_ACT_RELU,
+    };
+    dnnl_dims_t dims = {1, C, HW, HW};
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_memory_t nhwc = NULL;
+    gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, "the layout probe", error) &&
+                  vd_layers_memory_new(st->engine, 4, dims, dt, dnnl_nhwc, DNNL_MEMORY_NONE,
+                                       &nhwc, "the layout probe", error);
+    if (ok && vd_layers_md_equal(vd_layers_pd_md(pd, dnnl_query_dst_md),
+                                 vd_layers_memory_md(nhwc)))
+        st->act_tag = dnnl_nhwc;
+    vd_layers_memory_free(nhwc);
+    vd_layers_pd_free(pd);
+    return ok;
+}
+
 static void *cpu_create(vd_context *ctx, GError **error)
 {
     if (ctx->params.precision == VD_PRECISION_AUTO)
@@ -2386,6 +2469,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->isa = isa;
     st->cb = vd_layers_channel_block(isa);
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+    st->act_tag = st->block_tag;
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
@@ -2406,7 +2490,9 @@ static void *cpu_create(vd_context *ctx, GError **error)
                    vd_layers_has_winograd(st->engine, st->block_tag);
     st->own_winograd = g_strcmp0(winograd, "own") == 0 ||
                        (g_strcmp0(winograd, "0") != 0 && !st->winograd && st->cb == 8);
-    if (!prepare_weights(st, error)) {
+    if (st->bf16) /* float32 only (use_winograd) */
+        st->winograd = st->own_winograd = FALSE;
+    if (!choose_layout(st, error) || !prepare_weights(st, error)) {
         cpu_destroy(st);
         return NULL;
     }
@@ -2430,10 +2516,12 @@ static char *cpu_describe(void *p, const vd_context *ctx)
 {
     cpu_state *st = p;
     char *version = vd_layers_version();
-    char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s, %d threads, layout nChw%dc, "
+    char block[16];
+    g_snprintf(block, sizeof(block), "nChw%dc", st->cb);
+    char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s, %d threads, layout %s, "
                               "Winograd %s",
                               version, vd_layers_isa_name(st->isa), st->bf16 ? "bf16" : "fp32",
-                              st->n_threads, st->cb,
+                              st->n_threads, st->act_tag == dnnl_nhwc ? "nhwc" : block,
                               st->winograd ? "oneDNN" : st->own_winograd ? "own" : "off");
     g_free(version);
     return s;

@@ -121,14 +121,21 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_assert_no_error(error);
     g_assert_cmpint(vd_context_precision(ctx), ==, precision);
 
-    /* the description says what runs: the layout follows the ISA */
+    /* the description says what runs: the layout is the ISA's block, or NHWC where
+     * oneDNN's fastest kernels take it (always bf16 with AMX) */
     const char *describe = vd_context_describe(ctx);
     g_test_message("%s: %s", vd_model_description(model), describe);
     g_assert_true(g_str_has_prefix(describe, "cpu: oneDNN "));
     g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16 ? ", bf16," : ", fp32,"));
     g_assert_nonnull(strstr(describe, ", 2 threads,"));
     gboolean avx512 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core);
-    g_assert_nonnull(strstr(describe, avx512 ? "layout nChw16c" : "layout nChw8c"));
+    gboolean nhwc = strstr(describe, "layout nhwc,") != NULL;
+    g_assert_true(nhwc ||
+                  strstr(describe, avx512 ? "layout nChw16c," : "layout nChw8c,") != NULL);
+    /* AMX: bf16 convolutions run its kernels, which take NHWC */
+    gboolean amx = precision == VD_PRECISION_BF16 &&
+                   vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_amx);
+    g_assert_true(!amx || nhwc);
 
     const vd_kernel_info *kernels = NULL;
     g_assert_cmpint(vd_context_kernels(ctx, &kernels), ==, 0); /* nothing before a frame */
@@ -146,7 +153,14 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     vd_result_clear(&result);
 
     int n = vd_context_kernels(ctx, &kernels);
-    int n_conv = 0, n_pool = 0, n_matmul = 0, n_deconv = 0, n_bad = 0;
+    int n_conv = 0, n_pool = 0, n_matmul = 0, n_deconv = 0, n_bad = 0, n_slow = 0;
+    /* the kernel every bf16 convolution must run: AMX's where the CPU has it
+     * (VD_TEST_EXPECT_KERNEL names another, to see this check fail elsewhere) */
+    const char *expect = g_getenv("VD_TEST_EXPECT_KERNEL");
+    if (expect == NULL && amx)
+        expect = "amx";
+    if (precision != VD_PRECISION_BF16)
+        expect = NULL;
     gboolean stem = FALSE, fc6 = FALSE;
     for (int i = 0; i < n; i++) {
         const vd_kernel_info *k = &kernels[i];
@@ -160,6 +174,16 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
             g_test_message("reference kernel: %s %s: %s", k->kind, k->layer, k->implementation);
             n_bad++;
         }
+        /* depthwise convolutions (oneDNN's "dw" and "brdgmm" kernels) have no
+         * matrix form for AMX */
+        if (expect != NULL &&
+            (g_str_equal(k->kind, "convolution") || g_str_equal(k->kind, "deconvolution")) &&
+            strstr(k->implementation, expect) == NULL && strstr(k->implementation, "dw") == NULL &&
+            strstr(k->implementation, "brdgmm") == NULL) {
+            g_test_message("not a %s kernel: %s %s: %s", expect, k->kind, k->layer,
+                           k->implementation);
+            n_slow++;
+        }
         n_conv += g_str_equal(k->kind, "convolution");
         n_pool += g_str_equal(k->kind, "pooling");
         n_matmul += g_str_equal(k->kind, "matmul");
@@ -171,6 +195,7 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_test_message("%d primitives: %d convolutions, %d pooling, %d matmul; %d reference", n, n_conv,
                    n_pool, n_matmul, n_bad);
     g_assert_cmpint(n_bad, ==, 0);
+    g_assert_cmpint(n_slow, ==, 0);
     /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
      * three box-head products */
     const vd_config *cfg = &model->config;
