@@ -1,10 +1,12 @@
-/* RPN proposal filtering (spec §4.4) on the device: logits gathered per level,
+/* RPN proposal filtering (spec §4.4) on the device: logits gathered per level
+ * as unsigned ranking keys (vd_math_rank_key: vd_topk's order as integers),
  * per-level top-k by a stable descending sort (ties in ascending anchor order,
  * as vd_topk), then decode (weights 1), clip to the resized image, sigmoid and
  * the small-box / score filters in one kernel. The candidates then go through
  * vd_batched_nms_device grouped by level, and vd_gather_proposals. */
 #include "vd_kernels_common.cuh"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
@@ -20,7 +22,7 @@ static __device__ __forceinline__ int level_of(const vd_rpn_levels &lv, const in
 
 template <typename T>
 __global__ void __launch_bounds__(256)
-    gather_logits_kernel(vd_rpn_levels lv, float *keys, int *values)
+    gather_logits_kernel(vd_rpn_levels lv, unsigned int *keys, int *values)
 {
     long long total = lv.anchor_offset[lv.n_levels];
     VD_GRID_LOOP(g, total)
@@ -30,14 +32,14 @@ __global__ void __launch_bounds__(256)
         const T *head = (const T *)lv.head[l];
         int A = lv.anchors_per_location;
         float logit = vd_load(head + (size_t)(i / A) * lv.head_stride + i % A);
-        /* one NaN, ranked first by the sort whatever its sign (vd_topk's order) */
-        keys[g] = logit != logit ? __int_as_float(0x7fffffff) : logit;
+        /* every NaN ranked first whatever its sign, -0 as +0 (vd_topk's order) */
+        keys[g] = vd_math_rank_key(logit);
         values[g] = i;
     }
 }
 
 extern "C" cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype,
-                                            float *keys, int *values, cudaStream_t stream)
+                                            unsigned int *keys, int *values, cudaStream_t stream)
 {
     long long total = levels->anchor_offset[levels->n_levels];
     unsigned blocks = vd_blocks_for(total, 256, 8192);
@@ -48,15 +50,33 @@ extern "C" cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtyp
     return vd_launch_status();
 }
 
-extern "C" cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *keys,
-                                   const int *values, float *keys_sorted, int *values_sorted,
+extern "C" size_t vd_rpn_topk_workspace_size(int max_level_anchors)
+{
+    size_t bytes = 0;
+    if (max_level_anchors <= 0)
+        return 0;
+    cudaError_t err = cub::DeviceRadixSort::SortPairsDescending(
+        (void *)NULL, bytes, (const unsigned int *)NULL, (unsigned int *)NULL, (const int *)NULL,
+        (int *)NULL, max_level_anchors);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return bytes;
+}
+
+extern "C" cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const unsigned int *keys,
+                                   const int *values, unsigned int *keys_sorted, int *values_sorted,
                                    void *workspace, size_t workspace_size, cudaStream_t stream)
 {
     for (int l = 0; l < levels->n_levels; l++) {
         int off = levels->anchor_offset[l];
-        cudaError_t err = vd_sort_descending(keys + off, values + off, keys_sorted + off,
-                                             values_sorted + off, levels->n_anchors[l], workspace,
-                                             workspace_size, stream);
+        size_t bytes = workspace_size;
+        if (levels->n_anchors[l] <= 0)
+            continue;
+        cudaError_t err = cub::DeviceRadixSort::SortPairsDescending(
+            workspace, bytes, keys + off, keys_sorted + off, values + off, values_sorted + off,
+            levels->n_anchors[l], 0, (int)(sizeof(unsigned int) * 8), stream);
         if (err != cudaSuccess)
             return err;
     }
@@ -95,9 +115,10 @@ static int images_per_sort(const vd_rpn_levels *levels)
     return n > 0 ? n : 1;
 }
 
-static cudaError_t segmented_sort(const vd_rpn_levels *levels, int n_images, const float *keys,
-                                  const int *values, float *keys_sorted, int *values_sorted,
-                                  void *workspace, size_t &workspace_size, cudaStream_t stream)
+static cudaError_t segmented_sort(const vd_rpn_levels *levels, int n_images,
+                                  const unsigned int *keys, const int *values,
+                                  unsigned int *keys_sorted, int *values_sorted, void *workspace,
+                                  size_t &workspace_size, cudaStream_t stream)
 {
     thrust::counting_iterator<long long> first(0);
     segment_offset_iterator begin(first, make_segment_offset(levels, 0));
@@ -124,9 +145,10 @@ extern "C" size_t vd_rpn_topk_batched_workspace_size(const vd_rpn_levels *levels
 }
 
 extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images,
-                                           const float *keys, const int *values, float *keys_sorted,
-                                           int *values_sorted, void *workspace,
-                                           size_t workspace_size, cudaStream_t stream)
+                                           const unsigned int *keys, const int *values,
+                                           unsigned int *keys_sorted, int *values_sorted,
+                                           void *workspace, size_t workspace_size,
+                                           cudaStream_t stream)
 {
     size_t stride = (size_t)levels->anchor_offset[levels->n_levels];
     int chunk = images_per_sort(levels);
@@ -145,7 +167,7 @@ extern "C" cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_im
 
 template <typename T>
 __global__ void __launch_bounds__(128)
-    decode_kernel(vd_rpn_levels lv, const float *keys_sorted, const int *values_sorted,
+    decode_kernel(vd_rpn_levels lv, const unsigned int *keys_sorted, const int *values_sorted,
                   const float *anchors, float resized_h, float resized_w, float min_size,
                   float score_threshold, float *boxes, float *scores, int *groups)
 {
@@ -157,7 +179,7 @@ __global__ void __launch_bounds__(128)
         int A = lv.anchors_per_location;
         int src = lv.anchor_offset[l] + j;
         int i = values_sorted[src];
-        float logit = keys_sorted[src];
+        float logit = vd_math_rank_key_value(keys_sorted[src]);
         const T *d = (const T *)lv.head[l] + (size_t)(i / A) * lv.head_stride + A + (i % A) * 4;
         float deltas[4] = {vd_load(d), vd_load(d + 1), vd_load(d + 2), vd_load(d + 3)};
         const float *anchor = anchors + 4 * ((size_t)lv.anchor_offset[l] + i);
@@ -176,7 +198,7 @@ __global__ void __launch_bounds__(128)
 }
 
 extern "C" cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype,
-                                     const float *keys_sorted, const int *values_sorted,
+                                     const unsigned int *keys_sorted, const int *values_sorted,
                                      const float *anchors, float resized_h, float resized_w,
                                      float min_size, float score_threshold, float *boxes,
                                      float *scores, int *groups, cudaStream_t stream)

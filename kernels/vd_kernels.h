@@ -147,31 +147,36 @@ typedef struct {
     int candidate_offset[VD_KERNEL_MAX_LEVELS + 1];
 } vd_rpn_levels;
 
-/* keys[anchor_offset[l] + i] = logit i of level l (float32), values = i. Every
- * NaN becomes the one positive quiet NaN, which the descending radix sort of
- * vd_rpn_topk ranks above +inf, ties in anchor order: vd_topk's order (torch
- * ranks NaN as the largest value), whatever the NaN's sign bit; vd_rpn_decode
- * then drops them (a NaN score fails the score threshold), as the CPU does. */
-cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype, float *keys,
+/* keys[anchor_offset[l] + i] = vd_math_rank_key(logit i of level l), values =
+ * i: unsigned keys whose descending order is vd_topk's (NaN of any sign first,
+ * then +inf down to -inf, +0 and -0 equal, ties in anchor order), sorted as
+ * integers by vd_rpn_topk and vd_rpn_topk_batched; vd_rpn_decode maps them
+ * back (vd_math_rank_key_value) and drops the NaN (a NaN score fails the score
+ * threshold), as the CPU does. */
+cudaError_t vd_rpn_gather_logits(const vd_rpn_levels *levels, vd_dtype dtype, unsigned int *keys,
                                  int *values, cudaStream_t stream);
 
-/* Per-level top-k: sorts each level's keys descending (stable). */
-cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const float *keys, const int *values,
-                        float *keys_sorted, int *values_sorted, void *workspace,
+/* Workspace of vd_rpn_topk for levels of up to @max_level_anchors anchors. */
+size_t vd_rpn_topk_workspace_size(int max_level_anchors);
+
+/* Per-level top-k: sorts each level's keys descending (stable: a radix sort). */
+cudaError_t vd_rpn_topk(const vd_rpn_levels *levels, const unsigned int *keys, const int *values,
+                        unsigned int *keys_sorted, int *values_sorted, void *workspace,
                         size_t workspace_size, cudaStream_t stream);
 
 /* The per-level top-k of @n_images images at once: keys and values
  * [n_images][anchor_offset[n_levels]] (image i's gathered logits at
  * i * anchor_offset[n_levels]), each image's level sorted descending (stable)
  * into the same slots of keys_sorted / values_sorted: the order vd_rpn_topk
- * gives each image. One CUB segmented sort per at most
+ * gives each image (integer keys: every sort CUB picks by segment size, merge
+ * or radix, sees a total order). One CUB segmented sort per at most
  * VD_RPN_SEGMENTS_PER_SORT segments (image, level), below CUB's threshold for
  * partitioning the segments (which reads back to the host): no host
  * synchronisation, graph-capturable. */
 #define VD_RPN_SEGMENTS_PER_SORT 256
 size_t vd_rpn_topk_batched_workspace_size(const vd_rpn_levels *levels, int n_images);
-cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images, const float *keys,
-                                const int *values, float *keys_sorted, int *values_sorted,
+cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images, const unsigned int *keys,
+                                const int *values, unsigned int *keys_sorted, int *values_sorted,
                                 void *workspace, size_t workspace_size, cudaStream_t stream);
 
 /* For the top_n[l] best anchors of every level: decode (weights 1, clip
@@ -179,10 +184,11 @@ cudaError_t vd_rpn_topk_batched(const vd_rpn_levels *levels, int n_images, const
  * (score -INFINITY) the boxes smaller than @min_size or scored under
  * @score_threshold. Writes candidate_offset[l] + j slots of boxes [.][4], scores
  * and groups (= level). */
-cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype, const float *keys_sorted,
-                          const int *values_sorted, const float *anchors, float resized_h,
-                          float resized_w, float min_size, float score_threshold, float *boxes,
-                          float *scores, int *groups, cudaStream_t stream);
+cudaError_t vd_rpn_decode(const vd_rpn_levels *levels, vd_dtype dtype,
+                          const unsigned int *keys_sorted, const int *values_sorted,
+                          const float *anchors, float resized_h, float resized_w, float min_size,
+                          float score_threshold, float *boxes, float *scores, int *groups,
+                          cudaStream_t stream);
 
 /* proposals[j] = boxes[keep[j]], proposal_scores[j] = scores[keep[j]] for
  * j < *n_keep; rows up to @capacity beyond the count are zeroed. */

@@ -676,4 +676,40 @@ VD_MATH_FN long long vd_math_mask_tap_pixel(int row, int py, int px, int pooled)
     return ((long long)row * pooled + y) * (4 * pooled) + 4 * x + 2 * ky + kx;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Ranking keys                                                              */
+
+/* An unsigned key whose order is vd_topk's order of the floats (engine/cpu:
+ * descending score, NaN first, +0 and -0 equal, ties by index), for integer
+ * sorts (the radix sort transform): a positive float gets its sign bit set, a
+ * negative float all its bits flipped, so that unsigned order is numeric
+ * order (-inf lowest, +inf highest); every NaN, whatever its sign and payload,
+ * becomes 0xffffffff, above +inf (torch ranks NaN as the largest value), and
+ * -0 becomes +0's key. A stable descending sort of the keys then gives
+ * vd_topk's order exactly. Comparing the floats themselves would not: NaN
+ * compares false both ways, which breaks a comparison sort (CUB's segmented
+ * sort merges small segments by comparison). */
+VD_MATH_FN unsigned int vd_math_rank_key(float v)
+{
+    union {
+        float f;
+        unsigned int u;
+    } x;
+    if (v != v)
+        return 0xffffffffu;
+    x.f = v == 0.0f ? 0.0f : v;
+    return (x.u & 0x80000000u) ? ~x.u : (x.u | 0x80000000u);
+}
+
+/* The float a key stands for (NaN for a NaN's key, +0 for either zero). */
+VD_MATH_FN float vd_math_rank_key_value(unsigned int key)
+{
+    union {
+        float f;
+        unsigned int u;
+    } x;
+    x.u = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+    return x.f;
+}
+
 #endif /* VD_MATH_H */

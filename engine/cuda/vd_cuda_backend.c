@@ -112,7 +112,7 @@ typedef struct {
     float *anchors; /* [n_anchors][4], generated on the device at plan time */
     int n_anchors;
     vd_rpn_levels rpn;
-    float *logit_keys, *logit_keys_sorted;
+    unsigned int *logit_keys, *logit_keys_sorted; /* vd_math_rank_key of the logits */
     int *logit_index, *logit_index_sorted;
     void *sort_workspace; /* vd_rpn_topk's, or vd_rpn_topk_batched's (n_images > 1) */
     size_t sort_workspace_bytes;
@@ -740,16 +740,16 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
 
     /* RPN top-k, candidates, NMS and proposals: [n_images][...] */
     size_t n_img = (size_t)plan->n_images;
-    plan->logit_keys = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(float), L->stream,
-                                          "RPN logits", error);
-    plan->logit_keys_sorted = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(float),
+    plan->logit_keys = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(unsigned int),
+                                          L->stream, "RPN logits", error);
+    plan->logit_keys_sorted = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(unsigned int),
                                                  L->stream, "RPN logits", error);
     plan->logit_index = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(int), L->stream,
                                            "RPN logits", error);
     plan->logit_index_sorted = vd_cuda_pool_alloc(&plan->pool, n_img * total * sizeof(int),
                                                   L->stream, "RPN logits", error);
     plan->sort_workspace_bytes = plan->n_images == 1
-                                     ? vd_sort_workspace_size(max_level)
+                                     ? vd_rpn_topk_workspace_size(max_level)
                                      : vd_rpn_topk_batched_workspace_size(rpn, plan->n_images);
     plan->sort_workspace = vd_cuda_pool_alloc(&plan->pool, plan->sort_workspace_bytes, L->stream,
                                               "RPN top-k", error);

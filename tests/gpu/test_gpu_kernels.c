@@ -1115,9 +1115,10 @@ static void test_rpn(void)
             }
         }
 
-        float *keys = dev_alloc(total * sizeof(float)), *keys_s = dev_alloc(total * sizeof(float));
+        unsigned int *keys = dev_alloc(total * sizeof(unsigned int));
+        unsigned int *keys_s = dev_alloc(total * sizeof(unsigned int));
         int *vals = dev_alloc(total * sizeof(int)), *vals_s = dev_alloc(total * sizeof(int));
-        size_t ws = vd_sort_workspace_size(lv.n_anchors[0]);
+        size_t ws = vd_rpn_topk_workspace_size(lv.n_anchors[0]);
         void *dws = dev_alloc(ws);
         float *cb = dev_alloc(4 * (size_t)cands * sizeof(float)), *cs = dev_alloc(cands * sizeof(float));
         int *cg = dev_alloc(cands * sizeof(int));
@@ -1202,6 +1203,144 @@ static void test_rpn(void)
         g_free(got_boxes);
         g_free(got_scores);
         g_free(got_groups);
+    }
+}
+
+/* The batched top-k (one CUB segmented sort over every (image, level)
+ * segment) against the per-level top-k (a radix sort per level) and vd_topk on
+ * the host, on logits poisoned with NaN of both signs and other payloads,
+ * infinities, both zeros and runs of equal values, with levels of 192 and 48
+ * anchors: segments that small go through CUB's warp merge sort, which
+ * compares keys, where float NaN keys used to lose or duplicate indices. Every
+ * segment's order must be vd_topk's, index for index. */
+static void test_rpn_topk_batched(void)
+{
+    for (int d = 0; d < 2; d++) {
+        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
+        test_rng r = {70 + d};
+        enum { N_IMAGES = 3, N_LEVELS = 5, A = 3, HS = 16 };
+        const int grid[N_LEVELS][2] = {{40, 56}, {20, 28}, {10, 14}, {8, 8}, {4, 4}};
+        const float bad[6] = {NAN, negative_nan(), INFINITY, -INFINITY, -0.0f, 0.0f};
+        uint32_t payload_nan_bits = 0x7f800123u, payload_neg_nan_bits = 0xff812345u;
+        float payload_nan, payload_neg_nan;
+        memcpy(&payload_nan, &payload_nan_bits, 4);
+        memcpy(&payload_neg_nan, &payload_neg_nan_bits, 4);
+        vd_rpn_levels lv[N_IMAGES];
+        float *heads[N_IMAGES][N_LEVELS];
+        int total = 0;
+        for (int img = 0; img < N_IMAGES; img++) {
+            memset(&lv[img], 0, sizeof(lv[img]));
+            lv[img].n_levels = N_LEVELS;
+            lv[img].anchors_per_location = A;
+            lv[img].head_stride = HS;
+            total = 0;
+            for (int l = 0; l < N_LEVELS; l++) {
+                int n_loc = grid[l][0] * grid[l][1];
+                heads[img][l] = g_new(float, (size_t)n_loc *HS);
+                for (int i = 0; i < n_loc * HS; i++) {
+                    /* quantised: many ties, which must stay in anchor order */
+                    float v = floorf(rng_normal(&r) * 4.0f) / 4.0f;
+                    heads[img][l][i] = dt == VD_DTYPE_F16 ? round_half(v) : v;
+                }
+                /* poison image by image at different densities, the small
+                 * levels included */
+                int step = 5 + 4 * img;
+                for (int p = img; p < n_loc * A; p += step) {
+                    float v = p % 7 == 0    ? payload_nan
+                              : p % 11 == 0 ? payload_neg_nan
+                                            : bad[(p / step) % 6];
+                    heads[img][l][(size_t)(p / A) * HS + p % A] = v;
+                }
+                void *dh;
+                upload_as(heads[img][l], (size_t)n_loc * HS, dt, &dh);
+                lv[img].head[l] = dh;
+                lv[img].n_anchors[l] = n_loc * A;
+                lv[img].anchor_offset[l] = total;
+                lv[img].top_n[l] = MIN(1000, n_loc * A);
+                lv[img].candidate_offset[l] = 0;
+                total += n_loc * A;
+            }
+            lv[img].anchor_offset[N_LEVELS] = total;
+        }
+        g_assert_cmpint(lv[0].n_anchors[3], <, 200);
+
+        size_t n_all = (size_t)N_IMAGES * total;
+        unsigned int *keys = dev_alloc(n_all * sizeof(unsigned int));
+        unsigned int *keys_s = dev_alloc(n_all * sizeof(unsigned int));
+        unsigned int *keys_level = dev_alloc(n_all * sizeof(unsigned int));
+        int *vals = dev_alloc(n_all * sizeof(int)), *vals_s = dev_alloc(n_all * sizeof(int));
+        int *vals_level = dev_alloc(n_all * sizeof(int));
+        for (int img = 0; img < N_IMAGES; img++)
+            CU(vd_rpn_gather_logits(&lv[img], dt, keys + (size_t)img * total,
+                                    vals + (size_t)img * total, stream));
+        size_t ws_batched = vd_rpn_topk_batched_workspace_size(&lv[0], N_IMAGES);
+        size_t ws_level = vd_rpn_topk_workspace_size(lv[0].n_anchors[0]);
+        g_assert_cmpuint(ws_batched, >, 0);
+        g_assert_cmpuint(ws_level, >, 0);
+        void *dws = dev_alloc(MAX(ws_batched, ws_level));
+        CU(vd_rpn_topk_batched(&lv[0], N_IMAGES, keys, vals, keys_s, vals_s, dws, ws_batched,
+                               stream));
+        for (int img = 0; img < N_IMAGES; img++)
+            CU(vd_rpn_topk(&lv[img], keys + (size_t)img * total, vals + (size_t)img * total,
+                           keys_level + (size_t)img * total, vals_level + (size_t)img * total, dws,
+                           ws_level, stream));
+        int *got = g_new(int, n_all), *got_level = g_new(int, n_all);
+        unsigned int *got_keys = g_new(unsigned int, n_all);
+        dev_download(got, vals_s, n_all * sizeof(int));
+        dev_download(got_level, vals_level, n_all * sizeof(int));
+        dev_download(got_keys, keys_s, n_all * sizeof(unsigned int));
+
+        int *want = g_new(int, total);
+        float *logits = g_new(float, total);
+        int wrong = 0, wrong_level = 0, wrong_keys = 0, nan_first = 0;
+        for (int img = 0; img < N_IMAGES; img++)
+            for (int l = 0; l < N_LEVELS; l++) {
+                int n_l = lv[img].n_anchors[l];
+                size_t base = (size_t)img * total + lv[img].anchor_offset[l];
+                for (int i = 0; i < n_l; i++)
+                    logits[i] = heads[img][l][(size_t)(i / A) * HS + i % A];
+                g_assert_cmpint(vd_topk(logits, n_l, n_l, want), ==, n_l);
+                for (int j = 0; j < n_l; j++) {
+                    if (got[base + j] != want[j] && wrong++ < 5)
+                        g_printerr("batched top-k, %s, image %d level %d (%d anchors), rank %d: "
+                                   "anchor %d (logit %g), want %d (logit %g)\n",
+                                   dt == VD_DTYPE_F16 ? "fp16" : "fp32", img, l, n_l, j,
+                                   got[base + j],
+                                   got[base + j] >= 0 && got[base + j] < n_l
+                                       ? (double)logits[got[base + j]]
+                                       : NAN,
+                                   want[j], (double)logits[want[j]]);
+                    wrong_level += got_level[base + j] != want[j];
+                    wrong_keys += got_keys[base + j] != vd_math_rank_key(logits[want[j]]);
+                }
+                nan_first += isnan(logits[want[0]]);
+            }
+        printf("  rpn batched top-k %s: %d images x %d levels, %d misplaced (per-level sort "
+               "%d, keys %d), %d segments led by NaN\n",
+               dt == VD_DTYPE_F16 ? "fp16" : "fp32", N_IMAGES, N_LEVELS, wrong, wrong_level,
+               wrong_keys, nan_first);
+        g_assert_cmpint(nan_first, ==, N_IMAGES * N_LEVELS);
+        g_assert_cmpint(wrong, ==, 0);
+        g_assert_cmpint(wrong_level, ==, 0);
+        g_assert_cmpint(wrong_keys, ==, 0);
+
+        for (int img = 0; img < N_IMAGES; img++)
+            for (int l = 0; l < N_LEVELS; l++) {
+                CU(cudaFree((void *)lv[img].head[l]));
+                g_free(heads[img][l]);
+            }
+        CU(cudaFree(keys));
+        CU(cudaFree(keys_s));
+        CU(cudaFree(keys_level));
+        CU(cudaFree(vals));
+        CU(cudaFree(vals_s));
+        CU(cudaFree(vals_level));
+        CU(cudaFree(dws));
+        g_free(got);
+        g_free(got_level);
+        g_free(got_keys);
+        g_free(want);
+        g_free(logits);
     }
 }
 
@@ -1451,6 +1590,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu/roi-align/backward", test_roi_align_backward);
     g_test_add_func("/gpu/roi-align/backward-edges", test_roi_align_backward_edges);
     g_test_add_func("/gpu/rpn", test_rpn);
+    g_test_add_func("/gpu/rpn/topk-batched", test_rpn_topk_batched);
     g_test_add_func("/gpu/box-postprocess", test_box_postprocess);
     g_test_add_func("/gpu/mobilenet", test_mobilenet_kernels);
     int status = g_test_run();
