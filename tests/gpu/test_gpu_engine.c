@@ -35,8 +35,10 @@
  *   - vd_submit()/vd_collect() with VD_MAX_IN_FLIGHT batches in flight: the
  *     same detections as vd_detect(), one synchronisation per frame;
  *   - batches of 4 and 8 different frames of one size (fp32 and fp16): each
- *     image's detections bit-identical to that image alone, eager and
- *     replayed from the batch's graph, fp32 within the CPU criteria above,
+ *     image's detections close to that image alone (the fp32 criteria above,
+ *     or fp16's; bit identity reported as information: cuDNN may pick other
+ *     kernels at N > 1), eager and replayed from the batch's graph, fp32
+ *     within the CPU criteria above,
  *     one host synchronisation per batch; a batch with an invalid image fails
  *     naming it, and the next batch runs as before;
  *   - selection and errors: AUTO picks CUDA, a missing device index and bf16 are
@@ -48,8 +50,9 @@
  * pasted masks of the matched detections (MASK_PROB_TOL, MASK_IOU and the
  * fp16 criteria below say why those bounds); then one host synchronisation
  * per frame (fp32 eager, fp16 replayed), graph replay with the eager masks
- * bit for bit, a batch of two identical to each image alone with one
- * synchronisation per batch, and the mask_head / paste_masks stages.
+ * bit for bit, a batch of two close to each image alone (detections and
+ * masks, batch_masks_close) with one synchronisation per batch, and the
+ * mask_head / paste_masks stages.
  * --core (a model whose full run would not fit the device check's budget:
  * fasterrcnn_resnet50_fpn_v2, both MobileNetV3-Large-FPN builders) checks per frame the CPU stages and detections
  * against CUDA fp32 and fp16 as above, then the sync count, graph replay and
@@ -156,6 +159,54 @@ static gboolean results_identical(const vd_result *a, const vd_result *b)
 {
     return a->n_detections == b->n_detections &&
            memcmp(a->detections, b->detections, sizeof(vd_detection) * (size_t)a->n_detections) == 0;
+}
+
+/* A batch's image against the same image alone on the same context. Not bit
+ * for bit: cuDNN picks its kernels (tiling, split-K) by problem size, N
+ * included, and vd_cuda_conv_init re-ranks the candidates at N > 1 (dropping
+ * those over the workspace cap), so a correct batch may sum in another order
+ * and differ in the last bits. The criteria are those of the per-frame checks:
+ * fp32 the parity tests' (label, IoU >= 0.99, |score diff| <= 1e-3, >= 97% of
+ * the reference's detections matched, counts within 3%), fp16 issue 4's (label,
+ * IoU >= 0.9, |score diff| <= 0.02, >= 95% matched), which like the fp16 vs
+ * fp32 check is judged for a trained model only (batch_close_judged). Bit
+ * identity is reported as information. */
+typedef struct {
+    double iou_min, score_tol, min_matched, count_tol; /* count_tol < 0: counts not judged */
+} close_criterion;
+
+static const close_criterion close_fp32 = {0.99, 1e-3, 0.97, 0.03};
+static const close_criterion close_fp16 = {0.9, 0.02, 0.95, -1};
+
+static const close_criterion *batch_criterion(gboolean fp16)
+{
+    return fp16 ? &close_fp16 : &close_fp32;
+}
+
+/* Whether the batch criterion decides a check (FALSE: information only). */
+static gboolean batch_close_judged(gboolean fp16)
+{
+    return !fp16 || trained_model;
+}
+
+/* Whether @ours matches @ref under @c; *@matched (unless NULL) gets the count. */
+static gboolean results_close(const vd_result *ref, const vd_result *ours, const close_criterion *c,
+                              int *matched)
+{
+    int n = ref->n_detections;
+    int m = match(ref, ours, c->iou_min, c->score_tol);
+    if (matched != NULL)
+        *matched = m;
+    if (n > 0 && m < c->min_matched * n)
+        return FALSE;
+    return c->count_tol < 0 || abs(ours->n_detections - n) <= (int)ceil(c->count_tol * n);
+}
+
+static const char *criterion_text(const close_criterion *c)
+{
+    return c == &close_fp32 ? "label, IoU >= 0.99, |score diff| <= 1e-3, >= 97% matched, counts "
+                              "within 3%"
+                            : "label, IoU >= 0.9, |score diff| <= 0.02, >= 95% matched";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1176,9 +1227,10 @@ static void clear_n(vd_result *results, int n)
 }
 
 /* A batch of @n different frames of one size on @ctx (@label: fp16 or fp32):
- *  - every image's detections identical, bit for bit, to that image alone
- *    (batch 1, eager) on the same context: the eager batch (first), then the
- *    batch captured and replayed from its graph;
+ *  - every image's detections close to that image alone (batch 1, eager) on
+ *    the same context (results_close: the fp32 or fp16 criterion, bit
+ *    identity reported): the eager batch (first), then the batch captured and
+ *    replayed from its graph;
  *  - exactly one host synchronisation per batch over 3 replayed batches;
  *  - for @n >= 3, a partial batch of @n - 1 has a graph of its own (eager,
  *    then replayed) and the full batch's graph stays (replayed after it);
@@ -1188,6 +1240,9 @@ static void clear_n(vd_result *results, int n)
 static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, int n,
                        const char *label)
 {
+    gboolean fp16 = vd_context_precision(ctx) == VD_PRECISION_FP16;
+    const close_criterion *crit = batch_criterion(fp16);
+    gboolean judged = batch_close_judged(fp16);
     enum { MAX_N = 16 };
     uint8_t *pixels[MAX_N] = {NULL};
     vd_image images[MAX_N];
@@ -1219,28 +1274,27 @@ static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, 
         int identical = 0, close = 0, dets = 0;
         GString *diff = g_string_new("");
         for (int i = 0; ok && i < n; i++) {
+            int m = 0;
+            gboolean c = results_close(&single[i], &batch[i], crit, &m);
             dets += batch[i].n_detections;
-            if (results_identical(&single[i], &batch[i])) {
-                identical++;
-            } else {
-                int m = match(&single[i], &batch[i], 0.99, 1e-3);
-                close +=
-                    m == single[i].n_detections && batch[i].n_detections == single[i].n_detections;
-                g_string_append_printf(diff,
-                                       "; image %d: %d vs %d detections, %d matched (IoU >= "
-                                       "0.99, |score diff| <= 1e-3)",
-                                       i, batch[i].n_detections, single[i].n_detections, m);
-            }
+            identical += results_identical(&single[i], &batch[i]);
+            close += c;
+            if (!c)
+                g_string_append_printf(diff, "; image %d: %d vs %d detections, %d matched", i,
+                                       batch[i].n_detections, single[i].n_detections, m);
         }
-        what =
-            g_strdup_printf("batch %d %s %s = batch 1", n, label, round == 0 ? "eager" : "graph");
-        check(ok && identical == n && (round == 0 || replayed), what,
-              "%s%d of %d images' detections bit-identical to the image alone (%d detections in "
-              "all)%s%s%s",
-              ok ? "" : "vd_detect failed: ", identical, n, dets,
+        what = g_strdup_printf("batch %d %s %s ~ batch 1", n, label,
+                               round == 0 ? "eager" : "graph");
+        check(ok && (close == n || !judged) && (round == 0 || replayed), what,
+              "%s%d of %d images' detections close to the image alone (%s)%s (%d detections in "
+              "all)%s%s",
+              ok ? "" : "vd_detect failed: ", close, n, criterion_text(crit),
+              judged ? "" : ", information only for random weights (--trained judges it)", dets,
               round == 0 ? "" : (replayed ? ", replayed from the batch graph" : ", NOT replayed"),
-              identical < n ? (close == n - identical ? "; the others match closely" : "") : "",
               diff->str);
+        if (ok)
+            printf("  info %s: %d of %d images bit-identical to the image alone\n", what,
+                   identical, n);
         if (!ok) {
             fprintf(stderr, "batch: %s\n", error ? error->message : "?");
             g_clear_error(&error);
@@ -1305,13 +1359,15 @@ static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, 
         const gboolean want_replayed[3] = {FALSE, TRUE, TRUE};
         GString *got = g_string_new("");
         gboolean ok = TRUE, as_expected = TRUE;
-        int identical = 0, total = 0;
+        int identical = 0, close = 0, total = 0;
         for (int r = 0; r < 3 && ok; r++) {
             ok = detect_n(ctx, images, sizes[r], batch, &error);
             gboolean replayed = ok && vd_cuda_context_graph_replayed(ctx);
             as_expected = as_expected && replayed == want_replayed[r];
-            for (int i = 0; ok && i < sizes[r]; i++, total++)
+            for (int i = 0; ok && i < sizes[r]; i++, total++) {
                 identical += results_identical(&single[i], &batch[i]);
+                close += results_close(&single[i], &batch[i], crit, NULL);
+            }
             g_string_append_printf(got, "%s%d: %s", r ? ", " : "", sizes[r],
                                    !ok        ? "failed"
                                    : replayed ? "replayed"
@@ -1319,10 +1375,14 @@ static void test_batch(vd_context *ctx, vd_context *cpu, const vd_image *first, 
             clear_n(batch, sizes[r]);
         }
         what = g_strdup_printf("batch %d %s after partial batches of %d", n, label, n - 1);
-        check(ok && as_expected && identical == total, what,
+        check(ok && as_expected && (close == total || !judged), what,
               "%s (expected %d: eager, %d: replayed, %d: replayed from its own graph); %d of %d "
-              "images' detections bit-identical to the image alone",
-              got->str, n - 1, n - 1, n, identical, total);
+              "images' detections close to the image alone (%s)%s",
+              got->str, n - 1, n - 1, n, close, total, criterion_text(crit),
+              judged ? "" : ", information only for random weights (--trained judges it)");
+        if (ok)
+            printf("  info %s: %d of %d images bit-identical to the image alone\n", what,
+                   identical, total);
         g_free(what);
         g_string_free(got, TRUE);
         if (!ok) {
@@ -1464,6 +1524,30 @@ static gboolean masks_identical(const vd_result *a, const vd_result *b)
     return TRUE;
 }
 
+/* A batch's image against the image alone with masks: the detections close
+ * (results_close) and the pasted masks of the matched pairs at IoU >=
+ * MASK_IOU (fp16: MASK_FP16_IOU) for all but ceil(MASK_LOW_IOU_FRACTION
+ * (fp16: MASK_FP16_LOW_IOU_FRACTION) of them), the per-frame criteria against
+ * the CPU: a batch may sum in another order (see results_close). */
+static gboolean batch_masks_close(const vd_result *alone, const vd_result *batch, gboolean fp16)
+{
+    const close_criterion *c = batch_criterion(fp16);
+    int *pair = g_new(int, MAX(alone->n_detections, 1));
+    int matched = 0, low = 0;
+    gboolean close = results_close(alone, batch, c, NULL);
+    match_pairs(alone, batch, c->iou_min, c->score_tol, pair);
+    for (int i = 0; i < alone->n_detections; i++) {
+        if (pair[i] < 0)
+            continue;
+        matched++;
+        low += mask_iou(&alone->detections[i], &batch->detections[pair[i]]) <
+               (fp16 ? MASK_FP16_IOU : MASK_IOU);
+    }
+    g_free(pair);
+    return close &&
+           low <= (int)ceil((fp16 ? MASK_FP16_LOW_IOU_FRACTION : MASK_LOW_IOU_FRACTION) * matched);
+}
+
 /* @ours (@label) against the CPU's @ref on the detections matched with box
  * IoU >= @box_iou, |score diff| <= @score_tol: the observed 28x28
  * probabilities ("mask_probs", checked against @prob_tol unless it is
@@ -1537,8 +1621,8 @@ static void compare_masks(const char *label, const vd_result *ref, GHashTable *r
 
 /* Graph replay and batches of a mask model: detections and mask bytes
  * replayed from the graph identical to eager; a batch of two different frames
- * identical, image by image, to each alone, with one host synchronisation per
- * batch. */
+ * close, image by image, to each alone (batch_masks_close; bit identity
+ * reported), with one host synchronisation per batch. */
 static void test_mask_graph_and_batch(vd_context *ctx, const vd_image *image, const char *label)
 {
     vd_result eager = {0}, replay = {0};
@@ -1563,6 +1647,8 @@ static void test_mask_graph_and_batch(vd_context *ctx, const vd_image *image, co
     vd_image images[2] = {*image, vd_image_rgb(mirror, image->width, image->height)};
     vd_result alone[2] = {{0}, {0}}, batch[2];
     GError *error = NULL;
+    gboolean fp16 = vd_context_precision(ctx) == VD_PRECISION_FP16;
+    int bit_identical = 0;
     vd_cuda_context_set_graphs(ctx, FALSE);
     ok = detect(ctx, &images[0], &alone[0]) && detect(ctx, &images[1], &alone[1]);
     gboolean same = ok;
@@ -1579,17 +1665,25 @@ static void test_mask_graph_and_batch(vd_context *ctx, const vd_image *image, co
         }
         if (b == n_batches - 1)
             syncs = vd_cuda_context_sync_count(ctx) - before;
-        same = same && masks_identical(&alone[0], &batch[0]) &&
-               masks_identical(&alone[1], &batch[1]);
+        for (int i = 0; i < 2; i++) {
+            same = same && batch_masks_close(&alone[i], &batch[i], fp16);
+            bit_identical += masks_identical(&alone[i], &batch[i]);
+        }
         clear_n(batch, 2);
     }
     replayed = ok && vd_cuda_context_graph_replayed(ctx);
     what = g_strdup_printf("%s mask batch of 2", label);
-    check(ok && same && syncs == 1 && replayed, what,
-          "%d and %d detections alone; eager then replayed batches %s, each image's detections and "
-          "mask bytes %s; %" G_GUINT64_FORMAT " host synchronisation(s) for the last batch",
+    check(ok && (same || !batch_close_judged(fp16)) && syncs == 1 && replayed, what,
+          "%d and %d detections alone; eager then replayed batches %s, each image's detections "
+          "and masks %s (%s; matched masks IoU >= %.2f but ceil(%.0f%%))%s; %" G_GUINT64_FORMAT
+          " host synchronisation(s) for the last batch",
           alone[0].n_detections, alone[1].n_detections, replayed ? "replayed" : "NOT replayed",
-          same ? "identical to alone" : "DIFFERENT", syncs);
+          same ? "close to alone" : "NOT close to alone", criterion_text(batch_criterion(fp16)),
+          fp16 ? MASK_FP16_IOU : MASK_IOU,
+          100 * (fp16 ? MASK_FP16_LOW_IOU_FRACTION : MASK_LOW_IOU_FRACTION),
+          batch_close_judged(fp16) ? "" : ", information only for random weights", syncs);
+    printf("  info %s: %d of %d images bit-identical (detections and mask bytes) to alone\n",
+           what, bit_identical, 2 * n_batches);
     g_free(what);
     vd_cuda_context_set_graphs(ctx, FALSE);
     clear_n(alone, 2);
@@ -1723,8 +1817,8 @@ static int run_mask_checks(vd_model *model, GPtrArray *frames)
  * matched: a check with --trained, reported for random weights, as in the full
  * run); then on the first frame one host synchronisation per frame (fp32
  * eager, fp16 replayed), graph replay identical to eager (fp32 and fp16), and
- * batches of two identical to each image alone (fp32 also within the CPU
- * criteria). */
+ * batches of two close to each image alone (results_close; fp32 also within
+ * the CPU criteria). */
 static int run_core_checks(vd_model *model, GPtrArray *frames)
 {
     printf("core checks (CUDA against the CPU engine) of %s\n", vd_model_description(model));
