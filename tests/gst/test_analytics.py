@@ -2,7 +2,7 @@
 """GStreamer's analytics metadata (GstAnalytics, 1.24+) between our elements
 and GStreamer's own, with the real elements.
 
-    test_analytics.py overlay | producer | gi
+    test_analytics.py overlay | producer | onnx | gi
 
 overlay: videotestsrc pattern=ball ! visiondetect (the bundled shapes model)
   ! objectdetectionoverlay (GStreamer's, gst-plugins-bad) ! appsink. Each
@@ -26,6 +26,17 @@ producer: another producer's entries: a Python appsrc attaches, through
   has exactly the keys a line of visiondetect's own detections has (same
   schema).
 
+onnx: GStreamer's own inference and decoder as the other producer:
+  videotestsrc pattern=ball ! onnxinference (ONNX Runtime) on an SSD-format
+  model exported here with torch (the box of the frame's bright pixels, the
+  four outputs and tensor ids ssdobjectdetector reads) ! ssdobjectdetector
+  (label file: class 1 "ball") ! visiontrack ! visionjson (both schemas) !
+  appsink. Each frame has one entry, on the ball (its bright pixels' box
+  within a pixel: the decoder truncates); the JSON box is that entry's, and
+  from its second frame the object has one id, in the tracking entry, our
+  line and DL Streamer's line, with visiondetect's keys. Skipped (77)
+  without onnxinference, ssdobjectdetector or torch.
+
 gi: every field readable from Python through GstAnalytics-1.0 next to our
   GstVisionDetect-1.0: videotestsrc pattern=ball ! visiondetect interval=2
   ! visiontrack ! appsink, then the mask fixture model (a Mask R-CNN) !
@@ -48,9 +59,76 @@ import tempfile
 import json
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
-if MODE not in ("overlay", "producer", "gi"):
-    print("usage: test_analytics.py overlay|producer|gi")
+if MODE not in ("overlay", "producer", "onnx", "gi", "export-onnx"):
+    print("usage: test_analytics.py overlay|producer|onnx|gi")
     sys.exit(2)
+
+
+def export_ssd_onnx(path):
+    """Writes to @path a one-object detector in the SSD layout that
+    GStreamer's ssdobjectdetector reads (boxes [1, N, 4] as ymin, xmin, ymax,
+    xmax normalised; scores and classes [1, N]; num_detections [1]), for
+    onnxinference's HWC uint8 input: the box of the frame's bright pixels
+    (mean over the channels above 128), class 1, score 0.9. Run in a process
+    of its own: torch and ONNX Runtime each register ONNX's schemas."""
+    import torch
+    # torch's TorchScript exporter imports the onnx package only to add
+    # onnxscript functions to the model, and this one has none: Debian 13 has
+    # no python3-onnx, so that step is left out
+    from torch.onnx._internal import onnx_proto_utils
+    onnx_proto_utils._add_onnxscript_fn = lambda model_bytes, opsets: model_bytes
+
+    class BrightBox(torch.nn.Module):
+        def forward(self, image):
+            h, w = image.shape[1], image.shape[2]
+            bright = image.float().mean(dim=3) > 128.0
+            rows = bright.any(dim=2)[0]
+            cols = bright.any(dim=1)[0]
+            ys = torch.arange(h, dtype=torch.float32)
+            xs = torch.arange(w, dtype=torch.float32)
+            ymin = torch.where(rows, ys, torch.full_like(ys, 1e9)).min()
+            ymax = torch.where(rows, ys, torch.full_like(ys, -1.0)).max() + 1
+            xmin = torch.where(cols, xs, torch.full_like(xs, 1e9)).min()
+            xmax = torch.where(cols, xs, torch.full_like(xs, -1.0)).max() + 1
+            found = rows.any().float()
+            boxes = torch.stack([ymin / h, xmin / w, ymax / h, xmax / w])
+            return (boxes.clamp(0, 1).reshape(1, 1, 4),
+                    (0.9 * found).reshape(1, 1), torch.ones(1, 1),
+                    found.reshape(1))
+
+    torch.onnx.export(BrightBox(), torch.zeros(1, HEIGHT, WIDTH, 3, dtype=torch.uint8),
+                      path, input_names=["image_tensor"],
+                      output_names=["boxes", "scores", "detection_classes",
+                                    "num_detections"], opset_version=13)
+
+    def varint(n):
+        out = bytearray()
+        while True:
+            out.append((n & 0x7f) | (0x80 if n >> 7 else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def field(number, payload):     # a length-delimited protobuf field
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    # the tensor ids (GStreamer 1.26's ssdobjectdetector reads these) that
+    # onnxinference takes from the model's metadata_props, ModelProto field
+    # 14 of StringStringEntryProto (key 1, value 2): a repeated field
+    # appended to a serialized message is merged into it
+    ids = {"boxes": "Gst.Model.ObjectDetector.Boxes",
+           "scores": "Gst.Model.ObjectDetector.Scores",
+           "detection_classes": "Gst.Model.ObjectDetector.Classes",
+           "num_detections": "Gst.Model.ObjectDetector.NumDetections"}
+    with open(path, "ab") as f:
+        for key, value in ids.items():
+            f.write(field(14, field(1, key.encode()) + field(2, value.encode())))
+
+
+WIDTH, HEIGHT = 320, 240
+if MODE == "export-onnx":
+    export_ssd_onnx(sys.argv[2])
+    sys.exit(0)
 
 import gi  # noqa: E402
 
@@ -69,7 +147,6 @@ from gi.repository import GLib, Gst, GstAnalytics, GstApp, GstVideo  # noqa: E40
 
 Gst.init(None)
 
-WIDTH, HEIGHT = 320, 240
 EDGE_TOL = 2        # pixels: a 1-2 pixel wide line around the edge, antialiased
 EDGE_COVER = 0.9    # of an edge's length; the ball's own edge may hide a pixel
 
@@ -397,6 +474,111 @@ def test_producer():
     finish()
 
 
+# ---- onnx ---------------------------------------------------------------------
+
+def bright_box(buf, caps):
+    """The box (x, y, w, h) of @buf's pixels brighter than 128 (RGB)."""
+    import numpy as np
+
+    info = GstVideo.VideoInfo.new_from_caps(caps)
+    ok, m = buf.map(Gst.MapFlags.READ)
+    rows = np.frombuffer(bytes(m.data), np.uint8)[:info.stride[0] * HEIGHT]
+    buf.unmap(m)
+    rgb = rows.reshape(HEIGHT, info.stride[0])[:, :WIDTH * 3].reshape(HEIGHT, WIDTH, 3)
+    ys, xs = np.nonzero(rgb.astype(np.float32).mean(axis=2) > 128)
+    if len(ys) == 0:
+        return None
+    return int(xs.min()), int(ys.min()), int(xs.max() + 1 - xs.min()), \
+        int(ys.max() + 1 - ys.min())
+
+
+def test_onnx():
+    import subprocess
+
+    for name in ("onnxinference", "ssdobjectdetector"):
+        if Gst.ElementFactory.find(name) is None:
+            print(f"GStreamer's {name} (gst-plugins-bad >= 1.24) not installed: "
+                  "skipped")
+            sys.exit(77)
+    skip_without_plugin_analytics()
+    tmp = tempfile.mkdtemp()
+    model = os.path.join(tmp, "bright-ssd.onnx")
+    labels = os.path.join(tmp, "labels.txt")
+    export = subprocess.run([sys.executable, __file__, "export-onnx", model],
+                            capture_output=True, text=True)
+    if export.returncode != 0 and "No module named 'torch'" in export.stderr:
+        print("no torch to export the SSD model with: skipped")
+        sys.exit(77)
+    if not check(export.returncode == 0, f"model export failed: {export.stderr[-2000:]}"):
+        finish()
+    with open(labels, "w") as f:
+        f.write("background\nball\n")
+    want_keys = own_schema_keys()
+    ours = os.path.join(tmp, "ours.jsonl")
+    dls = os.path.join(tmp, "dlstreamer.jsonl")
+    frames = 12
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers={frames} ! video/x-raw,format=RGB,"
+        f"width={WIDTH},height={HEIGHT} ! onnxinference model-file=\"{model}\" ! "
+        f"ssdobjectdetector label-file=\"{labels}\" ! visiontrack ! "
+        f"visionjson location=\"{ours}\" ! visionjson format=dlstreamer "
+        f"location=\"{dls}\" ! appsink name=sink")
+    samples = run(pipeline)
+    check(len(samples) == frames, f"{len(samples)} buffers out, want {frames}")
+    with open(ours) as f:
+        lines = [json.loads(line) for line in f]
+    with open(dls) as f:
+        dl_lines = [json.loads(line) for line in f]
+    check(len(lines) == frames and len(dl_lines) == frames,
+          f"{len(lines)} and {len(dl_lines)} lines, want {frames}")
+    object_id = None
+    for frame, (line, dl, (buf, caps)) in enumerate(zip(lines, dl_lines, samples)):
+        rmeta = GstAnalytics.buffer_get_analytics_relation_meta(buf)
+        entries = ods(rmeta) if rmeta is not None else []
+        if not check(len(entries) == 1 and len(line["objects"]) == 1,
+                     f"frame {frame}: {len(entries)} entries, "
+                     f"{len(line['objects'])} objects, want 1"):
+            continue
+        ok, x, y, w, h, conf = entries[0].get_location()
+        ball = bright_box(buf, caps)
+        check(ball is not None and all(abs(a - b) <= 1 for a, b in
+                                       zip((x, y, x + w, y + h),
+                                           (ball[0], ball[1], ball[0] + ball[2],
+                                            ball[1] + ball[3]))),
+              f"frame {frame}: entry ({x},{y},{w},{h}), the ball at {ball}")
+        o = line["objects"][0]
+        box = o["box"]
+        check(o["label"] == "ball" and abs(o["confidence"] - conf) < 1e-6
+              and abs(box["x_min"] - x / WIDTH) < 1e-6
+              and abs(box["y_min"] - y / HEIGHT) < 1e-6
+              and abs(box["x_max"] - (x + w) / WIDTH) < 1e-6
+              and abs(box["y_max"] - (y + h) / HEIGHT) < 1e-6,
+              f"frame {frame}: {o}, entry ({x},{y},{w},{h}) at {conf}")
+        if frame < 1:       # a track is confirmed on its second frame
+            continue
+        if not check("object_id" in o, f"frame {frame}: no object_id: {o}"):
+            continue
+        check(set(o) == want_keys,
+              f"frame {frame}: keys {sorted(o)}, visiondetect's {sorted(want_keys)}")
+        object_id = object_id or o["object_id"]
+        check(o["object_id"] == object_id,
+              f"frame {frame}: id {o['object_id']}, was {object_id}")
+        trk = related_tracking(rmeta, entries[0].id)
+        check(trk is not None and trk.get_info()[1] == object_id,
+              f"frame {frame}: tracking entry "
+              f"{trk.get_info() if trk else None}, JSON id {object_id}")
+        d = dl.get("objects", [])
+        check(len(d) == 1 and d[0].get("id") == object_id
+              and (d[0]["x"], d[0]["y"], d[0]["w"], d[0]["h"]) == (x, y, w, h)
+              and d[0]["roi_type"] == "ball",
+              f"frame {frame}: DL Streamer line {dl}")
+    check(object_id is not None, "the ball never got an id")
+    for p in (ours, dls, model, labels):
+        os.unlink(p)
+    os.rmdir(tmp)
+    finish()
+
+
 # ---- gi -----------------------------------------------------------------------
 
 def test_gi():
@@ -505,4 +687,5 @@ def test_gi():
     finish()
 
 
-{"overlay": test_overlay, "producer": test_producer, "gi": test_gi}[MODE]()
+{"overlay": test_overlay, "producer": test_producer, "onnx": test_onnx,
+ "gi": test_gi}[MODE]()
