@@ -60,6 +60,16 @@ stream_time (const GstSegment * segment, GstBuffer * buffer)
       GST_BUFFER_PTS (buffer));
 }
 
+/* @v rounded to a whole pixel, @otherwise when it is not finite; bounded so
+ * that a foreign ROI's absurd box cannot overflow the arithmetic. */
+static gint64
+whole_pixel (gdouble v, gint64 otherwise)
+{
+  if (!isfinite (v))
+    return otherwise;
+  return (gint64) llround (CLAMP (v, -1e15, 1e15));
+}
+
 /* DL Streamer's gvametaconvert line (its jsonconverter.cpp, format=json,
  * add-empty-results=true): "resolution", "timestamp" (stream time, ns;
  * absent without one), "objects" (absent when there is none), each with the
@@ -86,10 +96,10 @@ dlstreamer_line (GstBuffer * buffer, const GstSegment * segment, gint width,
         &g_array_index (detections, GstVisionDetection, i);
     const gchar *label = d->label ? g_quark_to_string (d->label) : NULL;
     /* the ROI meta's integer pixels, as DL Streamer reads them */
-    gint64 x = isfinite (d->x) ? (gint64) llround (d->x) : 0;
-    gint64 y = isfinite (d->y) ? (gint64) llround (d->y) : 0;
-    gint64 x2 = isfinite (d->x + d->w) ? (gint64) llround (d->x + d->w) : x;
-    gint64 y2 = isfinite (d->y + d->h) ? (gint64) llround (d->y + d->h) : y;
+    gint64 x = whole_pixel (d->x, 0);
+    gint64 y = whole_pixel (d->y, 0);
+    gint64 x2 = whole_pixel (d->x + d->w, x);
+    gint64 y2 = whole_pixel (d->y + d->h, y);
 
     g_string_append_printf (json, "%s{\"x\":%" G_GINT64_FORMAT ",\"y\":%"
         G_GINT64_FORMAT ",\"w\":%" G_GINT64_FORMAT ",\"h\":%" G_GINT64_FORMAT
