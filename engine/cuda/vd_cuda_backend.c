@@ -44,11 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The box head's NMS looks at the best VD_CUDA_BOX_NMS_CANDIDATES candidates.
- * With a score threshold t > 0 a proposal has at most floor(1/t) classes above
- * it (probabilities sum to 1), so with 1000 proposals this is exact for
- * t >= 1/32; below that the lowest scored candidates beyond the cap are dropped. */
-#define VD_CUDA_BOX_NMS_CANDIDATES 32768
 #define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
 /* The most image slots of a batch plan; larger batches run in parts. */
 #define VD_MAX_BATCH_SLOTS 32
@@ -144,9 +139,6 @@ typedef struct {
     float *head; /* [proposal_capacity][predictor_stride] float32 */
     float *box_boxes, *box_scores;
     int *box_labels;
-    vd_nms_shape box_nms;
-    void *box_nms_workspace;
-    size_t box_nms_workspace_bytes;
     int *n_box_keep;
 
     int *n_nonfinite; /* device count of the frame (vd_result.n_nonfinite) */
@@ -241,6 +233,14 @@ typedef struct {
     uint8_t *staging;
     uint8_t *raw;
     size_t raw_bytes;
+
+    /* The box head's NMS, shared by the plans (one image at a time on the
+     * stream): sized for every candidate the frame's score threshold lets
+     * through (box_nms_candidates), so that it runs over all of them as the
+     * CPU does; grown when a lower threshold needs more (ensure_box_nms). */
+    vd_nms_shape box_nms;
+    void *box_nms_workspace;
+    size_t box_nms_workspace_bytes;
 
     /* the one readback of a frame, or of a batch: result_slots results of
      * result_stride bytes */
@@ -874,21 +874,11 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         plan->box_labels == NULL)
         return FALSE;
     (void)rep;
-    plan->box_nms.capacity = (int)n_flat;
-    plan->box_nms.max_candidates = (int)MIN(n_flat, (size_t)VD_CUDA_BOX_NMS_CANDIDATES);
-    plan->box_nms.max_keep = 0; /* per frame: the context's max_detections */
-    {
-        vd_nms_shape sized = plan->box_nms;
-        sized.max_keep = 1;
-        plan->box_nms_workspace_bytes = vd_nms_workspace_size(&sized);
-    }
-    plan->box_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->box_nms_workspace_bytes,
-                                                 L->stream, "detection NMS", error);
     plan->n_box_keep =
         vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream, "detection NMS", error);
     plan->n_nonfinite = vd_cuda_pool_alloc(&plan->pool, n_img * sizeof(int), L->stream,
                                            "the non-finite count", error);
-    if (plan->box_nms_workspace == NULL || plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
+    if (plan->n_box_keep == NULL || plan->n_nonfinite == NULL)
         return FALSE;
     if (st->n_box_convs > 0 && !plan_box_convs(st, plan, ws, error))
         return FALSE;
@@ -1055,6 +1045,75 @@ static gboolean ensure_frame_buffers(cuda_state *st, size_t bytes, GError **erro
 
 /* Room for @slots results of @capacity detections each (and the detection
  * NMS's keep lists); growing waits for the device. */
+/* The detection candidates that can pass @score_threshold out of @rows
+ * proposals of @num_classes classes (background included): every foreground
+ * class of every proposal when t <= 0 (or NaN), else at most floor(1/t) per
+ * proposal, since a proposal's softmax probabilities sum to 1 and a candidate
+ * needs p > t (one more for the rounding of the sum). The NMS runs over all of
+ * them, as the CPU's does: no candidate is dropped for room. */
+static size_t box_nms_candidates(int rows, int num_classes, float score_threshold)
+{
+    size_t per_row = (size_t)MAX(num_classes - 1, 1);
+    if (score_threshold > 0.0f) {
+        double bound = floor((1.0 + 1e-3) / (double)score_threshold) + 1.0;
+        if (bound < (double)per_row)
+            per_row = (size_t)bound;
+    }
+    return (size_t)MAX(rows, 1) * per_row;
+}
+
+/* Sizes the shared detection NMS for @rows proposals at @score_threshold:
+ * capacity every candidate slot (rows x foreground classes), max_candidates
+ * box_nms_candidates(). Grows only (a higher threshold keeps the larger
+ * workspace), waiting for the device and dropping the graphs when it does: a
+ * frame at a lower score threshold than before, not a steady stream. The
+ * suppression bitmask is max_candidates^2 / 8 bytes: 1000 proposals x 90
+ * classes at threshold 0 (or 0.001, as mAP evaluation runs) is 90000
+ * candidates, about 1 GB; the default 0.05 bounds them to 21000, 55 MB. */
+static gboolean ensure_box_nms(cuda_state *st, int rows, float score_threshold, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    size_t capacity = (size_t)MAX(rows, 1) * MAX(cfg->num_classes - 1, 1);
+    size_t needed = MIN(box_nms_candidates(rows, cfg->num_classes, score_threshold), capacity);
+    if (capacity > (size_t)G_MAXINT) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%d proposals x %d classes is too many detection candidates", rows,
+                    cfg->num_classes - 1);
+        return FALSE;
+    }
+    if (st->box_nms_workspace != NULL && (size_t)st->box_nms.capacity == capacity &&
+        (size_t)st->box_nms.max_candidates >= needed)
+        return TRUE;
+    if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
+        return FALSE;
+    forget_graph(st);
+    cudaFree(st->box_nms_workspace);
+    st->box_nms_workspace = NULL;
+    st->box_nms_workspace_bytes = 0;
+    memset(&st->box_nms, 0, sizeof(st->box_nms));
+    vd_nms_shape shape = {(int)capacity, (int)needed, 1};
+    size_t bytes = vd_nms_workspace_size(&shape);
+    if (bytes == 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "CUB could not size the detection NMS");
+        return FALSE;
+    }
+    cudaError_t status = cudaMalloc(&st->box_nms_workspace, bytes);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        st->box_nms_workspace = NULL;
+        g_set_error(error, VD_ERROR,
+                    status == cudaErrorMemoryAllocation ? VD_ERROR_OUT_OF_MEMORY : VD_ERROR_DEVICE,
+                    "the detection NMS over %zu candidates (score threshold %g) needs %.1f MiB of "
+                    "device memory: %s",
+                    needed, (double)score_threshold, bytes / 1048576.0, cudaGetErrorString(status));
+        return FALSE;
+    }
+    shape.max_keep = 0; /* per frame: the context's max_detections */
+    st->box_nms = shape;
+    st->box_nms_workspace_bytes = bytes;
+    return TRUE;
+}
+
 static gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, GError **error)
 {
     if (capacity <= st->result_capacity && slots <= st->result_slots)
@@ -1067,6 +1126,7 @@ static gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, 
     cudaFree(st->result_device);
     cudaFreeHost(st->result_host);
     cudaFree(st->box_keep);
+    cudaFree(st->box_nms_workspace);
     st->result_device = NULL;
     st->result_host = NULL;
     st->box_keep = NULL;
@@ -1581,7 +1641,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         shape.resized_w = (float)rw;
         shape.score_threshold = p->score_threshold;
         shape.min_size = cfg->box_min_size;
-        vd_nms_shape nms = plan->box_nms;
+        vd_nms_shape nms = st->box_nms;
         nms.max_keep = p->max_detections;
         float ry = (float)frames[0].height / (float)rh;
         float rx = (float)frames[0].width / (float)rw;
@@ -1596,8 +1656,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                      "detection candidates");
             CUDA_TRY(vd_batched_nms_device(boxes, scores, VD_DTYPE_F32, labels, &nms,
                                            p->nms_threshold, keep, plan->n_box_keep + i,
-                                           plan->box_nms_workspace, plan->box_nms_workspace_bytes,
-                                           s),
+                                           st->box_nms_workspace, st->box_nms_workspace_bytes, s),
                      "detection NMS");
             CUDA_TRY(vd_finalize_detections(boxes, scores, labels, keep, plan->n_box_keep + i,
                                             plan->n_proposals + i, plan->n_nonfinite + i,
@@ -1993,6 +2052,7 @@ static gboolean detect_one(cuda_state *st, vd_context *ctx, const vd_image *imag
     size_t frame_bytes = frame_layout(image, plane_bytes, row_bytes, rows);
     if (!ensure_frame_buffers(st, frame_bytes, error) ||
         !ensure_result_capacity(st, ctx->params.max_detections, 1, error) ||
+        !ensure_box_nms(st, st->plan->proposal_capacity, ctx->params.score_threshold, error) ||
         !ensure_mask(st, error))
         return FALSE;
     pooler_scales(st, st->plan, rh);
@@ -2074,6 +2134,7 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
     size_t frame_bytes = frame_layout(&images[0], plane_bytes, row_bytes, rows);
     if (!ensure_frame_buffers(st, (size_t)plan->n_images * frame_bytes, error) ||
         !ensure_result_capacity(st, ctx->params.max_detections, plan->n_images, error) ||
+        !ensure_box_nms(st, plan->proposal_capacity, ctx->params.score_threshold, error) ||
         !ensure_mask(st, error))
         return FALSE;
     pooler_scales(st, plan, rh);
@@ -2851,9 +2912,8 @@ vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)
         return m;
     m.conv_workspace = st->layers.workspace_bytes;
     m.weights = st->weights_pool.bytes;
-    if (st->plan != NULL) {
+    m.box_nms_workspace = st->box_nms_workspace_bytes;
+    if (st->plan != NULL)
         m.plan = st->plan->pool.bytes;
-        m.box_nms_workspace = st->plan->box_nms_workspace_bytes;
-    }
     return m;
 }

@@ -51,8 +51,9 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
 guint64 vd_cuda_context_demotions(const vd_context *ctx);
 
 /* Device memory the context holds, in bytes: the convolutions' shared
- * workspace, the current plan's buffers (0 before the first frame) and of
- * those the detection NMS workspace, and the weights. */
+ * workspace, the current plan's buffers (0 before the first frame), the
+ * detection NMS workspace (shared by the plans, sized by the score threshold:
+ * 0 before the first frame) and the weights. */
 typedef struct {
     size_t conv_workspace, plan, box_nms_workspace, weights;
 } vd_cuda_memory;
