@@ -34,7 +34,7 @@
  *
  * Precision:
  * - fp32: everything in float32.
- * - bf16 (VD_PRECISION_BF16; AUTO stays fp32): every convolution (backbone, FPN,
+ * - bf16 (VD_PRECISION_BF16, and AUTO where the processor has it natively): every convolution (backbone, FPN,
  *   RPN) reads and writes bfloat16 activations with bfloat16 weights and float32
  *   accumulation and bias (oneDNN's avx512_core_bf16 kernels: only where the
  *   processor has AVX512-BF16 or AMX; elsewhere oneDNN would emulate them, many
@@ -2431,8 +2431,15 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 
 static void *cpu_create(vd_context *ctx, GError **error)
 {
+    /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
+    dnnl_cpu_isa_t isa = vd_layers_isa();
+    /* AUTO: bf16 where the processor has it natively (AVX512-BF16, AMX), where it
+     * is faster than fp32 and keeps the bundled model's accuracy (tools/bench/CPU.md,
+     * models/README.md); fp32 elsewhere. */
     if (ctx->params.precision == VD_PRECISION_AUTO)
-        ctx->params.precision = VD_PRECISION_FP32;
+        ctx->params.precision = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)
+                                    ? VD_PRECISION_BF16
+                                    : VD_PRECISION_FP32;
     if (ctx->params.precision != VD_PRECISION_FP32 && ctx->params.precision != VD_PRECISION_BF16) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision fp16 is not supported on the CPU backend (fp32 or bf16)");
@@ -2451,8 +2458,6 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
 
-    /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
-    dnnl_cpu_isa_t isa = vd_layers_isa();
     if (ctx->params.precision == VD_PRECISION_BF16 &&
         !vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)) {
         const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
