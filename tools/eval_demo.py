@@ -176,7 +176,7 @@ def run_torchvision(model, scenes, threads):
     return out
 
 
-def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch=50):
+def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch=50, precision=None):
     paths = []
     for i, (img, _, _) in enumerate(scenes):
         p = os.path.join(workdir, f"scene-{i:04d}.npy")
@@ -185,7 +185,8 @@ def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch
     out = []
     for a in range(0, len(paths), batch):
         cmd = [vd_detect, "--model", model_path, "--device", "cpu", "--json",
-               "--threads", str(threads), "--threshold", str(threshold)] + paths[a:a + batch]
+               "--threads", str(threads), "--threshold", str(threshold)] + \
+              (["--precision", precision] if precision else []) + paths[a:a + batch]
         res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if res.returncode != 0:
             raise SystemExit(f"vd-detect failed ({res.returncode}): {' '.join(cmd[:8])} ...\n{res.stderr}")
@@ -196,6 +197,28 @@ def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch
             obj = json.loads(ln)
             out.append([(d["box"], float(d["score"]), int(d["label"])) for d in obj["detections"]])
     return out
+
+
+def match_fraction(ref, other, iou=0.9, max_score_diff=0.02):
+    """Fraction of @ref's detections (per image: (box, score, label)) that have a
+    partner in @other: same class, IoU >= @iou, |score difference| <= @max_score_diff;
+    greedy by @ref's score, each detection of @other used once."""
+    total = matched = 0
+    for r, o in zip(ref, other):
+        used = [False] * len(o)
+        for box, score, label in sorted(r, key=lambda d: -d[1]):
+            total += 1
+            best, best_iou = -1, iou
+            for j, (ob, osc, ol) in enumerate(o):
+                if used[j] or ol != label or abs(osc - score) > max_score_diff:
+                    continue
+                v = box_iou(np.array([box], dtype=np.float64), np.array([ob], dtype=np.float64))[0, 0]
+                if v >= best_iou:
+                    best, best_iou = j, v
+            if best >= 0:
+                used[best] = True
+                matched += 1
+    return matched / total if total else 1.0, total
 
 
 def mine(model, model_path, vd_detect, n, seed, threshold, threads, workdir, chunk=200):
@@ -279,6 +302,15 @@ def main(argv=None):
     ap.add_argument("--mine-threshold", type=float, default=0.3)
     ap.add_argument("--mine-out", default=None)
     ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
+    ap.add_argument("--precisions", default=None,
+                    help="comma-separated engine precisions (fp32,bf16,...): the engine runs the "
+                         "held-out set at each; every one after the first is compared with the first "
+                         "(mAP difference, share of its detections matched: same class, IoU >= 0.9, "
+                         "|score difference| <= 0.02)")
+    ap.add_argument("--max-precision-diff", type=float, default=None,
+                    help="fail if |mAP of a precision - mAP of the first| > this")
+    ap.add_argument("--min-matched", type=float, default=None,
+                    help="fail if a precision matches less than this share of the first's detections")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
@@ -333,7 +365,8 @@ def main(argv=None):
             ok = False
         if vd:
             t0 = time.time()
-            en = run_engine(vd, args.model, scenes, workdir, args.threads, args.threshold)
+            en = run_engine(vd, args.model, scenes, workdir, args.threads, args.threshold,
+                            precision="fp32")
             en_map, en_aps = mean_ap(en, gt, n_classes)
             print(f"engine:      mAP@0.5 {en_map:.4f}  ("
                   + ", ".join(f"{names[c]} {v:.3f}" for c, v in en_aps.items())
@@ -348,6 +381,31 @@ def main(argv=None):
             if args.max_diff is not None and diff > args.max_diff:
                 print(f"FAIL: |engine - torchvision| {diff:.4f} > {args.max_diff}")
                 ok = False
+        precisions = [p for p in (args.precisions or "").split(",") if p]
+        if vd and precisions:
+            ref = None
+            for prec in precisions:
+                t0 = time.time()
+                dets = run_engine(vd, args.model, scenes, workdir, args.threads, args.threshold,
+                                  precision=prec)
+                m, aps = mean_ap(dets, gt, n_classes)
+                line = f"engine {prec}: mAP@0.5 {m:.4f}  {time.time() - t0:.0f} s"
+                results[f"engine_{prec}_map50"] = m
+                if ref is None:
+                    ref = (prec, m, dets)
+                else:
+                    frac, total = match_fraction(ref[2], dets)
+                    d = abs(m - ref[1])
+                    line += (f"; against {ref[0]}: |mAP difference| {d:.4f}, {frac * 100:.2f} % of "
+                             f"its {total} detections matched (class, IoU >= 0.9, |score diff| <= 0.02)")
+                    results[f"engine_{prec}_matched"] = frac
+                    if args.max_precision_diff is not None and d > args.max_precision_diff:
+                        line += f"\nFAIL: {prec}: |mAP difference| {d:.4f} > {args.max_precision_diff}"
+                        ok = False
+                    if args.min_matched is not None and frac < args.min_matched:
+                        line += f"\nFAIL: {prec}: {frac:.4f} of the detections matched < {args.min_matched}"
+                        ok = False
+                print(line, flush=True)
     if args.distractors > 0:
         frames = [(train_demo.distractor_scene(args.seed, i), None, None)
                   for i in range(args.distractors)]

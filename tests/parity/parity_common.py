@@ -895,8 +895,9 @@ def run_engine(vd_detect, model_path, image_paths, dump_dir, threads, threshold,
     if os.path.isdir(dump_dir):
         shutil.rmtree(dump_dir)
     os.makedirs(dump_dir)
-    cmd = [vd_detect, "--model", model_path, "--device", "cpu", "--threads", str(threads),
-           "--threshold", repr(float(threshold)), "--json", "--dump", dump_dir] + list(image_paths)
+    cmd = [vd_detect, "--model", model_path, "--device", "cpu", "--precision", "fp32",
+           "--threads", str(threads), "--threshold", repr(float(threshold)), "--json", "--dump",
+           dump_dir] + list(image_paths)
     log("$ " + " ".join(cmd))
     t = time.monotonic()
     try:
