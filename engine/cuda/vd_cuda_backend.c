@@ -227,6 +227,7 @@ typedef struct {
 
     cuda_plan *plan;       /* one image slot: single images */
     cuda_plan *batch_plan; /* batches of two images or more (NULL before the first) */
+    vd_batch_shrink batch_shrink; /* when batch_plan shrinks (vd_batch_plan_slots) */
 
     /* the frame upload: pinned staging and its device copy (a batch's frames
      * one after another) */
@@ -2093,14 +2094,6 @@ static gboolean images_alike(const vd_image *images, int n)
     return TRUE;
 }
 
-static int batch_slots(int n)
-{
-    int slots = 2;
-    while (slots < n)
-        slots *= 2;
-    return MIN(slots, VD_MAX_BATCH_SLOTS);
-}
-
 /* @n (2 .. VD_MAX_BATCH_SLOTS) alike images as one: one upload, every stage
  * over the batch plan, one readback and one host wait. */
 static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *images, int n,
@@ -2117,11 +2110,15 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
         }
     }
     cuda_plan *plan = st->batch_plan;
-    if (plan == NULL || plan->padded_h != ph || plan->padded_w != pw || plan->n_images < n) {
+    gboolean same_size = plan != NULL && plan->padded_h == ph && plan->padded_w == pw;
+    int slots = same_size
+                    ? vd_batch_plan_slots(&st->batch_shrink, plan->n_images, n, VD_MAX_BATCH_SLOTS)
+                    : vd_batch_plan_slots(&st->batch_shrink, 0, n, VD_MAX_BATCH_SLOTS);
+    if (!same_size || slots != plan->n_images) {
         if (!drop_plan(st, &st->batch_plan, st->batch_graphs, G_N_ELEMENTS(st->batch_graphs),
                        error))
             return FALSE;
-        st->batch_plan = plan_new(st, ph, pw, batch_slots(n), error);
+        st->batch_plan = plan_new(st, ph, pw, slots, error);
         if (st->batch_plan == NULL)
             return FALSE;
         plan = st->batch_plan;
@@ -2902,6 +2899,12 @@ guint64 vd_cuda_context_demotions(const vd_context *ctx)
 {
     cuda_state *st = state_of(ctx);
     return st != NULL ? st->layers.n_demotions : 0;
+}
+
+int vd_cuda_context_batch_slots(const vd_context *ctx)
+{
+    cuda_state *st = state_of(ctx);
+    return st != NULL && st->batch_plan != NULL ? st->batch_plan->n_images : 0;
 }
 
 vd_cuda_memory vd_cuda_context_memory(const vd_context *ctx)

@@ -50,6 +50,11 @@ int vd_cuda_context_unfused_convolutions(const vd_context *ctx);
  * in vd_context_kernels(). */
 guint64 vd_cuda_context_demotions(const vd_context *ctx);
 
+/* The image slots of the batch plan (0 before the first batch): it grows to
+ * a larger batch and shrinks after VD_BATCH_SHRINK_AFTER small batches
+ * (vd_batch_plan_slots in vd_cuda_private.h). */
+int vd_cuda_context_batch_slots(const vd_context *ctx);
+
 /* Device memory the context holds, in bytes: the convolutions' shared
  * workspace, the current plan's buffers (0 before the first frame), the
  * detection NMS workspace (shared by the plans, sized by the score threshold:

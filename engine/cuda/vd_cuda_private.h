@@ -38,6 +38,54 @@ static inline gboolean vd_cudnn_refused(cudnnStatus_t status)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The batch plan's size (engine/cuda/BATCHING.md, "Plans"): a power of two of
+ * image slots, at least 2, at most @max_slots. It grows at once to a batch
+ * larger than it; it shrinks when batches stay small: after
+ * VD_BATCH_SHRINK_AFTER batches in a row of at most half its slots, it becomes
+ * the power of two that fits the largest of them. One large batch (a burst
+ * after a stall) thus does not make every later small batch run, and hold
+ * activations for, all its slots; a size that alternates keeps its plan (a
+ * rebuild waits for the device, re-plans cuDNN and recaptures the graphs). */
+
+#define VD_BATCH_SHRINK_AFTER 32
+
+typedef struct {
+    int small_in_a_row; /* batches in a row of at most half the plan's slots */
+    int largest_small;  /* the largest of them */
+} vd_batch_shrink;
+
+static inline int vd_batch_slots_for(int n, int max_slots)
+{
+    int slots = 2;
+    while (slots < n && slots < max_slots)
+        slots *= 2;
+    return slots < max_slots ? slots : max_slots;
+}
+
+/* The slots the batch plan should have for a batch of @n (2 .. @max_slots)
+ * when it has @slots (0: no plan yet): @slots to keep it, else the size to
+ * rebuild it with. Counts the small batches in @shrink. */
+static inline int vd_batch_plan_slots(vd_batch_shrink *shrink, int slots, int n, int max_slots)
+{
+    if (slots < n) {
+        shrink->small_in_a_row = shrink->largest_small = 0;
+        return vd_batch_slots_for(n, max_slots);
+    }
+    if (slots <= 2 || n > slots / 2) {
+        shrink->small_in_a_row = shrink->largest_small = 0;
+        return slots;
+    }
+    shrink->small_in_a_row++;
+    if (n > shrink->largest_small)
+        shrink->largest_small = n;
+    if (shrink->small_in_a_row < VD_BATCH_SHRINK_AFTER)
+        return slots;
+    int smaller = vd_batch_slots_for(shrink->largest_small, max_slots);
+    shrink->small_in_a_row = shrink->largest_small = 0;
+    return smaller;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Synchronisation: every host wait of the backend goes through these two, and
  * each increments @count (per context), so that tests and benchmarks can assert
  * the number of host synchronisations per frame. */

@@ -62,6 +62,7 @@
 #include "vd_config.h"
 
 #include "cuda/vd_cuda_debug.h"
+#include "cuda/vd_cuda_private.h" /* VD_BATCH_SHRINK_AFTER */
 #include "gpu_test_util.h"
 #include "visiondetect/vd.h"
 
@@ -1438,6 +1439,57 @@ static void test_batch_invalid(vd_context *ctx, const vd_image *first)
         g_free(pixels[i]);
 }
 
+/* The batch plan shrinks (issue 37, item 4): after a batch of 8, the plan
+ * has 8 slots; VD_BATCH_SHRINK_AFTER batches of two in a row make it 2, and
+ * those batches' detections stay close to each image alone (results_close),
+ * the last ones replayed from the new plan's graph. */
+static void test_batch_shrink(vd_context *ctx, const vd_image *first)
+{
+    enum { BIG = 8 };
+    uint8_t *pixels[BIG];
+    vd_image images[BIG];
+    vd_result alone[2] = {{0}, {0}}, batch[BIG];
+    GError *error = NULL;
+    gboolean fp16 = vd_context_precision(ctx) == VD_PRECISION_FP16;
+    for (int i = 0; i < BIG; i++) {
+        pixels[i] = batch_variant(first, i);
+        images[i] = vd_image_rgb(pixels[i], first->width, first->height);
+    }
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    gboolean ok = detect(ctx, &images[0], &alone[0]) && detect(ctx, &images[1], &alone[1]);
+    vd_cuda_context_set_graphs(ctx, TRUE);
+    ok = ok && detect_n(ctx, images, BIG, batch, &error);
+    if (ok)
+        clear_n(batch, BIG);
+    int slots_big = vd_cuda_context_batch_slots(ctx), slots_before_last = 0, close = 0;
+    gboolean replayed = FALSE;
+    for (int b = 0; b < VD_BATCH_SHRINK_AFTER + 2 && ok; b++) {
+        if (b == VD_BATCH_SHRINK_AFTER - 1)
+            slots_before_last = vd_cuda_context_batch_slots(ctx);
+        ok = detect_n(ctx, images, 2, batch, &error);
+        if (!ok)
+            break;
+        replayed = vd_cuda_context_graph_replayed(ctx);
+        close += results_close(&alone[0], &batch[0], batch_criterion(fp16), NULL) &&
+                 results_close(&alone[1], &batch[1], batch_criterion(fp16), NULL);
+        clear_n(batch, 2);
+    }
+    int slots_after = vd_cuda_context_batch_slots(ctx);
+    check(ok && slots_big == BIG && slots_before_last == BIG && slots_after == 2 && replayed &&
+              (close == VD_BATCH_SHRINK_AFTER + 2 || !batch_close_judged(fp16)),
+          "batch plan shrinks",
+          "%s; %d slots after a batch of %d, %d after %d batches of 2, %d after %d (expected %d, "
+          "%d, 2); the last batch %s; %d of %d batches close to the images alone",
+          ok ? "ran" : (error ? error->message : "failed"), slots_big, BIG, slots_before_last,
+          VD_BATCH_SHRINK_AFTER - 1, slots_after, VD_BATCH_SHRINK_AFTER + 2, BIG, BIG,
+          replayed ? "replayed" : "NOT replayed", close, VD_BATCH_SHRINK_AFTER + 2);
+    g_clear_error(&error);
+    vd_cuda_context_set_graphs(ctx, FALSE);
+    clear_n(alone, 2);
+    for (int i = 0; i < BIG; i++)
+        g_free(pixels[i]);
+}
+
 /* Each graph backs off on its own (issue 37, item 8): a failed capture of the
  * single-image graph leaves it RETRYING with one eager frame to wait, while
  * batches of two meanwhile get their own graph captured and replayed, and do
@@ -2199,6 +2251,7 @@ int main(int argc, char **argv)
     test_batch(f16, NULL, &first, 8, "fp16");
     test_batch(f32, NULL, &first, 8, "fp32");
     test_batch_invalid(f16, &first);
+    test_batch_shrink(f16, &first);
     test_score_threshold_zero(model, cpu, f32, &first);
     printf("  info unfused convolutions: fp16 %d, fp32 %d\n",
            vd_cuda_context_unfused_convolutions(f16), vd_cuda_context_unfused_convolutions(f32));
