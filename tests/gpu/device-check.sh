@@ -104,6 +104,14 @@ elif [ "$t" -eq 0 ]; then echo "skipped: out of time" | tee "$OUT/kernels.log"; 
 else
   timeout "$t" "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
   rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
+  # the RPN top-k, image by image against one segmented sort per batch (issue
+  # 37, item 7): a JSON line appended to kernels.log, information only
+  t=$(limit 30)
+  if [ "$t" -gt 0 ]; then
+    echo "=== vd-gpu-bench rpn-topk" >> "$OUT/kernels.log"
+    timeout "$t" "$WORK/run-vd-gpu-bench" rpn-topk --iters 30 >> "$OUT/kernels.log" 2>&1
+    echo "vd-gpu-bench rpn-topk: exit $?"; tail -1 "$OUT/kernels.log"
+  fi
 fi
 
 # prepare WHAT WANT: tools/bench_gpu.py WHAT, its log appended to env.txt as it

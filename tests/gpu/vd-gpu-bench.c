@@ -5,6 +5,7 @@
  *                [--warmup N] [--iters N] [--graphs] [--detections OUT.json] [--batch N]
  *   vd-gpu-bench nms FILE [--iters N] [--threshold T]
  *   vd-gpu-bench roi-align FILE --height H --width W [--iters N]
+ *   vd-gpu-bench rpn-topk [--height H] [--width W] [--iters N]
  *
  * engine: the median wall time of vd_detect() (the frame's host copy into pinned
  * memory, upload, every stage, the readback and its one synchronisation), frames
@@ -19,7 +20,16 @@
  * roi-align: FILE holds int32 n, float32 rois[n][4] in pixels of an HxW padded
  * input; random 256-channel FPN features P2..P5 of that input; the
  * MultiScaleRoIAlign kernel in fp16 (fp16 features and output, fp32 maths) and
- * fp32. Exit status 77 without a device. */
+ * fp32.
+ * rpn-topk [--height H] [--width W] [--iters N]: the RPN's top-k sort for a
+ * padded HxW input (default 800x1344: level 0 has 201600 anchors), A = 3,
+ * levels of stride 4 to 64, fp16 logits, for batches of 1, 2, 4, 8 and 16
+ * images: the single-image path's per-level radix sorts run image after image
+ * (vd_rpn_topk) against the batch path's one segmented sort (vd_rpn_topk_batched,
+ * one CUB block per large segment), each timed with CUDA events (median).
+ * Issue 37, item 7: whether level 0 makes the batched sort slower than image
+ * by image, before choosing a device-wide sort for the large levels.
+ * Exit status 77 without a device. */
 #include "vd_config.h"
 
 #include "cpu/vd_cpu_ops.h"
@@ -345,10 +355,104 @@ static int bench_roi_align(int argc, char **argv)
     return 0;
 }
 
+static int bench_rpn_topk(int argc, char **argv)
+{
+    int iters = atoi(arg_value(argc, argv, "--iters", "50"));
+    int H = atoi(arg_value(argc, argv, "--height", "800"));
+    int W = atoi(arg_value(argc, argv, "--width", "1344"));
+    enum { A = 3, HS = 16, N_LEVELS = 5, MAX_BATCH = 16 };
+    const int batches[] = {1, 2, 4, 8, 16};
+    if (iters < 1 || H < 64 || W < 64 || H > 4096 || W > 4096) {
+        fprintf(stderr, "vd-gpu-bench rpn-topk: bad size or iterations\n");
+        return 2;
+    }
+    cudaStream_t s;
+    CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vd_rpn_levels lv;
+    memset(&lv, 0, sizeof(lv));
+    lv.n_levels = N_LEVELS;
+    lv.anchors_per_location = A;
+    lv.head_stride = HS;
+    int total = 0;
+    test_rng r = {37};
+    for (int l = 0; l < N_LEVELS; l++) {
+        int stride = 4 << l, h = (H + stride - 1) / stride, w = (W + stride - 1) / stride;
+        size_t count = (size_t)h * w * HS;
+        uint16_t *host = g_new(uint16_t, count);
+        for (size_t i = 0; i < count; i++)
+            host[i] = float_to_half(rng_normal(&r) * 2.0f);
+        lv.head[l] = dev_upload(host, count * sizeof(uint16_t));
+        g_free(host);
+        lv.n_anchors[l] = h * w * A;
+        lv.anchor_offset[l] = total;
+        lv.top_n[l] = MIN(1000, lv.n_anchors[l]);
+        total += lv.n_anchors[l];
+    }
+    lv.anchor_offset[N_LEVELS] = total;
+    size_t n_all = (size_t)MAX_BATCH * total;
+    unsigned int *keys = dev_alloc(n_all * sizeof(unsigned int));
+    unsigned int *keys_sorted = dev_alloc(n_all * sizeof(unsigned int));
+    int *values = dev_alloc(n_all * sizeof(int)), *values_sorted = dev_alloc(n_all * sizeof(int));
+    for (int i = 0; i < MAX_BATCH; i++)
+        CU(vd_rpn_gather_logits(&lv, VD_DTYPE_F16, keys + (size_t)i * total,
+                                values + (size_t)i * total, s));
+    size_t ws_level = vd_rpn_topk_workspace_size(lv.n_anchors[0]);
+    size_t ws_batched = vd_rpn_topk_batched_workspace_size(&lv, MAX_BATCH);
+    void *ws = dev_alloc(MAX(ws_level, ws_batched));
+    cudaEvent_t a, b;
+    CU(cudaEventCreate(&a));
+    CU(cudaEventCreate(&b));
+    double *t = g_new(double, iters);
+    printf("{\"height\": %d, \"width\": %d, \"anchors\": %d, \"level0_anchors\": %d, "
+           "\"iters\": %d, \"batches\": [",
+           H, W, total, lv.n_anchors[0], iters);
+    for (size_t k = 0; k < G_N_ELEMENTS(batches); k++) {
+        int n = batches[k];
+        double per_level = 0, batched = 0;
+        for (int mode = 0; mode < 2; mode++) {
+            for (int i = 0; i < iters + 5; i++) {
+                CU(cudaEventRecord(a, s));
+                if (mode == 0)
+                    for (int img = 0; img < n; img++)
+                        CU(vd_rpn_topk(&lv, keys + (size_t)img * total,
+                                       values + (size_t)img * total,
+                                       keys_sorted + (size_t)img * total,
+                                       values_sorted + (size_t)img * total, ws, ws_level, s));
+                else
+                    CU(vd_rpn_topk_batched(&lv, n, keys, values, keys_sorted, values_sorted, ws,
+                                           ws_batched, s));
+                CU(cudaEventRecord(b, s));
+                double ms = time_events(s, a, b);
+                if (i >= 5)
+                    t[i - 5] = ms;
+            }
+            if (mode == 0)
+                per_level = median(t, iters);
+            else
+                batched = median(t, iters);
+        }
+        printf("%s{\"n\": %d, \"per_level_ms\": %.4f, \"batched_ms\": %.4f}", k ? ", " : "", n,
+               per_level, batched);
+    }
+    printf("]}\n");
+    g_free(t);
+    CU(cudaEventDestroy(a));
+    CU(cudaEventDestroy(b));
+    CU(cudaFree(keys));
+    CU(cudaFree(keys_sorted));
+    CU(cudaFree(values));
+    CU(cudaFree(values_sorted));
+    CU(cudaFree(ws));
+    for (int l = 0; l < N_LEVELS; l++)
+        CU(cudaFree((void *)lv.head[l]));
+    CU(cudaStreamDestroy(s));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: vd-gpu-bench engine|nms|roi-align ...\n");
+        fprintf(stderr, "usage: vd-gpu-bench engine|nms|roi-align|rpn-topk ...\n");
         return 2;
     }
     gpu_require_device("vd-gpu-bench");
@@ -358,6 +462,8 @@ int main(int argc, char **argv)
         return bench_nms(argc, argv);
     if (strcmp(argv[1], "roi-align") == 0)
         return bench_roi_align(argc, argv);
+    if (strcmp(argv[1], "rpn-topk") == 0)
+        return bench_rpn_topk(argc, argv);
     fprintf(stderr, "vd-gpu-bench: unknown mode %s\n", argv[1]);
     return 2;
 }
