@@ -28,8 +28,10 @@ library without device code (a build without CUDA).
 
 Usage: check_kernel_resources.py LIBRARY KERNELS_DIR [CUOBJDUMP]
 The cuobjdump used is, in order: $VD_CUOBJDUMP, the third argument (what meson
-found), cuobjdump on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin.
+found), cuobjdump on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, PyPI's
+nvidia-cuda-cuobjdump in this Python's site-packages.
 """
+import glob
 import os
 import re
 import shutil
@@ -63,6 +65,9 @@ def find_cuobjdump(argv):
     for root in (os.environ.get('CUDA_HOME'), os.environ.get('CUDA_PATH'), '/usr/local/cuda'):
         if root:
             candidates.append(os.path.join(root, 'bin', 'cuobjdump'))
+    # PyPI's nvidia-cuda-cuobjdump (pip install nvidia-cuda-cuobjdump)
+    for entry in sys.path:
+        candidates.extend(sorted(glob.glob(os.path.join(entry, 'nvidia', '*', 'bin', 'cuobjdump'))))
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
