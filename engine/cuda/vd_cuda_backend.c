@@ -17,7 +17,8 @@
  * instantiation that fails (a transient out-of-memory, say) is tried again
  * after 1, 2, 4, ... eager frames, at most VD_GRAPH_RETRY_MAX_FRAMES, each
  * graph (single image, each batch size) backing off on its own; the context's
- * run status says so, and why (vd_context_run_status()).
+ * run status says so for the graph of the last batch, and why
+ * (vd_context_run_status()).
  *
  * Precision: fp16 (default) stores activations and weights in half with fp32
  * accumulation in cuDNN and cuBLASLt, RoIAlign interpolates and accumulates in
@@ -170,7 +171,6 @@ typedef struct {
 typedef struct {
     int failures_in_a_row;
     int retry_in;
-    guint64 failed_at; /* cuda_state.graph_failures after its last failure */
     char reason[VD_STATUS_REASON_MAX];
 } graph_backoff;
 
@@ -178,7 +178,7 @@ typedef struct {
  * kernel takes by value: format, size, planes, strides, colour matrix and
  * range) and set of thresholds. */
 typedef struct {
-    graph_backoff backoff; /* kept when the graph is forgotten */
+    graph_backoff backoff; /* kept when the graph is forgotten, cleared with its plan */
     cudaGraphExec_t exec;
     cuda_plan *plan;
     vd_device_frame frame; /* the first image's (a batch's images are alike) */
@@ -272,6 +272,7 @@ typedef struct {
     gboolean graph_replayed;
     guint64 graph_replays;
     guint64 graph_failures; /* every graph's, since creation (each backs off on its own) */
+    const cuda_graph *last_graph; /* the last batch's: the run status reports its back-off */
     int fail_captures; /* test hook: captures still to fail on purpose */
     gboolean inject_sync;
 } cuda_state;
@@ -918,8 +919,11 @@ static gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *graphs, 
         return TRUE;
     if (!vd_cuda_sync_stream(&st->sync_count, st->layers.stream, error))
         return FALSE;
-    for (int i = 0; i < n_graphs; i++)
+    /* a new plan starts without the old one's back-off */
+    for (int i = 0; i < n_graphs; i++) {
         forget_graph_slot(&graphs[i]);
+        memset(&graphs[i].backoff, 0, sizeof(graphs[i].backoff));
+    }
     plan_free(*slot);
     *slot = NULL;
     return TRUE;
@@ -1772,7 +1776,6 @@ static void graph_capture_failed(cuda_state *st, cuda_plan *plan, cuda_graph *g,
     int wait = 1 << MIN(b->failures_in_a_row, 30);
     b->failures_in_a_row++;
     b->retry_in = MIN(wait, VD_GRAPH_RETRY_MAX_FRAMES);
-    b->failed_at = st->graph_failures;
     g_strlcpy(b->reason, reason, sizeof(b->reason));
     /* this plan's first frame has been seen: the next try needs no warm-up */
     g->plan = plan;
@@ -1792,17 +1795,11 @@ static void graph_backoff_reset(cuda_state *st)
         graph_capture_succeeded(&st->batch_graphs[i]);
 }
 
-/* The graph backing off whose capture failed last, or NULL when none is. */
+/* The graph of the last batch run, when it is backing off; else NULL. */
 static const cuda_graph *graph_retrying(const cuda_state *st)
 {
-    const cuda_graph *last = st->graph.backoff.failures_in_a_row > 0 ? &st->graph : NULL;
-    for (guint i = 0; i < G_N_ELEMENTS(st->batch_graphs); i++) {
-        const cuda_graph *g = &st->batch_graphs[i];
-        if (g->backoff.failures_in_a_row > 0 &&
-            (last == NULL || g->backoff.failed_at > last->backoff.failed_at))
-            last = g;
-    }
-    return last;
+    const cuda_graph *g = st->last_graph;
+    return g != NULL && g->backoff.failures_in_a_row > 0 ? g : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1934,6 +1931,7 @@ static gboolean run_frames(cuda_state *st, vd_context *ctx, cuda_plan *plan, cud
                            gboolean *timing, GError **error)
 {
     st->graph_replayed = FALSE;
+    st->last_graph = g;
     if (st->use_graphs && !st->inject_sync) {
         if (!graph_matches(g, plan, ctx, &frames[0], n, rh, rw)) {
             char reason[VD_STATUS_REASON_MAX];
@@ -2802,7 +2800,7 @@ static void cuda_status(void *p, vd_run_status *status)
         status->graphs = VD_GRAPHS_OFF;
         g_strlcpy(status->graphs_reason, st->graphs_off_reason, sizeof(status->graphs_reason));
     } else if (retrying != NULL) {
-        /* the graph that failed last: its reason and its eager frames left */
+        /* the last batch's graph: its reason and its eager frames left */
         status->graphs = VD_GRAPHS_RETRYING;
         g_strlcpy(status->graphs_reason, retrying->backoff.reason,
                   sizeof(status->graphs_reason));
