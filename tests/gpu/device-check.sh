@@ -4,7 +4,7 @@
 # visiondetect element through GStreamer (tests/gpu/element-check.sh), with the
 # results under $OUT in at most 8 files (the device tool's limit):
 #   env.txt          the machine, libraries, and the model preparation's log
-#   kernels.log      test-gpu-kernels
+#   kernels.log      test-gpu-kernels, then vd-gpu-bench rpn-topk's JSON line
 #   engine.json/.log test-gpu-engine (the element check's report, the Mask
 #                    R-CNN checks, test-gpu-engine --masks, the ResNet-50-FPN
 #                    v2 checks and the MobileNetV3-Large-FPN checks, --core,
