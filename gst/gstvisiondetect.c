@@ -239,7 +239,8 @@ gst_vision_detect_precision_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {GST_VISION_DETECT_PRECISION_AUTO,
-        "fp16 on CUDA, fp32 on the CPU", "auto"},
+        "fp16 on CUDA; on the CPU bf16 where it has AVX512-BF16 or AMX, "
+          "else fp32", "auto"},
     {GST_VISION_DETECT_PRECISION_FP32,
         "32-bit floats (reproduces torchvision on the CPU)", "fp32"},
     {GST_VISION_DETECT_PRECISION_FP16,

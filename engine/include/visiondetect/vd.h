@@ -112,7 +112,8 @@ typedef enum {
 } vd_device_type;
 
 typedef enum {
-    VD_PRECISION_AUTO = 0, /* fp16 on CUDA, fp32 on the CPU */
+    VD_PRECISION_AUTO = 0, /* fp16 on CUDA; on the CPU bf16 where it has AVX512-BF16
+                            * or AMX natively, else fp32 */
     VD_PRECISION_FP32,
     VD_PRECISION_FP16,
     VD_PRECISION_BF16,
