@@ -2383,17 +2383,22 @@ out_free:
     return ok;
 }
 
-/* The activations' layout (act_tag). oneDNN's fastest convolution kernels for a
- * precision and ISA take either its blocked layout (the direct JIT kernels) or
- * NHWC (the brgemm kernels: AMX's bf16 ones, 11x the throughput of float32 on
- * the same cores for an FPN-sized 3x3 convolution); asked with format_tag_any
- * about a typical 3x3 convolution of the FPN and RPN (256 channels, ReLU), oneDNN
- * says which it would run, and every activation from the stem's output to
- * RoIAlign takes that layout, so that no layer between them reorders (the upsampling,
- * the pool level, the RPN decode, squeeze-and-excitation and RoIAlign read either).
- * Winograd keeps the blocked layout its transforms read; NHWC needs a multiple
- * of 8 FPN channels (RoIAlign's vectors). VD_CPU_LAYOUT ("nhwc", "blocked")
- * overrides the choice, for measurements. */
+/* The activations' layout (act_tag). oneDNN's convolution kernels take either
+ * its blocked layout (the direct JIT kernels) or NHWC (the brgemm kernels,
+ * among them AMX's, whose bf16 ones have 11x the throughput of float32 on the
+ * same cores for an FPN-sized 3x3 convolution). Asked with format_tag_any about
+ * a typical 3x3 convolution of the FPN and RPN (256 channels, ReLU), oneDNN says
+ * which kernel it would run: where that is an AMX kernel on NHWC, every
+ * activation from the stem's output to RoIAlign is NHWC, so that no layer
+ * between them reorders (the upsampling, the pool level, the RPN decode,
+ * squeeze-and-excitation and RoIAlign read either layout). Elsewhere the
+ * blocked layout stays, also where oneDNN would pick its AVX-512 brgemm kernels
+ * on NHWC (3.x): measured on Zen 4 with oneDNN 3.7 (tools/bench/CPU.md,
+ * 2026-12-06), NHWC made ResNet-50-FPN 5 % slower in fp32 and in bf16, and
+ * MobileNetV3-Large-320-FPN no faster than the margin. Winograd keeps the
+ * blocked layout its transforms read; NHWC needs a multiple of 8 FPN channels
+ * (RoIAlign's vectors). VD_CPU_LAYOUT ("nhwc", "blocked") overrides the
+ * choice, for measurements. */
 static gboolean choose_layout(cpu_state *st, GError **error)
 {
     const char *forced = g_getenv("VD_CPU_LAYOUT");
@@ -2421,8 +2426,8 @@ static gboolean choose_layout(cpu_state *st, GError **error)
     gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, "the layout probe", error) &&
                   vd_layers_memory_new(st->engine, 4, dims, dt, dnnl_nhwc, DNNL_MEMORY_NONE,
                                        &nhwc, "the layout probe", error);
-    if (ok && vd_layers_md_equal(vd_layers_pd_md(pd, dnnl_query_dst_md),
-                                 vd_layers_memory_md(nhwc)))
+    if (ok && strstr(vd_layers_pd_impl(pd), "amx") != NULL &&
+        vd_layers_md_equal(vd_layers_pd_md(pd, dnnl_query_dst_md), vd_layers_memory_md(nhwc)))
         st->act_tag = dnnl_nhwc;
     vd_layers_memory_free(nhwc);
     vd_layers_pd_free(pd);

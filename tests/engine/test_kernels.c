@@ -136,6 +136,11 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     gboolean amx = precision == VD_PRECISION_BF16 &&
                    vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_amx);
     g_assert_true(!amx || nhwc);
+    /* VD_CPU_LAYOUT forces one (the kernels-nhwc run) */
+    if (g_strcmp0(g_getenv("VD_CPU_LAYOUT"), "nhwc") == 0)
+        g_assert_true(nhwc);
+    else if (g_strcmp0(g_getenv("VD_CPU_LAYOUT"), "blocked") == 0)
+        g_assert_false(nhwc);
 
     const vd_kernel_info *kernels = NULL;
     g_assert_cmpint(vd_context_kernels(ctx, &kernels), ==, 0); /* nothing before a frame */

@@ -138,7 +138,22 @@ def parse_args(description, dtype=False, size=False, sizes=False, engine=True, a
     args = p.parse_args()
     if engine and os.environ.get("ONEDNN_MAX_CPU_ISA"):
         _skip_if_cap_is_native(args.vd_detect)
+    if engine and os.environ.get("VD_CPU_LAYOUT"):
+        _check_layout(args.vd_detect, os.environ["VD_CPU_LAYOUT"])
     return args
+
+
+def _check_layout(vd_detect, layout):
+    """A run with VD_CPU_LAYOUT set (the -nhwc tests) compares that layout: the
+    engine must say so (vd-detect --info: "layout nhwc")."""
+    p = subprocess.run([vd_detect, "--info", "--device", "cpu", "--precision", "fp32"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    out = p.stdout.decode()
+    want = "layout nhwc," if layout == "nhwc" else "layout nChw"
+    if p.returncode != 0 or want not in out:
+        raise SystemExit(f"FAIL: VD_CPU_LAYOUT={layout}, but vd-detect --info says: "
+                         f"{out.strip()} {p.stderr.decode(errors='replace').strip()}")
+    log(f"VD_CPU_LAYOUT={layout}: {out.strip().splitlines()[0]}")
 
 
 def _engine_isa(vd_detect, env):
