@@ -2403,7 +2403,7 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 {
     const char *forced = g_getenv("VD_CPU_LAYOUT");
     st->act_tag = st->block_tag;
-    if (g_strcmp0(forced, "nhwc") == 0) {
+    if (g_strcmp0(forced, "nhwc") == 0 && st->model->config.fpn_channels % 8 == 0) {
         st->act_tag = dnnl_nhwc;
         st->winograd = st->own_winograd = FALSE; /* its transforms read blocks */
     }
