@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Launch resources of every CUDA kernel, checked without a GPU.
 
-Reads the registers, shared memory and local memory (spills) of every kernel in
-the built engine library with `cuobjdump --dump-resource-usage`, and the launch
-configuration of our kernels from kernels/*.cu (each kernel's __launch_bounds__
-and the block size of each of its launches, resolved through the file's
-#defines and dim3 declarations), and checks them against the limits of the
-architecture the SASS was built for:
+Reads the registers, shared memory and local memory (spills) of every kernel
+the engine library runs, and the launch configuration of our kernels from
+kernels/*.cu (each kernel's __launch_bounds__ and the block size of each of its
+launches, resolved through the file's #defines and dim3 declarations), and
+checks them against the limits of the architecture the SASS was built for:
 
   - every kernel of ours has __launch_bounds__, and every launch's block size
     is a compile-time constant no larger than it (a launch above the bound
@@ -23,20 +22,44 @@ CUB's and thrust's kernels (namespaced names) carry their own launch bounds
 from their tuning policies; they are checked against the per-thread register
 and static shared memory limits only.
 
-Exit status: 0 all checks pass, 1 a check failed, 77 (skip) no cuobjdump, or a
-library without device code (a build without CUDA).
+Where the resource usage comes from, in order:
+  1. cuobjdump --dump-resource-usage of the built library, when a cuobjdump is
+     found (below);
+  2. otherwise ptxas's own report: every kernels/*.cu object of the build is
+     compiled again to a cubin in a temporary directory with exactly the
+     command ninja compiled it with (meson's compile_commands.json, passed in
+     $VD_COMPILE_COMMANDS: the same nvcc, flags, -gencode for gpu_arch,
+     includes and defines) plus --resource-usage, keeping only the SASS
+     target; ptxas prints "Used N registers, ... N bytes smem" and the stack
+     frame of each entry function. The registers of each kernel are then
+     compared with the ones recorded in the library's own SASS (the
+     EIATTR_REGCOUNT attributes of the ELF cubins in its .nv_fatbin section),
+     so that the numbers checked are those of the code the library runs: a
+     difference (a stale build, other flags) fails.
+     CI's CUDA install has nvcc and ptxas but no cuobjdump.
+
+Exit status: 0 all checks pass, 1 a check failed, 77 (skip) a build without
+CUDA (no library, no device code, no .cu in compile_commands.json), or neither
+cuobjdump nor nvcc at hand.
 
 Usage: check_kernel_resources.py LIBRARY KERNELS_DIR [CUOBJDUMP]
 The cuobjdump used is, in order: $VD_CUOBJDUMP, the third argument (what meson
 found), cuobjdump on PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, PyPI's
-nvidia-cuda-cuobjdump in this Python's site-packages.
+nvidia-cuda-cuobjdump in this Python's site-packages; VD_CUOBJDUMP=none uses
+ptxas's report even where a cuobjdump is found. $VD_GPU_ARCH (meson's
+gpu_arch) is the architecture whose SASS must be present.
 """
+import concurrent.futures
 import glob
+import json
 import os
 import re
+import shlex
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
 
 SKIP = 77
 
@@ -60,6 +83,8 @@ WARP = 32
 
 
 def find_cuobjdump(argv):
+    if os.environ.get('VD_CUOBJDUMP') == 'none':
+        return None
     candidates = [os.environ.get('VD_CUOBJDUMP'), argv[3] if len(argv) > 3 else None,
                   shutil.which('cuobjdump')]
     for root in (os.environ.get('CUDA_HOME'), os.environ.get('CUDA_PATH'), '/usr/local/cuda'):
@@ -202,6 +227,237 @@ def parse_dump(text):
     return out
 
 
+# ---- without cuobjdump: ptxas's report, checked against the library's SASS ----
+
+def elf_sections(data):
+    """[(name, type, offset, size, link)] of a 64-bit little-endian ELF."""
+    if data[:4] != b'\x7fELF' or data[4] != 2 or data[5] != 1:
+        raise ValueError('not a 64-bit little-endian ELF')
+    shoff, = struct.unpack_from('<Q', data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from('<HHH', data, 0x3a)
+    raw = [struct.unpack_from('<IIQQQQI', data, shoff + i * shentsize) for i in range(shnum)]
+    names = raw[shstrndx][4]
+
+    def cstr(i):
+        return data[names + i:data.index(b'\0', names + i)].decode('ascii', 'replace')
+    return [(cstr(n), t, o, s, l) for n, t, _, _, o, s, l in raw]
+
+
+def library_cubins(library):
+    """[(arch, ELF bytes)] of the SASS in @library's .nv_fatbin section ([] if
+    it has none), or None if the library is not an ELF file."""
+    data = open(library, 'rb').read()
+    try:
+        sections = elf_sections(data)
+    except (ValueError, struct.error):
+        return None
+    out = []
+    for name, _, off, size, _ in sections:
+        if name != '.nv_fatbin':
+            continue
+        fatbin = data[off:off + size]
+        p = 0
+        while p + 16 <= len(fatbin):
+            magic, _, header, length = struct.unpack_from('<IHHQ', fatbin, p)
+            if magic != 0xBA55ED50:  # containers are 8-byte aligned
+                p += 8
+                continue
+            q, end = p + header, p + header + length
+            while q + 32 <= end:
+                kind, _, entry_header, payload = struct.unpack_from('<HHIQ', fatbin, q)
+                arch, = struct.unpack_from('<I', fatbin, q + 28)
+                body = fatbin[q + entry_header:q + entry_header + payload]
+                if kind == 2:  # SASS (1: PTX); a compressed one is not an ELF
+                    out.append((arch, body))
+                q += entry_header + payload
+            p = max(end, p + 8)
+    return out
+
+
+EIATTR_REGCOUNT = 0x2f
+
+
+def cubin_regcounts(elf):
+    """{mangled kernel: registers} from a cubin's .nv.info EIATTR_REGCOUNT
+    records (4-byte header: format, attribute, 16-bit value or size; format 4
+    carries `size` bytes: here the symbol index and the count)."""
+    sections = elf_sections(elf)
+    symtab = [s for s in sections if s[1] == 2]  # SHT_SYMTAB
+    if not symtab:
+        return {}
+    _, _, off, size, link = symtab[0]
+    strings = sections[link][2]
+    symbols = []
+    for i in range(size // 24):
+        st_name, = struct.unpack_from('<I', elf, off + i * 24)
+        symbols.append(elf[strings + st_name:elf.index(b'\0', strings + st_name)].decode(
+            'ascii', 'replace'))
+    regs = {}
+    for name, _, off, size, _ in sections:
+        if name != '.nv.info':
+            continue
+        p = off
+        while p + 4 <= off + size:
+            fmt, attr, value = struct.unpack_from('<BBH', elf, p)
+            p += 4
+            if fmt == 4:
+                if attr == EIATTR_REGCOUNT and value == 8:
+                    sym, count = struct.unpack_from('<II', elf, p)
+                    if sym < len(symbols):
+                        regs[symbols[sym]] = count
+                p += value
+    return regs
+
+
+def kernel_compile_commands(path):
+    """[(directory, argv)] of the build's .cu compilations in meson's
+    compile_commands.json."""
+    out = []
+    for entry in json.load(open(path)):
+        if not entry.get('file', '').endswith('.cu'):
+            continue
+        argv = entry.get('arguments') or shlex.split(entry['command'])
+        out.append((entry['directory'], entry['file'], argv))
+    return out
+
+
+def cubin_command(argv, cubin):
+    """@argv (an nvcc -c -o OBJ SOURCE) made to write only @cubin, the SASS of
+    its -gencode ...,code=sm_XX, with ptxas's resource usage on stdout."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ('-o', '--output-file', '-MF', '-MQ', '-MT', '-odir'):
+            skip = True
+            continue
+        if a in ('-c', '--compile', '-MD', '-MMD'):
+            continue
+        # the PTX target (code=compute_XX): -cubin compiles one SASS target
+        if re.match(r'(-gencode|--generate-code)=arch=compute_\d+a?,code=compute_\d+a?$', a):
+            continue
+        out.append(a)
+    # after nvcc itself (a launcher such as ccache may come first)
+    at = next((i for i, a in enumerate(out) if os.path.basename(a).startswith('nvcc')), 0) + 1
+    return out[:at] + ['-cubin', '--resource-usage', '-o', cubin] + out[at:]
+
+
+def parse_ptxas(text):
+    """[(arch, mangled, {'REG':, 'SHARED':, 'LOCAL':, 'SPILL':})] of ptxas's
+    report of each entry function."""
+    out = []
+    arch = function = None
+    fields = {}
+    for line in text.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+)a?'", line)
+        if m:
+            function, arch, fields = m.group(1), int(m.group(2)), {}
+            continue
+        if function is None:
+            continue
+        m = re.search(r'(\d+) bytes stack frame, (\d+) bytes spill stores', line)
+        if m:
+            fields['LOCAL'], fields['SPILL'] = int(m.group(1)), int(m.group(2))
+            continue
+        m = re.search(r'Used (\d+) registers', line)
+        if m:
+            fields['REG'] = int(m.group(1))
+            s = re.search(r'(\d+) bytes smem', line)
+            fields['SHARED'] = int(s.group(1)) if s else 0
+            out.append((arch, function, fields))
+            function = None
+    return out
+
+
+def ptxas_usage(compile_commands):
+    """(functions as parse_ptxas, error or None): every .cu of the build
+    compiled again to a cubin with --resource-usage, two at a time."""
+    commands = kernel_compile_commands(compile_commands)
+    if not commands:
+        return None, None
+    with tempfile.TemporaryDirectory(prefix='vd-cuda-static-') as tmp:
+        def compile_one(i):
+            directory, source, argv = commands[i]
+            cubin = os.path.join(tmp, '%d-%s.cubin' % (i, os.path.basename(source)))
+            run = subprocess.run(cubin_command(argv, cubin), cwd=directory, capture_output=True,
+                                 text=True)
+            return source, run
+        jobs = min(len(commands), max(2, os.cpu_count() or 2))
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            results = list(pool.map(compile_one, range(len(commands))))
+    functions = []
+    for source, run in results:
+        if run.returncode != 0:
+            return None, '%s: nvcc exited %d: %s' % (source, run.returncode,
+                                                     (run.stderr + run.stdout).strip()[-600:])
+        functions += parse_ptxas(run.stdout + run.stderr)
+    return functions, None
+
+
+def usage_from_ptxas(library, failures, notes):
+    """Without cuobjdump: the functions of ptxas's report of the build's own
+    compile commands, their registers checked against the library's SASS
+    (mismatches appended to @failures); or an exit status (skip, fail)."""
+    cubins = library_cubins(library)
+    if cubins is None:
+        print('SKIP: %s is not an ELF library (a build without CUDA)' % library)
+        return SKIP
+    if not cubins:
+        print('SKIP: %s has no device code (a build without CUDA)' % library)
+        return SKIP
+    compile_commands = os.environ.get('VD_COMPILE_COMMANDS', '')
+    if not os.path.isfile(compile_commands):
+        print('SKIP: no cuobjdump, and no compile_commands.json in $VD_COMPILE_COMMANDS (%r) '
+              'to compile the kernels with ptxas\'s report (run it through meson test)'
+              % compile_commands)
+        return SKIP
+    try:
+        functions, error = ptxas_usage(compile_commands)
+    except FileNotFoundError as e:
+        print('SKIP: no cuobjdump, and no nvcc to compile the kernels with: %s' % e)
+        return SKIP
+    if error:
+        print('FAIL ' + error)
+        return 1
+    if functions is None:
+        print('SKIP: no .cu compiled in %s (a build without CUDA)' % compile_commands)
+        return SKIP
+    if not functions:
+        print('FAIL: ptxas reported no kernel for the .cu files of %s' % compile_commands)
+        return 1
+    print('resource usage: ptxas (nvcc --resource-usage) on the compile commands of %s, '
+          'registers compared with %s\'s SASS' % (compile_commands, library))
+    library_regs = {}
+    for arch, elf in cubins:
+        try:
+            for name, regs in cubin_regcounts(elf).items():
+                library_regs[(arch, name)] = regs
+        except (ValueError, struct.error, IndexError) as e:
+            failures.append('%s: an sm_%d cubin of its .nv_fatbin not readable: %s'
+                            % (library, arch, e))
+    if not library_regs:
+        notes.append('%s: no EIATTR_REGCOUNT in its SASS (a new cubin format?): registers '
+                     'not compared with the library' % library)
+        return functions
+    compiled = set()
+    for arch, mangled, r in functions:
+        compiled.add((arch, mangled))
+        name, ours = base_name(mangled)
+        label = '%s (sm_%d)' % (name if ours else mangled[:80], arch)
+        if (arch, mangled) not in library_regs:
+            failures.append('%s: compiled from the build\'s sources but not in %s\'s SASS '
+                            '(a stale build?)' % (label, library))
+        elif library_regs[(arch, mangled)] != r['REG']:
+            failures.append('%s: %d registers in %s, %d compiled again from its build command '
+                            '(a stale build, or other flags?)'
+                            % (label, library_regs[(arch, mangled)], library, r['REG']))
+    for arch, mangled in sorted(set(library_regs) - compiled):
+        failures.append('%s (sm_%d): in %s\'s SASS but not compiled by any .cu of the build'
+                        % (mangled[:80], arch, library))
+    return functions
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__)
@@ -210,25 +466,31 @@ def main(argv):
     if not os.path.exists(library):
         print('SKIP: no CUDA build (no %s)' % library)
         return SKIP
-    cuobjdump = find_cuobjdump(argv)
-    if cuobjdump is None:
-        print('SKIP: no cuobjdump (set VD_CUOBJDUMP, or install the CUDA toolkit\'s cuobjdump)')
-        return SKIP
-    run = subprocess.run([cuobjdump, '--dump-resource-usage', library], capture_output=True,
-                         text=True)
-    if 'does not contain device code' in run.stderr + run.stdout or \
-            ('Resource usage' not in run.stdout and run.returncode != 0):
-        print('SKIP: %s has no device code (a build without CUDA): %s'
-              % (library, (run.stderr or run.stdout).strip()[:200]))
-        return SKIP
-    functions = parse_dump(run.stdout)
-    if not functions:
-        print('FAIL: cuobjdump listed no kernel of %s (exit %d): %s'
-              % (library, run.returncode, run.stderr.strip()[:300]))
-        return 1
-    kernels = parse_sources(kernels_dir)
     failures = []
     notes = []
+    cuobjdump = find_cuobjdump(argv)
+    if cuobjdump is not None:
+        run = subprocess.run([cuobjdump, '--dump-resource-usage', library], capture_output=True,
+                             text=True)
+        if 'does not contain device code' in run.stderr + run.stdout or \
+                ('Resource usage' not in run.stdout and run.returncode != 0):
+            print('SKIP: %s has no device code (a build without CUDA): %s'
+                  % (library, (run.stderr or run.stdout).strip()[:200]))
+            return SKIP
+        functions = parse_dump(run.stdout)
+        if not functions:
+            print('FAIL: cuobjdump listed no kernel of %s (exit %d): %s'
+                  % (library, run.returncode, run.stderr.strip()[:300]))
+            return 1
+        print('resource usage: %s --dump-resource-usage %s' % (cuobjdump, library))
+    else:
+        functions = usage_from_ptxas(library, failures, notes)
+        if isinstance(functions, int):
+            return functions
+    kernels = parse_sources(kernels_dir)
+    gpu_arch = os.environ.get('VD_GPU_ARCH', '')
+    if gpu_arch.isdigit() and int(gpu_arch) not in {a for a, _, _ in functions}:
+        failures.append('no SASS for sm_%s (meson\'s gpu_arch) among the kernels read' % gpu_arch)
 
     # the sources: bounds and launches
     for name, k in sorted(kernels.items()):
@@ -289,7 +551,9 @@ def main(argv):
             failures.append('%s: %d bytes of shared memory per block, above %d'
                             % (label, shared + dynamic, limits['shared_optin']))
         if local > 0:
-            notes.append('%s: %d bytes of local memory (register spills)' % (label, local))
+            notes.append('%s: %d bytes of local memory (%s)'
+                         % (label, local, 'register spills' if 'SPILL' not in r else
+                            'stack frame, %d bytes of spill stores' % r['SPILL']))
         print('ok   %-28s sm_%d block %4d  REG %3d (%5d of %d per block)  SHARED %6d  LOCAL %d'
               % (name, arch, block, regs, warps * per_warp, limits['regs_per_sm'], shared, local))
 
