@@ -23,12 +23,28 @@
  * of its #GstAnalyticsSegmentationMtd (1.26).
  *
  * It draws on packed RGB formats (BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR,
- * RGB, BGR); put a videoconvert in front of it for YUV video.
+ * RGB, BGR) and on NV12 and I420, in place: Cairo draws straight onto the
+ * frames it shares a layout with (BGRx, BGRA, RGBx, RGBA on little-endian
+ * machines); for the others each box, label, mask and trail is drawn onto a
+ * surface of its own area and blended there with GStreamer's
+ * #GstVideoOverlayComposition blending, for YUV frames in the colours of the
+ * caps' colorimetry (BT.601, BT.709, ...; limited or full range).
+ *
+ * With #GstVisionOverlay:hold-frames, the frames visiondetect skipped
+ * (interval > 1, or late frames of a live source; its companion meta says
+ * which) show the last inferred frame's detections again, so that boxes do
+ * not blink, unless they carry detections of their own (visiontrack's
+ * predicted boxes).
  *
  * ## Example launch line
  * |[
  * gst-launch-1.0 videotestsrc pattern=ball ! videoconvert ! visiondetect ! \
  *     visionoverlay line-width=3 font-desc="Sans 14" ! videoconvert ! autovideosink
+ * ]|
+ * |[
+ * gst-launch-1.0 filesrc location=in.mp4 ! decodebin ! videoconvert ! \
+ *     visiondetect interval=3 ! visionoverlay hold-frames=2 ! x264enc ! \
+ *     mp4mux ! filesink location=out.mp4
  * ]|
  */
 
@@ -60,6 +76,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_overlay_debug);
 #define DEFAULT_TEXT GST_VISION_OVERLAY_TEXT_LABEL_CONFIDENCE
 #define DEFAULT_TRAIL 0
 #define DEFAULT_MASKS TRUE
+#define DEFAULT_HOLD_FRAMES 0
 /* the opacity of a filled instance mask */
 #define MASK_ALPHA 0.5
 
@@ -71,6 +88,7 @@ enum
   PROP_TEXT,
   PROP_TRAIL,
   PROP_MASKS,
+  PROP_HOLD_FRAMES,
 };
 
 /* The last centres of one tracked object. */
@@ -96,9 +114,19 @@ struct _GstVisionOverlay
   GHashTable *trails;
   guint64 frame_count;
 
-  /* streaming thread: the drawing surface for formats Cairo cannot draw on
-   * directly, blended onto the frame afterwards */
-  cairo_surface_t *scratch;
+  guint hold_frames;
+
+  /* streaming thread: what the frame being drawn shows (its detections, or
+   * the held ones), for transform_frame_ip */
+  GArray *detections;
+  GPtrArray *companion_masks;
+  gboolean draw_trails;
+
+  /* streaming thread: the last inferred frame's detections and masks, and on
+   * how many skipped frames since they were drawn again */
+  GArray *held;
+  GPtrArray *held_masks;
+  guint held_for;
 
   /* streaming thread: the element's own font map and text context, created
    * at the first label; with pango_cairo_create_layout() every new streaming
@@ -109,7 +137,7 @@ struct _GstVisionOverlay
 };
 
 #define VIDEO_FORMATS \
-  "{ BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR, RGB, BGR }"
+  "{ BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR, RGB, BGR, NV12, I420 }"
 
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK,
@@ -291,147 +319,6 @@ draw_trails (cairo_t * cr, GHashTable * trails, gdouble line_width,
   cairo_restore (cr);
 }
 
-/* Fills the instance mask of @d, if it has one (its ROI meta's in @buffer, else
- * @companion, the companion meta's), with the colour @rgb (as Cairo sees it) at
- * MASK_ALPHA, through an A8 surface over the mask's rectangle (clipped to the
- * frame), opaque where the probability is >= 0.5. */
-static void
-fill_mask (cairo_t * cr, GstBuffer * buffer, const GstVisionDetection * d,
-    const GstVisionDetectionMask * companion, gint width, gint height,
-    const gdouble rgb[3])
-{
-  GstVisionMask mask;
-  cairo_surface_t *alpha;
-  guint x0, y0, x1, y1, x, y;
-  guint8 *data;
-  gint stride;
-
-  if (!gst_vision_mask_for_detection (buffer, d, companion, &mask))
-    return;
-  x0 = MIN (mask.x, (guint) width);
-  y0 = MIN (mask.y, (guint) height);
-  x1 = MIN (mask.x + mask.width, (guint) width);
-  y1 = MIN (mask.y + mask.height, (guint) height);
-  if (x1 > x0 && y1 > y0) {
-    alpha = cairo_image_surface_create (CAIRO_FORMAT_A8, x1 - x0, y1 - y0);
-    data = cairo_image_surface_get_data (alpha);
-    stride = cairo_image_surface_get_stride (alpha);
-    if (data != NULL) {
-      cairo_surface_flush (alpha);
-      for (y = y0; y < y1; y++)
-        for (x = x0; x < x1; x++)
-          data[(gsize) (y - y0) * stride + (x - x0)] =
-              gst_vision_mask_at (&mask, x, y) ? 0xff : 0;
-      cairo_surface_mark_dirty (alpha);
-      cairo_set_source_rgba (cr, rgb[0], rgb[1], rgb[2], MASK_ALPHA);
-      cairo_mask_surface (cr, alpha, x0, y0);
-    }
-    cairo_surface_destroy (alpha);
-  }
-  gst_vision_mask_clear (&mask);
-}
-
-/* Draws the detections with colours given as seen by Cairo; @swap_rb when the
- * frame's bytes hold red where Cairo puts blue. With @masks, the instance masks
- * first, under the boxes: @buffer's ROI metas', else @companion_masks' (one
- * per detection, from gst_vision_detections_from_buffer_full()). */
-static void
-draw_detections (cairo_t * cr, PangoContext * pango, GstBuffer * buffer,
-    GArray * detections, GPtrArray * companion_masks, gint width, gint height,
-    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
-    gboolean swap_rb, gboolean masks)
-{
-  PangoLayout *layout = NULL;
-  guint i;
-
-  if (text != GST_VISION_OVERLAY_TEXT_NONE) {
-    pango_cairo_update_context (cr, pango);
-    layout = pango_layout_new (pango);
-    pango_layout_set_font_description (layout, font);
-  }
-
-  for (i = 0; masks && i < detections->len; i++) {
-    const GstVisionDetection *d =
-        &g_array_index (detections, GstVisionDetection, i);
-    gdouble rgb[3];
-
-    class_colour (d, rgb);
-    if (swap_rb) {
-      gdouble r = rgb[0];
-      rgb[0] = rgb[2];
-      rgb[2] = r;
-    }
-    fill_mask (cr, buffer, d, g_ptr_array_index (companion_masks, i), width,
-        height, rgb);
-  }
-
-  cairo_set_line_width (cr, line_width);
-  cairo_set_line_join (cr, CAIRO_LINE_JOIN_MITER);
-  for (i = 0; i < detections->len; i++) {
-    const GstVisionDetection *d =
-        &g_array_index (detections, GstVisionDetection, i);
-    gdouble rgb[3], x, y, w, h;
-    gchar *str;
-
-    /* whole pixels, and the stroke inside the box: nothing is drawn outside
-     * the detection's pixels but its label */
-    x = CLAMP (floor (d->x + 0.5), 0, width);
-    y = CLAMP (floor (d->y + 0.5), 0, height);
-    w = CLAMP (floor (d->x + d->w + 0.5), x, width) - x;
-    h = CLAMP (floor (d->y + d->h + 0.5), y, height) - y;
-    if (w < 1 || h < 1)
-      continue;
-
-    class_colour (d, rgb);
-    if (swap_rb)
-      cairo_set_source_rgb (cr, rgb[2], rgb[1], rgb[0]);
-    else
-      cairo_set_source_rgb (cr, rgb[0], rgb[1], rgb[2]);
-
-    if (w <= 2 * line_width || h <= 2 * line_width) {
-      cairo_rectangle (cr, x, y, w, h);
-      cairo_fill (cr);
-    } else {
-      /* dashed: a box visiontrack predicted, not a detection */
-      gdouble dash = 3 * line_width;
-
-      if (d->tracked)
-        cairo_set_dash (cr, &dash, 1, 0);
-      cairo_rectangle (cr, x + line_width / 2, y + line_width / 2,
-          w - line_width, h - line_width);
-      cairo_stroke (cr);
-      cairo_set_dash (cr, NULL, 0, 0);
-    }
-
-    str = layout ? detection_text (d, text) : NULL;
-    if (str != NULL) {
-      PangoRectangle ink, logical;
-      gdouble tx, ty, tw, th, pad = 2;
-      gdouble luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
-
-      pango_layout_set_text (layout, str, -1);
-      pango_layout_get_pixel_extents (layout, &ink, &logical);
-      tw = logical.width + 2 * pad;
-      th = logical.height;
-      /* above the box when it fits, else inside its top edge */
-      tx = x;
-      ty = y - th >= 0 ? y - th : y;
-      if (tx + tw > width)
-        tx = MAX (0, width - tw);
-      cairo_rectangle (cr, tx, ty, tw, th);
-      cairo_fill (cr);
-      if (luma > 0.55)
-        cairo_set_source_rgb (cr, 0, 0, 0);
-      else
-        cairo_set_source_rgb (cr, 1, 1, 1);
-      cairo_move_to (cr, tx + pad, ty);
-      pango_cairo_show_layout (cr, layout);
-      g_free (str);
-    }
-  }
-  g_clear_object (&layout);
-}
-
 /* Whether Cairo's native-endian ARGB32 word matches the format's bytes, and
  * whether red and blue are exchanged. */
 static gboolean
@@ -462,46 +349,511 @@ cairo_compatible (GstVideoFormat format, gboolean * swap_rb)
   }
 }
 
-/* Blends the premultiplied ARGB32 @scratch onto a packed RGB frame. */
-static void
-blend_scratch (cairo_surface_t * scratch, GstVideoFrame * frame)
+/* The area a drawing covers on the frame, in whole pixels (empty: w or h 0). */
+typedef struct
 {
-  const GstVideoFormatInfo *finfo = frame->info.finfo;
-  const gint width = GST_VIDEO_FRAME_WIDTH (frame);
-  const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
-  const gint pstride = GST_VIDEO_FRAME_COMP_PSTRIDE (frame, 0);
-  const gint r_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_R);
-  const gint g_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_G);
-  const gint b_off = GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_B);
-  const gint a_off = GST_VIDEO_FORMAT_INFO_HAS_ALPHA (finfo) ?
-      (gint) GST_VIDEO_FORMAT_INFO_POFFSET (finfo, GST_VIDEO_COMP_A) : -1;
-  const guint8 *src = cairo_image_surface_get_data (scratch);
-  const gint src_stride = cairo_image_surface_get_stride (scratch);
-  guint8 *dst = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
-  const gint dst_stride = GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0);
-  gint x, y;
+  gint x, y, w, h;
+} Area;
 
-  cairo_surface_flush (scratch);
-  for (y = 0; y < height; y++) {
-    const guint32 *s = (const guint32 *) (src + (gsize) y * src_stride);
-    guint8 *row = dst + (gsize) y * dst_stride;
+static void
+area_union (Area * a, gdouble x0, gdouble y0, gdouble x1, gdouble y1,
+    gint width, gint height)
+{
+  gint ax0, ay0, ax1, ay1;
 
-    for (x = 0; x < width; x++) {
-      guint32 argb = s[x];
-      guint a = argb >> 24, inv;
-      guint8 *p;
+  /* clamped before the conversion: a box a tracker predicted far away */
+  if (!(x1 > x0 && y1 > y0))
+    return;                     /* empty, or not numbers */
+  ax0 = (gint) CLAMP (floor (x0), 0, width);
+  ay0 = (gint) CLAMP (floor (y0), 0, height);
+  ax1 = (gint) CLAMP (ceil (x1), 0, width);
+  ay1 = (gint) CLAMP (ceil (y1), 0, height);
+  if (ax1 <= ax0 || ay1 <= ay0)
+    return;
+  if (a->w > 0 && a->h > 0) {
+    ax0 = MIN (ax0, a->x);
+    ay0 = MIN (ay0, a->y);
+    ax1 = MAX (ax1, a->x + a->w);
+    ay1 = MAX (ay1, a->y + a->h);
+  }
+  a->x = ax0;
+  a->y = ay0;
+  a->w = ax1 - ax0;
+  a->h = ay1 - ay0;
+}
 
-      if (a == 0)
-        continue;
-      inv = 255 - a;
-      p = row + x * pstride;
-      p[r_off] = ((argb >> 16) & 0xff) + (p[r_off] * inv + 127) / 255;
-      p[g_off] = ((argb >> 8) & 0xff) + (p[g_off] * inv + 127) / 255;
-      p[b_off] = (argb & 0xff) + (p[b_off] * inv + 127) / 255;
-      if (a_off >= 0)
-        p[a_off] = a + (p[a_off] * inv + 127) / 255;
+/* What one detection draws, laid out once for either way of drawing it (onto
+ * the frame, or onto a surface of its own area). */
+typedef struct
+{
+  gdouble rgb[3];               /* as Cairo sees it */
+  gdouble x, y, w, h;           /* the box, whole pixels inside the frame */
+  gboolean tracked;
+  gchar *text;                  /* NULL: no label */
+  gdouble tx, ty, tw, th;       /* the label's background */
+  Area area;                    /* all of it */
+} BoxDrawing;
+
+static void
+box_drawing_clear (BoxDrawing * b)
+{
+  g_clear_pointer (&b->text, g_free);
+}
+
+/* Lays out detection @d: FALSE when its box has no whole pixel in the frame. */
+static gboolean
+box_drawing_init (BoxDrawing * b, const GstVisionDetection * d,
+    PangoLayout * layout, GstVisionOverlayText text, gint width, gint height,
+    gboolean swap_rb)
+{
+  memset (b, 0, sizeof (*b));
+  /* whole pixels, and the stroke inside the box: nothing is drawn outside
+   * the detection's pixels but its label */
+  b->x = CLAMP (floor (d->x + 0.5), 0, width);
+  b->y = CLAMP (floor (d->y + 0.5), 0, height);
+  b->w = CLAMP (floor (d->x + d->w + 0.5), b->x, width) - b->x;
+  b->h = CLAMP (floor (d->y + d->h + 0.5), b->y, height) - b->y;
+  if (!(b->w >= 1 && b->h >= 1))
+    return FALSE;               /* empty, outside, or not numbers */
+  class_colour (d, b->rgb);
+  if (swap_rb) {
+    gdouble r = b->rgb[0];
+    b->rgb[0] = b->rgb[2];
+    b->rgb[2] = r;
+  }
+  b->tracked = d->tracked;
+  area_union (&b->area, b->x, b->y, b->x + b->w, b->y + b->h, width, height);
+
+  b->text = layout ? detection_text (d, text) : NULL;
+  if (b->text != NULL) {
+    PangoRectangle ink, logical;
+    const gdouble pad = 2;
+
+    pango_layout_set_text (layout, b->text, -1);
+    pango_layout_get_pixel_extents (layout, &ink, &logical);
+    b->tw = logical.width + 2 * pad;
+    b->th = logical.height;
+    /* above the box when it fits, else inside its top edge */
+    b->tx = b->x;
+    b->ty = b->y - b->th >= 0 ? b->y - b->th : b->y;
+    if (b->tx + b->tw > width)
+      b->tx = MAX (0, width - b->tw);
+    area_union (&b->area, b->tx, b->ty, b->tx + b->tw, b->ty + b->th, width,
+        height);
+  }
+  return TRUE;
+}
+
+static void
+draw_box (cairo_t * cr, PangoLayout * layout, const BoxDrawing * b,
+    gdouble line_width)
+{
+  cairo_set_source_rgb (cr, b->rgb[0], b->rgb[1], b->rgb[2]);
+  if (b->w <= 2 * line_width || b->h <= 2 * line_width) {
+    cairo_rectangle (cr, b->x, b->y, b->w, b->h);
+    cairo_fill (cr);
+  } else {
+    /* dashed: a box visiontrack predicted, not a detection */
+    gdouble dash = 3 * line_width;
+
+    cairo_set_line_width (cr, line_width);
+    cairo_set_line_join (cr, CAIRO_LINE_JOIN_MITER);
+    if (b->tracked)
+      cairo_set_dash (cr, &dash, 1, 0);
+    cairo_rectangle (cr, b->x + line_width / 2, b->y + line_width / 2,
+        b->w - line_width, b->h - line_width);
+    cairo_stroke (cr);
+    cairo_set_dash (cr, NULL, 0, 0);
+  }
+
+  if (b->text != NULL) {
+    const gdouble pad = 2;
+    gdouble luma = 0.299 * b->rgb[0] + 0.587 * b->rgb[1] + 0.114 * b->rgb[2];
+
+    cairo_rectangle (cr, b->tx, b->ty, b->tw, b->th);
+    cairo_fill (cr);
+    if (luma > 0.55)
+      cairo_set_source_rgb (cr, 0, 0, 0);
+    else
+      cairo_set_source_rgb (cr, 1, 1, 1);
+    pango_layout_set_text (layout, b->text, -1);
+    cairo_move_to (cr, b->tx + pad, b->ty);
+    pango_cairo_show_layout (cr, layout);
+  }
+}
+
+/* The rectangle of @mask inside the frame. */
+static Area
+mask_area (const GstVisionMask * mask, gint width, gint height)
+{
+  Area a = { 0, 0, 0, 0 };
+
+  area_union (&a, mask->x, mask->y, (gdouble) mask->x + mask->width,
+      (gdouble) mask->y + mask->height, width, height);
+  return a;
+}
+
+/* Fills @mask over @area (mask_area()) with the colour @rgb (as Cairo sees
+ * it) at MASK_ALPHA, through an A8 surface, opaque where the probability is
+ * >= 0.5. */
+static void
+fill_mask (cairo_t * cr, const GstVisionMask * mask, const Area * area,
+    const gdouble rgb[3])
+{
+  cairo_surface_t *alpha;
+  guint8 *data;
+  gint stride, x, y;
+
+  alpha = cairo_image_surface_create (CAIRO_FORMAT_A8, area->w, area->h);
+  data = cairo_image_surface_get_data (alpha);
+  stride = cairo_image_surface_get_stride (alpha);
+  if (data != NULL) {
+    cairo_surface_flush (alpha);
+    for (y = 0; y < area->h; y++)
+      for (x = 0; x < area->w; x++)
+        data[(gsize) y * stride + x] = gst_vision_mask_at (mask,
+            area->x + x, area->y + y) ? 0xff : 0;
+    cairo_surface_mark_dirty (alpha);
+    cairo_set_source_rgba (cr, rgb[0], rgb[1], rgb[2], MASK_ALPHA);
+    cairo_mask_surface (cr, alpha, area->x, area->y);
+  }
+  cairo_surface_destroy (alpha);
+}
+
+/* The trails' extent, with the line's half width around it. */
+static Area
+trails_area (GHashTable * trails, gdouble line_width, gint width, gint height)
+{
+  Area a = { 0, 0, 0, 0 };
+  GHashTableIter iter;
+  gpointer value;
+  gdouble half = MAX (1.0, line_width / 2) / 2 + 1;
+
+  if (trails == NULL)
+    return a;
+  g_hash_table_iter_init (&iter, trails);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const Trail *t = value;
+    guint i;
+
+    if (t->points->len < 4)
+      continue;
+    for (i = 0; i < t->points->len; i += 2) {
+      gdouble x = g_array_index (t->points, gdouble, i);
+      gdouble y = g_array_index (t->points, gdouble, i + 1);
+
+      area_union (&a, x - half, y - half, x + half, y + half, width, height);
     }
   }
+  return a;
+}
+
+/* Where the drawings go: the frame itself (@frame_cr), or else a new ARGB
+ * surface per drawing, covering only its area, each an overlay rectangle
+ * added to @composition. */
+typedef struct
+{
+  cairo_t *frame_cr;
+  GstVideoOverlayComposition *composition;
+  gint x_align, y_align;        /* the frame's chroma subsampling */
+  gint width, height;
+  gboolean failed;
+} Canvas;
+
+/* @area (in, out) is widened to whole chroma samples: blend_rectangle() then
+ * blends it onto a view of the frame that starts there. */
+static cairo_t *
+canvas_begin (Canvas * canvas, Area * area)
+{
+  cairo_surface_t *surface;
+  cairo_t *cr;
+  gint x1, y1;
+
+  if (canvas->frame_cr != NULL) {
+    cairo_save (canvas->frame_cr);
+    return canvas->frame_cr;
+  }
+  x1 = MIN (canvas->width, GST_ROUND_UP_N (area->x + area->w,
+          canvas->x_align));
+  y1 = MIN (canvas->height, GST_ROUND_UP_N (area->y + area->h,
+          canvas->y_align));
+  area->x = GST_ROUND_DOWN_N (area->x, canvas->x_align);
+  area->y = GST_ROUND_DOWN_N (area->y, canvas->y_align);
+  area->w = x1 - area->x;
+  area->h = y1 - area->y;
+  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, area->w,
+      area->h);
+  cr = cairo_create (surface);
+  cairo_surface_destroy (surface);
+  cairo_translate (cr, -area->x, -area->y);
+  return cr;
+}
+
+/* Premultiplied ARGB in native-endian words: BGRA bytes on little-endian
+ * machines, ARGB on big-endian ones, what GstVideoOverlayRectangle takes */
+static void
+canvas_end (Canvas * canvas, cairo_t * cr, const Area * area)
+{
+  cairo_surface_t *surface;
+  GstVideoOverlayRectangle *rectangle;
+  GstBuffer *pixels;
+  gsize offset[GST_VIDEO_MAX_PLANES] = { 0, };
+  gint stride[GST_VIDEO_MAX_PLANES] = { 0, };
+
+  if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
+    canvas->failed = TRUE;
+  if (canvas->frame_cr != NULL) {
+    cairo_restore (cr);
+    return;
+  }
+  surface = cairo_surface_reference (cairo_get_target (cr));
+  cairo_destroy (cr);
+  cairo_surface_flush (surface);
+  if (cairo_surface_status (surface) != CAIRO_STATUS_SUCCESS
+      || cairo_image_surface_get_data (surface) == NULL) {
+    canvas->failed = TRUE;
+    cairo_surface_destroy (surface);
+    return;
+  }
+  stride[0] = cairo_image_surface_get_stride (surface);
+  pixels = gst_buffer_new_wrapped_full (GST_MEMORY_FLAG_READONLY,
+      cairo_image_surface_get_data (surface), (gsize) stride[0] * area->h, 0,
+      (gsize) stride[0] * area->h, surface,
+      (GDestroyNotify) cairo_surface_destroy);
+  gst_buffer_add_video_meta_full (pixels, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_OVERLAY_COMPOSITION_FORMAT_RGB, area->w, area->h, 1, offset,
+      stride);
+  rectangle = gst_video_overlay_rectangle_new_raw (pixels, area->x, area->y,
+      area->w, area->h, GST_VIDEO_OVERLAY_FORMAT_FLAG_PREMULTIPLIED_ALPHA);
+  gst_buffer_unref (pixels);
+  if (canvas->composition == NULL)
+    canvas->composition = gst_video_overlay_composition_new (rectangle);
+  else
+    gst_video_overlay_composition_add_rectangle (canvas->composition,
+        rectangle);
+  gst_video_overlay_rectangle_unref (rectangle);
+}
+
+/* Draws the trails, the instance masks (under the boxes: @buffer's ROI
+ * metas', else @companion_masks', one per detection) and the boxes with their
+ * labels onto @canvas, colours as Cairo sees them; @swap_rb when the frame's
+ * bytes hold red where Cairo puts blue. */
+static void
+draw_all (GstVisionOverlay * self, Canvas * canvas, GstBuffer * buffer,
+    GArray * detections, GPtrArray * companion_masks, gint width, gint height,
+    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
+    gboolean swap_rb, gboolean masks, gboolean trails)
+{
+  PangoLayout *layout = NULL;
+  cairo_t *cr;
+  guint i;
+
+  if (trails) {
+    Area a = trails_area (self->trails, line_width, width, height);
+
+    if (a.w > 0 && a.h > 0) {
+      cr = canvas_begin (canvas, &a);
+      draw_trails (cr, self->trails, line_width, swap_rb);
+      canvas_end (canvas, cr, &a);
+    }
+  }
+
+  for (i = 0; masks && i < detections->len; i++) {
+    const GstVisionDetection *d =
+        &g_array_index (detections, GstVisionDetection, i);
+    GstVisionMask mask;
+    gdouble rgb[3];
+    Area a, drawn;
+
+    if (!gst_vision_mask_for_detection (buffer, d,
+            g_ptr_array_index (companion_masks, i), &mask))
+      continue;
+    a = mask_area (&mask, width, height);
+    if (a.w > 0 && a.h > 0) {
+      class_colour (d, rgb);
+      if (swap_rb) {
+        gdouble r = rgb[0];
+        rgb[0] = rgb[2];
+        rgb[2] = r;
+      }
+      drawn = a;
+      cr = canvas_begin (canvas, &drawn);
+      fill_mask (cr, &mask, &a, rgb);
+      canvas_end (canvas, cr, &drawn);
+    }
+    gst_vision_mask_clear (&mask);
+  }
+
+  if (text != GST_VISION_OVERLAY_TEXT_NONE) {
+    if (self->pango == NULL) {
+      /* laid out as on any image surface: the same on the frame and on an
+       * overlay rectangle */
+      cairo_surface_t *probe =
+          cairo_image_surface_create (CAIRO_FORMAT_ARGB32, 1, 1);
+      cairo_t *probe_cr = cairo_create (probe);
+
+      self->font_map = pango_cairo_font_map_new ();
+      self->pango = pango_font_map_create_context (self->font_map);
+      pango_cairo_update_context (probe_cr, self->pango);
+      cairo_destroy (probe_cr);
+      cairo_surface_destroy (probe);
+    }
+    layout = pango_layout_new (self->pango);
+    pango_layout_set_font_description (layout, font);
+  }
+  for (i = 0; i < detections->len; i++) {
+    BoxDrawing b;
+
+    if (!box_drawing_init (&b, &g_array_index (detections, GstVisionDetection,
+                i), layout, text, width, height, swap_rb))
+      continue;
+    cr = canvas_begin (canvas, &b.area);
+    draw_box (cr, layout, &b, line_width);
+    canvas_end (canvas, cr, &b.area);
+    box_drawing_clear (&b);
+  }
+  g_clear_object (&layout);
+}
+
+/* The rectangles of @composition in AYUV (non-premultiplied) with the matrix
+ * and range of @info, a YUV frame's: GStreamer's own blending converts ARGB
+ * rectangles with BT.709 whatever the frame says, and BT.601 video (every SD
+ * stream) would get other colours than the class's. */
+static GstVideoOverlayComposition *
+composition_to_ayuv (GstVideoOverlayComposition * composition,
+    const GstVideoInfo * info)
+{
+  GstVideoOverlayComposition *ayuv = NULL;
+  const GstVideoFormatInfo *ayuv_info =
+      gst_video_format_get_info (GST_VIDEO_FORMAT_AYUV);
+  gint offsets[GST_VIDEO_MAX_COMPONENTS], scales[GST_VIDEO_MAX_COMPONENTS];
+  gdouble kr, kb;
+  guint n, i;
+
+  if (!gst_video_color_matrix_get_Kr_Kb (info->colorimetry.matrix, &kr, &kb)) {
+    kr = 0.299;                 /* unknown: BT.601 */
+    kb = 0.114;
+  }
+  gst_video_color_range_offsets (info->colorimetry.range, ayuv_info, offsets,
+      scales);
+
+  for (n = 0; n < gst_video_overlay_composition_n_rectangles (composition);
+      n++) {
+    GstVideoOverlayRectangle *argb_rect =
+        gst_video_overlay_composition_get_rectangle (composition, n);
+    GstVideoOverlayRectangle *rect;
+    GstBuffer *argb, *pixels;
+    GstVideoMeta *vmeta;
+    GstMapInfo src, dst;
+    gint x, y;
+    guint w, h;
+
+    argb = gst_video_overlay_rectangle_get_pixels_unscaled_raw (argb_rect,
+        GST_VIDEO_OVERLAY_FORMAT_FLAG_PREMULTIPLIED_ALPHA);
+    vmeta = gst_buffer_get_video_meta (argb);
+    gst_video_overlay_rectangle_get_render_rectangle (argb_rect, &x, &y, &w,
+        &h);
+    pixels = gst_buffer_new_allocate (NULL, (gsize) w * h * 4, NULL);
+    if (pixels == NULL || !gst_buffer_map (argb, &src, GST_MAP_READ)) {
+      gst_clear_buffer (&pixels);
+      continue;
+    }
+    gst_buffer_map (pixels, &dst, GST_MAP_WRITE);
+    for (i = 0; i < h; i++) {
+      const guint32 *s = (const guint32 *) (src.data + vmeta->offset[0]
+          + (gsize) i * vmeta->stride[0]);
+      guint8 *p = dst.data + (gsize) i * w * 4;
+      guint j;
+
+      for (j = 0; j < w; j++, p += 4) {
+        guint32 word = s[j];
+        guint a = word >> 24;
+        gdouble r, g, b, luma;
+
+        if (a == 0) {
+          memset (p, 0, 4);
+          continue;
+        }
+        /* premultiplied, 0..255 -> 0..1 */
+        r = ((word >> 16) & 0xff) / (gdouble) a;
+        g = ((word >> 8) & 0xff) / (gdouble) a;
+        b = (word & 0xff) / (gdouble) a;
+        luma = kr * r + (1 - kr - kb) * g + kb * b;
+        p[0] = a;
+        p[1] = CLAMP (lrint (offsets[0] + scales[0] * luma), 0, 255);
+        p[2] = CLAMP (lrint (offsets[1] + scales[1] * (b - luma) /
+                (2 * (1 - kb))), 0, 255);
+        p[3] = CLAMP (lrint (offsets[2] + scales[2] * (r - luma) /
+                (2 * (1 - kr))), 0, 255);
+      }
+    }
+    gst_buffer_unmap (pixels, &dst);
+    gst_buffer_unmap (argb, &src);
+    gst_buffer_add_video_meta (pixels, GST_VIDEO_FRAME_FLAG_NONE,
+        GST_VIDEO_OVERLAY_COMPOSITION_FORMAT_YUV, w, h);
+    rect = gst_video_overlay_rectangle_new_raw (pixels, x, y, w, h,
+        GST_VIDEO_OVERLAY_FORMAT_FLAG_NONE);
+    gst_buffer_unref (pixels);
+    if (ayuv == NULL)
+      ayuv = gst_video_overlay_composition_new (rect);
+    else
+      gst_video_overlay_composition_add_rectangle (ayuv, rect);
+    gst_video_overlay_rectangle_unref (rect);
+  }
+  return ayuv;
+}
+
+/* Blends @rectangle with GStreamer's blending onto a view of @frame that
+ * covers only the rectangle: gst_video_blend() converts every row it touches
+ * across the whole frame's width, six times the work for a box a sixth as
+ * wide. The rectangle starts on whole chroma samples (canvas_begin()). */
+static gboolean
+blend_rectangle (GstVideoFrame * frame, GstVideoOverlayRectangle * rectangle)
+{
+  const GstVideoFormatInfo *finfo = frame->info.finfo;
+  GstVideoOverlayRectangle *at_origin;
+  GstVideoOverlayComposition *composition;
+  GstVideoOverlayFormatFlags flags;
+  GstVideoFrame view;
+  GstBuffer *pixels;
+  gint x, y;
+  guint w, h, p, c;
+  gboolean ret;
+
+  flags = gst_video_overlay_rectangle_get_flags (rectangle);
+  gst_video_overlay_rectangle_get_render_rectangle (rectangle, &x, &y, &w, &h);
+  if (x < 0 || y < 0 || x + w > (guint) GST_VIDEO_FRAME_WIDTH (frame)
+      || y + h > (guint) GST_VIDEO_FRAME_HEIGHT (frame)
+      || x % (1 << GST_VIDEO_FORMAT_INFO_W_SUB (finfo, 1)) != 0
+      || y % (1 << GST_VIDEO_FORMAT_INFO_H_SUB (finfo, 1)) != 0) {
+    /* not one of ours: the whole frame's rows */
+    composition = gst_video_overlay_composition_new (rectangle);
+    ret = gst_video_overlay_composition_blend (composition, frame);
+    gst_video_overlay_composition_unref (composition);
+    return ret;
+  }
+
+  view = *frame;
+  view.info.width = w;
+  view.info.height = h;
+  for (p = 0; p < GST_VIDEO_FRAME_N_PLANES (frame); p++) {
+    for (c = 0; c < GST_VIDEO_FORMAT_INFO_N_COMPONENTS (finfo); c++)
+      if (GST_VIDEO_FORMAT_INFO_PLANE (finfo, c) == p)
+        break;
+    view.data[p] = (guint8 *) frame->data[p]
+        + (gsize) GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT (finfo, c, y)
+        * GST_VIDEO_FRAME_PLANE_STRIDE (frame, p)
+        + GST_VIDEO_FORMAT_INFO_SCALE_WIDTH (finfo, c, x)
+        * GST_VIDEO_FORMAT_INFO_PSTRIDE (finfo, c);
+  }
+  pixels = gst_video_overlay_rectangle_get_pixels_unscaled_raw (rectangle,
+      flags);
+  at_origin = gst_video_overlay_rectangle_new_raw (pixels, 0, 0, w, h, flags);
+  composition = gst_video_overlay_composition_new (at_origin);
+  ret = gst_video_overlay_composition_blend (composition, &view);
+  gst_video_overlay_composition_unref (composition);
+  gst_video_overlay_rectangle_unref (at_origin);
+  return ret;
 }
 
 static GstFlowReturn
@@ -511,30 +863,13 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
   GstVisionOverlay *self = GST_VISION_OVERLAY (filter);
   const gint width = GST_VIDEO_FRAME_WIDTH (frame);
   const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
-  GArray *detections;
-  GPtrArray *companion_masks = NULL;
   PangoFontDescription *font;
   GstVisionOverlayText text;
   gdouble line_width;
-  guint trail;
-  gboolean swap_rb = FALSE, direct, masks;
-  cairo_surface_t *surface;
-  cairo_t *cr;
-
-  detections = gst_vision_detections_from_buffer_full (frame->buffer, width,
-      height, &companion_masks);
-  GST_OBJECT_LOCK (self);
-  trail = self->trail;
-  GST_OBJECT_UNLOCK (self);
-  if (trail > 0)
-    update_trails (self, detections, trail);
-  else
-    g_clear_pointer (&self->trails, g_hash_table_unref);
-  if (detections->len == 0) {
-    g_array_unref (detections);
-    g_ptr_array_unref (companion_masks);
-    return GST_FLOW_OK;
-  }
+  gboolean swap_rb = FALSE, masks;
+  Canvas canvas = { NULL, NULL, 1, 1, width, height, FALSE };
+  cairo_surface_t *surface = NULL;
+  guint i;
 
   GST_OBJECT_LOCK (self);
   line_width = self->line_width > 0 ? self->line_width :
@@ -548,9 +883,10 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     pango_font_description_set_absolute_size (font,
         MAX (9.0, height / 36.0) * PANGO_SCALE);
 
-  direct = cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
-      && GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) % 4 == 0;
-  if (direct) {
+  /* Cairo draws on the formats it shares directly; the others get an overlay
+   * rectangle per drawing, the size of what it draws, blended by GStreamer */
+  if (cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
+      && GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) % 4 == 0) {
     /* with alpha: drawn pixels become opaque (Cairo's premultiplied alpha is
      * only exact on opaque video, the usual case) */
     cairo_format_t cformat = GST_VIDEO_INFO_HAS_ALPHA (&frame->info) ?
@@ -559,43 +895,40 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     surface = cairo_image_surface_create_for_data (
         GST_VIDEO_FRAME_PLANE_DATA (frame, 0), cformat, width,
         height, GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0));
+    canvas.frame_cr = cairo_create (surface);
   } else {
-    if (self->scratch == NULL
-        || cairo_image_surface_get_width (self->scratch) != width
-        || cairo_image_surface_get_height (self->scratch) != height) {
-      g_clear_pointer (&self->scratch, cairo_surface_destroy);
-      self->scratch = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width,
-          height);
-    }
-    surface = cairo_surface_reference (self->scratch);
+    swap_rb = FALSE;
+    canvas.x_align = 1 << GST_VIDEO_FORMAT_INFO_W_SUB (frame->info.finfo, 1);
+    canvas.y_align = 1 << GST_VIDEO_FORMAT_INFO_H_SUB (frame->info.finfo, 1);
   }
 
-  cr = cairo_create (surface);
-  if (!direct) {
-    cairo_set_operator (cr, CAIRO_OPERATOR_CLEAR);
-    cairo_paint (cr);
-    cairo_set_operator (cr, CAIRO_OPERATOR_OVER);
+  draw_all (self, &canvas, frame->buffer, self->detections,
+      self->companion_masks, width, height, line_width, font, text, swap_rb,
+      masks, self->draw_trails);
+
+  if (canvas.frame_cr != NULL) {
+    cairo_destroy (canvas.frame_cr);
+    cairo_surface_flush (surface);
+    cairo_surface_destroy (surface);
   }
-  if (trail > 0)
-    draw_trails (cr, self->trails, line_width, swap_rb);
-  if (text != GST_VISION_OVERLAY_TEXT_NONE && self->pango == NULL) {
-    self->font_map = pango_cairo_font_map_new ();
-    self->pango = pango_font_map_create_context (self->font_map);
+  if (canvas.composition != NULL) {
+    GstVideoOverlayComposition *blended = canvas.composition;
+
+    if (GST_VIDEO_INFO_IS_YUV (&frame->info))
+      blended = composition_to_ayuv (canvas.composition, &frame->info);
+    for (i = 0; blended != NULL
+        && i < gst_video_overlay_composition_n_rectangles (blended); i++)
+      if (!blend_rectangle (frame,
+              gst_video_overlay_composition_get_rectangle (blended, i)))
+        canvas.failed = TRUE;
+    if (blended != canvas.composition && blended != NULL)
+      gst_video_overlay_composition_unref (blended);
+    gst_video_overlay_composition_unref (canvas.composition);
   }
-  draw_detections (cr, self->pango, frame->buffer, detections,
-      companion_masks, width, height, line_width, font, text, swap_rb, masks);
-  if (cairo_status (cr) != CAIRO_STATUS_SUCCESS)
-    GST_WARNING_OBJECT (self, "drawing failed: %s",
-        cairo_status_to_string (cairo_status (cr)));
-  cairo_destroy (cr);
-  cairo_surface_flush (surface);
-  if (!direct)
-    blend_scratch (surface, frame);
-  cairo_surface_destroy (surface);
+  if (canvas.failed)
+    GST_WARNING_OBJECT (self, "drawing failed");
 
   pango_font_description_free (font);
-  g_array_unref (detections);
-  g_ptr_array_unref (companion_masks);
   return GST_FLOW_OK;
 }
 
@@ -629,18 +962,79 @@ has_detections (GstBuffer * buffer)
   return FALSE;
 }
 
-/* Frames without detections are not mapped at all: GstVideoFilter maps for
- * writing, which would copy memory shared with another branch of a tee. */
+/* Whether visiondetect skipped @buffer (its companion meta says so). */
+static gboolean
+skipped_by_detector (GstBuffer * buffer)
+{
+  GstVisionDetectMeta *meta = gst_buffer_get_vision_detect_meta (buffer);
+
+  return meta != NULL && meta->inference != GST_VISION_DETECT_INFERRED;
+}
+
+static void
+clear_held (GstVisionOverlay * self)
+{
+  g_clear_pointer (&self->held, g_array_unref);
+  g_clear_pointer (&self->held_masks, g_ptr_array_unref);
+  self->held_for = 0;
+}
+
+/* Frames without anything to draw are not mapped at all: GstVideoFilter maps
+ * for writing, which would copy memory shared with another branch of a tee.
+ * With hold-frames, a frame visiondetect skipped shows the last inferred
+ * frame's detections, unless it carries its own (visiontrack's predictions). */
 static GstFlowReturn
 gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
 {
   GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
+  GstVideoInfo *info = &GST_VIDEO_FILTER (trans)->in_info;
+  GstFlowReturn ret;
+  guint trail, hold_frames;
+
+  GST_OBJECT_LOCK (self);
+  trail = self->trail;
+  hold_frames = self->hold_frames;
+  GST_OBJECT_UNLOCK (self);
 
   /* counted here: frames without metadata age the trails too */
   self->frame_count++;
-  if (!has_detections (buffer))
+  if (trail == 0)
+    g_clear_pointer (&self->trails, g_hash_table_unref);
+
+  if (has_detections (buffer)) {
+    self->detections = gst_vision_detections_from_buffer_full (buffer,
+        GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
+        &self->companion_masks);
+    if (trail > 0)
+      update_trails (self, self->detections, trail);
+    self->draw_trails = trail > 0;
+    if (!skipped_by_detector (buffer)) {
+      clear_held (self);
+      if (hold_frames > 0) {
+        self->held = g_array_ref (self->detections);
+        self->held_masks = g_ptr_array_ref (self->companion_masks);
+      }
+    }
+  } else if (skipped_by_detector (buffer) && self->held != NULL
+      && self->held_for < hold_frames) {
+    self->held_for++;
+    self->detections = g_array_ref (self->held);
+    self->companion_masks = g_ptr_array_ref (self->held_masks);
+    self->draw_trails = FALSE;
+  } else {
+    /* looked at and nothing found, not from visiondetect, or held long
+     * enough */
+    clear_held (self);
     return GST_FLOW_OK;
-  return GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
+  }
+
+  if (self->detections->len > 0 || self->draw_trails)
+    ret = GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
+  else
+    ret = GST_FLOW_OK;
+  g_clear_pointer (&self->detections, g_array_unref);
+  g_clear_pointer (&self->companion_masks, g_ptr_array_unref);
+  return ret;
 }
 
 static gboolean
@@ -648,8 +1042,8 @@ gst_vision_overlay_stop (GstBaseTransform * trans)
 {
   GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
 
-  g_clear_pointer (&self->scratch, cairo_surface_destroy);
   g_clear_pointer (&self->trails, g_hash_table_unref);
+  clear_held (self);
   self->frame_count = 0;
   return TRUE;
 }
@@ -661,8 +1055,10 @@ gst_vision_overlay_sink_event (GstBaseTransform * trans, GstEvent * event)
 
   /* a seek: the paths drawn before it are elsewhere in the video */
   if (GST_EVENT_TYPE (event) == GST_EVENT_FLUSH_STOP
-      || GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START)
+      || GST_EVENT_TYPE (event) == GST_EVENT_STREAM_START) {
     g_clear_pointer (&self->trails, g_hash_table_unref);
+    clear_held (self);
+  }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
 }
 
@@ -689,6 +1085,9 @@ gst_vision_overlay_set_property (GObject * object, guint prop_id,
       break;
     case PROP_MASKS:
       self->masks = g_value_get_boolean (value);
+      break;
+    case PROP_HOLD_FRAMES:
+      self->hold_frames = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -720,6 +1119,9 @@ gst_vision_overlay_get_property (GObject * object, guint prop_id,
     case PROP_MASKS:
       g_value_set_boolean (value, self->masks);
       break;
+    case PROP_HOLD_FRAMES:
+      g_value_set_uint (value, self->hold_frames);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -733,8 +1135,8 @@ gst_vision_overlay_finalize (GObject * object)
   GstVisionOverlay *self = GST_VISION_OVERLAY (object);
 
   g_free (self->font_desc);
-  g_clear_pointer (&self->scratch, cairo_surface_destroy);
   g_clear_pointer (&self->trails, g_hash_table_unref);
+  clear_held (self);
   g_clear_object (&self->pango);
   g_clear_object (&self->font_map);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -775,6 +1177,13 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
           "Fill each detection's instance mask (a Mask R-CNN's, on its region "
           "of interest) with the class colour, half transparent", DEFAULT_MASKS,
           rw));
+  g_object_class_install_property (gobject_class, PROP_HOLD_FRAMES,
+      g_param_spec_uint ("hold-frames", "Hold frames",
+          "On frames visiondetect skipped (interval > 1, late frames) that "
+          "carry no detections of their own, draw the last inferred frame's "
+          "detections again, on at most this many frames in a row, so that "
+          "boxes do not blink; 0: draw only each frame's own", 0, G_MAXUINT,
+          DEFAULT_HOLD_FRAMES, rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -802,4 +1211,5 @@ gst_vision_overlay_init (GstVisionOverlay * self)
   self->text = DEFAULT_TEXT;
   self->trail = DEFAULT_TRAIL;
   self->masks = DEFAULT_MASKS;
+  self->hold_frames = DEFAULT_HOLD_FRAMES;
 }

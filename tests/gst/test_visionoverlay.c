@@ -7,6 +7,7 @@
 #ifdef HAVE_GST_ANALYTICS
 #include <gst/analytics/analytics.h>
 #endif
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -422,6 +423,376 @@ GST_START_TEST (test_masks_filled)
 
 GST_END_TEST;
 
+/* The cost of drawing one labelled box on a frame, per format that the
+ * element takes: printed for comparison (no bound: machines differ). The
+ * buffer goes round the harness, drawn again in place each time. */
+static gdouble
+ms_per_frame (GstVideoFormat format, gint width, gint height, guint frames)
+{
+  GstVideoInfo info;
+  /* the line and the font sized alike on both sizes */
+  GstHarness *h = gst_harness_new_parse ("visionoverlay line-width=4 "
+      "font-desc=\"Sans Bold 20\"");
+  GstBuffer *buffer;
+  GstVisionDetectMeta *meta;
+  gint64 start;
+  guint i;
+
+  gst_video_info_set_format (&info, format, width, height);
+  buffer = gst_buffer_new_allocate (NULL, GST_VIDEO_INFO_SIZE (&info), NULL);
+  gst_buffer_memset (buffer, 0, GREY, GST_VIDEO_INFO_SIZE (&info));
+  meta = vdtest_add_detect_meta (buffer, width, height);
+  /* inside a 960x540 frame too */
+  vdtest_add_detection (meta, 300, 200, 300, 200, 0.75, 1, "ball", 0);
+  gst_buffer_add_video_region_of_interest_meta (buffer, "ball", 300, 200, 300,
+      200)->id = 0;
+  gst_harness_set_src_caps (h, gst_video_info_to_caps (&info));
+  /* the first frame creates the font map */
+  fail_unless_equals_int (gst_harness_push (h, buffer), GST_FLOW_OK);
+  buffer = gst_harness_pull (h);
+  start = g_get_monotonic_time ();
+  for (i = 0; i < frames; i++) {
+    fail_unless_equals_int (gst_harness_push (h, buffer), GST_FLOW_OK);
+    buffer = gst_harness_pull (h);
+    fail_unless (buffer != NULL);
+  }
+  gst_buffer_unref (buffer);
+  gst_harness_teardown (h);
+  return (g_get_monotonic_time () - start) / 1000.0 / frames;
+}
+
+GST_START_TEST (test_timing_1080p_one_box)
+{
+  const GstVideoFormat formats[] = { GST_VIDEO_FORMAT_RGB,
+    GST_VIDEO_FORMAT_BGRx, GST_VIDEO_FORMAT_I420, GST_VIDEO_FORMAT_NV12
+  };
+  GstElement *e = gst_element_factory_make ("visionoverlay", NULL);
+  GstCaps *sink_caps = gst_pad_get_pad_template_caps (
+      gst_element_get_static_pad (e, "sink"));
+  guint f;
+
+  for (f = 0; f < G_N_ELEMENTS (formats); f++) {
+    GstCaps *caps = gst_caps_new_simple ("video/x-raw", "format",
+        G_TYPE_STRING, gst_video_format_to_string (formats[f]), NULL);
+
+    if (gst_caps_can_intersect (caps, sink_caps))
+      g_print ("visionoverlay, 1920x1080 %s, one labelled box: %.2f ms a "
+          "frame\n", gst_video_format_to_string (formats[f]),
+          ms_per_frame (formats[f], 1920, 1080, 40));
+    gst_caps_unref (caps);
+  }
+  gst_caps_unref (sink_caps);
+  gst_object_unref (e);
+}
+
+GST_END_TEST;
+
+/* The value a YUV frame should hold for the sRGB colour @rgb (0..255) with
+ * the matrix and range of @colorimetry: Y, U, V */
+static void
+expected_yuv (const guint8 rgb[3], const gchar * colorimetry, gint yuv[3])
+{
+  GstVideoColorimetry c;
+  const GstVideoFormatInfo *finfo =
+      gst_video_format_get_info (GST_VIDEO_FORMAT_I420);
+  gint offset[GST_VIDEO_MAX_COMPONENTS], scale[GST_VIDEO_MAX_COMPONENTS];
+  gdouble kr, kb, r = rgb[0] / 255.0, g = rgb[1] / 255.0, b = rgb[2] / 255.0;
+  gdouble y;
+
+  fail_unless (gst_video_colorimetry_from_string (&c, colorimetry));
+  fail_unless (gst_video_color_matrix_get_Kr_Kb (c.matrix, &kr, &kb));
+  gst_video_color_range_offsets (c.range, finfo, offset, scale);
+  y = kr * r + (1 - kr - kb) * g + kb * b;
+  yuv[0] = (gint) lrint (offset[0] + scale[0] * y);
+  yuv[1] = (gint) lrint (offset[1] + scale[1] * (b - y) / (2 * (1 - kb)));
+  yuv[2] = (gint) lrint (offset[2] + scale[2] * (r - y) / (2 * (1 - kr)));
+}
+
+/* Y, U, V of pixel (x, y) of an I420 or NV12 frame */
+static void
+pixel_yuv (const GstVideoFrame * frame, gint x, gint y, gint yuv[3])
+{
+  const guint8 *luma = GST_VIDEO_FRAME_PLANE_DATA (frame, 0);
+  const guint8 *p1 = GST_VIDEO_FRAME_PLANE_DATA (frame, 1);
+
+  yuv[0] = luma[y * GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) + x];
+  if (GST_VIDEO_FRAME_FORMAT (frame) == GST_VIDEO_FORMAT_NV12) {
+    const guint8 *uv = p1 + (y / 2) * GST_VIDEO_FRAME_PLANE_STRIDE (frame, 1)
+        + (x / 2) * 2;
+
+    yuv[1] = uv[0];
+    yuv[2] = uv[1];
+  } else {
+    const guint8 *p2 = GST_VIDEO_FRAME_PLANE_DATA (frame, 2);
+
+    yuv[1] = p1[(y / 2) * GST_VIDEO_FRAME_PLANE_STRIDE (frame, 1) + x / 2];
+    yuv[2] = p2[(y / 2) * GST_VIDEO_FRAME_PLANE_STRIDE (frame, 2) + x / 2];
+  }
+}
+
+/* NV12 and I420 are drawn in place, without a conversion: the boxes' outlines
+ * in the class colour with the matrix the caps' colorimetry names (BT.601
+ * and BT.709 give Y values 6 apart for this orange), every other pixel of
+ * every plane untouched (the boxes start on whole chroma samples). */
+static void
+check_yuv (GstVideoFormat format, const gchar * colorimetry)
+{
+  GstVideoInfo info;
+  GstBuffer *in = grey_frame (format, &info), *out;
+  GstVideoFrame frame;
+  /* class 1 is the palette's second colour, #ff7f0e */
+  const guint8 orange[3] = { 0xff, 0x7f, 0x0e };
+  gint want[3], x, y, c;
+  gchar *props;
+
+  fail_unless (gst_video_colorimetry_from_string (&info.colorimetry,
+          colorimetry));
+  expected_yuv (orange, colorimetry, want);
+  add_boxes (in, BOXES_COMPANION);
+  props = g_strdup ("text=none line-width=4");
+  out = overlay (in, &info, props);
+  g_free (props);
+  fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+  for (y = 0; y < HEIGHT; y++) {
+    for (x = 0; x < WIDTH; x++) {
+      gint band = on_band (x, y, 4), yuv[3];
+
+      pixel_yuv (&frame, x, y, yuv);
+      if (band < 0) {
+        /* a chroma sample is shared by 2x2 pixels: untouched when none of
+         * them is on a band */
+        gboolean block_on_band = on_band (x & ~1, y & ~1, 4) >= 0
+            || on_band ((x & ~1) + 1, y & ~1, 4) >= 0
+            || on_band (x & ~1, (y & ~1) + 1, 4) >= 0
+            || on_band ((x & ~1) + 1, (y & ~1) + 1, 4) >= 0;
+
+        fail_unless (yuv[0] == GREY, "%s: Y of %d,%d drawn outside the boxes",
+            gst_video_format_to_string (format), x, y);
+        fail_unless (block_on_band || (yuv[1] == GREY && yuv[2] == GREY),
+            "%s: chroma of %d,%d drawn outside the boxes",
+            gst_video_format_to_string (format), x, y);
+      } else if (band == 0) {
+        /* Y exact to the rounding; the chroma of 2x2 blocks inside the band */
+        fail_unless (abs (yuv[0] - want[0]) <= 1, "%s %s: Y of %d,%d is %d, "
+            "not %d", gst_video_format_to_string (format), colorimetry, x, y,
+            yuv[0], want[0]);
+        if (on_band (x ^ 1, y, 4) == 0 && on_band (x, y ^ 1, 4) == 0
+            && on_band (x ^ 1, y ^ 1, 4) == 0)
+          for (c = 1; c < 3; c++)
+            fail_unless (abs (yuv[c] - want[c]) <= 1, "%s %s: component %d "
+                "of %d,%d is %d, not %d", gst_video_format_to_string (format),
+                colorimetry, c, x, y, yuv[c], want[c]);
+      } else {
+        fail_unless (yuv[0] != GREY, "%s: %d,%d of box %d's outline not drawn",
+            gst_video_format_to_string (format), x, y, band);
+      }
+    }
+  }
+  gst_video_frame_unmap (&frame);
+  gst_buffer_unref (out);
+}
+
+GST_START_TEST (test_yuv_in_place)
+{
+  check_yuv (GST_VIDEO_FORMAT_I420, "bt601");
+  check_yuv (GST_VIDEO_FORMAT_NV12, "bt601");
+  check_yuv (GST_VIDEO_FORMAT_I420, "bt709");
+  check_yuv (GST_VIDEO_FORMAT_NV12, "bt709");
+}
+
+GST_END_TEST;
+
+/* Labels and masks on NV12 too: the label above the box, the mask's half
+ * blended (its Y between the grey and the outline's). */
+GST_START_TEST (test_yuv_labels_and_masks)
+{
+  GstVideoInfo info;
+  GstBuffer *in = grey_frame (GST_VIDEO_FORMAT_NV12, &info), *out;
+  GstVideoFrame frame;
+  const Box *b = &boxes[0];
+  gint x, y, yuv[3], band[3], label_pixels = 0;
+
+  add_boxes (in, BOXES_COMPANION);
+  add_mask (in);
+  out = overlay (in, &info, "line-width=3 font-desc=\"Sans 10\"");
+  fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+  for (y = b->y - 30; y < b->y; y++)
+    for (x = b->x; x < b->x + 60; x++) {
+      pixel_yuv (&frame, x, y, yuv);
+      label_pixels += yuv[0] != GREY;
+    }
+  fail_unless (label_pixels > 100, "label not drawn: %d pixels", label_pixels);
+  pixel_yuv (&frame, b->x, b->y, band);
+  pixel_yuv (&frame, b->x + b->w / 4, b->y + b->h / 2, yuv);
+  fail_unless (abs (yuv[0] - (GREY + band[0]) / 2) <= 2,
+      "mask: Y %d, not half of %d and %d", yuv[0], GREY, band[0]);
+  pixel_yuv (&frame, b->x + 3 * b->w / 4, b->y + b->h / 2, yuv);
+  fail_unless (yuv[0] == GREY && yuv[1] == GREY && yuv[2] == GREY);
+  gst_video_frame_unmap (&frame);
+  gst_buffer_unref (out);
+}
+
+GST_END_TEST;
+
+/* A frame visiondetect inferred, then frames it skipped (no detection on
+ * them): with hold-frames=N the first N skipped frames show the inferred
+ * frame's boxes, the next none; a frame it looked at and found nothing on
+ * ends the hold; hold-frames=0 (the default) draws each frame's own only. */
+static GstBuffer *
+detector_frame (GstVideoInfo * info, GstVisionDetectInference inference,
+    gboolean boxes_on_it)
+{
+  GstBuffer *buffer = grey_frame (GST_VIDEO_FORMAT_I420, info);
+  GstVisionDetectMeta *meta;
+
+  if (boxes_on_it) {
+    add_boxes (buffer, BOXES_COMPANION);
+    meta = (GstVisionDetectMeta *) gst_buffer_get_meta (buffer,
+        gst_meta_get_info ("GstVisionDetectMeta")->api);
+  } else {
+    meta = vdtest_add_detect_meta (buffer, WIDTH, HEIGHT);
+  }
+  meta->inference = inference;
+  return buffer;
+}
+
+static gboolean
+box_drawn (GstBuffer * buffer, const GstVideoInfo * info)
+{
+  GstVideoFrame frame;
+  gint yuv[3];
+
+  fail_unless (gst_video_frame_map (&frame, info, buffer, GST_MAP_READ));
+  pixel_yuv (&frame, boxes[0].x, boxes[0].y + boxes[0].h / 2, yuv);
+  gst_video_frame_unmap (&frame);
+  return yuv[0] != GREY;
+}
+
+static void
+check_hold (guint hold_frames)
+{
+  const struct
+  {
+    GstVisionDetectInference inference;
+    gboolean boxes_on_it;
+  } frames[] = {
+    {GST_VISION_DETECT_INFERRED, TRUE},
+    {GST_VISION_DETECT_SKIPPED_INTERVAL, FALSE},
+    {GST_VISION_DETECT_SKIPPED_LATE, FALSE},
+    {GST_VISION_DETECT_SKIPPED_INTERVAL, FALSE},
+    {GST_VISION_DETECT_INFERRED, TRUE},
+    {GST_VISION_DETECT_SKIPPED_INTERVAL, FALSE},
+    {GST_VISION_DETECT_INFERRED, FALSE},
+    {GST_VISION_DETECT_SKIPPED_INTERVAL, FALSE},
+  };
+  gchar *launch = g_strdup_printf ("visionoverlay text=none hold-frames=%u",
+      hold_frames);
+  GstHarness *h = gst_harness_new_parse (launch);
+  GstVideoInfo info;
+  guint i, held = 0;
+
+  g_free (launch);
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_I420, WIDTH, HEIGHT);
+  gst_harness_set_src_caps (h, gst_video_info_to_caps (&info));
+  for (i = 0; i < G_N_ELEMENTS (frames); i++) {
+    GstBuffer *out;
+    gboolean want;
+
+    if (frames[i].inference == GST_VISION_DETECT_INFERRED)
+      held = 0;
+    else
+      held++;
+    /* frame 6 found nothing: nothing to hold after it */
+    want = frames[i].boxes_on_it || (i < 6 && held > 0 && held <= hold_frames);
+    fail_unless_equals_int (gst_harness_push (h, detector_frame (&info,
+                frames[i].inference, frames[i].boxes_on_it)), GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    fail_unless (box_drawn (out, &info) == want, "hold-frames=%u, frame %u: "
+        "box %s", hold_frames, i, want ? "not drawn" : "drawn");
+    gst_buffer_unref (out);
+  }
+  gst_harness_teardown (h);
+}
+
+GST_START_TEST (test_hold_frames)
+{
+  check_hold (0);
+  check_hold (1);
+  check_hold (2);
+  check_hold (100);
+}
+
+GST_END_TEST;
+
+/* Only the boxes' areas are blended: one box costs about the same on a
+ * 1920x1080 RGB frame as on a 960x540 one (blending a frame-sized surface
+ * cost four times as much; the bound leaves room for a loaded machine). */
+GST_START_TEST (test_cost_independent_of_frame_size)
+{
+  gdouble large = G_MAXDOUBLE, small = G_MAXDOUBLE;
+  gint run;
+
+  for (run = 0; run < 3; run++) {
+    large = MIN (large, ms_per_frame (GST_VIDEO_FORMAT_RGB, 1920, 1080, 10));
+    small = MIN (small, ms_per_frame (GST_VIDEO_FORMAT_RGB, 960, 540, 10));
+  }
+  fail_unless (large < 2.0 * small, "1080p: %.2f ms, 540p: %.2f ms a frame",
+      large, small);
+}
+
+GST_END_TEST;
+
+/* Boxes that are not numbers, infinite, enormous, empty or outside the frame
+ * draw nothing and crash nothing, in each way of drawing (on the frame,
+ * blended RGB, blended YUV); a good box beside them is still drawn. */
+GST_START_TEST (test_bad_boxes)
+{
+  const GstVideoFormat formats[] = { GST_VIDEO_FORMAT_BGRx,
+    GST_VIDEO_FORMAT_RGB, GST_VIDEO_FORMAT_I420, GST_VIDEO_FORMAT_NV12
+  };
+  const gdouble bad[][4] = {
+    {NAN, 10, 20, 20}, {10, NAN, 20, 20}, {10, 10, NAN, 20},
+    {INFINITY, 10, 20, 20}, {-INFINITY, -INFINITY, INFINITY, INFINITY},
+    {1e30, 1e30, 1e30, 1e30}, {-1e30, -1e30, 2e30, 2e30}, {10, 10, 0, 0},
+    {10, 10, -5, -5}, {WIDTH + 10, HEIGHT + 10, 20, 20}, {-50, -50, 20, 20},
+  };
+  guint f, i;
+
+  for (f = 0; f < G_N_ELEMENTS (formats); f++) {
+    GstVideoInfo info;
+    GstBuffer *in = grey_frame (formats[f], &info), *out;
+    GstVisionDetectMeta *meta = vdtest_add_detect_meta (in, WIDTH, HEIGHT);
+    GstVideoFrame frame;
+    const guint8 *row;
+
+    /* the boxes come from the companion meta: the ROI metas (whole pixels)
+     * have no "detection" param */
+    for (i = 0; i < G_N_ELEMENTS (bad); i++) {
+      gst_buffer_add_video_region_of_interest_meta (in, "bad", 0, 0, 1,
+          1)->id = i;
+      vdtest_add_detection (meta, bad[i][0], bad[i][1], bad[i][2], bad[i][3],
+          0.5, (gint) i, "bad", i);
+    }
+    gst_buffer_add_video_region_of_interest_meta (in, "good", 100, 100, 50,
+        50)->id = i;
+    vdtest_add_detection (meta, 100, 100, 50, 50, 0.5, 1, "good", i);
+    out = overlay (in, &info, "trail=5");
+    fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+    /* the good box's left edge, first plane (R, G, B or Y) */
+    row = (const guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&frame, 0)
+        + 125 * GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+    fail_unless (memcmp (row + 100 * GST_VIDEO_FRAME_COMP_PSTRIDE (&frame, 0),
+            (guint8[4]) {
+            GREY, GREY, GREY, GREY}, GST_VIDEO_FRAME_COMP_PSTRIDE (&frame,
+                0)) != 0, "%s: the good box not drawn",
+        gst_video_format_to_string (formats[f]));
+    gst_video_frame_unmap (&frame);
+    gst_buffer_unref (out);
+  }
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_properties)
 {
   GstElement *e = gst_element_factory_make ("visionoverlay", NULL);
@@ -469,6 +840,12 @@ visionoverlay_suite (void)
   tcase_add_test (tc, test_empty_meta_not_mapped);
   tcase_add_test (tc, test_masks_filled);
   tcase_add_test (tc, test_properties);
+  tcase_add_test (tc, test_timing_1080p_one_box);
+  tcase_add_test (tc, test_yuv_in_place);
+  tcase_add_test (tc, test_yuv_labels_and_masks);
+  tcase_add_test (tc, test_hold_frames);
+  tcase_add_test (tc, test_bad_boxes);
+  tcase_add_test (tc, test_cost_independent_of_frame_size);
   return s;
 }
 
