@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Contexts: device and precision resolution, backend dispatch, the asynchronous
  * submit/collect pair (a worker thread per context), and the debugging hooks. */
 #include "vd_config.h"

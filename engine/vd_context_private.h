@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal: the context and the backend interface. Not installed. */
 #ifndef VD_CONTEXT_PRIVATE_H
 #define VD_CONTEXT_PRIVATE_H

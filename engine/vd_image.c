@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Image views: validation and plane layout, shared by the backends and the
  * asynchronous pair (which copies the frames it is given). */
 #include "vd_context_private.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The model loader: a .safetensors file written by tools/export_torchvision.py.
  *
  * File layout (safetensors): an 8-byte little-endian header length N, N bytes of JSON

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal: the loaded model (configuration and folded float32 weights), shared by
  * the loader and every backend. Not installed. */
 #ifndef VD_MODEL_PRIVATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Private to the meta library and the plugin: GstAnalytics helpers, for builds
  * against GStreamer >= 1.24 (HAVE_GST_ANALYTICS). */
 #ifndef GST_VISION_ANALYTICS_H

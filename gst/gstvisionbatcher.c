@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The process-wide shared, batching engines (see gstvisionbatcher.h). */
 
 #include "gstvisionbatcher.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The plugin's process-wide shared engines ("batchers"): visiondetect elements
  * of a process with batch-size > 1 that run the same loaded model on the same
  * device, precision and thread count share one vd_context, and their frames run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect: runs the detection engine on every video frame and attaches the
  * detections to the buffer as metadata. */
 

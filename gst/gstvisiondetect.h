@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect: the detection element. */
 #ifndef __GST_VISION_DETECT_H__
 #define __GST_VISION_DETECT_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The one writer of every form of a detection (see gstvisiondetections.h). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

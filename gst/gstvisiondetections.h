@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Private to the plugin: the one writer of every form of a detection on a
  * buffer, for visiondetect (its detections) and visiontrack (its predicted
  * boxes). */

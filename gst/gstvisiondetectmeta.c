@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect: the companion detection meta (see gstvisiondetectmeta.h),
  * built into libgstvisiondetectmeta-1.0, which the plugin links to. */
 #ifdef HAVE_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect: the companion detection meta.
  *
  * The public API of libgstvisiondetectmeta-1.0 (pkg-config

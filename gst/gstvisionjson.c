@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionjson: a passthrough element that writes one JSON object per frame
  * (JSON Lines) with the frame's detections. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionjson: writes the detections of each frame as JSON Lines. */
 #ifndef __GST_VISION_JSON_H__
 #define __GST_VISION_JSON_H__

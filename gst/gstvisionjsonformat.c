@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionjson's JSON values (see gstvisionjsonformat.h). */
 #include "gstvisionjsonformat.h"
 

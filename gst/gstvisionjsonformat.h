@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionjson's JSON values, free of GStreamer (GLib and json-glib only) so that
  * the libFuzzer harness of tests/fuzz runs the very code the element does. */
 #ifndef GST_VISION_JSON_FORMAT_H

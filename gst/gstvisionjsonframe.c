@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* One frame's detections as one line of JSON (see gstvisionjsonframe.h). The
  * values themselves are written by gstvisionjsonformat.c, which the JSON fuzzer
  * runs without GStreamer. */

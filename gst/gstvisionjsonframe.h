@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* One frame's detections as one line of JSON: the schema visionjson writes and
  * visionmqtt publishes (see the README's visionjson section). */
 #ifndef __GST_VISION_JSON_FRAME_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect's labels files (see gstvisionlabels.h). */
 #include "gstvisionlabels.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect's labels files: the parser, free of GStreamer (GLib and the
  * engine's public header only) so that the libFuzzer harness of tests/fuzz runs
  * the very code the element does. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Instance masks on regions of interest (see gstvisionmask.h). */
 #include "gstvisionmask.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Instance masks on regions of interest, as visiondetect attaches them with a
  * Mask R-CNN model and DL Streamer's instance segmentation does: a "mask_rcnn"
  * param of the GstVideoRegionOfInterestMeta with format "segmentation_mask",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The process-wide model cache (see gstvisionmodelcache.h). */
 
 #include "gstvisionmodelcache.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The plugin's process-wide cache of loaded models: every visiondetect element
  * of a process that runs the same model file shares one vd_model (weights and
  * configuration are immutable and thread-safe), so N streams hold the host copy

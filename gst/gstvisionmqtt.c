@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionmqtt: a passthrough element that publishes each frame's detections,
  * as visionjson's JSON line, to an MQTT broker (libmosquitto). */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionmqtt: publishes the detections of each frame to an MQTT broker. */
 #ifndef __GST_VISION_MQTT_H__
 #define __GST_VISION_MQTT_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack: persistent object ids for the detections of each frame. */
 
 /**

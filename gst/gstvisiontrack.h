@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack: persistent object ids across frames for the detections of the
  * ROI metas, and predicted boxes on the frames without detection. */
 #ifndef __GST_VISION_TRACK_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect: the GStreamer plugin (visiondetect, visiontrack, visionoverlay,
  * visionjson and, built with libmosquitto, visionmqtt). */
 #ifdef HAVE_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Grid anchors of one FPN level (spec §3.2), generated on the device once per
  * input size: integer shifts, exact in float32, the same values as
  * vd_grid_anchors on the CPU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* RoIHeads.postprocess_detections (spec §6.2) on the device: softmax, per-class
  * decode (weights 10, 10, 5, 5), clip, the score and small-box filters as
  * candidates for vd_batched_nms_device grouped by label, then the first

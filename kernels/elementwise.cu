@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Small layout kernels of the backbone and the FPN: the stem's max pooling, the
  * FPN's nearest upsampling + lateral sum, LastLevelMaxPool, and the NHWC -> NCHW
  * float32 conversion of the debugging observer, and the count of non-finite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Mask R-CNN's maskrcnn_inference on the device (engine/MASKRCNN.md §2.4): for
  * each final detection, its label's channel of the mask logits and the
  * sigmoid, as the [rows][M][M] float32 probabilities the host reads back with

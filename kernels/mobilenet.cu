@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* MobileNetV3's kernels (engine/MOBILENETV3.md §2): hardswish after the
  * convolutions that have it (cuDNN has no such activation), and
  * SqueezeExcitation: channel means, the two small products with ReLU and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Sorting (CUB) and greedy NMS with a suppression bitmask reduced on the device.
  *
  * Pipeline of vd_batched_nms_device, all on one stream, no host round trip:

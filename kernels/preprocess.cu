@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Pre-processing in one kernel (spec §1): the raw frame, uploaded once, to the
  * padded NHWC network input. Per output pixel of the resized area: the source
  * indices and lambdas of both axes (vd_math_resize_source, the CPU's double

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* MultiScaleRoIAlign (spec §5): each RoI goes to its FPN level by the
  * LevelMapper, then roi_align with aligned=False on that level. Features are NHWC
  * and read in their storage dtype (fp16 or fp32); sample coordinates, bilinear

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* RPN proposal filtering (spec §4.4) on the device: logits gathered per level
  * as unsigned ranking keys (vd_math_rank_key: vd_topk's order as integers),
  * per-level top-k by a stable descending sort (ties in ascending anchor order,

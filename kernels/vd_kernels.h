@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect CUDA kernels: C launchers, each taking a stream.
  *
  * Conventions (shared by every launcher):

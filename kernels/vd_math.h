@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Per-element maths of the small detection ops, shared by the CPU backend
  * (engine/cpu/) and the CUDA kernels (kernels/<op>.cu), so that the CPU unit tests
  * run the very arithmetic the GPU runs. Every function is `static inline` and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Live detection on a camera (V4L2), shown in a window.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

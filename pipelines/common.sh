@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Shared by the pipelines/ scripts (sourced, not run): installs what is missing,
 # builds the project, and points GStreamer at the plugin in the build tree.
 #

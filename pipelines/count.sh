@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Line-crossing counts: visiontrack's ids crossing a virtual line, per class.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

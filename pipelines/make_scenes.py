@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Writes N synthetic scenes of the bundled model's kind (balls, boxes, triangles,
 rings over varied backgrounds) as PNG files DIR/scene-000.png, ... at WxH, for the
 generated clip of pipelines/annotate.sh. Deterministic: the scenes come from their

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Detection on an RTSP stream (an IP camera), shown in a window or recorded.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

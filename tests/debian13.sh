@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The README's two commands on Debian 13 (trixie), in a minimal root made with
 # debootstrap: in a fresh clone of this repository's HEAD there, pipelines/annotate.sh
 # (the main job; its MP4 and JSON Lines checked) and tests/run.sh with the suites

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The test command: installs what is missing (Debian packages by name), configures,
 # builds and runs every meson test suite, then the engine suite again under
 # AddressSanitizer and UBSan, then the libFuzzer harnesses, then the Debian 13 run.

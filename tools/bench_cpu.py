@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Side-by-side CPU benchmark: visiondetect's vd-detect against torchvision, and
 optionally against ONNX Runtime and OpenVINO (--peers).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """GPU benchmark: visiondetect's CUDA engine against torchvision on the same
 weights and frames, side by side in one run (issue 4, item 5).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Throughput of N visiondetect streams through one shared batching engine
 # (batch-size=N) against one unshared element and against the bare engine's
 # batched rate on the same frame size (vd-detect --batch N: one vd_detect() call

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Tracking benchmark: visiontrack's tracker core against the plain IoU tracker
 baseline (GStreamer's ioutracker's method) on generated sequences
 (tools/track_sim.py: shapes entering, leaving, crossing and passing behind a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # shellcheck shell=bash
 # The Debian packages of the README's two commands, in one place. Sourced (not run)
 # by pipelines/common.sh, tests/run.sh and tests/debian13.sh (inside its Debian 13

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Evaluate the bundled demo model (tools/train_demo.py) on held-out synthetic scenes:
 mean average precision at IoU 0.5 for torchvision's forward and for our engine
 (vd-detect) on the same images and the same weights.

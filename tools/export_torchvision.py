@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Export a torchvision Faster R-CNN (ResNet-FPN backbone) to a visiondetect model file.
 
 The output is one .safetensors file written by hand (struct + json, no safetensors

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Renders a moving-shapes clip for the tracking benchmark's real-detector run
 (tools/bench_track.py --real-sequences): balls, boxes, triangles and rings drawn
 as the bundled model was trained on (tools/train_demo.py's shapes and

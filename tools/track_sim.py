@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Synthetic multi-object sequences for the tracker (tools/bench_track.py and the
 CI test tests/tracker/test_sequence.py): moving shapes of four classes that enter,
 leave, cross each other and pass behind a pillar, with ground truth from the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Train visiondetect's bundled demo model: a small torchvision Faster R-CNN (ResNet-18
 FPN) that detects synthetic shapes (ball, box, triangle, ring).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vd-detect: run the visiondetect engine on still images.
  *
  *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]

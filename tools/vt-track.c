@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vt-track: runs the visiontrack tracker core on detections read from a text
  * file (or standard input) and prints the tracked objects, for benchmarks
  * (tools/bench_track.py) and tests without GStreamer.

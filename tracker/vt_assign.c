@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Optimal assignment (see vt_private.h): the Hungarian method with potentials
  * (shortest augmenting paths, O(n^3)) on the square matrix that lets every row
  * and column stay unmatched:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Constant-velocity Kalman filter of a box (see vt_private.h). The matrices are
  * small and structured (F = [I dt.I; 0 I], H = [I 0]), so the products are
  * written out for them instead of general matrix routines. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack core internals, shared by its sources and its unit tests. */
 #ifndef VT_PRIVATE_H
 #define VT_PRIVATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack: ByteTrack-style tracker (see vt_tracker.h for the rounds). */
 #include "vt_private.h"
 

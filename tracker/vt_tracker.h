@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack: the multi-object tracker core (C, GLib only, no GStreamer).
  *
  * ByteTrack-style association of per-frame detections to tracks:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend: torchvision's Faster R-CNN inference (spec/fasterrcnn.md) with
  * oneDNN convolutions and matrix products, and the plain-C small ops of
  * vd_cpu_ops.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's oneDNN layers (see vd_cpu_layers.h). Written against oneDNN's
  * v3 C API (3.0 and newer: Debian 13 has 3.7); the VD_DNNL2 branches are oneDNN
  * 2.x (Debian 12's 2.6), where a primitive descriptor is made from an operation

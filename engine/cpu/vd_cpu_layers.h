@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's layers: every oneDNN call of the CPU engine goes through this
  * file's functions (convolution, transposed convolution, max pooling, matmul,
  * reorder, post-ops, memory, GEMM), written against oneDNN's v3 C API. oneDNN 2.x

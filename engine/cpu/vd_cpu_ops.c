@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The small operations of the CPU backend. The per-element arithmetic is in
  * kernels/vd_math.h (shared with CUDA); this file adds the loops, the
  * orderings and the memory layout. Compiled with -ffp-contract=off: see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal: the small operations of the CPU backend (plain C, OpenMP where it
  * pays). Their per-element arithmetic comes from kernels/vd_math.h, which the
  * CUDA kernels share, so that the CPU tests exercise the very arithmetic the

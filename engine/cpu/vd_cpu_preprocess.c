@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* CPU pre-processing: colour conversion, normalisation, bilinear resize and
  * padding, bit-exact with torchvision's GeneralizedRCNNTransform on torch 1.13's
  * CPU kernels (spec §1). Compiled with -ffp-contract=off; the resize blends use

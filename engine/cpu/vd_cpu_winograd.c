@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Winograd F(4x4, 3x3) convolution on oneDNN's blocked layouts (see
  * vd_cpu_winograd.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Winograd F(4x4, 3x3) convolution for the CPU backend, where oneDNN has none.
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; below it (AVX2, AVX, SSE4.1) a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CUDA backend: torchvision's Faster R-CNN inference (spec/fasterrcnn.md)
  * with cuDNN convolutions, cuBLASLt linear layers and the kernels of kernels/,
  * in the stage structure of the CPU backend (preprocess, backbone, FPN, RPN,

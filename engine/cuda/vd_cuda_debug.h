@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal: observation and test hooks of the CUDA backend, for tests/gpu and
  * the GPU benchmark. Declared without CUDA types so that plain C test programs
  * can include it. Every function accepts a context of any backend and does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* cuDNN convolutions and cuBLASLt linear layers of the CUDA backend.
  *
  * Convolutions: NHWC activations and filters, fp16 storage with fp32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the CUDA backend (engine/cuda/): error mapping, the counted
  * synchronisation wrapper, device memory, and the cuDNN / cuBLASLt layers. Not
  * installed; only the engine's .c files under cuda/ include it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* CUDA backend utilities: error mapping (each failure reported once, as a GError
  * naming the operation), the counted synchronisation wrapper, and device memory
  * pools. */

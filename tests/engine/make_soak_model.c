@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Writes the soak test's model (tests/gst/test_soak.c): the engine tests' tiny
  * ResNet-FPN fixture with random weights, resizing frames to 32..64 pixels, so
  * that a frame costs about a millisecond and 20 000 of them fit in a CI run.

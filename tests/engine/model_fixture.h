@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Test fixtures: tiny but complete ResNet-FPN Faster R-CNN models described by a
  * tiny_arch, with tensors named as torchvision names them, serialised as
  * safetensors (fx_write) with optional corruption. Shared by the engine tests. */

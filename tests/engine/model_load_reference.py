@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Reference data for tests/engine/test_model_load.c (run with /usr/bin/python3).
 
   model_load_reference.py cli DIR

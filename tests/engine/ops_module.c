@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Test helper for ops_vs_torchvision.py: re-exports the CPU small ops (hidden
  * in the engine library) under vdt_* names for ctypes. Nothing else. */
 #include "cpu/vd_cpu_ops.h"

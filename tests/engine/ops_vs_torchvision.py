@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """The CPU small ops against torchvision's own implementations, bit for bit.
 
 roi_align, nms, the per-class batched_nms, BoxCoder.decode, AnchorGenerator,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Test helper for preprocess_vs_torch.py: runs vd_cpu_preprocess on a raw
  * packed RGB file with the ImageNet mean/std and writes the NHWC float32
  * [padded_h][padded_w][3] result; ARITHMETIC is "torch1" (the default) or "torch2",

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Bit-exact comparison of vd_cpu_preprocess with torch's CPU pre-processing.
 
 torchvision's GeneralizedRCNNTransform on an RGB uint8 frame: x.float() / 255,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """The CPU roi_align op, forward and backward, against torchvision.ops.roi_align.
 
 vd_roi_align_forward and vd_roi_align_backward (engine/cpu/vd_cpu_ops.h) are

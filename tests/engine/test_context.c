@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Tests of the engine API around a context (engine/vd_context.c and the CPU
  * backend's behaviour as seen through vd.h): device and precision selection,
  * determinism, the submit/collect pair, resolution changes, pixel formats,

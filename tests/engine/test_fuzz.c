@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Bad input never crashes the engine: thousands of deterministic mutations of a
  * valid model file (its JSON header's numbers, bytes, spans and length field,
  * truncations) must each either load or fail with a VD_ERROR naming the cause,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend runs oneDNN's optimised kernels for the processor it is on, never
  * its reference loops (hundreds to thousands of times slower): every convolution,
  * pooling, matrix product and eltwise primitive of a frame of the bundled model and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Tests of the model loader (engine/vd_model.c).
  *
  * Fixtures are written at test time: a tiny but complete ResNet-FPN Faster R-CNN

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit tests of vd_cpu_preprocess (engine/cpu/vd_cpu_preprocess.c): resize
  * values worked out by hand, every pixel format against RGB, YUV conversion
  * against a double-precision reference, and the validation errors. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's Winograd F(4x4, 3x3) convolution (engine/cpu/vd_cpu_winograd.c)
  * against a direct convolution computed in double precision: both channel blocks,
  * map sizes that are and are not multiples of the 4x4 tile (edges, maps smaller

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libFuzzer harness of the image views: the pixel format, size, strides, colour
  * matrix and range come from the input, the planes are allocated exactly as large
  * as the strides say (stride x (rows - 1) + the bytes of a row) and filled from

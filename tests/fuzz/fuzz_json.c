@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libFuzzer harness of visionjson's JSON values (gst/gstvisionjsonformat.c, the
  * code the element runs): a label of any bytes (other elements set the labels
  * visionjson writes) and a double of any bits with 0..9 decimals go into one

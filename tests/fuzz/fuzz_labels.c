@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libFuzzer harness of the labels-file parser (gst/gstvisionlabels.c, the code
  * the visiondetect element runs): the first byte chooses the model's class count
  * (2..257), the rest is the file. The parser must return exactly that many names,

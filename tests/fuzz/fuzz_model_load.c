@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libFuzzer harness of the model loader: any bytes as a model file must load or
  * fail with a VD_ERROR, never crash, read out of bounds or leak (the fuzz build
  * runs under AddressSanitizer and UBSan). The seeds (corpus/model) are a small but

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The libFuzzer harnesses run long (tests/run.sh runs each for 20 s):
 #   tests/fuzz/long.sh [RUNS]     the model loader for RUNS executions (1000000)
 # Builds build-fuzz as tests/run.sh does (clang, ASan + UBSan). New inputs go to

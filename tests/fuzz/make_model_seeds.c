@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Writes the loader fuzzer's seed corpus (tests/fuzz/corpus/model): the engine
  * tests' tiny ResNet-FPN fixture cut to its first stage (a complete, loadable
  * model of about 85 000 parameters) stored as F16 and BF16, and its header

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Runs one libFuzzer harness over the repository's seeds for a fixed time (or a
 # number of executions), with a work corpus of its own in the build folder (new
 # inputs go there, never into the repository), crashes written as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Launch resources of every CUDA kernel, checked without a GPU.
 
 Reads the registers, shared memory and local memory (spills) of every kernel

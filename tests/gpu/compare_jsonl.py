@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Compares the JSON Lines that element-check.sh's pipelines wrote and writes its
 results as one JSON file (standard library only).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The one prepared check for a lent GPU (shared/GPU.md): every GPU test, the
 # engine against the CPU engine and torchvision, the benchmark, and the
 # visiondetect element through GStreamer (tests/gpu/element-check.sh), with the

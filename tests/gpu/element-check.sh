@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The visiondetect element on the GPU, through GStreamer itself (part of
 # device-check.sh; the engine tests there call the engine directly):
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Helpers shared by the GPU tests and the GPU benchmark: device presence (exit
  * 77 when absent, as meson expects for a skipped test), checked CUDA calls,
  * fp16 <-> fp32 on the host, ulp distances, a small deterministic RNG. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Packs what device-check.sh needs from this (GPU-less) build machine into
 # .device/bundle.tar.gz:
 #   bin/          the GPU test and benchmark binaries of build/, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CUDA batch plan's size rule (vd_batch_plan_slots, vd_cuda_private.h):
  * grows at once to a larger batch, shrinks to the power of two of the largest
  * small batch after VD_BATCH_SHRINK_AFTER batches in a row of at most half

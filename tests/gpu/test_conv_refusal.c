@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CUDA convolution's answer to cuDNN's statuses (issue 37, item 5), host
  * only (suite engine, CUDA builds; no device: cuDNN's calls with no handle
  * return BAD_PARAM before touching one):

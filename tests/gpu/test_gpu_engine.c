@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The whole engine on CUDA against the CPU engine, the oracle (STYLE.md):
  *
  *   test-gpu-engine --model FILE [--trained] [--detections-only | --masks | --core]

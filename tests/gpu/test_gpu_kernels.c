@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Every CUDA kernel of kernels/ against the CPU implementation it mirrors
  * (engine/cpu/vd_cpu_ops.h, the CPU backend's inline steps), on random and
  * edge-case inputs. The kernels take their per-element arithmetic from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vd-gpu-bench: timings of the CUDA engine and of two kernels, as JSON, for
  * tools/bench_gpu.py (which runs torchvision on the same inputs beside it).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Writes the GStreamer tests' model and frames.
 
 A ResNet-18-FPN Faster R-CNN with 5 classes (background + 4 shape names) and small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A C application of the detection meta, built against the installed library
  * through its pkg-config file (test_meta_pkgconfig.sh): writes a meta as
  * visiondetect does and reads it back through the public accessors, NULL and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """A local RTSP server for the pipelines/rtsp.sh test: serves videotestsrc's
 bouncing ball as H.264 at rtsp://127.0.0.1:PORT/test and prints that URL on its
 first line of output. Exits after --timeout seconds. Needs python3-gi and

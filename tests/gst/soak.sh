@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The soak test (tests/gst/test_soak.c) long: FRAMES frames (default 1 000 000,
 # about an hour and a half on two cores) through visiondetect alone and through
 # visiondetect ! visionoverlay ! visionjson, heap and resident set compared

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """GStreamer's analytics metadata (GstAnalytics, 1.24+) between our elements
 and GStreamer's own, with the real elements.
 

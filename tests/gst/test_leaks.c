@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* State cycles NULL -> PLAYING -> NULL of a pipeline with the four elements,
  * checked for leaks twice: by the heap's size (glibc's mallinfo2: bytes in use,
  * small and mmap'd chunks) after many cycles, and, in the valgrind variant of

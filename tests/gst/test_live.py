@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """A live source offered faster than the detector can keep up with.
 
 videotestsrc is-live=true at 1.5x the frame rate the engine sustains on this

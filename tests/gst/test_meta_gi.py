@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """The detection meta read from Python through GstVisionDetect-1.0's typelib.
 
 videotestsrc pattern=ball ! visiondetect (the bundled shapes model, interval=3)

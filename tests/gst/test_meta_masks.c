@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Instance masks in the companion meta (GstVisionDetectMeta), through its
  * public API (linked: libgstvisiondetectmeta-1.0): adding and reading them,
  * bad masks refused, copies sharing the bytes, the bytes freed with the last

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The meta library as an application sees it once installed: `meson install`
 # into a temporary DESTDIR (runtime and devel files), then meta_example.c
 # compiled with nothing but `pkg-config --cflags --libs

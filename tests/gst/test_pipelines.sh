@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Each pipelines/ script runs to EOS on a short generated input and writes what
 # it promises (an MP4 with every frame, JSON Lines that parse, one per frame);
 # --help explains each; a missing model is a clear error. Run by meson (suite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The plugin: four elements, each with metadata and a description of every
  * property of its own (what gst-inspect-1.0 shows). */
 #include "vdtest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Soak: 20 000 frames through visiondetect alone and through visiondetect !
  * visionoverlay ! visionjson, with a tiny model (make_soak_model.c: about a
  * millisecond a frame, a few dozen detections on each) at 64x48, memory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect elements sharing one batching engine (batch-size > 1), with the
  * calibrated test model. The oracle is the unshared element (batch-size=1) on
  * the same frames: the CPU backend runs a batch frame by frame with the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect element tests (GstHarness), with the calibrated test model and
  * frames from make_test_model.py. vd-detect, the engine's own command-line tool,
  * is the oracle: the element must hand the engine the frame exactly as it is and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect with a Mask R-CNN (the engine tests' tiny mask fixture,
  * $VD_TEST_MASK_MODEL, engine/MASKRCNN.md): every ROI meta carries DL Streamer's
  * instance-segmentation param ("mask_rcnn": format "segmentation_mask",

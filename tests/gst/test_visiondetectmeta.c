@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The companion meta (GstVisionDetectMeta) through GStreamer's own elements:
  * copies keep it, videoscale rescales it, videoconvert keeps it. No engine
  * needed. Where GStreamer 1.22 gives the meta no way to follow the picture

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionjson: every line parses back and matches the metadata it was written
  * from; the bus messages carry the same JSON. Detections are put on the buffers
  * by hand, so no engine is needed. */

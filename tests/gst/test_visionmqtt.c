@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionmqtt against Debian's mosquitto broker, started by the test on a free
  * loopback port with a generated configuration: messages equal visionjson's
  * lines and arrive in order (QoS 0 and 1), a broker restart loses exactly the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiontrack: ids across frames on the ROI metas (our params and DL Streamer's
  * "object_id" structure) and the companion meta, predicted boxes on frames
  * without detection, resets on flush and size changes, visionjson's fields,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Helpers shared by the element tests (see vdtest.h). */
 #include "vdtest.h"
 

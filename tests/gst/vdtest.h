@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Helpers shared by the element tests: the fixtures (model, frames), vd-detect's
  * results for comparison, and access to visiondetect's companion meta by its
  * registered name (the tests do not link the plugin). */

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The element tests against another GStreamer than the system's: the
 # GstAnalytics metadata (object-detection and tracking entries, GStreamer
 # >= 1.24; instance-segmentation entries, >= 1.26) is only built and tested

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """What the end-to-end model tests share (test_videotestsrc_ball.py,
 test_text_overlay.py): their common options, the checks that make them skip (exit 77),
 the visiondetect part of their pipelines, and running a pipeline and reading back

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """End-to-end test of the bundled model on frames without shapes under text overlays:
 
     videotestsrc pattern=P ! video/x-raw,width=W,height=H \\

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """End-to-end test of the bundled model in a pipeline:
 
     videotestsrc pattern=ball ! video/x-raw,format=F,width=W,height=H ! visiondetect \\

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Shared code of the parity tests: visiondetect's CPU engine against torchvision.
 
 A parity test

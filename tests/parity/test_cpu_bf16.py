@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity of the CPU engine's bf16 mode (vd-detect --precision bf16) with torchvision's
 float32 inference: at least 95 % of torchvision's detections must be matched by one of
 ours with the same label, IoU >= 0.9 and |score difference| <= 0.02 (greedy one-to-one

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Self-test of the parity harness (parity_common.py), torchvision against itself; needs
 no engine. On a small calibrated ResNet-18-FPN (min/max size 320/512) it checks that
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: torchvision's maskrcnn_resnet50_fpn and maskrcnn_resnet50_fpn_v2 (--builder),
 the Faster R-CNN of the same builder (engine/RESNET50_V2.md for v2) plus the mask
 branch (engine/MASKRCNN.md): a 14x14 MultiScaleRoIAlign on the final boxes, four 3x3

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: torchvision's fasterrcnn_mobilenet_v3_large_fpn and
 fasterrcnn_mobilenet_v3_large_320_fpn (--builder), MobileNetV3-Large features 0..16
 (hardswish, squeeze-and-excitation with hardsigmoid, depthwise convolutions,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity of a model file stored in F16 or BF16: ResNet-18-FPN Faster R-CNN with
 nn.BatchNorm2d (eps 1e-5), 4 classes, min/max size 320/512, random calibrated weights,
 exported with dtype f16 or bf16 (--dtype). The rounded tensors are read back from the

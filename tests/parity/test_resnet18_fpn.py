@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: ResNet-18-FPN Faster R-CNN (BasicBlock, FrozenBatchNorm2d with eps 1e-5),
 5 classes, min/max size 320/512, random calibrated weights, float32 model file.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: ResNet-34-FPN Faster R-CNN with FrozenBatchNorm2d whose eps is overwritten
 to 0.0 (as torchvision does for the COCO_V1 detection weights), 3 classes, min/max
 size 320/512, random calibrated weights, float32 model file.

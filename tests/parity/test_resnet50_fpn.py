@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: torchvision's fasterrcnn_resnet50_fpn (Bottleneck ResNet-50 v1.5, nn.BatchNorm2d
 with eps 1e-5 as the builder makes it without pretrained weights), 91 classes with the
 COCO category names, default min/max size 800/1333, random calibrated weights, float32

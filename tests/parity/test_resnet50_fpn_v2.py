@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity: torchvision's fasterrcnn_resnet50_fpn_v2: ResNet-50 with nn.BatchNorm2d
 (eps 1e-5, as the builder makes it without pretrained weights), an FPN whose inner
 and layer convolutions are followed by BatchNorm2d (no bias), an RPN head of two 3x3

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vt_assign (tracker/vt_assign.c): the optimal assignment with an unmatched cost,
  * against exhaustive search over every partial matching of small matrices. */
 #include "vt_private.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vt_kalman (tracker/vt_kalman.c): the constant-velocity filter follows a box
  * moving at constant velocity, predicts it ahead, keeps a symmetric positive
  * covariance, and survives degenerate measurements. */

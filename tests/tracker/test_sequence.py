@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """CI-sized tracking check without motmetrics: the tracker core (tools/vt-track)
 and the plain IoU tracker baseline on one generated sequence
 (tools/track_sim.py), every frame detected and every 3rd frame detected.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vt_tracker (tracker/vt_tracker.c): ids through crossings, confirmation, lost
  * tracks and their time limits, the low-confidence round, classes, prediction
  * on frames without detection, bad detections and bad parameters. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visiondetect engine: torchvision-compatible Faster R-CNN inference.
  *
  * The one public header of the engine library. It depends on GLib only (GError);
