@@ -111,13 +111,14 @@ else
 fi
 vd_add ! ; vd_add_detect
 vd_add ! visionjson "location=$json"
+# visiondetect and visionoverlay take the encoder's 4:2:0 (I420, NV12) as it
+# is: the only conversion is the one in front of the detector
 vd_add ! visionoverlay
 pad_w=$((width % 2)) pad_h=$((height % 2))
 if [ $pad_w -ne 0 ] || [ $pad_h -ne 0 ]; then
   vd_log "${width}x${height} is odd-sized: the MP4 gets $pad_w black column(s) and $pad_h row(s)"
   vd_add ! videobox "right=-$pad_w" "bottom=-$pad_h"
 fi
-vd_add ! videoconvert ! video/x-raw,format=I420
 vd_add ! x264enc speed-preset=veryfast ! mp4mux ! filesink "location=$output"
 
 vd_launch >&2 || vd_die "the pipeline failed"
