@@ -128,6 +128,11 @@ struct _GstVisionOverlay
   GPtrArray *held_masks;
   guint held_for;
 
+  /* streaming thread: whether downstream takes the overlay composition meta
+   * (asked at the first frame drawn after each negotiation) */
+  gboolean downstream_blends;
+  gboolean blends_checked;
+
   /* streaming thread: the element's own font map and text context, created
    * at the first label; with pango_cairo_create_layout() every new streaming
    * thread (each start, and visiondetect's output thread) built Pango's
@@ -139,15 +144,21 @@ struct _GstVisionOverlay
 #define VIDEO_FORMATS \
   "{ BGRx, BGRA, RGBx, RGBA, xRGB, ARGB, xBGR, ABGR, RGB, BGR, NV12, I420 }"
 
+/* with the overlay composition feature: downstream may blend (then the
+ * boxes travel as a GstVideoOverlayCompositionMeta) */
+#define VIDEO_CAPS GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS) "; " \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES (GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY \
+      ", " GST_CAPS_FEATURE_META_GST_VIDEO_OVERLAY_COMPOSITION, VIDEO_FORMATS)
+
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK,
     GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+    GST_STATIC_CAPS (VIDEO_CAPS));
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_PAD_SRC,
     GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+    GST_STATIC_CAPS (VIDEO_CAPS));
 
 #define gst_vision_overlay_parent_class parent_class
 G_DEFINE_TYPE (GstVisionOverlay, gst_vision_overlay, GST_TYPE_VIDEO_FILTER);
@@ -856,13 +867,17 @@ blend_rectangle (GstVideoFrame * frame, GstVideoOverlayRectangle * rectangle)
   return ret;
 }
 
-static GstFlowReturn
-gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
+/* Draws what the frame shows (self->detections, the trails): onto @frame
+ * when there is one, else into a composition of ARGB overlay rectangles in
+ * the coordinates of the @info frame, returned (NULL when nothing is
+ * drawn). */
+static GstVideoOverlayComposition *
+render (GstVisionOverlay * self, const GstVideoInfo * info, GstBuffer * buffer,
     GstVideoFrame * frame)
 {
-  GstVisionOverlay *self = GST_VISION_OVERLAY (filter);
-  const gint width = GST_VIDEO_FRAME_WIDTH (frame);
-  const gint height = GST_VIDEO_FRAME_HEIGHT (frame);
+  const gint width = GST_VIDEO_INFO_WIDTH (info);
+  const gint height = GST_VIDEO_INFO_HEIGHT (info);
+  GstVideoOverlayComposition *composition = NULL;
   PangoFontDescription *font;
   GstVisionOverlayText text;
   gdouble line_width;
@@ -885,7 +900,9 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
 
   /* Cairo draws on the formats it shares directly; the others get an overlay
    * rectangle per drawing, the size of what it draws, blended by GStreamer */
-  if (cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
+  if (frame == NULL) {
+    /* downstream blends: in frame coordinates, colours as they are */
+  } else if (cairo_compatible (GST_VIDEO_FRAME_FORMAT (frame), &swap_rb)
       && GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0) % 4 == 0) {
     /* with alpha: drawn pixels become opaque (Cairo's premultiplied alpha is
      * only exact on opaque video, the usual case) */
@@ -902,7 +919,7 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     canvas.y_align = 1 << GST_VIDEO_FORMAT_INFO_H_SUB (frame->info.finfo, 1);
   }
 
-  draw_all (self, &canvas, frame->buffer, self->detections,
+  draw_all (self, &canvas, buffer, self->detections,
       self->companion_masks, width, height, line_width, font, text, swap_rb,
       masks, self->draw_trails);
 
@@ -911,7 +928,9 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     cairo_surface_flush (surface);
     cairo_surface_destroy (surface);
   }
-  if (canvas.composition != NULL) {
+  if (canvas.composition != NULL && frame == NULL) {
+    composition = canvas.composition;
+  } else if (canvas.composition != NULL) {
     GstVideoOverlayComposition *blended = canvas.composition;
 
     if (GST_VIDEO_INFO_IS_YUV (&frame->info))
@@ -929,7 +948,74 @@ gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
     GST_WARNING_OBJECT (self, "drawing failed");
 
   pango_font_description_free (font);
+  return composition;
+}
+
+static GstFlowReturn
+gst_vision_overlay_transform_frame_ip (GstVideoFilter * filter,
+    GstVideoFrame * frame)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (filter);
+
+  render (self, &frame->info, frame->buffer, frame);
   return GST_FLOW_OK;
+}
+
+/* Whether the negotiated output caps carry the overlay composition feature
+ * and downstream's allocation answer lists the meta: then it blends (a
+ * compositor, a sink drawing in hardware) and visionoverlay attaches what it
+ * would have drawn. Otherwise it draws, with or without the feature in the
+ * caps (the meta is optional on each buffer). */
+static gboolean
+downstream_blends (GstVisionOverlay * self)
+{
+  GstPad *srcpad = GST_BASE_TRANSFORM_SRC_PAD (self);
+  GstCaps *caps = gst_pad_get_current_caps (srcpad);
+  GstCapsFeatures *features;
+  GstQuery *query;
+  gboolean ret = FALSE;
+
+  if (caps == NULL)
+    return FALSE;
+  features = gst_caps_get_features (caps, 0);
+  if (features != NULL && gst_caps_features_contains (features,
+          GST_CAPS_FEATURE_META_GST_VIDEO_OVERLAY_COMPOSITION)) {
+    query = gst_query_new_allocation (caps, FALSE);
+    if (gst_pad_peer_query (srcpad, query))
+      ret = gst_query_find_allocation_meta (query,
+          GST_VIDEO_OVERLAY_COMPOSITION_META_API_TYPE, NULL);
+    gst_query_unref (query);
+  }
+  gst_caps_unref (caps);
+  GST_DEBUG_OBJECT (self, "downstream %s", ret ? "blends: attaching the "
+      "overlay composition meta" : "does not blend: drawing");
+  return ret;
+}
+
+/* Adds @composition (transfer full) to @buffer's overlay composition meta,
+ * after the rectangles already there (an upstream overlay's). */
+static void
+attach_composition (GstBuffer * buffer,
+    GstVideoOverlayComposition * composition)
+{
+  GstVideoOverlayCompositionMeta *meta =
+      gst_buffer_get_video_overlay_composition_meta (buffer);
+
+  if (meta != NULL) {
+    GstVideoOverlayComposition *merged =
+        gst_video_overlay_composition_copy (meta->overlay);
+    guint i;
+
+    for (i = 0; i < gst_video_overlay_composition_n_rectangles (composition);
+        i++)
+      gst_video_overlay_composition_add_rectangle (merged,
+          gst_video_overlay_composition_get_rectangle (composition, i));
+    gst_buffer_remove_meta (buffer, (GstMeta *) meta);
+    gst_video_overlay_composition_unref (composition);
+    composition = merged;
+  }
+  gst_buffer_add_video_overlay_composition_meta (buffer, composition);
+  gst_video_overlay_composition_unref (composition);
 }
 
 /* Whether @buffer has a detection to draw: a ROI meta, a companion meta
@@ -1028,13 +1114,92 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     return GST_FLOW_OK;
   }
 
-  if (self->detections->len > 0 || self->draw_trails)
+  if (!self->blends_checked) {
+    self->downstream_blends = downstream_blends (self);
+    self->blends_checked = TRUE;
+  }
+  ret = GST_FLOW_OK;
+  if (self->detections->len == 0 && !self->draw_trails) {
+    /* nothing */
+  } else if (self->downstream_blends) {
+    GstVideoOverlayComposition *composition = render (self, info, buffer,
+        NULL);
+
+    if (composition != NULL)
+      attach_composition (buffer, composition);
+  } else {
     ret = GST_BASE_TRANSFORM_CLASS (parent_class)->transform_ip (trans, buffer);
-  else
-    ret = GST_FLOW_OK;
+  }
   g_clear_pointer (&self->detections, g_array_unref);
   g_clear_pointer (&self->companion_masks, g_ptr_array_unref);
   return ret;
+}
+
+/* Downstream of plain system-memory video: the same with the overlay
+ * composition feature first (downstream blends, when it says so in the
+ * allocation query), then without. Upstream of caps with the feature: the
+ * same without it too (the meta is added here). */
+static GstCaps *
+gst_vision_overlay_transform_caps (GstBaseTransform * trans,
+    GstPadDirection direction, GstCaps * caps, GstCaps * filter)
+{
+  const gchar *meta = GST_CAPS_FEATURE_META_GST_VIDEO_OVERLAY_COMPOSITION;
+  GstCaps *result = gst_caps_new_empty ();
+  guint i;
+
+  for (i = 0; i < gst_caps_get_size (caps); i++) {
+    const GstStructure *s = gst_caps_get_structure (caps, i);
+    GstCapsFeatures *f = gst_caps_get_features (caps, i);
+    GstCapsFeatures *other;
+
+    if (f != NULL && gst_caps_features_is_any (f)) {
+      result = gst_caps_merge_structure_full (result, gst_structure_copy (s),
+          gst_caps_features_copy (f));
+      continue;
+    }
+    other = f ? gst_caps_features_copy (f) :
+        gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY, NULL);
+    if (direction == GST_PAD_SINK && !gst_caps_features_contains (other, meta)
+        && gst_caps_features_contains (other,
+            GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY)) {
+      gst_caps_features_add (other, meta);
+      result = gst_caps_merge_structure_full (result, gst_structure_copy (s),
+          other);
+      other = NULL;
+    } else if (direction == GST_PAD_SRC
+        && gst_caps_features_contains (other, meta)) {
+      gst_caps_features_remove (other, meta);
+    } else {
+      g_clear_pointer (&other, gst_caps_features_free);
+    }
+    result = gst_caps_merge_structure_full (result, gst_structure_copy (s),
+        f ? gst_caps_features_copy (f) : NULL);
+    if (other != NULL)
+      result = gst_caps_merge_structure_full (result, gst_structure_copy (s),
+          other);
+  }
+  if (filter != NULL) {
+    GstCaps *filtered = gst_caps_intersect_full (filter, result,
+        GST_CAPS_INTERSECT_FIRST);
+
+    gst_caps_unref (result);
+    result = filtered;
+  }
+  GST_DEBUG_OBJECT (trans, "%s caps %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+      direction == GST_PAD_SINK ? "sink" : "src", caps, result);
+  return result;
+}
+
+static gboolean
+gst_vision_overlay_set_info (GstVideoFilter * filter, GstCaps * incaps,
+    GstVideoInfo * in_info, GstCaps * outcaps, GstVideoInfo * out_info)
+{
+  GstVisionOverlay *self = GST_VISION_OVERLAY (filter);
+
+  /* new caps: downstream asked again, the held boxes (another size) gone */
+  self->blends_checked = FALSE;
+  clear_held (self);
+  return TRUE;
 }
 
 static gboolean
@@ -1045,6 +1210,7 @@ gst_vision_overlay_stop (GstBaseTransform * trans)
   g_clear_pointer (&self->trails, g_hash_table_unref);
   clear_held (self);
   self->frame_count = 0;
+  self->blends_checked = FALSE;
   return TRUE;
 }
 
@@ -1193,6 +1359,9 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
       "frames' region-of-interest metadata", "visiondetect developers");
 
   trans_class->stop = GST_DEBUG_FUNCPTR (gst_vision_overlay_stop);
+  trans_class->transform_caps =
+      GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_caps);
+  filter_class->set_info = GST_DEBUG_FUNCPTR (gst_vision_overlay_set_info);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_overlay_sink_event);
   filter_class->transform_frame_ip =
       GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_frame_ip);
