@@ -89,8 +89,7 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     g_cond_init(&ctx->cond);
     g_queue_init(&ctx->queued);
     g_queue_init(&ctx->in_flight);
-    resolve_thresholds(ctx, params->score_threshold, params->nms_threshold,
-                       params->max_detections);
+    resolve_thresholds(ctx, params->score_threshold, params->nms_threshold, params->max_detections);
     /* the backends size their buffers for these at creation */
     apply_settings(ctx, &ctx->requested);
 
@@ -101,16 +100,15 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     /* The backend resolves precision AUTO and rejects what it cannot run. */
     GError *backend_error = NULL;
     ctx->state = ctx->backend->create(ctx, &backend_error);
-    if (ctx->state == NULL && params->device == VD_DEVICE_AUTO &&
-        ctx->backend != &vd_cpu_backend) {
+    if (ctx->state == NULL && params->device == VD_DEVICE_AUTO && ctx->backend != &vd_cpu_backend) {
         /* auto: a GPU that fails to start is not fatal; keep why for the caller */
         g_free(ctx->fallback_reason);
         ctx->fallback_reason = g_strdup(backend_error->message);
         g_clear_error(&backend_error);
         ctx->backend = &vd_cpu_backend;
         ctx->params.device = VD_DEVICE_CPU;
-        ctx->params.precision = params->precision == VD_PRECISION_FP16 ? VD_PRECISION_AUTO
-                                                                        : params->precision;
+        ctx->params.precision =
+            params->precision == VD_PRECISION_FP16 ? VD_PRECISION_AUTO : params->precision;
         ctx->state = ctx->backend->create(ctx, &backend_error);
     }
     if (ctx->state == NULL) {
@@ -123,8 +121,8 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
     if (ctx->backend->describe != NULL)
         ctx->description = ctx->backend->describe(ctx->state, ctx);
     else
-        ctx->description = g_strdup_printf("%s, %s", ctx->backend->name,
-                                           vd_precision_name(ctx->params.precision));
+        ctx->description =
+            g_strdup_printf("%s, %s", ctx->backend->name, vd_precision_name(ctx->params.precision));
     return ctx;
 
 out_free_context:
@@ -141,16 +139,16 @@ out_free_context:
 
 struct vd_job {
     int n_images;
-    vd_image *images;   /* views of @pixels */
-    guint8 *pixels;     /* the frames' planes, copied at submission */
+    vd_image *images; /* views of @pixels */
+    guint8 *pixels;   /* the frames' planes, copied at submission */
     vd_result *results;
     GError *error;
     vd_run_settings settings;
     vd_stage_time stages[VD_MAX_STAGES];
     int n_stages;
     vd_run_status status;
-    gboolean ran;       /* FALSE: refused at submission (invalid image) */
-    gboolean done;      /* under the context's lock */
+    gboolean ran;  /* FALSE: refused at submission (invalid image) */
+    gboolean done; /* under the context's lock */
 };
 
 static void job_free(vd_job *job, gboolean clear_results)
@@ -167,9 +165,8 @@ static void job_free(vd_job *job, gboolean clear_results)
 
 /* Runs a batch with @settings on the calling thread; results are cleared on
  * failure. */
-static gboolean run_batch(vd_context *ctx, const vd_run_settings *settings,
-                          const vd_image *images, int n_images, vd_result *results,
-                          GError **error)
+static gboolean run_batch(vd_context *ctx, const vd_run_settings *settings, const vd_image *images,
+                          int n_images, vd_result *results, GError **error)
 {
     apply_settings(ctx, settings);
     ctx->n_stages = 0;
@@ -302,15 +299,22 @@ void vd_context_free(vd_context *ctx)
 const char *vd_precision_name(vd_precision precision)
 {
     switch (precision) {
-    case VD_PRECISION_AUTO: return "auto";
-    case VD_PRECISION_FP32: return "fp32";
-    case VD_PRECISION_FP16: return "fp16";
-    case VD_PRECISION_BF16: return "bf16";
+    case VD_PRECISION_AUTO:
+        return "auto";
+    case VD_PRECISION_FP32:
+        return "fp32";
+    case VD_PRECISION_FP16:
+        return "fp16";
+    case VD_PRECISION_BF16:
+        return "bf16";
     }
     return "unknown";
 }
 
-const char *vd_context_describe(const vd_context *ctx) { return ctx->description; }
+const char *vd_context_describe(const vd_context *ctx)
+{
+    return ctx->description;
+}
 
 int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels)
 {
@@ -326,10 +330,22 @@ int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels)
     return (int)ctx->kernels->len;
 }
 
-vd_device_type vd_context_device(const vd_context *ctx) { return ctx->params.device; }
-vd_precision vd_context_precision(const vd_context *ctx) { return ctx->params.precision; }
-const vd_model *vd_context_model(const vd_context *ctx) { return ctx->model; }
-const char *vd_context_fallback_reason(const vd_context *ctx) { return ctx->fallback_reason; }
+vd_device_type vd_context_device(const vd_context *ctx)
+{
+    return ctx->params.device;
+}
+vd_precision vd_context_precision(const vd_context *ctx)
+{
+    return ctx->params.precision;
+}
+const vd_model *vd_context_model(const vd_context *ctx)
+{
+    return ctx->model;
+}
+const char *vd_context_fallback_reason(const vd_context *ctx)
+{
+    return ctx->fallback_reason;
+}
 
 void vd_context_set_thresholds(vd_context *ctx, float score_threshold, float nms_threshold,
                                int max_detections)
@@ -385,7 +401,8 @@ gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError
         return FALSE;
     }
     if (n_images <= 0 || images == NULL) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "vd_submit needs at least one image");
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "vd_submit needs at least one image");
         return FALSE;
     }
     if (ctx->worker == NULL) {
@@ -393,8 +410,7 @@ gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError
         ctx->worker = g_thread_try_new("vd-context", worker_main, ctx, &thread_error);
         if (ctx->worker == NULL) {
             g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                        "could not start the context's worker thread: %s",
-                        thread_error->message);
+                        "could not start the context's worker thread: %s", thread_error->message);
             g_error_free(thread_error);
             return FALSE;
         }
@@ -493,8 +509,8 @@ void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer, void 
     ctx->requested.observer_data = user_data;
 }
 
-void vd_context_observe(vd_context *ctx, const char *name, const float *data,
-                        const int64_t *shape, int ndim)
+void vd_context_observe(vd_context *ctx, const char *name, const float *data, const int64_t *shape,
+                        int ndim)
 {
     if (ctx->observer != NULL)
         ctx->observer(name, data, shape, ndim, ctx->observer_data);

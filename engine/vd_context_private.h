@@ -49,12 +49,12 @@ struct vd_context {
     const vd_backend *backend;
     void *state;
 
-    char *fallback_reason;      /* why AUTO did not get the GPU it found, or NULL */
-    char *description;          /* vd_context_describe() */
-    GArray *kernels;            /* vd_kernel_info, vd_context_kernels() */
+    char *fallback_reason; /* why AUTO did not get the GPU it found, or NULL */
+    char *description;     /* vd_context_describe() */
+    GArray *kernels;       /* vd_kernel_info, vd_context_kernels() */
     GStringChunk *kernel_strings;
 
-    vd_run_settings requested;  /* the caller's thread only */
+    vd_run_settings requested; /* the caller's thread only */
 
     /* the batch running now (the caller's thread for vd_detect(), the worker
      * for vd_submit()) */
@@ -99,9 +99,12 @@ gboolean vd_image_validate(const vd_image *image, GError **error);
 int vd_image_plane_layout(const vd_image *image, int row_bytes[3], int plane_rows[3]);
 
 /* Passes a tensor to the observer, if any. Cheap when none is set. */
-void vd_context_observe(vd_context *ctx, const char *name, const float *data,
-                        const int64_t *shape, int ndim);
-static inline gboolean vd_context_observing(const vd_context *ctx) { return ctx->observer != NULL; }
+void vd_context_observe(vd_context *ctx, const char *name, const float *data, const int64_t *shape,
+                        int ndim);
+static inline gboolean vd_context_observing(const vd_context *ctx)
+{
+    return ctx->observer != NULL;
+}
 
 /* Stage timing: begin resets the list, mark closes the running stage. */
 void vd_context_stages_begin(vd_context *ctx);

@@ -70,8 +70,7 @@ gboolean vd_image_validate(const vd_image *image, GError **error)
     if (image->width <= 0 || image->height <= 0 || image->width > G_MAXINT / 8 ||
         image->height > G_MAXINT / 8) {
         g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
-                    "image size %dx%d is not positive or too large", image->width,
-                    image->height);
+                    "image size %dx%d is not positive or too large", image->width, image->height);
         return FALSE;
     }
     int row_bytes[3], rows[3];

@@ -49,11 +49,11 @@ typedef struct {
 
 typedef struct {
     const char *path;
-    const guint8 *data;        /* first byte after the header */
+    const guint8 *data; /* first byte after the header */
     guint64 data_size;
-    tensor_entry *entries;     /* header order */
+    tensor_entry *entries; /* header order */
     int n_entries;
-    GHashTable *by_name;       /* name -> tensor_entry* */
+    GHashTable *by_name;        /* name -> tensor_entry* */
     JsonObject *eps_per_module; /* optional: batch-norm module prefix -> eps */
     int n_eps_used;
     float norm_eps;
@@ -140,11 +140,11 @@ static void on_object_member(JsonParser *parser, JsonObject *object, const char 
 }
 
 /* Parses @len bytes as a JSON object. Returns a new reference to the root node. */
-static JsonNode *parse_json_object(const char *path, const char *what, const char *text,
-                                   gssize len, GError **error)
+static JsonNode *parse_json_object(const char *path, const char *what, const char *text, gssize len,
+                                   GError **error)
 {
     JsonParser *parser = json_parser_new();
-    duplicate_check dc = { g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), NULL };
+    duplicate_check dc = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), NULL};
     GError *json_error = NULL;
     JsonNode *root = NULL;
 
@@ -255,8 +255,10 @@ static gboolean get_int(const char *path, JsonObject *o, const char *section, co
         return config_error(error, path, "'%s.%s' is not an integer", section, key);
     v = json_node_get_int(node);
     if (v < min || v > max)
-        return config_error(error, path, "'%s.%s' is %" G_GINT64_FORMAT ", outside [%" G_GINT64_FORMAT
-                            ", %" G_GINT64_FORMAT "]", section, key, v, min, max);
+        return config_error(error, path,
+                            "'%s.%s' is %" G_GINT64_FORMAT ", outside [%" G_GINT64_FORMAT
+                            ", %" G_GINT64_FORMAT "]",
+                            section, key, v, min, max);
     *out = (int)v;
     return TRUE;
 }
@@ -335,8 +337,8 @@ static gboolean get_float_array(const char *path, JsonArray *array, const char *
     return TRUE;
 }
 
-static const char *get_string(const char *path, JsonObject *o, const char *section,
-                              const char *key, GError **error)
+static const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,
+                              GError **error)
 {
     JsonNode *node = json_object_get_member(o, key);
 
@@ -358,9 +360,8 @@ typedef struct {
 
 /* An optional string member @key of @o that must name one of @choices (two or more,
  * ended by a NULL name): *@value its value; absent, *@value is left as it is. */
-static gboolean get_choice(const char *path, JsonObject *o, const char *section,
-                           const char *key, const config_choice *choices, int *value,
-                           GError **error)
+static gboolean get_choice(const char *path, JsonObject *o, const char *section, const char *key,
+                           const config_choice *choices, int *value, GError **error)
 {
     if (!json_object_has_member(o, key))
         return TRUE;
@@ -375,7 +376,9 @@ static gboolean get_choice(const char *path, JsonObject *o, const char *section,
     GString *expected = g_string_new(NULL);
     for (int i = 0; choices[i].name != NULL; i++)
         g_string_append_printf(expected, "%s'%s'",
-                               i == 0 ? "" : choices[i + 1].name ? ", " : " or ",
+                               i == 0                ? ""
+                               : choices[i + 1].name ? ", "
+                                                     : " or ",
                                choices[i].name);
     config_error(error, path, "'%s.%s' is '%s'; expected %s", section, key, name, expected->str);
     g_string_free(expected, TRUE);
@@ -396,9 +399,9 @@ int vd_config_stage_channels(const vd_config *config, int stage)
 
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "min_size", "max_size", "image_mean", "image_std",
-                                        "size_divisible", "resize_scale",
-                                        "resize_arithmetic", NULL };
+    static const char *const keys[] = {
+        "min_size",       "max_size",     "image_mean",        "image_std",
+        "size_divisible", "resize_scale", "resize_arithmetic", NULL};
     JsonObject *o = get_section(path, config, "transform", error);
     JsonArray *mean, *std;
 
@@ -411,8 +414,9 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
      * 1.13's arithmetic, as the engine always computed them */
     static const config_choice scales[] = {
         {"float32", VD_RESIZE_SCALE_FLOAT32}, {"double", VD_RESIZE_SCALE_DOUBLE}, {NULL, 0}};
-    static const config_choice arithmetics[] = {
-        {"torch1", VD_RESIZE_ARITHMETIC_TORCH1}, {"torch2", VD_RESIZE_ARITHMETIC_TORCH2}, {NULL, 0}};
+    static const config_choice arithmetics[] = {{"torch1", VD_RESIZE_ARITHMETIC_TORCH1},
+                                                {"torch2", VD_RESIZE_ARITHMETIC_TORCH2},
+                                                {NULL, 0}};
     int scale = VD_RESIZE_SCALE_DOUBLE, arithmetic = VD_RESIZE_ARITHMETIC_TORCH1;
     if (!get_choice(path, o, "transform", "resize_scale", scales, &scale, error) ||
         !get_choice(path, o, "transform", "resize_arithmetic", arithmetics, &arithmetic, error))
@@ -424,8 +428,8 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
                                   c->image_mean, error))
         return FALSE;
     std = get_array(path, o, "transform", "image_std", 3, 3, error);
-    return std && get_float_array(path, std, "transform.image_std", 0.0, 1e6, TRUE, c->image_std,
-                                  error);
+    return std &&
+           get_float_array(path, std, "transform.image_std", 0.0, 1e6, TRUE, c->image_std, error);
 }
 
 /* The optional per-module batch-norm eps map, shared by both backbone types. */
@@ -579,9 +583,17 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
 static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *c,
                                JsonObject **eps_per_module, int *n_stages_used, GError **error)
 {
-    static const char *const keys[] = { "type", "depth", "block", "layers", "stem_channels",
-                                        "width_per_group", "groups", "returned_layers",
-                                        "norm_eps", "norm_eps_per_module", NULL };
+    static const char *const keys[] = {"type",
+                                       "depth",
+                                       "block",
+                                       "layers",
+                                       "stem_channels",
+                                       "width_per_group",
+                                       "groups",
+                                       "returned_layers",
+                                       "norm_eps",
+                                       "norm_eps_per_module",
+                                       NULL};
     JsonObject *o = get_section(path, config, "backbone", error);
     const char *type, *block;
     JsonArray *layers;
@@ -608,7 +620,8 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
         c->block = VD_BLOCK_BOTTLENECK;
     } else {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: ResNet block '%s' is not supported ('basic' or 'bottleneck')", path, block);
+                    "%s: ResNet block '%s' is not supported ('basic' or 'bottleneck')", path,
+                    block);
         return FALSE;
     }
     /* depth is informational (0 when the exporter could not name the ResNet) */
@@ -642,8 +655,10 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
         gint64 v = node_is_int(node) ? json_node_get_int(node) : -1;
         gint64 min = i < *n_stages_used ? 1 : 0;
         if (v < min || v > VD_MAX_BLOCKS)
-            return config_error(error, path, "'backbone.layers[%d]' must be an integer in [%" G_GINT64_FORMAT
-                                ", %d]", i, min, VD_MAX_BLOCKS);
+            return config_error(error, path,
+                                "'backbone.layers[%d]' must be an integer in [%" G_GINT64_FORMAT
+                                ", %d]",
+                                i, min, VD_MAX_BLOCKS);
         c->layers[i] = (int)v;
         if (i < *n_stages_used)
             total_blocks += (int)v;
@@ -657,8 +672,7 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
 
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "in_channels", "out_channels", "extra_block", "norm",
-                                        NULL };
+    static const char *const keys[] = {"in_channels", "out_channels", "extra_block", "norm", NULL};
     JsonObject *o = get_section(path, config, "fpn", error);
     JsonArray *in_channels;
     const char *extra;
@@ -691,8 +705,8 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
     c->n_fpn_levels = c->n_returned_layers + (c->fpn_pool_level ? 1 : 0);
 
     /* redundant with the backbone, but a mismatch means a broken writer */
-    in_channels = get_array(path, o, "fpn", "in_channels", c->n_returned_layers,
-                            c->n_returned_layers, error);
+    in_channels =
+        get_array(path, o, "fpn", "in_channels", c->n_returned_layers, c->n_returned_layers, error);
     if (!in_channels)
         return FALSE;
     for (int i = 0; i < c->n_returned_layers; i++) {
@@ -709,7 +723,7 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
 
 static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "sizes", "aspect_ratios", NULL };
+    static const char *const keys[] = {"sizes", "aspect_ratios", NULL};
     JsonObject *o = get_section(path, config, "anchors", error);
     JsonArray *sizes, *ratios;
 
@@ -719,7 +733,8 @@ static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c
     sizes = get_array(path, o, "anchors", "sizes", c->n_fpn_levels, c->n_fpn_levels, error);
     if (!sizes)
         return FALSE;
-    ratios = get_array(path, o, "anchors", "aspect_ratios", c->n_fpn_levels, c->n_fpn_levels, error);
+    ratios =
+        get_array(path, o, "anchors", "aspect_ratios", c->n_fpn_levels, c->n_fpn_levels, error);
     if (!ratios)
         return FALSE;
     for (int l = 0; l < c->n_fpn_levels; l++) {
@@ -730,21 +745,26 @@ static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c
         int per_location;
 
         if (!JSON_NODE_HOLDS_ARRAY(sn) || !JSON_NODE_HOLDS_ARRAY(rn))
-            return config_error(error, path, "anchors level %d: sizes and aspect_ratios must be "
-                                "arrays of numbers", l);
+            return config_error(error, path,
+                                "anchors level %d: sizes and aspect_ratios must be "
+                                "arrays of numbers",
+                                l);
         s = json_node_get_array(sn);
         r = json_node_get_array(rn);
         c->n_anchor_sizes[l] = (int)json_array_get_length(s);
         c->n_aspect_ratios[l] = (int)json_array_get_length(r);
         per_location = c->n_anchor_sizes[l] * c->n_aspect_ratios[l];
         if (per_location < 1 || per_location > VD_MAX_ANCHORS_PER_LEVEL)
-            return config_error(error, path, "anchors level %d: %d sizes x %d ratios, expected 1 to "
-                                "%d anchors per location", l, c->n_anchor_sizes[l],
-                                c->n_aspect_ratios[l], VD_MAX_ANCHORS_PER_LEVEL);
+            return config_error(error, path,
+                                "anchors level %d: %d sizes x %d ratios, expected 1 to "
+                                "%d anchors per location",
+                                l, c->n_anchor_sizes[l], c->n_aspect_ratios[l],
+                                VD_MAX_ANCHORS_PER_LEVEL);
         if (l > 0 && per_location != c->anchors_per_location)
-            return config_error(error, path, "anchors level %d has %d anchors per location, level 0 "
-                                "has %d (the RPN head is shared)", l, per_location,
-                                c->anchors_per_location);
+            return config_error(error, path,
+                                "anchors level %d has %d anchors per location, level 0 "
+                                "has %d (the RPN head is shared)",
+                                l, per_location, c->anchors_per_location);
         c->anchors_per_location = per_location;
         what = g_strdup_printf("anchors.sizes[%d]", l);
         ok = get_float_array(path, s, what, 0.0, 1e6, TRUE, c->anchor_sizes[l], error);
@@ -762,8 +782,9 @@ static gboolean parse_anchors(const char *path, JsonObject *config, vd_config *c
 
 static gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "pre_nms_top_n", "post_nms_top_n", "nms_thresh",
-                                        "score_thresh", "min_size", "conv_depth", NULL };
+    static const char *const keys[] = {
+        "pre_nms_top_n", "post_nms_top_n", "nms_thresh", "score_thresh",
+        "min_size",      "conv_depth",     NULL};
     JsonObject *o = get_section(path, config, "rpn", error);
 
     c->rpn_conv_depth = 1;
@@ -783,7 +804,7 @@ static gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GE
  * [...], "norm": "batch_norm"} for FastRCNNConvFCHead (fasterrcnn_resnet50_fpn_v2). */
 static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, GError **error)
 {
-    static const char *const keys[] = { "type", "conv_channels", "norm", NULL };
+    static const char *const keys[] = {"type", "conv_channels", "norm", NULL};
     JsonObject *o = get_section(path, roi, "box_head", error);
     const char *type, *norm;
     JsonArray *channels;
@@ -806,8 +827,8 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
                     norm);
         return FALSE;
     }
-    channels = get_array(path, o, "roi_heads.box_head", "conv_channels", 1, VD_MAX_BOX_CONVS,
-                         error);
+    channels =
+        get_array(path, o, "roi_heads.box_head", "conv_channels", 1, VD_MAX_BOX_CONVS, error);
     if (!channels)
         return FALSE;
     for (guint i = 0; i < json_array_get_length(channels); i++) {
@@ -815,7 +836,8 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
         if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
             return config_error(error, path,
                                 "'roi_heads.box_head.conv_channels[%u]' must be an integer in "
-                                "[1, 65536]", i);
+                                "[1, 65536]",
+                                i);
         c->box_conv_channels[i] = (int)json_node_get_int(node);
     }
     c->n_box_convs = (int)json_array_get_length(channels);
@@ -911,8 +933,7 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
     return TRUE;
 }
 
-static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c,
-                                GError **error)
+static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = {
         "output_size",  "sampling_ratio", "featmap_names",      "representation_size",
@@ -924,8 +945,8 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
     if (!o || !check_keys(path, o, "roi_heads", keys, error) ||
         !get_int(path, o, "roi_heads", "output_size", 1, 64, &c->roi_output_size, error) ||
         !get_int(path, o, "roi_heads", "sampling_ratio", -1, 64, &c->roi_sampling_ratio, error) ||
-        !get_int(path, o, "roi_heads", "representation_size", 1, 1 << 20,
-                 &c->representation_size, error) ||
+        !get_int(path, o, "roi_heads", "representation_size", 1, 1 << 20, &c->representation_size,
+                 error) ||
         !get_float(path, o, "roi_heads", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
                    error) ||
         !get_float(path, o, "roi_heads", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh,
@@ -1024,9 +1045,9 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
                              JsonNode **config_root, JsonObject **eps_per_module,
                              int *n_stages_used, GError **error)
 {
-    static const char *const keys[] = { "architecture", "transform", "backbone", "fpn",
-                                        "anchors", "rpn", "roi_heads", "num_classes",
-                                        "class_names", NULL };
+    static const char *const keys[] = {"architecture", "transform", "backbone",  "fpn",
+                                       "anchors",      "rpn",       "roi_heads", "num_classes",
+                                       "class_names",  NULL};
     JsonNode *node = json_object_get_member(metadata, "config");
     JsonObject *config;
     const char *architecture;
@@ -1036,8 +1057,8 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
                     "%s: __metadata__ has no \"config\" string (the architecture)", path);
         return FALSE;
     }
-    *config_root = parse_json_object(path, "the metadata config", json_node_get_string(node), -1,
-                                     error);
+    *config_root =
+        parse_json_object(path, "the metadata config", json_node_get_string(node), -1, error);
     if (!*config_root)
         return FALSE;
     config = json_node_get_object(*config_root);
@@ -1070,7 +1091,8 @@ static gboolean parse_metadata(const char *path, JsonObject *header, JsonObject 
     if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: %s: not a visiondetect model (export one with "
-                    "tools/export_torchvision.py)", path,
+                    "tools/export_torchvision.py)",
+                    path,
                     node ? "__metadata__ is not an object" : "the header has no __metadata__");
         return FALSE;
     }
@@ -1091,7 +1113,8 @@ static gboolean parse_metadata(const char *path, JsonObject *header, JsonObject 
     if (!format) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: __metadata__ has no \"format\": not a visiondetect model (export one with "
-                    "tools/export_torchvision.py)", path);
+                    "tools/export_torchvision.py)",
+                    path);
         return FALSE;
     }
     if (strcmp(json_node_get_string(format), VD_FORMAT_NAME) != 0) {
@@ -1130,12 +1153,11 @@ static gboolean dtype_from_name(const char *name, tensor_dtype *dtype, guint *si
         tensor_dtype dtype;
         guint size;
     } table[] = {
-        { "F32", DTYPE_F32, 4 },       { "F16", DTYPE_F16, 2 },     { "BF16", DTYPE_BF16, 2 },
-        { "F64", DTYPE_OTHER, 8 },     { "I64", DTYPE_OTHER, 8 },   { "U64", DTYPE_OTHER, 8 },
-        { "I32", DTYPE_OTHER, 4 },     { "U32", DTYPE_OTHER, 4 },   { "I16", DTYPE_OTHER, 2 },
-        { "U16", DTYPE_OTHER, 2 },     { "I8", DTYPE_OTHER, 1 },    { "U8", DTYPE_OTHER, 1 },
-        { "BOOL", DTYPE_OTHER, 1 },    { "F8_E4M3", DTYPE_OTHER, 1 },
-        { "F8_E5M2", DTYPE_OTHER, 1 },
+        {"F32", DTYPE_F32, 4},    {"F16", DTYPE_F16, 2},       {"BF16", DTYPE_BF16, 2},
+        {"F64", DTYPE_OTHER, 8},  {"I64", DTYPE_OTHER, 8},     {"U64", DTYPE_OTHER, 8},
+        {"I32", DTYPE_OTHER, 4},  {"U32", DTYPE_OTHER, 4},     {"I16", DTYPE_OTHER, 2},
+        {"U16", DTYPE_OTHER, 2},  {"I8", DTYPE_OTHER, 1},      {"U8", DTYPE_OTHER, 1},
+        {"BOOL", DTYPE_OTHER, 1}, {"F8_E4M3", DTYPE_OTHER, 1}, {"F8_E5M2", DTYPE_OTHER, 1},
     };
     for (gsize i = 0; i < G_N_ELEMENTS(table); i++) {
         if (strcmp(name, table[i].name) == 0) {
@@ -1167,8 +1189,10 @@ static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor
 
     t->name = name;
     if (!JSON_NODE_HOLDS_OBJECT(node)) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: header entry of tensor '%s' is not an "
-                    "object", ld->path, name);
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: header entry of tensor '%s' is not an "
+                    "object",
+                    ld->path, name);
         return FALSE;
     }
     o = json_node_get_object(node);
@@ -1179,7 +1203,8 @@ static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor
         !JSON_NODE_HOLDS_ARRAY(offsets) || json_object_get_size(o) != 3) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: tensor '%s': the header entry needs exactly \"dtype\" (string), \"shape\" "
-                    "and \"data_offsets\" (arrays)", ld->path, name);
+                    "and \"data_offsets\" (arrays)",
+                    ld->path, name);
         return FALSE;
     }
     t->dtype_name = json_node_get_string(dtype);
@@ -1197,8 +1222,9 @@ static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor
 
     shape_array = json_node_get_array(shape);
     if (json_array_get_length(shape_array) > VD_MAX_DIMS) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: tensor '%s' has %u dimensions (at most %d)",
-                    ld->path, name, json_array_get_length(shape_array), VD_MAX_DIMS);
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "%s: tensor '%s' has %u dimensions (at most %d)", ld->path, name,
+                    json_array_get_length(shape_array), VD_MAX_DIMS);
         return FALSE;
     }
     t->ndim = (int)json_array_get_length(shape_array);
@@ -1228,14 +1254,16 @@ static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor
         json_array_get_int_element(offset_array, 0) < 0 ||
         json_array_get_int_element(offset_array, 1) < 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                    "%s: tensor '%s': data_offsets must be two non-negative integers", ld->path, name);
+                    "%s: tensor '%s': data_offsets must be two non-negative integers", ld->path,
+                    name);
         return FALSE;
     }
     t->begin = (guint64)json_array_get_int_element(offset_array, 0);
     t->end = (guint64)json_array_get_int_element(offset_array, 1);
     if (t->begin > t->end) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                    "%s: tensor '%s': data_offsets begin %" G_GUINT64_FORMAT " > end %" G_GUINT64_FORMAT,
+                    "%s: tensor '%s': data_offsets begin %" G_GUINT64_FORMAT
+                    " > end %" G_GUINT64_FORMAT,
                     ld->path, name, t->begin, t->end);
         return FALSE;
     }
@@ -1243,15 +1271,16 @@ static gboolean parse_entry(loader *ld, const char *name, JsonNode *node, tensor
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: tensor '%s': data_offsets [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
                     "] out of range: the data section has %" G_GUINT64_FORMAT " bytes (truncated "
-                    "file?)", ld->path, name, t->begin, t->end, ld->data_size);
+                    "file?)",
+                    ld->path, name, t->begin, t->end, ld->data_size);
         return FALSE;
     }
     if (t->end - t->begin != n_bytes) {
         char *s = shape_string(t->shape, t->ndim);
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                    "%s: tensor '%s': %" G_GUINT64_FORMAT " bytes of data for shape %s of %s (%"
-                    G_GUINT64_FORMAT " bytes)", ld->path, name, t->end - t->begin, s, t->dtype_name,
-                    n_bytes);
+                    "%s: tensor '%s': %" G_GUINT64_FORMAT
+                    " bytes of data for shape %s of %s (%" G_GUINT64_FORMAT " bytes)",
+                    ld->path, name, t->end - t->begin, s, t->dtype_name, n_bytes);
         g_free(s);
         return FALSE;
     }
@@ -1328,7 +1357,8 @@ static tensor_entry *find_tensor(loader *ld, const char *name, const char *alt_n
     if (t && alt) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: both '%s' and '%s' are present (the same tensor in two torchvision "
-                    "naming schemes)", ld->path, name, alt_name);
+                    "naming schemes)",
+                    ld->path, name, alt_name);
         return NULL;
     }
     if (!t)
@@ -1381,8 +1411,8 @@ static float *read_tensor(loader *ld, const char *name, const char *alt_name, in
 
 static float norm_eps_of(loader *ld, const char *bn_prefix)
 {
-    JsonNode *node = ld->eps_per_module ? json_object_get_member(ld->eps_per_module, bn_prefix)
-                                        : NULL;
+    JsonNode *node =
+        ld->eps_per_module ? json_object_get_member(ld->eps_per_module, bn_prefix) : NULL;
     if (!node)
         return ld->norm_eps;
     ld->n_eps_used++;
@@ -1413,10 +1443,10 @@ static gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const c
     if (!conv->weight)
         goto out_free_name;
 
-#define READ_BN(var_, field)                                                                    \
-    g_free(name);                                                                               \
-    name = g_strdup_printf("%s." field, bn_prefix);                                             \
-    if (!(var_ = read_tensor(ld, name, NULL, 1, vshape, error)))                                \
+#define READ_BN(var_, field)                                                                       \
+    g_free(name);                                                                                  \
+    name = g_strdup_printf("%s." field, bn_prefix);                                                \
+    if (!(var_ = read_tensor(ld, name, NULL, 1, vshape, error)))                                   \
         goto out_free_bn;
     READ_BN(gamma, "weight")
     READ_BN(beta, "bias")
@@ -1462,7 +1492,7 @@ static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_p
                                vd_conv *conv, int out, int in, int kernel, int stride, int padding,
                                GError **error)
 {
-    const gint64 wshape[4] = { out, in, kernel, kernel }, bshape[1] = { out };
+    const gint64 wshape[4] = {out, in, kernel, kernel}, bshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", prefix);
     char *alt = g_strdup_printf("%s.weight", alt_prefix);
     gboolean ok;
@@ -1487,7 +1517,7 @@ static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_p
 static gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, int out, int in,
                             GError **error)
 {
-    const gint64 wshape[2] = { out, in }, bshape[1] = { out };
+    const gint64 wshape[2] = {out, in}, bshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", prefix);
     gboolean ok;
 
@@ -1589,10 +1619,10 @@ static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
             char prefix[48];
 
             g_snprintf(prefix, sizeof prefix, "backbone.body.layer%d.%d", s + 1, b);
-#define CONV_BN(field, index, out_, in_, k_, stride_, pad_)                                      \
-    g_snprintf(conv, sizeof conv, "%s.conv%d", prefix, index);                                  \
-    g_snprintf(bn, sizeof bn, "%s.bn%d", prefix, index);                                        \
-    if (!load_conv_bn(ld, conv, bn, &block->field, out_, in_, k_, stride_, pad_, error))        \
+#define CONV_BN(field, index, out_, in_, k_, stride_, pad_)                                        \
+    g_snprintf(conv, sizeof conv, "%s.conv%d", prefix, index);                                     \
+    g_snprintf(bn, sizeof bn, "%s.bn%d", prefix, index);                                           \
+    if (!load_conv_bn(ld, conv, bn, &block->field, out_, in_, k_, stride_, pad_, error))           \
         return FALSE;
             if (bottleneck) {
                 CONV_BN(conv1, 1, planes, in_channels, 1, 1, 0)
@@ -1650,8 +1680,8 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
             return FALSE;
         }
     }
-    if (!load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1,
-                        1, error))
+    if (!load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1, 1,
+                        error))
         return FALSE;
     for (int j = 1; j < c->rpn_conv_depth; j++) {
         g_snprintf(name, sizeof name, "rpn.head.conv.%d.0", j);
@@ -1678,8 +1708,7 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
                             c->representation_size, error)) {
         return FALSE;
     }
-    return load_conv_bias(ld, "rpn.head.cls_logits", NULL, &model->rpn_cls, A, C, 1, 1, 0,
-                          error) &&
+    return load_conv_bias(ld, "rpn.head.cls_logits", NULL, &model->rpn_cls, A, C, 1, 1, 0, error) &&
            load_conv_bias(ld, "rpn.head.bbox_pred", NULL, &model->rpn_bbox, 4 * A, C, 1, 1, 0,
                           error) &&
            load_linear(ld, "roi_heads.box_predictor.cls_score", &model->cls_score, c->num_classes,
@@ -1738,7 +1767,8 @@ static gboolean check_leftovers(loader *ld, GError **error)
             g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                         "%s: unexpected tensor '%s': not part of the architecture in the model "
                         "config (unsupported head or layer, or a config that does not match the "
-                        "weights)", ld->path, t->name);
+                        "weights)",
+                        ld->path, t->name);
             return FALSE;
         }
     }
@@ -1754,7 +1784,8 @@ static gboolean check_leftovers(loader *ld, GError **error)
         }
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: invalid model config: 'backbone.norm_eps_per_module' names '%s', which is "
-                    "not a batch-norm module of the model", ld->path, unknown ? unknown : "?");
+                    "not a batch-norm module of the model",
+                    ld->path, unknown ? unknown : "?");
         g_list_free(members);
         return FALSE;
     }
@@ -1824,23 +1855,25 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     JsonNode *header_root = NULL, *config_root = NULL;
     JsonObject *metadata = NULL;
     vd_model *model = NULL;
-    loader ld = { 0 };
+    loader ld = {0};
     gboolean ok = FALSE;
 
     ld.path = path;
     if (size < 8) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: file too short (%" G_GUINT64_FORMAT " bytes) for the 8-byte safetensors "
-                    "header length", path, size);
+                    "header length",
+                    path, size);
         return NULL;
     }
     memcpy(&header_len, contents, 8);
     header_len = GUINT64_FROM_LE(header_len);
     if (header_len > size - 8 || header_len > G_MAXSSIZE) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                    "%s: header length %" G_GUINT64_FORMAT " goes beyond the end of the file (%"
-                    G_GUINT64_FORMAT " bytes): truncated or not a safetensors file", path,
-                    header_len, size);
+                    "%s: header length %" G_GUINT64_FORMAT
+                    " goes beyond the end of the file (%" G_GUINT64_FORMAT
+                    " bytes): truncated or not a safetensors file",
+                    path, header_len, size);
         return NULL;
     }
     header_root = parse_json_object(path, "the safetensors header", (const char *)contents + 8,

@@ -8,7 +8,7 @@
 
 G_BEGIN_DECLS
 
-#define VD_MAX_FPN_LEVELS 5     /* returned backbone layers (at most 4) + the pool level */
+#define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
 #define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
@@ -42,7 +42,7 @@ typedef enum {
 } vd_resize_arithmetic;
 
 typedef enum {
-    VD_BLOCK_BASIC = 0, /* resnet18/34 */
+    VD_BLOCK_BASIC = 0,  /* resnet18/34 */
     VD_BLOCK_BOTTLENECK, /* resnet50/101/152 */
 } vd_block_type;
 
@@ -51,12 +51,12 @@ typedef enum {
 typedef struct {
     int out_channels;
     int in_channels;
-    int kernel;       /* square kernels only */
+    int kernel; /* square kernels only */
     int stride;
     int padding;
-    int groups;       /* 1, or in_channels == out_channels for a depthwise convolution */
-    float *weight;    /* [out][in / groups][kernel][kernel] */
-    float *bias;      /* [out] */
+    int groups;    /* 1, or in_channels == out_channels for a depthwise convolution */
+    float *weight; /* [out][in / groups][kernel][kernel] */
+    float *bias;   /* [out] */
 } vd_conv;
 
 /* A linear layer: weight [out][in] as torchvision stores it, bias [out]. */
@@ -72,14 +72,14 @@ typedef struct {
 typedef struct {
     vd_conv conv1, conv2, conv3; /* conv3 unused (out_channels 0) for BasicBlock */
     gboolean has_downsample;
-    vd_conv downsample;          /* 1x1, stride of the block */
+    vd_conv downsample; /* 1x1, stride of the block */
 } vd_block;
 
 /* One MobileNetV3 InvertedResidual block as torchvision's InvertedResidualConfig
  * describes it (input channels: the previous block's output). */
 typedef struct {
-    int kernel;               /* 3 or 5: the depthwise convolution's */
-    int expanded_channels;    /* == input channels: no expand 1x1 */
+    int kernel;            /* 3 or 5: the depthwise convolution's */
+    int expanded_channels; /* == input channels: no expand 1x1 */
     int out_channels;
     int se_channels;          /* squeeze width, 0 without squeeze-and-excitation */
     vd_activation activation; /* VD_ACT_RELU ("RE") or VD_ACT_HARDSWISH ("HS") */
@@ -101,7 +101,7 @@ typedef struct {
  * follow torchvision's FasterRCNN constructor arguments. */
 typedef struct {
     /* transform */
-    int min_size;             /* torchvision uses the last entry of its tuple */
+    int min_size; /* torchvision uses the last entry of its tuple */
     int max_size;
     float image_mean[3];
     float image_std[3];
@@ -111,29 +111,29 @@ typedef struct {
 
     /* backbone */
     vd_backbone_type backbone_type;
-    int depth;                /* 18, 34, 50, 101, 152; informational */
+    int depth; /* 18, 34, 50, 101, 152; informational */
     vd_block_type block;
-    int layers[4];            /* blocks per stage */
-    int stem_channels;        /* 64 */
-    int width_per_group;      /* 64 */
-    int returned_layers[4];   /* feeding the FPN, ascending: ResNet: 1-based stage
-                               * numbers; MobileNetV3: indices into features
-                               * (0 the stem, 1..n the blocks, n + 1 the last conv) */
+    int layers[4];          /* blocks per stage */
+    int stem_channels;      /* 64 */
+    int width_per_group;    /* 64 */
+    int returned_layers[4]; /* feeding the FPN, ascending: ResNet: 1-based stage
+                             * numbers; MobileNetV3: indices into features
+                             * (0 the stem, 1..n the blocks, n + 1 the last conv) */
     int n_returned_layers;
-    int fpn_in_channels[4];   /* channels of each returned layer */
-    float norm_eps;           /* batch-norm eps used when folding (0 for COCO_V1) */
+    int fpn_in_channels[4]; /* channels of each returned layer */
+    float norm_eps;         /* batch-norm eps used when folding (0 for COCO_V1) */
 
     /* MobileNetV3 (backbone_type VD_BACKBONE_MOBILENET_V3) */
-    char mnv3_arch[32];       /* "mobilenet_v3_large" or "mobilenet_v3_small" */
-    int mnv3_n_blocks;        /* inverted residual blocks: features[1..n] */
+    char mnv3_arch[32]; /* "mobilenet_v3_large" or "mobilenet_v3_small" */
+    int mnv3_n_blocks;  /* inverted residual blocks: features[1..n] */
     vd_mnv3_block_config mnv3_blocks[VD_MAX_BLOCKS];
-    int mnv3_last_channels;   /* features[n + 1]: 1x1 conv + hardswish */
+    int mnv3_last_channels; /* features[n + 1]: 1x1 conv + hardswish */
 
     /* FPN */
-    int fpn_channels;         /* out_channels, 256 */
-    gboolean fpn_pool_level;  /* LastLevelMaxPool present ('pool' level) */
-    gboolean fpn_norm;        /* batch-norm after every FPN conv (v2; folded, no bias) */
-    int n_fpn_levels;         /* n_returned_layers + (pool ? 1 : 0) */
+    int fpn_channels;        /* out_channels, 256 */
+    gboolean fpn_pool_level; /* LastLevelMaxPool present ('pool' level) */
+    gboolean fpn_norm;       /* batch-norm after every FPN conv (v2; folded, no bias) */
+    int n_fpn_levels;        /* n_returned_layers + (pool ? 1 : 0) */
 
     /* anchors: per FPN level (same count of anchors per location on every level) */
     int n_anchor_sizes[VD_MAX_FPN_LEVELS];
@@ -147,23 +147,23 @@ typedef struct {
     int rpn_post_nms_top_n;
     float rpn_nms_thresh;
     float rpn_score_thresh;
-    float rpn_min_size;       /* torchvision hard-codes 1e-3 */
-    int rpn_conv_depth;       /* 3x3 conv + ReLU layers of the RPN head: 1, v2 2 */
+    float rpn_min_size; /* torchvision hard-codes 1e-3 */
+    int rpn_conv_depth; /* 3x3 conv + ReLU layers of the RPN head: 1, v2 2 */
 
     /* RoI heads */
-    int roi_output_size;      /* 7 */
-    int roi_sampling_ratio;   /* 2 */
-    int n_roi_levels;         /* how many of the FPN levels '0','1',.. the pooler uses */
-    int representation_size;  /* 1024 (TwoMLPHead's fc7, or the conv head's one Linear) */
+    int roi_output_size;     /* 7 */
+    int roi_sampling_ratio;  /* 2 */
+    int n_roi_levels;        /* how many of the FPN levels '0','1',.. the pooler uses */
+    int representation_size; /* 1024 (TwoMLPHead's fc7, or the conv head's one Linear) */
     /* box head: TwoMLPHead (n_box_convs 0) or FastRCNNConvFCHead (v2): n_box_convs
      * 3x3 conv + batch-norm + ReLU on the pooled features, flatten, one Linear + ReLU */
     int n_box_convs;
     int box_conv_channels[VD_MAX_BOX_CONVS];
-    float box_score_thresh;   /* 0.05, strict */
-    float box_nms_thresh;     /* 0.5 */
-    int detections_per_img;   /* 100 */
+    float box_score_thresh;    /* 0.05, strict */
+    float box_nms_thresh;      /* 0.5 */
+    int detections_per_img;    /* 100 */
     float bbox_reg_weights[4]; /* 10, 10, 5, 5 */
-    float box_min_size;       /* torchvision hard-codes 1e-2 */
+    float box_min_size;        /* torchvision hard-codes 1e-2 */
 
     /* Mask R-CNN (architecture "maskrcnn", engine/MASKRCNN.md): a second
      * MultiScaleRoIAlign on the final boxes, n_mask_convs 3x3 conv (+ batch-norm,
@@ -178,8 +178,8 @@ typedef struct {
     gboolean mask_norm;   /* v2: batch-norm after each conv (no bias) */
     int mask_dim_reduced; /* the transposed convolution's output channels */
 
-    int num_classes;          /* including background */
-    char **class_names;       /* num_classes entries */
+    int num_classes;    /* including background */
+    char **class_names; /* num_classes entries */
 } vd_config;
 
 struct vd_model {
@@ -187,30 +187,30 @@ struct vd_model {
     vd_config config;
     char *description;
 
-    vd_conv stem;                     /* ResNet: conv1 + bn1, 7x7 stride 2;
-                                       * MobileNetV3: features[0], 3x3 stride 2 + hardswish */
+    vd_conv stem;                             /* ResNet: conv1 + bn1, 7x7 stride 2;
+                                               * MobileNetV3: features[0], 3x3 stride 2 + hardswish */
     vd_mnv3_block mnv3_blocks[VD_MAX_BLOCKS]; /* features[1..n] */
-    vd_conv mnv3_last;                /* features[n + 1] (out_channels 0 when not computed) */
-    int mnv3_n_computed;              /* features computed: up to the last returned one */
-    vd_block blocks[VD_MAX_BLOCKS];   /* stage after stage */
+    vd_conv mnv3_last;              /* features[n + 1] (out_channels 0 when not computed) */
+    int mnv3_n_computed;            /* features computed: up to the last returned one */
+    vd_block blocks[VD_MAX_BLOCKS]; /* stage after stage */
     int n_blocks;
-    int stage_first_block[4];         /* index into blocks */
-    int n_stages_used;                /* stages computed: up to the last returned one */
+    int stage_first_block[4]; /* index into blocks */
+    int n_stages_used;        /* stages computed: up to the last returned one */
 
-    vd_conv fpn_inner[4];             /* 1x1 lateral, per returned layer */
-    vd_conv fpn_layer[4];             /* 3x3 output, per returned layer */
+    vd_conv fpn_inner[4]; /* 1x1 lateral, per returned layer */
+    vd_conv fpn_layer[4]; /* 3x3 output, per returned layer */
 
-    vd_conv rpn_conv;                 /* 3x3 + ReLU */
+    vd_conv rpn_conv;                            /* 3x3 + ReLU */
     vd_conv rpn_conv_more[VD_MAX_RPN_CONVS - 1]; /* conv_depth > 1: the next ones */
-    vd_conv box_convs[VD_MAX_BOX_CONVS]; /* FastRCNNConvFCHead (BN folded) */
-    vd_conv rpn_cls;                  /* 1x1 -> A */
-    vd_conv rpn_bbox;                 /* 1x1 -> 4A */
+    vd_conv box_convs[VD_MAX_BOX_CONVS];         /* FastRCNNConvFCHead (BN folded) */
+    vd_conv rpn_cls;                             /* 1x1 -> A */
+    vd_conv rpn_bbox;                            /* 1x1 -> 4A */
 
-    vd_linear fc6;                    /* C*P*P -> representation, input order c*P*P + y*P + x
-                                       * (conv head: its Linear, C the last conv's width) */
-    vd_linear fc7;                    /* out_features 0 with the conv head */
-    vd_linear cls_score;              /* -> num_classes */
-    vd_linear bbox_pred;              /* -> 4 * num_classes, index c*4 + k */
+    vd_linear fc6;       /* C*P*P -> representation, input order c*P*P + y*P + x
+                          * (conv head: its Linear, C the last conv's width) */
+    vd_linear fc7;       /* out_features 0 with the conv head */
+    vd_linear cls_score; /* -> num_classes */
+    vd_linear bbox_pred; /* -> 4 * num_classes, index c*4 + k */
 
     vd_conv mask_convs[VD_MAX_MASK_CONVS]; /* 3x3 pad 1 (v2: BN folded) */
     vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's

@@ -101,9 +101,8 @@ __global__ void __launch_bounds__(BOX_CANDIDATES_THREADS)
 }
 
 extern "C" cudaError_t vd_box_candidates(const vd_box_shape *shape, const float *head,
-                                         const float *proposals, const int *n_props,
-                                         float *boxes, float *scores, int *labels,
-                                         cudaStream_t stream)
+                                         const float *proposals, const int *n_props, float *boxes,
+                                         float *scores, int *labels, cudaStream_t stream)
 {
     if (shape->num_classes < 2 || shape->head_stride < 5 * shape->num_classes)
         return cudaErrorInvalidValue;

@@ -46,9 +46,8 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-extern "C" cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, void *out,
-                                         int out_h, int out_w, vd_dtype dtype,
-                                         cudaStream_t stream)
+extern "C" cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, void *out, int out_h,
+                                         int out_w, vd_dtype dtype, cudaStream_t stream)
 {
     long long n = (long long)out_h * out_w * c;
     unsigned blocks = vd_blocks_for(n, 256, 65535);
@@ -56,8 +55,8 @@ extern "C" cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, vo
         max_pool_kernel<<<blocks, 256, 0, stream>>>((const __half *)in, h, w, c, (__half *)out,
                                                     out_h, out_w);
     else
-        max_pool_kernel<<<blocks, 256, 0, stream>>>((const float *)in, h, w, c, (float *)out,
-                                                    out_h, out_w);
+        max_pool_kernel<<<blocks, 256, 0, stream>>>((const float *)in, h, w, c, (float *)out, out_h,
+                                                    out_w);
     return vd_launch_status();
 }
 
@@ -75,7 +74,8 @@ __global__ void __launch_bounds__(256)
         int x = (int)(p % dst_w), y = (int)(p / dst_w);
         int iy = min((int)floorf(vd_math_fmul((float)y, sy)), src_h - 1);
         int ix = min((int)floorf(vd_math_fmul((float)x, sx)), src_w - 1);
-        float v = vd_math_fadd(vd_load(dst + idx), vd_load(src + ((size_t)iy * src_w + ix) * c + ch));
+        float v =
+            vd_math_fadd(vd_load(dst + idx), vd_load(src + ((size_t)iy * src_w + ix) * c + ch));
         vd_store(dst + idx, v);
     }
 }
@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-extern "C" cudaError_t vd_subsample2(const void *in, int h, int w, int c, void *out,
-                                     vd_dtype dtype, cudaStream_t stream)
+extern "C" cudaError_t vd_subsample2(const void *in, int h, int w, int c, void *out, vd_dtype dtype,
+                                     cudaStream_t stream)
 {
     int out_h = (h + 1) / 2, out_w = (w + 1) / 2;
     long long n = (long long)out_h * out_w * c;
@@ -164,8 +164,8 @@ extern "C" cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype d
         return cudaSuccess;
     if (dtype == VD_DTYPE_F32)
         return cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
-    f32_to_f16_kernel<<<vd_blocks_for((long long)n, 256, 65535), 256, 0, stream>>>(
-        in, (long long)n, (__half *)out);
+    f32_to_f16_kernel<<<vd_blocks_for((long long)n, 256, 65535), 256, 0, stream>>>(in, (long long)n,
+                                                                                   (__half *)out);
     return vd_launch_status();
 }
 

@@ -45,16 +45,15 @@ extern "C" size_t vd_sort_workspace_size(int capacity)
 }
 
 extern "C" cudaError_t vd_sort_descending(const float *keys_in, const int *values_in,
-                                          float *keys_out, int *values_out, int n,
-                                          void *workspace, size_t workspace_size,
-                                          cudaStream_t stream)
+                                          float *keys_out, int *values_out, int n, void *workspace,
+                                          size_t workspace_size, cudaStream_t stream)
 {
     if (n <= 0)
         return cudaSuccess;
     size_t bytes = workspace_size;
-    return cub::DeviceRadixSort::SortPairsDescending(workspace, bytes, keys_in, keys_out,
-                                                     values_in, values_out, n, 0,
-                                                     (int)(sizeof(float) * 8), stream);
+    return cub::DeviceRadixSort::SortPairsDescending(workspace, bytes, keys_in, keys_out, values_in,
+                                                     values_out, n, 0, (int)(sizeof(float) * 8),
+                                                     stream);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -65,16 +64,19 @@ typedef struct {
     int *values;
     float *keys_sorted;
     int *order;
-    float *boxes_sorted;  /* [max_candidates][4] */
-    int *groups_sorted;   /* [max_candidates] */
+    float *boxes_sorted; /* [max_candidates][4] */
+    int *groups_sorted;  /* [max_candidates] */
     int *n_valid;
-    mask_word *mask;      /* [max_candidates][col_blocks] */
+    mask_word *mask; /* [max_candidates][col_blocks] */
     void *sort_temp;
     size_t sort_bytes;
     size_t total;
 } nms_layout;
 
-static __host__ __device__ int col_blocks_of(int n) { return (n + NMS_BLOCK - 1) / NMS_BLOCK; }
+static __host__ __device__ int col_blocks_of(int n)
+{
+    return (n + NMS_BLOCK - 1) / NMS_BLOCK;
+}
 
 static nms_layout nms_layout_of(const vd_nms_shape *shape, void *base)
 {
@@ -214,9 +216,9 @@ __global__ void __launch_bounds__(NMS_REDUCE_THREADS)
         int base = blk * NMS_BLOCK;
         int rows = min(n - base, NMS_BLOCK);
         if ((int)threadIdx.x < NMS_BLOCK)
-            diag[threadIdx.x] =
-                (int)threadIdx.x < rows ? mask[(size_t)(base + threadIdx.x) * col_blocks_cap + blk]
-                                        : 0;
+            diag[threadIdx.x] = (int)threadIdx.x < rows
+                                    ? mask[(size_t)(base + threadIdx.x) * col_blocks_cap + blk]
+                                    : 0;
         __syncthreads();
 
         if (threadIdx.x == 0) {
@@ -259,9 +261,8 @@ __global__ void __launch_bounds__(NMS_REDUCE_THREADS)
 
 template <typename T>
 static cudaError_t batched_nms(const T *boxes, const T *scores, const int *groups,
-                               const vd_nms_shape *shape, float threshold, int *keep,
-                               int *n_keep, void *workspace, size_t workspace_size,
-                               cudaStream_t stream)
+                               const vd_nms_shape *shape, float threshold, int *keep, int *n_keep,
+                               void *workspace, size_t workspace_size, cudaStream_t stream)
 {
     int cap = shape->capacity;
     int mc = shape->max_candidates < cap ? shape->max_candidates : cap;
@@ -275,8 +276,8 @@ static cudaError_t batched_nms(const T *boxes, const T *scores, const int *group
     int cb_cap = col_blocks_of(mc);
     cudaError_t err;
 
-    nms_keys_kernel<T><<<vd_blocks_for(cap, 256, 4096), 256, 0, stream>>>(scores, cap, l.keys,
-                                                                         l.values);
+    nms_keys_kernel<T>
+        <<<vd_blocks_for(cap, 256, 4096), 256, 0, stream>>>(scores, cap, l.keys, l.values);
     if ((err = vd_launch_status()) != cudaSuccess)
         return err;
     if ((err = vd_sort_descending(l.keys, l.values, l.keys_sorted, l.order, cap, l.sort_temp,
@@ -298,16 +299,16 @@ static cudaError_t batched_nms(const T *boxes, const T *scores, const int *group
         if (err != cudaSuccess)
             return err;
     }
-    nms_reduce_kernel<<<1, NMS_REDUCE_THREADS, shared, stream>>>(
-        l.mask, l.order, l.n_valid, cb_cap, shape->max_keep, keep, n_keep);
+    nms_reduce_kernel<<<1, NMS_REDUCE_THREADS, shared, stream>>>(l.mask, l.order, l.n_valid, cb_cap,
+                                                                 shape->max_keep, keep, n_keep);
     return vd_launch_status();
 }
 
-extern "C" cudaError_t vd_batched_nms_device(const void *boxes, const void *scores,
-                                             vd_dtype dtype, const int *groups,
-                                             const vd_nms_shape *shape, float iou_threshold,
-                                             int *keep, int *n_keep, void *workspace,
-                                             size_t workspace_size, cudaStream_t stream)
+extern "C" cudaError_t vd_batched_nms_device(const void *boxes, const void *scores, vd_dtype dtype,
+                                             const int *groups, const vd_nms_shape *shape,
+                                             float iou_threshold, int *keep, int *n_keep,
+                                             void *workspace, size_t workspace_size,
+                                             cudaStream_t stream)
 {
     if (dtype == VD_DTYPE_F16)
         return batched_nms((const __half *)boxes, (const __half *)scores, groups, shape,

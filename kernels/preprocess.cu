@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(256)
     __shared__ float lut[3][256];
     for (int i = threadIdx.x; i < 3 * 256; i += blockDim.x) {
         int c = i / 256, v = i % 256;
-        lut[c][v] = vd_math_fdiv(vd_math_fsub(vd_math_fdiv((float)v, 255.0f), norm.mean[c]),
-                                 norm.std[c]);
+        lut[c][v] =
+            vd_math_fdiv(vd_math_fsub(vd_math_fdiv((float)v, 255.0f), norm.mean[c]), norm.std[c]);
     }
     __syncthreads();
 
@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(256)
 }
 
 extern "C" cudaError_t vd_preprocess(const vd_device_frame *frame, const float mean[3],
-                                     const float std[3], int resized_h, int resized_w,
-                                     int padded_h, int padded_w, int channels, vd_dtype dtype,
-                                     void *out, cudaStream_t stream)
+                                     const float std[3], int resized_h, int resized_w, int padded_h,
+                                     int padded_w, int channels, vd_dtype dtype, void *out,
+                                     cudaStream_t stream)
 {
     if (channels < 3 || frame->format < FMT_RGB || frame->format > FMT_I420 ||
         resized_h > padded_h || resized_w > padded_w || resized_h <= 0 || resized_w <= 0)
@@ -127,12 +127,10 @@ extern "C" cudaError_t vd_preprocess(const vd_device_frame *frame, const float m
     long long n = (long long)padded_h * padded_w;
     unsigned blocks = vd_blocks_for(n, 256, 4096);
     if (dtype == VD_DTYPE_F16)
-        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w,
-                                                      padded_h, padded_w, channels,
-                                                      (__half *)out);
+        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w, padded_h,
+                                                      padded_w, channels, (__half *)out);
     else
-        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w,
-                                                      padded_h, padded_w, channels,
-                                                      (float *)out);
+        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w, padded_h,
+                                                      padded_w, channels, (float *)out);
     return vd_launch_status();
 }

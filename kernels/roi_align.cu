@@ -20,11 +20,9 @@
 
 #include <limits.h>
 
-template <typename T, int V>
-struct vec_io;
+template <typename T, int V> struct vec_io;
 
-template <>
-struct vec_io<__half, 8> {
+template <> struct vec_io<__half, 8> {
     static __device__ __forceinline__ void load(const __half *p, float *v)
     {
         uint4 raw = *(const uint4 *)p;
@@ -37,8 +35,7 @@ struct vec_io<__half, 8> {
     }
 };
 
-template <>
-struct vec_io<float, 4> {
+template <> struct vec_io<float, 4> {
     static __device__ __forceinline__ void load(const float *p, float *v)
     {
         float4 raw = *(const float4 *)p;
@@ -49,8 +46,7 @@ struct vec_io<float, 4> {
     }
 };
 
-template <typename T>
-struct vec_io<T, 1> {
+template <typename T> struct vec_io<T, 1> {
     static __device__ __forceinline__ void load(const T *p, float *v) { v[0] = vd_load(p); }
 };
 
@@ -96,8 +92,8 @@ __global__ void __launch_bounds__(256)
                 for (int q = 0; q < 4; q++)
                     vec_io<T, V>::load(feat + (size_t)s.pos[q] * lv.channels + g * V, v[q]);
                 for (int k = 0; k < V; k++)
-                    acc[k] = vd_math_fadd(acc[k],
-                                          vd_math_roi_blend(&s, v[0][k], v[1][k], v[2][k], v[3][k]));
+                    acc[k] = vd_math_fadd(
+                        acc[k], vd_math_roi_blend(&s, v[0][k], v[1][k], v[2][k], v[3][k]));
             }
         }
         for (int k = 0; k < V; k++)
@@ -121,11 +117,10 @@ static cudaError_t launch_typed(const vd_roi_levels *lv, const float *rois, cons
     return vd_launch_status();
 }
 
-extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels,
-                                               vd_dtype feature_dtype, const float *rois,
-                                               const int *n_rois, int capacity, int pooled,
-                                               int sampling_ratio, void *out, vd_dtype out_dtype,
-                                               cudaStream_t stream)
+extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype feature_dtype,
+                                               const float *rois, const int *n_rois, int capacity,
+                                               int pooled, int sampling_ratio, void *out,
+                                               vd_dtype out_dtype, cudaStream_t stream)
 {
     if (levels->n_levels < 1 || levels->n_levels > VD_KERNEL_MAX_LEVELS || capacity < 0 ||
         pooled < 1 || levels->channels < 1)
@@ -139,14 +134,14 @@ extern "C" cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels,
         aligned = aligned && ((uintptr_t)levels->features[l] % 16) == 0;
     if (feature_dtype == VD_DTYPE_F16) {
         if (aligned && levels->channels % 8 == 0)
-            return launch_typed<__half, 8>(levels, rois, n_rois, capacity, pooled,
-                                           sampling_ratio, out, out_dtype, stream);
-        return launch_typed<__half, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio,
-                                       out, out_dtype, stream);
+            return launch_typed<__half, 8>(levels, rois, n_rois, capacity, pooled, sampling_ratio,
+                                           out, out_dtype, stream);
+        return launch_typed<__half, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio, out,
+                                       out_dtype, stream);
     }
     if (aligned && levels->channels % 4 == 0)
-        return launch_typed<float, 4>(levels, rois, n_rois, capacity, pooled, sampling_ratio,
-                                      out, out_dtype, stream);
+        return launch_typed<float, 4>(levels, rois, n_rois, capacity, pooled, sampling_ratio, out,
+                                      out_dtype, stream);
     return launch_typed<float, 1>(levels, rois, n_rois, capacity, pooled, sampling_ratio, out,
                                   out_dtype, stream);
 }

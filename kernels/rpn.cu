@@ -238,10 +238,9 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-extern "C" cudaError_t vd_gather_proposals(const float *boxes, const float *scores,
-                                           const int *keep, const int *n_keep, int capacity,
-                                           float *proposals, float *proposal_scores,
-                                           cudaStream_t stream)
+extern "C" cudaError_t vd_gather_proposals(const float *boxes, const float *scores, const int *keep,
+                                           const int *n_keep, int capacity, float *proposals,
+                                           float *proposal_scores, cudaStream_t stream)
 {
     gather_proposals_kernel<<<vd_blocks_for(capacity, 256, 1024), 256, 0, stream>>>(
         boxes, scores, keep, n_keep, capacity, proposals, proposal_scores);

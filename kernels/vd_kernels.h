@@ -33,7 +33,10 @@ typedef enum {
     VD_DTYPE_F16 = 1,
 } vd_dtype;
 
-static inline size_t vd_dtype_size(vd_dtype dtype) { return dtype == VD_DTYPE_F16 ? 2 : 4; }
+static inline size_t vd_dtype_size(vd_dtype dtype)
+{
+    return dtype == VD_DTYPE_F16 ? 2 : 4;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Pre-processing (mirrors vd_cpu_preprocess)                               */
@@ -71,8 +74,8 @@ cudaError_t vd_grid_anchors_device(const float *cell, int n_cell, int padded_h, 
 /* Small element-wise and layout kernels                                     */
 
 /* 3x3 stride-2 padding-1 max pooling with -inf padding (torchvision's stem). */
-cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, void *out, int out_h,
-                              int out_w, vd_dtype dtype, cudaStream_t stream);
+cudaError_t vd_max_pool_3x3s2(const void *in, int h, int w, int c, void *out, int out_h, int out_w,
+                              vd_dtype dtype, cudaStream_t stream);
 
 /* dst[y][x] += src[y * src_h / dst_h][...] : the FPN top-down nearest upsampling
  * and lateral sum (spec §2.3; the general nearest rule, not only 2x). */
@@ -88,8 +91,8 @@ cudaError_t vd_convert_from_f32(const float *in, size_t n, vd_dtype dtype, void 
                                 cudaStream_t stream);
 
 /* NHWC (any dtype) -> NCHW float32, for the debugging observer. */
-cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, int c_stride,
-                                vd_dtype dtype, float *out, cudaStream_t stream);
+cudaError_t vd_nhwc_to_nchw_f32(const void *in, int h, int w, int c, int c_stride, vd_dtype dtype,
+                                float *out, cudaStream_t stream);
 
 /* Adds to *@count (device) the infinite and NaN values among the first @cols
  * entries of the rows [0, min(*n_rows, capacity)) of @data (@stride entries
@@ -127,9 +130,9 @@ typedef struct {
 size_t vd_nms_workspace_size(const vd_nms_shape *shape);
 
 cudaError_t vd_batched_nms_device(const void *boxes, const void *scores, vd_dtype dtype,
-                                  const int *groups, const vd_nms_shape *shape,
-                                  float iou_threshold, int *keep, int *n_keep, void *workspace,
-                                  size_t workspace_size, cudaStream_t stream);
+                                  const int *groups, const vd_nms_shape *shape, float iou_threshold,
+                                  int *keep, int *n_keep, void *workspace, size_t workspace_size,
+                                  cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
 /* RPN (mirrors run_rpn of the CPU backend)                                  */
@@ -139,8 +142,8 @@ cudaError_t vd_batched_nms_device(const void *boxes, const void *scores, vd_dtyp
  * merged, as the CPU backend does). */
 typedef struct {
     int n_levels;
-    int anchors_per_location;                    /* A */
-    int head_stride;                             /* >= 5A */
+    int anchors_per_location; /* A */
+    int head_stride;          /* >= 5A */
     const void *head[VD_KERNEL_MAX_LEVELS];
     int n_anchors[VD_KERNEL_MAX_LEVELS];         /* h * w * A */
     int anchor_offset[VD_KERNEL_MAX_LEVELS + 1]; /* into the concatenated anchors */
@@ -201,7 +204,7 @@ cudaError_t vd_gather_proposals(const float *boxes, const float *scores, const i
 /* MultiScaleRoIAlign (mirrors vd_roi_level + vd_roi_align_nhwc)            */
 
 typedef struct {
-    int n_levels;                        /* feature maps used by the pooler */
+    int n_levels; /* feature maps used by the pooler */
     const void *features[VD_KERNEL_MAX_LEVELS];
     int height[VD_KERNEL_MAX_LEVELS];
     int width[VD_KERNEL_MAX_LEVELS];
@@ -215,9 +218,9 @@ typedef struct {
  * in @out_dtype. Features are read in @feature_dtype and interpolated and
  * accumulated in fp32. Rows >= *n_rois are zeroed. n_rois NULL means @capacity. */
 cudaError_t vd_multiscale_roi_align(const vd_roi_levels *levels, vd_dtype feature_dtype,
-                                    const float *rois, const int *n_rois, int capacity,
-                                    int pooled, int sampling_ratio, void *out,
-                                    vd_dtype out_dtype, cudaStream_t stream);
+                                    const float *rois, const int *n_rois, int capacity, int pooled,
+                                    int sampling_ratio, void *out, vd_dtype out_dtype,
+                                    cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
 /* roi_align forward and backward (mirror vd_roi_align_forward/_backward)    */
@@ -289,13 +292,13 @@ typedef struct {
 } vd_kernel_result;
 
 typedef struct {
-    int capacity;            /* proposal rows */
-    int num_classes;         /* K, including background */
-    int head_stride;         /* >= 5K: [K logits][4K deltas] per row, float32 */
-    float weights[4];        /* 10, 10, 5, 5 */
+    int capacity;     /* proposal rows */
+    int num_classes;  /* K, including background */
+    int head_stride;  /* >= 5K: [K logits][4K deltas] per row, float32 */
+    float weights[4]; /* 10, 10, 5, 5 */
     float resized_h, resized_w;
-    float score_threshold;   /* strict '>' */
-    float min_size;          /* '>=' */
+    float score_threshold; /* strict '>' */
+    float min_size;        /* '>=' */
 } vd_box_shape;
 
 /* For each proposal row r < *n_props and class c >= 1: softmax over the K logits,

@@ -538,8 +538,8 @@ VD_MATH_FN float vd_math_resize_blend(float l0h, float l1h, float l0w, float l1w
  * at 0; i0 = min(floor(src), n - 1), l1 = clamp(src - i0, 0, 1) (exact), l0 =
  * f32(1 - l1). An axis with out == in is a copy, as in torch 1.13. (torch's
  * DEFAULT-capability build, no FMA, rounds r * (d + 0.5f) first: not this rule.) */
-VD_MATH_FN void vd_math_resize_source_torch2(float ratio, int d, int in_size, int out_size,
-                                             int *i0, int *i1, float *l0, float *l1)
+VD_MATH_FN void vd_math_resize_source_torch2(float ratio, int d, int in_size, int out_size, int *i0,
+                                             int *i1, float *l0, float *l1)
 {
     if (in_size == out_size) {
         *i0 = d;

@@ -35,8 +35,8 @@
  *
  * Precision:
  * - fp32: everything in float32.
- * - bf16 (VD_PRECISION_BF16, and AUTO where the processor has it natively): every convolution (backbone, FPN,
- *   RPN) reads and writes bfloat16 activations with bfloat16 weights and float32
+ * - bf16 (VD_PRECISION_BF16, and AUTO where the processor has it natively): every convolution
+ * (backbone, FPN, RPN) reads and writes bfloat16 activations with bfloat16 weights and float32
  *   accumulation and bias (oneDNN's avx512_core_bf16 kernels: only where the
  *   processor has AVX512-BF16 or AMX; elsewhere oneDNN would emulate them, many
  *   times slower than float32, so context creation refuses bf16 there with
@@ -92,10 +92,10 @@ static inline float bf16_to_f32(uint16_t h)
 typedef struct {
     int h, w, c;
     dnnl_data_type_t dt;
-    dnnl_format_tag_t tag;   /* nChw16c, nChw8c, dnnl_nhwc or dnnl_nchw */
-    int cb;                  /* channel block: 16 or 8 when blocked (16 with AVX-512,
-                              * 8 below), the channel count for NHWC (one block holding
-                              * every channel of a pixel), 0 for NCHW */
+    dnnl_format_tag_t tag; /* nChw16c, nChw8c, dnnl_nhwc or dnnl_nchw */
+    int cb;                /* channel block: 16 or 8 when blocked (16 with AVX-512,
+                            * 8 below), the channel count for NHWC (one block holding
+                            * every channel of a pixel), 0 for NCHW */
     void *data;
     dnnl_memory_t mem;
 } cpu_tensor;
@@ -135,12 +135,12 @@ typedef struct {
 
 typedef struct {
     int padded_h, padded_w;
-    GPtrArray *tensors;       /* cpu_tensor*, all of the plan's */
-    GPtrArray *buffers;       /* aligned activation buffers (free()), all of the plan's */
+    GPtrArray *tensors; /* cpu_tensor*, all of the plan's */
+    GPtrArray *buffers; /* aligned activation buffers (free()), all of the plan's */
 
-    cpu_tensor *input;        /* [Hp][Wp][3] float32 NHWC, written by pre-processing */
-    cpu_tensor *stem_in;      /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
-                               * oneDNN's fast kernels for 3 input channels want NCHW */
+    cpu_tensor *input;   /* [Hp][Wp][3] float32 NHWC, written by pre-processing */
+    cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
+                          * oneDNN's fast kernels for 3 input channels want NCHW */
     dnnl_primitive_t input_convert;
     cpu_tensor *stem_out;
     cpu_tensor *pool_out;
@@ -159,17 +159,17 @@ typedef struct {
 
     cpu_tensor *returned_out[4]; /* the FPN's inputs (ResNet: stage outputs) */
 
-    int n_levels;                            /* FPN outputs, incl. the pool level */
+    int n_levels; /* FPN outputs, incl. the pool level */
     int n_returned;
-    cpu_tensor *fpn_sum[4];                  /* lateral + upsampled ("last" chain) */
-    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS];  /* P levels */
+    cpu_tensor *fpn_sum[4];                 /* lateral + upsampled ("last" chain) */
+    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS]; /* P levels */
     cpu_conv fpn_inner[4];
     cpu_conv fpn_layer[4];
 
-    cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS]; /* views of one buffer: levels run in turn */
+    cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];  /* views of one buffer: levels run in turn */
     cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
     cpu_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
-    cpu_tensor *rpn_out[VD_MAX_FPN_LEVELS];  /* [h][w][A + 4A], blocked */
+    cpu_tensor *rpn_out[VD_MAX_FPN_LEVELS]; /* [h][w][A + 4A], blocked */
     cpu_conv rpn_conv[VD_MAX_FPN_LEVELS];
     cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
 
@@ -188,7 +188,7 @@ typedef struct {
     void *temps;
     size_t temps_bytes;
 
-    float *anchors;                          /* all levels, [n_anchors][4] */
+    float *anchors; /* all levels, [n_anchors][4] */
     int n_anchors;
     int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
 
@@ -247,8 +247,8 @@ typedef struct {
 } cpu_roi_convs;
 
 typedef struct {
-    int rows;                        /* 0: unused */
-    cpu_linear fc6, fc7, predictor;  /* fc7 unused (prim NULL) with the conv head */
+    int rows;                       /* 0: unused */
+    cpu_linear fc6, fc7, predictor; /* fc7 unused (prim NULL) with the conv head */
     /* the conv head (v2), its output written back over the RoI features for fc6 */
     cpu_roi_convs convs;
 } cpu_box_head_plan;
@@ -300,9 +300,9 @@ typedef struct {
 
     /* box-head workspace for up to box_capacity RoIs (grown on demand) */
     int box_capacity;
-    void *pooled;            /* [cap][P*P*C], f32 or bf16 */
-    void *h6, *h7;           /* [cap][rep], f32 or bf16 */
-    float *head_out;         /* [cap][5K] */
+    void *pooled;    /* [cap][P*P*C], f32 or bf16 */
+    void *h6, *h7;   /* [cap][rep], f32 or bf16 */
+    float *head_out; /* [cap][5K] */
     cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
     int box_plan_next;
     cpu_mask_plan mask_plans[MASK_PLAN_CACHE];
@@ -328,8 +328,8 @@ static void *try_alloc(size_t n_floats, const char *what, GError **error)
 {
     void *p = n_floats == 0 ? g_malloc0(sizeof(float)) : g_try_malloc0(n_floats * sizeof(float));
     if (p == NULL)
-        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
-                    "out of memory: %zu floats for %s", n_floats, what);
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory: %zu floats for %s",
+                    n_floats, what);
     return p;
 }
 
@@ -422,8 +422,7 @@ static gboolean tensor_blocked(const cpu_tensor *t)
  * channel c of pixel p is at (c / *vb) * *block_stride + p * *pixel_stride + c % *vb
  * elements. Blocked: vectors are the blocks; NHWC: vectors of 16 (or 8, or 1)
  * consecutive channels of a pixel. */
-static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride,
-                           size_t *pixel_stride)
+static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, size_t *pixel_stride)
 {
     if (tensor_blocked(t)) {
         *vb = t->cb;
@@ -520,11 +519,23 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                           GError **error)
 {
     vd_conv_desc desc = {
-        .n = 1, .in_c = in_c, .out_c = out_c, .groups = groups,
-        .in_h = src->h, .in_w = src->w, .out_h = dst->h, .out_w = dst->w,
-        .kernel = kernel, .stride = stride, .padding = padding,
-        .src_dt = src->dt, .dst_dt = dst->dt, .src_tag = src->tag, .dst_tag = dst->tag,
-        .sum = sum, .act = act,
+        .n = 1,
+        .in_c = in_c,
+        .out_c = out_c,
+        .groups = groups,
+        .in_h = src->h,
+        .in_w = src->w,
+        .out_h = dst->h,
+        .out_w = dst->w,
+        .kernel = kernel,
+        .stride = stride,
+        .padding = padding,
+        .src_dt = src->dt,
+        .dst_dt = dst->dt,
+        .src_tag = src->tag,
+        .dst_tag = dst->tag,
+        .sum = sum,
+        .act = act,
     };
     dnnl_primitive_desc_t pd = NULL;
     gboolean ok = FALSE;
@@ -557,8 +568,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         }
         desc.winograd = pd != NULL;
     }
-    if (pd == NULL && winograd && in_c % st->cb == 0 && out_c % st->cb == 0 &&
-        src->h == dst->h && src->w == dst->w) {
+    if (pd == NULL && winograd && in_c % st->cb == 0 && out_c % st->cb == 0 && src->h == dst->h &&
+        src->w == dst->w) {
         GHashTable *shared = st->planning != NULL ? st->planning->wino_weights : NULL;
         cv->wino = shared != NULL ? g_hash_table_lookup(shared, weight) : NULL;
         if (cv->wino != NULL) {
@@ -574,7 +585,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         cv->dst_t = dst;
         cv->sum = sum;
         cv->relu = act == VD_ACT_RELU;
-        st->wino_ws_needed = MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
+        st->wino_ws_needed =
+            MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
         ok = TRUE;
         goto out_free_pd;
     }
@@ -621,8 +633,8 @@ static gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t sr
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
     if (cv->wino != NULL)
-        return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h,
-                           cv->dst_t->w, cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
+        return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h, cv->dst_t->w,
+                           cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
     return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, "convolution", error);
 }
 
@@ -709,10 +721,10 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     int stem_c = model->stem.out_channels;
-    int sh = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
-                           model->stem.padding);
-    int sw = conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride,
-                           model->stem.padding);
+    int sh =
+        conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
+    int sw =
+        conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride, model->stem.padding);
     int h = conv_out_size(sh, 3, 2, 1), w = conv_out_size(sw, 3, 2, 1); /* max-pool */
 
     /* sizes: block intermediates and stage outputs */
@@ -753,13 +765,12 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         sums += b;
         hidden = MAX(hidden, b);
     }
-    plan->scratch_bytes = MAX(act_bytes(st, sh, sw, stem_c, dt),
-                              pool_is_stage_out ? 0
-                                                : act_bytes(st, stage_h[0], stage_w[0],
-                                                               stage_c[0], dt));
-    plan->temps_bytes = MAX(MAX(2 * max_temp + (pool_is_stage_out ? 0 : pool_bytes),
-                                in_bytes + stem_in_bytes),
-                            MAX(sums, hidden));
+    plan->scratch_bytes =
+        MAX(act_bytes(st, sh, sw, stem_c, dt),
+            pool_is_stage_out ? 0 : act_bytes(st, stage_h[0], stage_w[0], stage_c[0], dt));
+    plan->temps_bytes =
+        MAX(MAX(2 * max_temp + (pool_is_stage_out ? 0 : pool_bytes), in_bytes + stem_in_bytes),
+            MAX(sums, hidden));
     plan->scratch = alloc_aligned(plan->scratch_bytes, "activations", error);
     if (plan->scratch == NULL)
         return FALSE;
@@ -770,12 +781,12 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     g_ptr_array_add(plan->buffers, plan->temps);
     char *temps = plan->temps;
 
-    plan->input = plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps,
-                              error);
-    plan->stem_in = plan->input == NULL ? NULL
-                                        : plan_tensor_tag(st, plan, plan->padded_h,
-                                                          plan->padded_w, 3, dt, stem_tag(st),
-                                                          temps + in_bytes, error);
+    plan->input =
+        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
+    plan->stem_in = plan->input == NULL
+                        ? NULL
+                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
+                                          stem_tag(st), temps + in_bytes, error);
     if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
         return FALSE;
     plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
@@ -791,8 +802,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     cpu_tensor *x = plan->pool_out;
     for (int s = 0; s < model->n_stages_used; s++) {
         int first = model->stage_first_block[s];
-        int last_block = s + 1 < model->n_stages_used ? model->stage_first_block[s + 1]
-                                                      : model->n_blocks;
+        int last_block =
+            s + 1 < model->n_stages_used ? model->stage_first_block[s + 1] : model->n_blocks;
         for (int b = first; b < last_block; b++) {
             const vd_block *mb = &model->blocks[b];
             cpu_block *pb = &plan->blocks[b];
@@ -804,11 +815,11 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             pb->has_downsample = mb->has_downsample;
             if (mb->has_downsample) {
                 /* C2, the first stage's output, in the scratch (the stem output is dead) */
-                void *data = b == model->stage_first_block[0] &&
-                                     act_bytes(st, oh, ow, last->out_channels, dt) <=
-                                         plan->scratch_bytes
-                                 ? plan->scratch
-                                 : NULL;
+                void *data =
+                    b == model->stage_first_block[0] &&
+                            act_bytes(st, oh, ow, last->out_channels, dt) <= plan->scratch_bytes
+                        ? plan->scratch
+                        : NULL;
                 out = plan_tensor(st, plan, oh, ow, last->out_channels, dt, TRUE, data, error);
                 if (out == NULL || !conv_init_model(st, &pb->downsample, &mb->downsample, x, out,
                                                     FALSE, VD_ACT_NONE, error))
@@ -822,12 +833,11 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                 out = x; /* identity shortcut: the residual sum is computed in place */
             }
             if (bottleneck) {
-                cpu_tensor *t1 = plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, dt,
-                                             TRUE, temp1, error);
+                cpu_tensor *t1 = plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, dt, TRUE,
+                                             temp1, error);
                 cpu_tensor *t2 = t1 == NULL ? NULL
-                                            : plan_tensor(st, plan, oh, ow,
-                                                          mb->conv2.out_channels, dt, TRUE,
-                                                          temp2, error);
+                                            : plan_tensor(st, plan, oh, ow, mb->conv2.out_channels,
+                                                          dt, TRUE, temp2, error);
                 if (t2 == NULL ||
                     !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
                                      error) ||
@@ -836,8 +846,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                     !conv_init_model(st, &pb->conv3, &mb->conv3, t2, out, TRUE, VD_ACT_RELU, error))
                     return FALSE;
             } else {
-                cpu_tensor *t1 = plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, dt, TRUE,
-                                             temp1, error);
+                cpu_tensor *t1 =
+                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, dt, TRUE, temp1, error);
                 if (t1 == NULL ||
                     !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
                                      error) ||
@@ -1055,19 +1065,18 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
     }
     if (cfg->fpn_pool_level) {
         cpu_tensor *top = plan->fpn_out[n_ret - 1];
-        plan->fpn_out[n_ret] = plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc,
-                                           dt, TRUE, NULL, error);
+        plan->fpn_out[n_ret] =
+            plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc, dt, TRUE, NULL, error);
         if (plan->fpn_out[n_ret] == NULL)
             return FALSE;
     }
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
-        void *hidden = act_bytes(st, p->h, p->w, fc, dt) <= plan->temps_bytes ? plan->temps
-                                                                                   : NULL;
+        void *hidden = act_bytes(st, p->h, p->w, fc, dt) <= plan->temps_bytes ? plan->temps : NULL;
         plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, dt, TRUE, hidden, error);
-        plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, st->rpn_head_out, dnnl_f32, TRUE,
-                                       NULL, error);
+        plan->rpn_out[l] =
+            plan_tensor(st, plan, p->h, p->w, st->rpn_head_out, dnnl_f32, TRUE, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
             return FALSE;
         if (!conv_init_model(st, &plan->rpn_conv[l], &model->rpn_conv, p, plan->rpn_hidden[l],
@@ -1093,8 +1102,8 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             last = next;
         }
         if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
-                       st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE,
-                       VD_ACT_NONE, error))
+                       st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE, VD_ACT_NONE,
+                       error))
             return FALSE;
     }
 
@@ -1114,7 +1123,8 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         vd_cell_anchors(cfg->anchor_sizes[l], cfg->n_anchor_sizes[l], cfg->aspect_ratios[l],
                         cfg->n_aspect_ratios[l], cell);
         vd_grid_anchors(cell, A, plan->padded_h, plan->padded_w, plan->fpn_out[l]->h,
-                        plan->fpn_out[l]->w, plan->anchors + (size_t)plan->level_anchor_offset[l] * 4);
+                        plan->fpn_out[l]->w,
+                        plan->anchors + (size_t)plan->level_anchor_offset[l] * 4);
     }
     return TRUE;
 }
@@ -1305,8 +1315,7 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
             for (int y = 0; y < pool->h; y++)
                 for (int x = 0; x < pool->w; x++)
                     memcpy(d + (((size_t)cb * pool->h + y) * pool->w + x) * CB * es,
-                           s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB * es,
-                           CB * es);
+                           s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB * es, CB * es);
     }
     return TRUE;
 }
@@ -1322,11 +1331,12 @@ static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *
         return;
     for (int c = 0; c < t->c; c++)
         for (size_t p = 0; p < hw; p++) {
-            size_t at = t->cb > 0 ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
+            size_t at = t->cb > 0             ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
                         : t->tag == dnnl_nchw ? (size_t)c * hw + p
                                               : p * t->c + c;
-            nchw[(size_t)c * hw + p] = t->dt == dnnl_bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at])
-                                                          : ((const float *)t->data)[at];
+            nchw[(size_t)c * hw + p] = t->dt == dnnl_bf16
+                                           ? bf16_to_f32(((const uint16_t *)t->data)[at])
+                                           : ((const float *)t->data)[at];
         }
     int64_t shape[4] = {1, t->c, t->h, t->w};
     vd_context_observe(ctx, name, nchw, shape, 4);
@@ -1466,8 +1476,8 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
 
 /* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] for every channel of one
  * bilinear sample @s of a map (@n_cb vectors of @CB channels, @bstride elements
- * apart, pixels @pstride apart: tensor_strides), float32 or bfloat16 (@BF16: widened to float32 first,
- * exactly): the four-term sum first, then added, as torchvision's CPU kernel (and
+ * apart, pixels @pstride apart: tensor_strides), float32 or bfloat16 (@BF16: widened to float32
+ * first, exactly): the four-term sum first, then added, as torchvision's CPU kernel (and
  * vd_roi_align_nhwc) does. Inlined with constant @CB and @BF16. */
 static inline __attribute__((always_inline)) void
 roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride, size_t pstride,
@@ -1475,14 +1485,15 @@ roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride
 {
     const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
 #define ROI_AT(k, i)                                                                               \
-    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * pstride + (i)])          \
+    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * pstride + (i)])             \
           : ((const float *)f)[at + (size_t)s->pos[k] * pstride + (i)])
     for (int cb = 0; cb < n_cb; cb++) {
         size_t at = (size_t)cb * bstride;
         float *restrict a = acc + cb * CB;
 #pragma omp simd
         for (int i = 0; i < CB; i++)
-            a[i] += ((w1 * ROI_AT(0, i) + w2 * ROI_AT(1, i)) + w3 * ROI_AT(2, i)) + w4 * ROI_AT(3, i);
+            a[i] +=
+                ((w1 * ROI_AT(0, i) + w2 * ROI_AT(1, i)) + w3 * ROI_AT(2, i)) + w4 * ROI_AT(3, i);
     }
 #undef ROI_AT
 }
@@ -1490,8 +1501,8 @@ roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride
 /* One sample into the accumulators, for either vector width (16 or 8: the blocks,
  * or NHWC's channels in vectors; each with its loop unrolled at compile time). */
 VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features, gboolean bf16,
-                                      size_t bstride, size_t pstride,
-                                      const vd_math_roi_sample *s, int n_cb, int cb)
+                                      size_t bstride, size_t pstride, const vd_math_roi_sample *s,
+                                      int n_cb, int cb)
 {
     if (bf16 && cb == 16)
         roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, TRUE);
@@ -1511,8 +1522,8 @@ VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features,
  * float32 then uses as they are), float32 or rounded to bfloat16 (@out_bf16). The
  * bins of one RoI are accumulated channel-innermost and transposed once. */
 static void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index,
-                              int n_rois, float spatial_scale, int pooled, int sampling_ratio,
-                              void *out, gboolean out_bf16, size_t out_roi_stride)
+                               int n_rois, float spatial_scale, int pooled, int sampling_ratio,
+                               void *out, gboolean out_bf16, size_t out_roi_stride)
 {
     int CB;
     size_t bstride, pstride;
@@ -1636,8 +1647,8 @@ static void linear_clear(cpu_linear *l)
 
 /* The matmul of one packed layer for @rows rows of @src into @dst. */
 static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linear *pl, int rows,
-                            void *src, dnnl_data_type_t src_dt, void *dst,
-                            dnnl_data_type_t dst_dt, gboolean relu, GError **error)
+                            void *src, dnnl_data_type_t src_dt, void *dst, dnnl_data_type_t dst_dt,
+                            gboolean relu, GError **error)
 {
     const char *what = "box head matmul";
     dnnl_primitive_desc_t pd = NULL;
@@ -1695,11 +1706,23 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
     int k = w->kernel, s = w->stride, p = w->padding;
     int osize = spec->deconv ? (size - 1) * s - 2 * p + k : (size + 2 * p - k) / s + 1;
     vd_conv_desc desc = {
-        .deconv = spec->deconv, .n = rows, .in_c = w->in_channels, .out_c = w->out_channels,
-        .groups = 1, .in_h = size, .in_w = size, .out_h = osize, .out_w = osize,
-        .kernel = k, .stride = s, .padding = p,
-        .src_dt = dt, .dst_dt = dt, .src_tag = dnnl_format_tag_any,
-        .dst_tag = dnnl_format_tag_any, .src_md = src_md,
+        .deconv = spec->deconv,
+        .n = rows,
+        .in_c = w->in_channels,
+        .out_c = w->out_channels,
+        .groups = 1,
+        .in_h = size,
+        .in_w = size,
+        .out_h = osize,
+        .out_w = osize,
+        .kernel = k,
+        .stride = s,
+        .padding = p,
+        .src_dt = dt,
+        .dst_dt = dt,
+        .src_tag = dnnl_format_tag_any,
+        .dst_tag = dnnl_format_tag_any,
+        .src_md = src_md,
         .act = spec->relu ? VD_ACT_RELU : VD_ACT_NONE,
     };
     dnnl_primitive_desc_t pd = NULL;
@@ -1755,8 +1778,8 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
         } else if (!vd_layers_md_equal(prev_md, src_md)) {
             if (!vd_layers_reorder_new(st->engine, prev_md, src_md, &rc->relayout[j], what,
                                        error) ||
-                !vd_layers_memory_like(st->engine, prev_md, rc->buffers[cur],
-                                       &rc->relayout_from[j], what, error) ||
+                !vd_layers_memory_like(st->engine, prev_md, rc->buffers[cur], &rc->relayout_from[j],
+                                       what, error) ||
                 !vd_layers_memory_like(st->engine, src_md, rc->buffers[1 - cur],
                                        &rc->relayout_to[j], what, error))
                 return FALSE;
@@ -1764,8 +1787,7 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
         }
         prev_md = vd_layers_pd_md(cpd, dnnl_query_dst_md);
         if (!vd_layers_memory_like(st->engine, src_md, rc->buffers[cur], &l->src, what, error) ||
-            !vd_layers_memory_like(st->engine, prev_md, rc->buffers[1 - cur], &l->dst, what,
-                                   error))
+            !vd_layers_memory_like(st->engine, prev_md, rc->buffers[1 - cur], &l->dst, what, error))
             return FALSE;
         cur = 1 - cur;
     }
@@ -1803,8 +1825,7 @@ static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, 
         if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, what, error))
             return FALSE;
     }
-    return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what,
-                             error);
+    return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what, error);
 }
 
 /* The conv head's primitives for @rows RoIs: each 3x3 convolution (pad 1) with the
@@ -1864,9 +1885,8 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
         st->pooled = NULL; /* allocated when a plan's scratch cannot hold it */
         st->h6 = alloc_aligned((size_t)cap * rep * es, "box head", error);
         st->h7 = st->h6 ? alloc_aligned((size_t)cap * rep * es, "box head", error) : NULL;
-        st->head_out = st->h7 ? alloc_aligned((size_t)cap * n_out * sizeof(float), "box head",
-                                              error)
-                              : NULL;
+        st->head_out =
+            st->h7 ? alloc_aligned((size_t)cap * n_out * sizeof(float), "box head", error) : NULL;
         if (st->head_out == NULL)
             return NULL;
         st->box_capacity = cap;
@@ -1884,10 +1904,9 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
     bp->rows = 0;
     gboolean has_fc7 = st->model->fc7.out_features > 0;
     if ((cfg->n_box_convs > 0 && !box_convs_init(st, bp, rows, error)) ||
-        !linear_init(st, &bp->fc6, &st->fc6, rows, DNNL_MEMORY_NONE, dt, st->h6, dt, TRUE,
-                     error) ||
-        (has_fc7 && !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE,
-                                 error)) ||
+        !linear_init(st, &bp->fc6, &st->fc6, rows, DNNL_MEMORY_NONE, dt, st->h6, dt, TRUE, error) ||
+        (has_fc7 &&
+         !linear_init(st, &bp->fc7, &st->fc7, rows, st->h6, dt, st->h7, dt, TRUE, error)) ||
         !linear_init(st, &bp->predictor, &st->predictor, rows, has_fc7 ? st->h7 : st->h6, dt,
                      st->head_out, dnnl_f32, FALSE, error) ||
         !ensure_scratchpad(st, error))
@@ -1947,7 +1966,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         if (m == 0)
             continue;
         roi_align_features(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
-                          cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
+                           cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
     }
     vd_context_stage_mark(ctx, "roi_align");
 
@@ -2074,7 +2093,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         }
         if (m > 0)
             roi_align_features(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
-                              cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
+                               cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
     }
     if (observe) {
         int64_t shape[4] = {n, C, P, P};
@@ -2136,7 +2155,7 @@ static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, 
     int m = 0;
     for (int r = 0; r < n_props; r++) {
         float *row = head + (size_t)r * n_out;
-        float *logits = row;              /* K class logits, softmaxed in place */
+        float *logits = row;               /* K class logits, softmaxed in place */
         const float *regression = row + K; /* 4K deltas */
         vd_softmax_rows(logits, 1, K);
         for (int c = 0; c < K; c++)
@@ -2197,8 +2216,8 @@ out_free:
     return ok;
 }
 
-static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image,
-                           vd_result *result, gboolean observe, GError **error)
+static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image, vd_result *result,
+                           gboolean observe, GError **error)
 {
     const vd_config *cfg = &st->model->config;
     int rh, rw, ph, pw;
@@ -2220,8 +2239,8 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     cpu_plan *plan = st->plan;
 
-    if (!vd_cpu_preprocess(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic,
-                                rh, rw, ph, pw, plan->input->data, error))
+    if (!vd_cpu_preprocess(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic, rh, rw,
+                           ph, pw, plan->input->data, error))
         return FALSE;
     if (observe) {
         float size[2] = {(float)rh, (float)rw};
@@ -2356,8 +2375,8 @@ static gboolean prepare_weights(cpu_state *st, GError **error)
     st->rpn_head_weight = try_alloc((size_t)st->rpn_head_out * C, "RPN head", error);
     st->rpn_head_bias =
         st->rpn_head_weight ? try_alloc((size_t)st->rpn_head_out, "RPN head", error) : NULL;
-    predictor_weight = st->rpn_head_bias ? try_alloc((size_t)5 * K * rep, "predictor", error)
-                                         : NULL;
+    predictor_weight =
+        st->rpn_head_bias ? try_alloc((size_t)5 * K * rep, "predictor", error) : NULL;
     predictor_bias = predictor_weight ? try_alloc((size_t)5 * K, "predictor", error) : NULL;
     if (predictor_bias == NULL)
         goto out_free;
@@ -2415,18 +2434,29 @@ static gboolean choose_layout(cpu_state *st, GError **error)
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     enum { C = 256, HW = 64 };
     vd_conv_desc desc = {
-        .n = 1, .in_c = C, .out_c = C, .groups = 1,
-        .in_h = HW, .in_w = HW, .out_h = HW, .out_w = HW,
-        .kernel = 3, .stride = 1, .padding = 1,
-        .src_dt = dt, .dst_dt = dt, .src_tag = dnnl_format_tag_any,
-        .dst_tag = dnnl_format_tag_any, .act = VD_ACT_RELU,
+        .n = 1,
+        .in_c = C,
+        .out_c = C,
+        .groups = 1,
+        .in_h = HW,
+        .in_w = HW,
+        .out_h = HW,
+        .out_w = HW,
+        .kernel = 3,
+        .stride = 1,
+        .padding = 1,
+        .src_dt = dt,
+        .dst_dt = dt,
+        .src_tag = dnnl_format_tag_any,
+        .dst_tag = dnnl_format_tag_any,
+        .act = VD_ACT_RELU,
     };
     dnnl_dims_t dims = {1, C, HW, HW};
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_t nhwc = NULL;
     gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, "the layout probe", error) &&
-                  vd_layers_memory_new(st->engine, 4, dims, dt, dnnl_nhwc, DNNL_MEMORY_NONE,
-                                       &nhwc, "the layout probe", error);
+                  vd_layers_memory_new(st->engine, 4, dims, dt, dnnl_nhwc, DNNL_MEMORY_NONE, &nhwc,
+                                       "the layout probe", error);
     if (ok && strstr(vd_layers_pd_impl(pd), "amx") != NULL &&
         vd_layers_md_equal(vd_layers_pd_md(pd, dnnl_query_dst_md), vd_layers_memory_md(nhwc)))
         st->act_tag = dnnl_nhwc;
@@ -2533,17 +2563,19 @@ static char *cpu_describe(void *p, const vd_context *ctx)
                               "Winograd %s",
                               version, vd_layers_isa_name(st->isa), st->bf16 ? "bf16" : "fp32",
                               st->n_threads, st->act_tag == dnnl_nhwc ? "nhwc" : block,
-                              st->winograd ? "oneDNN" : st->own_winograd ? "own" : "off");
+                              st->winograd       ? "oneDNN"
+                              : st->own_winograd ? "own"
+                                                 : "off");
     g_free(version);
     return s;
 }
 
 /* Appends one vd_kernel_info for @prim (nothing when NULL). */
-static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
-                       const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
+static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
+                       const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
 
-static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
-                       const char *kind, const char *layer_fmt, ...)
+static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
+                       const char *layer_fmt, ...)
 {
     if (prim == NULL)
         return;
@@ -2562,8 +2594,7 @@ static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim
 }
 
 /* A convolution's primitive, or our Winograd. */
-static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv,
-                         const char *layer)
+static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer)
 {
     if (cv->wino != NULL) {
         vd_kernel_info k = {
@@ -2656,8 +2687,8 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         if (bp->fc7.prim != NULL)
             kernel_add(out, strings, bp->fc7.prim, "matmul", "roi_heads.box_head.fc7[%d rows]",
                        bp->rows);
-        kernel_add(out, strings, bp->predictor.prim, "matmul",
-                   "roi_heads.box_predictor[%d rows]", bp->rows);
+        kernel_add(out, strings, bp->predictor.prim, "matmul", "roi_heads.box_predictor[%d rows]",
+                   bp->rows);
     }
     for (int i = 0; i < MASK_PLAN_CACHE; i++) {
         const cpu_mask_plan *mp = &st->mask_plans[i];

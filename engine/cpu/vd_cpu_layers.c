@@ -128,27 +128,43 @@ const char *vd_layers_isa_name(dnnl_cpu_isa_t isa)
 {
     switch (isa) {
 #ifdef VD_DNNL2
-    case dnnl_cpu_isa_all: return "any ISA";
+    case dnnl_cpu_isa_all:
+        return "any ISA";
 #else
-    case dnnl_cpu_isa_default: return "any ISA";
+    case dnnl_cpu_isa_default:
+        return "any ISA";
 #endif
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_sse41:
+        return "sse41";
+    case dnnl_cpu_isa_avx:
+        return "avx";
+    case dnnl_cpu_isa_avx2:
+        return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+        return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+        return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+        return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+        return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+        return "avx512_core_amx";
 #ifdef VD_DNNL2
-    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_mic:
+        return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+        return "avx512_mic_4ops";
 #else
-    case dnnl_cpu_isa_avx2_vnni_2: return "avx2_vnni_2";
-    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
-    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+    case dnnl_cpu_isa_avx2_vnni_2:
+        return "avx2_vnni_2";
+    case dnnl_cpu_isa_avx512_core_fp16:
+        return "avx512_core_fp16";
+    case dnnl_cpu_isa_avx512_core_amx_fp16:
+        return "avx512_core_amx_fp16";
 #endif
-    default: break;
+    default:
+        break;
     }
     return "an unknown ISA";
 }
@@ -282,7 +298,8 @@ static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, vd_activatio
         TRY(dnnl_post_ops_append_sum(ops, 1.0f, 0, dnnl_data_type_undef));
     if (act == VD_ACT_RELU)
         TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_relu, 0.0f, 0.0f));
-    else if (act == VD_ACT_HARDSWISH) /* x * max(0, min(1, alpha x + beta)): torch's with 1/6, 1/2 */
+    else if (act ==
+             VD_ACT_HARDSWISH) /* x * max(0, min(1, alpha x + beta)): torch's with 1/6, 1/2 */
         TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f));
 #endif
     TRY(dnnl_primitive_attr_set_post_ops(*attr, ops));
@@ -334,15 +351,13 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
 #ifdef VD_DNNL2
     if (desc->deconv) {
         dnnl_deconvolution_desc_t d;
-        TRY(dnnl_dilated_deconvolution_forward_desc_init(&d, dnnl_forward_inference, alg, src_md,
-                                                         wei, bias, dst, strides, dilates, pad,
-                                                         pad));
+        TRY(dnnl_dilated_deconvolution_forward_desc_init(
+            &d, dnnl_forward_inference, alg, src_md, wei, bias, dst, strides, dilates, pad, pad));
         TRY(dnnl_primitive_desc_create(pd, &d, op.attr, engine, NULL));
     } else {
         dnnl_convolution_desc_t d;
-        TRY(dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src_md,
-                                                       wei, bias, dst, strides, dilates, pad,
-                                                       pad));
+        TRY(dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, alg, src_md, wei,
+                                                       bias, dst, strides, dilates, pad, pad));
         TRY(dnnl_primitive_desc_create(pd, &d, op.attr, engine, NULL));
     }
 #else
@@ -351,9 +366,9 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
                                                              alg, src_md, wei, bias, dst, strides,
                                                              dilates, pad, pad, op.attr));
     else
-        TRY(dnnl_convolution_forward_primitive_desc_create(pd, engine, dnnl_forward_inference,
-                                                           alg, src_md, wei, bias, dst, strides,
-                                                           dilates, pad, pad, op.attr));
+        TRY(dnnl_convolution_forward_primitive_desc_create(pd, engine, dnnl_forward_inference, alg,
+                                                           src_md, wei, bias, dst, strides, dilates,
+                                                           pad, pad, op.attr));
 #endif
     ok = TRUE;
 out:
@@ -394,9 +409,9 @@ out:
     return ok;
 }
 
-gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
-                               int kernel, int stride, int padding, dnnl_primitive_desc_t *pd,
-                               const char *what, GError **error)
+gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst, int kernel,
+                               int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
+                               GError **error)
 {
     dnnl_dims_t strides = {stride, stride}, window = {kernel, kernel}, dilation = {0, 0},
                 pad = {padding, padding};
@@ -419,8 +434,9 @@ out:
 const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
-    if (pd == NULL || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) !=
-                          dnnl_success || impl == NULL)
+    if (pd == NULL ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        impl == NULL)
         return "unknown";
     return impl;
 }
@@ -507,10 +523,12 @@ gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
     *weights = NULL;
     *bias_mem = NULL;
     if (!vd_layers_memory_new(engine, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, dnnl_f32,
-                              g > 1 ? dnnl_goihw : desc->deconv ? dnnl_iohw : dnnl_oihw,
+                              g > 1          ? dnnl_goihw
+                              : desc->deconv ? dnnl_iohw
+                                             : dnnl_oihw,
                               (void *)weight, &user, what, error) ||
-        !vd_layers_pack(engine, stream, user, vd_layers_pd_md(pd, dnnl_query_weights_md),
-                        weights, what, error) ||
+        !vd_layers_pack(engine, stream, user, vd_layers_pd_md(pd, dnnl_query_weights_md), weights,
+                        what, error) ||
         !vd_layers_memory_new(engine, 1, bias_dims, dnnl_f32, dnnl_x, DNNL_MEMORY_ALLOCATE,
                               bias_mem, what, error))
         goto out;
@@ -529,9 +547,22 @@ out:
 gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
 {
     vd_conv_desc desc = {
-        .winograd = TRUE, .n = 1, .in_c = 64, .out_c = 64, .groups = 1,
-        .in_h = 32, .in_w = 32, .out_h = 32, .out_w = 32, .kernel = 3, .stride = 1, .padding = 1,
-        .src_dt = dnnl_f32, .dst_dt = dnnl_f32, .src_tag = tag, .dst_tag = tag,
+        .winograd = TRUE,
+        .n = 1,
+        .in_c = 64,
+        .out_c = 64,
+        .groups = 1,
+        .in_h = 32,
+        .in_w = 32,
+        .out_h = 32,
+        .out_w = 32,
+        .kernel = 3,
+        .stride = 1,
+        .padding = 1,
+        .src_dt = dnnl_f32,
+        .dst_dt = dnnl_f32,
+        .src_tag = tag,
+        .dst_tag = tag,
     };
     dnnl_primitive_desc_t pd = NULL;
     gboolean found = vd_layers_conv_pd(engine, &desc, &pd, "Winograd convolution", NULL) &&

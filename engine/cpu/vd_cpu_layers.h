@@ -107,9 +107,9 @@ gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
                              GError **error);
 /* Max pooling @src -> @dst, square window, stride and padding (padding excluded:
  * torch's -inf). */
-gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
-                               int kernel, int stride, int padding, dnnl_primitive_desc_t *pd,
-                               const char *what, GError **error);
+gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst, int kernel,
+                               int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
+                               GError **error);
 /* The implementation's name ("brg:avx512_core", "ref:any", ...). */
 const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd);
 /* Bytes of scratchpad the primitive needs. */

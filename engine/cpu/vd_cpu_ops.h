@@ -51,12 +51,11 @@ void vd_config_transform_sizes(const vd_config *config, int height, int width, i
  * and lambdas in float32 (vd_math_resize_source_torch2), the same blend or, when
  * resized_h + resized_w <= 128, the channels-last kernel's
  * (vd_math_resize_blend_torch2_small; torch with one intra-op thread takes that
- * kernel at every size and then differs by an ulp); and writes the result into the top-left corner of @dst, an NHWC
- * [padded_h][padded_w][3] buffer whose remaining pixels are set to 0.
- * YUV formats are converted to 8-bit RGB (matrix/range from the image, Q16
- * fixed point from vd_math.h, each chroma sample covering its 2x2 luma block;
- * odd sizes have ceil(w/2) x ceil(h/2) chroma) before normalising.
- * The expected torch input is a contiguous CHW tensor: torch 1.13 resizes a
+ * kernel at every size and then differs by an ulp); and writes the result into the top-left corner
+ * of @dst, an NHWC [padded_h][padded_w][3] buffer whose remaining pixels are set to 0. YUV formats
+ * are converted to 8-bit RGB (matrix/range from the image, Q16 fixed point from vd_math.h, each
+ * chroma sample covering its 2x2 luma block; odd sizes have ceil(w/2) x ceil(h/2) chroma) before
+ * normalising. The expected torch input is a contiguous CHW tensor: torch 1.13 resizes a
  * channels-last tensor (e.g. a permuted HWC view) with another kernel whose
  * last bits differ.
  * Returns FALSE with @error set: VD_ERROR_INVALID_ARGUMENT for an invalid
@@ -76,8 +75,8 @@ void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n
 /* Grid anchors of one level (spec §3.2): stride_h = padded_h / grid_h (integer
  * division), idem for w; anchor[(y*grid_w + x)*A + a] = cell[a] + (x*sw, y*sh, x*sw,
  * y*sh). Writes grid_h * grid_w * A * 4 floats. */
-void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w,
-                     int grid_h, int grid_w, float *out);
+void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w, int grid_h,
+                     int grid_w, float *out);
 
 /* Indices of the @k largest values of @values[0..n), sorted descending; ties in
  * ascending index order (torch.topk leaves tie order undefined), NaN ranks
@@ -145,9 +144,8 @@ void vd_pooler_levels_update(vd_pooler_levels *p, const int *feature_heights, in
  * outside [-1, H] x [-1, W] (and NaN coordinates) count as 0. OpenMP over
  * RoIs; the indices and weights of a sample are shared by all channels. */
 void vd_roi_align_nhwc(const float *features, int height, int width, int channels,
-                       const float *rois, const int *roi_index, int n_rois,
-                       float spatial_scale, int pooled, int sampling_ratio,
-                       float *out, int64_t out_roi_stride);
+                       const float *rois, const int *roi_index, int n_rois, float spatial_scale,
+                       int pooled, int sampling_ratio, float *out, int64_t out_roi_stride);
 
 /* torchvision.ops.roi_align as an op of its own, forward and backward, for any
  * batch of images: the parameters that both directions share. Feature maps and

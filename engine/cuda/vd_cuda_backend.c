@@ -226,8 +226,8 @@ typedef struct {
     int deconv_channels;
     cuda_mask mask;
 
-    cuda_plan *plan;       /* one image slot: single images */
-    cuda_plan *batch_plan; /* batches of two images or more (NULL before the first) */
+    cuda_plan *plan;              /* one image slot: single images */
+    cuda_plan *batch_plan;        /* batches of two images or more (NULL before the first) */
     vd_batch_shrink batch_shrink; /* when batch_plan shrinks (vd_batch_plan_slots) */
 
     /* the frame upload: pinned staging and its device copy (a batch's frames
@@ -272,9 +272,9 @@ typedef struct {
     cuda_graph batch_graphs[VD_MAX_BATCH_SLOTS + 1];
     gboolean graph_replayed;
     guint64 graph_replays;
-    guint64 graph_failures; /* every graph's, since creation (each backs off on its own) */
+    guint64 graph_failures;       /* every graph's, since creation (each backs off on its own) */
     const cuda_graph *last_graph; /* the last batch's: the run status reports its back-off */
-    int fail_captures; /* test hook: captures still to fail on purpose */
+    int fail_captures;            /* test hook: captures still to fail on purpose */
     gboolean inject_sync;
 } cuda_state;
 
@@ -328,8 +328,7 @@ static gboolean device_usable(int device_index, GError **error)
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index) !=
             cudaSuccess) {
         cudaGetLastError();
-        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "cannot query CUDA device %d",
-                    device_index);
+        g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "cannot query CUDA device %d", device_index);
         return FALSE;
     }
     if (major * 10 + minor < VD_CUDA_MIN_ARCH) {
@@ -350,8 +349,8 @@ gboolean vd_cuda_available(int device_index, GError **error)
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
 
-static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w, int c,
-                                   void *data, GError **error)
+static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w, int c, void *data,
+                                   GError **error)
 {
     vd_cuda_tensor *t = g_new0(vd_cuda_tensor, 1);
     g_ptr_array_add(plan->tensors, t);
@@ -438,12 +437,12 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     void *temp1 = vd_cuda_pool_alloc(&plan->pool, n_img * max_expanded * esize, L->stream,
                                      "block intermediates", error);
     void *temp2 = temp1 == NULL ? NULL
-                                : vd_cuda_pool_alloc(&plan->pool, n_img * max_dw * esize,
-                                                     L->stream, "block intermediates", error);
-    plan->se_means = temp2 == NULL ? NULL
-                                   : vd_cuda_pool_alloc(&plan->pool,
-                                                        n_img * max_channels * sizeof(float),
-                                                        L->stream, "squeeze-excitation", error);
+                                : vd_cuda_pool_alloc(&plan->pool, n_img * max_dw * esize, L->stream,
+                                                     "block intermediates", error);
+    plan->se_means = temp2 == NULL
+                         ? NULL
+                         : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
+                                              L->stream, "squeeze-excitation", error);
     plan->se_scales = plan->se_means == NULL
                           ? NULL
                           : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
@@ -452,9 +451,8 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
         return FALSE;
 
     plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
-    if (plan->stem_out == NULL ||
-        !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input, plan->stem_out, NULL, FALSE, ws,
-                           error))
+    if (plan->stem_out == NULL || !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input,
+                                                     plan->stem_out, NULL, FALSE, ws, error))
         return FALSE;
     vd_cuda_tensor *x = plan->stem_out;
     int r = 0;
@@ -523,14 +521,13 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
         return plan_mnv3(st, plan, ws, error);
 
-    int h = conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride,
-                          model->stem.padding);
-    int w = conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride,
-                          model->stem.padding);
+    int h =
+        conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
+    int w =
+        conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride, model->stem.padding);
     plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
-    if (plan->stem_out == NULL ||
-        !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input, plan->stem_out, NULL, TRUE, ws,
-                           error))
+    if (plan->stem_out == NULL || !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input,
+                                                     plan->stem_out, NULL, TRUE, ws, error))
         return FALSE;
     plan->pool_out = plan_tensor(st, plan, conv_out_size(h, 3, 2, 1), conv_out_size(w, 3, 2, 1),
                                  st->stem.out_c, NULL, error);
@@ -555,8 +552,8 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     }
     size_t esize = vd_dtype_size(st->dtype);
     max_temp *= (size_t)plan->n_images;
-    void *temp1 = vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
-                                     "block intermediates", error);
+    void *temp1 =
+        vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream, "block intermediates", error);
     void *temp2 = temp1 == NULL ? NULL
                                 : vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
                                                      "block intermediates", error);
@@ -580,8 +577,8 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
             if (mb->has_downsample) {
                 pb->shortcut = plan_tensor(st, plan, oh, ow, out_c, NULL, error);
                 if (pb->shortcut == NULL ||
-                    !vd_cuda_conv_init(L, &pb->downsample, &bw[3], x, pb->shortcut, NULL, FALSE,
-                                       ws, error))
+                    !vd_cuda_conv_init(L, &pb->downsample, &bw[3], x, pb->shortcut, NULL, FALSE, ws,
+                                       error))
                     return FALSE;
             } else {
                 if (x->c != out_c || stride != 1) {
@@ -597,9 +594,9 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
             if (bottleneck) {
                 vd_cuda_tensor *t1 =
                     plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, temp1, error);
-                vd_cuda_tensor *t2 =
-                    t1 == NULL ? NULL
-                               : plan_tensor(st, plan, oh, ow, mb->conv2.out_channels, temp2, error);
+                vd_cuda_tensor *t2 = t1 == NULL ? NULL
+                                                : plan_tensor(st, plan, oh, ow,
+                                                              mb->conv2.out_channels, temp2, error);
                 if (t2 == NULL ||
                     !vd_cuda_conv_init(L, &pb->conv1, &bw[0], x, t1, NULL, TRUE, ws, error) ||
                     !vd_cuda_conv_init(L, &pb->conv2, &bw[1], t1, t2, NULL, TRUE, ws, error) ||
@@ -641,8 +638,8 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
         plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
         plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL ||
-            !vd_cuda_conv_init(L, &plan->fpn_inner[i], &st->fpn_inner[i], c, plan->fpn_sum[i],
-                               NULL, FALSE, ws, error) ||
+            !vd_cuda_conv_init(L, &plan->fpn_inner[i], &st->fpn_inner[i], c, plan->fpn_sum[i], NULL,
+                               FALSE, ws, error) ||
             !vd_cuda_conv_init(L, &plan->fpn_layer[i], &st->fpn_layer[i], plan->fpn_sum[i],
                                plan->fpn_out[i], NULL, FALSE, ws, error))
             return FALSE;
@@ -754,11 +751,10 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->sort_workspace_bytes = plan->n_images == 1
                                      ? vd_rpn_topk_workspace_size(max_level)
                                      : vd_rpn_topk_batched_workspace_size(rpn, plan->n_images);
-    plan->sort_workspace = vd_cuda_pool_alloc(&plan->pool, plan->sort_workspace_bytes, L->stream,
-                                              "RPN top-k", error);
-    if (plan->logit_keys == NULL || plan->logit_keys_sorted == NULL ||
-        plan->logit_index == NULL || plan->logit_index_sorted == NULL ||
-        plan->sort_workspace == NULL)
+    plan->sort_workspace =
+        vd_cuda_pool_alloc(&plan->pool, plan->sort_workspace_bytes, L->stream, "RPN top-k", error);
+    if (plan->logit_keys == NULL || plan->logit_keys_sorted == NULL || plan->logit_index == NULL ||
+        plan->logit_index_sorted == NULL || plan->sort_workspace == NULL)
         return FALSE;
     if (plan->sort_workspace_bytes == 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_DEVICE, "CUB could not size the RPN top-k");
@@ -775,8 +771,8 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->rpn_nms.max_candidates = candidates;
     plan->rpn_nms.max_keep = MIN(cfg->rpn_post_nms_top_n, candidates);
     plan->rpn_nms_workspace_bytes = vd_nms_workspace_size(&plan->rpn_nms);
-    plan->rpn_nms_workspace = vd_cuda_pool_alloc(&plan->pool, plan->rpn_nms_workspace_bytes,
-                                                 L->stream, "RPN NMS", error);
+    plan->rpn_nms_workspace =
+        vd_cuda_pool_alloc(&plan->pool, plan->rpn_nms_workspace_bytes, L->stream, "RPN NMS", error);
     plan->proposal_capacity = MAX(cfg->rpn_post_nms_top_n, 1);
     plan->rpn_keep = vd_cuda_pool_alloc(&plan->pool, n_img * plan->proposal_capacity * sizeof(int),
                                         L->stream, "RPN NMS", error);
@@ -860,10 +856,10 @@ static gboolean plan_box_head(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     plan->fc6_out = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc6.out_stride * esize,
                                        L->stream, "box head", error);
     /* TwoMLPHead only: the conv head's fc6 feeds the predictor */
-    plan->fc7_out = st->has_fc7 ? vd_cuda_pool_alloc(&plan->pool,
-                                                     n_img * R * st->fc7.out_stride * esize,
-                                                     L->stream, "box head", error)
-                                : plan->fc6_out;
+    plan->fc7_out = st->has_fc7
+                        ? vd_cuda_pool_alloc(&plan->pool, n_img * R * st->fc7.out_stride * esize,
+                                             L->stream, "box head", error)
+                        : plan->fc6_out;
     plan->head = vd_cuda_pool_alloc(&plan->pool, n_img * R * st->predictor_stride * sizeof(float),
                                     L->stream, "box head", error);
     plan->box_boxes = vd_cuda_pool_alloc(&plan->pool, n_img * n_flat * 4 * sizeof(float), L->stream,
@@ -1182,11 +1178,11 @@ static gboolean mask_tensor(cuda_state *st, cuda_mask *mk, vd_cuda_tensor *t, in
     t->w = w;
     t->c = c;
     t->n = mk->rows;
-    t->data = data != NULL ? data
-                           : vd_cuda_pool_alloc(&mk->pool,
-                                                (size_t)mk->rows * h * w * c *
-                                                    vd_dtype_size(st->dtype),
-                                                st->layers.stream, "the mask head", error);
+    t->data =
+        data != NULL
+            ? data
+            : vd_cuda_pool_alloc(&mk->pool, (size_t)mk->rows * h * w * c * vd_dtype_size(st->dtype),
+                                 st->layers.stream, "the mask head", error);
     return t->data != NULL;
 }
 
@@ -1218,8 +1214,9 @@ static gboolean mask_init(cuda_state *st, int rows, GError **error)
     if (widest > 0) {
         size_t bytes = (size_t)rows * P * P * widest * vd_dtype_size(st->dtype);
         ping = vd_cuda_pool_alloc(&mk->pool, bytes, L->stream, "the mask head", error);
-        pong = ping == NULL ? NULL
-                            : vd_cuda_pool_alloc(&mk->pool, bytes, L->stream, "the mask head", error);
+        pong = ping == NULL
+                   ? NULL
+                   : vd_cuda_pool_alloc(&mk->pool, bytes, L->stream, "the mask head", error);
         if (pong == NULL)
             goto out_fail;
     }
@@ -1301,8 +1298,8 @@ static gboolean record_stage(cuda_state *st, int index, gboolean timing, GError 
 {
     if (!timing)
         return TRUE;
-    return vd_cuda_check(cudaEventRecord(st->stage_events[index], st->layers.stream),
-                         "stage event", error);
+    return vd_cuda_check(cudaEventRecord(st->stage_events[index], st->layers.stream), "stage event",
+                         error);
 }
 
 /* Image @i's slice of an activation, and of a per-image buffer of @per_image
@@ -1334,8 +1331,8 @@ static gboolean enqueue_masks(cuda_state *st, cuda_plan *plan, int i, GError **e
     vd_kernel_result *result = result_slot(st, st->result_device, i);
 
     if (mk->rows < st->result_capacity) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "the mask branch is planned for %d rows of %d",
-                    mk->rows, st->result_capacity);
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "the mask branch is planned for %d rows of %d", mk->rows, st->result_capacity);
         return FALSE;
     }
     CUDA_TRY(vd_gather_proposals(plan->box_boxes + (size_t)i * n_flat * 4,
@@ -1397,9 +1394,8 @@ static gboolean enqueue_mnv3(cuda_state *st, cuda_plan *plan, GError **error)
         return FALSE;
     for (int b = 0; b < plan->n_mnv3; b++) {
         cuda_mnv3_block *pb = &plan->mnv3[b];
-        if (pb->has_expand &&
-            (!vd_cuda_conv_run(L, &pb->expand, error) ||
-             (pb->hardswish && !hardswish_tensor(st, pb->expanded, error))))
+        if (pb->has_expand && (!vd_cuda_conv_run(L, &pb->expand, error) ||
+                               (pb->hardswish && !hardswish_tensor(st, pb->expanded, error))))
             return FALSE;
         if (!vd_cuda_conv_run(L, &pb->depthwise, error) ||
             (pb->hardswish && !hardswish_tensor(st, pb->dw_out, error)))
@@ -1614,8 +1610,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
             for (int j = 0; j < plan->n_box_convs; j++)
                 if (!vd_cuda_conv_run(L, &plan->box_convs[j], error))
                     return FALSE;
-            if (!vd_cuda_linear_run(L, &st->fc6, plan->box_out[plan->n_box_convs - 1].data,
-                                    fc6_out, error) ||
+            if (!vd_cuda_linear_run(L, &st->fc6, plan->box_out[plan->n_box_convs - 1].data, fc6_out,
+                                    error) ||
                 !vd_cuda_linear_run(L, &st->predictor, fc6_out, head, error))
                 return FALSE;
         } else {
@@ -1670,8 +1666,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                             result_slot(st, st->result_device, i), s),
                      "detections");
         }
-        size_t bytes = sizeof(vd_kernel_result) +
-                       (size_t)p->max_detections * sizeof(vd_kernel_detection);
+        size_t bytes =
+            sizeof(vd_kernel_result) + (size_t)p->max_detections * sizeof(vd_kernel_detection);
         if (st->has_masks) {
             if (!record_stage(st, 7, timing, error))
                 return FALSE;
@@ -1872,8 +1868,8 @@ static void observe_frame(cuda_state *st, vd_context *ctx, int rh, int rw, int n
     }
     {
         int64_t shape[2] = {n_props, 4};
-        observe_device(st, ctx, "proposals", plan->proposals, VD_DTYPE_F32, n_props, 1, 4, 4,
-                       FALSE, shape, 2);
+        observe_device(st, ctx, "proposals", plan->proposals, VD_DTYPE_F32, n_props, 1, 4, 4, FALSE,
+                       shape, 2);
         observe_device(st, ctx, "proposal_scores", plan->proposal_scores, VD_DTYPE_F32, n_props, 1,
                        1, 1, FALSE, shape, 1);
     }
@@ -2265,8 +2261,8 @@ static gboolean upload_mask_weights(cuda_state *st, GError **error)
         goto out_free;
     }
     vd_deconv2x2_as_conv1x1(d->weight, d->bias, in, R, Rp, w, b);
-    ok = vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->mask_deconv, w, b,
-                                      4 * Rp, in, 1, 1, 0, 4 * Rp, in_p, error) &&
+    ok = vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->mask_deconv, w, b, 4 * Rp,
+                                     in, 1, 1, 0, 4 * Rp, in_p, error) &&
          upload_conv(st, &st->mask_logits, &m->mask_logits, Rp,
                      round_up(m->mask_logits.out_channels, 8), error);
 out_free:
@@ -2289,11 +2285,11 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
         vd_cuda_conv_weights *bw = st->mnv3_weights[b];
         const vd_conv *d = &mb->depthwise;
         if ((mb->expand.out_channels > 0 &&
-             !upload_conv(st, &bw[0], &mb->expand, mb->expand.in_channels,
-                          mb->expand.out_channels, error)) ||
-            !vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &bw[1], d->weight,
-                                         d->bias, d->out_channels, 1, d->kernel, d->stride,
-                                         d->padding, d->out_channels, 1, error) ||
+             !upload_conv(st, &bw[0], &mb->expand, mb->expand.in_channels, mb->expand.out_channels,
+                          error)) ||
+            !vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &bw[1], d->weight, d->bias,
+                                         d->out_channels, 1, d->kernel, d->stride, d->padding,
+                                         d->out_channels, 1, error) ||
             !upload_conv(st, &bw[2], &mb->project, mb->project.in_channels,
                          mb->project.out_channels, error))
             return FALSE;
@@ -2302,15 +2298,14 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
             const vd_linear *fc[2] = {&mb->se_fc1, &mb->se_fc2};
             for (int j = 0; j < 4; j++) {
                 const vd_linear *l = fc[j / 2];
-                size_t count = j % 2 ? (size_t)l->out_features
-                                     : (size_t)l->out_features * l->in_features;
-                st->mnv3_se[b][j] = vd_cuda_pool_alloc(&st->weights_pool, count * sizeof(float),
-                                                       st->layers.stream,
-                                                       "squeeze-excitation weights", error);
+                size_t count =
+                    j % 2 ? (size_t)l->out_features : (size_t)l->out_features * l->in_features;
+                st->mnv3_se[b][j] =
+                    vd_cuda_pool_alloc(&st->weights_pool, count * sizeof(float), st->layers.stream,
+                                       "squeeze-excitation weights", error);
                 if (st->mnv3_se[b][j] == NULL ||
                     !vd_cuda_upload_floats(&st->layers, st->mnv3_se[b][j],
-                                           j % 2 ? l->bias : l->weight, count, VD_DTYPE_F32,
-                                           error))
+                                           j % 2 ? l->bias : l->weight, count, VD_DTYPE_F32, error))
                     return FALSE;
             }
         }
@@ -2334,7 +2329,8 @@ static void name_conv_weights(cuda_state *st)
             NAME(st->mnv3_weights[b][1], "backbone.body.%d.depthwise", b + 1);
             NAME(st->mnv3_weights[b][2], "backbone.body.%d.project", b + 1);
         }
-        NAME(st->mnv3_last, "backbone.body.%d", MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks) + 1);
+        NAME(st->mnv3_last, "backbone.body.%d",
+             MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks) + 1);
     } else {
         NAME(st->stem, "backbone.body.conv1");
         for (int b = 0; b < m->n_blocks; b++) {
@@ -2442,8 +2438,8 @@ static gboolean upload_weights(cuda_state *st, GError **error)
     memcpy(pred_b, m->cls_score.bias, sizeof(float) * K);
     memcpy(pred_b + K, m->bbox_pred.bias, sizeof(float) * 4 * K);
     ok = vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc6, fc6_w, m->fc6.bias,
-                               m->fc6.out_features, (int)fc6_in,
-                               round_up(m->fc6.out_features, 8), st->dtype, TRUE, error) &&
+                               m->fc6.out_features, (int)fc6_in, round_up(m->fc6.out_features, 8),
+                               st->dtype, TRUE, error) &&
          (!st->has_fc7 ||
           vd_cuda_linear_upload(&st->layers, &st->weights_pool, &st->fc7, m->fc7.weight,
                                 m->fc7.bias, m->fc7.out_features, m->fc7.in_features,
@@ -2477,8 +2473,8 @@ static gboolean mask_head_chains(const vd_model *m, GError **error)
     }
     ok = ok && m->mask_deconv.in_channels == in && m->mask_deconv.kernel == 2 &&
          m->mask_deconv.stride == 2 && m->mask_deconv.padding == 0 &&
-         m->mask_logits.in_channels == m->mask_deconv.out_channels &&
-         m->mask_logits.kernel == 1 && m->mask_logits.out_channels == cfg->num_classes;
+         m->mask_logits.in_channels == m->mask_deconv.out_channels && m->mask_logits.kernel == 1 &&
+         m->mask_logits.out_channels == cfg->num_classes;
     if (!ok)
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "the mask head's shapes do not chain (%d convolutions from %d channels, "
@@ -2556,11 +2552,11 @@ static gboolean mnv3_chains(const vd_model *m, GError **error)
                 (m->mnv3_last.in_channels == in && m->mnv3_last.kernel == 1 &&
                  m->mnv3_last.stride == 1 && m->mnv3_last.groups <= 1));
     if (!ok)
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                    "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
-                    "(%s%d)",
-                    bad >= 0 ? "feature " : "features computed: ",
-                    bad >= 0 ? bad : m->mnv3_n_computed);
+        g_set_error(
+            error, VD_ERROR, VD_ERROR_FORMAT,
+            "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
+            "(%s%d)",
+            bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3_n_computed);
     return ok;
 }
 
@@ -2678,8 +2674,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
     CUDNN_TRY(cudnnSetActivationDescriptor(st->layers.identity, CUDNN_ACTIVATION_IDENTITY,
                                            CUDNN_PROPAGATE_NAN, 0.0),
               "activation descriptor");
-    if (!vd_cublas_check(cublasLtCreate(&st->layers.cublaslt), "creating a cuBLASLt handle",
-                         error))
+    if (!vd_cublas_check(cublasLtCreate(&st->layers.cublaslt), "creating a cuBLASLt handle", error))
         goto out_fail;
     st->layers.lt_workspace_bytes = VD_CUDA_LT_WORKSPACE;
     if (!vd_cuda_check(cudaMalloc(&st->layers.lt_workspace, st->layers.lt_workspace_bytes),
@@ -2743,14 +2738,14 @@ static GPtrArray *plan_convolutions(const cuda_state *st, cuda_plan *plan)
     return out;
 }
 
-static void add_conv_kernels(const cuda_state *st, cuda_plan *plan, const char *suffix,
-                             GArray *out, GStringChunk *strings)
+static void add_conv_kernels(const cuda_state *st, cuda_plan *plan, const char *suffix, GArray *out,
+                             GStringChunk *strings)
 {
     GPtrArray *convs = plan_convolutions(st, plan);
     for (guint i = 0; i < convs->len; i++) {
         const vd_cuda_conv *conv = g_ptr_array_index(convs, i);
-        char *layer = g_strdup_printf("%s%s", conv->weights != NULL ? conv->weights->name : "",
-                                      suffix);
+        char *layer =
+            g_strdup_printf("%s%s", conv->weights != NULL ? conv->weights->name : "", suffix);
         char *impl = vd_cuda_conv_describe(conv);
         vd_kernel_info k = {g_string_chunk_insert_const(strings, layer), "convolution",
                             g_string_chunk_insert_const(strings, impl)};
@@ -2803,8 +2798,7 @@ static void cuda_status(void *p, vd_run_status *status)
     } else if (retrying != NULL) {
         /* the last batch's graph: its reason and its eager frames left */
         status->graphs = VD_GRAPHS_RETRYING;
-        g_strlcpy(status->graphs_reason, retrying->backoff.reason,
-                  sizeof(status->graphs_reason));
+        g_strlcpy(status->graphs_reason, retrying->backoff.reason, sizeof(status->graphs_reason));
         status->graph_retry_frames = retrying->backoff.retry_in;
     } else {
         status->graphs = VD_GRAPHS_ACTIVE;

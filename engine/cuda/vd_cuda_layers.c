@@ -66,9 +66,8 @@ void vd_cuda_upload_done(vd_cuda_layers *layers)
 
 gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
                                      vd_cuda_conv_weights *dst, const float *weight,
-                                     const float *bias, int out_c, int in_c, int kernel,
-                                     int stride, int padding, int padded_out_c, int padded_in_c,
-                                     GError **error)
+                                     const float *bias, int out_c, int in_c, int kernel, int stride,
+                                     int padding, int padded_out_c, int padded_in_c, GError **error)
 {
     size_t kk = (size_t)kernel * kernel;
     size_t n = (size_t)padded_out_c * kk * padded_in_c;
@@ -85,7 +84,8 @@ gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
     for (int o = 0; o < out_c; o++)
         for (int i = 0; i < in_c; i++)
             for (size_t p = 0; p < kk; p++)
-                host[((size_t)o * kk + p) * padded_in_c + i] = weight[((size_t)o * in_c + i) * kk + p];
+                host[((size_t)o * kk + p) * padded_in_c + i] =
+                    weight[((size_t)o * in_c + i) * kk + p];
     memcpy(host_bias, bias, (size_t)out_c * sizeof(float));
 
     dst->out_c = padded_out_c;
@@ -226,8 +226,8 @@ gboolean vd_cuda_conv_init(vd_cuda_layers *layers, vd_cuda_conv *conv,
             size_t bytes = 0;
             if (cudnnGetConvolutionForwardWorkspaceSize(
                     layers->cudnn, conv->x_desc, conv->w_desc, conv->conv_desc, conv->y_desc,
-                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, &bytes) ==
-                    CUDNN_STATUS_SUCCESS &&
+                    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                    &bytes) == CUDNN_STATUS_SUCCESS &&
                 bytes <= CONV_WORKSPACE_LIMIT) {
                 conv->algos[0] = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
                 conv->algo_bytes[0] = bytes;
@@ -297,9 +297,8 @@ static cudnnStatus_t conv_run_unfused(vd_cuda_layers *layers, vd_cuda_conv *conv
         return CUDNN_STATUS_NOT_SUPPORTED;
     status = cudnnConvolutionForward(layers->cudnn, &one, conv->x_desc, conv->src->data,
                                      conv->w_desc, conv->weights->weight, conv->conv_desc,
-                                     conv->unfused_algo, layers->workspace,
-                                     layers->workspace_bytes, &zero, conv->y_desc,
-                                     conv->dst->data);
+                                     conv->unfused_algo, layers->workspace, layers->workspace_bytes,
+                                     &zero, conv->y_desc, conv->dst->data);
     if (status == CUDNN_STATUS_SUCCESS && conv->residual != NULL)
         status = cudnnAddTensor(layers->cudnn, &one, conv->y_desc, conv->residual->data, &one,
                                 conv->y_desc, conv->dst->data);
@@ -339,7 +338,7 @@ const char *vd_cuda_conv_algo_name(cudnnConvolutionFwdAlgo_t algo)
 static const char *conv_layer_name(const vd_cuda_conv *conv)
 {
     return conv->weights != NULL && conv->weights->name[0] != '\0' ? conv->weights->name
-                                                                     : "(unnamed)";
+                                                                   : "(unnamed)";
 }
 
 char *vd_cuda_conv_describe(const vd_cuda_conv *conv)
@@ -367,14 +366,14 @@ gboolean vd_cuda_conv_run(vd_cuda_layers *layers, vd_cuda_conv *conv, GError **e
                 layers->cudnn, &one, conv->x_desc, conv->src->data, conv->w_desc,
                 conv->weights->weight, conv->conv_desc, conv->algos[conv->algo], layers->workspace,
                 layers->workspace_bytes, conv->residual != NULL ? &one : &zero, conv->y_desc, z,
-                conv->bias_desc, conv->weights->bias,
-                conv->relu ? layers->relu : layers->identity, conv->y_desc, conv->dst->data);
+                conv->bias_desc, conv->weights->bias, conv->relu ? layers->relu : layers->identity,
+                conv->y_desc, conv->dst->data);
         if (status == CUDNN_STATUS_SUCCESS)
             return TRUE;
         if (!vd_cudnn_refused(status)) {
-            char *what = g_strdup_printf("convolution %s (fused, algorithm %s)",
-                                         conv_layer_name(conv),
-                                         vd_cuda_conv_algo_name(conv->algos[conv->algo]));
+            char *what =
+                g_strdup_printf("convolution %s (fused, algorithm %s)", conv_layer_name(conv),
+                                vd_cuda_conv_algo_name(conv->algos[conv->algo]));
             gboolean ok = vd_cudnn_check(status, what, error);
             g_free(what);
             return ok;
@@ -427,7 +426,8 @@ gboolean vd_cuda_linear_upload(vd_cuda_layers *layers, vd_cuda_pool *pool, vd_cu
     float *host_bias = g_try_malloc0((size_t)out_stride * sizeof(float));
     memset(lin, 0, sizeof(*lin));
     if (host == NULL || host_bias == NULL) {
-        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory preparing a linear layer");
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "out of memory preparing a linear layer");
         goto out_free;
     }
     memcpy(host, weight, (size_t)out * in * sizeof(float));
@@ -439,10 +439,10 @@ gboolean vd_cuda_linear_upload(vd_cuda_layers *layers, vd_cuda_pool *pool, vd_cu
     lin->relu = relu;
     lin->weight = vd_cuda_pool_alloc(pool, n * vd_dtype_size(layers->dtype), layers->stream,
                                      "linear weights", error);
-    lin->bias = lin->weight == NULL ? NULL
-                                    : vd_cuda_pool_alloc(pool,
-                                                         (size_t)out_stride * vd_dtype_size(out_dtype),
-                                                         layers->stream, "linear bias", error);
+    lin->bias = lin->weight == NULL
+                    ? NULL
+                    : vd_cuda_pool_alloc(pool, (size_t)out_stride * vd_dtype_size(out_dtype),
+                                         layers->stream, "linear bias", error);
     if (lin->bias == NULL)
         goto out_free;
     ok = vd_cuda_upload_floats(layers, lin->weight, host, n, layers->dtype, error) &&
@@ -478,8 +478,7 @@ static uint32_t block_alignment(size_t block_bytes)
  * W^T (N x K, i.e. W stored K x N transposed) times X^T (K x R): A = W with
  * op T, B = X, C = D = Y with leading dimension out_stride. The bias is the
  * epilogue's per-row (of the column-major D) vector. */
-gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int rows,
-                             GError **error)
+gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int rows, GError **error)
 {
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t result;
@@ -493,12 +492,12 @@ gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int ro
     lin->rows = rows;
     CUBLAS_TRY(cublasLtMatmulDescCreate(&lin->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                "matmul descriptor");
-    CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
-                                              sizeof(op_t)),
-               "matmul descriptor");
-    CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
-                                              sizeof(op_n)),
-               "matmul descriptor");
+    CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)),
+        "matmul descriptor");
+    CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)),
+        "matmul descriptor");
     CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                               sizeof(epilogue)),
                "matmul epilogue");
@@ -508,17 +507,16 @@ gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int ro
     CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lin->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                               &bias_type, sizeof(bias_type)),
                "matmul bias type");
-    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lin->a_layout, in_type, lin->in, lin->out_stride,
-                                          lin->in),
-               "matrix layout");
+    CUBLAS_TRY(
+        cublasLtMatrixLayoutCreate(&lin->a_layout, in_type, lin->in, lin->out_stride, lin->in),
+        "matrix layout");
     CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lin->b_layout, in_type, lin->in, rows, lin->in),
                "matrix layout");
     CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lin->c_layout, out_type, lin->out_stride, rows,
                                           lin->out_stride),
                "matrix layout");
     CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref), "matmul preference");
-    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref,
-                                                    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &layers->lt_workspace_bytes,
                                                     sizeof(layers->lt_workspace_bytes)),
                "matmul preference");

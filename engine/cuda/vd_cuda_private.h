@@ -202,8 +202,8 @@ typedef struct {
  * to @in_c / @out_c channels. */
 gboolean vd_cuda_conv_weights_upload(vd_cuda_layers *layers, vd_cuda_pool *pool,
                                      vd_cuda_conv_weights *dst, const float *weight,
-                                     const float *bias, int out_c, int in_c, int kernel,
-                                     int stride, int padding, int padded_out_c, int padded_in_c,
+                                     const float *bias, int out_c, int in_c, int kernel, int stride,
+                                     int padding, int padded_out_c, int padded_in_c,
                                      GError **error);
 
 /* Describes the convolution and picks its algorithm candidates; *workspace_bytes
@@ -245,8 +245,7 @@ gboolean vd_cuda_linear_upload(vd_cuda_layers *layers, vd_cuda_pool *pool, vd_cu
                                const float *weight, const float *bias, int out, int in,
                                int out_stride, vd_dtype out_dtype, gboolean relu, GError **error);
 /* Plans the product for @rows rows of input (the proposal capacity). */
-gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int rows,
-                             GError **error);
+gboolean vd_cuda_linear_plan(vd_cuda_layers *layers, vd_cuda_linear *lin, int rows, GError **error);
 gboolean vd_cuda_linear_run(vd_cuda_layers *layers, vd_cuda_linear *lin, const void *x, void *y,
                             GError **error);
 void vd_cuda_linear_clear(vd_cuda_linear *lin);

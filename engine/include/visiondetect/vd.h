@@ -36,13 +36,13 @@ G_BEGIN_DECLS
 #define VD_ERROR (vd_error_quark())
 
 typedef enum {
-    VD_ERROR_FILE,           /* a file could not be opened, read or mapped */
-    VD_ERROR_FORMAT,         /* a model file is malformed or inconsistent */
-    VD_ERROR_UNSUPPORTED,    /* valid, but not supported (architecture, dtype, pixel format) */
-    VD_ERROR_DEVICE,         /* no device, or a device/driver error */
-    VD_ERROR_OUT_OF_MEMORY,  /* host or device memory exhausted */
+    VD_ERROR_FILE,             /* a file could not be opened, read or mapped */
+    VD_ERROR_FORMAT,           /* a model file is malformed or inconsistent */
+    VD_ERROR_UNSUPPORTED,      /* valid, but not supported (architecture, dtype, pixel format) */
+    VD_ERROR_DEVICE,           /* no device, or a device/driver error */
+    VD_ERROR_OUT_OF_MEMORY,    /* host or device memory exhausted */
     VD_ERROR_INVALID_ARGUMENT, /* a bad parameter or image description */
-    VD_ERROR_INTERNAL,       /* a backend library failed unexpectedly */
+    VD_ERROR_INTERNAL,         /* a backend library failed unexpectedly */
 } vd_error_code;
 
 VD_API GQuark vd_error_quark(void);
@@ -122,12 +122,12 @@ typedef enum {
 
 typedef struct {
     vd_device_type device;
-    int device_index;       /* CUDA ordinal; ignored on the CPU */
+    int device_index; /* CUDA ordinal; ignored on the CPU */
     vd_precision precision;
-    int n_threads;          /* CPU threads; 0 = all cores */
-    float score_threshold;  /* < 0: the model's (strict '>' as torchvision) */
-    float nms_threshold;    /* < 0: the model's box-head NMS IoU threshold */
-    int max_detections;     /* <= 0: the model's detections_per_img */
+    int n_threads;         /* CPU threads; 0 = all cores */
+    float score_threshold; /* < 0: the model's (strict '>' as torchvision) */
+    float nms_threshold;   /* < 0: the model's box-head NMS IoU threshold */
+    int max_detections;    /* <= 0: the model's detections_per_img */
 } vd_context_params;
 
 VD_API vd_context_params vd_context_default_params(void);
@@ -138,8 +138,7 @@ typedef struct vd_context vd_context;
  * Returns NULL with @error set when the device or precision is not available:
  * VD_DEVICE_AUTO never fails for lack of a working GPU (it falls back to the CPU;
  * see vd_context_device() and vd_context_fallback_reason()). */
-VD_API vd_context *vd_context_new(vd_model *model, const vd_context_params *params,
-                                  GError **error);
+VD_API vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GError **error);
 VD_API void vd_context_free(vd_context *ctx);
 
 /* What the context actually runs on (never VD_DEVICE_AUTO / VD_PRECISION_AUTO). */
@@ -167,8 +166,8 @@ VD_API const char *vd_context_describe(const vd_context *ctx);
  * implementation name on the CPU: "jit:avx2", "brg:avx512_core", ... ; one that
  * starts with "ref" is a reference loop, orders of magnitude slower). */
 typedef struct {
-    const char *layer;          /* "backbone.body.layer1.0.conv1", "roi_heads.box_head.fc6", ... */
-    const char *kind;           /* "convolution", "pooling", "matmul", "eltwise", "reorder" */
+    const char *layer; /* "backbone.body.layer1.0.conv1", "roi_heads.box_head.fc6", ... */
+    const char *kind;  /* "convolution", "pooling", "matmul", "eltwise", "reorder" */
     const char *implementation;
 } vd_kernel_info;
 
@@ -180,8 +179,8 @@ VD_API int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels);
 
 /* Thresholds may be changed between frames (same thread as vd_detect); they
  * apply to the next vd_detect() or vd_submit(). */
-VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,
-                                      float nms_threshold, int max_detections);
+VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold, float nms_threshold,
+                                      int max_detections);
 
 /* ------------------------------------------------------------------------ */
 /* Images                                                                    */
@@ -189,12 +188,12 @@ VD_API void vd_context_set_thresholds(vd_context *ctx, float score_threshold,
 typedef enum {
     VD_FORMAT_RGB = 0, /* packed 8-bit, 3 bytes per pixel */
     VD_FORMAT_BGR,
-    VD_FORMAT_RGBA,    /* packed 8-bit, 4 bytes per pixel */
+    VD_FORMAT_RGBA, /* packed 8-bit, 4 bytes per pixel */
     VD_FORMAT_BGRA,
     VD_FORMAT_RGBX,
     VD_FORMAT_BGRX,
-    VD_FORMAT_NV12,    /* Y plane + interleaved UV plane, 4:2:0 */
-    VD_FORMAT_I420,    /* Y, U, V planes, 4:2:0 */
+    VD_FORMAT_NV12, /* Y plane + interleaved UV plane, 4:2:0 */
+    VD_FORMAT_I420, /* Y, U, V planes, 4:2:0 */
 } vd_pixel_format;
 
 typedef enum {
@@ -222,7 +221,7 @@ VD_API vd_image vd_image_rgb(const uint8_t *pixels, int width, int height);
 typedef struct {
     float x1, y1, x2, y2; /* original-frame pixels, continuous coordinates */
     float score;
-    int label;            /* class id (1..num_classes-1) */
+    int label; /* class id (1..num_classes-1) */
 
     /* Instance mask, for models with a mask branch (vd_model_has_masks()); NULL
      * with the four integers 0 otherwise (and for a detection whose rectangle
@@ -245,9 +244,9 @@ typedef struct {
 } vd_detection;
 
 typedef struct {
-    int width, height;          /* the frame's size */
+    int width, height; /* the frame's size */
     int n_detections;
-    vd_detection *detections;   /* sorted by score, descending; owned, see below */
+    vd_detection *detections; /* sorted by score, descending; owned, see below */
     /* Infinite or NaN values the backend found in this frame's RPN head
      * (objectness and deltas) and box head (class logits and deltas) outputs:
      * an fp16 activation above 65504 overflows, and weights may be corrupt
@@ -263,8 +262,8 @@ typedef struct {
  * structures; each is filled with newly allocated detections that the caller
  * releases with vd_result_clear(). Returns FALSE with @error set on failure, in
  * which case no result needs clearing. Not thread-safe per context. */
-VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
-                          vd_result *results, GError **error);
+VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images, vd_result *results,
+                          GError **error);
 
 /* Asynchronous pair. vd_submit() copies the rows of the images the engine reads
  * (so the frames may be released at once) and returns; the batch runs on the
@@ -283,10 +282,8 @@ VD_API gboolean vd_detect(vd_context *ctx, const vd_image *images, int n_images,
  * the batch (see vd_context_set_observer()). */
 #define VD_MAX_IN_FLIGHT 4
 
-VD_API gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images,
-                          GError **error);
-VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results,
-                           GError **error);
+VD_API gboolean vd_submit(vd_context *ctx, const vd_image *images, int n_images, GError **error);
+VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, GError **error);
 /* Batches submitted and not yet collected. */
 VD_API int vd_context_in_flight(const vd_context *ctx);
 
@@ -308,14 +305,13 @@ VD_API void vd_result_clear(vd_result *result);
  *   "mask_probs"   [D,M,M] models with masks: each detection's mask before the
  *                  paste (sigmoid of its label's channel, M = 2 * the pooler's size)
  * @data and @shape are valid only during the call. */
-typedef void (*vd_tensor_observer)(const char *name, const float *data,
-                                   const int64_t *shape, int ndim, void *user_data);
+typedef void (*vd_tensor_observer)(const char *name, const float *data, const int64_t *shape,
+                                   int ndim, void *user_data);
 
 /* The observer applies to the batches run or submitted afterwards; @user_data
  * must stay valid until every batch submitted with it has been collected. The
  * observer must not call the context's functions. */
-VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer,
-                                    void *user_data);
+VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer, void *user_data);
 
 /* Per-stage wall-clock times of the last batch returned (vd_detect() or
  * vd_collect()) in milliseconds, for
