@@ -2002,7 +2002,10 @@ float vd_model_score_threshold(const vd_model *model)
 char *vd_default_model_path(char **searched)
 {
     const char *env = g_getenv("VISIONDETECT_MODEL");
-    const char *dirs[] = {VD_BUILD_MODELDIR, VD_MODELDIR};
+    /* the installed data dir only: an installed library never looks into a
+     * build or source tree (uninstalled runs name the model through the
+     * environment: meson devenv sets it) */
+    const char *dirs[] = {VD_MODELDIR};
     GString *where = g_string_new(NULL);
 
     if (searched != NULL)

@@ -33,8 +33,8 @@
  *
  * Without the #GstVisionDetect:model property, the bundled model
  * visiondetect-shapes.safetensors is used, looked up in $VISIONDETECT_MODEL
- * (a file path), the source tree's models/ directory, then the installed
- * data directory. Elements of one process that run the same model file share
+ * (a file path), then in the installed data directory (`meson devenv` sets
+ * $VISIONDETECT_MODEL to the source tree's for uninstalled runs). Elements of one process that run the same model file share
  * its loaded weights (each keeps its own engine context and device memory).
  *
  * With #GstVisionDetect:batch-size above 1, the elements of a process that
@@ -1803,7 +1803,7 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
       g_param_spec_string ("model", "Model",
           "Model file (.safetensors, written by tools/export_torchvision.py). "
           "Unset: $VISIONDETECT_MODEL, else the bundled " VD_DEFAULT_MODEL_NAME
-          " from the build tree's or the installed models directory",
+          " from the installed models directory",
           DEFAULT_MODEL, rw | GST_PARAM_MUTABLE_READY));
   g_object_class_install_property (gobject_class, PROP_DEVICE,
       g_param_spec_string ("device", "Device",

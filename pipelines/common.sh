@@ -36,6 +36,11 @@ vd_prepare() {
   fi
   [ -e "$VD_BUILD/gst/libgstvisiondetect.so" ] || vd_die "no plugin in $VD_BUILD/gst: build the project first (meson setup build && ninja -C build)"
   export GST_PLUGIN_PATH="$VD_BUILD/gst${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}"
+  # an uninstalled plugin finds the bundled model through the environment only
+  # (as under meson devenv)
+  if [ -z "${VISIONDETECT_MODEL:-}" ] && [ -f "$VD_ROOT/models/visiondetect-shapes.safetensors" ]; then
+    export VISIONDETECT_MODEL="$VD_ROOT/models/visiondetect-shapes.safetensors"
+  fi
   # a registry of our own: never a stale ~/.cache one
   export GST_REGISTRY="${GST_REGISTRY:-$VD_BUILD/gst-registry.bin}"
   gst-inspect-1.0 visiondetect >/dev/null 2>&1 || vd_die "GStreamer cannot load the visiondetect plugin from $VD_BUILD/gst (run gst-inspect-1.0 visiondetect to see why)"

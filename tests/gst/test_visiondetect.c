@@ -1640,8 +1640,9 @@ GST_END_TEST;
 
 GST_START_TEST (test_default_model)
 {
+  /* the installed one: the plugin never looks into the source or build tree */
   gchar *bundled[] = {
-    g_build_filename (g_getenv ("VD_TEST_SRCDIR"), "models",
+    g_build_filename (g_getenv ("VD_TEST_MODELDIR"),
         "visiondetect-shapes.safetensors", NULL),
   };
   gchar *error;
@@ -1663,7 +1664,8 @@ GST_START_TEST (test_default_model)
     g_free (model);
   }
 
-  /* without it: the bundled model, or a clear error saying where it looked */
+  /* without it: the installed bundled model, or a clear error saying where it
+   * looked (the installed data dir) */
   g_setenv ("VISIONDETECT_MODEL", "", TRUE);
   error = start_error ("");
   if (g_file_test (bundled[0], G_FILE_TEST_IS_REGULAR)) {
@@ -1672,7 +1674,8 @@ GST_START_TEST (test_default_model)
     fail_unless (error != NULL);
     fail_unless (strstr (error, "No model") != NULL
         && strstr (error, "visiondetect-shapes.safetensors") != NULL
-        && strstr (error, "models") != NULL, "%s", error);
+        && strstr (error, g_getenv ("VD_TEST_MODELDIR")) != NULL, "%s", error);
+    fail_if (strstr (error, g_getenv ("VD_TEST_SRCDIR")) != NULL, "%s", error);
   }
   g_free (error);
   g_free (bundled[0]);
