@@ -203,8 +203,7 @@ take_batch_locked (GstVisionBatcher * b, gint64 now, gint64 * wake_at)
       g_ptr_array_add (group, r);
       deadline = MIN (deadline, r->deadline);
     }
-    if (head->alone || group->len >= batch_size || saturated
-        || now >= deadline) {
+    if (head->alone || group->len >= batch_size || saturated || now >= deadline) {
       for (guint i = 0; i < group->len; i++) {
         GstVisionBatchRequest *r = g_ptr_array_index (group, i);
 

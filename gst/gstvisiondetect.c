@@ -265,7 +265,7 @@ gst_vision_detect_late_frames_get_type (void)
   static GType type = 0;
   static const GEnumValue values[] = {
     {GST_VISION_DETECT_LATE_SKIP_INFERENCE,
-          "Pass the frame on time without inference (its meta says it was "
+        "Pass the frame on time without inference (its meta says it was "
           "skipped)", "skip-inference"},
     {GST_VISION_DETECT_LATE_DROP,
         "Drop the frame whole when downstream reports it late (QoS)", "drop"},
@@ -1732,8 +1732,7 @@ gst_vision_detect_src_event (GstBaseTransform * trans, GstEvent * event)
 }
 
 static GstStateChangeReturn
-gst_vision_detect_change_state (GstElement * element,
-    GstStateChange transition)
+gst_vision_detect_change_state (GstElement * element, GstStateChange transition)
 {
   GstVisionDetect *self = GST_VISION_DETECT (element);
 
@@ -1918,7 +1917,8 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
       GST_DEBUG_FUNCPTR (gst_vision_detect_generate_output);
   /* never called (generate_output takes every frame); with it the base class
    * treats the element as in place: the allocation query goes downstream */
-  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
+  trans_class->transform_ip =
+      GST_DEBUG_FUNCPTR (gst_vision_detect_transform_ip);
   trans_class->propose_allocation =
       GST_DEBUG_FUNCPTR (gst_vision_detect_propose_allocation);
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_detect_sink_event);

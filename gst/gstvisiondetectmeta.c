@@ -260,7 +260,8 @@ gst_vision_detect_meta_api_get_type (void)
 }
 
 static gboolean
-gst_vision_detect_meta_init (GstMeta * meta, gpointer params, GstBuffer * buffer)
+gst_vision_detect_meta_init (GstMeta * meta, gpointer params,
+    GstBuffer * buffer)
 {
   GstVisionDetectMeta *dmeta = (GstVisionDetectMeta *) meta;
 

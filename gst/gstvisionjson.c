@@ -105,7 +105,7 @@ gst_vision_json_format_get_type (void)
         "visiondetect's own: frame, pts, stream_time, width, height, "
           "inferred, objects", "visiondetect"},
     {GST_VISION_JSON_FORMAT_DLSTREAMER,
-        "DL Streamer's gvametaconvert: resolution, timestamp, objects",
+          "DL Streamer's gvametaconvert: resolution, timestamp, objects",
         "dlstreamer"},
     {0, NULL, NULL},
   };

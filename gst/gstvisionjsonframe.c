@@ -166,7 +166,8 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
   g_string_append_printf (json, "{\"frame\":%" G_GUINT64_FORMAT ",\"pts\":",
       frame_index);
   if (GST_BUFFER_PTS_IS_VALID (buffer))
-    g_string_append_printf (json, "%" G_GUINT64_FORMAT, GST_BUFFER_PTS (buffer));
+    g_string_append_printf (json, "%" G_GUINT64_FORMAT,
+        GST_BUFFER_PTS (buffer));
   else
     g_string_append (json, "null");
   /* where the frame is in the stream (a seek, a segment's start): pts is
@@ -177,8 +178,7 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
     g_string_append_printf (json, "%" G_GUINT64_FORMAT, timestamp);
   else
     g_string_append (json, "null");
-  g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width,
-      height);
+  g_string_append_printf (json, ",\"width\":%d,\"height\":%d", width, height);
   /* whether visiondetect looked at the frame: "nothing found" and "not looked
    * at" differ (absent when no visiondetect ran upstream) */
   meta = gst_buffer_get_vision_detect_meta (buffer);
@@ -197,7 +197,8 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
 
     g_string_append_printf (json, "%s{\"id\":%d,\"label\":", i ? "," : "",
         d->roi_id);
-    gst_vision_json_append_string (json, d->label ? g_quark_to_string (d->label) : "");
+    gst_vision_json_append_string (json,
+        d->label ? g_quark_to_string (d->label) : "");
     g_string_append_printf (json, ",\"label_id\":%d,\"confidence\":",
         d->label_id);
     gst_vision_json_append_number (json, d->confidence, 6);

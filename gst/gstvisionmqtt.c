@@ -313,13 +313,11 @@ on_connect (struct mosquitto *mosq, void *user_data, int rc)
       if (rc == 4 || rc == 5)
         GST_ELEMENT_ERROR (self, RESOURCE, NOT_AUTHORIZED,
             ("The MQTT broker %s refused the connection: %s", self->broker,
-                mosquitto_connack_string (rc)), ("CONNACK return code %d",
-                rc));
+                mosquitto_connack_string (rc)), ("CONNACK return code %d", rc));
       else
         GST_ELEMENT_ERROR (self, RESOURCE, OPEN_WRITE,
             ("The MQTT broker %s refused the connection: %s", self->broker,
-                mosquitto_connack_string (rc)), ("CONNACK return code %d",
-                rc));
+                mosquitto_connack_string (rc)), ("CONNACK return code %d", rc));
     }
     return;
   }
@@ -675,7 +673,7 @@ gst_vision_mqtt_flush (GstVisionMqtt * self)
   timeout_ms = self->flush_timeout;
   GST_OBJECT_UNLOCK (self);
 
-  deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  deadline = g_get_monotonic_time () + (gint64) timeout_ms *1000;
   g_mutex_lock (&self->lock);
   while (!self->fatal && !self->flushing && !self->stopping
       && (!g_queue_is_empty (&self->queue) || self->n_in_flight > 0)) {
@@ -1284,7 +1282,7 @@ gst_vision_mqtt_class_init (GstVisionMqttClass * klass)
           DEFAULT_HOST));
   g_object_class_install_property (gobject_class, PROP_PORT,
       g_param_spec_int ("port", "Port", "MQTT broker port (8883 is the usual "
-              "one for TLS)", 1, 65535, DEFAULT_PORT, ready));
+          "one for TLS)", 1, 65535, DEFAULT_PORT, ready));
   g_object_class_install_property (gobject_class, PROP_TOPIC,
       READY_STRING ("topic", "Topic", "Topic of the detection messages; "
           "{element} (this element's name), {source-id} and {hostname} are "
@@ -1300,8 +1298,8 @@ gst_vision_mqtt_class_init (GstVisionMqttClass * klass)
           "placeholders as topic; unset: no status", NULL));
   g_object_class_install_property (gobject_class, PROP_QOS,
       g_param_spec_uint ("qos", "QoS", "MQTT quality of service: 0 (at most "
-              "once) or 1 (at least once, counted published when the broker "
-              "acknowledges)", 0, 1, DEFAULT_QOS, ready));
+          "once) or 1 (at least once, counted published when the broker "
+          "acknowledges)", 0, 1, DEFAULT_QOS, ready));
   g_object_class_install_property (gobject_class, PROP_CLIENT_ID,
       READY_STRING ("client-id", "Client id", "MQTT client identifier; "
           "unset: the broker assigns one", NULL));
@@ -1325,22 +1323,22 @@ gst_vision_mqtt_class_init (GstVisionMqttClass * klass)
           "encrypted)", NULL));
   g_object_class_install_property (gobject_class, PROP_KEEPALIVE,
       g_param_spec_uint ("keepalive", "Keepalive", "Seconds between keepalive "
-              "pings when idle; a broker that does not answer a ping within "
-              "as long is taken as away", 5, 65535, DEFAULT_KEEPALIVE, ready));
+          "pings when idle; a broker that does not answer a ping within "
+          "as long is taken as away", 5, 65535, DEFAULT_KEEPALIVE, ready));
   g_object_class_install_property (gobject_class, PROP_MAX_QUEUE,
       g_param_spec_uint ("max-queue", "Maximum queue", "Messages waiting for "
-              "the broker at most; beyond, the oldest is dropped", 1,
-              G_MAXINT, DEFAULT_MAX_QUEUE, ready));
+          "the broker at most; beyond, the oldest is dropped", 1,
+          G_MAXINT, DEFAULT_MAX_QUEUE, ready));
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Maximum in flight", "Messages handed "
-              "to the connection and not yet written (QoS 0) or "
-              "acknowledged (QoS 1) at most", 1, 65534, DEFAULT_MAX_INFLIGHT,
-              ready));
+          "to the connection and not yet written (QoS 0) or "
+          "acknowledged (QoS 1) at most", 1, 65534, DEFAULT_MAX_INFLIGHT,
+          ready));
   g_object_class_install_property (gobject_class, PROP_FLUSH_TIMEOUT,
       g_param_spec_uint ("flush-timeout", "Flush timeout", "Milliseconds EOS "
-              "waits at most for the queued messages to be published", 0,
-              G_MAXUINT, DEFAULT_FLUSH_TIMEOUT, G_PARAM_READWRITE
-              | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
+          "waits at most for the queued messages to be published", 0,
+          G_MAXUINT, DEFAULT_FLUSH_TIMEOUT, G_PARAM_READWRITE
+          | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
   g_object_class_install_property (gobject_class, PROP_RECONNECT_DELAY_MAX,
       g_param_spec_uint ("reconnect-delay-max", "Maximum reconnect delay",
           "Seconds between reconnection attempts at most (the delay starts "

@@ -568,8 +568,7 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
       GST_BUFFER_PTS_IS_VALID (buffer) ?
       gst_segment_to_running_time (&trans->segment, GST_FORMAT_TIME,
           GST_BUFFER_PTS (buffer)) : GST_CLOCK_TIME_NONE);
-  g_hash_table_foreach_remove (self->track_times, id_gone,
-      live_ids);
+  g_hash_table_foreach_remove (self->track_times, id_gone, live_ids);
 #endif
   g_hash_table_foreach_remove (self->label_ids, id_gone, live_ids);
   g_hash_table_unref (live_ids);

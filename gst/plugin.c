@@ -44,4 +44,5 @@ plugin_init (GstPlugin * plugin)
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, visiondetect,
     "Object detection with torchvision-compatible Faster R-CNN models",
-    plugin_init, VD_VERSION, "LGPL", "visiondetect", "https://github.com/visiondetect")
+    plugin_init, VD_VERSION, "LGPL", "visiondetect",
+    "https://github.com/visiondetect")

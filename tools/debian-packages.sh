@@ -60,10 +60,11 @@ vd_test_packages=(
 # 1.22 in Debian 12 has none). Debian 12's GStreamer 1.22 has no analytics library.
 vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && echo "${VERSION_ID:-testing}")" \
   || vd_debian_version=""
-# The format check (tests/check_format.sh) runs with clang-format 14, Debian 12's
-# (other releases format differently; it skips with them): installed there only.
+# The format check (tests/check_format.sh) runs with Debian 12's clang-format 14 and
+# GNU indent 2.2.12 (other releases format differently; it skips with them):
+# installed there only.
 case "$vd_debian_version" in
-  ""|[0-9]|1[0-2]) vd_test_packages+=(clang-format) ;;   # not Debian, or Debian 12 and older
+  ""|[0-9]|1[0-2]) vd_test_packages+=(clang-format indent) ;;   # not Debian, or Debian 12 and older
   *) vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
 esac
 unset vd_debian_version
