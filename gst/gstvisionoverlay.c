@@ -30,6 +30,13 @@
  * #GstVideoOverlayComposition blending, for YUV frames in the colours of the
  * caps' colorimetry (BT.601, BT.709, ...; limited or full range).
  *
+ * When downstream blends overlays itself (a compositor, a sink drawing in
+ * hardware: its caps take the meta:GstVideoOverlayComposition feature and
+ * its allocation answer lists #GstVideoOverlayCompositionMeta), nothing is
+ * drawn on the frame: the same ARGB rectangles travel in a
+ * #GstVideoOverlayCompositionMeta, after those of an overlay upstream, as
+ * textoverlay and objectdetectionoverlay do.
+ *
  * With #GstVisionOverlay:hold-frames, the frames visiondetect skipped
  * (interval > 1, or late frames of a live source; its companion meta says
  * which) show the last inferred frame's detections again, so that boxes do
