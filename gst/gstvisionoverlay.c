@@ -195,9 +195,12 @@ gst_vision_overlay_text_get_type (void)
 
 /* Distinct, saturated colours (Tableau 10 and a few more), picked by class id. */
 static const guint8 palette[][3] = {
-  {0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27, 0x28},
-  {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f},
-  {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}, {0xff, 0xd7, 0x00}, {0x00, 0xff, 0x7f},
+  {0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c}, {0xd6, 0x27,
+      0x28},
+  {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b}, {0xe3, 0x77, 0xc2}, {0x7f, 0x7f,
+      0x7f},
+  {0xbc, 0xbd, 0x22}, {0x17, 0xbe, 0xcf}, {0xff, 0xd7, 0x00}, {0x00, 0xff,
+      0x7f},
 };
 
 static void
@@ -591,16 +594,14 @@ canvas_begin (Canvas * canvas, Area * area)
     cairo_save (canvas->frame_cr);
     return canvas->frame_cr;
   }
-  x1 = MIN (canvas->width, GST_ROUND_UP_N (area->x + area->w,
-          canvas->x_align));
+  x1 = MIN (canvas->width, GST_ROUND_UP_N (area->x + area->w, canvas->x_align));
   y1 = MIN (canvas->height, GST_ROUND_UP_N (area->y + area->h,
           canvas->y_align));
   area->x = GST_ROUND_DOWN_N (area->x, canvas->x_align);
   area->y = GST_ROUND_DOWN_N (area->y, canvas->y_align);
   area->w = x1 - area->x;
   area->h = y1 - area->y;
-  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, area->w,
-      area->h);
+  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, area->w, area->h);
   cr = cairo_create (surface);
   cairo_surface_destroy (surface);
   cairo_translate (cr, -area->x, -area->y);
@@ -755,8 +756,7 @@ composition_to_ayuv (GstVideoOverlayComposition * composition,
   gst_video_color_range_offsets (info->colorimetry.range, ayuv_info, offsets,
       scales);
 
-  for (n = 0; n < gst_video_overlay_composition_n_rectangles (composition);
-      n++) {
+  for (n = 0; n < gst_video_overlay_composition_n_rectangles (composition); n++) {
     GstVideoOverlayRectangle *argb_rect =
         gst_video_overlay_composition_get_rectangle (composition, n);
     GstVideoOverlayRectangle *rect;
@@ -916,9 +916,10 @@ render (GstVisionOverlay * self, const GstVideoInfo * info, GstBuffer * buffer,
     cairo_format_t cformat = GST_VIDEO_INFO_HAS_ALPHA (&frame->info) ?
         CAIRO_FORMAT_ARGB32 : CAIRO_FORMAT_RGB24;
 
-    surface = cairo_image_surface_create_for_data (
-        GST_VIDEO_FRAME_PLANE_DATA (frame, 0), cformat, width,
-        height, GST_VIDEO_FRAME_PLANE_STRIDE (frame, 0));
+    surface =
+        cairo_image_surface_create_for_data (GST_VIDEO_FRAME_PLANE_DATA (frame,
+            0), cformat, width, height, GST_VIDEO_FRAME_PLANE_STRIDE (frame,
+            0));
     canvas.frame_cr = cairo_create (surface);
   } else {
     swap_rb = FALSE;
@@ -1372,7 +1373,8 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
   trans_class->sink_event = GST_DEBUG_FUNCPTR (gst_vision_overlay_sink_event);
   filter_class->transform_frame_ip =
       GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_frame_ip);
-  trans_class->transform_ip = GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_ip);
+  trans_class->transform_ip =
+      GST_DEBUG_FUNCPTR (gst_vision_overlay_transform_ip);
 
   gst_type_mark_as_plugin_api (GST_TYPE_VISION_OVERLAY_TEXT, 0);
   GST_DEBUG_CATEGORY_INIT (gst_vision_overlay_debug, "visionoverlay", 0,
