@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionoverlay: draws the detections of each frame (box, class name and
  * confidence) with Cairo and Pango. */
 

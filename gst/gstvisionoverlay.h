@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionoverlay: draws detections onto the frames. */
 #ifndef __GST_VISION_OVERLAY_H__
 #define __GST_VISION_OVERLAY_H__

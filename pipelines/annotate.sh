@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Annotates a video file: detections drawn into an MP4 and written as JSON Lines.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* visionoverlay: draws where the boxes are and nowhere else. Detections are put
  * on the buffers by hand (companion meta, or ROI metas only), so no engine is
  * needed. */
