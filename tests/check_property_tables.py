@@ -50,7 +50,7 @@ def table_rows(text):
     return rows
 
 
-def check_default(pspec, text):
+def check_default(element, pspec, text):
     """None when @text agrees with @pspec's default (or is not a comparable value),
     else a message."""
     t = text.strip()
@@ -71,8 +71,14 @@ def check_default(pspec, text):
         word = m.group(1)
         if vtype.is_a(GObject.TYPE_ENUM):
             nick = getattr(value, "value_nick", None)
-            if nick is None:  # a plain int: its nick from the enum class
-                nick = pspec.enum_class.values[int(value)].value_nick
+            if nick is None:
+                # a plain int (newer PyGObject): the nick of the fresh element's value,
+                # which GObject initialised to the default (unless the element changed it)
+                current = element.get_property(pspec.name)
+                if int(current) != int(value):
+                    return (f"the element starts at {int(current)}, its default is "
+                            f"{int(value)}")
+                nick = current.value_nick
             return None if nick == word else f"default is {nick!r}, the table says {word!r}"
         if vtype == GObject.TYPE_STRING:
             return None if value == word else f"default is {value!r}, the table says {word!r}"
@@ -126,7 +132,7 @@ def main():
                 problems.append(f"{name}: the README's table has {row}, the element has no such "
                                 "property")
                 continue
-            msg = check_default(props[row], default)
+            msg = check_default(element, props[row], default)
             compared += 1
             if msg:
                 problems.append(f"{name}.{row}: {msg}")
