@@ -35,6 +35,28 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def add_tensor_ids(path, ids):
+    """Adds @ids ({output name: tensor id}) to the ONNX model file @path as metadata
+    entries, where GStreamer's onnxinference looks the output tensors' ids up (and its
+    tensor decoders then find them). metadata_props is ModelProto's repeated field 14
+    (StringStringEntryProto: key 1, value 2); appended to the serialized message, a
+    repeated field is merged into it, so no protobuf library is needed."""
+    def varint(n):
+        out = bytearray()
+        while True:
+            out.append((n & 0x7f) | (0x80 if n >> 7 else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+
+    def field(number, payload):  # a length-delimited protobuf field
+        return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+    with open(path, "ab") as f:
+        for key, value in ids.items():
+            f.write(field(14, field(1, key.encode()) + field(2, value.encode())))
+
+
 def export(args):
     import warnings
 
@@ -59,25 +81,9 @@ def export(args):
         warnings.simplefilter("ignore")
         torch.onnx.export(Wrap(model), (x,), args.onnx, opset_version=11, input_names=["input"],
                           output_names=["boxes", "labels", "scores"])
-
-    def varint(n):
-        out = bytearray()
-        while True:
-            out.append((n & 0x7f) | (0x80 if n >> 7 else 0))
-            n >>= 7
-            if not n:
-                return bytes(out)
-
-    def field(number, payload):  # a length-delimited protobuf field
-        return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-    # metadata_props is ModelProto's repeated field 14 (StringStringEntryProto: key 1,
-    # value 2); appended to the serialized message, it is merged into it
-    ids = {"boxes": "Gst.Model.ObjectDetector.Boxes", "scores": "Gst.Model.ObjectDetector.Scores",
-           "labels": "Gst.Model.ObjectDetector.Classes"}
-    with open(args.onnx, "ab") as f:
-        for key, value in ids.items():
-            f.write(field(14, field(1, key.encode()) + field(2, value.encode())))
+    add_tensor_ids(args.onnx, {"boxes": "Gst.Model.ObjectDetector.Boxes",
+                               "scores": "Gst.Model.ObjectDetector.Scores",
+                               "labels": "Gst.Model.ObjectDetector.Classes"})
     print(f"exported {args.onnx} ({os.path.getsize(args.onnx) / 1e6:.0f} MB)")
     return 0
 

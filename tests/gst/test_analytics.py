@@ -102,28 +102,15 @@ def export_ssd_onnx(path):
                       output_names=["boxes", "scores", "detection_classes",
                                     "num_detections"], opset_version=13)
 
-    def varint(n):
-        out = bytearray()
-        while True:
-            out.append((n & 0x7f) | (0x80 if n >> 7 else 0))
-            n >>= 7
-            if not n:
-                return bytes(out)
-
-    def field(number, payload):     # a length-delimited protobuf field
-        return varint(number << 3 | 2) + varint(len(payload)) + payload
-
     # the tensor ids (GStreamer 1.26's ssdobjectdetector reads these) that
-    # onnxinference takes from the model's metadata_props, ModelProto field
-    # 14 of StringStringEntryProto (key 1, value 2): a repeated field
-    # appended to a serialized message is merged into it
-    ids = {"boxes": "Gst.Model.ObjectDetector.Boxes",
-           "scores": "Gst.Model.ObjectDetector.Scores",
-           "detection_classes": "Gst.Model.ObjectDetector.Classes",
-           "num_detections": "Gst.Model.ObjectDetector.NumDetections"}
-    with open(path, "ab") as f:
-        for key, value in ids.items():
-            f.write(field(14, field(1, key.encode()) + field(2, value.encode())))
+    # onnxinference takes from the model's metadata
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "tools"))
+    from bench_onnxinference import add_tensor_ids
+    add_tensor_ids(path, {"boxes": "Gst.Model.ObjectDetector.Boxes",
+                          "scores": "Gst.Model.ObjectDetector.Scores",
+                          "detection_classes": "Gst.Model.ObjectDetector.Classes",
+                          "num_detections": "Gst.Model.ObjectDetector.NumDetections"})
 
 
 WIDTH, HEIGHT = 320, 240
