@@ -11,7 +11,7 @@ Usage: pipelines/annotate.sh [OPTION]... [INPUT] [OUTPUT]
 Runs the visiondetect detector on every frame of INPUT (any file GStreamer's
 decodebin reads: MP4, MKV, WebM, AVI, ...), draws the detections (box, class,
 confidence) and writes OUTPUT, an H.264 MP4, plus OUTPUT's name with .jsonl:
-one JSON object per frame with its detections (see README.md, visionjson).
+one JSON object per frame with its detections (see docs/elements.md, visionjson).
 
 Without INPUT it annotates a generated clip (videotestsrc's bouncing ball in a
 few colours, then synthetic scenes of balls, boxes, triangles and rings) with the

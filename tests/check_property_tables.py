@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The README's property tables say what the elements have: for every element of the
-plugin, every property it defines (its own and its project base classes', not those
-of GStreamer's base classes) is named in the element's README section
-("### NAME"), every row of that section's property table names a property the element
-has, and the table's default is the property's default wherever the table gives it as
+"""The property tables of docs/elements.md say what the elements have: for every element
+of the plugin, every property it defines (its own and its project base classes', not
+those of GStreamer's base classes) is named in the element's section ("## NAME", up to
+the next "## " heading, its "### " subsections included), every row of that section's
+property table names a property the element has, and the table's default is the property's default wherever the table gives it as
 a value (a number, true/false, an enum nick or string in backticks, "unset" for an
 empty string, "read-only" for a property that cannot be written). Other defaults
 ("5 ms") are compared by hand. Prints every mismatch and fails.
 
-Usage: check_property_tables.py README.md  (GST_PLUGIN_PATH names the plugin build)
+Usage: check_property_tables.py docs/elements.md  (GST_PLUGIN_PATH names the plugin build)
 """
 import re
 import sys
@@ -25,12 +25,23 @@ GSTREAMER_CLASSES = {"GstObject", "GstElement", "GstBaseTransform", "GstBaseSink
                      "GstBaseSrc", "GstVideoFilter", "GstAggregator", "GstBin"}
 
 
-def sections(readme):
-    """{element: text of its '### element' section}"""
+def sections(doc):
+    """{element: text of its '## element' section, up to the next '# ' or '## ' heading
+    (lines in ``` fences are never headings)}"""
     out = {}
-    parts = re.split(r"^### (\S+)\s*$", readme, flags=re.M)
-    for i in range(1, len(parts) - 1, 2):
-        out[parts[i]] = parts[i + 1].split("\n## ")[0]
+    name = None
+    fenced = False
+    for line in doc.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,2} ", line):
+            m = re.match(r"^## (\S+)\s*$", line)
+            name = m.group(1) if m else None
+            if name is not None:
+                out[name] = ""
+            continue
+        if name is not None:
+            out[name] += line + "\n"
     return out
 
 
@@ -103,9 +114,9 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    readme = open(sys.argv[1], encoding="utf-8").read()
+    doc = open(sys.argv[1], encoding="utf-8").read()
     Gst.init(None)
-    secs = sections(readme)
+    secs = sections(doc)
     problems = []
     checked = compared = 0
     for name in ELEMENTS:
@@ -118,7 +129,7 @@ def main():
             continue
         element = factory.create(None)
         if name not in secs:
-            problems.append(f"{name}: no '### {name}' section in the README")
+            problems.append(f"{name}: no '## {name}' section in {sys.argv[1]}")
             continue
         text = secs[name]
         props = {p.name: p for p in GObject.list_properties(element)
@@ -126,10 +137,10 @@ def main():
         for p in props:
             checked += 1
             if not re.search(r"`" + re.escape(p) + r"[`=]", text):
-                problems.append(f"{name}: property {p} is not named in its README section")
+                problems.append(f"{name}: property {p} is not named in its section")
         for row, default in table_rows(text):
             if row not in props:
-                problems.append(f"{name}: the README's table has {row}, the element has no such "
+                problems.append(f"{name}: the table has {row}, the element has no such "
                                 "property")
                 continue
             msg = check_default(element, props[row], default)
