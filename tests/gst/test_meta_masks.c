@@ -422,28 +422,6 @@ GST_START_TEST (test_from_buffer_full)
 
 GST_END_TEST;
 
-/* COCO RLE (column-major runs of 0 and 1 from 0) decoded into a frame. */
-static guint8 *
-decode_rle (JsonObject * segmentation, guint fw, guint fh)
-{
-  JsonArray *size = json_object_get_array_member (segmentation, "size");
-  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
-  guint8 *frame = g_malloc0 ((gsize) fw * fh);
-  guint64 at = 0;
-
-  fail_unless_equals_int (json_array_get_int_element (size, 0), fh);
-  fail_unless_equals_int (json_array_get_int_element (size, 1), fw);
-  for (guint i = 0; i < json_array_get_length (counts); i++) {
-    gint64 n = json_array_get_int_element (counts, i);
-
-    fail_unless (n >= 0 && at + n <= (guint64) fw * fh);
-    for (gint64 k = 0; k < n; k++, at++)
-      frame[(at % fh) * fw + at / fh] = i % 2;
-  }
-  fail_unless_equals_int (at, (guint64) fw * fh);
-  return frame;
-}
-
 /* videoscale ! visionjson: the ROI meta lost its params, the segmentation is
  * the companion's resampled mask (>= 128), the other detection has none. */
 GST_START_TEST (test_json_after_videoscale)
@@ -476,7 +454,8 @@ GST_START_TEST (test_json_after_videoscale)
   o = json_array_get_object_element (objects, 0);
   fail_unless (json_object_has_member (o, "segmentation"),
       "no segmentation after videoscale");
-  got = decode_rle (json_object_get_object_member (o, "segmentation"), 112, 84);
+  got = vdtest_decode_rle (json_object_get_object_member (o, "segmentation"),
+      112, 84);
   want = expected_scaled (112, 84, &ex, &ey, &ew, &eh);
   for (guint i = 0; i < 112 * 84; i++)
     fail_unless_equals_int (got[i], want[i] >= 128);

@@ -72,23 +72,31 @@ engine_reference (const gchar * model, const gchar * ppm, JsonArray ** dets)
   return parser;
 }
 
+/* The output buffer of "visiondetect model=@model threads=2 threshold=0
+ * device=cpu [! @tail]" for one W x H RGB frame of @pixels. */
 static GstBuffer *
-detect_frame (const gchar * model, const guint8 * pixels)
+detect_through (const gchar * model, const guint8 * pixels, const gchar * tail)
 {
   gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=2 "
-      "threshold=0 device=cpu", model);
+      "threshold=0 device=cpu%s%s", model, tail ? " ! " : "", tail ? tail : "");
   GstHarness *h = gst_harness_new_parse (launch);
-  GstBuffer *in, *out;
+  GstBuffer *out;
 
   gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=64,"
       "height=48,framerate=30/1");
-  in = gst_buffer_new_memdup (pixels, (gsize) W * H * 3);
-  fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h,
+          gst_buffer_new_memdup (pixels, (gsize) W * H * 3)), GST_FLOW_OK);
   out = gst_harness_pull (h);
   fail_unless (out != NULL);
   gst_harness_teardown (h);
   g_free (launch);
   return out;
+}
+
+static GstBuffer *
+detect_frame (const gchar * model, const guint8 * pixels)
+{
+  return detect_through (model, pixels, NULL);
 }
 
 GST_START_TEST (test_roi_mask_params)
@@ -291,46 +299,15 @@ GST_START_TEST (test_companion_masks)
 
 GST_END_TEST;
 
-/* COCO RLE (column-major runs of 0 and 1 from 0) decoded into a frame. */
-static guint8 *
-decode_rle (JsonObject * segmentation, guint fw, guint fh)
-{
-  JsonArray *size = json_object_get_array_member (segmentation, "size");
-  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
-  guint8 *frame = g_malloc0 ((gsize) fw * fh);
-  guint64 at = 0;
-
-  fail_unless_equals_int (json_array_get_int_element (size, 0), fh);
-  fail_unless_equals_int (json_array_get_int_element (size, 1), fw);
-  for (guint i = 0; i < json_array_get_length (counts); i++) {
-    gint64 n = json_array_get_int_element (counts, i);
-
-    fail_unless (n >= 0 && at + n <= (guint64) fw * fh);
-    for (gint64 k = 0; k < n; k++, at++)
-      frame[(at % fh) * fw + at / fh] = i % 2;
-  }
-  fail_unless_equals_int (at, (guint64) fw * fh);
-  return frame;
-}
-
 static GstBuffer *
 run_after_videoscale (const gchar * model, const guint8 * pixels, guint ow,
     guint oh, const gchar * tail)
 {
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=2 "
-      "threshold=0 device=cpu ! videoscale ! capsfilter caps=video/x-raw,"
-      "width=%u,height=%u ! %s", model, ow, oh, tail);
-  GstHarness *h = gst_harness_new_parse (launch);
-  GstBuffer *out;
+  gchar *chain = g_strdup_printf ("videoscale ! capsfilter caps=video/x-raw,"
+      "width=%u,height=%u ! %s", ow, oh, tail);
+  GstBuffer *out = detect_through (model, pixels, chain);
 
-  gst_harness_set_src_caps_str (h, "video/x-raw,format=RGB,width=64,"
-      "height=48,framerate=30/1");
-  fail_unless_equals_int (gst_harness_push (h,
-          gst_buffer_new_memdup (pixels, (gsize) W * H * 3)), GST_FLOW_OK);
-  out = gst_harness_pull (h);
-  fail_unless (out != NULL);
-  gst_harness_teardown (h);
-  g_free (launch);
+  g_free (chain);
   return out;
 }
 
@@ -386,8 +363,8 @@ GST_START_TEST (test_json_after_videoscale)
       fail_if (any, "object %u lost its segmentation", i);
       continue;
     }
-    frame = decode_rle (json_object_get_object_member (o, "segmentation"),
-        ow, oh);
+    frame = vdtest_decode_rle (json_object_get_object_member (o,
+            "segmentation"), ow, oh);
     for (guint y = 0; y < oh; y++)
       for (guint x = 0; x < ow; x++) {
         gboolean want = scaled_mask_at (masks[i], x, y, ow, oh);

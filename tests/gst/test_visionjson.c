@@ -440,27 +440,6 @@ mask_param (const gfloat * probs, guint mw, guint mh)
   return mask_param_n (probs, mw * mh, mw, mh);
 }
 
-/* COCO's uncompressed RLE ({"size": [h, w], "counts"}) decoded into a frame. */
-static guint8 *
-decode_rle (JsonObject * segmentation)
-{
-  JsonArray *size = json_object_get_array_member (segmentation, "size");
-  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
-  guint8 *frame = g_malloc0 (WIDTH * HEIGHT);
-  guint64 at = 0;
-
-  fail_unless_equals_int (json_array_get_int_element (size, 0), HEIGHT);
-  fail_unless_equals_int (json_array_get_int_element (size, 1), WIDTH);
-  for (guint i = 0; i < json_array_get_length (counts); i++) {
-    gint64 n = json_array_get_int_element (counts, i);
-    fail_unless (n >= 0 && at + n <= WIDTH * HEIGHT);
-    for (gint64 k = 0; k < n; k++, at++)   /* column-major */
-      frame[(at % HEIGHT) * WIDTH + at / HEIGHT] = i % 2;
-  }
-  fail_unless_equals_int (at, WIDTH * HEIGHT);
-  return frame;
-}
-
 /* Instance masks on the ROI metas are written as COCO RLE "segmentation" in
  * frame pixels (probability >= 0.5): visiondetect's, one value per ROI pixel,
  * and a DL Streamer-style 2x2 mask stretched over its ROI; a ROI without a
@@ -508,8 +487,9 @@ GST_START_TEST (test_segmentation_rle)
   objects = json_object_get_array_member (line, "objects");
   fail_unless_equals_int (json_array_get_length (objects), 4);
 
-  frame = decode_rle (json_object_get_object_member
-      (json_array_get_object_element (objects, 0), "segmentation"));
+  frame = vdtest_decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 0), "segmentation"), WIDTH,
+      HEIGHT);
   for (guint y = 0; y < HEIGHT; y++)
     for (guint x = 0; x < WIDTH; x++) {
       gboolean in = x >= 315 && y >= 1 && y < 4;
@@ -518,8 +498,9 @@ GST_START_TEST (test_segmentation_rle)
     }
   g_free (frame);
 
-  frame = decode_rle (json_object_get_object_member
-      (json_array_get_object_element (objects, 1), "segmentation"));
+  frame = vdtest_decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 1), "segmentation"), WIDTH,
+      HEIGHT);
   for (guint y = 0; y < HEIGHT; y++)
     for (guint x = 0; x < WIDTH; x++) {
       gboolean in = x >= 10 && x < 14 && y >= 20 && y < 24;
@@ -936,15 +917,17 @@ GST_START_TEST (test_analytics_foreign_masks)
 
   objects = objects_of_frame (b, parser);
   fail_unless_equals_int (json_array_get_length (objects), 2);
-  frame = decode_rle (json_object_get_object_member
-      (json_array_get_object_element (objects, 0), "segmentation"));
+  frame = vdtest_decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 0), "segmentation"), WIDTH,
+      HEIGHT);
   for (guint y = 0; y < HEIGHT; y++)
     for (guint x = 0; x < WIDTH; x++)
       fail_unless_equals_int (frame[y * WIDTH + x], x >= 100 && x < 110
           && y >= 50 && y < 110);
   g_free (frame);
-  frame = decode_rle (json_object_get_object_member
-      (json_array_get_object_element (objects, 1), "segmentation"));
+  frame = vdtest_decode_rle (json_object_get_object_member
+      (json_array_get_object_element (objects, 1), "segmentation"), WIDTH,
+      HEIGHT);
   for (guint y = 0; y < HEIGHT; y++)
     for (guint x = 0; x < WIDTH; x++)
       fail_unless_equals_int (frame[y * WIDTH + x], x >= 300 && y >= 200);

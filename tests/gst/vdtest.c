@@ -321,3 +321,24 @@ vdtest_iou (gdouble ax, gdouble ay, gdouble aw, gdouble ah,
   uni = aw * ah + bw * bh - inter;
   return uni > 0 ? inter / uni : 0.0;
 }
+
+guint8 *
+vdtest_decode_rle (JsonObject * segmentation, guint width, guint height)
+{
+  JsonArray *size = json_object_get_array_member (segmentation, "size");
+  JsonArray *counts = json_object_get_array_member (segmentation, "counts");
+  guint8 *frame = g_malloc0 ((gsize) width * height);
+  guint64 at = 0;
+
+  fail_unless_equals_int (json_array_get_int_element (size, 0), height);
+  fail_unless_equals_int (json_array_get_int_element (size, 1), width);
+  for (guint i = 0; i < json_array_get_length (counts); i++) {
+    gint64 n = json_array_get_int_element (counts, i);
+
+    fail_unless (n >= 0 && at + n <= (guint64) width * height);
+    for (gint64 k = 0; k < n; k++, at++)        /* column-major */
+      frame[(at % height) * width + at / height] = i % 2;
+  }
+  fail_unless_equals_int (at, (guint64) width * height);
+  return frame;
+}

@@ -9,6 +9,7 @@
 #include <gst/check/gstcheck.h>
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
+#include <json-glib/json-glib.h>
 
 #include "../../gst/gstvisiondetectmeta.h"
 
@@ -84,6 +85,13 @@ gchar *vdtest_pipeline_error (const gchar * launch);
 /* Bounding box / intersection over union of two x, y, w, h boxes. */
 gdouble vdtest_iou (gdouble ax, gdouble ay, gdouble aw, gdouble ah,
     gdouble bx, gdouble by, gdouble bw, gdouble bh);
+
+/* A COCO uncompressed RLE segmentation ({"size": [h, w], "counts": column-major
+ * runs of 0 and 1, from 0}) decoded into a @width x @height frame of 0 and 1
+ * (g_free it); fails the test unless it has that size and its runs cover it
+ * exactly. */
+guint8 *vdtest_decode_rle (JsonObject * segmentation, guint width,
+    guint height);
 
 G_END_DECLS
 
