@@ -46,6 +46,26 @@ static fixture *fx_tiny_default(void)
     return fx_tiny(&a);
 }
 
+/* A malformed configuration: the fixture's config text with @from replaced by @to
+ * fails to load with @code and a message containing @needle (and @needle2). */
+typedef struct {
+    const char *from, *to;
+    int code;
+    const char *needle, *needle2;
+} config_case;
+
+/* Each of @cases (@n) on a fixture of @make, as expect_error checks it. */
+static void expect_config_errors(fixture *(*make)(void), const config_case *cases, gsize n)
+{
+    for (gsize i = 0; i < n; i++) {
+        fixture *fx = make();
+        if (g_test_verbose())
+            g_test_message("config case %" G_GSIZE_FORMAT ": %s", i, cases[i].to);
+        fx_config_replace(fx, cases[i].from, cases[i].to);
+        expect_error(fx, cases[i].code, cases[i].needle, cases[i].needle2);
+    }
+}
+
 static void assert_conv(const vd_conv *conv, int out, int in, int kernel, int stride, int padding)
 {
     g_assert_cmpint(conv->out_channels, ==, out);
@@ -432,29 +452,21 @@ static void test_unsupported_dtype(void)
 
 static void test_unsupported_metadata(void)
 {
-    fixture *fx = fx_tiny_default();
-    fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "architecture 'retinanet'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "backbone type 'mobilenet_v2'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"block\":\"basic\"", "\"block\":\"inverted_residual\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "'inverted_residual'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"width_per_group\":64", "\"width_per_group\":128");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "width_per_group 128", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"groups\":1", "\"groups\":32");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "groups 32", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"extra_block\":\"maxpool\"", "\"extra_block\":\"p6p7\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "FPN extra block 'p6p7'", NULL);
+    fixture *fx;
+    static const config_case cases[] = {
+        {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_UNSUPPORTED,
+         "architecture 'retinanet'", NULL},
+        {"\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"", VD_ERROR_UNSUPPORTED,
+         "backbone type 'mobilenet_v2'", NULL},
+        {"\"block\":\"basic\"", "\"block\":\"inverted_residual\"", VD_ERROR_UNSUPPORTED,
+         "'inverted_residual'", NULL},
+        {"\"width_per_group\":64", "\"width_per_group\":128", VD_ERROR_UNSUPPORTED,
+         "width_per_group 128", NULL},
+        {"\"groups\":1", "\"groups\":32", VD_ERROR_UNSUPPORTED, "groups 32", NULL},
+        {"\"extra_block\":\"maxpool\"", "\"extra_block\":\"p6p7\"", VD_ERROR_UNSUPPORTED,
+         "FPN extra block 'p6p7'", NULL},
+    };
+    expect_config_errors(fx_tiny_default, cases, G_N_ELEMENTS(cases));
 
     fx = fx_tiny_default();
     g_free(fx->format);
@@ -472,17 +484,15 @@ static void test_unsupported_metadata(void)
  * header is JSON, so a name can only carry these as escapes of the config text). */
 static void test_class_names(void)
 {
-    fixture *fx = fx_tiny_default();
-    fx_config_replace(fx, "\"thing1\"", "\"bad\\u0001name\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'class_names[1]'", "control character U+0001");
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"thing2\"", "\"line\\nbreak\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'class_names[2]'", "control character U+000A");
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"thing1\"", "\"c1\\u0085\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'class_names[1]'", "U+0085");
+    fixture *fx;
+    static const config_case cases[] = {
+        {"\"thing1\"", "\"bad\\u0001name\"", VD_ERROR_FORMAT, "'class_names[1]'",
+         "control character U+0001"},
+        {"\"thing2\"", "\"line\\nbreak\"", VD_ERROR_FORMAT, "'class_names[2]'",
+         "control character U+000A"},
+        {"\"thing1\"", "\"c1\\u0085\"", VD_ERROR_FORMAT, "'class_names[1]'", "U+0085"},
+    };
+    expect_config_errors(fx_tiny_default, cases, G_N_ELEMENTS(cases));
 
     fx = fx_tiny_default();
     GString *long_name = g_string_new("\"");
@@ -532,55 +542,32 @@ static void test_invalid_metadata(void)
     fx->raw_header = g_strdup("{\"__metadata__\":{\"format\":\"visiondetect\",\"format_version\":\"1\"}}");
     expect_error(fx, VD_ERROR_FORMAT, "no \"config\"", NULL);
 
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"rpn\":{", "\"rpm\":{");
-    expect_error(fx, VD_ERROR_FORMAT, "unknown key 'rpm'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"nms_thresh\":0.7,", "\"nms_threshold\":0.7,");
-    expect_error(fx, VD_ERROR_FORMAT, "unknown key 'rpn.nms_threshold'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"max_size\":160,", "");
-    expect_error(fx, VD_ERROR_FORMAT, "missing 'transform.max_size'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":96", "\"min_size\":96.5");
-    expect_error(fx, VD_ERROR_FORMAT, "'transform.min_size' is not an integer", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"image_std\":[0.229,", "\"image_std\":[0,");
-    expect_error(fx, VD_ERROR_FORMAT, "transform.image_std[0]", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"returned_layers\":[1]", "\"returned_layers\":[5]");
-    expect_error(fx, VD_ERROR_FORMAT, "returned_layers", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"sizes\":[[32],[64]]", "\"sizes\":[[32],[64],[128]]");
-    expect_error(fx, VD_ERROR_FORMAT, "'anchors.sizes' has 3 entries", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"sizes\":[[32],[64]]", "\"sizes\":[[32],[64,128]]");
-    expect_error(fx, VD_ERROR_FORMAT, "anchors per location", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"]",
-                      "\"featmap_names\":[\"pool\"]");
-    expect_error(fx, VD_ERROR_FORMAT, "featmap_names", "skips level 0");
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"num_classes\":3", "\"num_classes\":4");
-    expect_error(fx, VD_ERROR_FORMAT, "3 class names for 4 classes", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"in_channels\":[64]", "\"in_channels\":[256]");
-    expect_error(fx, VD_ERROR_FORMAT, "'fpn.in_channels[0]' should be 64", NULL);
-
-    /* a duplicated config key would otherwise silently win */
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"num_classes\":3", "\"num_classes\":3,\"num_classes\":3");
-    expect_error(fx, VD_ERROR_FORMAT, "config has the key 'num_classes' more than once", NULL);
+    static const config_case cases[] = {
+        {"\"rpn\":{", "\"rpm\":{", VD_ERROR_FORMAT, "unknown key 'rpm'", NULL},
+        {"\"nms_thresh\":0.7,", "\"nms_threshold\":0.7,", VD_ERROR_FORMAT,
+         "unknown key 'rpn.nms_threshold'", NULL},
+        {"\"max_size\":160,", "", VD_ERROR_FORMAT, "missing 'transform.max_size'", NULL},
+        {"\"min_size\":96", "\"min_size\":96.5", VD_ERROR_FORMAT,
+         "'transform.min_size' is not an integer", NULL},
+        {"\"image_std\":[0.229,", "\"image_std\":[0,", VD_ERROR_FORMAT, "transform.image_std[0]",
+         NULL},
+        {"\"returned_layers\":[1]", "\"returned_layers\":[5]", VD_ERROR_FORMAT, "returned_layers",
+         NULL},
+        {"\"sizes\":[[32],[64]]", "\"sizes\":[[32],[64],[128]]", VD_ERROR_FORMAT,
+         "'anchors.sizes' has 3 entries", NULL},
+        {"\"sizes\":[[32],[64]]", "\"sizes\":[[32],[64,128]]", VD_ERROR_FORMAT,
+         "anchors per location", NULL},
+        {"\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"]", "\"featmap_names\":[\"pool\"]",
+         VD_ERROR_FORMAT, "featmap_names", "skips level 0"},
+        {"\"num_classes\":3", "\"num_classes\":4", VD_ERROR_FORMAT, "3 class names for 4 classes",
+         NULL},
+        {"\"in_channels\":[64]", "\"in_channels\":[256]", VD_ERROR_FORMAT,
+         "'fpn.in_channels[0]' should be 64", NULL},
+        /* a duplicated config key would otherwise silently win */
+        {"\"num_classes\":3", "\"num_classes\":3,\"num_classes\":3", VD_ERROR_FORMAT,
+         "config has the key 'num_classes' more than once", NULL},
+    };
+    expect_config_errors(fx_tiny_default, cases, G_N_ELEMENTS(cases));
 }
 
 /* "transform.resize_scale": how the torchvision that exported the file rounds the resize
@@ -764,62 +751,37 @@ static fixture *fx_mnv3_default(void)
 
 static void test_mnv3_invalid(void)
 {
-    fixture *fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"activation\":\"relu\"", "\"activation\":\"gelu\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[0].activation' is 'gelu'", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"stride\":2,\"dilation\":1", "\"stride\":1,\"dilation\":2");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "dilated", "backbone.blocks[1]");
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"stride\":2,", "\"stride\":3,");
-    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[1].stride' is 3", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"kernel\":5,", "\"kernel\":4,");
-    expect_error(fx, VD_ERROR_FORMAT, "odd", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":\"8\",");
-    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[1].se_channels' is not an integer", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":4,");
-    expect_error(fx, VD_ERROR_FORMAT, "backbone.body.2.block.2.fc1.weight", "shape");
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"se_channels\":8,", "\"se_channels\":0,");
-    /* without SE the projection is block.2 */
-    expect_error(fx, VD_ERROR_FORMAT, "missing tensor 'backbone.body.2.block.2.0.weight'", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, ",\"dilation\":1}", ",\"dilation\":1,\"groups\":1}");
-    expect_error(fx, VD_ERROR_FORMAT, "unknown key 'backbone.blocks[0].groups'", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"blocks\":[{", "\"blocks\":[7,{");
-    expect_error(fx, VD_ERROR_FORMAT, "'backbone.blocks[0]' is not an object", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"returned_layers\":[2,3]", "\"returned_layers\":[2,4]");
-    expect_error(fx, VD_ERROR_FORMAT, "ascending feature indices in 0..3", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"returned_layers\":[2,3]", "\"returned_layers\":[3,2]");
-    expect_error(fx, VD_ERROR_FORMAT, "ascending feature indices", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"in_channels\":[8,16]", "\"in_channels\":[8,8]");
-    expect_error(fx, VD_ERROR_FORMAT, "'fpn.in_channels[1]' should be 16", "MobileNetV3 feature 3");
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"arch\":\"mobilenet_v3_large\"", "\"arch\":\"mobilenet_v2\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'backbone.arch' is 'mobilenet_v2'", NULL);
-
-    fx = fx_mnv3_default();
-    fx_config_replace(fx, "\"last_channels\":16,", "");
-    expect_error(fx, VD_ERROR_FORMAT, "missing 'backbone.last_channels'", NULL);
+    fixture *fx;
+    static const config_case cases[] = {
+        {"\"activation\":\"relu\"", "\"activation\":\"gelu\"", VD_ERROR_FORMAT,
+         "'backbone.blocks[0].activation' is 'gelu'", NULL},
+        {"\"stride\":2,\"dilation\":1", "\"stride\":1,\"dilation\":2", VD_ERROR_UNSUPPORTED,
+         "dilated", "backbone.blocks[1]"},
+        {"\"stride\":2,", "\"stride\":3,", VD_ERROR_FORMAT, "'backbone.blocks[1].stride' is 3",
+         NULL},
+        {"\"kernel\":5,", "\"kernel\":4,", VD_ERROR_FORMAT, "odd", NULL},
+        {"\"se_channels\":8,", "\"se_channels\":\"8\",", VD_ERROR_FORMAT,
+         "'backbone.blocks[1].se_channels' is not an integer", NULL},
+        {"\"se_channels\":8,", "\"se_channels\":4,", VD_ERROR_FORMAT,
+         "backbone.body.2.block.2.fc1.weight", "shape"},
+        /* without SE the projection is block.2 */
+        {"\"se_channels\":8,", "\"se_channels\":0,", VD_ERROR_FORMAT,
+         "missing tensor 'backbone.body.2.block.2.0.weight'", NULL},
+        {",\"dilation\":1}", ",\"dilation\":1,\"groups\":1}", VD_ERROR_FORMAT,
+         "unknown key 'backbone.blocks[0].groups'", NULL},
+        {"\"blocks\":[{", "\"blocks\":[7,{", VD_ERROR_FORMAT,
+         "'backbone.blocks[0]' is not an object", NULL},
+        {"\"returned_layers\":[2,3]", "\"returned_layers\":[2,4]", VD_ERROR_FORMAT,
+         "ascending feature indices in 0..3", NULL},
+        {"\"returned_layers\":[2,3]", "\"returned_layers\":[3,2]", VD_ERROR_FORMAT,
+         "ascending feature indices", NULL},
+        {"\"in_channels\":[8,16]", "\"in_channels\":[8,8]", VD_ERROR_FORMAT,
+         "'fpn.in_channels[1]' should be 16", "MobileNetV3 feature 3"},
+        {"\"arch\":\"mobilenet_v3_large\"", "\"arch\":\"mobilenet_v2\"", VD_ERROR_FORMAT,
+         "'backbone.arch' is 'mobilenet_v2'", NULL},
+        {"\"last_channels\":16,", "", VD_ERROR_FORMAT, "missing 'backbone.last_channels'", NULL},
+    };
+    expect_config_errors(fx_mnv3_default, cases, G_N_ELEMENTS(cases));
 
     /* a depthwise weight of a dense shape */
     fx = fx_mnv3_default();
@@ -1330,57 +1292,41 @@ out:
 /* The v2 fields on the tiny ResNet fixture: each validated. */
 static void test_v2_invalid(void)
 {
-    fixture *fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":5}");
-    expect_error(fx, VD_ERROR_FORMAT, "conv_depth", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":2}");
-    expect_error(fx, VD_ERROR_FORMAT, "rpn.head.conv.1.0.weight", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"extra_block\":", "\"norm\":\"group_norm\",\"extra_block\":");
-    expect_error(fx, VD_ERROR_FORMAT, "'fpn.norm'", "group_norm");
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"extra_block\":", "\"norm\":\"batch_norm\",\"extra_block\":");
-    expect_error(fx, VD_ERROR_FORMAT, "backbone.fpn.inner_blocks.0.1", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc_gn\","
-                      "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "box head type 'conv_fc_gn'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
-                      "\"conv_channels\":[8],\"norm\":\"none\"}}");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "norm 'none'", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
-                      "\"conv_channels\":[8,0],\"norm\":\"batch_norm\"}}");
-    expect_error(fx, VD_ERROR_FORMAT, "conv_channels[1]", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
-                      "\"conv_channels\":[],\"norm\":\"batch_norm\"}}");
-    expect_error(fx, VD_ERROR_FORMAT, "conv_channels", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
-                      "\"conv_channels\":[8],\"norm\":\"batch_norm\",\"extra\":1}}");
-    expect_error(fx, VD_ERROR_FORMAT, "extra", NULL);
-
-    fx = fx_tiny_default();
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
-                      "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}");
-    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.box_head.0.0.weight", NULL);
+    static const config_case cases[] = {
+        {"\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":5}", VD_ERROR_FORMAT,
+         "conv_depth", NULL},
+        {"\"min_size\":0.001}", "\"min_size\":0.001,\"conv_depth\":2}", VD_ERROR_FORMAT,
+         "rpn.head.conv.1.0.weight", NULL},
+        {"\"extra_block\":", "\"norm\":\"group_norm\",\"extra_block\":", VD_ERROR_FORMAT,
+         "'fpn.norm'", "group_norm"},
+        {"\"extra_block\":", "\"norm\":\"batch_norm\",\"extra_block\":", VD_ERROR_FORMAT,
+         "backbone.fpn.inner_blocks.0.1", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc_gn\","
+         "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}",
+         VD_ERROR_UNSUPPORTED, "box head type 'conv_fc_gn'", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+         "\"conv_channels\":[8],\"norm\":\"none\"}}",
+         VD_ERROR_UNSUPPORTED, "norm 'none'", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+         "\"conv_channels\":[8,0],\"norm\":\"batch_norm\"}}",
+         VD_ERROR_FORMAT, "conv_channels[1]", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+         "\"conv_channels\":[],\"norm\":\"batch_norm\"}}",
+         VD_ERROR_FORMAT, "conv_channels", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+         "\"conv_channels\":[8],\"norm\":\"batch_norm\",\"extra\":1}}",
+         VD_ERROR_FORMAT, "extra", NULL},
+        {"\"min_size\":0.01}",
+         "\"min_size\":0.01,\"box_head\":{\"type\":\"conv_fc\","
+         "\"conv_channels\":[8],\"norm\":\"batch_norm\"}}",
+         VD_ERROR_FORMAT, "roi_heads.box_head.0.0.weight", NULL},
+    };
+    expect_config_errors(fx_tiny_default, cases, G_N_ELEMENTS(cases));
 }
 
 /* A valid tiny Mask R-CNN loads with its mask head (v1 and v2, the norm folded). */
@@ -1426,6 +1372,11 @@ static void test_mask_valid(void)
     vd_model_unref(model);
     fx_free(fx);
     g_assert_false(vd_model_has_masks(NULL));
+}
+
+static fixture *fx_tiny_mask_v1(void)
+{
+    return fx_tiny_mask(FALSE);
 }
 
 /* Every mask tensor is checked (name, shape, dtype), and every mask_head value. */
@@ -1475,55 +1426,40 @@ static void test_mask_invalid(void)
     fx = fx_tiny_mask(TRUE);
     fx_config_replace(fx, "\"norm\":\"batch_norm\"", "\"norm\":\"none\"");
     expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_head.0.0.bias", NULL);
-    /* v1 weights under a v2 config */
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"norm\":\"none\"", "\"norm\":\"batch_norm\"");
-    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_head.0.1.weight", NULL);
-    /* mask tensors in a Faster R-CNN */
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"architecture\":\"maskrcnn\"", "\"architecture\":\"fasterrcnn\"");
-    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head' is only valid", NULL);
+
+    static const config_case cases[] = {
+        /* v1 weights under a v2 config */
+        {"\"norm\":\"none\"", "\"norm\":\"batch_norm\"", VD_ERROR_FORMAT,
+         "roi_heads.mask_head.0.1.weight", NULL},
+        /* mask tensors in a Faster R-CNN */
+        {"\"architecture\":\"maskrcnn\"", "\"architecture\":\"fasterrcnn\"", VD_ERROR_FORMAT,
+         "'roi_heads.mask_head' is only valid", NULL},
+        /* the section's values */
+        {"\"dilation\":1", "\"dilation\":2", VD_ERROR_UNSUPPORTED, "dilation 2", NULL},
+        {"\"norm\":\"none\"", "\"norm\":\"group_norm\"", VD_ERROR_UNSUPPORTED,
+         "mask head norm 'group_norm'", NULL},
+        {"\"conv_channels\":[6,5]", "\"conv_channels\":[6,0]", VD_ERROR_FORMAT,
+         "'roi_heads.mask_head.conv_channels[1]'", NULL},
+        {"\"conv_channels\":[6,5]", "\"conv_channels\":[]", VD_ERROR_FORMAT, "conv_channels", NULL},
+        {"\"conv_channels\":[6,5]", "\"conv_channels\":[6,5,4]", VD_ERROR_FORMAT,
+         "missing tensor 'roi_heads.mask_head.2.0.weight'", NULL},
+        {"\"output_size\":4,", "\"output_size\":0,", VD_ERROR_FORMAT, "output_size", NULL},
+        {"\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv",
+         "\"sampling_ratio\":0,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv", VD_ERROR_FORMAT,
+         "sampling_ratio", NULL},
+        {"\"dim_reduced\":4", "\"dim_reduced\":5", VD_ERROR_FORMAT,
+         "roi_heads.mask_predictor.conv5_mask.weight", NULL},
+        {"[\"0\",\"1\",\"2\",\"3\"],\"conv", "[\"pool\"],\"conv", VD_ERROR_FORMAT,
+         "'roi_heads.mask_head.featmap_names'", "skips level 0"},
+        {"\"dim_reduced\":4", "\"dim_reduced\":4,\"extra\":1", VD_ERROR_FORMAT, "extra", NULL},
+        {"\"dim_reduced\":4", "\"dim_reduced\":\"four\"", VD_ERROR_FORMAT, "dim_reduced", NULL},
+    };
+    expect_config_errors(fx_tiny_mask_v1, cases, G_N_ELEMENTS(cases));
+
     /* a Mask R-CNN without its section */
     fx = fx_tiny_default();
     fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"", "\"architecture\":\"maskrcnn\"");
     expect_error(fx, VD_ERROR_FORMAT, "needs 'roi_heads.mask_head'", NULL);
-    /* the section's values */
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"dilation\":1", "\"dilation\":2");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "dilation 2", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"norm\":\"none\"", "\"norm\":\"group_norm\"");
-    expect_error(fx, VD_ERROR_UNSUPPORTED, "mask head norm 'group_norm'", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[6,0]");
-    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head.conv_channels[1]'", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[]");
-    expect_error(fx, VD_ERROR_FORMAT, "conv_channels", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"conv_channels\":[6,5]", "\"conv_channels\":[6,5,4]");
-    expect_error(fx, VD_ERROR_FORMAT, "missing tensor 'roi_heads.mask_head.2.0.weight'", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"output_size\":4,", "\"output_size\":0,");
-    expect_error(fx, VD_ERROR_FORMAT, "output_size", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx,
-                      "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
-                      "\"conv",
-                      "\"sampling_ratio\":0,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv");
-    expect_error(fx, VD_ERROR_FORMAT, "sampling_ratio", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":5");
-    expect_error(fx, VD_ERROR_FORMAT, "roi_heads.mask_predictor.conv5_mask.weight", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "[\"0\",\"1\",\"2\",\"3\"],\"conv", "[\"pool\"],\"conv");
-    expect_error(fx, VD_ERROR_FORMAT, "'roi_heads.mask_head.featmap_names'", "skips level 0");
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":4,\"extra\":1");
-    expect_error(fx, VD_ERROR_FORMAT, "extra", NULL);
-    fx = fx_tiny_mask(FALSE);
-    fx_config_replace(fx, "\"dim_reduced\":4", "\"dim_reduced\":\"four\"");
-    expect_error(fx, VD_ERROR_FORMAT, "dim_reduced", NULL);
 }
 
 /* maskrcnn_resnet50_fpn and _v2 (random weights) through the exporter's CLI. */
