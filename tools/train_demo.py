@@ -820,8 +820,8 @@ def main(argv=None):
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--cpu-linear", default="onednn", choices=["onednn", "native"],
                     help="on the CPU, run the box head's linears as oneDNN 1x1 convolutions "
-                         "(default; same maths, 1.6x faster steps with Debian's torch) or as "
-                         "nn.Linear")
+                         "(default; same maths, faster steps with Debian's torch: "
+                         "tools/bench/CPU.md) or as nn.Linear")
     args = ap.parse_args(argv)
 
     EMPTY_SHARE = args.empty_share

@@ -27,8 +27,8 @@ void vt_kalman_box(const vt_kalman *kf, float box[4]);
 
 /* Beyond this many rows and columns together, vt_assign() is greedy: the
  * optimal method's O((rows + cols)^3) time and O((rows + cols)^2) memory would
- * stall a frame (8 ms measured at 256 with dense random costs, growing as the
- * cube). */
+ * stall a frame (its time at 256: tools/bench/CPU.md, "Figures behind choices in
+ * the code"). */
 #define VT_ASSIGN_OPTIMAL_MAX 256
 
 /* Optimal assignment of @n_rows rows to @n_cols columns of @cost (row-major,

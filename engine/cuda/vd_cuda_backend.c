@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The CUDA backend: torchvision's Faster R-CNN inference (spec/fasterrcnn.md)
+/* The CUDA backend: torchvision's Faster R-CNN inference (docs/torchvision-inference.md,
+ * "spec" below)
  * with cuDNN convolutions, cuBLASLt linear layers and the kernels of kernels/,
  * in the stage structure of the CPU backend (preprocess, backbone, FPN, RPN,
  * RoIAlign, box head, postprocess) and with its observer tensor names, so that
@@ -2637,9 +2638,8 @@ static void *cuda_create(vd_context *ctx, GError **error)
     st->head_stride = round_up(5 * cfg->anchors_per_location, 8);
     st->predictor_stride = round_up(5 * cfg->num_classes, 8);
     vd_cuda_pool_init(&st->weights_pool);
-    /* replay by default: measured on an H200 (tools/bench/README.md), a frame of
-     * ResNet-50-FPN at 1280x720 takes 13 ms eagerly, bound by the host cost of
-     * cuDNN's legacy calls, and 2.3 ms replayed */
+    /* replay by default: an eager frame is bound by the host cost of cuDNN's legacy
+     * calls, several times a replayed one (tools/bench/README.md) */
     const char *graphs = g_getenv("VD_CUDA_GRAPHS");
     st->use_graphs = graphs == NULL || g_strcmp0(graphs, "0") != 0;
     st->graphs_off_reason = "VD_CUDA_GRAPHS=0 in the environment";
