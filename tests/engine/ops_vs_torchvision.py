@@ -35,19 +35,9 @@ except ImportError as e:
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import export_torchvision  # noqa: E402
 
-lib = ctypes.CDLL(sys.argv[1])
-failures = []
+from ops_common import check, failures, load_ops_module, ptr  # noqa: E402
 
-
-def ptr(a):
-    assert a.flags["C_CONTIGUOUS"]
-    return a.ctypes.data_as(ctypes.c_void_p)
-
-
-def check(name, ok, detail=""):
-    print(f"{name}: {'ok' if ok else 'MISMATCH'} {detail}")
-    if not ok:
-        failures.append(name)
+lib = load_ops_module()
 
 
 def random_boxes(rng, n, width, height, max_side):

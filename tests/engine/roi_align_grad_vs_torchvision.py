@@ -44,20 +44,10 @@ except ImportError as e:
     print(f"skip: {e}")
     sys.exit(77)
 
-lib = ctypes.CDLL(sys.argv[1])
-failures = []
+from ops_common import check, failures, load_ops_module, ptr  # noqa: E402
+
+lib = load_ops_module()
 U = 2.0 ** -24  # unit roundoff of float32
-
-
-def ptr(a):
-    assert a.flags["C_CONTIGUOUS"]
-    return a.ctypes.data_as(ctypes.c_void_p)
-
-
-def check(name, ok, detail=""):
-    print(f"{name}: {'ok' if ok else 'MISMATCH'} {detail}")
-    if not ok:
-        failures.append(name)
 
 
 def engine_call(fn, src, n_images, h, w, c, rois, scale, pooled, sampling, aligned, dst):
