@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The C and CUDA sources of engine/, tracker/ and kernels/ are formatted as
-# .clang-format says (clang-format --dry-run), the C files of gst/ in GStreamer's own
-# style (tools/gst-indent.sh: GNU indent with gst-indent's options): lists each file
-# that is not, with the difference, and fails. Formatting differs between releases of
+# .clang-format says (clang-format --dry-run), the C files of gst/ and gst-libs/ in
+# GStreamer's own style (tools/gst-indent.sh: GNU indent with gst-indent's options):
+# lists each file that is not, with the difference, and fails. Formatting differs between releases of
 # both tools, so each part runs with the release the project formats with, Debian
 # 12's (clang-format 14, GNU indent 2.2.12), and is skipped with another or none (the
 # whole check exits 77 when both are). Format: clang-format -i FILE;
@@ -42,7 +42,7 @@ case "$version" in
     parts=$((parts + 1))
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
-    for f in $(git ls-files -- 'gst/*.c'); do
+    for f in $(git ls-files -- 'gst/*.c' 'gst-libs/*.c'); do
       [ -f "$f" ] || continue
       n=$((n + 1))
       cp "$f" "$tmp/file.c"
@@ -53,8 +53,8 @@ case "$version" in
         bad=$((bad + 1))
       fi
     done ;;
-  "") echo "gst/ not checked: no GNU indent (Debian: indent)" ;;
-  *) echo "gst/ not checked: $version (the project formats with GNU indent 2.2.12)" ;;
+  "") echo "gst/, gst-libs/ not checked: no GNU indent (Debian: indent)" ;;
+  *) echo "gst/, gst-libs/ not checked: $version (the project formats with GNU indent 2.2.12)" ;;
 esac
 if [ "$parts" -eq 0 ]; then
   echo "SKIP: neither formatter in the project's release"

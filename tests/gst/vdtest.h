@@ -11,7 +11,7 @@
 #include <gst/video/video.h>
 #include <json-glib/json-glib.h>
 
-#include "../../gst/gstvisiondetectmeta.h"
+#include <gst/visiondetect/gstvisiondetectmeta.h>
 
 G_BEGIN_DECLS
 
