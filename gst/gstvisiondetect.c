@@ -72,12 +72,12 @@
 
 #include "vd_config.h"
 
-#include "gstvisionbatcher.h"
+#include "helpers/batcher.h"
 #include "gstvisiondetect.h"
 #include "gstvisiondetectmeta.h"
-#include "gstvisiondetections.h"
-#include "gstvisionlabels.h"
-#include "gstvisionmodelcache.h"
+#include "helpers/detections.h"
+#include "helpers/labels.h"
+#include "helpers/modelcache.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -327,7 +327,7 @@ to_vd_precision (GstVisionDetectPrecision precision)
   }
 }
 
-/* A labels file (see gstvisionlabels.c for what it may hold). */
+/* A labels file (see helpers/labels.c for what it may hold). */
 static gchar **
 load_labels (const gchar * path, gint num_classes, GError ** error)
 {

@@ -68,7 +68,7 @@
 #endif
 
 #include "gstvisionjson.h"
-#include "gstvisionjsonframe.h"
+#include "helpers/jsonframe.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -41,7 +41,7 @@
 #endif
 
 #include "gstvisionmqtt.h"
-#include "gstvisionjsonframe.h"
+#include "helpers/jsonframe.h"
 
 #include <errno.h>
 #include <fcntl.h>

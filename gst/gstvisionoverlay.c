@@ -64,7 +64,7 @@
 
 #include "gstvisionoverlay.h"
 #include "gstvisiondetectmeta.h"
-#include "gstvisionmask.h"
+#include "helpers/mask.h"
 
 #ifdef HAVE_GST_ANALYTICS
 #include <gst/analytics/analytics.h>

@@ -57,7 +57,7 @@
 
 #include "gstvisiontrack.h"
 #include "gstvisiondetectmeta.h"
-#include "gstvisiondetections.h"
+#include "helpers/detections.h"
 #include "vt_tracker.h"
 
 #include <math.h>

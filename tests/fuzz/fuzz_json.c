@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* libFuzzer harness of visionjson's JSON values (gst/gstvisionjsonformat.c, the
+/* libFuzzer harness of visionjson's JSON values (gst/helpers/jsonformat.c, the
  * code the element runs): a label of any bytes (other elements set the labels
  * visionjson writes) and a double of any bits with 0..9 decimals go into one
  * JSON object, which json-glib must parse back: the label equal to the input
  * (with U+FFFD for invalid UTF-8), the number null when not finite and within
  * half a unit of its last decimal otherwise. */
-#include "../../gst/gstvisionjsonformat.h"
+#include "../../gst/helpers/jsonformat.h"
 
 #include <json-glib/json-glib.h>
 #include <float.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* libFuzzer harness of the labels-file parser (gst/gstvisionlabels.c, the code
+/* libFuzzer harness of the labels-file parser (gst/helpers/labels.c, the code
  * the visiondetect element runs): the first byte chooses the model's class count
  * (2..257), the rest is the file. The parser must return exactly that many names,
  * each one the engine accepts (vd_class_name_validate()) and none empty but the
  * background's, or fail with an error; never crash or leak (ASan + UBSan). */
-#include "../../gst/gstvisionlabels.h"
+#include "../../gst/helpers/labels.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The one writer of every form of a detection (see gstvisiondetections.h). */
+/* The one writer of every form of a detection (see detections.h). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "vd_config.h"
 
-#include "gstvisiondetections.h"
+#include "detections.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Instance masks on regions of interest (see gstvisionmask.h). */
-#include "gstvisionmask.h"
+/* Instance masks on regions of interest (see mask.h). */
+#include "mask.h"
 
 #include <string.h>
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One frame's detections as one line of JSON (see gstvisionjsonframe.h). The
- * values themselves are written by gstvisionjsonformat.c, which the JSON fuzzer
+/* One frame's detections as one line of JSON (see jsonframe.h). The
+ * values themselves are written by jsonformat.c, which the JSON fuzzer
  * runs without GStreamer. */
-#include "gstvisionjsonframe.h"
+#include "jsonframe.h"
 #include "gstvisiondetectmeta.h"
-#include "gstvisionjsonformat.h"
-#include "gstvisionmask.h"
+#include "jsonformat.h"
+#include "mask.h"
 
 #include <math.h>
 

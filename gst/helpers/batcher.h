@@ -4,7 +4,7 @@
  * device, precision and thread count share one vd_context, and their frames run
  * together in batches.
  *
- * Key: the vd_model (one per model file identity, from gstvisionmodelcache.h),
+ * Key: the vd_model (one per model file identity, from modelcache.h),
  * the requested device type and index, the precision and the CPU threads.
  * Thresholds (score, NMS IoU, max detections) are not part of the key: they are
  * carried by every frame, and a batch only holds frames with equal thresholds,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The process-wide shared, batching engines (see gstvisionbatcher.h). */
+/* The process-wide shared, batching engines (see batcher.h). */
 
-#include "gstvisionbatcher.h"
+#include "batcher.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* visionjson's JSON values (see gstvisionjsonformat.h). */
-#include "gstvisionjsonformat.h"
+/* visionjson's JSON values (see jsonformat.h). */
+#include "jsonformat.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The process-wide model cache (see gstvisionmodelcache.h). */
+/* The process-wide model cache (see modelcache.h). */
 
-#include "gstvisionmodelcache.h"
+#include "modelcache.h"
 
 #include <errno.h>
 #include <string.h>

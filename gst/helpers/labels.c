@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* visiondetect's labels files (see gstvisionlabels.h). */
-#include "gstvisionlabels.h"
+/* visiondetect's labels files (see labels.h). */
+#include "labels.h"
 
 #include <string.h>
 #include <visiondetect/vd.h>
