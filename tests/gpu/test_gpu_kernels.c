@@ -718,32 +718,69 @@ static float *roi_grad_rois(test_rng *r, int n_random, int n_images, int h, int 
 /* The sampling ratios every roi_align case runs with (0 and -1: adaptive). */
 static const int roi_align_samplings[4] = {0, 1, 2, -1};
 
+/* The maps and bins of the device forward and backward checks, each run in
+ * fp32 and fp16 (roi_device_run). */
+typedef struct {
+    int n_images, channels, h, w, pooled_h, pooled_w;
+    float scale;
+    int n_random; /* random RoIs beside the ROI_GRAD_SPECIAL ones */
+} roi_device_case;
+
+static const roi_device_case roi_device_cases[2] = {
+    /* two images, channels not a multiple of 8, non-square bins */
+    {2, 24, 19, 27, 7, 5, 0.5f, 40},
+    /* a stride-16 detection level, three images */
+    {3, 64, 50, 76, 7, 7, 1.0f / 16, 120},
+};
+
+/* @check on every case in fp32, then in fp16, the case k of dtype d (0: fp32,
+ * 1: fp16) seeded @seed + 2 k + d. */
+static void roi_device_run(void (*check)(vd_dtype dtype, const roi_device_case *c, uint64_t seed),
+                           uint64_t seed)
+{
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++)
+            check(d ? VD_DTYPE_F16 : VD_DTYPE_F32, &roi_device_cases[k], seed + 2 * k + d);
+}
+
+/* The RoIs of a device check (roi_grad_rois, @n_rois of them), the one at row
+ * @bad = @n_rois / 2 given the batch index n_images, which the CPU op refuses
+ * and the kernels must ignore. */
+static float *roi_device_rois(test_rng *r, const roi_device_case *c, int *n_rois, int *bad)
+{
+    float *rois = roi_grad_rois(r, c->n_random, c->n_images, c->h, c->w, c->scale);
+    *n_rois = c->n_random + ROI_GRAD_SPECIAL;
+    *bad = *n_rois / 2;
+    rois[5 * *bad] = (float)c->n_images;
+    return rois;
+}
+
+/* A random value of a device check's input: standard normal, rounded to fp16
+ * for an fp16 run (so that both sides start from the same values). */
+static float roi_device_value(test_rng *r, vd_dtype dtype)
+{
+    return dtype == VD_DTYPE_F16 ? round_half(rng_normal(r)) : rng_normal(r);
+}
+
 /* One case of the forward and backward checks: the CPU op's parameters and
  * the device op's shape for the same maps, bins, scale, sampling and
  * alignment. */
-static void roi_align_case(int n_images, int channels, int h, int w, int pooled_h, int pooled_w,
-                           float scale, int sampling_ratio, int aligned, vd_roi_align_params *p,
-                           vd_roi_align_shape *shape)
+static void roi_align_case(const roi_device_case *c, int sampling_ratio, int aligned,
+                           vd_roi_align_params *p, vd_roi_align_shape *shape)
 {
     *p = vd_roi_align_default_params();
-    p->n_images = n_images;
-    p->height = h;
-    p->width = w;
-    p->channels = channels;
-    p->pooled_h = pooled_h;
-    p->pooled_w = pooled_w;
-    p->spatial_scale = scale;
+    p->n_images = c->n_images;
+    p->height = c->h;
+    p->width = c->w;
+    p->channels = c->channels;
+    p->pooled_h = c->pooled_h;
+    p->pooled_w = c->pooled_w;
+    p->spatial_scale = c->scale;
     p->sampling_ratio = sampling_ratio;
     p->aligned = aligned;
-    shape->n_images = n_images;
-    shape->height = h;
-    shape->width = w;
-    shape->channels = channels;
-    shape->pooled_h = pooled_h;
-    shape->pooled_w = pooled_w;
-    shape->spatial_scale = scale;
-    shape->sampling_ratio = sampling_ratio;
-    shape->aligned = aligned;
+    *shape = (vd_roi_align_shape){p->n_images,      p->height,         p->width,
+                                  p->channels,      p->pooled_h,       p->pooled_w,
+                                  p->spatial_scale, p->sampling_ratio, p->aligned};
 }
 
 /* How many (sample, neighbour) shares the backward adds to each pixel of each
@@ -831,19 +868,17 @@ static size_t roi_grad_compare(const char *what, vd_dtype dtype, const float *go
  * the output is the whole allowance. The RoI at row @n_rois / 2 gets the batch
  * index n_images, which the CPU op refuses and the kernel must ignore: the
  * CPU reference runs without it. */
-static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels, int h, int w,
-                                     int pooled_h, int pooled_w, float scale, int n_random,
-                                     uint64_t seed)
+static void check_roi_align_backward(vd_dtype dtype, const roi_device_case *c, uint64_t seed)
 {
     test_rng r = {seed};
-    float *rois = roi_grad_rois(&r, n_random, n_images, h, w, scale);
-    int n_rois = n_random + ROI_GRAD_SPECIAL, bad = n_rois / 2;
-    rois[5 * bad] = (float)n_images;
-    size_t bin_row = (size_t)pooled_h * pooled_w * channels;
-    size_t n_go = (size_t)n_rois * bin_row, n_gi = (size_t)n_images * h * w * channels;
+    int n_rois, bad;
+    float *rois = roi_device_rois(&r, c, &n_rois, &bad);
+    int channels = c->channels;
+    size_t bin_row = (size_t)c->pooled_h * c->pooled_w * channels;
+    size_t n_go = (size_t)n_rois * bin_row, n_gi = (size_t)c->n_images * c->h * c->w * channels;
     float *go = g_new(float, n_go), *abs_go = g_new(float, n_go);
     for (size_t i = 0; i < n_go; i++) {
-        go[i] = dtype == VD_DTYPE_F16 ? round_half(rng_normal(&r)) : rng_normal(&r);
+        go[i] = roi_device_value(&r, dtype);
         abs_go[i] = fabsf(go[i]);
     }
     /* the CPU reference without the bad RoI */
@@ -868,8 +903,7 @@ static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels,
         for (int si = 0; si < 4; si++) {
             vd_roi_align_params p;
             vd_roi_align_shape shape;
-            roi_align_case(n_images, channels, h, w, pooled_h, pooled_w, scale,
-                           roi_align_samplings[si], aligned, &p, &shape);
+            roi_align_case(c, roi_align_samplings[si], aligned, &p, &shape);
             GError *error = NULL;
             g_assert_true(vd_roi_align_backward(&p, ref_go, ref_rois, n_rois - 1, want, &error));
             g_assert_true(
@@ -912,13 +946,7 @@ static void check_roi_align_backward(vd_dtype dtype, int n_images, int channels,
 
 static void test_roi_align_backward(void)
 {
-    for (int d = 0; d < 2; d++) {
-        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
-        /* two images, channels not a multiple of 8, non-square bins */
-        check_roi_align_backward(dt, 2, 24, 19, 27, 7, 5, 0.5f, 40, 41 + d);
-        /* a stride-16 detection level, three images */
-        check_roi_align_backward(dt, 3, 64, 50, 76, 7, 7, 1.0f / 16, 120, 43 + d);
-    }
+    roi_device_run(check_roi_align_backward, 41);
 }
 
 /* The CUDA forward against vd_roi_align_forward on the same RoIs (those of the
@@ -926,19 +954,17 @@ static void test_roi_align_backward(void)
  * zeros). Same fp32 operations in the same order: fp32 exact; fp16 features
  * rounded to fp16 for both, the GPU's fp32 result rounded once at the store:
  * exactly the CPU's result rounded to fp16. */
-static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int channels, int h, int w,
-                                           int pooled_h, int pooled_w, float scale, int n_random,
-                                           uint64_t seed)
+static void check_roi_align_forward_device(vd_dtype dtype, const roi_device_case *c, uint64_t seed)
 {
     test_rng r = {seed};
-    float *rois = roi_grad_rois(&r, n_random, n_images, h, w, scale);
-    int n_rois = n_random + ROI_GRAD_SPECIAL, bad = n_rois / 2;
-    rois[5 * bad] = (float)n_images;
-    size_t bin_row = (size_t)pooled_h * pooled_w * channels;
-    size_t n_out = (size_t)n_rois * bin_row, n_map = (size_t)n_images * h * w * channels;
+    int n_rois, bad;
+    float *rois = roi_device_rois(&r, c, &n_rois, &bad);
+    size_t bin_row = (size_t)c->pooled_h * c->pooled_w * c->channels;
+    size_t n_out = (size_t)n_rois * bin_row,
+           n_map = (size_t)c->n_images * c->h * c->w * c->channels;
     float *map = g_new(float, n_map);
     for (size_t i = 0; i < n_map; i++)
-        map[i] = dtype == VD_DTYPE_F16 ? round_half(rng_normal(&r)) : rng_normal(&r);
+        map[i] = roi_device_value(&r, dtype);
     float *ref_rois = g_new(float, 5 * (size_t)n_rois);
     memcpy(ref_rois, rois, 5 * sizeof(float) * n_rois);
     ref_rois[5 * bad] = 0; /* computed, then replaced by the expected zeros */
@@ -951,8 +977,7 @@ static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int cha
         for (int si = 0; si < 4; si++) {
             vd_roi_align_params p;
             vd_roi_align_shape shape;
-            roi_align_case(n_images, channels, h, w, pooled_h, pooled_w, scale,
-                           roi_align_samplings[si], aligned, &p, &shape);
+            roi_align_case(c, roi_align_samplings[si], aligned, &p, &shape);
             GError *error = NULL;
             g_assert_true(vd_roi_align_forward(&p, map, ref_rois, n_rois, want, &error));
             g_assert_no_error(error);
@@ -979,11 +1004,7 @@ static void check_roi_align_forward_device(vd_dtype dtype, int n_images, int cha
 
 static void test_roi_align_forward_device(void)
 {
-    for (int d = 0; d < 2; d++) {
-        vd_dtype dt = d ? VD_DTYPE_F16 : VD_DTYPE_F32;
-        check_roi_align_forward_device(dt, 2, 24, 19, 27, 7, 5, 0.5f, 40, 51 + d);
-        check_roi_align_forward_device(dt, 3, 64, 50, 76, 7, 7, 1.0f / 16, 120, 53 + d);
-    }
+    roi_device_run(check_roi_align_forward_device, 51);
 }
 
 /* No RoI: the gradient is all zeros (the poisoned buffer overwritten); bad
