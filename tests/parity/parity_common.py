@@ -144,6 +144,19 @@ def parse_args(description, dtype=False, size=False, sizes=False, engine=True, a
     return args
 
 
+
+def start(description, **kwargs):
+    """A test's command line (parse_args with @kwargs), and torch set up for its
+    --threads."""
+    args = parse_args(description, **kwargs)
+    setup_torch(args.threads)
+    return args
+
+
+def coco_names(weights):
+    """The 91 COCO category names of a torchvision weights enum (its COCO_V1 entry)."""
+    return list(weights.COCO_V1.meta["categories"])
+
 def _check_layout(vd_detect, layout):
     """A run with VD_CPU_LAYOUT set (the -nhwc tests) compares that layout: the
     engine must say so (vd-detect --info: "layout nhwc")."""

@@ -118,8 +118,7 @@ def bf16_available(args):
 
 
 def main():
-    args = pc.parse_args(__doc__)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__)
     if not os.path.exists(MODEL):
         pc.log(f"SKIP: {MODEL} is missing")
         return pc.SKIP

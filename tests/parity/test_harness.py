@@ -55,8 +55,7 @@ def compare(title, ref, result, dump, hw):
 
 
 def main():
-    args = pc.parse_args(__doc__, engine=False)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__, engine=False)
     failures = []
 
     def expect(cond, what):

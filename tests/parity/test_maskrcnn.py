@@ -36,14 +36,13 @@ def add_arguments(p):
 
 
 def main():
-    args = pc.parse_args(__doc__, sizes=True, add_arguments=add_arguments)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__, sizes=True, add_arguments=add_arguments)
     torch.manual_seed(args.seed)
     model = getattr(torchvision.models.detection, args.builder)(
         weights=None, weights_backbone=None, num_classes=91, min_size=args.min_size,
         max_size=args.max_size).eval()
     images = [(h, w, 7100) for h, w in args.sizes]
-    classes = list(MaskRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"])
+    classes = pc.coco_names(MaskRCNN_ResNet50_FPN_Weights)
     short = args.builder.replace("maskrcnn_", "")
     return pc.run_parity(args, f"maskrcnn_{short}", model, images, class_names=classes,
                          min_size=args.min_size, max_size=args.max_size,

@@ -30,12 +30,11 @@ SIZES = {  # builder -> (min_size, max_size)
 
 
 def main():
-    args = pc.parse_args(__doc__, size=True, add_arguments=lambda p: p.add_argument(
+    args = pc.start(__doc__, size=True, add_arguments=lambda p: p.add_argument(
         "--builder", choices=sorted(SIZES), required=True, help="torchvision builder"))
-    pc.setup_torch(args.threads)
     min_size, max_size = SIZES[args.builder]
     model = pc.build_mobilenet_v3_fpn(args.builder, seed=3)
-    classes = list(FasterRCNN_MobileNet_V3_Large_FPN_Weights.COCO_V1.meta["categories"])
+    classes = pc.coco_names(FasterRCNN_MobileNet_V3_Large_FPN_Weights)
     short = args.builder.replace("fasterrcnn_", "")
     return pc.run_parity_at_size(args, short, model, 7000, class_names=classes,
                                  min_size=min_size, max_size=max_size)

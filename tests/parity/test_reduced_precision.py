@@ -24,8 +24,7 @@ CLASSES = ["__background__", "red", "green", "blue"]
 
 
 def main():
-    args = pc.parse_args(__doc__, dtype=True)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__, dtype=True)
     model = pc.build_resnet_fpn(18, len(CLASSES), 320, 512, seed=16, norm="bn")
     return pc.run_parity(args, f"resnet18_fpn_{args.dtype}", model, IMAGES, class_names=CLASSES,
                          dtype=args.dtype, min_size=320, max_size=512)

@@ -28,8 +28,7 @@ CLASSES = ["__background__", "circle", "square", "triangle", "blob"]
 
 
 def main():
-    args = pc.parse_args(__doc__)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__)
     model = pc.build_resnet_fpn(18, len(CLASSES), 320, 512, seed=18)
     return pc.run_parity(args, "resnet18_fpn", model, IMAGES, class_names=CLASSES,
                          min_size=320, max_size=512)

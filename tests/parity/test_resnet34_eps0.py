@@ -28,8 +28,7 @@ CLASSES = ["__background__", "person", "vehicle"]
 
 
 def main():
-    args = pc.parse_args(__doc__)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__)
     model = pc.build_resnet_fpn(34, len(CLASSES), 320, 512, seed=34, norm="frozen", eps=0.0)
     return pc.run_parity(args, "resnet34_fpn_eps0", model, IMAGES, class_names=CLASSES,
                          min_size=320, max_size=512)

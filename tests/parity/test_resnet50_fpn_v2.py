@@ -30,10 +30,9 @@ from torchvision.models.detection import FasterRCNN_ResNet50_FPN_V2_Weights  # n
 
 
 def main():
-    args = pc.parse_args(__doc__, size=True)
-    pc.setup_torch(args.threads)
+    args = pc.start(__doc__, size=True)
     model = pc.build_resnet50_fpn_v2(seed=6)
-    classes = list(FasterRCNN_ResNet50_FPN_V2_Weights.COCO_V1.meta["categories"])
+    classes = pc.coco_names(FasterRCNN_ResNet50_FPN_V2_Weights)
     return pc.run_parity_at_size(args, "resnet50_fpn_v2", model, 9000, class_names=classes,
                                  min_size=800, max_size=1333,
                                  feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50)
