@@ -70,12 +70,7 @@
 #include "config.h"
 #endif
 
-#include "vd_config.h"
-
-#include "helpers/batcher.h"
-#include "gstvisiondetect.h"
-#include "gstvisiondetectmeta.h"
-#include "helpers/detections.h"
+#include "gstvisiondetectprivate.h"
 #include "helpers/labels.h"
 #include "helpers/modelcache.h"
 
@@ -83,11 +78,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gst/video/video.h>
-#include <visiondetect/vd.h>
-
-GST_DEBUG_CATEGORY_STATIC (gst_vision_detect_debug);
-#define GST_CAT_DEFAULT gst_vision_detect_debug
+GST_DEBUG_CATEGORY (gst_vision_detect_debug);
 
 #define DEFAULT_MODEL NULL
 #define DEFAULT_DEVICE "auto"
@@ -126,95 +117,6 @@ enum
   PROP_BATCH_TIMEOUT,
   PROP_BATCH_MEAN_SIZE,
 };
-
-/* A frame between the streaming thread and the output thread. */
-typedef struct
-{
-  GstBuffer *buffer;
-  guint64 index;
-  GstVisionDetectInference inference;
-  gint width, height;
-  gboolean *keep_class;         /* a reference (g_rc_box) or NULL: every class */
-  GstClockTime submitted;       /* monotonic time of vd_submit () */
-  GstVisionBatchRequest *request;       /* shared engine: the frame's, or NULL */
-} PendingFrame;
-
-struct _GstVisionDetect
-{
-  GstBaseTransform parent;
-
-  /* properties, protected by the object lock */
-  gchar *model_path;
-  gchar *device;
-  GstVisionDetectPrecision precision;
-  gfloat threshold;
-  gfloat iou_threshold;
-  gint max_detections;
-  guint interval;
-  gchar *classes;
-  gchar *labels_path;
-  gint threads;
-  guint max_in_flight;
-  GstVisionDetectLateFrames late_frames;
-  guint batch_size;
-  GstClockTime batch_timeout;
-  gboolean thresholds_changed;  /* set by the property setters, read when streaming */
-  gboolean classes_changed;
-  gboolean started;             /* between start() and stop() */
-
-  /* streaming state: created in start(), released in stop(); only the streaming
-   * thread touches it in between */
-  vd_model *model;
-  vd_context *ctx;              /* batch-size 1: the element's own engine */
-  /* batch-size > 1: the shared engine instead of @ctx (set and cleared under
-   * the object lock and @lock, so that the getters and the cancelling threads
-   * may read it) */
-  GstVisionBatcherClient *batch_client;
-  gchar **class_names;          /* num_classes names: the model's or the labels file's */
-  gint num_classes;
-  gboolean *keep_class;         /* num_classes flags (g_rc_box); NULL keeps every class */
-  GstVideoInfo info;
-  gboolean have_info;
-  guint64 frame_count;
-
-  /* Frames in order, each passed downstream by the output thread once the
-   * engine's result for it (if it was submitted) is collected. The streaming
-   * thread submits and queues, waiting while max-in-flight batches run; the
-   * output thread collects, attaches the metas and pushes. Under @lock. */
-  GMutex lock;
-  GCond cond;
-  GQueue pending;               /* PendingFrame */
-  guint n_submitted;            /* of @pending, submitted and not yet collected */
-  gboolean pushing;             /* the output thread holds a frame not yet pushed */
-  gboolean flushing;            /* drop everything: flush, or going to READY */
-  gboolean quit;
-  GstFlowReturn output_ret;     /* of the last push (or the engine's failure) */
-  GThread *output_thread;
-  GstClockTime engine_free_at;  /* monotonic time the submitted batches end (estimate) */
-  GstClockTime qos_earliest;    /* running time downstream reports as late (QoS) */
-  gboolean pending_discont;     /* a frame was dropped: mark the next one */
-  guint64 n_inferred, n_skipped_late;
-
-  /* the engine's warnings, posted once per start(): by the output thread, or
-   * by the streaming thread with nothing in flight (warm-up) */
-  gboolean warned_graphs;       /* graph capture failing (the info when back) */
-  gboolean warned_nonfinite;
-
-  /* under the object lock: */
-  GstClockTime inference_time;  /* moving average of the engine's time per frame */
-  GstClockTime inference_dev;   /* moving average of its deviation from that */
-  guint n_inferences;
-  GstClockTime latency;         /* what we report */
-  GstClockTime upstream_latency;        /* the minimum upstream reported, live */
-  gboolean upstream_live;
-};
-
-static gpointer output_main (gpointer data);
-static GstFlowReturn drain (GstVisionDetect * self);
-static void stop_output (GstVisionDetect * self);
-static gboolean warm_up (GstVisionDetect * self, const GstVideoInfo * info);
-static GstClockTime wanted_latency (GstVisionDetect * self,
-    GstClockTime inference_time, GstClockTime deviation);
 
 #define VIDEO_FORMATS "{ RGB, BGR, RGBA, BGRA, RGBx, BGRx, NV12, I420 }"
 
@@ -344,8 +246,9 @@ load_labels (const gchar * path, gint num_classes, GError ** error)
 /* Resolves the classes property ("car, person" or class ids "3,1") against the
  * class names; NULL when every class is kept. Posts a warning naming the
  * entries that match no class. Streaming thread or start(). */
-static gboolean *
-resolve_classes (GstVisionDetect * self, const gchar * classes)
+gboolean *
+gst_vision_detect_resolve_classes (GstVisionDetect * self,
+    const gchar * classes)
 {
   gboolean *keep;
   gchar **entries;
@@ -593,8 +496,7 @@ gst_vision_detect_finalize (GObject * object)
   g_free (self->device);
   g_free (self->classes);
   g_free (self->labels_path);
-  g_mutex_clear (&self->lock);
-  g_cond_clear (&self->cond);
+  gst_vision_scheduler_clear (&self->sched);
   G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
@@ -607,10 +509,10 @@ release_engine (GstVisionDetect * self)
   GstVisionBatcherClient *client;
 
   GST_OBJECT_LOCK (self);
-  g_mutex_lock (&self->lock);
+  g_mutex_lock (&self->sched.lock);
   client = self->batch_client;
   self->batch_client = NULL;
-  g_mutex_unlock (&self->lock);
+  g_mutex_unlock (&self->sched.lock);
   GST_OBJECT_UNLOCK (self);
   /* the last client waits for the shared engine's running batch */
   gst_vision_batcher_client_free (client);
@@ -717,9 +619,9 @@ gst_vision_detect_start (GstBaseTransform * trans)
         &params, batch_size, batch_timeout, max_in_flight, &created, &err);
 
     GST_OBJECT_LOCK (self);
-    g_mutex_lock (&self->lock);
+    g_mutex_lock (&self->sched.lock);
     self->batch_client = client;
-    g_mutex_unlock (&self->lock);
+    g_mutex_unlock (&self->sched.lock);
     GST_OBJECT_UNLOCK (self);
     ctx = client ? gst_vision_batcher_client_context (client) : NULL;
     if (client != NULL)
@@ -743,7 +645,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
         ("No usable CUDA device (%s): running on the CPU, which is much slower",
             vd_context_fallback_reason (ctx)), ("device=auto"));
   }
-  self->keep_class = resolve_classes (self, classes);
+  self->keep_class = gst_vision_detect_resolve_classes (self, classes);
 
   GST_INFO_OBJECT (self, "model %s (%s), %d classes, on %s in %s", path,
       vd_model_description (self->model), self->num_classes,
@@ -752,34 +654,19 @@ gst_vision_detect_start (GstBaseTransform * trans)
   GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (ctx));
 
   self->frame_count = 0;
-  self->flushing = FALSE;
-  self->quit = FALSE;
-  self->pushing = FALSE;
-  self->n_submitted = 0;
-  self->output_ret = GST_FLOW_OK;
-  self->engine_free_at = 0;
-  self->qos_earliest = GST_CLOCK_TIME_NONE;
   self->pending_discont = FALSE;
   self->warned_graphs = FALSE;
   self->warned_nonfinite = FALSE;
-  self->output_thread = g_thread_try_new ("visiondetect-out", output_main,
-      self, &err);
-  if (self->output_thread == NULL) {
+  if (!gst_vision_scheduler_start (&self->sched, max_in_flight, batch_size > 1,
+          batch_timeout, &err)) {
     GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
         ("Could not start the output thread: %s", err->message), (NULL));
     goto out_release_engine;
   }
   GST_OBJECT_LOCK (self);
-  self->inference_time = GST_CLOCK_TIME_NONE;
-  self->inference_dev = 0;
-  self->n_inferences = 0;
   self->n_inferred = 0;
   self->n_skipped_late = 0;
   self->started = TRUE;
-  /* a shared engine's frame may wait the batch timeout: known from the start */
-  self->latency = wanted_latency (self, 0, 0);
-  self->upstream_live = FALSE;
-  self->upstream_latency = 0;
   GST_OBJECT_UNLOCK (self);
   ok = TRUE;
   goto out_free_settings;
@@ -803,7 +690,7 @@ gst_vision_detect_stop (GstBaseTransform * trans)
 {
   GstVisionDetect *self = GST_VISION_DETECT (trans);
 
-  stop_output (self);
+  gst_vision_scheduler_stop (&self->sched);
   release_engine (self);
   self->have_info = FALSE;
   GST_OBJECT_LOCK (self);
@@ -852,8 +739,8 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
   if (new_size && (self->ctx != NULL || self->batch_client != NULL)
       && upstream_is_live (self)) {
     /* the frames of the old size leave first */
-    drain (self);
-    if (!warm_up (self, &info))
+    gst_vision_scheduler_drain (&self->sched);
+    if (!gst_vision_detect_warm_up (self, &info))
       return FALSE;
   }
   self->info = info;
@@ -862,499 +749,7 @@ gst_vision_detect_set_caps (GstBaseTransform * trans, GstCaps * incaps,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Streaming                                                                 */
-
-static gboolean
-fill_image (const GstVideoFrame * frame, vd_image * image)
-{
-  const GstVideoInfo *info = &frame->info;
-  guint i;
-
-  memset (image, 0, sizeof (*image));
-  switch (GST_VIDEO_FRAME_FORMAT (frame)) {
-    case GST_VIDEO_FORMAT_RGB:
-      image->format = VD_FORMAT_RGB;
-      break;
-    case GST_VIDEO_FORMAT_BGR:
-      image->format = VD_FORMAT_BGR;
-      break;
-    case GST_VIDEO_FORMAT_RGBA:
-      image->format = VD_FORMAT_RGBA;
-      break;
-    case GST_VIDEO_FORMAT_BGRA:
-      image->format = VD_FORMAT_BGRA;
-      break;
-    case GST_VIDEO_FORMAT_RGBx:
-      image->format = VD_FORMAT_RGBX;
-      break;
-    case GST_VIDEO_FORMAT_BGRx:
-      image->format = VD_FORMAT_BGRX;
-      break;
-    case GST_VIDEO_FORMAT_NV12:
-      image->format = VD_FORMAT_NV12;
-      break;
-    case GST_VIDEO_FORMAT_I420:
-      image->format = VD_FORMAT_I420;
-      break;
-    default:
-      return FALSE;
-  }
-  image->width = GST_VIDEO_FRAME_WIDTH (frame);
-  image->height = GST_VIDEO_FRAME_HEIGHT (frame);
-  for (i = 0; i < GST_VIDEO_FRAME_N_PLANES (frame) && i < 3; i++) {
-    image->planes[i] = GST_VIDEO_FRAME_PLANE_DATA (frame, i);
-    image->strides[i] = GST_VIDEO_FRAME_PLANE_STRIDE (frame, i);
-  }
-  switch (info->colorimetry.matrix) {
-    case GST_VIDEO_COLOR_MATRIX_BT709:
-    case GST_VIDEO_COLOR_MATRIX_SMPTE240M:
-      image->matrix = VD_COLOR_MATRIX_BT709;
-      break;
-    case GST_VIDEO_COLOR_MATRIX_BT2020:
-      image->matrix = VD_COLOR_MATRIX_BT2020;
-      break;
-    default:
-      image->matrix = VD_COLOR_MATRIX_BT601;
-      break;
-  }
-  image->full_range = info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255;
-  return TRUE;
-}
-
-/* The detections of @result that the element keeps (its class filter), in
- * every form, through the one writer visiontrack shares; and the companion
- * meta, on every frame, with whether the frame was inferred. */
-static void
-attach_detections (GstVisionDetect * self, const PendingFrame * f,
-    const vd_result * result)
-{
-  GstVisionDetectionEntry *entries;
-  GstVisionDetectMeta *meta;
-  guint n = 0;
-  gint i;
-
-  /* every frame says whether it was looked at, with or without detections */
-  meta = gst_buffer_add_vision_detect_meta (f->buffer, f->width, f->height);
-  meta->inference = f->inference;
-  if (result == NULL || result->n_detections <= 0)
-    return;
-
-  entries = g_new0 (GstVisionDetectionEntry, result->n_detections);
-  for (i = 0; i < result->n_detections; i++) {
-    const vd_detection *det = &result->detections[i];
-    GstVisionDetectionEntry *e = &entries[n];
-
-    if (det->label <= 0 || det->label >= self->num_classes)
-      continue;
-    if (f->keep_class != NULL && !f->keep_class[det->label])
-      continue;
-    e->x1 = det->x1;
-    e->y1 = det->y1;
-    e->x2 = det->x2;
-    e->y2 = det->y2;
-    e->confidence = det->score;
-    e->label_id = det->label;
-    e->label = g_quark_from_string (self->class_names[det->label]);
-    e->mask = det->mask;
-    e->mask_x = det->mask_x;
-    e->mask_y = det->mask_y;
-    e->mask_width = det->mask_width;
-    e->mask_height = det->mask_height;
-    n++;
-  }
-  gst_vision_detections_attach (GST_ELEMENT (self), f->buffer, meta, f->width,
-      f->height, entries, n, NULL);
-  g_free (entries);
-}
-
-/* The margin over the typical time for a slow frame: four mean deviations
- * (as TCP's retransmission timer takes over the round-trip time, RFC 6298),
- * at least @floor, what a steady machine needs. On a machine whose other
- * work (or hypervisor) takes the cores at times, frames vary by several
- * times their typical time, and a fixed fraction would have many late. */
-static GstClockTime
-variation_margin (GstClockTime deviation, GstClockTime floor)
-{
-  return MAX (4 * deviation, floor);
-}
-
-/* What we report: a frame waits for the batches ahead of it, then runs; half
- * an inference more for the variation, or more when frames vary more. With a
- * shared engine (@inference_time is then a batch's), a frame first waits up
- * to the batch timeout for others, and one batch more may be ahead of it
- * (other streams' frames). Object lock held. */
-static GstClockTime
-wanted_latency (GstVisionDetect * self, GstClockTime inference_time,
-    GstClockTime deviation)
-{
-  GstClockTime margin = variation_margin (deviation, inference_time / 2);
-
-  if (self->batch_size > 1)
-    return self->batch_timeout + inference_time * (self->max_in_flight + 1) +
-        margin;
-  return inference_time * self->max_in_flight + margin;
-}
-
-/* Posts a latency message when the typical inference time and its variation
- * need a quarter more latency than reported (of the part that follows them: a
- * shared engine's batch timeout is fixed). Object lock held; returns whether
- * to post. */
-static gboolean
-raise_latency_locked (GstVisionDetect * self)
-{
-  GstClockTime wanted = wanted_latency (self, self->inference_time,
-      self->inference_dev);
-  GstClockTime fixed = wanted_latency (self, 0, 0);
-
-  if (wanted <= self->latency + (self->latency - MIN (fixed,
-              self->latency)) / 4)
-    return FALSE;
-  self->latency = wanted;
-  return TRUE;
-}
-
-static void
-post_latency (GstVisionDetect * self, GstClockTime inference_time,
-    GstClockTime latency)
-{
-  GST_INFO_OBJECT (self, "inference takes %" GST_TIME_FORMAT
-      ", reporting a latency of %" GST_TIME_FORMAT,
-      GST_TIME_ARGS (inference_time), GST_TIME_ARGS (latency));
-  gst_element_post_message (GST_ELEMENT (self),
-      gst_message_new_latency (GST_OBJECT (self)));
-}
-
-/* The engine's time for one frame (output thread), into the moving average. */
-static void
-update_latency (GstVisionDetect * self, GstClockTime elapsed)
-{
-  GstClockTime inference_time, deviation, latency;
-  gboolean post;
-
-  GST_OBJECT_LOCK (self);
-  self->n_inferences++;
-  if (!GST_CLOCK_TIME_IS_VALID (self->inference_time)) {
-    self->inference_time = elapsed;
-  } else {
-    GstClockTimeDiff diff = GST_CLOCK_DIFF (self->inference_time, elapsed);
-
-    /* gains of RFC 6298: 1/4 for the deviation, 1/8 for the mean */
-    self->inference_dev = (3 * self->inference_dev + ABS (diff)) / 4;
-    self->inference_time = (7 * self->inference_time + elapsed) / 8;
-  }
-  post = raise_latency_locked (self);
-  inference_time = self->inference_time;
-  deviation = self->inference_dev;
-  latency = self->latency;
-  GST_OBJECT_UNLOCK (self);
-  GST_LOG_OBJECT (self, "engine time %" GST_TIME_FORMAT ", typical %"
-      GST_TIME_FORMAT ", deviation %" GST_TIME_FORMAT, GST_TIME_ARGS (elapsed),
-      GST_TIME_ARGS (inference_time), GST_TIME_ARGS (deviation));
-  if (post)
-    post_latency (self, inference_time, latency);
-}
-
-/* After a batch returned by the engine: one warning the first time graph
- * capture is found failing (frames then cost several times more), an info
- * when it works again, and one warning the first time a frame has infinite or
- * NaN activations (fp16 overflow, corrupt weights: too few detections). */
-static void
-report_engine_status (GstVisionDetect * self, const vd_result * result,
-    const gchar * when)
-{
-  vd_run_status status;
-
-  vd_context_run_status (self->ctx, &status);
-  if (status.graphs == VD_GRAPHS_RETRYING && !self->warned_graphs) {
-    self->warned_graphs = TRUE;
-    GST_ELEMENT_WARNING (self, RESOURCE, FAILED,
-        ("CUDA graph capture failed (%s): frames run eagerly, several times "
-            "slower, and capture is tried again after %d frame(s), then "
-            "after twice as many each time it fails (at most %d)",
-            status.graphs_reason, status.graph_retry_frames,
-            VD_GRAPH_RETRY_MAX_FRAMES),
-        ("%" G_GUINT64_FORMAT " capture failure(s) so far, %s",
-            status.graph_failures, when));
-  } else if (status.graphs == VD_GRAPHS_ACTIVE && self->warned_graphs) {
-    self->warned_graphs = FALSE;
-    GST_ELEMENT_INFO (self, RESOURCE, FAILED,
-        ("CUDA graph capture works again: frames are replayed"),
-        ("after %" G_GUINT64_FORMAT " capture failure(s), %s",
-            status.graph_failures, when));
-  }
-  if (result != NULL && result->n_nonfinite > 0 && !self->warned_nonfinite) {
-    self->warned_nonfinite = TRUE;
-    GST_ELEMENT_WARNING (self, STREAM, FAILED,
-        ("The model produced %d infinite or NaN value(s), %s (%s): its "
-            "detections are unreliable; with precision fp16 an activation "
-            "above 65504 overflows (try precision=fp32), otherwise the "
-            "weights may be corrupt", result->n_nonfinite, when,
-            vd_precision_name (vd_context_precision (self->ctx))),
-        ("counted in the RPN head and box head outputs; warned once"));
-  }
-}
-
-/* A frame at the size and format of the caps, run twice: the first run creates
- * the engine's primitives for the size, the second is a typical inference, which
- * sets the latency before the first frame. Nothing in flight. */
-static gboolean
-warm_up (GstVisionDetect * self, const GstVideoInfo * info)
-{
-  GstBuffer *buffer = gst_buffer_new_allocate (NULL, info->size, NULL);
-  GstClockTime start = 0, elapsed = 0, latency;
-  GstVideoFrame frame;
-  GError *err = NULL;
-  vd_image image;
-  gboolean ok = TRUE, post;
-  gfloat threshold, iou_threshold;
-  gint run, max_detections;
-
-  GST_OBJECT_LOCK (self);
-  threshold = self->threshold;
-  iou_threshold = self->iou_threshold;
-  max_detections = self->max_detections;
-  GST_OBJECT_UNLOCK (self);
-
-  if (buffer != NULL)
-    gst_buffer_memset (buffer, 0, 0x80, info->size);
-  if (buffer == NULL || !gst_video_frame_map (&frame, info, buffer,
-          GST_MAP_READ)) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
-        ("Could not allocate a %dx%d frame", GST_VIDEO_INFO_WIDTH (info),
-            GST_VIDEO_INFO_HEIGHT (info)), (NULL));
-    gst_clear_buffer (&buffer);
-    return FALSE;
-  }
-  fill_image (&frame, &image);
-  for (run = 0; run < 2 && ok; run++) {
-    vd_result result;
-
-    if (self->batch_client != NULL) {
-      GstVisionBatchRequest *request;
-      GstVisionBatchStatus status;
-      guint batch_frames;
-
-      /* through the shared engine (which takes the mapping), alone: not
-       * waiting for other streams' frames; the latency follows the time of
-       * the real batches afterwards */
-      if (run > 0 && !gst_video_frame_map (&frame, info, buffer, GST_MAP_READ))
-        break;
-      fill_image (&frame, &image);
-      request = gst_vision_batcher_submit (self->batch_client, &frame, &image,
-          threshold, iou_threshold, max_detections, TRUE);
-      status = gst_vision_batcher_wait (self->batch_client, request, &result,
-          &elapsed, &batch_frames, &err);
-      gst_vision_batch_request_unref (request);
-      ok = status != GST_VISION_BATCH_FAILED;
-      vd_result_clear (&result);
-      if (status == GST_VISION_BATCH_CANCELLED) {
-        /* flushing or stopping */
-        gst_buffer_unref (buffer);
-        return TRUE;
-      }
-      continue;
-    }
-    start = gst_util_get_timestamp ();
-    ok = vd_detect (self->ctx, &image, 1, &result, &err);
-    elapsed = gst_util_get_timestamp () - start;
-    if (ok) {
-      /* grey frames: the model's own overflow shows here already */
-      report_engine_status (self, &result, "warming up");
-      vd_result_clear (&result);
-    }
-  }
-  if (self->batch_client == NULL)
-    gst_video_frame_unmap (&frame);
-  gst_buffer_unref (buffer);
-  if (!ok) {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Detection failed on a %dx%d %s frame: %s",
-            GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
-            gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (info)),
-            err->message), ("engine error code %d, warming up", err->code));
-    g_clear_error (&err);
-    return FALSE;
-  }
-
-  GST_OBJECT_LOCK (self);
-  /* a new size: its own typical time, not the average of the old one */
-  self->inference_time = elapsed;
-  self->inference_dev = 0;
-  post = raise_latency_locked (self);
-  latency = self->latency;
-  GST_OBJECT_UNLOCK (self);
-  GST_INFO_OBJECT (self, "warm-up at %dx%d: %" GST_TIME_FORMAT,
-      GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
-      GST_TIME_ARGS (elapsed));
-  if (post)
-    post_latency (self, elapsed, latency);
-  return TRUE;
-}
-
-static void
-pending_frame_free (PendingFrame * f)
-{
-  g_clear_pointer (&f->request, gst_vision_batch_request_unref);
-  gst_clear_buffer (&f->buffer);
-  g_clear_pointer (&f->keep_class, g_rc_box_release);
-  g_free (f);
-}
-
-/* The output thread: frames leave in order, each once its result is in. */
-static gpointer
-output_main (gpointer data)
-{
-  GstVisionDetect *self = data;
-  GstBaseTransform *trans = GST_BASE_TRANSFORM (self);
-  GstClockTime last_done = 0;
-
-  g_mutex_lock (&self->lock);
-  for (;;) {
-    PendingFrame *f;
-    gboolean submitted, drop, cancelled = FALSE;
-    GstFlowReturn ret = GST_FLOW_OK;
-    vd_result result;
-    GError *err = NULL;
-    gboolean ok = TRUE;
-
-    while (!self->quit && g_queue_is_empty (&self->pending))
-      g_cond_wait (&self->cond, &self->lock);
-    if (self->quit)
-      break;
-    f = g_queue_pop_head (&self->pending);
-    submitted = f->inference == GST_VISION_DETECT_INFERRED;
-    self->pushing = TRUE;
-    g_mutex_unlock (&self->lock);
-
-    if (submitted && f->request != NULL) {
-      GstVisionBatchStatus status;
-      GstClockTime done, batch_time;
-      guint batch_frames;
-
-      status = gst_vision_batcher_wait (self->batch_client, f->request, &result,
-          &batch_time, &batch_frames, &err);
-      done = gst_util_get_timestamp ();
-      ok = status != GST_VISION_BATCH_FAILED;
-      cancelled = status == GST_VISION_BATCH_CANCELLED;
-      g_mutex_lock (&self->lock);
-      self->n_submitted--;
-      if (self->n_submitted == 0)
-        self->engine_free_at = done;
-      g_cond_broadcast (&self->cond);
-      g_mutex_unlock (&self->lock);
-      if (status == GST_VISION_BATCH_DONE) {
-        /* the latency follows the time of a batch, what a frame waits for */
-        update_latency (self, batch_time);
-        GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections, "
-            "in a batch of %u (%" GST_TIME_FORMAT ")", f->index,
-            result.n_detections, batch_frames, GST_TIME_ARGS (batch_time));
-      }
-    } else if (submitted) {
-      GstClockTime done;
-
-      ok = vd_collect (self->ctx, &result, 1, &err);
-      done = gst_util_get_timestamp ();
-      g_mutex_lock (&self->lock);
-      self->n_submitted--;
-      if (self->n_submitted == 0)
-        self->engine_free_at = done;
-      g_cond_broadcast (&self->cond);
-      g_mutex_unlock (&self->lock);
-      if (ok) {
-        vd_stage_time stages[16];
-        gint n = vd_context_stage_times (self->ctx, stages, 16), k;
-        gdouble ms = 0.0;
-        gchar when[48];
-
-        /* the engine's own time for the frame (the stages follow each other);
-         * not the time to collect it, which waited on the pushes before it */
-        for (k = 0; k < n; k++)
-          ms += stages[k].ms;
-        update_latency (self, n > 0 ? (GstClockTime) (ms * GST_MSECOND) :
-            done - MAX (f->submitted, last_done));
-        GST_LOG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": %d detections",
-            f->index, result.n_detections);
-        g_snprintf (when, sizeof (when), "at frame %" G_GUINT64_FORMAT,
-            f->index);
-        report_engine_status (self, &result, when);
-      }
-      last_done = done;
-    }
-
-    g_mutex_lock (&self->lock);
-    drop = self->flushing || self->output_ret != GST_FLOW_OK || cancelled;
-    g_mutex_unlock (&self->lock);
-    if (!ok) {
-      if (!drop)
-        GST_ELEMENT_ERROR (self, STREAM, FAILED,
-            ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d): %s",
-                f->index, f->width, f->height, err->message),
-            ("engine error code %d", err->code));
-      g_clear_error (&err);
-      ret = GST_FLOW_ERROR;
-    } else if (drop) {
-      ret = GST_FLOW_OK;
-    } else {
-      GstBuffer *buffer;
-
-      attach_detections (self, f, submitted ? &result : NULL);
-      buffer = f->buffer;
-      f->buffer = NULL;
-      ret = gst_pad_push (trans->srcpad, buffer);
-    }
-    if (submitted && ok)
-      vd_result_clear (&result);
-    pending_frame_free (f);
-
-    g_mutex_lock (&self->lock);
-    self->pushing = FALSE;
-    if (ret != GST_FLOW_OK && self->output_ret == GST_FLOW_OK) {
-      GST_DEBUG_OBJECT (self, "push: %s", gst_flow_get_name (ret));
-      self->output_ret = ret;
-    }
-    g_cond_broadcast (&self->cond);
-  }
-  g_mutex_unlock (&self->lock);
-  return NULL;
-}
-
-/* Waits until every queued frame is out (or dropped). Streaming thread. */
-static GstFlowReturn
-drain (GstVisionDetect * self)
-{
-  GstFlowReturn ret;
-
-  g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) || self->pushing)
-    g_cond_wait (&self->cond, &self->lock);
-  ret = self->flushing ? GST_FLOW_FLUSHING : self->output_ret;
-  g_mutex_unlock (&self->lock);
-  return ret;
-}
-
-/* Stops the output thread and drops what it had not pushed. */
-static void
-stop_output (GstVisionDetect * self)
-{
-  PendingFrame *f;
-
-  g_mutex_lock (&self->lock);
-  self->quit = TRUE;
-  self->flushing = TRUE;
-  g_cond_broadcast (&self->cond);
-  /* an output thread waiting for the shared engine stops waiting */
-  if (self->batch_client != NULL)
-    gst_vision_batcher_client_cancel (self->batch_client);
-  g_mutex_unlock (&self->lock);
-  if (self->output_thread != NULL)
-    g_thread_join (self->output_thread);
-  self->output_thread = NULL;
-  /* their batches are dropped with the context */
-  while ((f = g_queue_pop_head (&self->pending)) != NULL)
-    pending_frame_free (f);
-  self->n_submitted = 0;
-  self->pushing = FALSE;
-}
+/* Streaming (the frames' way: gstvisiondetectstream.c)                      */
 
 /* controlled properties (threshold) follow the stream time */
 static void
@@ -1381,249 +776,6 @@ gst_vision_detect_submit_input_buffer (GstBaseTransform * trans,
   if (ret == GST_BASE_TRANSFORM_FLOW_DROPPED)
     self->pending_discont = TRUE;
   return ret;
-}
-
-/* Whether inference would make the frame at running time @rt leave after
- * its deadline: the time it is due here (@rt plus the live upstream latency)
- * plus the latency we report. Also late: what downstream reported as late. */
-static gboolean
-would_be_late (GstVisionDetect * self, GstClockTime rt)
-{
-  GstClock *clock;
-  GstClockTime now, base_time, done, deadline, inference_time, deviation,
-      latency, upstream, mono, free_at, earliest, gather = 0;
-  gboolean live;
-
-  if (!GST_CLOCK_TIME_IS_VALID (rt))
-    return FALSE;
-  g_mutex_lock (&self->lock);
-  earliest = self->qos_earliest;
-  g_mutex_unlock (&self->lock);
-  if (GST_CLOCK_TIME_IS_VALID (earliest) && rt < earliest)
-    return TRUE;
-
-  GST_OBJECT_LOCK (self);
-  live = self->upstream_live;
-  upstream = self->upstream_latency;
-  inference_time = self->inference_time;
-  deviation = self->inference_dev;
-  latency = self->latency;
-  clock = GST_ELEMENT_CLOCK (self) ? gst_object_ref (GST_ELEMENT_CLOCK (self))
-      : NULL;
-  base_time = GST_ELEMENT_CAST (self)->base_time;
-  /* a shared engine's batch may wait that long for its other frames */
-  if (self->batch_client != NULL)
-    gather = self->batch_timeout;
-  GST_OBJECT_UNLOCK (self);
-  if (clock == NULL)
-    return FALSE;
-  now = gst_clock_get_time (clock);
-  gst_object_unref (clock);
-  if (!live || !GST_CLOCK_TIME_IS_VALID (inference_time)
-      || GST_STATE (self) != GST_STATE_PLAYING || now < base_time)
-    return FALSE;
-
-  /* when the batches ahead end (monotonic time), then this one */
-  mono = gst_util_get_timestamp ();
-  g_mutex_lock (&self->lock);
-  free_at = self->n_submitted > 0 ? MAX (self->engine_free_at, mono) : mono;
-  g_mutex_unlock (&self->lock);
-  /* a slow frame's time (a quarter more than the typical time on a steady
-   * machine): a slower frame than typical still on time */
-  done = (now - base_time) + (free_at - mono) + gather + inference_time +
-      variation_margin (deviation, inference_time / 4);
-  deadline = rt + upstream + latency;
-  GST_LOG_OBJECT (self, "running time %" GST_TIME_FORMAT ": done at %"
-      GST_TIME_FORMAT ", deadline %" GST_TIME_FORMAT, GST_TIME_ARGS (rt),
-      GST_TIME_ARGS (done), GST_TIME_ARGS (deadline));
-  return done > deadline;
-}
-
-/* late-frames=skip-inference: @f passes on time without inference */
-static void
-skip_late (GstVisionDetect * self, PendingFrame * f, const gchar * when)
-{
-  f->inference = GST_VISION_DETECT_SKIPPED_LATE;
-  GST_OBJECT_LOCK (self);
-  self->n_skipped_late++;
-  GST_OBJECT_UNLOCK (self);
-  GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT " would be late%s: "
-      "passed without inference", f->index, when);
-}
-
-static GstFlowReturn
-gst_vision_detect_generate_output (GstBaseTransform * trans,
-    GstBuffer ** outbuf)
-{
-  GstVisionDetect *self = GST_VISION_DETECT (trans);
-  GstBuffer *buffer = trans->queued_buf;
-  gboolean thresholds_changed, classes_changed;
-  gfloat threshold, iou_threshold;
-  gint max_detections;
-  gchar *classes = NULL;
-  guint interval, max_in_flight;
-  GstVisionDetectLateFrames late_frames;
-  PendingFrame *f;
-  GstFlowReturn ret;
-  guint64 frame_index;
-  GstClockTime inference_time, rt;
-
-  *outbuf = NULL;
-  if (buffer == NULL)
-    return GST_FLOW_OK;
-  trans->queued_buf = NULL;
-
-  if (G_UNLIKELY (!self->have_info || (self->ctx == NULL
-              && self->batch_client == NULL))) {
-    gst_buffer_unref (buffer);
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
-        ("frame before caps or before the engine started"));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
-
-  g_mutex_lock (&self->lock);
-  ret = self->flushing ? GST_FLOW_FLUSHING : self->output_ret;
-  g_mutex_unlock (&self->lock);
-  if (ret != GST_FLOW_OK) {
-    gst_buffer_unref (buffer);
-    return ret;
-  }
-
-  GST_OBJECT_LOCK (self);
-  interval = self->interval;
-  max_in_flight = self->max_in_flight;
-  late_frames = self->late_frames;
-  thresholds_changed = self->thresholds_changed;
-  threshold = self->threshold;
-  iou_threshold = self->iou_threshold;
-  max_detections = self->max_detections;
-  self->thresholds_changed = FALSE;
-  classes_changed = self->classes_changed;
-  if (classes_changed)
-    classes = g_strdup (self->classes);
-  self->classes_changed = FALSE;
-  GST_OBJECT_UNLOCK (self);
-
-  /* a shared engine takes them with every frame */
-  if (thresholds_changed && self->ctx != NULL)
-    vd_context_set_thresholds (self->ctx, threshold, iou_threshold,
-        max_detections);
-  if (classes_changed) {
-    g_clear_pointer (&self->keep_class, g_rc_box_release);
-    self->keep_class = resolve_classes (self, classes);
-    g_free (classes);
-  }
-
-  /* in place: the metas need a writable buffer (a shallow copy when it is
-   * shared; the pixels are never copied) */
-  buffer = gst_buffer_make_writable (buffer);
-  if (self->pending_discont) {
-    GST_BUFFER_FLAG_SET (buffer, GST_BUFFER_FLAG_DISCONT);
-    self->pending_discont = FALSE;
-  }
-
-  rt = gst_segment_to_running_time (&trans->segment, GST_FORMAT_TIME,
-      GST_BUFFER_PTS (buffer));
-  f = g_new0 (PendingFrame, 1);
-  f->buffer = buffer;
-  f->index = frame_index = self->frame_count++;
-  f->width = GST_VIDEO_INFO_WIDTH (&self->info);
-  f->height = GST_VIDEO_INFO_HEIGHT (&self->info);
-  f->keep_class = self->keep_class ? g_rc_box_acquire (self->keep_class) : NULL;
-  if (interval > 1 && frame_index % interval != 0)
-    f->inference = GST_VISION_DETECT_SKIPPED_INTERVAL;
-  else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
-    f->inference = GST_VISION_DETECT_SKIPPED_GAP;
-  else if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
-      && would_be_late (self, rt))
-    skip_late (self, f, "");
-
-  if (f->inference == GST_VISION_DETECT_INFERRED) {
-    gboolean waited = FALSE;
-
-    /* room in the engine */
-    g_mutex_lock (&self->lock);
-    while (self->n_submitted >= max_in_flight && !self->flushing) {
-      g_cond_wait (&self->cond, &self->lock);
-      waited = TRUE;
-    }
-    ret = self->flushing ? GST_FLOW_FLUSHING : GST_FLOW_OK;
-    g_mutex_unlock (&self->lock);
-    if (ret != GST_FLOW_OK) {
-      pending_frame_free (f);
-      return ret;
-    }
-    /* the room came when the frame ahead was collected, which follows the
-     * pushes before it (a synchronised sink holds each until its time), not
-     * the engine's estimate: late now, the frame passes without inference */
-    if (waited && late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
-        && would_be_late (self, rt))
-      skip_late (self, f, " after waiting for the engine");
-  }
-
-  if (f->inference == GST_VISION_DETECT_INFERRED) {
-    GstVideoFrame frame;
-    vd_image image;
-    GError *err = NULL;
-    gboolean ok;
-
-    /* read only: the frame passes unchanged; the engine copies what it reads */
-    if (!gst_video_frame_map (&frame, &self->info, buffer, GST_MAP_READ)) {
-      pending_frame_free (f);
-      GST_ELEMENT_ERROR (self, STREAM, FAILED,
-          ("Could not map video frame %" G_GUINT64_FORMAT, frame_index),
-          (NULL));
-      return GST_FLOW_ERROR;
-    }
-    if (!fill_image (&frame, &image)) {
-      gst_video_frame_unmap (&frame);
-      pending_frame_free (f);
-      GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
-          ("Unsupported video format %s",
-              gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info))),
-          (NULL));
-      return GST_FLOW_NOT_NEGOTIATED;
-    }
-    f->submitted = gst_util_get_timestamp ();
-    if (self->batch_client != NULL) {
-      /* the shared engine takes the mapping; a frame it refuses fails when
-       * its result is collected, alone */
-      f->request = gst_vision_batcher_submit (self->batch_client, &frame,
-          &image, threshold, iou_threshold, max_detections, FALSE);
-      ok = TRUE;
-    } else {
-      ok = vd_submit (self->ctx, &image, 1, &err);
-      gst_video_frame_unmap (&frame);
-    }
-    if (!ok) {
-      GST_ELEMENT_ERROR (self, STREAM, FAILED,
-          ("Detection failed on frame %" G_GUINT64_FORMAT " (%dx%d %s): %s",
-              frame_index, image.width, image.height,
-              gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info)),
-              err->message), ("engine error code %d", err->code));
-      g_clear_error (&err);
-      pending_frame_free (f);
-      return GST_FLOW_ERROR;
-    }
-    GST_OBJECT_LOCK (self);
-    self->n_inferred++;
-    GST_OBJECT_UNLOCK (self);
-  }
-
-  GST_OBJECT_LOCK (self);
-  inference_time = self->inference_time;
-  GST_OBJECT_UNLOCK (self);
-  g_mutex_lock (&self->lock);
-  if (f->inference == GST_VISION_DETECT_INFERRED) {
-    self->n_submitted++;
-    self->engine_free_at = MAX (self->engine_free_at, f->submitted);
-    if (GST_CLOCK_TIME_IS_VALID (inference_time))
-      self->engine_free_at += inference_time;
-  }
-  g_queue_push_tail (&self->pending, f);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
-  return GST_FLOW_OK;
 }
 
 static GstFlowReturn
@@ -1665,22 +817,13 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
 
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_FLUSH_START:
-      /* the frames not yet out are dropped; a wait for room ends */
-      g_mutex_lock (&self->lock);
-      self->flushing = TRUE;
-      g_cond_broadcast (&self->cond);
-      /* and those in the shared engine leave it */
-      if (self->batch_client != NULL)
-        gst_vision_batcher_client_cancel (self->batch_client);
-      g_mutex_unlock (&self->lock);
+      /* the frames not yet out are dropped, those in the shared engine
+       * leave it; a wait for room ends */
+      gst_vision_scheduler_set_flushing (&self->sched, TRUE);
       break;
     case GST_EVENT_FLUSH_STOP:
-      drain (self);
-      g_mutex_lock (&self->lock);
-      self->flushing = FALSE;
-      self->output_ret = GST_FLOW_OK;
-      self->qos_earliest = GST_CLOCK_TIME_NONE;
-      g_mutex_unlock (&self->lock);
+      gst_vision_scheduler_drain (&self->sched);
+      gst_vision_scheduler_set_flushing (&self->sched, FALSE);
       /* a seek starts the interval again: its first frame is inferred */
       self->frame_count = 0;
       break;
@@ -1688,20 +831,17 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
       /* at EOS the shared engine stops waiting for this stream's frames (until
        * the next one) */
       if (GST_EVENT_TYPE (event) == GST_EVENT_EOS) {
-        g_mutex_lock (&self->lock);
+        g_mutex_lock (&self->sched.lock);
         if (self->batch_client != NULL)
           gst_vision_batcher_client_set_idle (self->batch_client, TRUE);
-        g_mutex_unlock (&self->lock);
+        g_mutex_unlock (&self->sched.lock);
       }
       /* serialized events (caps, segment, EOS, ...) follow the frames before
        * them */
       if (GST_EVENT_IS_SERIALIZED (event))
-        drain (self);
-      if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT) {
-        g_mutex_lock (&self->lock);
-        self->qos_earliest = GST_CLOCK_TIME_NONE;
-        g_mutex_unlock (&self->lock);
-      }
+        gst_vision_scheduler_drain (&self->sched);
+      if (GST_EVENT_TYPE (event) == GST_EVENT_SEGMENT)
+        gst_vision_scheduler_set_qos (&self->sched, GST_CLOCK_TIME_NONE, 0);
       break;
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->sink_event (trans, event);
@@ -1719,14 +859,9 @@ gst_vision_detect_src_event (GstBaseTransform * trans, GstEvent * event)
     GstClockTime timestamp;
 
     gst_event_parse_qos (event, &type, &proportion, &diff, &timestamp);
-    /* read by the streaming thread only for skip-inference; late frames are
-     * skipped until downstream catches up (as GstVideoDecoder does) */
-    if (GST_CLOCK_TIME_IS_VALID (timestamp)) {
-      g_mutex_lock (&self->lock);
-      self->qos_earliest = diff > 0 ? timestamp + 2 * diff :
-          (GstClockTime) MAX ((GstClockTimeDiff) timestamp + diff, 0);
-      g_mutex_unlock (&self->lock);
-    }
+    /* read by the streaming thread only for skip-inference */
+    if (GST_CLOCK_TIME_IS_VALID (timestamp))
+      gst_vision_scheduler_set_qos (&self->sched, timestamp, diff);
   }
   return GST_BASE_TRANSFORM_CLASS (parent_class)->src_event (trans, event);
 }
@@ -1738,15 +873,10 @@ gst_vision_detect_change_state (GstElement * element, GstStateChange transition)
 
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     /* a streaming thread waiting for room stops waiting before the pads
-     * deactivate (which takes its stream lock) */
-    g_mutex_lock (&self->lock);
-    self->flushing = TRUE;
-    g_cond_broadcast (&self->cond);
-    /* frames waiting in a shared engine leave it: neither this element's
-     * stop nor the other streams wait for them */
-    if (self->batch_client != NULL)
-      gst_vision_batcher_client_cancel (self->batch_client);
-    g_mutex_unlock (&self->lock);
+     * deactivate (which takes its stream lock); frames waiting in a shared
+     * engine leave it: neither this element's stop nor the other streams
+     * wait for them */
+    gst_vision_scheduler_set_flushing (&self->sched, TRUE);
   }
   return GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
 }
@@ -1766,11 +896,7 @@ gst_vision_detect_query (GstBaseTransform * trans, GstPadDirection direction,
     gboolean live;
 
     gst_query_parse_latency (query, &live, &min, &max);
-    GST_OBJECT_LOCK (self);
-    latency = self->latency;
-    self->upstream_live = live;
-    self->upstream_latency = min;
-    GST_OBJECT_UNLOCK (self);
+    latency = gst_vision_scheduler_set_upstream (&self->sched, live, min);
     min += latency;
     if (GST_CLOCK_TIME_IS_VALID (max))
       max += latency;
@@ -1952,10 +1078,8 @@ gst_vision_detect_init (GstVisionDetect * self)
   self->late_frames = DEFAULT_LATE_FRAMES;
   self->batch_size = DEFAULT_BATCH_SIZE;
   self->batch_timeout = DEFAULT_BATCH_TIMEOUT;
-  self->inference_time = GST_CLOCK_TIME_NONE;
-  g_mutex_init (&self->lock);
-  g_cond_init (&self->cond);
-  g_queue_init (&self->pending);
+  gst_vision_scheduler_init (&self->sched, &gst_vision_detect_scheduler_engine,
+      self, GST_OBJECT (self), gst_vision_detect_debug);
 
   /* in place, never passthrough: the metas need a writable buffer (basetransform
    * makes a shallow copy when it is shared; the pixels are never copied) */
