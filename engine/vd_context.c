@@ -307,8 +307,21 @@ const char *vd_precision_name(vd_precision precision)
         return "fp16";
     case VD_PRECISION_BF16:
         return "bf16";
+    case VD_PRECISION_INT8:
+        return "int8";
     }
     return "unknown";
+}
+
+char *vd_context_calibration(vd_context *ctx, GError **error)
+{
+    if (!ctx->params.calibrate || ctx->backend->calibration == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "the context does not calibrate (make it with the calibrate parameter, on "
+                    "the CPU)");
+        return NULL;
+    }
+    return ctx->backend->calibration(ctx->state, error);
 }
 
 const char *vd_context_describe(const vd_context *ctx)

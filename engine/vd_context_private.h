@@ -25,6 +25,8 @@ typedef struct {
      * @out, its strings added to @strings (freed with it). */
     char *(*describe)(void *state, const vd_context *ctx);
     void (*kernels)(void *state, GArray *out, GStringChunk *strings);
+    /* Optional: the recorded int8 ranges (vd_context_calibration()). */
+    char *(*calibration)(void *state, GError **error);
     /* Optional: fills @status (zeroed: VD_GRAPHS_NOT_APPLICABLE) after each
      * batch and at creation, on the thread that runs the batch. */
     void (*status)(void *state, vd_run_status *status);

@@ -1845,6 +1845,8 @@ static void model_free(vd_model *model)
     conv_clear(&model->mask_logits);
     g_strfreev(model->config.class_names);
     g_free(model->description);
+    if (model->int8_ranges != NULL)
+        g_hash_table_unref(model->int8_ranges);
     g_free(model);
 }
 
@@ -1891,6 +1893,11 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
         !parse_config(path, metadata, &model->config, &config_root, &ld.eps_per_module,
                       &model->n_stages_used, error) ||
         !parse_entries(&ld, json_node_get_object(header_root), error))
+        goto out_free_loader;
+    JsonNode *calibration = json_object_get_member(metadata, "int8_calibration");
+    if (calibration != NULL &&
+        (model->int8_ranges = vd_calibration_parse(path, json_node_get_string(calibration),
+                                                   &model->int8_frames, error)) == NULL)
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
     if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3) {

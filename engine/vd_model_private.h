@@ -216,7 +216,19 @@ struct vd_model {
     vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's
                                             * [in_channels][out_channels][2][2] order */
     vd_conv mask_logits;                   /* 1x1 -> num_classes */
+
+    /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
+     * name -> largest |value| (float *); NULL when the file has none */
+    GHashTable *int8_ranges;
+    int int8_frames;
 };
+
+/* The calibration record of @ranges (name -> float *) over @frames frames, as the
+ * JSON text a model file's metadata holds (newly allocated). */
+char *vd_calibration_to_json(GHashTable *ranges, int frames);
+/* Reads calibration record @text (from file @path, for errors): a new table of
+ * name -> float * and *@frames, or NULL with @error set (VD_ERROR_FORMAT). */
+GHashTable *vd_calibration_parse(const char *path, const char *text, int *frames, GError **error);
 
 /* vd_model_load() of a file's @size bytes at @contents (named @path in errors),
  * which the model does not keep: weights are copied (folded) as they are read.

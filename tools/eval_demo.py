@@ -200,6 +200,22 @@ def run_engine(vd_detect, model_path, scenes, workdir, threads, threshold, batch
     return out
 
 
+def calibrate(vd_detect, model_path, n, seed, workdir, threads):
+    """A copy of @model_path with an int8 calibration of @n training-stream scenes."""
+    paths = []
+    for i in range(n):
+        img, _, _ = train_demo.make_scene(seed, i, train_demo.STREAM_TRAIN)
+        p = os.path.join(workdir, f"calibration-{i:04d}.npy")
+        np.save(p, img)
+        paths.append(p)
+    out = os.path.join(workdir, "calibrated.safetensors")
+    cmd = [vd_detect, "--model", model_path, "--threads", str(threads), "--calibrate", out] + paths
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"vd-detect --calibrate failed ({res.returncode}):\n{res.stderr}")
+    return out
+
+
 def match_fraction(ref, other, iou=0.9, max_score_diff=0.02):
     """Fraction of @ref's detections (per image: (box, score, label)) that have a
     partner in @other: same class, IoU >= @iou, |score difference| <= @max_score_diff;
@@ -312,6 +328,11 @@ def main(argv=None):
                     help="fail if |mAP of a precision - mAP of the first| > this")
     ap.add_argument("--min-matched", type=float, default=None,
                     help="fail if a precision matches less than this share of the first's detections")
+    ap.add_argument("--calibration-images", type=int, default=64,
+                    help="precision int8: the engine runs a copy of the model calibrated "
+                         "(vd-detect --calibrate) on this many training-stream scenes "
+                         "(train_demo.make_scene, --calibration-seed), none of them held out")
+    ap.add_argument("--calibration-seed", type=int, default=7)
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
@@ -387,7 +408,11 @@ def main(argv=None):
             ref = None
             for prec in precisions:
                 t0 = time.time()
-                dets = run_engine(vd, args.model, scenes, workdir, args.threads, args.threshold,
+                model_path = args.model
+                if prec == "int8":
+                    model_path = calibrate(vd, args.model, args.calibration_images,
+                                           args.calibration_seed, workdir, args.threads)
+                dets = run_engine(vd, model_path, scenes, workdir, args.threads, args.threshold,
                                   precision=prec)
                 m, aps = mean_ap(dets, gt, n_classes)
                 line = f"engine {prec}: mAP@0.5 {m:.4f}  {time.time() - t0:.0f} s"

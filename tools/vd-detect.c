@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vd-detect: run the visiondetect engine on still images.
  *
- *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16]
+ *   vd-detect [--model FILE] [--device cpu|cuda|auto] [--precision fp32|fp16|bf16|int8]
  *             [--threads N] [--threshold S] [--json] [--dump DIR] [--repeat N]
  *             [--batch N] [--stages] [--info] IMAGE...
  *   vd-detect --info [--model FILE] [--device ...] [--precision ...] [--threads N]
+ *   vd-detect --calibrate OUT [--model FILE] [--threads N] IMAGE...
+ *
+ * --calibrate runs the model in fp32 on the CPU over every IMAGE and writes the
+ * model file again as OUT with the activation ranges precision int8 needs.
  *
  * IMAGE is a binary PPM (P6, maxval 255) or a NumPy .npy uint8 array of shape
  * (H, W, 3), RGB. */
@@ -297,6 +301,8 @@ static gboolean parse_precision(const char *s, vd_context_params *p)
         p->precision = VD_PRECISION_FP16;
     else if (g_str_equal(s, "bf16"))
         p->precision = VD_PRECISION_BF16;
+    else if (g_str_equal(s, "int8"))
+        p->precision = VD_PRECISION_INT8;
     else
         return FALSE;
     return TRUE;
@@ -305,6 +311,7 @@ static gboolean parse_precision(const char *s, vd_context_params *p)
 int main(int argc, char **argv)
 {
     char *model_path = NULL, *device = NULL, *precision = NULL, *dump_dir = NULL;
+    char *calibrate = NULL, *calibration = NULL;
     double threshold = -1.0;
     int threads = 0, repeat = 0; /* 0: run once, print no time */
     int batch = 1;
@@ -314,7 +321,10 @@ int main(int argc, char **argv)
         {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (.safetensors; default: the bundled " VD_DEFAULT_MODEL_NAME ")", "FILE"},
         {"device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu, cuda, cuda:N or auto (default)",
          "DEV"},
-        {"precision", 'p', 0, G_OPTION_ARG_STRING, &precision, "fp32, fp16, bf16 or auto", "P"},
+        {"precision", 'p', 0, G_OPTION_ARG_STRING, &precision, "fp32, fp16, bf16, int8 or auto",
+         "P"},
+        {"calibrate", 0, 0, G_OPTION_ARG_FILENAME, &calibrate,
+         "Calibrate int8 on the images (fp32, CPU) and write the model with it to OUT", "OUT"},
         {"threads", 't', 0, G_OPTION_ARG_INT, &threads, "CPU threads (default: all cores)", "N"},
         {"threshold", 's', 0, G_OPTION_ARG_DOUBLE, &threshold,
          "Score threshold (default: the model's)", "S"},
@@ -372,9 +382,14 @@ int main(int argc, char **argv)
         goto out;
     }
     if (!parse_precision(precision, &params)) {
-        fprintf(stderr, "vd-detect: unknown precision '%s' (fp32, fp16, bf16 or auto)\n",
+        fprintf(stderr, "vd-detect: unknown precision '%s' (fp32, fp16, bf16, int8 or auto)\n",
                 precision);
         goto out;
+    }
+    if (calibrate != NULL) {
+        if (device == NULL)
+            params.device = VD_DEVICE_CPU;
+        params.calibrate = TRUE;
     }
     if (threads < 0 || repeat < 0 || batch < 1 || batch > 1024 ||
         (threshold != -1.0 && (threshold < 0.0 || threshold > 1.0))) {
@@ -473,9 +488,19 @@ int main(int argc, char **argv)
                     images[i], result.n_nonfinite);
         if (json)
             print_json(model, &result);
-        else
+        else if (calibrate == NULL)
             print_text(images[i], model, &result);
         vd_result_clear(&result);
+    }
+    if (calibrate != NULL) {
+        calibration = vd_context_calibration(ctx, &error);
+        if (calibration == NULL ||
+            !vd_model_save_calibrated(model_path, calibration, calibrate, &error)) {
+            fprintf(stderr, "vd-detect: %s\n", error->message);
+            goto out;
+        }
+        fprintf(stderr, "vd-detect: int8 calibration of %d image(s) written with the model to %s\n",
+                g_strv_length(images), calibrate);
     }
     if (info) {
         const vd_kernel_info *kernels = NULL;
@@ -495,6 +520,8 @@ out:
     g_free(model_path);
     g_free(device);
     g_free(precision);
+    g_free(calibrate);
+    g_free(calibration);
     g_free(dump_dir);
     g_strfreev(images);
     return status;

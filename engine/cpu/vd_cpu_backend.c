@@ -48,6 +48,23 @@
  *   roi_align in float32 on the low-precision features). bf16 runs no Winograd:
  *   float32 Winograd on the large FPN/RPN maps would be about 1.25x faster there
  *   but needs a 266 MB scratchpad at 800x1088.
+ * - int8 (VD_PRECISION_INT8, on CPUs with VNNI, for ResNet backbones of a calibrated
+ *   model): post-training static quantisation. Weights s8 with one symmetric scale
+ *   per output channel (max |w| / 127, computed at planning from the folded
+ *   weights), activations one scale per tensor from the model's calibrated ranges
+ *   (vd_calibration.c; max |x| / 255 after a ReLU, / 127 signed). The stem runs in
+ *   float (three input channels gain nothing from VNNI, and quantising the
+ *   normalised image would be coarser than its 8 bits); its max-pool's output is
+ *   quantised to u8 and every block of the body runs in int8 with bias, ReLU and
+ *   the residual sum fused (the shortcut's downsample writes s8 into the block's
+ *   output, which the last convolution adds onto); the FPN's lateral convolutions
+ *   read the u8 stage outputs and write the top-down sums in s8, its 3x3
+ *   convolutions write real P levels (RoIAlign reads them), which are quantised
+ *   again for the RPN's 3x3 convolution. Everything else (RoIAlign, the RPN head,
+ *   v2's further RPN convolutions, the box and mask heads, the small ops) runs in
+ *   bf16 where the processor has it natively, else fp32: these layers decide the
+ *   scores and box coordinates directly, and cost a small share of the frame.
+ *   Activations are NHWC (the VNNI and AMX int8 kernels' layout).
  *   fp16 is rejected on the CPU.
  *
  * Memory: buffers whose lifetimes do not overlap are shared (see cpu_plan), one
@@ -112,11 +129,21 @@ struct cpu_conv {
     vd_wino *wino;
     const cpu_tensor *src_t, *dst_t;
     gboolean sum, relu;
+    vd_layer_scales scales; /* int8: what the primitive takes when it runs */
 };
+
+/* How an int8 convolution's tensors are scaled (a stored value times its
+ * tensor's scale is the real one): src, dst (1 for a float dst), and dst's
+ * previous contents where the convolution adds onto them, stored as @sum_dt. */
+typedef struct {
+    float src_scale, dst_scale, sum_scale;
+    dnnl_data_type_t sum_dt;
+} cpu_quant;
 
 typedef struct {
     cpu_conv conv1, conv2, conv3, downsample;
     gboolean has_downsample;
+    char name[40]; /* "backbone.body.layer1.0": the activations' names */
 } cpu_block;
 
 /* One MobileNetV3 inverted residual block: expand (when present) into t1,
@@ -147,6 +174,12 @@ typedef struct {
     cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
     cpu_conv stem;
     dnnl_primitive_t maxpool;
+    /* int8: the max-pool's output quantised (the blocks' input) */
+    cpu_tensor *pool_q;
+    dnnl_primitive_t pool_quantize;
+    vd_layer_scales pool_quantize_scales;
+    float stage_scale[4];    /* int8: the scales of stage_out */
+    float returned_scale[4]; /* and of returned_out */
     cpu_block blocks[VD_MAX_BLOCKS];
     int n_blocks;
 
@@ -165,6 +198,11 @@ typedef struct {
     cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS]; /* P levels */
     cpu_conv fpn_inner[4];
     cpu_conv fpn_layer[4];
+
+    /* int8: the P levels quantised for the RPN's first convolution */
+    cpu_tensor *fpn_q[VD_MAX_FPN_LEVELS];
+    dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
+    vd_layer_scales fpn_quantize_scales[VD_MAX_FPN_LEVELS];
 
     cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];  /* views of one buffer: levels run in turn */
     cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
@@ -279,7 +317,14 @@ typedef struct {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int n_threads;
-    gboolean bf16;
+    gboolean bf16; /* the float layers in bfloat16 */
+    /* int8: the ResNet body's convolutions (the stem aside) and the FPN's lateral
+     * ones, on activations quantised with the model's calibrated ranges */
+    gboolean int8;
+    /* calibration (float32): activation name -> max |value| seen (float *), over
+     * every frame run */
+    GHashTable *ranges_seen;
+    int frames_seen;
     gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
     gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
     dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
@@ -349,7 +394,7 @@ static void *alloc_aligned(size_t bytes, const char *what, GError **error)
 
 static size_t dt_size(dnnl_data_type_t dt)
 {
-    return dt == dnnl_bf16 ? 2 : 4;
+    return dt == dnnl_bf16 ? 2 : vd_layers_is_int8(dt) ? 1 : 4;
 }
 
 /* Bytes of an h x w x c activation (blocked with @cb > 0: channels padded to a
@@ -438,6 +483,7 @@ static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, s
 static void conv_clear(cpu_conv *cv)
 {
     vd_wino_unref(cv->wino);
+    vd_layers_scales_clear(&cv->scales);
     vd_layers_primitive_free(cv->prim);
     vd_layers_memory_free(cv->weights);
     vd_layers_memory_free(cv->bias);
@@ -516,7 +562,7 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
 static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float *bias,
                           int out_c, int in_c, int kernel, int stride, int padding, int groups,
                           cpu_tensor *src, cpu_tensor *dst, gboolean sum, vd_activation act,
-                          GError **error)
+                          const cpu_quant *q, GError **error)
 {
     vd_conv_desc desc = {
         .n = 1,
@@ -538,6 +584,7 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         .act = act,
     };
     dnnl_primitive_desc_t pd = NULL;
+    float *wei_scales = NULL;
     gboolean ok = FALSE;
 
     if (src->c != in_c || dst->c != out_c) {
@@ -555,6 +602,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     /* Winograd where it pays (use_winograd): oneDNN's where it has a kernel for
      * this ISA and its scratchpad fits the budget, else ours where the channels
      * are whole blocks; the direct algorithm otherwise. */
+    cv->src_t = src;
+    cv->dst_t = dst;
     gboolean winograd =
         use_winograd(st, kernel, stride, in_c, groups, act, src, dst) && padding == 1;
     if (winograd && st->winograd) {
@@ -581,8 +630,6 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
             if (shared != NULL)
                 g_hash_table_insert(shared, (gpointer)weight, vd_wino_ref(cv->wino));
         }
-        cv->src_t = src;
-        cv->dst_t = dst;
         cv->sum = sum;
         cv->relu = act == VD_ACT_RELU;
         st->wino_ws_needed =
@@ -590,13 +637,30 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         ok = TRUE;
         goto out_free_pd;
     }
+    if (vd_layers_is_int8(src->dt)) {
+        /* symmetric per-output-channel weight scales: max |w| / 127 */
+        size_t per_oc = (size_t)(in_c / groups) * kernel * kernel;
+        wei_scales = g_new(float, out_c);
+        for (int oc = 0; oc < out_c; oc++) {
+            float m = 0.0f;
+            for (size_t i = 0; i < per_oc; i++)
+                m = MAX(m, fabsf(weight[oc * per_oc + i]));
+            wei_scales[oc] = m > 0.0f ? m / 127.0f : 1.0f;
+        }
+        desc.wei_scales = wei_scales;
+        desc.src_scale = q->src_scale;
+        desc.dst_scale = q->dst_scale;
+        desc.sum_scale = q->sum_scale;
+        desc.sum_dt = q->sum_dt;
+    }
     if (pd == NULL && !vd_layers_conv_pd(st->engine, &desc, &pd, "convolution", error))
         goto out_free_pd;
     /* weights: plain OIHW float32 from the model -> the primitive's layout and type,
      * once per plan */
     if (!vd_layers_primitive_new(pd, &cv->prim, "convolution", error) ||
         !vd_layers_conv_weights(st->engine, st->stream, pd, &desc, weight, bias, &cv->weights,
-                                &cv->bias, "convolution weights", error))
+                                &cv->bias, "convolution weights", error) ||
+        !vd_layers_conv_scales(st->engine, &desc, &cv->scales, "convolution scales", error))
         goto out_free_pd;
     note_scratchpad(st, pd);
     cv->src = src->mem;
@@ -604,30 +668,43 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
     ok = TRUE;
 
 out_free_pd:
+    g_free(wei_scales);
     vd_layers_pd_free(pd);
     return ok;
+}
+
+static gboolean conv_init_model_q(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
+                                  cpu_tensor *dst, gboolean sum, vd_activation act,
+                                  const cpu_quant *q, GError **error)
+{
+    return conv_init(st, cv, w->weight, w->bias, w->out_channels, w->in_channels, w->kernel,
+                     w->stride, w->padding, MAX(w->groups, 1), src, dst, sum, act, q, error);
 }
 
 static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
                                 cpu_tensor *dst, gboolean sum, vd_activation act, GError **error)
 {
-    return conv_init(st, cv, w->weight, w->bias, w->out_channels, w->in_channels, w->kernel,
-                     w->stride, w->padding, MAX(w->groups, 1), src, dst, sum, act, error);
+    return conv_init_model_q(st, cv, w, src, dst, sum, act, NULL, error);
 }
 
-/* Executes a convolution or matmul primitive with the state's shared scratchpad. */
+/* Executes a convolution or matmul primitive with the state's shared scratchpad
+ * (and an int8 one's @scales, NULL for others). */
 static gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t src,
                           dnnl_memory_t weights, dnnl_memory_t bias, dnnl_memory_t dst,
-                          const char *what, GError **error)
+                          const vd_layer_scales *scales, const char *what, GError **error)
 {
-    dnnl_exec_arg_t args[5] = {
+    dnnl_exec_arg_t args[8] = {
         {DNNL_ARG_SRC, src},
         {DNNL_ARG_WEIGHTS, weights},
         {DNNL_ARG_BIAS, bias},
         {DNNL_ARG_DST, dst},
-        {DNNL_ARG_SCRATCHPAD, st->scratch_mem},
     };
-    return vd_layers_execute(prim, st->stream, st->scratch_mem ? 5 : 4, args, what, error);
+    int n = 4;
+    if (st->scratch_mem != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, st->scratch_mem};
+    if (scales != NULL)
+        n += vd_layers_scale_args(scales, args + n);
+    return vd_layers_execute(prim, st->stream, n, args, what, error);
 }
 
 static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
@@ -635,7 +712,8 @@ static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
     if (cv->wino != NULL)
         return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h, cv->dst_t->w,
                            cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
-    return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, "convolution", error);
+    return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, &cv->scales,
+                     "convolution", error);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -648,6 +726,8 @@ static void plan_free(cpu_plan *plan)
     conv_clear(&plan->stem);
     vd_layers_primitive_free(plan->input_convert);
     vd_layers_primitive_free(plan->maxpool);
+    vd_layers_primitive_free(plan->pool_quantize);
+    vd_layers_scales_clear(&plan->pool_quantize_scales);
     for (int i = 0; i < plan->n_blocks; i++) {
         conv_clear(&plan->blocks[i].conv1);
         conv_clear(&plan->blocks[i].conv2);
@@ -666,6 +746,8 @@ static void plan_free(cpu_plan *plan)
         conv_clear(&plan->fpn_layer[i]);
     }
     for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
+        vd_layers_primitive_free(plan->fpn_quantize[l]);
+        vd_layers_scales_clear(&plan->fpn_quantize_scales[l]);
         conv_clear(&plan->rpn_conv[l]);
         for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
             conv_clear(&plan->rpn_conv_more[l][j]);
@@ -712,14 +794,34 @@ static size_t round64(size_t n)
     return (n + 63) / 64 * 64;
 }
 
+/* The int8 scale of activation @name from the model's calibrated range: max |x|
+ * over 255 for an unsigned tensor (after a ReLU), over 127 for a signed one. */
+static gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned,
+                            float *scale, GError **error)
+{
+    const float *range = g_hash_table_lookup(st->model->int8_ranges, name);
+    if (range == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                    "the model's int8 calibration has no range for %s (calibrate it again with "
+                    "vd-detect --calibrate)",
+                    name);
+        return FALSE;
+    }
+    *scale = (*range > 0.0f ? *range : 1.0f) / (is_unsigned ? 255.0f : 127.0f);
+    return TRUE;
+}
+
 /* The input tensors, the backbone's tensors and convolutions, and the plan's two
- * shared buffers (sized here for the FPN and RPN as well; see cpu_plan). */
+ * shared buffers (sized here for the FPN and RPN as well; see cpu_plan). int8:
+ * the max-pool's output is quantised to u8 and every block runs in int8 (u8
+ * activations after their ReLU, the downsample's s8), the stem in float. */
 static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t qdt = st->int8 ? dnnl_u8 : dt; /* the blocks' activations */
     int stem_c = model->stem.out_channels;
     int sh =
         conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
@@ -793,13 +895,26 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
                                                    plan->stem_out, FALSE, VD_ACT_RELU, error))
         return FALSE;
-    plan->pool_out = plan_tensor(st, plan, h, w, stem_c, dt, TRUE,
-                                 pool_is_stage_out ? NULL : temps + 2 * max_temp, error);
+    void *pool_data = pool_is_stage_out ? NULL : temps + 2 * max_temp;
+    plan->pool_out =
+        plan_tensor(st, plan, h, w, stem_c, dt, TRUE, st->int8 ? NULL : pool_data, error);
     if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
         return FALSE;
     void *temp1 = temps, *temp2 = temps + max_temp;
 
     cpu_tensor *x = plan->pool_out;
+    float x_scale = 1.0f; /* int8: x's */
+    if (st->int8) {
+        plan->pool_q = plan_tensor(st, plan, h, w, stem_c, dnnl_u8, TRUE, pool_data, error);
+        if (plan->pool_q == NULL ||
+            !range_scale(st, "backbone.body.maxpool", TRUE, &x_scale, error) ||
+            !vd_layers_quantize_new(st->engine, vd_layers_memory_md(plan->pool_out->mem),
+                                    vd_layers_memory_md(plan->pool_q->mem), x_scale,
+                                    &plan->pool_quantize, &plan->pool_quantize_scales,
+                                    "int8 quantisation", error))
+            return FALSE;
+        x = plan->pool_q;
+    }
     for (int s = 0; s < model->n_stages_used; s++) {
         int first = model->stage_first_block[s];
         int last_block =
@@ -810,19 +925,44 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             const vd_conv *last = bottleneck ? &mb->conv3 : &mb->conv2;
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
-            cpu_tensor *out;
+            cpu_tensor *out, *shortcut = NULL;
+            /* int8 scales: conv1's and conv2's outputs (bottleneck), the shortcut's,
+             * the block's output */
+            float s1 = 1.0f, s2 = 1.0f, s_short = x_scale, s_out = 1.0f;
+            char name[64];
 
+            g_snprintf(pb->name, sizeof(pb->name), "backbone.body.layer%d.%d", s + 1, b - first);
+            if (st->int8) {
+                g_snprintf(name, sizeof(name), "%s.conv1", pb->name);
+                if (!range_scale(st, name, TRUE, &s1, error) ||
+                    !range_scale(st, pb->name, TRUE, &s_out, error))
+                    return FALSE;
+                g_snprintf(name, sizeof(name), "%s.conv2", pb->name);
+                if (bottleneck && !range_scale(st, name, TRUE, &s2, error))
+                    return FALSE;
+                g_snprintf(name, sizeof(name), "%s.downsample.0", pb->name);
+                if (mb->has_downsample && !range_scale(st, name, FALSE, &s_short, error))
+                    return FALSE;
+            }
             pb->has_downsample = mb->has_downsample;
             if (mb->has_downsample) {
                 /* C2, the first stage's output, in the scratch (the stem output is dead) */
                 void *data =
                     b == model->stage_first_block[0] &&
-                            act_bytes(st, oh, ow, last->out_channels, dt) <= plan->scratch_bytes
+                            act_bytes(st, oh, ow, last->out_channels, qdt) <= plan->scratch_bytes
                         ? plan->scratch
                         : NULL;
-                out = plan_tensor(st, plan, oh, ow, last->out_channels, dt, TRUE, data, error);
-                if (out == NULL || !conv_init_model(st, &pb->downsample, &mb->downsample, x, out,
-                                                    FALSE, VD_ACT_NONE, error))
+                out = plan_tensor(st, plan, oh, ow, last->out_channels, qdt, TRUE, data, error);
+                /* int8: the shortcut is signed, an s8 view of the output's buffer
+                 * that the last convolution adds onto */
+                shortcut = out == NULL || !st->int8
+                               ? out
+                               : plan_tensor(st, plan, oh, ow, last->out_channels, dnnl_s8, TRUE,
+                                             out->data, error);
+                cpu_quant q = {x_scale, s_short, 1.0f, dnnl_data_type_undef};
+                if (shortcut == NULL ||
+                    !conv_init_model_q(st, &pb->downsample, &mb->downsample, x, shortcut, FALSE,
+                                       VD_ACT_NONE, st->int8 ? &q : NULL, error))
                     return FALSE;
             } else {
                 if (x->c != last->out_channels || stride != 1) {
@@ -832,35 +972,47 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                 }
                 out = x; /* identity shortcut: the residual sum is computed in place */
             }
+            cpu_quant q1 = {x_scale, s1, 1.0f, dnnl_data_type_undef};
+            cpu_quant q2 = {s1, s2, 1.0f, dnnl_data_type_undef};
+            cpu_quant q_last = {bottleneck ? s2 : s1, s_out, s_short,
+                                mb->has_downsample ? dnnl_s8 : dnnl_u8};
+            const cpu_quant *use1 = st->int8 ? &q1 : NULL, *use2 = st->int8 ? &q2 : NULL,
+                            *use_last = st->int8 ? &q_last : NULL;
             if (bottleneck) {
-                cpu_tensor *t1 = plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, dt, TRUE,
-                                             temp1, error);
+                cpu_tensor *t1 = plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, qdt,
+                                             TRUE, temp1, error);
                 cpu_tensor *t2 = t1 == NULL ? NULL
                                             : plan_tensor(st, plan, oh, ow, mb->conv2.out_channels,
-                                                          dt, TRUE, temp2, error);
+                                                          qdt, TRUE, temp2, error);
                 if (t2 == NULL ||
-                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
-                                     error) ||
-                    !conv_init_model(st, &pb->conv2, &mb->conv2, t1, t2, FALSE, VD_ACT_RELU,
-                                     error) ||
-                    !conv_init_model(st, &pb->conv3, &mb->conv3, t2, out, TRUE, VD_ACT_RELU, error))
+                    !conv_init_model_q(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, use1,
+                                       error) ||
+                    !conv_init_model_q(st, &pb->conv2, &mb->conv2, t1, t2, FALSE, VD_ACT_RELU, use2,
+                                       error) ||
+                    !conv_init_model_q(st, &pb->conv3, &mb->conv3, t2, out, TRUE, VD_ACT_RELU,
+                                       use_last, error))
                     return FALSE;
             } else {
                 cpu_tensor *t1 =
-                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, dt, TRUE, temp1, error);
+                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, qdt, TRUE, temp1, error);
                 if (t1 == NULL ||
-                    !conv_init_model(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU,
-                                     error) ||
-                    !conv_init_model(st, &pb->conv2, &mb->conv2, t1, out, TRUE, VD_ACT_RELU, error))
+                    !conv_init_model_q(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, use1,
+                                       error) ||
+                    !conv_init_model_q(st, &pb->conv2, &mb->conv2, t1, out, TRUE, VD_ACT_RELU,
+                                       use_last, error))
                     return FALSE;
             }
             x = out;
+            x_scale = s_out;
         }
+        plan->stage_scale[s] = x_scale;
         plan->stage_out[s] = x;
     }
     plan->n_blocks = model->n_blocks;
-    for (int i = 0; i < cfg->n_returned_layers; i++)
+    for (int i = 0; i < cfg->n_returned_layers; i++) {
         plan->returned_out[i] = plan->stage_out[cfg->returned_layers[i] - 1];
+        plan->returned_scale[i] = plan->stage_scale[cfg->returned_layers[i] - 1];
+    }
     return TRUE;
 }
 
@@ -1026,7 +1178,12 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
 
 /* FPN and RPN in the activation type (the RPN head writes float32); the top-down
  * sums, then the RPN's hidden layer of every level (the levels run one after the
- * other) in the temps. */
+ * other) in the temps. int8: the lateral convolutions read the quantised C_i and
+ * write the top-down sums in s8 (the upsampling copies them as they are), the 3x3
+ * output convolutions read those and write real P levels (RoIAlign's input), which
+ * are quantised again for the RPN's first convolution; that one writes real
+ * values, and the rest of the RPN (v2's further convolutions, the head) runs in
+ * float. */
 static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
@@ -1035,6 +1192,22 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
     int fc = cfg->fpn_channels;
     int A = cfg->anchors_per_location;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    gboolean int8 = st->int8;
+    float sum_scale[4] = {0}, level_scale[VD_MAX_FPN_LEVELS] = {0};
+    if (int8) {
+        char name[64];
+        for (int i = 0; i < n_ret; i++) {
+            g_snprintf(name, sizeof(name), "backbone.fpn.inner_blocks.%d", i);
+            if (!range_scale(st, name, FALSE, &sum_scale[i], error))
+                return FALSE;
+            g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
+            if (!range_scale(st, name, FALSE, &level_scale[i], error))
+                return FALSE;
+        }
+        /* the pool level: every other value of the top level */
+        for (int l = n_ret; l < cfg->n_fpn_levels; l++)
+            level_scale[l] = level_scale[n_ret - 1];
+    }
 
     plan->n_returned = n_ret;
     plan->n_levels = cfg->n_fpn_levels;
@@ -1050,17 +1223,21 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         /* C_i is dead once the lateral convolution has read it, before the 3x3
          * convolution writes P_i */
         void *out_data = bytes <= tensor_size(c) ? c->data : NULL;
-        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, sum_data, error);
+        plan->fpn_sum[i] =
+            plan_tensor(st, plan, c->h, c->w, fc, int8 ? dnnl_s8 : dt, TRUE, sum_data, error);
         plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, out_data, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL)
             return FALSE;
         /* the top level's lateral has nothing to add; the others sum onto the
          * upsampled chain already written into fpn_sum */
         gboolean sum = i + 1 < n_ret;
-        if (!conv_init_model(st, &plan->fpn_inner[i], &model->fpn_inner[i], c, plan->fpn_sum[i],
-                             sum, VD_ACT_NONE, error) ||
-            !conv_init_model(st, &plan->fpn_layer[i], &model->fpn_layer[i], plan->fpn_sum[i],
-                             plan->fpn_out[i], FALSE, VD_ACT_NONE, error))
+        cpu_quant q_inner = {plan->returned_scale[i], sum_scale[i], sum ? sum_scale[i + 1] : 1.0f,
+                             dnnl_s8};
+        cpu_quant q_layer = {sum_scale[i], 1.0f, 1.0f, dnnl_data_type_undef};
+        if (!conv_init_model_q(st, &plan->fpn_inner[i], &model->fpn_inner[i], c, plan->fpn_sum[i],
+                               sum, VD_ACT_NONE, int8 ? &q_inner : NULL, error) ||
+            !conv_init_model_q(st, &plan->fpn_layer[i], &model->fpn_layer[i], plan->fpn_sum[i],
+                               plan->fpn_out[i], FALSE, VD_ACT_NONE, int8 ? &q_layer : NULL, error))
             return FALSE;
     }
     if (cfg->fpn_pool_level) {
@@ -1079,8 +1256,20 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             plan_tensor(st, plan, p->h, p->w, st->rpn_head_out, dnnl_f32, TRUE, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL)
             return FALSE;
-        if (!conv_init_model(st, &plan->rpn_conv[l], &model->rpn_conv, p, plan->rpn_hidden[l],
-                             FALSE, VD_ACT_RELU, error))
+        cpu_tensor *rpn_in = p;
+        cpu_quant q = {level_scale[l], 1.0f, 1.0f, dnnl_data_type_undef};
+        if (int8) {
+            plan->fpn_q[l] = rpn_in =
+                plan_tensor(st, plan, p->h, p->w, fc, dnnl_s8, TRUE, NULL, error);
+            if (rpn_in == NULL ||
+                !vd_layers_quantize_new(st->engine, vd_layers_memory_md(p->mem),
+                                        vd_layers_memory_md(rpn_in->mem), level_scale[l],
+                                        &plan->fpn_quantize[l], &plan->fpn_quantize_scales[l],
+                                        "int8 quantisation", error))
+                return FALSE;
+        }
+        if (!conv_init_model_q(st, &plan->rpn_conv[l], &model->rpn_conv, rpn_in,
+                               plan->rpn_hidden[l], FALSE, VD_ACT_RELU, int8 ? &q : NULL, error))
             return FALSE;
         /* conv_depth > 1 (v2): the next 3x3 conv + ReLU layers alternate between two
          * buffers, the second right after the first in the temps when both fit */
@@ -1103,7 +1292,7 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         }
         if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
                        st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE, VD_ACT_NONE,
-                       error))
+                       NULL, error))
             return FALSE;
     }
 
@@ -1156,24 +1345,73 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
 /* ------------------------------------------------------------------------ */
 /* Forward                                                                   */
 
+/* Calibration: the largest |value| of float32 tensor @t, kept under @name when
+ * larger than what earlier frames gave (NaN is ignored). */
+static gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error)
+{
+    if (st->ranges_seen == NULL || t->dt != dnnl_f32)
+        return TRUE;
+    if (!vd_layers_wait(st->stream, error))
+        return FALSE;
+    const float *v = t->data;
+    size_t n = tensor_size(t) / sizeof(float);
+    float m = 0.0f;
+#pragma omp parallel for reduction(max : m)
+    for (size_t i = 0; i < n; i++)
+        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
+    float *seen = g_hash_table_lookup(st->ranges_seen, name);
+    if (seen == NULL) {
+        seen = g_new0(float, 1);
+        g_hash_table_insert(st->ranges_seen, g_strdup(name), seen);
+    }
+    *seen = MAX(*seen, m);
+    return TRUE;
+}
+
+/* range_record() of a block's activation "<block>.<what>". */
+static gboolean block_range_record(cpu_state *st, const cpu_block *pb, const char *what,
+                                   const cpu_conv *cv, GError **error)
+{
+    char name[64];
+    g_snprintf(name, sizeof(name), "%s%s%s", pb->name, what[0] != '\0' ? "." : "", what);
+    return range_record(st, name, cv->dst_t, error);
+}
+
 static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
+    gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
     dnnl_exec_arg_t pool_args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
                                     {DNNL_ARG_DST, plan->pool_out->mem}};
     if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
                            "input conversion", error) ||
         !conv_run(st, &plan->stem, error) ||
-        !vd_layers_execute(plan->maxpool, st->stream, 2, pool_args, "max-pool", error))
+        !vd_layers_execute(plan->maxpool, st->stream, 2, pool_args, "max-pool", error) ||
+        !range_record(st, "backbone.body.maxpool", plan->pool_out, error))
         return FALSE;
+    if (plan->pool_quantize != NULL) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_FROM, plan->pool_out->mem},
+                                   {DNNL_ARG_TO, plan->pool_q->mem}};
+        int n = 2 + vd_layers_scale_args(&plan->pool_quantize_scales, args + 2);
+        if (!vd_layers_execute(plan->pool_quantize, st->stream, n, args, "int8 quantisation",
+                               error))
+            return FALSE;
+    }
     for (int b = 0; b < plan->n_blocks; b++) {
         const cpu_block *pb = &plan->blocks[b];
+        const cpu_conv *last = bottleneck ? &pb->conv3 : &pb->conv2;
         /* the shortcut first: conv3/conv2 adds itself onto the output */
-        if (pb->has_downsample && !conv_run(st, &pb->downsample, error))
+        if (pb->has_downsample &&
+            (!conv_run(st, &pb->downsample, error) ||
+             !block_range_record(st, pb, "downsample.0", &pb->downsample, error)))
             return FALSE;
-        if (!conv_run(st, &pb->conv1, error) || !conv_run(st, &pb->conv2, error))
+        if (!conv_run(st, &pb->conv1, error) ||
+            !block_range_record(st, pb, "conv1", &pb->conv1, error))
             return FALSE;
-        if (model->config.block == VD_BLOCK_BOTTLENECK && !conv_run(st, &pb->conv3, error))
+        if (bottleneck && (!conv_run(st, &pb->conv2, error) ||
+                           !block_range_record(st, pb, "conv2", &pb->conv2, error)))
+            return FALSE;
+        if (!conv_run(st, last, error) || !block_range_record(st, pb, "", last, error))
             return FALSE;
     }
     return vd_layers_wait(st->stream, error);
@@ -1295,9 +1533,15 @@ static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
 {
     int n = plan->n_returned;
     for (int i = n - 1; i >= 0; i--) {
+        char inner[40], layer[40];
+        g_snprintf(inner, sizeof(inner), "backbone.fpn.inner_blocks.%d", i);
+        g_snprintf(layer, sizeof(layer), "backbone.fpn.layer_blocks.%d", i);
         if (i + 1 < n)
             upsample_nearest(plan->fpn_sum[i + 1], plan->fpn_sum[i]);
-        if (!conv_run(st, &plan->fpn_inner[i], error) || !conv_run(st, &plan->fpn_layer[i], error))
+        if (!conv_run(st, &plan->fpn_inner[i], error) ||
+            !range_record(st, inner, plan->fpn_sum[i], error) ||
+            !conv_run(st, &plan->fpn_layer[i], error) ||
+            !range_record(st, layer, plan->fpn_out[i], error))
             return FALSE;
     }
     if (!vd_layers_wait(st->stream, error))
@@ -1669,7 +1913,8 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
 static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
                            GError **error)
 {
-    return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, "box head matmul", error);
+    return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, NULL, "box head matmul",
+                     error);
 }
 
 static void roi_convs_clear(cpu_roi_convs *rc)
@@ -1822,7 +2067,7 @@ static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, 
             !vd_layers_reorder(rc->relayout[j], st->stream, rc->relayout_from[j],
                                rc->relayout_to[j], what, error))
             return FALSE;
-        if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, what, error))
+        if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL, what, error))
             return FALSE;
     }
     return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what, error);
@@ -2253,6 +2498,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     if (!(cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? run_mnv3(st, plan, error)
                                                          : run_backbone(st, plan, error)))
         return FALSE;
+    st->frames_seen += st->ranges_seen != NULL;
     vd_context_stage_mark(ctx, "backbone");
     if (!run_fpn(st, plan, error))
         return FALSE;
@@ -2271,6 +2517,14 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     vd_context_stage_mark(ctx, "fpn");
 
     for (int l = 0; l < plan->n_levels; l++) {
+        if (plan->fpn_quantize[l] != NULL) {
+            dnnl_exec_arg_t args[4] = {{DNNL_ARG_FROM, plan->fpn_out[l]->mem},
+                                       {DNNL_ARG_TO, plan->fpn_q[l]->mem}};
+            int n = 2 + vd_layers_scale_args(&plan->fpn_quantize_scales[l], args + 2);
+            if (!vd_layers_execute(plan->fpn_quantize[l], st->stream, n, args, "int8 quantisation",
+                                   error))
+                return FALSE;
+        }
         if (!conv_run(st, &plan->rpn_conv[l], error))
             return FALSE;
         for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
@@ -2354,6 +2608,8 @@ static void cpu_destroy(void *p)
     free(st->wino_ws);
     g_free(st->rpn_head_weight);
     g_free(st->rpn_head_bias);
+    if (st->ranges_seen != NULL)
+        g_hash_table_unref(st->ranges_seen);
     vd_layers_engine_free(st->engine, st->stream);
     g_free(st);
 }
@@ -2423,6 +2679,13 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 {
     const char *forced = g_getenv("VD_CPU_LAYOUT");
     st->act_tag = st->block_tag;
+    if (st->int8) {
+        /* the int8 kernels (VNNI brgemm, AMX) take NHWC; the float layers follow so
+         * that nothing between them reorders */
+        st->act_tag = dnnl_nhwc;
+        st->winograd = st->own_winograd = FALSE;
+        return TRUE;
+    }
     if (g_strcmp0(forced, "nhwc") == 0 && st->model->config.fpn_channels % 8 == 0) {
         st->act_tag = dnnl_nhwc;
         st->winograd = st->own_winograd = FALSE; /* its transforms read blocks */
@@ -2472,16 +2735,58 @@ static void *cpu_create(vd_context *ctx, GError **error)
     /* AUTO: bf16 where the processor has it natively (AVX512-BF16, AMX), where it
      * is faster than fp32 and keeps the bundled model's accuracy (tools/bench/CPU.md,
      * models/README.md); fp32 elsewhere. */
+    gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
+    const vd_config *cfg = &ctx->model->config;
+    gboolean resnet = cfg->backbone_type != VD_BACKBONE_MOBILENET_V3;
+    const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
+    /* calibration records float32 activations */
+    if (ctx->params.calibrate && ctx->params.precision == VD_PRECISION_AUTO)
+        ctx->params.precision = VD_PRECISION_FP32;
     if (ctx->params.precision == VD_PRECISION_AUTO)
-        ctx->params.precision = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)
-                                    ? VD_PRECISION_BF16
-                                    : VD_PRECISION_FP32;
-    if (ctx->params.precision != VD_PRECISION_FP32 && ctx->params.precision != VD_PRECISION_BF16) {
+        ctx->params.precision = native_bf16 ? VD_PRECISION_BF16 : VD_PRECISION_FP32;
+    if (ctx->params.precision != VD_PRECISION_FP32 && ctx->params.precision != VD_PRECISION_BF16 &&
+        ctx->params.precision != VD_PRECISION_INT8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision fp16 is not supported on the CPU backend (fp32 or bf16)");
+                    "precision %s is not supported on the CPU backend (fp32, bf16 or int8)",
+                    vd_precision_name(ctx->params.precision));
         return NULL;
     }
-    const vd_config *cfg = &ctx->model->config;
+    if ((ctx->params.calibrate || ctx->params.precision == VD_PRECISION_INT8) && !resnet) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "int8 covers the ResNet backbones, not %s (%s): use fp32 or bf16",
+                    cfg->mnv3_arch, vd_model_description(ctx->model));
+        return NULL;
+    }
+    if (ctx->params.calibrate && ctx->params.precision != VD_PRECISION_FP32) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "int8 calibration runs in fp32, not %s",
+                    vd_precision_name(ctx->params.precision));
+        return NULL;
+    }
+    if (ctx->params.precision == VD_PRECISION_INT8) {
+        if (!vd_layers_has_int8(isa)) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "precision int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX), and "
+                        "this one runs %s%s%s (without it int8 products are emulated in 16 bits "
+                        "and saturate): use fp32 or bf16",
+                        vd_layers_isa_name(isa),
+                        cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                        cap != NULL ? cap : "");
+            return NULL;
+        }
+        if (ctx->model->int8_ranges == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "precision int8 needs a calibrated model, and %s has no int8 calibration: "
+                        "make one with vd-detect --calibrate",
+                        vd_model_description(ctx->model));
+            return NULL;
+        }
+        if (cfg->fpn_channels % 8 != 0) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "precision int8 needs a multiple of 8 FPN channels, not %d",
+                        cfg->fpn_channels);
+            return NULL;
+        }
+    }
     /* the conv head (v2) feeds fc6 with its last convolution's channels */
     int head_channels = cfg->n_box_convs > 0
                             ? ctx->model->box_convs[cfg->n_box_convs - 1].out_channels
@@ -2494,9 +2799,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
 
-    if (ctx->params.precision == VD_PRECISION_BF16 &&
-        !vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16)) {
-        const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
+    if (ctx->params.precision == VD_PRECISION_BF16 && !native_bf16) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs %s%s%s "
                     "(without it bf16 would be emulated, many times slower than fp32): use fp32",
@@ -2511,7 +2814,11 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->cb = vd_layers_channel_block(isa);
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->act_tag = st->block_tag;
-    st->bf16 = ctx->params.precision == VD_PRECISION_BF16;
+    st->int8 = ctx->params.precision == VD_PRECISION_INT8;
+    /* int8 runs its float layers in bf16 where the processor has it natively */
+    st->bf16 = ctx->params.precision == VD_PRECISION_BF16 || (st->int8 && native_bf16);
+    if (ctx->params.calibrate)
+        st->ranges_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
@@ -2559,10 +2866,11 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     char *version = vd_layers_version();
     char block[16];
     g_snprintf(block, sizeof(block), "nChw%dc", st->cb);
-    char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s, %d threads, layout %s, "
+    char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s%s, %d threads, layout %s, "
                               "Winograd %s",
-                              version, vd_layers_isa_name(st->isa), st->bf16 ? "bf16" : "fp32",
-                              st->n_threads, st->act_tag == dnnl_nhwc ? "nhwc" : block,
+                              version, vd_layers_isa_name(st->isa), st->int8 ? "int8 + " : "",
+                              st->bf16 ? "bf16" : "fp32", st->n_threads,
+                              st->act_tag == dnnl_nhwc ? "nhwc" : block,
                               st->winograd       ? "oneDNN"
                               : st->own_winograd ? "own"
                                                  : "off");
@@ -2638,6 +2946,8 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         } else {
             conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
             kernel_add(out, strings, plan->maxpool, "pooling", "backbone.body.maxpool");
+            kernel_add(out, strings, plan->pool_quantize, "reorder",
+                       "backbone.body.maxpool.quantise");
         }
         for (int s = 0; s < m->n_stages_used; s++) {
             int last = s + 1 < m->n_stages_used ? m->stage_first_block[s + 1] : m->n_blocks;
@@ -2659,6 +2969,8 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
             conv_kernels(out, strings, &plan->fpn_layer[i], name);
         }
         for (int l = 0; l < plan->n_levels; l++) {
+            kernel_add(out, strings, plan->fpn_quantize[l], "reorder",
+                       "rpn.head.quantise[level %d]", l);
             g_snprintf(name, sizeof(name), "rpn.head.conv[level %d]", l);
             conv_kernels(out, strings, &plan->rpn_conv[l], name);
             for (int j = 1; j < m->config.rpn_conv_depth; j++) {
@@ -2711,6 +3023,17 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
     }
 }
 
+static char *cpu_calibration(void *p, GError **error)
+{
+    cpu_state *st = p;
+    if (st->ranges_seen == NULL || st->frames_seen == 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT,
+                    "no frame has been run to calibrate on");
+        return NULL;
+    }
+    return vd_calibration_to_json(st->ranges_seen, st->frames_seen);
+}
+
 const vd_backend vd_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
@@ -2718,4 +3041,5 @@ const vd_backend vd_cpu_backend = {
     .detect = cpu_detect,
     .describe = cpu_describe,
     .kernels = cpu_kernels,
+    .calibration = cpu_calibration,
 };

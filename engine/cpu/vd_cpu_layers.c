@@ -9,6 +9,7 @@
 
 #include "visiondetect/vd.h"
 
+#include <math.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 #include <string.h>
 
@@ -272,9 +273,11 @@ out:
 /* Primitive descriptors                                                     */
 
 /* The attributes every layer gets: the user scratchpad (vd_layers_execute passes
- * the backend's shared one) and the post-ops: sum (@sum), then @act. */
-static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, vd_activation act,
-                         const char *what, GError **error)
+ * the backend's shared one) and the post-ops: sum (@sum: dst's previous contents
+ * times @sum_scale, read as @sum_dt; undef: dst's type), then @act. */
+static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, float sum_scale,
+                         dnnl_data_type_t sum_dt, vd_activation act, const char *what,
+                         GError **error)
 {
     dnnl_post_ops_t ops = NULL;
     gboolean ok = FALSE;
@@ -288,14 +291,14 @@ static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, vd_activatio
     TRY(dnnl_post_ops_create(&ops));
 #ifdef VD_DNNL2
     if (sum)
-        TRY(dnnl_post_ops_append_sum(ops, 1.0f));
+        TRY(dnnl_post_ops_append_sum_v2(ops, sum_scale, sum_dt));
     if (act == VD_ACT_RELU)
         TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
     else if (act == VD_ACT_HARDSWISH) /* x * relu6(x + 3) / 6, no parameters in 2.x */
         TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
 #else
     if (sum)
-        TRY(dnnl_post_ops_append_sum(ops, 1.0f, 0, dnnl_data_type_undef));
+        TRY(dnnl_post_ops_append_sum(ops, sum_scale, 0, sum_dt));
     if (act == VD_ACT_RELU)
         TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_relu, 0.0f, 0.0f));
     else if (act ==
@@ -308,6 +311,66 @@ out:
     if (ops != NULL)
         dnnl_post_ops_destroy(ops);
     if (!ok && *attr != NULL) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
+    return ok;
+}
+
+gboolean vd_layers_is_int8(dnnl_data_type_t dt)
+{
+    return dt == dnnl_u8 || dt == dnnl_s8;
+}
+
+gboolean vd_layers_has_int8(dnnl_cpu_isa_t isa)
+{
+    return vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_vnni) ||
+           vd_layers_isa_has(isa, dnnl_cpu_isa_avx2_vnni);
+}
+
+/* The scale that turns an int8 convolution's dst values into stored ones: dst's
+ * own where it is int8, 1 for real values. */
+static float dst_scale_of(const vd_conv_desc *desc)
+{
+    return vd_layers_is_int8(desc->dst_dt) ? desc->dst_scale : 1.0f;
+}
+
+/* An int8 convolution's post-ops and scales. oneDNN 2.x: one output scale per
+ * output channel, src scale x weight scale / dst scale, applied to the
+ * accumulator plus the bias before the post-ops, so the sum's scale is relative
+ * to dst's (previous contents' scale / dst scale). 3.x: src, weights and dst
+ * scales of their own, the bias added after src x weights, the post-ops on real
+ * values and the dst scale last, so the sum's scale is the previous contents'. */
+static gboolean attr_new_conv(dnnl_primitive_attr_t *attr, const vd_conv_desc *desc,
+                              const char *what, GError **error)
+{
+    if (!vd_layers_is_int8(desc->src_dt))
+        return attr_new(attr, desc->sum, 1.0f, dnnl_data_type_undef, desc->act, what, error);
+    float dst_scale = dst_scale_of(desc);
+    gboolean ok = FALSE;
+    float *oscales = NULL;
+#ifdef VD_DNNL2
+    if (!attr_new(attr, desc->sum, desc->sum_scale / dst_scale, desc->sum_dt, desc->act, what,
+                  error))
+        return FALSE;
+    oscales = g_new(float, desc->out_c);
+    for (int oc = 0; oc < desc->out_c; oc++)
+        oscales[oc] = desc->src_scale * desc->wei_scales[oc] / dst_scale;
+    TRY(dnnl_primitive_attr_set_output_scales(*attr, desc->out_c, 1 << 1, oscales));
+#else
+    if (!attr_new(attr, desc->sum, desc->sum_scale, desc->sum_dt, desc->act, what, error))
+        return FALSE;
+    TRY(dnnl_primitive_attr_set_scales_mask(*attr, DNNL_ARG_SRC, 0));
+    TRY(dnnl_primitive_attr_set_scales_mask(*attr, DNNL_ARG_WEIGHTS,
+                                            MAX(desc->groups, 1) > 1 ? 3 : 1));
+    if (vd_layers_is_int8(desc->dst_dt))
+        TRY(dnnl_primitive_attr_set_scales_mask(*attr, DNNL_ARG_DST, 0));
+#endif
+    (void)dst_scale;
+    ok = TRUE;
+out:
+    g_free(oscales);
+    if (!ok) {
         dnnl_primitive_attr_destroy(*attr);
         *attr = NULL;
     }
@@ -341,10 +404,15 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
     if (desc->src_md == NULL)
         TRY(md_init(&op.src, 4, src_dims, desc->src_dt, desc->src_tag));
     TRY(md_init(&op.dst, 4, dst_dims, desc->dst_dt, desc->dst_tag));
-    TRY(md_init(&op.wei, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, desc->src_dt,
-                dnnl_format_tag_any));
+    TRY(md_init(&op.wei, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims,
+                vd_layers_is_int8(desc->src_dt) ? dnnl_s8 : desc->src_dt, dnnl_format_tag_any));
     TRY(md_init(&op.bias, 1, bias_dims, dnnl_f32, dnnl_x));
-    if (!attr_new(&op.attr, desc->sum, desc->act, what, error))
+    if (vd_layers_is_int8(desc->src_dt) && (desc->deconv || desc->wei_scales == NULL)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: an int8 %s", what,
+                    desc->deconv ? "transposed convolution" : "convolution without weight scales");
+        goto out;
+    }
+    if (!attr_new_conv(&op.attr, desc, what, error))
         goto out;
     vd_layer_md src_md = desc->src_md != NULL ? desc->src_md : md_get(&op.src);
     vd_layer_md wei = md_get(&op.wei), bias = md_get(&op.bias), dst = md_get(&op.dst);
@@ -392,7 +460,8 @@ gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
         TRY(md_init(&op.wei, 2, wei_dims, src_dt, dnnl_format_tag_any));
     TRY(md_init(&op.bias, 2, bias_dims, dnnl_f32, dnnl_ab));
     TRY(md_init(&op.dst, 2, dst_dims, dst_dt, dnnl_ab));
-    if (!attr_new(&op.attr, FALSE, relu ? VD_ACT_RELU : VD_ACT_NONE, what, error))
+    if (!attr_new(&op.attr, FALSE, 1.0f, dnnl_data_type_undef, relu ? VD_ACT_RELU : VD_ACT_NONE,
+                  what, error))
         goto out;
     vd_layer_md w = wei_md != NULL ? wei_md : md_get(&op.wei);
 #ifdef VD_DNNL2
@@ -481,6 +550,98 @@ out:
     return ok;
 }
 
+#ifndef VD_DNNL2
+/* A one-value (@n == 1) or per-channel float32 scale memory (3.x). */
+static gboolean scale_memory(dnnl_engine_t engine, int n, const float *values, dnnl_memory_t *mem,
+                             const char *what, GError **error)
+{
+    dnnl_dims_t dims = {n};
+    if (!vd_layers_memory_new(engine, 1, dims, dnnl_f32, dnnl_x, DNNL_MEMORY_ALLOCATE, mem, what,
+                              error))
+        return FALSE;
+    memcpy(vd_layers_memory_data(*mem), values, sizeof(float) * (size_t)n);
+    return TRUE;
+}
+#endif
+
+gboolean vd_layers_quantize_new(dnnl_engine_t engine, vd_layer_md from, vd_layer_md to, float scale,
+                                dnnl_primitive_t *prim, vd_layer_scales *scales, const char *what,
+                                GError **error)
+{
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    gboolean ok = FALSE;
+    *prim = NULL;
+    memset(scales, 0, sizeof(*scales));
+    TRY(dnnl_primitive_attr_create(&attr));
+#ifdef VD_DNNL2
+    float inverse = 1.0f / scale;
+    TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &inverse));
+#else
+    TRY(dnnl_primitive_attr_set_scales_mask(attr, DNNL_ARG_DST, 0));
+    if (!scale_memory(engine, 1, &scale, &scales->dst, what, error))
+        goto out;
+#endif
+    TRY(dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr));
+    TRY(dnnl_primitive_create(prim, pd));
+    ok = TRUE;
+out:
+    vd_layers_pd_free(pd);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    if (!ok)
+        vd_layers_scales_clear(scales);
+    return ok;
+}
+
+gboolean vd_layers_conv_scales(dnnl_engine_t engine, const vd_conv_desc *desc,
+                               vd_layer_scales *scales, const char *what, GError **error)
+{
+    memset(scales, 0, sizeof(*scales));
+#ifndef VD_DNNL2
+    if (!vd_layers_is_int8(desc->src_dt))
+        return TRUE;
+    if (!scale_memory(engine, 1, &desc->src_scale, &scales->src, what, error) ||
+        !scale_memory(engine, desc->out_c, desc->wei_scales, &scales->wei, what, error) ||
+        (vd_layers_is_int8(desc->dst_dt) &&
+         !scale_memory(engine, 1, &desc->dst_scale, &scales->dst, what, error))) {
+        vd_layers_scales_clear(scales);
+        return FALSE;
+    }
+#else
+    (void)engine;
+    (void)desc;
+    (void)what;
+    (void)error;
+#endif
+    return TRUE;
+}
+
+void vd_layers_scales_clear(vd_layer_scales *scales)
+{
+    vd_layers_memory_free(scales->src);
+    vd_layers_memory_free(scales->wei);
+    vd_layers_memory_free(scales->dst);
+    memset(scales, 0, sizeof(*scales));
+}
+
+int vd_layers_scale_args(const vd_layer_scales *scales, dnnl_exec_arg_t *args)
+{
+    int n = 0;
+#ifndef VD_DNNL2
+    if (scales->src != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, scales->src};
+    if (scales->wei != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, scales->wei};
+    if (scales->dst != NULL)
+        args[n++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, scales->dst};
+#else
+    (void)scales;
+    (void)args;
+#endif
+    return n;
+}
+
 const_dnnl_primitive_desc_t vd_layers_primitive_pd(dnnl_primitive_t prim)
 {
     const_dnnl_primitive_desc_t pd = NULL;
@@ -518,10 +679,29 @@ gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
     dnnl_dims_t gwei_dims = {g, desc->out_c / g, desc->in_c / g, k, k};
     dnnl_dims_t bias_dims = {desc->out_c};
     dnnl_memory_t user = NULL;
+    gboolean int8 = vd_layers_is_int8(desc->src_dt);
+    float *quantised = NULL;
     gboolean ok = FALSE;
 
     *weights = NULL;
     *bias_mem = NULL;
+    if (int8) {
+        /* round(w / scale) per output channel (each one's weights are contiguous
+         * in [out][in / groups][k][k]), exact in float32, then converted to s8 by
+         * the packing reorder */
+        size_t per_oc = (size_t)(desc->in_c / g) * k * k;
+        quantised = g_try_new(float, per_oc * desc->out_c);
+        if (quantised == NULL) {
+            g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory: %s", what);
+            return FALSE;
+        }
+        for (int oc = 0; oc < desc->out_c; oc++)
+            for (size_t i = 0; i < per_oc; i++) {
+                float q = nearbyintf(weight[oc * per_oc + i] / desc->wei_scales[oc]);
+                quantised[oc * per_oc + i] = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            }
+        weight = quantised;
+    }
     if (!vd_layers_memory_new(engine, g > 1 ? 5 : 4, g > 1 ? gwei_dims : wei_dims, dnnl_f32,
                               g > 1          ? dnnl_goihw
                               : desc->deconv ? dnnl_iohw
@@ -532,10 +712,18 @@ gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
         !vd_layers_memory_new(engine, 1, bias_dims, dnnl_f32, dnnl_x, DNNL_MEMORY_ALLOCATE,
                               bias_mem, what, error))
         goto out;
-    memcpy(vd_layers_memory_data(*bias_mem), bias, sizeof(float) * (size_t)desc->out_c);
+    float *b = vd_layers_memory_data(*bias_mem);
+    memcpy(b, bias, sizeof(float) * (size_t)desc->out_c);
+#ifdef VD_DNNL2
+    /* 2.x adds the bias to the accumulator, before the output scale */
+    if (int8)
+        for (int oc = 0; oc < desc->out_c; oc++)
+            b[oc] /= desc->src_scale * desc->wei_scales[oc];
+#endif
     ok = TRUE;
 out:
     vd_layers_memory_free(user);
+    g_free(quantised);
     if (!ok) {
         vd_layers_memory_free(*weights);
         vd_layers_memory_free(*bias_mem);

@@ -48,7 +48,22 @@ typedef struct {
     vd_layer_md src_md; /* NULL: src_dt and src_tag */
     gboolean sum;
     vd_activation act;
+    /* int8 (src_dt u8 or s8, the weights s8; vd_layers_is_int8): a stored value times
+     * its tensor's scale is the real one. @wei_scales: out_c per-output-channel scales
+     * (vd_layers_conv_weights quantises the weights to round(w / scale)); @dst_scale:
+     * dst's where dst_dt is int8 (a float32/bfloat16 dst holds real values); @sum_scale
+     * and @sum_dt: the scale and type of dst's previous contents, which @sum adds
+     * (1 and dst_dt for real values). */
+    const float *wei_scales;
+    float src_scale, dst_scale, sum_scale;
+    dnnl_data_type_t sum_dt;
 } vd_conv_desc;
+
+/* The scales an int8 primitive takes when it runs (oneDNN 3.x: execution arguments;
+ * 2.x bakes them into the primitive and leaves these NULL). */
+typedef struct {
+    dnnl_memory_t src, wei, dst;
+} vd_layer_scales;
 
 /* ---- engine, stream, ISA ---- */
 
@@ -68,6 +83,12 @@ const char *vd_layers_isa_name(dnnl_cpu_isa_t isa);
 int vd_layers_channel_block(dnnl_cpu_isa_t isa);
 /* "3.7.2": oneDNN's version as loaded. */
 char *vd_layers_version(void);
+
+/* Whether @dt is u8 or s8. */
+gboolean vd_layers_is_int8(dnnl_data_type_t dt);
+/* Whether oneDNN runs int8 convolutions here with VNNI (AVX512-VNNI, AVX-VNNI or
+ * AMX): without it they are emulated with 16-bit products, which saturate. */
+gboolean vd_layers_has_int8(dnnl_cpu_isa_t isa);
 
 /* ---- memory ---- */
 
@@ -125,6 +146,18 @@ gboolean vd_layers_primitive_new(const_dnnl_primitive_desc_t pd, dnnl_primitive_
 /* A reorder (layout and/or data type conversion) @from -> @to. */
 gboolean vd_layers_reorder_new(dnnl_engine_t engine, vd_layer_md from, vd_layer_md to,
                                dnnl_primitive_t *prim, const char *what, GError **error);
+/* A reorder that quantises real values @from into int8 @to of scale @scale (stored =
+ * round(real / scale), saturated); *@scales: what it takes when it runs
+ * (vd_layers_scale_args). */
+gboolean vd_layers_quantize_new(dnnl_engine_t engine, vd_layer_md from, vd_layer_md to, float scale,
+                                dnnl_primitive_t *prim, vd_layer_scales *scales, const char *what,
+                                GError **error);
+/* The scales an int8 convolution of @desc takes when it runs (none with oneDNN 2.x). */
+gboolean vd_layers_conv_scales(dnnl_engine_t engine, const vd_conv_desc *desc,
+                               vd_layer_scales *scales, const char *what, GError **error);
+void vd_layers_scales_clear(vd_layer_scales *scales);
+/* Appends @scales' execution arguments to @args (room for 3); returns how many. */
+int vd_layers_scale_args(const vd_layer_scales *scales, dnnl_exec_arg_t *args);
 /* @prim's descriptor, owned by @prim. */
 const_dnnl_primitive_desc_t vd_layers_primitive_pd(dnnl_primitive_t prim);
 void vd_layers_primitive_free(dnnl_primitive_t prim); /* NULL: nothing */
@@ -138,7 +171,9 @@ gboolean vd_layers_reorder(dnnl_primitive_t prim, dnnl_stream_t stream, dnnl_mem
 
 /* The weights of a convolution (@weight: float32 [out][in/groups][k][k],
  * [groups][out/groups][in/groups][k][k] grouped, [in][out][k][k] transposed) packed
- * into the layout of @pd, and its float32 bias (@bias, out_c values). */
+ * into the layout of @pd, and its float32 bias (@bias, out_c values). int8: the
+ * weights quantised with desc->wei_scales, the bias as the version's primitive
+ * takes it. */
 gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
                                 const_dnnl_primitive_desc_t pd, const vd_conv_desc *desc,
                                 const float *weight, const float *bias, dnnl_memory_t *weights,

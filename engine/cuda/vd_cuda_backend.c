@@ -2597,7 +2597,13 @@ static void *cuda_create(vd_context *ctx, GError **error)
         ctx->params.precision = VD_PRECISION_FP16;
     if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision bf16 is not supported on the CUDA backend (fp16 or fp32)");
+                    "precision %s is not supported on the CUDA backend (fp16 or fp32)",
+                    vd_precision_name(ctx->params.precision));
+        return NULL;
+    }
+    if (ctx->params.calibrate) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "int8 calibration runs on the CPU backend only");
         return NULL;
     }
     if (cfg->n_box_convs > 0) {

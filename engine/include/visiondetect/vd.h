@@ -118,6 +118,10 @@ typedef enum {
     VD_PRECISION_FP32,
     VD_PRECISION_FP16,
     VD_PRECISION_BF16,
+    VD_PRECISION_INT8, /* CPU with VNNI (AVX512-VNNI, AVX-VNNI, AMX), ResNet backbones,
+                        * a model calibrated with vd_model_save_calibrated(): the
+                        * backbone body and the FPN's lateral convolutions in int8,
+                        * the rest in bf16 where the CPU has it natively, else fp32 */
 } vd_precision;
 
 typedef struct {
@@ -128,6 +132,8 @@ typedef struct {
     float score_threshold; /* < 0: the model's (strict '>' as torchvision) */
     float nms_threshold;   /* < 0: the model's box-head NMS IoU threshold */
     int max_detections;    /* <= 0: the model's detections_per_img */
+    gboolean calibrate;    /* CPU, fp32: record the activation ranges int8 needs
+                            * (vd_context_calibration()) */
 } vd_context_params;
 
 VD_API vd_context_params vd_context_default_params(void);
@@ -152,7 +158,8 @@ VD_API const vd_model *vd_context_model(const vd_context *ctx);
  * should warn with it. */
 VD_API const char *vd_context_fallback_reason(const vd_context *ctx);
 
-/* "auto", "fp32", "fp16" or "bf16" (a static string; "unknown" for other values). */
+/* "auto", "fp32", "fp16", "bf16" or "int8" (a static string; "unknown" for other
+ * values). */
 VD_API const char *vd_precision_name(vd_precision precision);
 
 /* How the context runs, in one line owned by the context, for logs: the backend
@@ -176,6 +183,19 @@ typedef struct {
  * owned by the context and valid until the next call on it. Returns the count (0
  * for backends that do not report kernels), or -1 while batches are in flight. */
 VD_API int vd_context_kernels(vd_context *ctx, const vd_kernel_info **kernels);
+
+/* int8 calibration: the ranges a context made with params.calibrate has recorded
+ * over every frame it detected so far (the largest |value| of each activation
+ * that int8 quantises), as a new JSON text for vd_model_save_calibrated(). NULL
+ * with @error set: VD_ERROR_INVALID_ARGUMENT when the context does not calibrate
+ * or has run no frame. Call on the thread that runs vd_detect(). */
+VD_API char *vd_context_calibration(vd_context *ctx, GError **error);
+
+/* Writes the model file @path with @calibration (vd_context_calibration()) in its
+ * metadata to @out_path (a new file, renamed into place when complete; it may be
+ * @path). The tensors are copied as they are. Thread-safe. */
+VD_API gboolean vd_model_save_calibrated(const char *path, const char *calibration,
+                                         const char *out_path, GError **error);
 
 /* Thresholds may be changed between frames (same thread as vd_detect); they
  * apply to the next vd_detect() or vd_submit(). */
