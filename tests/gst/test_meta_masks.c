@@ -477,22 +477,6 @@ GST_START_TEST (test_json_after_videoscale)
 
 GST_END_TEST;
 
-static guint8 *
-frame_bytes (GstBuffer * buffer, guint fw, guint fh, gint * stride)
-{
-  GstVideoInfo info;
-  GstVideoFrame frame;
-  guint8 *copy;
-
-  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, fw, fh);
-  fail_unless (gst_video_frame_map (&frame, &info, buffer, GST_MAP_READ));
-  *stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
-  copy = g_memdup2 (GST_VIDEO_FRAME_PLANE_DATA (&frame, 0),
-      (gsize) * stride * fh);
-  gst_video_frame_unmap (&frame);
-  return copy;
-}
-
 /* videoscale ! visionoverlay (2x): with masks the pixels of the companion's
  * resampled mask (>= 128) change, outside the box's one-pixel outline, and
  * nothing else does. */
@@ -515,8 +499,8 @@ GST_START_TEST (test_overlay_after_videoscale)
 
   fail_unless_equals_int (g_list_length (with), 1);
   fail_unless_equals_int (g_list_length (without), 1);
-  a = frame_bytes (with->data, 128, 96, &stride);
-  b = frame_bytes (without->data, 128, 96, &stride);
+  a = vdtest_frame_bytes (with->data, 128, 96, &stride);
+  b = vdtest_frame_bytes (without->data, 128, 96, &stride);
   want = expected_scaled (128, 96, &ex, &ey, &ew, &eh);
   for (guint y = 0; y < 96; y++)
     for (guint x = 0; x < 128; x++) {

@@ -238,11 +238,8 @@ GST_START_TEST (test_analytics_gstreamer_overlay)
 {
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_frame (0, &info);
-  gchar *model = vdtest_model ();
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
-      "threshold=0.3 device=cpu ! objectdetectionoverlay draw-labels=false",
-      model, THREADS);
-  GstHarness *h = gst_harness_new_parse (launch);
+  GstHarness *h = vdtest_new_detect (THREADS, "threshold=0.3 device=cpu ! "
+      "objectdetectionoverlay draw-labels=false");
   GstVideoRegionOfInterestMeta *roi;
   GstMapInfo in_map, out_map;
   gpointer state = NULL;
@@ -298,8 +295,6 @@ GST_START_TEST (test_analytics_gstreamer_overlay)
 
   gst_buffer_unref (out);
   gst_harness_teardown (h);
-  g_free (launch);
-  g_free (model);
   gst_buffer_unref (frame);
 }
 
@@ -841,11 +836,9 @@ GST_START_TEST (test_videoscale_letterbox_drops_meta)
 {
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_frame (0, &info);
-  gchar *model = vdtest_model ();
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
-      "threshold=0.3 ! videoscale add-borders=true ! capsfilter "
-      "caps=video/x-raw,width=320,height=320,pixel-aspect-ratio=1/1", model,
-      THREADS);
+  gchar *launch = vdtest_detect_launch (THREADS, "threshold=0.3 ! "
+      "videoscale add-borders=true ! capsfilter "
+      "caps=video/x-raw,width=320,height=320,pixel-aspect-ratio=1/1");
   GList *outs = vdtest_run_pipeline (launch, VDTEST_CAPS_320, &frame, 1);
 
   fail_unless (vdtest_count_roi_metas (outs->data) > 0,
@@ -854,7 +847,6 @@ GST_START_TEST (test_videoscale_letterbox_drops_meta)
       "the companion meta survived a letterbox");
   g_list_free_full (outs, (GDestroyNotify) gst_buffer_unref);
   g_free (launch);
-  g_free (model);
   gst_buffer_unref (frame);
 }
 
@@ -877,9 +869,8 @@ GST_START_TEST (test_detections_survive_videoscale)
   guint c;
 
   for (c = 0; c < G_N_ELEMENTS (cases); c++) {
-    gchar *model = vdtest_model ();
-    gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d "
-        "threshold=0.3 ! %s", model, THREADS, cases[c].chain);
+    gchar *launch = vdtest_detect_launch (THREADS, "threshold=0.3 ! %s",
+        cases[c].chain);
     GstBuffer *out;
     GList *outs = vdtest_run_pipeline (launch, VDTEST_CAPS_320, &frame, 1);
     GstVisionDetectMeta *meta;
@@ -940,7 +931,6 @@ GST_START_TEST (test_detections_survive_videoscale)
     }
     g_list_free_full (outs, (GDestroyNotify) gst_buffer_unref);
     g_free (launch);
-    g_free (model);
   }
   g_array_unref (ref);
   gst_buffer_unref (frame);

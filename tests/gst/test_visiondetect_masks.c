@@ -393,22 +393,6 @@ GST_START_TEST (test_json_after_videoscale)
 
 GST_END_TEST;
 
-static guint8 *
-frame_bytes (GstBuffer * buffer, guint fw, guint fh, gint * stride)
-{
-  GstVideoInfo info;
-  GstVideoFrame frame;
-  guint8 *copy;
-
-  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, fw, fh);
-  fail_unless (gst_video_frame_map (&frame, &info, buffer, GST_MAP_READ));
-  *stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
-  copy = g_memdup2 (GST_VIDEO_FRAME_PLANE_DATA (&frame, 0),
-      (gsize) * stride * fh);
-  gst_video_frame_unmap (&frame);
-  return copy;
-}
-
 /* visiondetect ! videoscale (2x) ! visionoverlay: with masks=true against
  * masks=false, the pixels that change are exactly those of the engine's masks
  * resampled (>= 128), except under the boxes' one-pixel outlines (drawn over
@@ -434,8 +418,8 @@ GST_START_TEST (test_overlay_after_videoscale)
       "visionoverlay text=none line-width=1 masks=true");
   without = run_after_videoscale (model, pixels, ow, oh,
       "visionoverlay text=none line-width=1 masks=false");
-  a = frame_bytes (with, ow, oh, &stride);
-  b = frame_bytes (without, ow, oh, &stride);
+  a = vdtest_frame_bytes (with, ow, oh, &stride);
+  b = vdtest_frame_bytes (without, ow, oh, &stride);
 
   /* the boxes as visionoverlay rounds them; a box of 2 pixels or less across
    * is filled */

@@ -32,6 +32,38 @@ new_frame (GstClockTime pts)
   return buffer;
 }
 
+/* A "visionjson location=<@path> <properties>" harness, the properties
+ * formatted from @props_format, @path out.jsonl in a new temporary folder
+ * (@dir); remove_output removes and frees both. */
+static GstHarness *
+new_writer (gchar ** dir, gchar ** path, const gchar * props_format, ...)
+{
+  gchar *props, *launch;
+  GstHarness *h;
+  va_list args;
+
+  va_start (args, props_format);
+  props = g_strdup_vprintf (props_format, args);
+  va_end (args);
+  *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
+  *path = g_build_filename (*dir, "out.jsonl", NULL);
+  launch = g_strdup_printf ("visionjson location=\"%s\"%s%s", *path,
+      *props ? " " : "", props);
+  h = gst_harness_new_parse (launch);
+  g_free (launch);
+  g_free (props);
+  return h;
+}
+
+static void
+remove_output (gchar * dir, gchar * path)
+{
+  g_unlink (path);
+  g_rmdir (dir);
+  g_free (path);
+  g_free (dir);
+}
+
 static void
 check_object (JsonObject * o, gint id, const gchar * label, gint label_id,
     gdouble confidence, gdouble x, gdouble y, gdouble w, gdouble h)
@@ -72,11 +104,8 @@ parse_line (JsonParser * parser, const gchar * line)
 
 GST_START_TEST (test_lines_match_metadata)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\" "
-      "post-messages=true", path);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "post-messages=true");
   GstElement *json = gst_harness_find_element (h, "visionjson");
   GstBus *bus = gst_bus_new ();
   GstBuffer *b0, *b1, *b2, *out;
@@ -194,11 +223,7 @@ GST_START_TEST (test_lines_match_metadata)
   g_free (contents);
   g_object_unref (parser);
   gst_object_unref (bus);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
+  remove_output (dir, path);
 }
 
 GST_END_TEST;
@@ -209,11 +234,8 @@ GST_END_TEST;
 static gchar **
 stream_time_lines (const gchar * format)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\" format=%s",
-      path, format);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "format=%s", format);
   GstVisionDetectMeta *meta;
   GstVideoRegionOfInterestMeta *roi;
   GstBuffer *b0, *b1, *b2;
@@ -250,11 +272,7 @@ stream_time_lines (const gchar * format)
   lines = g_strsplit (contents, "\n", -1);
   fail_unless_equals_int (g_strv_length (lines), 4);    /* and "" after the last \n */
   g_free (contents);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
+  remove_output (dir, path);
   return lines;
 }
 
@@ -368,10 +386,8 @@ GST_END_TEST;
  * JSON; so do coordinates far beyond any frame. */
 GST_START_TEST (test_foreign_labels_and_numbers)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "");
   GstBuffer *b = new_frame (0);
   GstVideoRegionOfInterestMeta *roi;
   JsonParser *parser = json_parser_new ();
@@ -401,11 +417,7 @@ GST_START_TEST (test_foreign_labels_and_numbers)
       "cu\xef\xbf\xbd" "be\xef\xbf\xbd");
   g_object_unref (parser);
   g_free (contents);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (path);
-  g_free (launch);
-  g_free (dir);
+  remove_output (dir, path);
 }
 
 GST_END_TEST;
@@ -446,10 +458,8 @@ mask_param (const gfloat * probs, guint mw, guint mh)
  * mask, or with a malformed one, has no "segmentation". */
 GST_START_TEST (test_segmentation_rle)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "");
   GstBuffer *b = new_frame (0);
   GstVideoRegionOfInterestMeta *roi;
   JsonParser *parser = json_parser_new ();
@@ -515,11 +525,7 @@ GST_START_TEST (test_segmentation_rle)
 
   g_object_unref (parser);
   g_free (contents);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (path);
-  g_free (launch);
-  g_free (dir);
+  remove_output (dir, path);
 }
 
 GST_END_TEST;
@@ -711,10 +717,8 @@ GST_END_TEST;
  * reuses an id of ours is not hidden; the companion fills what the ROI lost. */
 GST_START_TEST (test_roi_metas_are_the_truth)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "");
   GstBuffer *b = new_frame (0);
   GstVisionDetectMeta *meta = vdtest_add_detect_meta (b, WIDTH, HEIGHT);
   GstVideoRegionOfInterestMeta *roi;
@@ -760,11 +764,7 @@ GST_START_TEST (test_roi_metas_are_the_truth)
 
   g_free (contents);
   g_object_unref (parser);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
+  remove_output (dir, path);
 }
 
 GST_END_TEST;
@@ -775,10 +775,8 @@ GST_END_TEST;
 static JsonArray *
 objects_of_frame (GstBuffer * b, JsonParser * parser)
 {
-  gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
-  gchar *path = g_build_filename (dir, "out.jsonl", NULL);
-  gchar *launch = g_strdup_printf ("visionjson location=\"%s\"", path);
-  GstHarness *h = gst_harness_new_parse (launch);
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "");
   gchar *contents;
   JsonObject *o;
 
@@ -789,11 +787,7 @@ objects_of_frame (GstBuffer * b, JsonParser * parser)
   fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
   o = parse_line (parser, g_strstrip (contents));
   g_free (contents);
-  g_unlink (path);
-  g_rmdir (dir);
-  g_free (launch);
-  g_free (path);
-  g_free (dir);
+  remove_output (dir, path);
   return json_object_get_array_member (o, "objects");
 }
 

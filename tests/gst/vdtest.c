@@ -78,16 +78,30 @@ vdtest_timed_copy (GstBuffer * frame, GstClockTime pts)
   return in;
 }
 
+gchar *
+vdtest_detect_launch (gint threads, const gchar * extra_format, ...)
+{
+  gchar *model = vdtest_model ();
+  gchar *extra, *launch;
+  va_list args;
+
+  va_start (args, extra_format);
+  extra = g_strdup_vprintf (extra_format, args);
+  va_end (args);
+  launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d %s", model,
+      threads, extra);
+  g_free (extra);
+  g_free (model);
+  return launch;
+}
+
 GstHarness *
 vdtest_new_detect (gint threads, const gchar * extra)
 {
-  gchar *model = vdtest_model ();
-  gchar *launch = g_strdup_printf ("visiondetect model=\"%s\" threads=%d %s",
-      model, threads, extra ? extra : "");
+  gchar *launch = vdtest_detect_launch (threads, "%s", extra ? extra : "");
   GstHarness *h = gst_harness_new_parse (launch);
 
   g_free (launch);
-  g_free (model);
   return h;
 }
 
@@ -341,4 +355,21 @@ vdtest_decode_rle (JsonObject * segmentation, guint width, guint height)
   }
   fail_unless_equals_int (at, (guint64) width * height);
   return frame;
+}
+
+guint8 *
+vdtest_frame_bytes (GstBuffer * buffer, guint width, guint height,
+    gint * stride)
+{
+  GstVideoInfo info;
+  GstVideoFrame frame;
+  guint8 *copy;
+
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, width, height);
+  fail_unless (gst_video_frame_map (&frame, &info, buffer, GST_MAP_READ));
+  *stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, 0);
+  copy = g_memdup2 (GST_VIDEO_FRAME_PLANE_DATA (&frame, 0),
+      (gsize) * stride * height);
+  gst_video_frame_unmap (&frame);
+  return copy;
 }

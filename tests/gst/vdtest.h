@@ -45,6 +45,11 @@ GstBuffer *vdtest_load_frame (gint index, GstVideoInfo * info);
 /* A copy of @frame at @pts, 33 ms long. */
 GstBuffer *vdtest_timed_copy (GstBuffer * frame, GstClockTime pts);
 
+/* "visiondetect model=<the test model> threads=@threads <extra>", the extra
+ * properties and downstream elements formatted from @extra_format. */
+gchar *vdtest_detect_launch (gint threads, const gchar * extra_format, ...)
+    G_GNUC_PRINTF (2, 3);
+
 /* A "visiondetect model=<the test model> threads=@threads <@extra>" harness. */
 GstHarness *vdtest_new_detect (gint threads, const gchar * extra);
 
@@ -92,6 +97,11 @@ gdouble vdtest_iou (gdouble ax, gdouble ay, gdouble aw, gdouble ah,
  * exactly. */
 guint8 *vdtest_decode_rle (JsonObject * segmentation, guint width,
     guint height);
+
+/* A copy of the pixels of @buffer, mapped as a packed RGB @width x @height
+ * frame, and its row stride (*@stride); g_free it. */
+guint8 *vdtest_frame_bytes (GstBuffer * buffer, guint width, guint height,
+    gint * stride);
 
 G_END_DECLS
 
