@@ -127,18 +127,22 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     const char *describe = vd_context_describe(ctx);
     g_test_message("%s: %s", vd_model_description(model), describe);
     g_assert_true(g_str_has_prefix(describe, "cpu: oneDNN "));
-    g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16 ? ", bf16," : ", fp32,"));
+    if (precision == VD_PRECISION_INT8)
+        g_assert_nonnull(strstr(describe, ", int8 + "));
+    else
+        g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16 ? ", bf16," : ", fp32,"));
     g_assert_nonnull(strstr(describe, ", 2 threads,"));
     gboolean avx512 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core);
     gboolean nhwc = strstr(describe, "layout nhwc,") != NULL;
-    g_assert_true(nhwc ||
-                  strstr(describe, avx512 ? "layout nChw16c," : "layout nChw8c,") != NULL);
+    g_assert_true(nhwc || strstr(describe, avx512 ? "layout nChw16c," : "layout nChw8c,") != NULL);
     /* AMX: bf16 convolutions run its kernels, which take NHWC */
-    gboolean amx = precision == VD_PRECISION_BF16 &&
-                   vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_amx);
+    gboolean amx =
+        precision == VD_PRECISION_BF16 && vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_amx);
     g_assert_true(!amx || nhwc);
-    /* VD_CPU_LAYOUT forces one (the kernels-nhwc run) */
-    if (g_strcmp0(g_getenv("VD_CPU_LAYOUT"), "nhwc") == 0)
+    /* VD_CPU_LAYOUT forces one (the kernels-nhwc run); int8 is NHWC */
+    if (precision == VD_PRECISION_INT8)
+        g_assert_true(nhwc);
+    else if (g_strcmp0(g_getenv("VD_CPU_LAYOUT"), "nhwc") == 0)
         g_assert_true(nhwc);
     else if (g_strcmp0(g_getenv("VD_CPU_LAYOUT"), "blocked") == 0)
         g_assert_false(nhwc);
@@ -167,6 +171,9 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         expect = "amx";
     if (precision != VD_PRECISION_BF16)
         expect = NULL;
+    /* int8: the body's convolutions (the stem aside), the FPN's and the RPN's 3x3
+     * ones run VNNI or AMX int8 kernels, named for their ISA */
+    int n_int8 = 0, n_not_int8 = 0;
     gboolean stem = FALSE, fc6 = FALSE;
     for (int i = 0; i < n; i++) {
         const vd_kernel_info *k = &kernels[i];
@@ -190,6 +197,23 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                            k->implementation);
             n_slow++;
         }
+        gboolean int8_layer = g_str_equal(k->kind, "convolution") &&
+                              ((g_str_has_prefix(k->layer, "backbone.body.layer")) ||
+                               g_str_has_prefix(k->layer, "backbone.fpn.") ||
+                               g_str_has_prefix(k->layer, "rpn.head.conv["));
+        if (precision == VD_PRECISION_INT8 && int8_layer) {
+            /* AMX's where the CPU has it, else VNNI's (VD_TEST_EXPECT_INT8_KERNEL names
+             * another, to see this check fail) */
+            const char *want = g_getenv("VD_TEST_EXPECT_INT8_KERNEL");
+            if (want == NULL)
+                want = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_amx) ? "amx" : "vnni";
+            if (strstr(k->implementation, want) == NULL) {
+                g_test_message("not an int8 %s kernel: %s %s: %s", want, k->kind, k->layer,
+                               k->implementation);
+                n_not_int8++;
+            }
+            n_int8++;
+        }
         n_conv += g_str_equal(k->kind, "convolution");
         n_pool += g_str_equal(k->kind, "pooling");
         n_matmul += g_str_equal(k->kind, "matmul");
@@ -202,6 +226,15 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                    n_pool, n_matmul, n_bad);
     g_assert_cmpint(n_bad, ==, 0);
     g_assert_cmpint(n_slow, ==, 0);
+    g_assert_cmpint(n_not_int8, ==, 0);
+    if (precision == VD_PRECISION_INT8) {
+        int body = 0;
+        for (int b = 0; b < model->n_blocks; b++)
+            body += (model->config.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
+                    model->blocks[b].has_downsample;
+        g_assert_cmpint(n_int8, ==,
+                        body + 2 * model->config.n_returned_layers + model->config.n_fpn_levels);
+    }
     /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
      * three box-head products */
     const vd_config *cfg = &model->config;
@@ -263,7 +296,8 @@ static void test_mobilenet_v3_fp32(void)
  * (the RPN's further convolutions, the convolutions over the 1000 RoIs' and the
  * detections' features) has the shapes it has at 800/1333, the ResNet-50-FPN test
  * covers the backbone and FPN at 800/1333, and a frame costs half as much. */
-#define NO_TORCHVISION "no torchvision exports (VD_TEST_EXPORTS: meson sets it where its Python has torchvision)"
+#define NO_TORCHVISION                                                                             \
+    "no torchvision exports (VD_TEST_EXPORTS: meson sets it where its Python has torchvision)"
 static vd_model *exported_model(const char *builder)
 {
     const char *dir = g_getenv("VD_TEST_EXPORTS");
@@ -357,6 +391,71 @@ static void test_bf16(void)
     vd_model_unref(model);
 }
 
+/* @model with an int8 calibration of the test frame (as vd-detect --calibrate
+ * makes one, without the file). */
+static void calibrate(vd_model *model)
+{
+    GError *error = NULL;
+    vd_context_params params = vd_context_default_params();
+    params.device = VD_DEVICE_CPU;
+    params.n_threads = 2;
+    params.calibrate = TRUE;
+    vd_context *ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_FP32);
+    guint8 *pixels = test_frame();
+    vd_image image = vd_image_rgb(pixels, FRAME_W, FRAME_H);
+    vd_result result;
+    g_assert_true(vd_detect(ctx, &image, 1, &result, &error));
+    vd_result_clear(&result);
+    char *calibration = vd_context_calibration(ctx, &error);
+    g_assert_no_error(error);
+    if (model->int8_ranges != NULL)
+        g_hash_table_unref(model->int8_ranges);
+    model->int8_ranges = vd_calibration_parse("test", calibration, &model->int8_frames, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(model->int8_frames, ==, 1);
+    g_free(calibration);
+    g_free(pixels);
+    vd_context_free(ctx);
+}
+
+/* int8 where oneDNN runs VNNI (AVX512-VNNI, AVX-VNNI, AMX): every quantised
+ * convolution on an int8 kernel of that ISA; elsewhere refused. */
+static void test_int8(void)
+{
+    GError *error = NULL;
+    vd_model *model = bundled_model();
+    calibrate(model);
+    if (!vd_layers_has_int8(vd_layers_isa())) {
+        g_assert_null(cpu_context(model, VD_PRECISION_INT8, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_test_message("int8 refused: %s", error->message);
+        g_assert_nonnull(strstr(error->message, "VNNI"));
+        g_clear_error(&error);
+        vd_model_unref(model);
+        return;
+    }
+    check_frame_kernels(model, VD_PRECISION_INT8);
+    vd_model_unref(model);
+    vd_model *r50 = resnet50_fpn();
+    calibrate(r50);
+    check_frame_kernels(r50, VD_PRECISION_INT8);
+    vd_model_unref(r50);
+    /* v2 and Mask R-CNN: int8 backbone, FPN and RPN, their float heads */
+    const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn"};
+    for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
+        vd_model *m = exported_model(builders[i]);
+        if (m == NULL) {
+            g_test_message("%s not checked: " NO_TORCHVISION, builders[i]);
+            continue;
+        }
+        calibrate(m);
+        check_frame_kernels(m, VD_PRECISION_INT8);
+        vd_model_unref(m);
+    }
+}
+
 /* The ISA oneDNN runs uncapped, from this program run again without
  * ONEDNN_MAX_CPU_ISA (oneDNN reads the cap once per process). */
 #define PRINT_NATIVE_ISA "--print-native-isa"
@@ -367,8 +466,8 @@ static dnnl_cpu_isa_t native_isa(const char *self)
     char *out = NULL;
     int status = 0;
     GError *error = NULL;
-    g_assert_true(g_spawn_sync(NULL, argv, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, NULL, &status,
-                               &error));
+    g_assert_true(
+        g_spawn_sync(NULL, argv, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, NULL, &status, &error));
     g_assert_no_error(error);
     g_assert_true(g_spawn_check_wait_status(status, NULL));
     char *end = NULL;
@@ -415,8 +514,7 @@ int main(int argc, char **argv)
             return 77;
         }
         if (native_isa(argv[0]) == want) {
-            g_print("SKIP: this processor has no more than %s: the native run covers it\n",
-                    expect);
+            g_print("SKIP: this processor has no more than %s: the native run covers it\n", expect);
             return 77;
         }
     }
@@ -429,6 +527,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
+    g_test_add_func("/kernels/int8", test_int8);
     int result = g_test_run();
     g_rmdir(tmp_dir);
     g_free(tmp_dir);
