@@ -1,13 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The C and CUDA sources of engine/, tracker/ and kernels/ are formatted as
-# .clang-format says (clang-format --dry-run), the C files of gst/ and gst-libs/ in
-# GStreamer's own style (tools/gst-indent.sh: GNU indent with gst-indent's options):
-# lists each file that is not, with the difference, and fails. Formatting differs between releases of
-# both tools, so each part runs with the release the project formats with, Debian
-# 12's (clang-format 14, GNU indent 2.2.12), and is skipped with another or none (the
-# whole check exits 77 when both are). Format: clang-format -i FILE;
-# tools/gst-indent.sh FILE.c.
+# The C and CUDA sources of engine/, tracker/, kernels/ and common/ are formatted
+# as .clang-format says (clang-format --dry-run), the C files of gst/ and gst-libs/
+# in GStreamer's own style (tools/gst-indent.sh: GNU indent with gst-indent's
+# options): lists each file that is not, with the difference, and fails. Formatting
+# differs between releases of both tools, so each part runs with the release the
+# project formats with, Debian 12's (clang-format 14, GNU indent 2.2.12), and is
+# skipped with another or none (the whole check exits 77 when both are). Format:
+# clang-format -i FILE; tools/gst-indent.sh FILE.c.
 # Usage: tests/check_format.sh [SOURCE_ROOT]; skips (77) outside a git checkout.
 root="${1:-$(dirname "$0")/..}"
 cd "$root" || exit 1
@@ -24,7 +24,7 @@ case "$version" in
   *"clang-format version 14."*)
     parts=$((parts + 1))
     for f in $(git ls-files -- 'engine/*.c' 'engine/*.h' 'tracker/*.c' 'tracker/*.h' \
-                 'kernels/*.cu' 'kernels/*.h' 'kernels/*.c'); do
+                 'kernels/*.cu' 'kernels/*.h' 'kernels/*.c' 'common/*.h'); do
       [ -f "$f" ] || continue
       n=$((n + 1))
       if ! "$cf" --dry-run -Werror "$f" >/dev/null 2>&1; then
@@ -33,8 +33,8 @@ case "$version" in
         bad=$((bad + 1))
       fi
     done ;;
-  "") echo "engine/, tracker/, kernels/ not checked: no $cf (Debian: clang-format)" ;;
-  *) echo "engine/, tracker/, kernels/ not checked: $version (the project formats with 14)" ;;
+  "") echo "engine/, tracker/, kernels/, common/ not checked: no $cf (Debian: clang-format)" ;;
+  *) echo "engine/, tracker/, kernels/, common/ not checked: $version (the project formats with 14)" ;;
 esac
 version="$(indent --version 2>/dev/null)"
 case "$version" in
