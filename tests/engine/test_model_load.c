@@ -570,6 +570,19 @@ static void test_invalid_metadata(void)
     expect_config_errors(fx_tiny_default, cases, G_N_ELEMENTS(cases));
 }
 
+/* The tiny ResNet fixture with "transform.@key" set to the JSON text @value (none
+ * when NULL), beside size_divisible. */
+static fixture *fx_with_transform_field(const char *key, const char *value)
+{
+    fixture *fx = fx_tiny_default();
+    if (value) {
+        char *with = g_strdup_printf("\"size_divisible\":32,\"%s\":%s", key, value);
+        fx_config_replace(fx, "\"size_divisible\":32", with);
+        g_free(with);
+    }
+    return fx;
+}
+
 /* "transform.resize_scale": how the torchvision that exported the file rounds the resize
  * scale, which the size every backend resizes a frame to follows (vd_config_transform_sizes).
  * Under the fixture's 96/160 transform a 50x66 frame resizes to 95x126 with torchvision
@@ -595,15 +608,10 @@ static void test_resize_scale(void)
     };
 
     for (size_t i = 0; i < G_N_ELEMENTS(valid); i++) {
-        fixture *fx = fx_tiny_default();
+        fixture *fx = fx_with_transform_field("resize_scale", valid[i].value);
         GError *error = NULL;
         int rh, rw, ph, pw;
 
-        if (valid[i].value) {
-            char *with = g_strdup_printf("\"size_divisible\":32,\"resize_scale\":%s", valid[i].value);
-            fx_config_replace(fx, "\"size_divisible\":32", with);
-            g_free(with);
-        }
         vd_model *model = fx_load(fx, &error);
         g_assert_no_error(error);
         g_assert_cmpint(model->config.resize_scale, ==, valid[i].rule);
@@ -615,13 +623,9 @@ static void test_resize_scale(void)
         vd_model_unref(model);
         fx_free(fx);
     }
-    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-        fixture *fx = fx_tiny_default();
-        char *with = g_strdup_printf("\"size_divisible\":32,\"resize_scale\":%s", bad[i][0]);
-        fx_config_replace(fx, "\"size_divisible\":32", with);
-        g_free(with);
-        expect_error(fx, VD_ERROR_FORMAT, bad[i][1], NULL);
-    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        expect_error(fx_with_transform_field("resize_scale", bad[i][0]), VD_ERROR_FORMAT, bad[i][1],
+                     NULL);
 }
 
 /* "transform.resize_arithmetic": the rounding of the bilinear resize of the torch that
@@ -648,15 +652,9 @@ static void test_resize_arithmetic(void)
     };
 
     for (size_t i = 0; i < G_N_ELEMENTS(valid); i++) {
-        fixture *fx = fx_tiny_default();
+        fixture *fx = fx_with_transform_field("resize_arithmetic", valid[i].value);
         GError *error = NULL;
 
-        if (valid[i].value) {
-            char *with =
-                g_strdup_printf("\"size_divisible\":32,\"resize_arithmetic\":%s", valid[i].value);
-            fx_config_replace(fx, "\"size_divisible\":32", with);
-            g_free(with);
-        }
         vd_model *model = fx_load(fx, &error);
         g_assert_no_error(error);
         g_assert_cmpint(model->config.resize_arithmetic, ==, valid[i].rule);
@@ -678,13 +676,9 @@ static void test_resize_arithmetic(void)
         vd_model_unref(model);
         fx_free(fx);
     }
-    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-        fixture *fx = fx_tiny_default();
-        char *with = g_strdup_printf("\"size_divisible\":32,\"resize_arithmetic\":%s", bad[i][0]);
-        fx_config_replace(fx, "\"size_divisible\":32", with);
-        g_free(with);
-        expect_error(fx, VD_ERROR_FORMAT, bad[i][1], NULL);
-    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++)
+        expect_error(fx_with_transform_field("resize_arithmetic", bad[i][0]), VD_ERROR_FORMAT,
+                     bad[i][1], NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1125,6 +1119,16 @@ static void remove_in_tmp(const char *name)
     g_free(path);
 }
 
+/* The model file @path, which must load. */
+static vd_model *load_ok(const char *path)
+{
+    GError *error = NULL;
+    vd_model *model = vd_model_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(model);
+    return model;
+}
+
 /* The command line of the exporter on a resnet_fpn:18 state dict with random weights and
  * batch-norm statistics, with class names from a file and a custom transform size. */
 static void test_export_cli(void)
@@ -1139,7 +1143,6 @@ static void test_export_cli(void)
     char *export_argv[] = { (char *)python_path(), exporter, "--builder", "resnet_fpn:18",
                             "--num-classes", "3", "--state-dict", state_dict, "--class-names",
                             names, "--min-size", "320", "--max-size", "512", output, NULL };
-    GError *error = NULL;
     vd_model *model;
     const vd_config *c;
 
@@ -1147,9 +1150,7 @@ static void test_export_cli(void)
         goto out;
     g_assert_true(run_command(helper_argv, NULL));
     g_assert_true(run_command(export_argv, NULL));
-    model = vd_model_load(output, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(model);
+    model = load_ok(output);
     c = &model->config;
     g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn resnet18-fpn, 3 classes");
     g_assert_cmpstr(vd_model_class_name(model, 0), ==, "__background__");
@@ -1200,16 +1201,13 @@ static void test_export_custom(void)
     char *output = g_build_filename(tmp_dir, "custom.safetensors", NULL);
     char *reference = g_build_filename(tmp_dir, "reference.json", NULL);
     char *helper_argv[] = { (char *)python_path(), helper, "custom", tmp_dir, NULL };
-    GError *error = NULL;
     vd_model *model;
     const vd_config *c;
 
     if (!have_torchvision())
         goto out;
     g_assert_true(run_command(helper_argv, NULL));
-    model = vd_model_load(output, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(model);
+    model = load_ok(output);
     c = &model->config;
     g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn resnet18-fpn, 4 classes");
     g_assert_cmpstr(vd_model_class_name(model, 3), ==, "c");
@@ -1257,16 +1255,13 @@ static void test_export_v2(void)
     char *output = g_build_filename(tmp_dir, "v2.safetensors", NULL);
     char *export_argv[] = { (char *)python_path(), exporter, "--builder",
                             "fasterrcnn_resnet50_fpn_v2", output, NULL };
-    GError *error = NULL;
     vd_model *model;
     const vd_config *c;
 
     if (!have_torchvision())
         goto out;
     g_assert_true(run_command(export_argv, NULL));
-    model = vd_model_load(output, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(model);
+    model = load_ok(output);
     c = &model->config;
     g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn resnet50-fpn, 91 classes");
     g_assert_true(c->fpn_norm);
@@ -1474,11 +1469,8 @@ static void test_export_maskrcnn(void)
     for (int v = 0; v < 2; v++) {
         char *export_argv[] = {(char *)python_path(), exporter, "--builder",
                                (char *)builders[v],   output,   NULL};
-        GError *error = NULL;
         g_assert_true(run_command(export_argv, NULL));
-        vd_model *model = vd_model_load(output, &error);
-        g_assert_no_error(error);
-        g_assert_nonnull(model);
+        vd_model *model = load_ok(output);
         const vd_config *c = &model->config;
         g_assert_true(vd_model_has_masks(model));
         g_assert_cmpstr(vd_model_description(model), ==, "maskrcnn resnet50-fpn, 91 classes");
