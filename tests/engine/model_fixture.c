@@ -475,6 +475,16 @@ vd_model *fx_load(fixture *fx, GError **error)
     return model;
 }
 
+vd_model *fx_load_ok(fixture *fx)
+{
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+
+    g_assert_no_error(error);
+    fx_free(fx);
+    return model;
+}
+
 /* torchvision's mobilenet_v3_large features as fasterrcnn_mobilenet_v3_large_fpn
  * (low_res: _320_fpn's sizes and RPN top-n) builds them: 91 classes. */
 mnv3_arch mnv3_large(gboolean low_res)

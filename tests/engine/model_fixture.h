@@ -98,6 +98,8 @@ GByteArray *fx_layout(fixture *fx);
 void append_json_string(GString *s, const char *text);
 char *fx_write(fixture *fx, const char *file_name);
 vd_model *fx_load(fixture *fx, GError **error);
+/* fx_load, which must succeed; frees @fx. */
+vd_model *fx_load_ok(fixture *fx);
 mnv3_arch mnv3_large(gboolean low_res);
 mnv3_arch mnv3_tiny(void);
 char *mnv3_config(const mnv3_arch *a);

@@ -22,11 +22,7 @@ static vd_model *tiny_model(void)
     tiny_arch a = tiny_basic();
     fixture *fx = fx_tiny(&a);
     fx_randomize(fx, 7);
-    GError *error = NULL;
-    vd_model *model = fx_load(fx, &error);
-    g_assert_no_error(error);
-    fx_free(fx);
-    return model;
+    return fx_load_ok(fx);
 }
 
 static int mask_probs_seen, mask_logits_seen, mask_features_seen;
@@ -594,11 +590,7 @@ static vd_model *tiny_model_with_nan(const char *name, gsize n)
         for (gsize i = 0; i < MIN(n, t->n); i++)
             t->values[i] = NAN;
     }
-    GError *error = NULL;
-    vd_model *model = fx_load(fx, &error);
-    g_assert_no_error(error);
-    fx_free(fx);
-    return model;
+    return fx_load_ok(fx);
 }
 
 /* vd_result.n_nonfinite on the CPU: the RPN head's and the box head's
@@ -770,11 +762,7 @@ static vd_model *mnv3_tiny_model(const char *arch)
     if (arch != NULL)
         fx_config_replace(fx, "\"mobilenet_v3_large\"", arch);
     fx_randomize(fx, 7);
-    GError *error = NULL;
-    vd_model *model = fx_load(fx, &error);
-    g_assert_no_error(error);
-    fx_free(fx);
-    return model;
+    return fx_load_ok(fx);
 }
 
 /* The CUDA backend's own check that MobileNetV3-Large's features chain as it runs
@@ -790,10 +778,8 @@ static void test_mobilenet_v3_large_cuda_shapes(void)
         mnv3_arch a = mnv3_large(TRUE);
         fixture *fx = fx_mnv3(&a);
         fx_randomize(fx, 3);
+        vd_model *model = fx_load_ok(fx);
         GError *error = NULL;
-        vd_model *model = fx_load(fx, &error);
-        g_assert_no_error(error);
-        fx_free(fx);
         vd_context_params params = vd_context_default_params();
         params.device = VD_DEVICE_CUDA;
         vd_context *ctx = vd_context_new(model, &params, &error);
@@ -891,10 +877,8 @@ static void test_masks(void)
     for (int norm = 0; norm < 2; norm++) {
         fixture *fx = fx_tiny_mask(norm);
         fx_randomize(fx, 7);
+        vd_model *model = fx_load_ok(fx);
         GError *error = NULL;
-        vd_model *model = fx_load(fx, &error);
-        g_assert_no_error(error);
-        fx_free(fx);
         g_assert_true(vd_model_has_masks(model));
         vd_context *ctx = cpu_context(model, 0.0f);
         guint8 *pixels = g_malloc0(120 * 90 * 3);

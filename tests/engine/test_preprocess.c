@@ -470,6 +470,19 @@ static void test_yuv_round_trip(void)
     g_rand_free(rand);
 }
 
+/* A 1x1 I420 image of the planes @y, @u and @v. */
+static vd_image i420_pixel(uint8_t *y, uint8_t *u, uint8_t *v)
+{
+    vd_image image = {0};
+    image.format = VD_FORMAT_I420;
+    image.width = image.height = 1;
+    image.planes[0] = y;
+    image.planes[1] = u;
+    image.planes[2] = v;
+    image.strides[0] = image.strides[1] = image.strides[2] = 1;
+    return image;
+}
+
 static void test_yuv_known_values(void)
 {
     /* limited-range black/white/grey map to 0/255/128 on every matrix, and
@@ -478,13 +491,7 @@ static void test_yuv_known_values(void)
         static const int cases[][4] = {{16, 0, 0, 0}, {235, 255, 255, 255}, {126, 128, 128, 128}};
         for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
             uint8_t y = (uint8_t)cases[i][0], u = 128, v = 128;
-            vd_image image = {0};
-            image.format = VD_FORMAT_I420;
-            image.width = image.height = 1;
-            image.planes[0] = &y;
-            image.planes[1] = &u;
-            image.planes[2] = &v;
-            image.strides[0] = image.strides[1] = image.strides[2] = 1;
+            vd_image image = i420_pixel(&y, &u, &v);
             image.matrix = (vd_color_matrix)m;
             float *out = run_preprocess(&image, zero_mean, unit_std, 1, 1, 1, 1);
             for (int c = 0; c < 3; c++)
@@ -493,13 +500,7 @@ static void test_yuv_known_values(void)
         }
     }
     uint8_t y = 81, u = 90, v = 240;
-    vd_image image = {0};
-    image.format = VD_FORMAT_I420;
-    image.width = image.height = 1;
-    image.planes[0] = &y;
-    image.planes[1] = &u;
-    image.planes[2] = &v;
-    image.strides[0] = image.strides[1] = image.strides[2] = 1;
+    vd_image image = i420_pixel(&y, &u, &v);
     float *out = run_preprocess(&image, zero_mean, unit_std, 1, 1, 1, 1);
     g_assert_cmpfloat(out[0], >=, 254.0f / 255.0f);
     g_assert_cmpfloat(out[1], <=, 1.0f / 255.0f);
