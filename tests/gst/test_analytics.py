@@ -132,6 +132,7 @@ except ValueError:
           "run (tests/debian13.sh) runs it")
     sys.exit(77)
 from gi.repository import GLib, Gst, GstAnalytics, GstApp, GstVideo  # noqa: E402,F401
+from gi_common import roi_metas  # noqa: E402
 
 Gst.init(None)
 
@@ -224,20 +225,6 @@ def related_tracking(rmeta, od_id):
             ok, trk = rmeta.get_tracking_mtd(i)
             return trk if ok else None
     return None
-
-
-def roi_metas(buf):
-    """{id: ROI meta} of @buf, through GstVideo's introspection data."""
-    api = GstVideo.VideoRegionOfInterestMeta.get_info().api
-    count = buf.get_n_meta(api)
-    rois = {}
-    roi_id = 0
-    while len(rois) < count and roi_id < 10000:
-        roi = GstVideo.buffer_get_video_region_of_interest_meta_id(buf, roi_id)
-        if roi is not None:
-            rois[roi_id] = roi
-        roi_id += 1
-    return rois
 
 
 def skip_without_plugin_analytics():

@@ -57,6 +57,8 @@ gi.require_version("GstVisionDetect", "1.0")
 from gi.repository import GLib, Gst, GstApp, GstVideo  # noqa: E402,F401
 from gi.repository import GstVisionDetect  # noqa: E402
 
+import gi_common  # noqa: E402
+
 WIDTH, HEIGHT = 320, 240
 FRAMES = 30
 INTERVAL = 3
@@ -77,16 +79,9 @@ def model_path():
 
 
 def roi_metas(buf):
-    """Every ROI meta of buf, by id, through GstVideo's introspection data."""
-    api = GstVideo.VideoRegionOfInterestMeta.get_info().api
-    count = buf.get_n_meta(api)
-    rois = {}
-    roi_id = 0
-    while len(rois) < count and roi_id < 10000:
-        roi = GstVideo.buffer_get_video_region_of_interest_meta_id(buf, roi_id)
-        if roi is not None:
-            rois[roi_id] = roi
-        roi_id += 1
+    """Every ROI meta of buf, by id (gi_common.roi_metas), all of them found."""
+    count = buf.get_n_meta(GstVideo.VideoRegionOfInterestMeta.get_info().api)
+    rois = gi_common.roi_metas(buf)
     check(len(rois) == count, f"found {len(rois)} of {count} ROI metas by id")
     return rois
 
