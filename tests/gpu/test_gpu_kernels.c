@@ -762,11 +762,13 @@ static float roi_device_value(test_rng *r, vd_dtype dtype)
     return dtype == VD_DTYPE_F16 ? round_half(rng_normal(r)) : rng_normal(r);
 }
 
-/* One case of the forward and backward checks: the CPU op's parameters and
- * the device op's shape for the same maps, bins, scale, sampling and
+/* Case @k of the ROI_ALIGN_CASES of the forward and backward checks (aligned
+ * k / 4, sampling ratio roi_align_samplings[k % 4]): the CPU op's parameters
+ * and the device op's shape for the same maps, bins, scale, sampling and
  * alignment. */
-static void roi_align_case(const roi_device_case *c, int sampling_ratio, int aligned,
-                           vd_roi_align_params *p, vd_roi_align_shape *shape)
+#define ROI_ALIGN_CASES 8
+static void roi_align_case(const roi_device_case *c, int k, vd_roi_align_params *p,
+                           vd_roi_align_shape *shape)
 {
     *p = vd_roi_align_default_params();
     p->n_images = c->n_images;
@@ -776,8 +778,8 @@ static void roi_align_case(const roi_device_case *c, int sampling_ratio, int ali
     p->pooled_h = c->pooled_h;
     p->pooled_w = c->pooled_w;
     p->spatial_scale = c->scale;
-    p->sampling_ratio = sampling_ratio;
-    p->aligned = aligned;
+    p->sampling_ratio = roi_align_samplings[k % 4];
+    p->aligned = k / 4;
     *shape = (vd_roi_align_shape){p->n_images,      p->height,         p->width,
                                   p->channels,      p->pooled_h,       p->pooled_w,
                                   p->spatial_scale, p->sampling_ratio, p->aligned};
@@ -899,36 +901,32 @@ static void check_roi_align_backward(vd_dtype dtype, const roi_device_case *c, u
     void *dgi = dev_alloc(n_gi * vd_dtype_size(dtype)); /* poisoned: all must be written */
     float *got = g_new(float, n_gi), *want = g_new(float, n_gi), *abs_sum = g_new(float, n_gi);
 
-    for (int aligned = 0; aligned < 2; aligned++) {
-        for (int si = 0; si < 4; si++) {
-            vd_roi_align_params p;
-            vd_roi_align_shape shape;
-            roi_align_case(c, roi_align_samplings[si], aligned, &p, &shape);
-            GError *error = NULL;
-            g_assert_true(vd_roi_align_backward(&p, ref_go, ref_rois, n_rois - 1, want, &error));
-            g_assert_true(
-                vd_roi_align_backward(&p, ref_abs, ref_rois, n_rois - 1, abs_sum, &error));
-            g_assert_no_error(error);
-            int *count = roi_grad_counts(&p, ref_rois, n_rois - 1);
+    for (int k = 0; k < ROI_ALIGN_CASES; k++) {
+        vd_roi_align_params p;
+        vd_roi_align_shape shape;
+        roi_align_case(c, k, &p, &shape);
+        GError *error = NULL;
+        g_assert_true(vd_roi_align_backward(&p, ref_go, ref_rois, n_rois - 1, want, &error));
+        g_assert_true(vd_roi_align_backward(&p, ref_abs, ref_rois, n_rois - 1, abs_sum, &error));
+        g_assert_no_error(error);
+        int *count = roi_grad_counts(&p, ref_rois, n_rois - 1);
 
-            size_t ws_size = vd_roi_align_backward_workspace_size(&shape, dtype);
-            g_assert_cmpuint(ws_size, ==, dtype == VD_DTYPE_F16 ? n_gi * sizeof(float) : 0);
-            void *ws = ws_size ? dev_alloc(ws_size) : NULL;
-            CU(vd_roi_align_backward_device(&shape, dtype, dgo, drois, n_rois, dgi, ws, ws_size,
-                                            stream));
-            download_as(got, dgi, n_gi, dtype);
+        size_t ws_size = vd_roi_align_backward_workspace_size(&shape, dtype);
+        g_assert_cmpuint(ws_size, ==, dtype == VD_DTYPE_F16 ? n_gi * sizeof(float) : 0);
+        void *ws = ws_size ? dev_alloc(ws_size) : NULL;
+        CU(vd_roi_align_backward_device(&shape, dtype, dgo, drois, n_rois, dgi, ws, ws_size,
+                                        stream));
+        download_as(got, dgi, n_gi, dtype);
 
-            char *what =
-                g_strdup_printf("roi_align backward %s aligned=%d sampling_ratio=%d",
-                                dtype == VD_DTYPE_F16 ? "fp16" : "fp32", aligned,
-                                roi_align_samplings[si]);
-            size_t n_bad = roi_grad_compare(what, dtype, got, want, abs_sum, count, n_gi, channels);
-            g_free(what);
-            g_assert_cmpuint(n_bad, ==, 0);
-            g_free(count);
-            if (ws)
-                CU(cudaFree(ws));
-        }
+        char *what =
+            g_strdup_printf("roi_align backward %s aligned=%d sampling_ratio=%d",
+                            dtype == VD_DTYPE_F16 ? "fp16" : "fp32", p.aligned, p.sampling_ratio);
+        size_t n_bad = roi_grad_compare(what, dtype, got, want, abs_sum, count, n_gi, channels);
+        g_free(what);
+        g_assert_cmpuint(n_bad, ==, 0);
+        g_free(count);
+        if (ws)
+            CU(cudaFree(ws));
     }
     CU(cudaFree(dgo));
     CU(cudaFree(drois));
@@ -973,24 +971,22 @@ static void check_roi_align_forward_device(vd_dtype dtype, const roi_device_case
     float *drois = dev_upload(rois, 5 * sizeof(float) * n_rois);
     void *dout = dev_alloc(n_out * vd_dtype_size(dtype));
     float *want = g_new(float, n_out), *got = g_new(float, n_out);
-    for (int aligned = 0; aligned < 2; aligned++) {
-        for (int si = 0; si < 4; si++) {
-            vd_roi_align_params p;
-            vd_roi_align_shape shape;
-            roi_align_case(c, roi_align_samplings[si], aligned, &p, &shape);
-            GError *error = NULL;
-            g_assert_true(vd_roi_align_forward(&p, map, ref_rois, n_rois, want, &error));
-            g_assert_no_error(error);
-            memset(want + bin_row * bad, 0, bin_row * sizeof(float));
-            if (dtype == VD_DTYPE_F16)
-                for (size_t i = 0; i < n_out; i++)
-                    want[i] = round_half(want[i]);
-            CU(vd_roi_align_forward_device(&shape, dtype, dmap, drois, n_rois, dout, stream));
-            download_as(got, dout, n_out, dtype);
-            assert_close_ulp(dtype == VD_DTYPE_F16 ? "roi_align forward fp16"
-                                                   : "roi_align forward fp32",
-                             got, want, n_out, 0);
-        }
+    for (int k = 0; k < ROI_ALIGN_CASES; k++) {
+        vd_roi_align_params p;
+        vd_roi_align_shape shape;
+        roi_align_case(c, k, &p, &shape);
+        GError *error = NULL;
+        g_assert_true(vd_roi_align_forward(&p, map, ref_rois, n_rois, want, &error));
+        g_assert_no_error(error);
+        memset(want + bin_row * bad, 0, bin_row * sizeof(float));
+        if (dtype == VD_DTYPE_F16)
+            for (size_t i = 0; i < n_out; i++)
+                want[i] = round_half(want[i]);
+        CU(vd_roi_align_forward_device(&shape, dtype, dmap, drois, n_rois, dout, stream));
+        download_as(got, dout, n_out, dtype);
+        assert_close_ulp(dtype == VD_DTYPE_F16 ? "roi_align forward fp16"
+                                               : "roi_align forward fp32",
+                         got, want, n_out, 0);
     }
     CU(cudaFree(dmap));
     CU(cudaFree(drois));
