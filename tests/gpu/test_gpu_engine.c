@@ -1890,6 +1890,94 @@ static gboolean open_run_contexts(vd_model *model, const char *what, vd_context 
     return ok;
 }
 
+/* One frame of a --masks or --core run: the results of the CPU fp32, CUDA fp32
+ * and CUDA fp16 contexts and the tensors each observed (fp16's only in the
+ * --masks run, NULL otherwise). */
+typedef struct {
+    vd_result rc, r32, r16;
+    GHashTable *cpu_t, *t32, *t16;
+} run_frame;
+
+static GHashTable *new_tensor_table(void)
+{
+    return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
+}
+
+/* Every frame of @frames through @cpu, @f32 and @f16 (fp16's tensors observed
+ * only with @observe_f16): "@what detection runs" checked, and @compare run on
+ * the frames where all three ran. The first of those frames in *@first, its
+ * pixels in *@first_pixels (NULL when there is none). FALSE when a frame does
+ * not load. */
+static gboolean run_frames(GPtrArray *frames, const char *what, vd_context *cpu, vd_context *f32,
+                           vd_context *f16, gboolean observe_f16,
+                           void (*compare)(const run_frame *fr), vd_image *first,
+                           uint8_t **first_pixels)
+{
+    char *runs = g_strdup_printf("%s detection runs", what);
+    *first_pixels = NULL;
+    for (guint f = 0; f < frames->len; f++) {
+        const char *path = g_ptr_array_index(frames, f);
+        int w, h;
+        uint8_t *pixels = load_ppm(path, &w, &h);
+        if (pixels == NULL) {
+            g_free(runs);
+            return FALSE;
+        }
+        vd_image image = vd_image_rgb(pixels, w, h);
+        printf("frame %s (%dx%d)\n", path, w, h);
+        run_frame fr = {.cpu_t = new_tensor_table(),
+                        .t32 = new_tensor_table(),
+                        .t16 = observe_f16 ? new_tensor_table() : NULL};
+        vd_context_set_observer(cpu, observer, fr.cpu_t);
+        vd_context_set_observer(f32, observer, fr.t32);
+        if (observe_f16)
+            vd_context_set_observer(f16, observer, fr.t16);
+        gboolean okc = detect(cpu, &image, &fr.rc);
+        gboolean ok32 = detect(f32, &image, &fr.r32);
+        gboolean ok16 = detect(f16, &image, &fr.r16);
+        vd_context_set_observer(cpu, NULL, NULL);
+        vd_context_set_observer(f32, NULL, NULL);
+        if (observe_f16)
+            vd_context_set_observer(f16, NULL, NULL);
+        check(okc && ok32 && ok16, runs, "CPU %s, CUDA fp32 %s, fp16 %s", okc ? "ok" : "FAILED",
+              ok32 ? "ok" : "FAILED", ok16 ? "ok" : "FAILED");
+        if (okc && ok32 && ok16)
+            compare(&fr);
+        vd_result_clear(&fr.rc);
+        vd_result_clear(&fr.r32);
+        vd_result_clear(&fr.r16);
+        g_hash_table_unref(fr.cpu_t);
+        g_hash_table_unref(fr.t32);
+        if (fr.t16 != NULL)
+            g_hash_table_unref(fr.t16);
+        if (*first_pixels == NULL && okc && ok32 && ok16) {
+            *first = image;
+            *first_pixels = pixels;
+        } else {
+            g_free(pixels);
+        }
+    }
+    g_free(runs);
+    return TRUE;
+}
+
+/* A frame of the --masks run: CUDA fp32's and fp16's detections and masks
+ * against the CPU's. */
+static void compare_mask_frame(const run_frame *fr)
+{
+    int n = fr->rc.n_detections;
+    int m32 = match(&fr->rc, &fr->r32, 0.99, 1e-3);
+    check(n >= 5, "non-degenerate mask reference", "the CPU finds %d detections", n);
+    check(m32 >= 0.97 * n && abs(fr->r32.n_detections - n) <= (int)ceil(0.03 * n),
+          "mask model fp32 detections vs CPU",
+          "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32, n,
+          fr->r32.n_detections);
+    compare_masks("fp32", &fr->rc, fr->cpu_t, &fr->r32, fr->t32, 0.99, 1e-3, MASK_PROB_TOL,
+                  MASK_IOU, MASK_LOW_IOU_FRACTION, 1);
+    compare_masks("fp16", &fr->rc, fr->cpu_t, &fr->r16, fr->t16, MASK_FP16_BOX_IOU, 0.02, -1,
+                  MASK_FP16_IOU, MASK_FP16_LOW_IOU_FRACTION, 3);
+}
+
 /* The --masks run: a Mask R-CNN model, CUDA fp32 and fp16 against the CPU on
  * every frame, then the sync count, graph replay and a batch on the first. */
 static int run_mask_checks(vd_model *model, GPtrArray *frames)
@@ -1899,56 +1987,9 @@ static int run_mask_checks(vd_model *model, GPtrArray *frames)
     if (!open_run_contexts(model, "mask", &cpu, &f32, &f16))
         return 1;
     vd_image first = {0};
-    uint8_t *first_pixels = NULL;
-    for (guint f = 0; f < frames->len; f++) {
-        const char *path = g_ptr_array_index(frames, f);
-        int w, h;
-        uint8_t *pixels = load_ppm(path, &w, &h);
-        if (pixels == NULL)
-            return 1;
-        vd_image image = vd_image_rgb(pixels, w, h);
-        printf("frame %s (%dx%d)\n", path, w, h);
-        GHashTable *cpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
-        GHashTable *t32 = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
-        GHashTable *t16 = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
-        vd_result rc = {0}, r32 = {0}, r16 = {0};
-        vd_context_set_observer(cpu, observer, cpu_t);
-        vd_context_set_observer(f32, observer, t32);
-        vd_context_set_observer(f16, observer, t16);
-        gboolean okc = detect(cpu, &image, &rc);
-        gboolean ok32 = detect(f32, &image, &r32);
-        gboolean ok16 = detect(f16, &image, &r16);
-        vd_context_set_observer(cpu, NULL, NULL);
-        vd_context_set_observer(f32, NULL, NULL);
-        vd_context_set_observer(f16, NULL, NULL);
-        check(okc && ok32 && ok16, "mask detection runs", "CPU %s, CUDA fp32 %s, fp16 %s",
-              okc ? "ok" : "FAILED", ok32 ? "ok" : "FAILED", ok16 ? "ok" : "FAILED");
-        if (okc && ok32 && ok16) {
-            int n = rc.n_detections;
-            int m32 = match(&rc, &r32, 0.99, 1e-3);
-            check(n >= 5, "non-degenerate mask reference", "the CPU finds %d detections", n);
-            check(m32 >= 0.97 * n && abs(r32.n_detections - n) <= (int)ceil(0.03 * n),
-                  "mask model fp32 detections vs CPU",
-                  "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32,
-                  n, r32.n_detections);
-            compare_masks("fp32", &rc, cpu_t, &r32, t32, 0.99, 1e-3, MASK_PROB_TOL, MASK_IOU,
-                          MASK_LOW_IOU_FRACTION, 1);
-            compare_masks("fp16", &rc, cpu_t, &r16, t16, MASK_FP16_BOX_IOU, 0.02, -1,
-                          MASK_FP16_IOU, MASK_FP16_LOW_IOU_FRACTION, 3);
-        }
-        vd_result_clear(&rc);
-        vd_result_clear(&r32);
-        vd_result_clear(&r16);
-        g_hash_table_unref(cpu_t);
-        g_hash_table_unref(t32);
-        g_hash_table_unref(t16);
-        if (first_pixels == NULL && okc && ok32 && ok16) {
-            first = image;
-            first_pixels = pixels;
-        } else {
-            g_free(pixels);
-        }
-    }
+    uint8_t *first_pixels;
+    if (!run_frames(frames, "mask", cpu, f32, f16, TRUE, compare_mask_frame, &first, &first_pixels))
+        return 1;
     if (first_pixels != NULL) {
         test_sync_count(f32, &first, "mask fp32", FALSE);
         test_sync_count(f16, &first, "mask fp16", TRUE);
@@ -1963,6 +2004,39 @@ static int run_mask_checks(vd_model *model, GPtrArray *frames)
     vd_context_free(f16);
     g_free(first_pixels);
     return 0;
+}
+
+/* A frame of the --core run: the CPU engine's stages and detections against
+ * CUDA fp32, and CUDA fp16's detections (see run_core_checks). */
+static void compare_core_frame(const run_frame *fr)
+{
+    compare_tensors(fr->cpu_t, fr->t32, "input", 1e-6,
+                    "the same vd_math.h arithmetic: only an indexing bug differs");
+    compare_tensors(fr->cpu_t, fr->t32, "anchors", 0, "integers");
+    const char *levels[] = {"fpn.0", "fpn.1", "fpn.2", "fpn.3", "fpn.pool"};
+    for (int l = 0; l < 5; l++)
+        if (g_hash_table_contains(fr->cpu_t, levels[l]))
+            compare_tensors(fr->cpu_t, fr->t32, levels[l], 1e-3,
+                            "cuDNN and oneDNN sum in other orders, ~1e-6 per layer; a "
+                            "wrong weight, bias or layout is >= 1e-2");
+    compare_proposals(fr->cpu_t, fr->t32);
+    int n = fr->rc.n_detections;
+    int m32 = match(&fr->rc, &fr->r32, 0.99, 1e-3);
+    check(n >= 5, "non-degenerate core reference", "the CPU finds %d detections", n);
+    check(m32 >= 0.97 * n && abs(fr->r32.n_detections - n) <= (int)ceil(0.03 * n),
+          "core fp32 detections vs CPU",
+          "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32, n,
+          fr->r32.n_detections);
+    int m16 = match(&fr->rc, &fr->r16, 0.9, 0.02);
+    if (trained_model)
+        check(m16 >= 0.95 * n, "core fp16 detections vs CPU",
+              "%d of %d matched (label, IoU >= 0.9, |score diff| <= 0.02); fp16 has %d", m16, n,
+              fr->r16.n_detections);
+    else
+        printf("  info core fp16 detections vs CPU: %d of %d matched (label, IoU >= 0.9, "
+               "|score diff| <= 0.02), fp16 has %d; random weights: the 95%% criterion "
+               "applies to trained models (--trained)\n",
+               m16, n, fr->r16.n_detections);
 }
 
 /* The --core run (fasterrcnn_resnet50_fpn_v2 and fasterrcnn_mobilenet_v3_large_fpn,
@@ -1983,68 +2057,10 @@ static int run_core_checks(vd_model *model, GPtrArray *frames)
     if (!open_run_contexts(model, "core", &cpu, &f32, &f16))
         return 1;
     vd_image first = {0};
-    uint8_t *first_pixels = NULL;
-    for (guint f = 0; f < frames->len; f++) {
-        const char *path = g_ptr_array_index(frames, f);
-        int w, h;
-        uint8_t *pixels = load_ppm(path, &w, &h);
-        if (pixels == NULL)
-            return 1;
-        vd_image image = vd_image_rgb(pixels, w, h);
-        printf("frame %s (%dx%d)\n", path, w, h);
-        GHashTable *cpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
-        GHashTable *gpu_t = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, tensor_free);
-        vd_result rc = {0}, r32 = {0}, r16 = {0};
-        vd_context_set_observer(cpu, observer, cpu_t);
-        vd_context_set_observer(f32, observer, gpu_t);
-        gboolean okc = detect(cpu, &image, &rc);
-        gboolean ok32 = detect(f32, &image, &r32);
-        gboolean ok16 = detect(f16, &image, &r16);
-        vd_context_set_observer(cpu, NULL, NULL);
-        vd_context_set_observer(f32, NULL, NULL);
-        check(okc && ok32 && ok16, "core detection runs", "CPU %s, CUDA fp32 %s, fp16 %s",
-              okc ? "ok" : "FAILED", ok32 ? "ok" : "FAILED", ok16 ? "ok" : "FAILED");
-        if (okc && ok32 && ok16) {
-            compare_tensors(cpu_t, gpu_t, "input", 1e-6,
-                            "the same vd_math.h arithmetic: only an indexing bug differs");
-            compare_tensors(cpu_t, gpu_t, "anchors", 0, "integers");
-            const char *levels[] = {"fpn.0", "fpn.1", "fpn.2", "fpn.3", "fpn.pool"};
-            for (int l = 0; l < 5; l++)
-                if (g_hash_table_contains(cpu_t, levels[l]))
-                    compare_tensors(cpu_t, gpu_t, levels[l], 1e-3,
-                                    "cuDNN and oneDNN sum in other orders, ~1e-6 per layer; a "
-                                    "wrong weight, bias or layout is >= 1e-2");
-            compare_proposals(cpu_t, gpu_t);
-            int n = rc.n_detections;
-            int m32 = match(&rc, &r32, 0.99, 1e-3);
-            check(n >= 5, "non-degenerate core reference", "the CPU finds %d detections", n);
-            check(m32 >= 0.97 * n && abs(r32.n_detections - n) <= (int)ceil(0.03 * n),
-                  "core fp32 detections vs CPU",
-                  "%d of %d matched (label, IoU >= 0.99, |score diff| <= 1e-3); CUDA has %d", m32,
-                  n, r32.n_detections);
-            int m16 = match(&rc, &r16, 0.9, 0.02);
-            if (trained_model)
-                check(m16 >= 0.95 * n, "core fp16 detections vs CPU",
-                      "%d of %d matched (label, IoU >= 0.9, |score diff| <= 0.02); fp16 has %d",
-                      m16, n, r16.n_detections);
-            else
-                printf("  info core fp16 detections vs CPU: %d of %d matched (label, IoU >= 0.9, "
-                       "|score diff| <= 0.02), fp16 has %d; random weights: the 95%% criterion "
-                       "applies to trained models (--trained)\n",
-                       m16, n, r16.n_detections);
-        }
-        vd_result_clear(&rc);
-        vd_result_clear(&r32);
-        vd_result_clear(&r16);
-        g_hash_table_unref(cpu_t);
-        g_hash_table_unref(gpu_t);
-        if (first_pixels == NULL && okc && ok32 && ok16) {
-            first = image;
-            first_pixels = pixels;
-        } else {
-            g_free(pixels);
-        }
-    }
+    uint8_t *first_pixels;
+    if (!run_frames(frames, "core", cpu, f32, f16, FALSE, compare_core_frame, &first,
+                    &first_pixels))
+        return 1;
     if (first_pixels != NULL) {
         test_sync_count(f32, &first, "core fp32", FALSE);
         test_sync_count(f16, &first, "core fp16", TRUE);
