@@ -221,21 +221,49 @@ static double time_events(cudaStream_t s, cudaEvent_t a, cudaEvent_t b)
     return ms;
 }
 
-static int bench_nms(int argc, char **argv)
+/* The input file of a kernel benchmark (the path after the benchmark's name): a
+ * count n > 0, then n records of @record_size bytes (*@data, g_free it, and
+ * *@n). Returns 0, or the exit status: 2 without a readable file, 1 when it
+ * holds less than it says ("bad @what input"). */
+static int read_records(int argc, char **argv, gsize record_size, const char *what, gchar **data,
+                        int *n)
 {
     const char *path = argc > 2 ? argv[2] : NULL;
+    gsize len;
+    if (path == NULL || !read_file(path, data, &len))
+        return 2;
+    memcpy(n, *data, 4);
+    if (*n <= 0 || len < 4 + (gsize)*n * record_size) {
+        fprintf(stderr, "%s: bad %s input\n", path, what);
+        return 1;
+    }
+    return 0;
+}
+
+/* @iters timings (ms) of vd_batched_nms_device after 10 untimed runs, into @t. */
+static void time_nms(const float *db, const float *ds, const int *dg, const vd_nms_shape *shape,
+                     float threshold, int *dk, int *dn, void *dws, size_t ws, cudaStream_t s,
+                     cudaEvent_t a, cudaEvent_t b, double *t, int iters)
+{
+    for (int i = 0; i < iters + 10; i++) {
+        CU(cudaEventRecord(a, s));
+        CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, dg, shape, threshold, dk, dn, dws, ws, s));
+        CU(cudaEventRecord(b, s));
+        double ms = time_events(s, a, b);
+        if (i >= 10)
+            t[i - 10] = ms;
+    }
+}
+
+static int bench_nms(int argc, char **argv)
+{
     int iters = atoi(arg_value(argc, argv, "--iters", "200"));
     float threshold = (float)atof(arg_value(argc, argv, "--threshold", "0.7"));
     gchar *data;
-    gsize len;
-    if (path == NULL || !read_file(path, &data, &len))
-        return 2;
     int n;
-    memcpy(&n, data, 4);
-    if (n <= 0 || len < 4 + (gsize)n * 24) {
-        fprintf(stderr, "%s: bad NMS input\n", path);
-        return 1;
-    }
+    int status = read_records(argc, argv, 24, "NMS", &data, &n);
+    if (status != 0)
+        return status;
     const float *boxes = (const float *)(data + 4);
     const float *scores = boxes + 4 * (size_t)n;
     const int *groups = (const int *)(scores + n);
@@ -251,27 +279,13 @@ static int bench_nms(int argc, char **argv)
     CU(cudaEventCreate(&a));
     CU(cudaEventCreate(&b));
     double *t = g_new(double, iters);
-    for (int i = 0; i < iters + 10; i++) {
-        CU(cudaEventRecord(a, s));
-        CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, dg, &shape, threshold, dk, dn, dws, ws, s));
-        CU(cudaEventRecord(b, s));
-        double ms = time_events(s, a, b);
-        if (i >= 10)
-            t[i - 10] = ms;
-    }
+    time_nms(db, ds, dg, &shape, threshold, dk, dn, dws, ws, s, a, b, t, iters);
     int kept = 0;
     CU(cudaMemcpy(&kept, dn, 4, cudaMemcpyDeviceToHost));
     /* the RPN's use: stop at 1000 kept */
     shape.max_keep = MIN(1000, n);
     double *t1000 = g_new(double, iters);
-    for (int i = 0; i < iters + 10; i++) {
-        CU(cudaEventRecord(a, s));
-        CU(vd_batched_nms_device(db, ds, VD_DTYPE_F32, dg, &shape, threshold, dk, dn, dws, ws, s));
-        CU(cudaEventRecord(b, s));
-        double ms = time_events(s, a, b);
-        if (i >= 10)
-            t1000[i - 10] = ms;
-    }
+    time_nms(db, ds, dg, &shape, threshold, dk, dn, dws, ws, s, a, b, t1000, iters);
     printf("{\"n\": %d, \"threshold\": %g, \"kept\": %d, \"median_ms\": %.4f, "
            "\"median_ms_keep1000\": %.4f}\n",
            n, threshold, kept, median(t, iters), median(t1000, iters));
@@ -283,20 +297,14 @@ static int bench_nms(int argc, char **argv)
 
 static int bench_roi_align(int argc, char **argv)
 {
-    const char *path = argc > 2 ? argv[2] : NULL;
     int iters = atoi(arg_value(argc, argv, "--iters", "200"));
     int H = atoi(arg_value(argc, argv, "--height", "768"));
     int W = atoi(arg_value(argc, argv, "--width", "1344"));
     gchar *data;
-    gsize len;
-    if (path == NULL || !read_file(path, &data, &len))
-        return 2;
     int n;
-    memcpy(&n, data, 4);
-    if (n <= 0 || len < 4 + (gsize)n * 16) {
-        fprintf(stderr, "%s: bad RoI input\n", path);
-        return 1;
-    }
+    int status = read_records(argc, argv, 16, "RoI", &data, &n);
+    if (status != 0)
+        return status;
     const int C = 256, P = 7;
     cudaStream_t s;
     CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
