@@ -54,6 +54,22 @@ push_pull (GstHarness * h, GstBuffer * buffer)
   return out;
 }
 
+/* The output of a GAP copy of @frame, visiondetect's interval set to 1 first
+ * (a GAP buffer is never inferred, whatever the interval). */
+static GstBuffer *
+push_gap (GstHarness * h, GstBuffer * frame)
+{
+  GstBuffer *gap, *out;
+
+  g_object_set (gst_harness_find_element (h, "visiondetect"), "interval", 1,
+      NULL);
+  gap = gst_buffer_copy (frame);
+  GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
+  out = push_pull (h, gap);
+  gst_buffer_unref (gap);
+  return out;
+}
+
 static guint
 n_detections (GstBuffer * buffer)
 {
@@ -599,7 +615,7 @@ GST_START_TEST (test_gap_and_interval)
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_frame (0, &info);
   GstHarness *h = vdtest_new_detect (THREADS, "interval=3");
-  GstBuffer *gap, *out;
+  GstBuffer *out;
   guint i;
 
   gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
@@ -619,15 +635,10 @@ GST_START_TEST (test_gap_and_interval)
     gst_buffer_unref (out);
   }
   /* frame 9 would be inferred: a GAP buffer never is */
-  g_object_set (gst_harness_find_element (h, "visiondetect"), "interval", 1,
-      NULL);
-  gap = gst_buffer_copy (frame);
-  GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
-  out = push_pull (h, gap);
+  out = push_gap (h, frame);
   fail_unless (n_detections (out) == 0 && vdtest_get_detect_meta
       (out)->inference == GST_VISION_DETECT_SKIPPED_GAP);
   gst_buffer_unref (out);
-  gst_buffer_unref (gap);
 
   gst_harness_teardown (h);
   gst_buffer_unref (frame);
@@ -1215,7 +1226,7 @@ GST_START_TEST (test_inference_status)
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_frame (0, &info);
   GstHarness *h = vdtest_new_detect (THREADS, "interval=3");
-  GstBuffer *gap, *out;
+  GstBuffer *out;
   guint i;
 
   gst_harness_set_src_caps_str (h, VDTEST_CAPS_320);
@@ -1225,15 +1236,10 @@ GST_START_TEST (test_inference_status)
         GST_VISION_DETECT_INFERRED : GST_VISION_DETECT_SKIPPED_INTERVAL);
     gst_buffer_unref (out);
   }
-  g_object_set (gst_harness_find_element (h, "visiondetect"), "interval", 1,
-      NULL);
-  gap = gst_buffer_copy (frame);
-  GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
-  out = push_pull (h, gap);
+  out = push_gap (h, frame);
   fail_unless_equals_int (vdtest_inference_of (out),
       GST_VISION_DETECT_SKIPPED_GAP);
   gst_buffer_unref (out);
-  gst_buffer_unref (gap);
 
   gst_harness_teardown (h);
   gst_buffer_unref (frame);
