@@ -150,6 +150,9 @@ gst_vision_detect_precision_get_type (void)
         "16-bit floats with 32-bit accumulation (CUDA)", "fp16"},
     {GST_VISION_DETECT_PRECISION_BF16,
         "bfloat16 (CPUs with AVX512-BF16)", "bf16"},
+    {GST_VISION_DETECT_PRECISION_INT8,
+        "8-bit integers (CPUs with VNNI; a ResNet model calibrated with "
+          "vd-detect --calibrate)", "int8"},
     {0, NULL, NULL},
   };
 
@@ -223,6 +226,8 @@ to_vd_precision (GstVisionDetectPrecision precision)
       return VD_PRECISION_FP16;
     case GST_VISION_DETECT_PRECISION_BF16:
       return VD_PRECISION_BF16;
+    case GST_VISION_DETECT_PRECISION_INT8:
+      return VD_PRECISION_INT8;
     case GST_VISION_DETECT_PRECISION_AUTO:
     default:
       return VD_PRECISION_AUTO;

@@ -14,10 +14,13 @@ G_DECLARE_FINAL_TYPE (GstVisionDetect, gst_vision_detect, GST, VISION_DETECT,
 
 /**
  * GstVisionDetectPrecision:
- * @GST_VISION_DETECT_PRECISION_AUTO: fp16 on CUDA, fp32 on the CPU
+ * @GST_VISION_DETECT_PRECISION_AUTO: fp16 on CUDA; on the CPU bf16 where it has
+ *   AVX512-BF16 or AMX, else fp32
  * @GST_VISION_DETECT_PRECISION_FP32: 32-bit floats (the CPU's exact torchvision path)
  * @GST_VISION_DETECT_PRECISION_FP16: 16-bit floats with fp32 accumulation (CUDA)
  * @GST_VISION_DETECT_PRECISION_BF16: bfloat16 (CPUs with AVX512-BF16)
+ * @GST_VISION_DETECT_PRECISION_INT8: 8-bit integers (CPUs with VNNI, ResNet models
+ *   calibrated with vd-detect --calibrate)
  */
 typedef enum
 {
@@ -25,6 +28,7 @@ typedef enum
   GST_VISION_DETECT_PRECISION_FP32,
   GST_VISION_DETECT_PRECISION_FP16,
   GST_VISION_DETECT_PRECISION_BF16,
+  GST_VISION_DETECT_PRECISION_INT8,
 } GstVisionDetectPrecision;
 
 /**
