@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Side-by-side CPU benchmark: visiondetect's vd-detect against torchvision, and
-optionally against ONNX Runtime and OpenVINO (--peers).
+optionally against ONNX Runtime and OpenVINO (--peers), in fp32, bf16 and int8.
 
 All sides run the same weights (one exported model file, which the torchvision side
 loads back and the peers get as ONNX) on the same frame with the same number of
@@ -27,19 +27,22 @@ of its own. Loading is: torchvision, reading the file, building the FasterRCNN a
 loading its tensors; vd-detect, vd_model_load() and vd_context_new() ("load_ms:" on
 stderr); ONNX Runtime, creating the InferenceSession; OpenVINO, creating the Core and
 reading and compiling the ONNX model. Interpreter start and imports are not counted on
-any side.
+any side. Neither side's int8 calibration (below) is counted either.
 
-Sides: one vd-detect side per --precisions entry (fp32, bf16), one torchvision side
+Sides: one vd-detect side per --precisions entry (fp32, bf16, int8), one torchvision side
 per --torch-linear entry (native, onednn) and one side per --peers entry: onnxruntime
 (CPUExecutionProvider, intra-op threads = --threads, one inter-op thread, all graph
 optimisations) and openvino (CPU plugin, INFERENCE_NUM_THREADS = --threads, one stream,
 latency hint, INFERENCE_PRECISION_HINT f32: OpenVINO would otherwise run bf16 on CPUs
 with AVX512_BF16 or AMX), plus openvino-bf16 (the same with the bf16 hint) when
-/proc/cpuinfo lists avx512_bf16 or amx_bf16. Each repetition runs every side once, in an
-order rotated from one repetition to the next, and the ratios compare every vd-detect
-side with every other side (other side's median / vd-detect's: above 1, vd-detect is
-faster). --only restricts the torchvision and vd-detect sides; the peers run whenever
---peers names them. The report ends with Markdown tables.
+/proc/cpuinfo lists avx512_bf16 or amx_bf16; and openvino-int8 (the int8 model NNCF
+makes, below, with the f32 hint for the layers it leaves in floating point), plus
+openvino-int8-bf16 (the same with the bf16 hint, OpenVINO's default there) where the CPU
+has bf16. Each repetition runs every side once, in an order rotated from one
+repetition to the next, and the ratios compare every vd-detect side with every other
+side (other side's median / vd-detect's: above 1, vd-detect is faster). --only
+restricts the torchvision and vd-detect sides; the peers run whenever --peers names
+them. The report ends with Markdown tables.
 
 The peers: the model file is rebuilt as torchvision's FasterRCNN (as the torchvision
 side does) and exported with torch.onnx.export (opset 11) on the frame's float tensor,
@@ -53,7 +56,37 @@ python, which has no torch. The report prints the installed versions and a sanit
 per frame and peer: its detections with score >= 0.5, and the fraction of torchvision's
 detections with score >= 0.5 that one of the peer's detections (each used once) matches
 with the same label and IoU >= 0.9; under 90 % it warns that the ONNX export is not
-faithful (the timing is then of a different computation), without failing.
+faithful (the timing is then of a different computation), without failing; the
+int8 and bf16 sides of OpenVINO are instead said to differ by their rounding when the
+f32 side of the same ONNX model matches.
+
+int8: vd-detect and OpenVINO both quantize the trained model (post-training static
+quantization) on the same calibration frames, per frame size (--calibration-frames N,
+default 32): N frames made as the timed frame is (parity_common.synthetic_image at the
+frame's size), with the seeds 3000 to 3000+N-1 where the timed frame has 2024, so that
+no calibration frame is the timed one; they are written as calib_WxH_NNN.npy beside
+the frames. vd-detect-int8 runs the model file that
+`vd-detect --calibrate` writes from them (fp32 on the CPU, --threads; the activation
+ranges go into its metadata, "int8_calibration"); its check against torchvision and the
+match of its detections with vd-detect-fp32's (IoU >= 0.5, same label) show what int8
+changed. openvino-int8 runs the openvino peer's ONNX model (the same export) through
+NNCF's post-training quantization, nncf.quantize(model, nncf.Dataset(frames,
+transform)) with the default preset and subset size N, on the same N frames with the
+transform that makes the openvino peer's input (uint8 HWC to float CHW / 255), and an
+ignored scope (--nncf-ignore box-ops, the default; NNCF_BOX_OPS): left to its defaults,
+NNCF also puts 8-bit FakeQuantize operations on Faster R-CNN's box arithmetic, the
+inputs of the RPN's and the box head's box decoding (Add, Multiply, Subtract, Exp on
+coordinates), the RoIs in box_roi_pool and the boxes' rescaling to the frame, which
+rounds every coordinate to one of 256 steps over its range, so that most boxes miss
+IoU 0.9 against torchvision's; the ignored scope keeps those in f32 and quantizes the backbone, the FPN,
+the RPN's head and the box head (--nncf-ignore none: NNCF's defaults everywhere). The
+quantized model is saved as OpenVINO IR (float weights NNCF leaves alone kept in f32),
+cached in the work folder under the ONNX model's name, N and the NNCF version. Its load
+time is reading and compiling the IR; the report gives the number of FakeQuantize
+operations NNCF inserted, and the number of convolutions and matrix multiplications
+OpenVINO then runs in u8/i8, out of all of them. nncf comes from PyPI into the peers'
+venv (with scipy, scikit-learn, networkx and a few smaller packages) when an int8 peer
+is asked for.
 
 Without --model the benchmark builds torchvision's fasterrcnn_resnet50_fpn (91 classes,
 min/max size 800/1333; --arch picks ResNet-18/34-FPN, fasterrcnn_resnet50_fpn_v2 or the
@@ -78,6 +111,10 @@ Examples (from the repository root, after ninja -C build):
       vd-detect in fp32 and bf16, torchvision as installed
   /usr/bin/python3 tools/bench_cpu.py --peers onnxruntime,openvino
       the same, plus ONNX Runtime and OpenVINO (and OpenVINO in bf16 where the CPU has it)
+  /usr/bin/python3 tools/bench_cpu.py --sizes 640x480 --precisions fp32,bf16,int8 \
+      --peers openvino,openvino-int8 --torch-linear onednn --repeats 3 --runs 3
+      vd-detect in int8 (on a CPU with VNNI), calibrated on 32 frames, side by side with
+      OpenVINO's int8 quantized by NNCF on the same frames, and the fp32 and bf16 sides
   /usr/bin/python3 tools/bench_cpu.py --peers onnxruntime,openvino --precisions fp32 --sizes 640x480 --repeats 3
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --peers openvino \
       --peer-venv /tmp/peers-venv --workdir /tmp/vd-bench
@@ -268,14 +305,80 @@ def torch_worker(args):
 # ---------------------------------------------------------------------------------
 
 PEER_PACKAGES = ["onnxruntime", "openvino", "numpy"]
+# for the int8 peers (NNCF's post-training quantization)
+PEER_INT8_PACKAGES = ["nncf"]
+# the calibration frames' seeds: CALIBRATION_SEED + i; the timed frame's is FRAME_SEED
+FRAME_SEED = 2024
+CALIBRATION_SEED = 3000
+
+
+def peer_input(img):
+    """The peers' input from a uint8 HxWx3 RGB frame: float32 CHW in [0, 1] (what the
+    torchvision side gives the model; the ONNX graph does the rest of the transform)."""
+    import numpy as np
+    return np.ascontiguousarray(img.transpose(2, 0, 1)).astype(np.float32) / 255.0
+
+
+def openvino_low_precision_ops(compiled):
+    """(convolutions and matrix multiplications OpenVINO runs in u8/i8, all of them) in
+    a compiled model's execution graph."""
+    text = lambda v: v.astype(str) if hasattr(v, "astype") else str(v)  # noqa: E731 (an ov.OVAny)
+    n_int8 = n_all = 0
+    for op in compiled.get_runtime_model().get_ops():
+        rt = op.get_rt_info()
+        layer = text(rt["layerType"]) if "layerType" in rt else ""
+        if layer not in ("Convolution", "FullyConnected", "MatMul", "GroupConvolution", "Deconvolution"):
+            continue
+        n_all += 1
+        if "runtimePrecision" in rt and text(rt["runtimePrecision"]).lower() in ("u8", "i8"):
+            n_int8 += 1
+    return n_int8, n_all
+
+
+# NNCF's ignored scope for --nncf-ignore box-ops (patterns, re.match on the ONNX nodes'
+# names): the arithmetic on box coordinates, which NNCF's defaults would run through
+# 8-bit FakeQuantize like any activation: the RPN's anchors, box decoding, top-k and NMS
+# (all of /rpn/ but its head's convolutions), the RoIs' level mapping and scaling in
+# box_roi_pool, the box decoding, clipping and NMS of /roi_heads/ (all of it but the box
+# head and the predictor), and the boxes' rescaling to the frame (the graph's top level,
+# torchvision's transform.postprocess).
+NNCF_BOX_OPS = [r"/rpn/(?!head/)", r"/roi_heads/(?!box_head/|box_predictor/)", r"/[^/]*$"]
+
+
+def nncf_worker(args):
+    """Quantizes the ONNX model with NNCF (post-training, default preset) on the
+    calibration frames (--image: a file listing their .npy paths) fed as the openvino
+    peer feeds its frame, and saves it as OpenVINO IR (--nncf-quantize OUT.xml). Runs
+    in the peers' venv; prints one JSON line."""
+    import logging
+    import numpy as np
+    import nncf
+    import openvino as ov
+    nncf.set_log_level(logging.WARNING)
+    with open(args.image) as f:
+        paths = [line.strip() for line in f if line.strip()]
+    t = time.perf_counter()
+    model = ov.Core().read_model(args.onnx)
+    dataset = nncf.Dataset(paths, lambda path: peer_input(np.load(path)))
+    ignored = nncf.IgnoredScope(patterns=NNCF_BOX_OPS) if args.nncf_ignore == "box-ops" else None
+    quantized = nncf.quantize(model, dataset, subset_size=len(paths), ignored_scope=ignored)
+    tmp = args.nncf_quantize[:-len(".xml")] + ".tmp.xml"
+    ov.save_model(quantized, tmp, compress_to_fp16=False)
+    os.replace(tmp[:-len(".xml")] + ".bin", args.nncf_quantize[:-len(".xml")] + ".bin")
+    os.replace(tmp, args.nncf_quantize)
+    fq = sum(1 for op in quantized.get_ops() if op.get_type_name() == "FakeQuantize")
+    print(json.dumps({"seconds": time.perf_counter() - t, "frames": len(paths), "fake_quantize": fq,
+                      "nncf": nncf.__version__}))
+    return 0
 
 
 def peer_worker(args):
-    """Runs the ONNX model with ONNX Runtime or OpenVINO; imports numpy and the runtime
-    only (the venv has no torch). Prints one JSON line, as torch_worker."""
+    """Runs the ONNX model (or an int8 model's OpenVINO IR) with ONNX Runtime or
+    OpenVINO; imports numpy and the runtime only (the venv has no torch). Prints one
+    JSON line, as torch_worker."""
     import numpy as np
     img = np.load(args.image)
-    inputs = lambda: np.ascontiguousarray(img.transpose(2, 0, 1)).astype(np.float32) / 255.0  # noqa: E731
+    inputs = lambda: peer_input(img)  # noqa: E731
     info = {}
     if args.peer_worker == "onnxruntime":
         import onnxruntime as ort
@@ -309,6 +412,12 @@ def peer_worker(args):
                 info[key] = v.to_string() if hasattr(v, "to_string") else str(v)  # ov.Type: "f32"
             except Exception as exc:  # a property this OpenVINO version does not report
                 info[key] = f"? ({exc})"
+        if args.onnx.endswith(".xml"):  # the int8 model
+            try:
+                n_int8, n_all = openvino_low_precision_ops(compiled)
+                info["u8/i8 convolutions and matmuls"] = f"{n_int8}/{n_all}"
+            except Exception as exc:  # no execution graph or rt_info keys in this version
+                info["u8/i8 convolutions and matmuls"] = f"? ({exc})"
 
         def infer():
             res = request.infer({0: inputs()})
@@ -351,13 +460,17 @@ def cpu_has_bf16():
     return False
 
 
-def ensure_peer_venv(venv):
-    """The peers' python: creates the venv (and installs the runtimes) when it is
-    missing or cannot import them. Returns the python and the runtimes' versions."""
+def ensure_peer_venv(venv, int8=False):
+    """The peers' python: creates the venv (and installs the runtimes, and with int8
+    NNCF) when it is missing or cannot import them. Returns the python and the
+    runtimes' versions."""
     py = os.path.join(venv, "bin", "python")
-    check = ("import json, numpy, onnxruntime, openvino; print(json.dumps({'onnxruntime': onnxruntime.__version__, "
+    packages = PEER_PACKAGES + (PEER_INT8_PACKAGES if int8 else [])
+    check = ("import json, numpy, onnxruntime, openvino; v = {'onnxruntime': onnxruntime.__version__, "
              "'openvino': openvino.__version__, 'openvino_build': openvino.get_version(), "
-             "'numpy': numpy.__version__}))")
+             "'numpy': numpy.__version__}\n"
+             + ("import nncf; v['nncf'] = nncf.__version__\n" if int8 else "")
+             + "print(json.dumps(v))")
 
     def versions():
         if not os.access(py, os.X_OK):
@@ -379,13 +492,13 @@ def ensure_peer_venv(venv):
         print(f"creating the peers' venv {venv} ...", flush=True)
         if subprocess.run(["/usr/bin/python3", "-m", "venv", venv]).returncode != 0:
             sys.exit(f"bench_cpu.py: /usr/bin/python3 -m venv {venv} failed")
-    print(f"installing {' '.join(PEER_PACKAGES)} into {venv} (pip) ...", flush=True)
+    print(f"installing {' '.join(packages)} into {venv} (pip) ...", flush=True)
     if subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check", "-q"]
-                      + PEER_PACKAGES).returncode != 0:
-        sys.exit(f"bench_cpu.py: pip install {' '.join(PEER_PACKAGES)} into {venv} failed")
+                      + packages).returncode != 0:
+        sys.exit(f"bench_cpu.py: pip install {' '.join(packages)} into {venv} failed")
     v = versions()
     if v is None:
-        sys.exit(f"bench_cpu.py: {py} still cannot import {', '.join(PEER_PACKAGES)}")
+        sys.exit(f"bench_cpu.py: {py} still cannot import {', '.join(packages)}")
     return py, v
 
 
@@ -417,6 +530,63 @@ def export_onnx(model_path, img, workdir, threads):
     os.replace(tmp, path)
     print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
     return path
+
+
+def write_calibration_frames(pc, workdir, w, h, n):
+    """The n calibration frames of one size (seeds CALIBRATION_SEED + i, made as the
+    timed frame is) as .npy files in workdir, and a file listing them; returns the list
+    of paths and the list file."""
+    import numpy as np
+    paths = []
+    for i in range(n):
+        path = os.path.join(workdir, f"calib_{w}x{h}_{i:03d}.npy")
+        np.save(path, pc.synthetic_image(h, w, seed=CALIBRATION_SEED + i))
+        paths.append(path)
+    listing = os.path.join(workdir, f"calib_{w}x{h}.txt")
+    with open(listing, "w") as f:
+        f.write("".join(path + "\n" for path in paths))
+    return paths, listing
+
+
+def calibrate_vd_detect(exe, model_path, frames, out, threads, env, timeout):
+    """vd-detect --calibrate: the model file with the int8 calibration of frames, as
+    out; returns the seconds it took."""
+    t = time.monotonic()
+    cmd = [exe, "--model", model_path, "--threads", str(threads), "--calibrate", out] + frames
+    try:
+        p = subprocess.run(cmd, env=env, timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"bench_cpu.py: vd-detect --calibrate ran for more than {timeout:.0f} s (--timeout)")
+    if p.returncode != 0:
+        sys.exit(f"bench_cpu.py: vd-detect --calibrate failed ({p.returncode}):\n"
+                 f"{p.stderr.decode(errors='replace')[-3000:]}")
+    return time.monotonic() - t
+
+
+def quantize_openvino(peer_py, onnx_path, listing, n, ignore, nncf_version, env, timeout):
+    """The ONNX model quantized by NNCF on the calibration frames listed in listing
+    (nncf_worker, in the peers' venv; ignore: --nncf-ignore), as OpenVINO IR beside the
+    ONNX model, cached under its name, n, ignore and the NNCF version. Returns the .xml
+    path and what nncf_worker reported (None when cached)."""
+    xml = f"{onnx_path[:-len('.onnx')]}_nncf{nncf_version}_int8_n{n}_ignore-{ignore}.xml"
+    if os.path.exists(xml) and os.path.exists(xml[:-len(".xml")] + ".bin"):
+        print(f"OpenVINO int8 model {xml} (cached)", flush=True)
+        return xml, None
+    print(f"quantizing {os.path.basename(onnx_path)} with NNCF on {n} calibration frames ...", flush=True)
+    cmd = [peer_py, os.path.abspath(__file__), "--nncf-quantize", xml, "--onnx", onnx_path, "--image", listing,
+           "--nncf-ignore", ignore]
+    try:
+        p = subprocess.run(cmd, env=env, timeout=timeout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"bench_cpu.py: NNCF quantization ran for more than {timeout:.0f} s (--timeout)")
+    out = p.stdout.decode(errors="replace")
+    if p.returncode != 0:
+        sys.exit(f"bench_cpu.py: NNCF quantization of {onnx_path} failed ({p.returncode}):\n"
+                 f"{(out + p.stderr.decode(errors='replace'))[-3000:]}")
+    res = json.loads(out.strip().splitlines()[-1])
+    print(f"quantized {xml} in {res['seconds']:.0f} s: {res['fake_quantize']} FakeQuantize operations",
+          flush=True)
+    return xml, res
 
 
 def match_fraction(pc, ref, peer, score=0.5, iou=0.9):
@@ -567,10 +737,19 @@ def main(argv=None):
                    help="torchvision's box-head linears, comma-separated: as installed (native) "
                         "and/or as oneDNN 1x1 convolutions (onednn; see above)")
     p.add_argument("--precisions", default="fp32,bf16",
-                   help="vd-detect precisions, comma-separated (default fp32,bf16)")
+                   help="vd-detect precisions, comma-separated: fp32, bf16, int8 (calibrated first with "
+                        "vd-detect --calibrate, see above) (default fp32,bf16)")
     p.add_argument("--peers", default="",
                    help="also run these on the model exported to ONNX, comma-separated: onnxruntime, "
-                        "openvino (f32, and bf16 where the CPU has it); default none")
+                        "openvino (f32, and bf16 where the CPU has it), openvino-int8 (quantized with "
+                        "NNCF; f32, and bf16 where the CPU has it, for the rest); default none")
+    p.add_argument("--calibration-frames", type=int, default=32,
+                   help="int8: calibration frames per frame size, the same for vd-detect and NNCF "
+                        "(default 32)")
+    p.add_argument("--nncf-ignore", default="box-ops", choices=["box-ops", "none"],
+                   help="openvino-int8: leave NNCF's quantizers off the box arithmetic of the RPN, the "
+                        "RoI pooling and the box head's post-processing (box-ops, the default; see above), "
+                        "or quantize wherever NNCF's defaults do (none)")
     p.add_argument("--peer-venv", default=os.path.join(ROOT, "build-bench", "venv"),
                    help="virtual environment with the peers' runtimes, created when missing "
                         "(default build-bench/venv)")
@@ -582,6 +761,7 @@ def main(argv=None):
     # internal: the torchvision and peer worker processes
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--peer-worker", choices=["onnxruntime", "openvino"], help=argparse.SUPPRESS)
+    p.add_argument("--nncf-quantize", help=argparse.SUPPRESS)
     p.add_argument("--onnx", help=argparse.SUPPRESS)
     p.add_argument("--ov-precision", default="f32", help=argparse.SUPPRESS)
     p.add_argument("--image", help=argparse.SUPPRESS)
@@ -591,17 +771,19 @@ def main(argv=None):
         return torch_worker(args)
     if args.peer_worker:
         return peer_worker(args)
+    if args.nncf_quantize:
+        return nncf_worker(args)
     linears = [x.strip() for x in args.torch_linear.split(",") if x.strip()]
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
     peers = [x.strip() for x in args.peers.split(",") if x.strip()]
     if not linears or any(x not in ("native", "onednn") for x in linears):
         p.error("--torch-linear takes native and/or onednn")
-    if not precisions or any(x not in ("fp32", "bf16", "fp16", "auto") for x in precisions):
-        p.error("--precisions takes fp32, bf16 (fp16, auto)")
-    if any(x not in ("onnxruntime", "openvino") for x in peers):
-        p.error("--peers takes onnxruntime and/or openvino")
-    if args.threads < 1 or args.repeats < 1 or args.runs < 1 or args.warmup < 0:
-        p.error("--threads, --repeats and --runs must be >= 1, --warmup >= 0")
+    if not precisions or any(x not in ("fp32", "bf16", "int8", "fp16", "auto") for x in precisions):
+        p.error("--precisions takes fp32, bf16, int8 (fp16, auto)")
+    if any(x not in ("onnxruntime", "openvino", "openvino-int8") for x in peers):
+        p.error("--peers takes onnxruntime, openvino and/or openvino-int8")
+    if args.threads < 1 or args.repeats < 1 or args.runs < 1 or args.warmup < 0 or args.calibration_frames < 1:
+        p.error("--threads, --repeats, --runs and --calibration-frames must be >= 1, --warmup >= 0")
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     except argparse.ArgumentTypeError as exc:
@@ -623,16 +805,20 @@ def main(argv=None):
 
     peer_py, peer_versions = None, None
     if peers:
-        peer_py, peer_versions = ensure_peer_venv(os.path.abspath(args.peer_venv))
-    # (name, runtime, OpenVINO precision hint)
+        peer_py, peer_versions = ensure_peer_venv(os.path.abspath(args.peer_venv),
+                                                  int8="openvino-int8" in peers)
+    # (name, runtime, OpenVINO precision hint, int8 model)
     peer_sides = []
     for peer in dict.fromkeys(peers):
         if peer == "onnxruntime":
-            peer_sides.append(("onnxruntime", "onnxruntime", None))
+            peer_sides.append(("onnxruntime", "onnxruntime", None, False))
         else:
-            peer_sides.append(("openvino", "openvino", "f32"))
+            int8 = peer == "openvino-int8"
+            peer_sides.append((peer, "openvino", "f32", int8))
             if cpu_has_bf16():
-                peer_sides.append(("openvino-bf16", "openvino", "bf16"))
+                peer_sides.append((f"{peer}-bf16", "openvino", "bf16", int8))
+    vd_int8 = args.only != "torchvision" and "int8" in precisions
+    int8_peers = [name for name, _, _, int8 in peer_sides if int8]
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="vd-bench-")
     os.makedirs(workdir, exist_ok=True)
@@ -640,7 +826,7 @@ def main(argv=None):
         frames = []
         for w, h in sizes:
             path = os.path.join(workdir, f"frame_{w}x{h}.npy")
-            img = pc.synthetic_image(h, w, seed=2024)
+            img = pc.synthetic_image(h, w, seed=FRAME_SEED)
             np.save(path, img)
             frames.append((w, h, path, img))
         model_path = args.model or build_model_file(args, pc, workdir, frames[0][3])
@@ -651,10 +837,38 @@ def main(argv=None):
                 onnx_paths[(w, h)] = export_onnx(model_path, img, workdir, args.threads)
 
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        # int8: per frame size, the calibration frames, vd-detect's calibrated model file
+        # and NNCF's quantized OpenVINO model
+        vd_int8_models, ov_int8_models, calibration = {}, {}, {}
+        if vd_int8 or int8_peers:
+            stem = os.path.splitext(os.path.basename(model_path))[0]
+            for w, h, _, _ in frames:
+                n = args.calibration_frames
+                print(f"writing {n} {w}x{h} calibration frames (seeds {CALIBRATION_SEED}.."
+                      f"{CALIBRATION_SEED + n - 1}) ...", flush=True)
+                calib_paths, listing = write_calibration_frames(pc, workdir, w, h, n)
+                cal = {"frames": n, "seeds": [CALIBRATION_SEED, CALIBRATION_SEED + n - 1]}
+                if vd_int8:
+                    out = os.path.join(workdir, f"{stem}_int8_{w}x{h}_n{n}.safetensors")
+                    print(f"calibrating {os.path.basename(model_path)} for int8 with vd-detect --calibrate "
+                          f"on {n} frames ...", flush=True)
+                    sec = calibrate_vd_detect(args.vd_detect, model_path, calib_paths, out, args.threads,
+                                              env, args.timeout)
+                    print(f"calibrated {out} in {sec:.0f} s", flush=True)
+                    vd_int8_models[(w, h)] = out
+                    cal["vd-detect"] = {"model": out, "seconds": sec}
+                if int8_peers:
+                    xml, res = quantize_openvino(peer_py, onnx_paths[(w, h)], listing, n, args.nncf_ignore,
+                                                 peer_versions["nncf"], env, args.timeout)
+                    ov_int8_models[(w, h)] = xml
+                    cal["openvino-int8"] = dict(res or {"cached": True}, model=xml, nncf_ignore=args.nncf_ignore)
+                calibration[(w, h)] = cal
         # vd-detect prints time_ms lines only when it repeats: at least 2 runs, the extra
         # one untimed.
         vd_repeat = max(2, args.warmup + args.runs)
         sides = {}
+        # the sides that run the int8 model of the frame size (vd_int8_models, ov_int8_models)
+        int8_sides = set(int8_peers)
         if args.only != "vd-detect":
             for lin in linears:
                 name = "torchvision" if lin == "native" else f"torchvision-{lin}"
@@ -666,10 +880,12 @@ def main(argv=None):
             for label, exe in vd_builds:
                 for prec in precisions:
                     sides[f"vd-detect-{label}{prec}"] = (
-                        "vd", [exe, "--model", model_path, "--device", "cpu", "--threads",
+                        "vd", [exe, "--device", "cpu", "--threads",
                                str(args.threads), "--precision", prec, "--json", "--stages",
                                "--repeat", str(vd_repeat)])
-        for name, runtime, ov_prec in peer_sides:
+                    if prec == "int8":
+                        int8_sides.add(f"vd-detect-{label}{prec}")
+        for name, runtime, ov_prec, _ in peer_sides:
             sides[name] = ("peer", [peer_py, os.path.abspath(__file__), "--peer-worker", runtime,
                                     "--threads", str(args.threads), "--runs", str(args.runs),
                                     "--warmup", str(args.warmup)]
@@ -688,7 +904,13 @@ def main(argv=None):
         if peer_versions:
             print(f"peers ({peer_py}): onnxruntime {peer_versions['onnxruntime']}, openvino "
                   f"{peer_versions['openvino']} (get_version {peer_versions['openvino_build']}), numpy "
-                  f"{peer_versions['numpy']}; sides {', '.join(peer_names)}")
+                  f"{peer_versions['numpy']}" + (f", nncf {peer_versions['nncf']}" if "nncf" in peer_versions else "")
+                  + f"; sides {', '.join(peer_names)}")
+        if calibration:
+            print(f"int8: {args.calibration_frames} calibration frames per size (seeds {CALIBRATION_SEED}.."
+                  f"{CALIBRATION_SEED + args.calibration_frames - 1}; the timed frame's {FRAME_SEED}) for "
+                  + ", ".join(sorted(int8_sides))
+                  + (f"; NNCF's ignored scope {args.nncf_ignore}" if int8_peers else ""))
         tr = cfg["transform"]
         bb = cfg["backbone"]
         arch = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
@@ -716,7 +938,10 @@ def main(argv=None):
                     load_ms = first_ms = None
                     res = None
                     if kind in ("torch", "peer"):
-                        extra = ["--image", frame] + (["--onnx", onnx_paths[(w, h)]] if kind == "peer" else [])
+                        extra = ["--image", frame]
+                        if kind == "peer":
+                            extra += ["--onnx", ov_int8_models[(w, h)] if name in int8_sides
+                                      else onnx_paths[(w, h)]]
                         rc, out, err, rss = run_measured(cmd + extra, env, args.timeout)
                         if rc != 0:
                             sys.exit(f"bench_cpu.py: {name} worker failed ({rc}):\n{err[-3000:]}")
@@ -724,7 +949,8 @@ def main(argv=None):
                         times, dets = res["times_ms"], res["detections"]
                         load_ms, first_ms = res.get("load_ms"), res.get("first_ms")
                     else:
-                        rc, out, err, rss = run_measured(cmd + [frame], env, args.timeout)
+                        model = vd_int8_models[(w, h)] if name in int8_sides else model_path
+                        rc, out, err, rss = run_measured(cmd + ["--model", model, frame], env, args.timeout)
                         if rc != 0:
                             sys.exit(f"bench_cpu.py: vd-detect failed ({rc}):\n{err[-3000:]}")
                         all_times = [float(l.split(":", 1)[1]) for l in err.splitlines()
@@ -819,13 +1045,20 @@ def main(argv=None):
                         warn = (f"WARNING: {w}x{h} {pname}: {check_ref} has no detection >= 0.5, "
                                 "the ONNX export is not checked")
                     elif frac < 0.9:
-                        f32 = checks.get(pname[:-len("-bf16")]) if pname.endswith("-bf16") else None
+                        # openvino-bf16, openvino-int8 and openvino-int8-bf16 against openvino
+                        f32 = checks.get("openvino") if pname.startswith("openvino-") else None
+                        rounding, vd_same = (("int8 quantization", "vd-detect-int8") if "-int8" in pname
+                                             else ("bf16 rounding", "vd-detect-bf16"))
                         if f32 is not None and f32["match_fraction"] is not None and f32["match_fraction"] >= 0.9:
-                            # the same ONNX model in f32 matches: bf16 rounding, not the export
+                            # the same ONNX model in f32 matches: the rounding, not the export
                             warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
-                                    f"detections (< 90 %), while {pname[:-len('-bf16')]} (f32, same ONNX model) "
+                                    f"detections (< 90 %), while openvino (f32, same ONNX model) "
                                     f"matches {100 * f32['match_fraction']:.1f} %: the export is faithful, the "
-                                    "difference is bf16 rounding (compare it with vd-detect-bf16)")
+                                    f"difference is {rounding} (compare it with {vd_same})")
+                        elif f32 is None and "-int8" in pname:
+                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
+                                    "detections (< 90 %): int8 quantization or an unfaithful ONNX export (the "
+                                    "openvino peer, f32, would tell which)")
                         else:
                             warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
                                     "detections (< 90 %): the ONNX export is not faithful, its times are of a "
@@ -839,6 +1072,28 @@ def main(argv=None):
                 checks[pname] = chk
             if checks:
                 row["peer_check"] = checks
+            # int8 against the same runtime in fp32: the fp32 side's detections >= 0.5
+            # that the int8 side matches with the same label and IoU >= 0.5 (the same
+            # objects found), and IoU >= 0.9 (the same boxes)
+            int8_checks = {}
+            for name in order:
+                if name not in int8_sides:
+                    continue
+                base = "openvino" if name.startswith("openvino-") else name[:-len("int8")] + "fp32"
+                if base not in side:
+                    continue
+                n_base, matched = match_fraction(pc, side[base]["out"], side[name]["out"], iou=0.5)
+                _, matched_09 = match_fraction(pc, side[base]["out"], side[name]["out"], iou=0.9)
+                n_int8 = sum(1 for sc in side[name]["out"]["scores"] if sc >= 0.5)
+                int8_checks[name] = {"fp32_side": base, "detections_0.5": n_int8, "fp32_detections_0.5": n_base,
+                                     "matched_iou_0.5": matched, "matched_iou_0.9": matched_09}
+                print(f"  check {name} against {base}: {n_int8} detections >= 0.5 ({base} {n_base}); "
+                      f"{base}'s matched (same label): {matched}/{n_base} with IoU >= 0.5, "
+                      f"{matched_09}/{n_base} with IoU >= 0.9")
+            if int8_checks:
+                row["int8_check"] = int8_checks
+            if (w, h) in calibration:
+                row["calibration"] = calibration[(w, h)]
             # the same check of vd-detect (no warning: the parity tests are its check;
             # this one says that the torchvision side ran the weights vd-detect ran)
             if check_ref is not None:
@@ -889,6 +1144,16 @@ def main(argv=None):
                     else:
                         m = "n/a"
                     print(f"| {row['width']}x{row['height']} | {pname} | {c['peer_detections_0.5']} | {m} |")
+        if any("int8_check" in row for row in results):
+            print()
+            print("| frame | int8 side | detections >= 0.5 | fp32 side | its detections >= 0.5 | "
+                  "matched (IoU >= 0.5) | matched (IoU >= 0.9) |")
+            print("|---|---|---:|---|---:|---:|---:|")
+            for row in results:
+                for name, c in row.get("int8_check", {}).items():
+                    n = c["fp32_detections_0.5"]
+                    print(f"| {row['width']}x{row['height']} | {name} | {c['detections_0.5']} | {c['fp32_side']} | "
+                          f"{n} | {c['matched_iou_0.5']}/{n} | {c['matched_iou_0.9']}/{n} |")
         stage_rows = [(row, name) for row in results for name in order if "stages_ms" in row[name]]
         if stage_rows:
             keys = list(stage_rows[0][0][stage_rows[0][1]]["stages_ms"])
@@ -906,6 +1171,7 @@ def main(argv=None):
         if args.json:
             print(json.dumps({"threads": args.threads, "torch_linear": linears, "precisions": precisions,
                               "peers": peer_names, "peer_versions": peer_versions,
+                              "calibration_frames": args.calibration_frames if calibration else None,
                               "model": model_path, "results": results}))
     finally:
         if args.workdir is None:
