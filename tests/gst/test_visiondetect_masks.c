@@ -72,6 +72,36 @@ engine_reference (const gchar * model, const gchar * ppm, JsonArray ** dets)
   return parser;
 }
 
+/* The mask model ($VD_TEST_MASK_MODEL), the test frame and vd-detect's
+ * detections of it (written as a PPM): what the mask tests compare with. */
+typedef struct
+{
+  const gchar *model;
+  guint8 *pixels;
+  gchar *ppm;
+  JsonParser *parser;
+  JsonArray *dets;
+} MaskReference;
+
+static void
+mask_reference_init (MaskReference * ref)
+{
+  ref->model = g_getenv ("VD_TEST_MASK_MODEL");
+  ref->pixels = frame_pixels ();
+  ref->ppm = write_ppm (ref->pixels);
+  ref->dets = NULL;
+  fail_unless (ref->model != NULL);
+  ref->parser = engine_reference (ref->model, ref->ppm, &ref->dets);
+}
+
+static void
+mask_reference_clear (MaskReference * ref)
+{
+  g_object_unref (ref->parser);
+  g_free (ref->ppm);
+  g_free (ref->pixels);
+}
+
 /* The output buffer of "visiondetect model=@model threads=2 threshold=0
  * device=cpu [! @tail]" for one W x H RGB frame of @pixels. */
 static GstBuffer *
@@ -101,20 +131,15 @@ detect_frame (const gchar * model, const guint8 * pixels)
 
 GST_START_TEST (test_roi_mask_params)
 {
-  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
-  guint8 *pixels = frame_pixels ();
-  gchar *ppm = write_ppm (pixels);
-  JsonArray *dets = NULL;
-  JsonParser *parser;
+  MaskReference truth;
   GstBuffer *out;
   gpointer state = NULL;
   GstMeta *meta;
   guint n = 0, n_masked_pixels = 0, n_empty = 0;
 
-  fail_unless (model != NULL);
-  parser = engine_reference (model, ppm, &dets);
-  fail_unless (json_array_get_length (dets) > 0);
-  out = detect_frame (model, pixels);
+  mask_reference_init (&truth);
+  fail_unless (json_array_get_length (truth.dets) > 0);
+  out = detect_frame (truth.model, truth.pixels);
 
   while ((meta = gst_buffer_iterate_meta_filtered (out, &state,
               GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE))) {
@@ -131,8 +156,8 @@ GST_START_TEST (test_roi_mask_params)
     guchar *bytes;
     gsize n_bytes = 0;
 
-    fail_unless (n < json_array_get_length (dets));
-    ref = json_array_get_object_element (dets, n);
+    fail_unless (n < json_array_get_length (truth.dets));
+    ref = json_array_get_object_element (truth.dets, n);
     rm = json_object_get_object_member (ref, "mask");
     fail_unless (rm != NULL);
     if (roi->w == 0 || roi->h == 0) {
@@ -187,15 +212,13 @@ GST_START_TEST (test_roi_mask_params)
     g_variant_unref (data);
     n++;
   }
-  fail_unless_equals_int (n, json_array_get_length (dets));
+  fail_unless_equals_int (n, json_array_get_length (truth.dets));
   fail_unless (n_empty < n);
   /* not all empty: the comparison saw both sides of 0.5 */
   fail_unless (n_masked_pixels > 0);
 
   gst_buffer_unref (out);
-  g_object_unref (parser);
-  g_free (ppm);
-  g_free (pixels);
+  mask_reference_clear (&truth);
 }
 
 GST_END_TEST;
@@ -246,25 +269,20 @@ scaled_mask_at (const guint8 * mask, guint x, guint y, guint ow, guint oh)
  * bytes, exactly. */
 GST_START_TEST (test_companion_masks)
 {
-  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
-  guint8 *pixels = frame_pixels ();
-  gchar *ppm = write_ppm (pixels);
-  JsonArray *dets = NULL;
-  JsonParser *parser;
+  MaskReference truth;
   GstBuffer *out;
   GstVisionDetectMeta *meta;
   guint n_masks = 0;
 
-  fail_unless (model != NULL);
-  parser = engine_reference (model, ppm, &dets);
-  out = detect_frame (model, pixels);
+  mask_reference_init (&truth);
+  out = detect_frame (truth.model, truth.pixels);
   meta = gst_buffer_get_vision_detect_meta (out);
   fail_unless (meta != NULL);
   fail_unless_equals_int (gst_vision_detect_meta_get_n_detections (meta),
-      json_array_get_length (dets));
-  for (guint i = 0; i < json_array_get_length (dets); i++) {
+      json_array_get_length (truth.dets));
+  for (guint i = 0; i < json_array_get_length (truth.dets); i++) {
     JsonObject *rm = json_object_get_object_member
-        (json_array_get_object_element (dets, i), "mask");
+        (json_array_get_object_element (truth.dets, i), "mask");
     guint mw = json_object_get_int_member (rm, "width");
     guint mh = json_object_get_int_member (rm, "height");
     guint x = 0, y = 0, w = 0, h = 0;
@@ -292,9 +310,7 @@ GST_START_TEST (test_companion_masks)
   fail_unless (n_masks > 0);
 
   gst_buffer_unref (out);
-  g_object_unref (parser);
-  g_free (ppm);
-  g_free (pixels);
+  mask_reference_clear (&truth);
 }
 
 GST_END_TEST;
@@ -316,15 +332,13 @@ run_after_videoscale (const gchar * model, const guint8 * pixels, guint ow,
  * resampled by nearest neighbour, >= 128. */
 GST_START_TEST (test_json_after_videoscale)
 {
-  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  MaskReference truth;
   const guint ow = 96, oh = 72;
-  guint8 *pixels = frame_pixels ();
-  gchar *ppm = write_ppm (pixels);
   gchar *dir = g_dir_make_tmp ("vdtest-XXXXXX", NULL);
   gchar *path = g_build_filename (dir, "out.jsonl", NULL);
   gchar *tail = g_strdup_printf ("visionjson location=\"%s\"", path);
-  JsonArray *dets = NULL, *objects;
-  JsonParser *parser, *json = json_parser_new ();
+  JsonArray *objects;
+  JsonParser *json = json_parser_new ();
   guint8 **masks;
   gchar *contents = NULL;
   GstBuffer *out;
@@ -332,10 +346,9 @@ GST_START_TEST (test_json_after_videoscale)
   GstMeta *meta;
   guint n_in = 0, n_segmented = 0;
 
-  fail_unless (model != NULL);
-  parser = engine_reference (model, ppm, &dets);
-  masks = engine_masks (dets);
-  out = run_after_videoscale (model, pixels, ow, oh, tail);
+  mask_reference_init (&truth);
+  masks = engine_masks (truth.dets);
+  out = run_after_videoscale (truth.model, truth.pixels, ow, oh, tail);
   while ((meta = gst_buffer_iterate_meta_filtered (out, &state,
               GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)))
     fail_unless (gst_video_region_of_interest_meta_get_param (
@@ -347,7 +360,7 @@ GST_START_TEST (test_json_after_videoscale)
   objects = json_object_get_array_member (json_node_get_object
       (json_parser_get_root (json)), "objects");
   fail_unless_equals_int (json_array_get_length (objects),
-      json_array_get_length (dets));
+      json_array_get_length (truth.dets));
   for (guint i = 0; i < json_array_get_length (objects); i++) {
     JsonObject *o = json_array_get_object_element (objects, i);
     gboolean any = FALSE;
@@ -380,15 +393,13 @@ GST_START_TEST (test_json_after_videoscale)
   gst_buffer_unref (out);
   g_strfreev ((gchar **) masks);
   g_object_unref (json);
-  g_object_unref (parser);
   g_free (contents);
   g_unlink (path);
   g_rmdir (dir);
   g_free (path);
   g_free (tail);
   g_free (dir);
-  g_free (ppm);
-  g_free (pixels);
+  mask_reference_clear (&truth);
 }
 
 GST_END_TEST;
@@ -399,24 +410,19 @@ GST_END_TEST;
  * the masks in both). */
 GST_START_TEST (test_overlay_after_videoscale)
 {
-  const gchar *model = g_getenv ("VD_TEST_MASK_MODEL");
+  MaskReference truth;
   const guint ow = 128, oh = 96;
-  guint8 *pixels = frame_pixels ();
-  gchar *ppm = write_ppm (pixels);
-  JsonArray *dets = NULL;
-  JsonParser *parser;
   guint8 **masks, *a, *b, *outline;
   GstBuffer *with, *without;
   GArray *boxes;
   gint stride;
   guint n_drawn = 0, n_union = 0;
 
-  fail_unless (model != NULL);
-  parser = engine_reference (model, ppm, &dets);
-  masks = engine_masks (dets);
-  with = run_after_videoscale (model, pixels, ow, oh,
+  mask_reference_init (&truth);
+  masks = engine_masks (truth.dets);
+  with = run_after_videoscale (truth.model, truth.pixels, ow, oh,
       "visionoverlay text=none line-width=1 masks=true");
-  without = run_after_videoscale (model, pixels, ow, oh,
+  without = run_after_videoscale (truth.model, truth.pixels, ow, oh,
       "visionoverlay text=none line-width=1 masks=false");
   a = vdtest_frame_bytes (with, ow, oh, &stride);
   b = vdtest_frame_bytes (without, ow, oh, &stride);
@@ -466,9 +472,7 @@ GST_START_TEST (test_overlay_after_videoscale)
   gst_buffer_unref (with);
   gst_buffer_unref (without);
   g_strfreev ((gchar **) masks);
-  g_object_unref (parser);
-  g_free (ppm);
-  g_free (pixels);
+  mask_reference_clear (&truth);
 }
 
 GST_END_TEST;
