@@ -26,7 +26,7 @@
  *
  * Conventions: boxes are (x1, y1, x2, y2) float32 in continuous pixel
  * coordinates with no +1 anywhere; "spec §n" refers to
- * shared/spec/fasterrcnn.md. */
+ * docs/torchvision-inference.md. */
 #ifndef VD_MATH_H
 #define VD_MATH_H
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The CPU backend: torchvision's Faster R-CNN inference (spec/fasterrcnn.md) with
+/* The CPU backend: torchvision's Faster R-CNN inference (docs/torchvision-inference.md,
+ * "spec" below) with
  * oneDNN convolutions and matrix products, and the plain-C small ops of
  * vd_cpu_ops.c.
  *
@@ -46,8 +47,8 @@
  *   predictor writes float32; all small ops and post-processing are float32. This
  *   follows torch's autocast (convolutions and linears in the low precision,
  *   roi_align in float32 on the low-precision features). bf16 runs no Winograd:
- *   float32 Winograd on the large FPN/RPN maps would be about 1.25x faster there
- *   but needs a 266 MB scratchpad at 800x1088.
+ *   float32 Winograd on the large FPN/RPN maps gains too little there for its
+ *   266 MB scratchpad at 800x1088 (tools/bench/CPU.md, "Figures behind choices").
  * - int8 (VD_PRECISION_INT8, on CPUs with VNNI, for ResNet backbones of a calibrated
  *   model): post-training static quantisation. Weights s8 with one symmetric scale
  *   per output channel (max |w| / 127, computed at planning from the folded
@@ -531,11 +532,9 @@ static gboolean ensure_scratchpad(cpu_state *st, GError **error)
 }
 
 /* Whether a convolution runs Winograd F(4x4, 3x3): float32 3x3 stride 1 with at
- * least 64 input channels on maps of at least 256 pixels. Measured on two Zen 4
- * cores against oneDNN's direct kernels (tests of the shapes of ResNet-18/50-FPN):
- * oneDNN's Winograd (AVX-512) 1.4-3.0x faster from 64 channels at 16x22 to 256 at
- * 200x272, ours (AVX2, blocks of 8) 1.5-4.3x (64 channels at 8x11, where
- * neither gains, is the smallest map of the networks). The price is the
+ * least 64 input channels on maps of at least 256 pixels, where both oneDNN's
+ * Winograd and ours beat the direct kernels on the shapes of ResNet-18/50-FPN
+ * (tools/bench/CPU.md, "Figures behind choices in the code"). The price is the
  * transformed 6x6 kernels: 4x the weight memory of those layers. */
 static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in_c, int groups,
                              vd_activation act, const cpu_tensor *src, const cpu_tensor *dst)
@@ -550,8 +549,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
 /* oneDNN's Winograd kernel for more than 64 channels on a large map transforms the
  * whole input and output at once (a 266 MB scratchpad for 256 channels at
  * 200x272); where its scratchpad would exceed this, the convolution runs ours,
- * which works on chunks of tiles (and is as fast there: 95 ms against 97 ms for
- * that convolution, measured). */
+ * which works on chunks of tiles, and is as fast there (tools/bench/CPU.md,
+ * "Figures behind choices in the code"). */
 #define WINOGRAD_SCRATCH_BUDGET ((size_t)16 << 20)
 
 /* Creates the primitive of one convolution src -> dst (dst has the output shape)
@@ -1832,9 +1831,9 @@ static void packed_linear_clear(cpu_packed_linear *pl)
 /* Packs one linear layer (torch's [out][in] float32 weight) once per context into
  * the layout (and type: bfloat16 in bf16 mode) the matmul primitive wants for
  * @rows RoIs. In float32 with @borrow, when oneDNN's matmul takes the weights as
- * they are at the same speed (measured: its brgemm kernels on AVX-512, its sgemm
- * "gemm:jit" below, where a packed copy saves nothing and costs 54 MB on
- * ResNet-50-FPN), uses them in place: @weight
+ * they are at the same speed (its brgemm kernels on AVX-512, its sgemm "gemm:jit"
+ * below, where a packed copy saves nothing and costs memory: tools/bench/CPU.md,
+ * "Figures behind choices in the code"), uses them in place: @weight
  * must then outlive the context (the model's weights do). */
 static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
                             const float *bias, int in, int out, int rows, gboolean borrow,
@@ -2669,9 +2668,8 @@ out_free:
  * between them reorders (the upsampling, the pool level, the RPN decode,
  * squeeze-and-excitation and RoIAlign read either layout). Elsewhere the
  * blocked layout stays, also where oneDNN would pick its AVX-512 brgemm kernels
- * on NHWC (3.x): measured on Zen 4 with oneDNN 3.7 (tools/bench/CPU.md,
- * 2026-12-06), NHWC made ResNet-50-FPN 5 % slower in fp32 and in bf16, and
- * MobileNetV3-Large-320-FPN no faster than the margin. Winograd keeps the
+ * on NHWC (3.x), where NHWC is slower (tools/bench/CPU.md, 2026-12-06, activation
+ * layouts). Winograd keeps the
  * blocked layout its transforms read; NHWC needs a multiple of 8 FPN channels
  * (RoIAlign's vectors). VD_CPU_LAYOUT ("nhwc", "blocked") overrides the
  * choice, for measurements. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The small operations of the CPU backend. The per-element arithmetic is in
- * kernels/vd_math.h (shared with CUDA); this file adds the loops, the
+ * common/vd_math.h (shared with CUDA); this file adds the loops, the
  * orderings and the memory layout. Compiled with -ffp-contract=off: see
  * vd_math.h for why. */
 #include "vd_cpu_ops.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal: the small operations of the CPU backend (plain C, OpenMP where it
- * pays). Their per-element arithmetic comes from kernels/vd_math.h, which the
+ * pays). Their per-element arithmetic comes from common/vd_math.h, which the
  * CUDA kernels share, so that the CPU tests exercise the very arithmetic the
  * GPU runs. Conventions: boxes are float32 (x1, y1, x2, y2) quadruples,
  * feature maps are NHWC float32 (one image), every function is reentrant and
