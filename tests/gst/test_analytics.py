@@ -208,6 +208,15 @@ def mtds(rmeta, mtd_type):
     return out
 
 
+def box_is(box, x, y, w, h):
+    """Whether visionjson's normalised "box" is the pixel box (@x, @y, @w, @h)
+    of a WIDTH x HEIGHT frame, within 1e-6."""
+    return (abs(box["x_min"] - x / WIDTH) < 1e-6
+            and abs(box["y_min"] - y / HEIGHT) < 1e-6
+            and abs(box["x_max"] - (x + w) / WIDTH) < 1e-6
+            and abs(box["y_max"] - (y + h) / HEIGHT) < 1e-6)
+
+
 def ods(rmeta):
     out = []
     for i in mtds(rmeta, GstAnalytics.od_mtd_get_mtd_type()):
@@ -411,10 +420,7 @@ def test_producer():
                   and abs(o["confidence"] - conf) < 1e-6,
                   f"frame {frame}: {o} is not {label} at {conf}")
             box = o["box"]
-            check(abs(box["x_min"] - x / WIDTH) < 1e-6
-                  and abs(box["y_min"] - y / HEIGHT) < 1e-6
-                  and abs(box["x_max"] - (x + w) / WIDTH) < 1e-6
-                  and abs(box["y_max"] - (y + h) / HEIGHT) < 1e-6,
+            check(box_is(box, x, y, w, h),
                   f"frame {frame}: {label}'s box {box}, attached ({x},{y},{w},{h})")
             if frame < 1:       # a track is confirmed on its second frame
                 continue
@@ -524,10 +530,7 @@ def test_onnx():
         o = line["objects"][0]
         box = o["box"]
         check(o["label"] == "ball" and abs(o["confidence"] - conf) < 1e-6
-              and abs(box["x_min"] - x / WIDTH) < 1e-6
-              and abs(box["y_min"] - y / HEIGHT) < 1e-6
-              and abs(box["x_max"] - (x + w) / WIDTH) < 1e-6
-              and abs(box["y_max"] - (y + h) / HEIGHT) < 1e-6,
+              and box_is(box, x, y, w, h),
               f"frame {frame}: {o}, entry ({x},{y},{w},{h}) at {conf}")
         if frame < 1:       # a track is confirmed on its second frame
             continue
