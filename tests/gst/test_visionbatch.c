@@ -198,6 +198,24 @@ fixture_clear (Fixture * fx)
   gst_buffer_unref (fx->ref_400);
 }
 
+/* The fixture, and two elements sharing batches of two (@timeout), each pushed
+ * the fixture's frame of its index at time 0; returns the time before the
+ * pushes. */
+static GstClockTime
+start_two_streams (Fixture * fx, GstClockTime timeout, GstHarness ** a,
+    GstHarness ** b)
+{
+  GstClockTime start;
+
+  fixture_init (fx);
+  *a = new_shared (2, timeout, VDTEST_CAPS_320);
+  *b = new_shared (2, timeout, VDTEST_CAPS_320);
+  start = gst_util_get_timestamp ();
+  push (*a, fx->frames[0], 0);
+  push (*b, fx->frames[1], 0);
+  return start;
+}
+
 /* ------------------------------------------------------------------------ */
 
 /* Four streams, batches of four: every frame gets its own detections, equal
@@ -301,13 +319,7 @@ GST_START_TEST (test_renegotiation)
   GstBuffer *out;
   Fixture fx;
 
-  fixture_init (&fx);
-  a = new_shared (2, timeout, VDTEST_CAPS_320);
-  b = new_shared (2, timeout, VDTEST_CAPS_320);
-  start = gst_util_get_timestamp ();
-
-  push (a, fx.frames[0], 0);
-  push (b, fx.frames[1], 0);
+  start = start_two_streams (&fx, timeout, &a, &b);
   pull_check (a, fx.refs[0], 0, "a, 320x240");
   pull_check (b, fx.refs[1], 0, "b, 1");
 
@@ -522,13 +534,7 @@ GST_START_TEST (test_eos_one_stream)
   gboolean eos = FALSE;
   Fixture fx;
 
-  fixture_init (&fx);
-  a = new_shared (2, timeout, VDTEST_CAPS_320);
-  b = new_shared (2, timeout, VDTEST_CAPS_320);
-  start = gst_util_get_timestamp ();
-
-  push (a, fx.frames[0], 0);
-  push (b, fx.frames[1], 0);
+  start = start_two_streams (&fx, timeout, &a, &b);
   fail_unless (gst_harness_push_event (a, gst_event_new_eos ()));
   pull_check (a, fx.refs[0], 0, "a, before EOS");
   while (!eos && (event = gst_harness_try_pull_event (a)) != NULL) {
