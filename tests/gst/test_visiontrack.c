@@ -136,6 +136,15 @@ new_track (const gchar * props)
   return h;
 }
 
+/* The output of crossing_frame (@i, @detected) through @h. */
+static GstBuffer *
+push_crossing (GstHarness * h, guint i, gboolean detected)
+{
+  fail_unless_equals_int (gst_harness_push (h, crossing_frame (i, detected)),
+      GST_FLOW_OK);
+  return gst_harness_pull (h);
+}
+
 /* Two balls cross; the left one (starting at x 35) keeps one id, the right one
  * another, through the crossing; the ids are on both ROI conventions and in the
  * companion meta. The first frame has no ids (confirm-hits 2). */
@@ -150,9 +159,7 @@ GST_START_TEST (test_ids_through_crossing)
     GArray *infos;
     guint k;
 
-    fail_unless_equals_int (gst_harness_push (h, crossing_frame (i, TRUE)),
-        GST_FLOW_OK);
-    out = gst_harness_pull (h);
+    out = push_crossing (h, i, TRUE);
     infos = roi_infos (out);
     fail_unless_equals_int (infos->len, 2);
     for (k = 0; k < infos->len; k++) {
@@ -205,9 +212,7 @@ GST_START_TEST (test_predictions_on_skipped_frames)
     GArray *infos;
     guint k;
 
-    fail_unless_equals_int (gst_harness_push (h, crossing_frame (i, detected)),
-        GST_FLOW_OK);
-    out = gst_harness_pull (h);
+    out = push_crossing (h, i, detected);
     infos = roi_infos (out);
     if (i == 3) {
       for (k = 0; k < infos->len; k++) {
