@@ -22,6 +22,19 @@ void fx_tensor_free(gpointer data)
     g_free(t);
 }
 
+/* An empty fixture of a visiondetect format 1 file with the model config @config
+ * (taken). */
+static fixture *fx_new(char *config)
+{
+    fixture *fx = g_new0(fixture, 1);
+    fx->tensors = g_ptr_array_new_with_free_func(fx_tensor_free);
+    fx->config = config;
+    fx->format = g_strdup("visiondetect");
+    fx->format_version = g_strdup("1");
+    fx->truncate = -1;
+    return fx;
+}
+
 void fx_free(fixture *fx)
 {
     g_ptr_array_unref(fx->tensors);
@@ -154,6 +167,19 @@ int arch_stage_channels(const tiny_arch *a, int stage)
     return (64 << (stage - 1)) * (a->bottleneck ? 4 : 1);
 }
 
+/* The config's "aspect_ratios" after its anchor sizes: @n_ratios per level
+ * (0.5, 1, 2, ...) on each of @n_levels levels. */
+static void append_aspect_ratios(GString *s, int n_levels, int n_ratios)
+{
+    g_string_append(s, "],\"aspect_ratios\":[");
+    for (int l = 0; l < n_levels; l++) {
+        g_string_append(s, l ? ",[" : "[");
+        for (int i = 0; i < n_ratios; i++)
+            g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
+        g_string_append(s, "]");
+    }
+}
+
 char *arch_config(const tiny_arch *a)
 {
     GString *s = g_string_new(NULL);
@@ -185,13 +211,7 @@ char *arch_config(const tiny_arch *a)
             g_string_append_printf(s, "%s%d", i ? "," : "", (32 << l) * (i + 1));
         g_string_append(s, "]");
     }
-    g_string_append(s, "],\"aspect_ratios\":[");
-    for (int l = 0; l < n_levels; l++) {
-        g_string_append(s, l ? ",[" : "[");
-        for (int i = 0; i < a->n_ratios; i++)
-            g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
-        g_string_append(s, "]");
-    }
+    append_aspect_ratios(s, n_levels, a->n_ratios);
     g_string_append(s, "]},\"rpn\":{\"pre_nms_top_n\":1000,\"post_nms_top_n\":500,"
                        "\"nms_thresh\":0.7,\"score_thresh\":0.0,\"min_size\":0.001},");
     g_string_append_printf(s, "\"roi_heads\":{\"output_size\":%d,\"sampling_ratio\":2,"
@@ -209,16 +229,10 @@ char *arch_config(const tiny_arch *a)
 
 fixture *fx_tiny(const tiny_arch *a)
 {
-    fixture *fx = g_new0(fixture, 1);
+    fixture *fx = fx_new(arch_config(a));
     int in_channels = 64, n_stages = a->returned[a->n_returned - 1];
     int C = a->fpn_channels, A = a->n_sizes * a->n_ratios;
     char conv[96], bn[96];
-
-    fx->tensors = g_ptr_array_new_with_free_func(fx_tensor_free);
-    fx->config = arch_config(a);
-    fx->format = g_strdup("visiondetect");
-    fx->format_version = g_strdup("1");
-    fx->truncate = -1;
 
     add_conv_bn(fx, "backbone.body.conv1", "backbone.body.bn1", 64, 3, 7);
     for (int s = 1; s <= n_stages; s++) {
@@ -584,13 +598,7 @@ char *mnv3_config(const mnv3_arch *a)
             g_string_append_printf(s, "%s%d", i ? "," : "", 32 << i);
         g_string_append(s, "]");
     }
-    g_string_append(s, "],\"aspect_ratios\":[");
-    for (int l = 0; l < n_levels; l++) {
-        g_string_append(s, l ? ",[" : "[");
-        for (int i = 0; i < a->n_ratios; i++)
-            g_string_append_printf(s, "%s%g", i ? "," : "", 0.5 * (1 << i));
-        g_string_append(s, "]");
-    }
+    append_aspect_ratios(s, n_levels, a->n_ratios);
     g_string_append_printf(s,
                            "]},\"rpn\":{\"pre_nms_top_n\":%d,\"post_nms_top_n\":%d,"
                            "\"nms_thresh\":0.7,\"score_thresh\":0.05,\"min_size\":0.001},",
@@ -607,16 +615,10 @@ char *mnv3_config(const mnv3_arch *a)
 
 fixture *fx_mnv3(const mnv3_arch *a)
 {
-    fixture *fx = g_new0(fixture, 1);
+    fixture *fx = fx_new(mnv3_config(a));
     int C = a->fpn_channels, A = a->n_sizes * a->n_ratios;
     int n_features = a->returned[a->n_returned - 1] + 1, in = a->stem;
     char conv[96], bn[96];
-
-    fx->tensors = g_ptr_array_new_with_free_func(fx_tensor_free);
-    fx->config = mnv3_config(a);
-    fx->format = g_strdup("visiondetect");
-    fx->format_version = g_strdup("1");
-    fx->truncate = -1;
 
     add_conv_bn(fx, "backbone.body.0.0", "backbone.body.0.1", a->stem, 3, 3);
     for (int b = 0; b < a->n_blocks && b + 1 < n_features; b++) {
