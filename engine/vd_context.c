@@ -529,17 +529,31 @@ void vd_context_observe(vd_context *ctx, const char *name, const float *data, co
         ctx->observer(name, data, shape, ndim, ctx->observer_data);
 }
 
+/* The stages' names, in vd_stage's order: vd_context_stage_times() returns these
+ * pointers. */
+const char *const vd_stage_names[VD_N_STAGES] = {
+    [VD_STAGE_PREPROCESS] = "preprocess",
+    [VD_STAGE_BACKBONE] = "backbone",
+    [VD_STAGE_FPN] = "fpn",
+    [VD_STAGE_RPN] = "rpn",
+    [VD_STAGE_ROI_ALIGN] = "roi_align",
+    [VD_STAGE_BOX_HEAD] = "box_head",
+    [VD_STAGE_POSTPROCESS] = "postprocess",
+    [VD_STAGE_MASK_HEAD] = "mask_head",
+    [VD_STAGE_PASTE_MASKS] = "paste_masks",
+};
+
 void vd_context_stages_begin(vd_context *ctx)
 {
     ctx->n_stages = 0;
     ctx->stage_start_us = g_get_monotonic_time();
 }
 
-void vd_context_stage_mark(vd_context *ctx, const char *name)
+void vd_context_stage_mark(vd_context *ctx, vd_stage stage)
 {
     gint64 now = g_get_monotonic_time();
     if (ctx->n_stages < VD_MAX_STAGES) {
-        ctx->stages[ctx->n_stages].name = name;
+        ctx->stages[ctx->n_stages].name = vd_stage_name(stage);
         ctx->stages[ctx->n_stages].ms = (double)(now - ctx->stage_start_us) / 1000.0;
         ctx->n_stages++;
     }

@@ -4,10 +4,12 @@
 #define VD_CONTEXT_PRIVATE_H
 
 #include "vd_model_private.h"
+#include "vd_stages.h"
 
 G_BEGIN_DECLS
 
 #define VD_MAX_STAGES 12
+G_STATIC_ASSERT(VD_N_STAGES <= VD_MAX_STAGES);
 
 /* A backend runs a batch of frames on one device. @create builds its state for
  * ctx->model (weights converted to what the device wants), @detect fills one
@@ -108,9 +110,10 @@ static inline gboolean vd_context_observing(const vd_context *ctx)
     return ctx->observer != NULL;
 }
 
-/* Stage timing: begin resets the list, mark closes the running stage. */
+/* Stage timing: begin resets the list, mark closes the running stage, @stage,
+ * under its name (vd_stage_name()). */
 void vd_context_stages_begin(vd_context *ctx);
-void vd_context_stage_mark(vd_context *ctx, const char *name);
+void vd_context_stage_mark(vd_context *ctx, vd_stage stage);
 
 G_END_DECLS
 

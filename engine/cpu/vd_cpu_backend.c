@@ -2212,7 +2212,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         roi_align_features(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
                            cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
     }
-    vd_context_stage_mark(ctx, "roi_align");
+    vd_context_stage_mark(ctx, VD_STAGE_ROI_ALIGN);
 
     if (n_props > 0 && bp->convs.n_layers > 0 &&
         !roi_convs_run(st, &bp->convs, pooled, pooled, "box head convolutions", error))
@@ -2346,7 +2346,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error) ||
         !vd_layers_wait(st->stream, error))
         goto out_free;
-    vd_context_stage_mark(ctx, "mask_head");
+    vd_context_stage_mark(ctx, VD_STAGE_MASK_HEAD);
 
     /* the label's channel, then the sigmoid (the same values as torch's sigmoid of
      * every channel followed by the selection) */
@@ -2366,7 +2366,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     }
     if (!vd_paste_masks(probs, M, result, error))
         goto out_free;
-    vd_context_stage_mark(ctx, "paste_masks");
+    vd_context_stage_mark(ctx, VD_STAGE_PASTE_MASKS);
     ok = TRUE;
 
 out_free:
@@ -2492,13 +2492,13 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         vd_context_observe(ctx, "image_size", size, shape, 1);
         observe_tensor(ctx, "input", plan->input);
     }
-    vd_context_stage_mark(ctx, "preprocess");
+    vd_context_stage_mark(ctx, VD_STAGE_PREPROCESS);
 
     if (!(cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? run_mnv3(st, plan, error)
                                                          : run_backbone(st, plan, error)))
         return FALSE;
     st->frames_seen += st->ranges_seen != NULL;
-    vd_context_stage_mark(ctx, "backbone");
+    vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
     if (!run_fpn(st, plan, error))
         return FALSE;
     if (observe) {
@@ -2513,7 +2513,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         int64_t shape[2] = {plan->n_anchors, 4};
         vd_context_observe(ctx, "anchors", plan->anchors, shape, 2);
     }
-    vd_context_stage_mark(ctx, "fpn");
+    vd_context_stage_mark(ctx, VD_STAGE_FPN);
 
     for (int l = 0; l < plan->n_levels; l++) {
         if (plan->fpn_quantize[l] != NULL) {
@@ -2543,7 +2543,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         vd_context_observe(ctx, "proposals", props, shape, 2);
         vd_context_observe(ctx, "proposal_scores", pscores, shape, 1);
     }
-    vd_context_stage_mark(ctx, "rpn");
+    vd_context_stage_mark(ctx, VD_STAGE_RPN);
 
     if (!run_box_head(st, ctx, plan, props, n_props, rh, &head, error))
         goto out_free;
@@ -2562,7 +2562,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
             g_free(split);
         }
     }
-    vd_context_stage_mark(ctx, "box_head");
+    vd_context_stage_mark(ctx, VD_STAGE_BOX_HEAD);
 
     /* the class logits and deltas, before postprocess softmaxes them in place */
     n_nonfinite += count_nonfinite(head, (size_t)n_props * 5 * cfg->num_classes);
@@ -2570,7 +2570,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     ok = postprocess(st, ctx, props, n_props, head, rh, rw, image, result,
                      cfg->has_masks ? &resized_boxes : NULL, error);
     result->n_nonfinite = n_nonfinite;
-    vd_context_stage_mark(ctx, "postprocess");
+    vd_context_stage_mark(ctx, VD_STAGE_POSTPROCESS);
     if (ok && cfg->has_masks) {
         ok = run_mask_head(st, ctx, plan, resized_boxes, rh, observe, result, error);
         if (!ok)

@@ -279,9 +279,9 @@ typedef struct {
     gboolean inject_sync;
 } cuda_state;
 
-static const char *const stage_names[] = {"preprocess", "backbone", "fpn",         "rpn",
-                                          "roi_align",  "box_head", "postprocess", "mask_head"};
-#define N_STAGES 7 /* and mask_head for models with masks */
+/* The stages the device runs (vd_stages.h): up to VD_STAGE_POSTPROCESS, and
+ * VD_STAGE_MASK_HEAD for models with masks; the host pastes the masks. */
+#define N_DEVICE_STAGES (VD_STAGE_POSTPROCESS + 1)
 
 #define CUDA_TRY(call, what)                                                                       \
     do {                                                                                           \
@@ -1295,11 +1295,13 @@ static vd_device_frame stage_frame(cuda_state *st, const vd_image *image, size_t
     return frame;
 }
 
-static gboolean record_stage(cuda_state *st, int index, gboolean timing, GError **error)
+/* The event where @stage starts (and the one before it ends): event i opens
+ * stage i. */
+static gboolean record_stage(cuda_state *st, vd_stage stage, gboolean timing, GError **error)
 {
     if (!timing)
         return TRUE;
-    return vd_cuda_check(cudaEventRecord(st->stage_events[index], st->layers.stream), "stage event",
+    return vd_cuda_check(cudaEventRecord(st->stage_events[stage], st->layers.stream), "stage event",
                          error);
 }
 
@@ -1438,7 +1440,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                     plan->n_images);
         return FALSE;
     }
-    if (!record_stage(st, 0, timing, error))
+    if (!record_stage(st, VD_STAGE_PREPROCESS, timing, error))
         return FALSE;
     /* preprocess */
     CUDA_TRY(cudaMemsetAsync(plan->n_nonfinite, 0, (size_t)n * sizeof(int), s),
@@ -1451,7 +1453,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                plan->padded_w, st->input_channels, dt, image_of(plan->input, i, dt),
                                s),
                  "pre-processing");
-    if (!record_stage(st, 1, timing, error))
+    if (!record_stage(st, VD_STAGE_BACKBONE, timing, error))
         return FALSE;
 
     /* backbone: every convolution over the plan's image slots at once */
@@ -1477,7 +1479,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                 return FALSE;
         }
     }
-    if (!record_stage(st, 2, timing, error))
+    if (!record_stage(st, VD_STAGE_FPN, timing, error))
         return FALSE;
 
     /* FPN: lateral, then the upsampled chain added, then the 3x3 */
@@ -1502,7 +1504,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                    image_of(plan->fpn_out[plan->n_returned], i, dt), dt, s),
                      "FPN pool level");
     }
-    if (!record_stage(st, 3, timing, error))
+    if (!record_stage(st, VD_STAGE_RPN, timing, error))
         return FALSE;
 
     /* RPN */
@@ -1571,7 +1573,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                      plan->proposal_scores + (size_t)i * R, s),
                  "proposals");
     }
-    if (!record_stage(st, 4, timing, error))
+    if (!record_stage(st, VD_STAGE_ROI_ALIGN, timing, error))
         return FALSE;
 
     /* MultiScaleRoIAlign: image i's proposals from its maps into rows i * R.. */
@@ -1595,7 +1597,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                      (char *)plan->pooled + (size_t)i * R * pooled_row * esize, dt, s),
                  "RoIAlign");
     }
-    if (!record_stage(st, 5, timing, error))
+    if (!record_stage(st, VD_STAGE_BOX_HEAD, timing, error))
         return FALSE;
 
     /* box head: image by image on its R rows, with the single-image products
@@ -1627,7 +1629,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                     plan->n_nonfinite + i, s),
                  "counting non-finite box head outputs");
     }
-    if (!record_stage(st, 6, timing, error))
+    if (!record_stage(st, VD_STAGE_POSTPROCESS, timing, error))
         return FALSE;
 
     /* post-processing and the readback */
@@ -1670,7 +1672,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         size_t bytes =
             sizeof(vd_kernel_result) + (size_t)p->max_detections * sizeof(vd_kernel_detection);
         if (st->has_masks) {
-            if (!record_stage(st, 7, timing, error))
+            if (!record_stage(st, VD_STAGE_MASK_HEAD, timing, error))
                 return FALSE;
             for (int i = 0; i < n; i++)
                 if (!enqueue_masks(st, plan, i, error))
@@ -1690,7 +1692,9 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                                        s),
                      "reading back the detections");
     }
-    if (!record_stage(st, st->has_masks ? 8 : 7, timing, error))
+    /* the device's last stage ends where the next one (the host's paste, or none)
+     * would start */
+    if (!record_stage(st, st->has_masks ? VD_STAGE_PASTE_MASKS : VD_STAGE_MASK_HEAD, timing, error))
         return FALSE;
     return TRUE;
 
@@ -1994,7 +1998,7 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
     ctx->n_stages = 0;
     if (!timing)
         return;
-    int n_stages = N_STAGES + (st->has_masks ? 1 : 0);
+    int n_stages = N_DEVICE_STAGES + (st->has_masks ? 1 : 0);
     for (int i = 0; i < n_stages && i < VD_MAX_STAGES; i++) {
         float ms = 0.0f;
         /* stage i runs between events i and i + 1 */
@@ -2003,7 +2007,7 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
             cudaGetLastError();
             break;
         }
-        ctx->stages[ctx->n_stages].name = stage_names[i];
+        ctx->stages[ctx->n_stages].name = vd_stage_name((vd_stage)i);
         ctx->stages[ctx->n_stages].ms = ms;
         ctx->n_stages++;
     }
@@ -2024,7 +2028,7 @@ static void add_paste_stage(vd_context *ctx, gint64 t0)
 {
     if (ctx->n_stages <= 0 || ctx->n_stages >= VD_MAX_STAGES)
         return;
-    ctx->stages[ctx->n_stages].name = "paste_masks";
+    ctx->stages[ctx->n_stages].name = vd_stage_name(VD_STAGE_PASTE_MASKS);
     ctx->stages[ctx->n_stages].ms = (float)(g_get_monotonic_time() - t0) / 1000.0f;
     ctx->n_stages++;
 }
