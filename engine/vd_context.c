@@ -75,6 +75,14 @@ static gboolean select_backend(vd_context *ctx, const vd_context_params *params,
     return FALSE;
 }
 
+/* The backend's state for ctx->model, where the backend supports it. */
+static void *backend_create(vd_context *ctx, GError **error)
+{
+    if (ctx->backend->supports != NULL && !ctx->backend->supports(ctx->model, &ctx->params, error))
+        return NULL;
+    return ctx->backend->create(ctx, error);
+}
+
 vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GError **error)
 {
     g_return_val_if_fail(model != NULL, NULL);
@@ -97,9 +105,9 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
         goto out_free_context;
     ctx->params.device = ctx->backend == &vd_cpu_backend ? VD_DEVICE_CPU : VD_DEVICE_CUDA;
 
-    /* The backend resolves precision AUTO and rejects what it cannot run. */
+    /* The backend rejects what it cannot run and resolves precision AUTO. */
     GError *backend_error = NULL;
-    ctx->state = ctx->backend->create(ctx, &backend_error);
+    ctx->state = backend_create(ctx, &backend_error);
     if (ctx->state == NULL && params->device == VD_DEVICE_AUTO && ctx->backend != &vd_cpu_backend) {
         /* auto: a GPU that fails to start is not fatal; keep why for the caller */
         g_free(ctx->fallback_reason);
@@ -109,7 +117,7 @@ vd_context *vd_context_new(vd_model *model, const vd_context_params *params, GEr
         ctx->params.device = VD_DEVICE_CPU;
         ctx->params.precision =
             params->precision == VD_PRECISION_FP16 ? VD_PRECISION_AUTO : params->precision;
-        ctx->state = ctx->backend->create(ctx, &backend_error);
+        ctx->state = backend_create(ctx, &backend_error);
     }
     if (ctx->state == NULL) {
         g_propagate_error(error, backend_error);

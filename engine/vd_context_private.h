@@ -11,13 +11,19 @@ G_BEGIN_DECLS
 #define VD_MAX_STAGES 12
 G_STATIC_ASSERT(VD_N_STAGES <= VD_MAX_STAGES);
 
-/* A backend runs a batch of frames on one device. @create builds its state for
+/* A backend runs a batch of frames on one device. @supports says whether it can
+ * run @model with @params (as the caller gave them: precision may still be AUTO)
+ * on this machine, refusing with the reason (VD_ERROR_UNSUPPORTED, or
+ * VD_ERROR_FORMAT for shapes that do not chain as it runs them); the context
+ * asks it before @create, and device=auto falls back to the CPU with that
+ * reason. @create resolves ctx->params (precision AUTO) and builds its state for
  * ctx->model (weights converted to what the device wants), @detect fills one
  * vd_result per image (detections g_malloc'ed), reporting failures through
  * @error. Backends read ctx->params for thresholds and call vd_context_observe()
  * and vd_context_stage_*() for the debugging hooks. */
 typedef struct {
     const char *name;
+    gboolean (*supports)(const vd_model *model, const vd_context_params *params, GError **error);
     void *(*create)(vd_context *ctx, GError **error);
     void (*destroy)(void *state);
     gboolean (*detect)(void *state, vd_context *ctx, const vd_image *images, int n_images,

@@ -2726,41 +2726,51 @@ static gboolean choose_layout(cpu_state *st, GError **error)
     return ok;
 }
 
-static void *cpu_create(vd_context *ctx, GError **error)
+/* The precision a CPU context runs for @params: AUTO is fp32 when calibrating
+ * (calibration records float32 activations), else bf16 where the processor has
+ * it natively (@native_bf16: AVX512-BF16, AMX), where it is faster than fp32 and
+ * keeps the bundled model's accuracy (tools/bench/CPU.md, models/README.md), and
+ * fp32 elsewhere. */
+static vd_precision cpu_precision(const vd_context_params *params, gboolean native_bf16)
 {
-    /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
+    if (params->precision != VD_PRECISION_AUTO)
+        return params->precision;
+    if (params->calibrate)
+        return VD_PRECISION_FP32;
+    return native_bf16 ? VD_PRECISION_BF16 : VD_PRECISION_FP32;
+}
+
+/* What the CPU backend runs on this machine (oneDNN's ISA, capped by
+ * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, int8 with
+ * VNNI on a calibrated ResNet model, calibration in fp32 on a ResNet model, and
+ * a box head whose fc6 takes the pooler's output. */
+static gboolean cpu_supports(const vd_model *model, const vd_context_params *params, GError **error)
+{
     dnnl_cpu_isa_t isa = vd_layers_isa();
-    /* AUTO: bf16 where the processor has it natively (AVX512-BF16, AMX), where it
-     * is faster than fp32 and keeps the bundled model's accuracy (tools/bench/CPU.md,
-     * models/README.md); fp32 elsewhere. */
     gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
-    const vd_config *cfg = &ctx->model->config;
+    const vd_config *cfg = &model->config;
     gboolean resnet = cfg->backbone_type != VD_BACKBONE_MOBILENET_V3;
     const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
-    /* calibration records float32 activations */
-    if (ctx->params.calibrate && ctx->params.precision == VD_PRECISION_AUTO)
-        ctx->params.precision = VD_PRECISION_FP32;
-    if (ctx->params.precision == VD_PRECISION_AUTO)
-        ctx->params.precision = native_bf16 ? VD_PRECISION_BF16 : VD_PRECISION_FP32;
-    if (ctx->params.precision != VD_PRECISION_FP32 && ctx->params.precision != VD_PRECISION_BF16 &&
-        ctx->params.precision != VD_PRECISION_INT8) {
+    vd_precision precision = cpu_precision(params, native_bf16);
+    if (precision != VD_PRECISION_FP32 && precision != VD_PRECISION_BF16 &&
+        precision != VD_PRECISION_INT8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision %s is not supported on the CPU backend (fp32, bf16 or int8)",
-                    vd_precision_name(ctx->params.precision));
-        return NULL;
+                    vd_precision_name(precision));
+        return FALSE;
     }
-    if ((ctx->params.calibrate || ctx->params.precision == VD_PRECISION_INT8) && !resnet) {
+    if ((params->calibrate || precision == VD_PRECISION_INT8) && !resnet) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "int8 covers the ResNet backbones, not %s (%s): use fp32 or bf16",
-                    cfg->mnv3_arch, vd_model_description(ctx->model));
-        return NULL;
+                    cfg->mnv3_arch, vd_model_description(model));
+        return FALSE;
     }
-    if (ctx->params.calibrate && ctx->params.precision != VD_PRECISION_FP32) {
+    if (params->calibrate && precision != VD_PRECISION_FP32) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "int8 calibration runs in fp32, not %s",
-                    vd_precision_name(ctx->params.precision));
-        return NULL;
+                    vd_precision_name(precision));
+        return FALSE;
     }
-    if (ctx->params.precision == VD_PRECISION_INT8) {
+    if (precision == VD_PRECISION_INT8) {
         if (!vd_layers_has_int8(isa)) {
             g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                         "precision int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX), and "
@@ -2769,42 +2779,50 @@ static void *cpu_create(vd_context *ctx, GError **error)
                         vd_layers_isa_name(isa),
                         cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
                         cap != NULL ? cap : "");
-            return NULL;
+            return FALSE;
         }
-        if (ctx->model->int8_ranges == NULL) {
+        if (model->int8_ranges == NULL) {
             g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                         "precision int8 needs a calibrated model, and %s has no int8 calibration: "
                         "make one with vd-detect --calibrate",
-                        vd_model_description(ctx->model));
-            return NULL;
+                        vd_model_description(model));
+            return FALSE;
         }
         if (cfg->fpn_channels % 8 != 0) {
             g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                         "precision int8 needs a multiple of 8 FPN channels, not %d",
                         cfg->fpn_channels);
-            return NULL;
+            return FALSE;
         }
     }
     /* the conv head (v2) feeds fc6 with its last convolution's channels */
-    int head_channels = cfg->n_box_convs > 0
-                            ? ctx->model->box_convs[cfg->n_box_convs - 1].out_channels
-                            : cfg->fpn_channels;
-    if (head_channels * cfg->roi_output_size * cfg->roi_output_size !=
-        ctx->model->fc6.in_features) {
+    int head_channels = cfg->n_box_convs > 0 ? model->box_convs[cfg->n_box_convs - 1].out_channels
+                                             : cfg->fpn_channels;
+    if (head_channels * cfg->roi_output_size * cfg->roi_output_size != model->fc6.in_features) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "fc6 takes %d inputs, the pooler gives %d",
-                    ctx->model->fc6.in_features,
+                    model->fc6.in_features,
                     head_channels * cfg->roi_output_size * cfg->roi_output_size);
-        return NULL;
+        return FALSE;
     }
 
-    if (ctx->params.precision == VD_PRECISION_BF16 && !native_bf16) {
+    if (precision == VD_PRECISION_BF16 && !native_bf16) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs %s%s%s "
                     "(without it bf16 would be emulated, many times slower than fp32): use fp32",
                     vd_layers_isa_name(isa), cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
                     cap != NULL ? cap : "");
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
+
+/* After cpu_supports(). */
+static void *cpu_create(vd_context *ctx, GError **error)
+{
+    /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
+    dnnl_cpu_isa_t isa = vd_layers_isa();
+    gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
+    ctx->params.precision = cpu_precision(&ctx->params, native_bf16);
 
     cpu_state *st = g_new0(cpu_state, 1);
     st->model = ctx->model;
@@ -3034,6 +3052,7 @@ static char *cpu_calibration(void *p, GError **error)
 
 const vd_backend vd_cpu_backend = {
     .name = "cpu",
+    .supports = cpu_supports,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .detect = cpu_detect,

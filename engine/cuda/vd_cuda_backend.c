@@ -2565,28 +2565,32 @@ static gboolean mnv3_chains(const vd_model *m, GError **error)
     return ok;
 }
 
-static void *cuda_create(vd_context *ctx, GError **error)
+/* What the CUDA backend runs: ResNet bodies and MobileNetV3-Large whose shapes
+ * chain as its kernels take them, torch 1.13's resize arithmetic, fp16 or fp32,
+ * no calibration, heads that chain, at most VD_KERNEL_MAX_LEVELS FPN levels. The
+ * architecture comes before the device: device=auto falls back to the CPU with
+ * this reason. */
+static gboolean cuda_supports(const vd_model *model, const vd_context_params *params,
+                              GError **error)
 {
-    const vd_config *cfg = &ctx->model->config;
-    /* ResNet bodies and MobileNetV3-Large; device=auto falls back to the CPU
-     * with this reason */
+    const vd_config *cfg = &model->config;
     if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 &&
         g_strcmp0(cfg->mnv3_arch, "mobilenet_v3_large") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
-                    cfg->mnv3_arch, vd_model_description(ctx->model));
-        return NULL;
+                    cfg->mnv3_arch, vd_model_description(model));
+        return FALSE;
     }
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(ctx->model, error))
-        return NULL;
+    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(model, error))
+        return FALSE;
     /* the pre-processing kernel (kernels/preprocess.cu) has torch 1.13's resize only */
     if (cfg->resize_arithmetic != VD_RESIZE_ARITHMETIC_TORCH1) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support 'transform.resize_arithmetic' 'torch2' "
                     "of this model (%s): use the CPU backend",
-                    vd_model_description(ctx->model));
-        return NULL;
+                    vd_model_description(model));
+        return FALSE;
     }
     if (cfg->backbone_type != VD_BACKBONE_RESNET &&
         cfg->backbone_type != VD_BACKBONE_MOBILENET_V3) {
@@ -2594,45 +2598,55 @@ static void *cuda_create(vd_context *ctx, GError **error)
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
                     cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3_arch : "unknown",
-                    vd_model_description(ctx->model));
-        return NULL;
+                    vd_model_description(model));
+        return FALSE;
     }
-    if (ctx->params.precision == VD_PRECISION_AUTO)
-        ctx->params.precision = VD_PRECISION_FP16;
-    if (ctx->params.precision != VD_PRECISION_FP16 && ctx->params.precision != VD_PRECISION_FP32) {
+    /* AUTO: fp16 (cuda_create) */
+    vd_precision precision =
+        params->precision == VD_PRECISION_AUTO ? VD_PRECISION_FP16 : params->precision;
+    if (precision != VD_PRECISION_FP16 && precision != VD_PRECISION_FP32) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "precision %s is not supported on the CUDA backend (fp16 or fp32)",
-                    vd_precision_name(ctx->params.precision));
-        return NULL;
+                    vd_precision_name(precision));
+        return FALSE;
     }
-    if (ctx->params.calibrate) {
+    if (params->calibrate) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "int8 calibration runs on the CPU backend only");
-        return NULL;
+        return FALSE;
     }
     if (cfg->n_box_convs > 0) {
-        if (!box_convs_chain(ctx->model, error))
-            return NULL;
+        if (!box_convs_chain(model, error))
+            return FALSE;
     } else if (cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size !=
-                   ctx->model->fc6.in_features ||
-               ctx->model->fc7.in_features != ctx->model->fc6.out_features ||
-               cfg->representation_size != ctx->model->fc7.out_features) {
+                   model->fc6.in_features ||
+               model->fc7.in_features != model->fc6.out_features ||
+               cfg->representation_size != model->fc7.out_features) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "the box head's shapes do not chain (fc6 %d->%d, fc7 %d->%d, pooler %d)",
-                    ctx->model->fc6.in_features, ctx->model->fc6.out_features,
-                    ctx->model->fc7.in_features, ctx->model->fc7.out_features,
+                    model->fc6.in_features, model->fc6.out_features, model->fc7.in_features,
+                    model->fc7.out_features,
                     cfg->fpn_channels * cfg->roi_output_size * cfg->roi_output_size);
-        return NULL;
+        return FALSE;
     }
-    if (cfg->has_masks && !mask_head_chains(ctx->model, error))
-        return NULL;
+    if (cfg->has_masks && !mask_head_chains(model, error))
+        return FALSE;
     if (cfg->n_fpn_levels > VD_KERNEL_MAX_LEVELS || cfg->n_roi_levels > cfg->n_fpn_levels ||
         cfg->n_roi_levels < 1) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "%d FPN levels (%d pooled) are not supported by the CUDA backend",
                     cfg->n_fpn_levels, cfg->n_roi_levels);
-        return NULL;
+        return FALSE;
     }
+    return TRUE;
+}
+
+/* After cuda_supports(). */
+static void *cuda_create(vd_context *ctx, GError **error)
+{
+    const vd_config *cfg = &ctx->model->config;
+    if (ctx->params.precision == VD_PRECISION_AUTO)
+        ctx->params.precision = VD_PRECISION_FP16;
     if (!device_usable(ctx->params.device_index, error))
         return NULL;
 
@@ -2817,6 +2831,7 @@ static void cuda_status(void *p, vd_run_status *status)
 
 const vd_backend vd_cuda_backend = {
     .name = "cuda",
+    .supports = cuda_supports,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .detect = cuda_detect,
