@@ -412,6 +412,12 @@ def main(argv=None):
                 if prec == "int8":
                     model_path = calibrate(vd, args.model, args.calibration_images,
                                            args.calibration_seed, workdir, args.threads)
+                    probe = subprocess.run([vd, "--model", model_path, "--device", "cpu",
+                                            "--precision", "int8", "--info"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    if probe.returncode != 0 and "VNNI" in probe.stderr:
+                        print(f"SKIP: {probe.stderr.strip()}")
+                        return 77
                 dets = run_engine(vd, model_path, scenes, workdir, args.threads, args.threshold,
                                   precision=prec)
                 m, aps = mean_ap(dets, gt, n_classes)
