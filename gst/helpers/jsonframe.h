@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* One frame's detections as one line of JSON: the schema visionjson writes and
- * visionmqtt publishes (see the README's visionjson section). */
+ * visionmqtt publishes (see docs/elements.md, visionjson). */
 #ifndef __GST_VISION_JSON_FRAME_H__
 #define __GST_VISION_JSON_FRAME_H__
 
@@ -11,7 +11,7 @@ G_BEGIN_DECLS
 /* The schemas a frame's line can take. */
 typedef enum
 {
-  /* ours: see the README's visionjson section */
+  /* ours: see docs/elements.md, visionjson */
   GST_VISION_JSON_FORMAT_VISIONDETECT,
   /* DL Streamer's gvametaconvert (format=json, add-empty-results=true):
    * resolution, timestamp, objects with x, y, w, h, region_id, id, roi_type

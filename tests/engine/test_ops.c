@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit tests of the CPU small ops (engine/cpu/vd_cpu_ops.c) and of the shared
- * per-element maths (kernels/vd_math.h). Expected values are worked out by hand
+ * per-element maths (common/vd_math.h). Expected values are worked out by hand
  * in the comments; comparisons are exact unless a tolerance is stated with its
  * reason. */
 #include <float.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The one prepared check for a lent GPU (shared/GPU.md): every GPU test, the
+# The one prepared check for a GPU machine: every GPU test, the
 # engine against the CPU engine and torchvision, the benchmark, and the
 # visiondetect element through GStreamer (tests/gpu/element-check.sh), with the
 # results under $OUT in at most 8 files (the device tool's limit):

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* vd_math_rank_key (kernels/vd_math.h), the unsigned keys the CUDA RPN top-k
+/* vd_math_rank_key (common/vd_math.h), the unsigned keys the CUDA RPN top-k
  * sorts, against the CPU's ranking (vd_topk): a stable descending sort of the
  * keys must give vd_topk's order index for index, on values poisoned with NaN
  * of both signs and several payloads, infinities, both zeros, denormals and

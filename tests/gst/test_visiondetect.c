@@ -369,7 +369,7 @@ GST_START_TEST (test_rgb_formats)
 GST_END_TEST;
 
 /* The RGB image the engine sees for a 4:2:0 frame: its documented conversion
- * (kernels/vd_math.h: nearest chroma sample, Q16 fixed point, the caps'
+ * (common/vd_math.h: nearest chroma sample, Q16 fixed point, the caps'
  * matrix and range). */
 static void
 yuv_frame_to_ppm (GstBuffer * buffer, const GstVideoInfo * info,
@@ -842,7 +842,7 @@ GST_END_TEST;
  * its default): the companion meta is dropped (its transform cannot tell a
  * letterbox from a stretch in GStreamer 1.22) rather than stretched onto the
  * wrong place; visionjson and visionoverlay then read GStreamer's ROI metas,
- * which GStreamer's own transform stretched (the README says so). */
+ * which GStreamer's own transform stretched (docs/metadata.md says so). */
 GST_START_TEST (test_videoscale_letterbox_drops_meta)
 {
   GstVideoInfo info;

@@ -268,7 +268,7 @@ GST_END_TEST;
 
 /* GStreamer 1.22's videoflip, videocrop and videobox never call a meta's
  * transform function: they drop every meta tagged with anything besides
- * "video" (ours has "size"), GStreamer's ROI metas too. The README says so;
+ * "video" (ours has "size"), GStreamer's ROI metas too. docs/metadata.md says so;
  * these tests hold it to that and check that no box is left at the wrong
  * place. (videoflip's deprecated "method" property is overridden by
  * "video-direction" in gst_parse_launch in 1.22.0: the flips below use
