@@ -1737,6 +1737,82 @@ GST_START_TEST (test_bf16_precision)
 
 GST_END_TEST;
 
+/* precision=int8: an uncalibrated model is an element error saying so (or, on a
+ * CPU without VNNI, naming VNNI); a model calibrated by vd-detect --calibrate
+ * runs where vd-detect runs it in int8, and is refused naming VNNI elsewhere.
+ * The oneDNN-capped run of this case (no VNNI) must refuse both. */
+GST_START_TEST (test_int8_precision)
+{
+  gchar *model = vdtest_model ();
+  gchar *dir = g_dir_make_tmp ("vdtest-int8-XXXXXX", NULL);
+  gchar *frame = g_build_filename (dir, "frame.ppm", NULL);
+  gchar *calibrated = g_build_filename (dir, "calibrated.safetensors", NULL);
+  gchar *props = g_strdup_printf ("model=\"%s\" device=cpu precision=int8", model);
+  gchar *props_calibrated =
+      g_strdup_printf ("model=\"%s\" device=cpu precision=int8", calibrated);
+  const gchar *vd_detect = g_getenv ("VD_TEST_VD_DETECT");
+  gchar *calibrate[] = { (gchar *) vd_detect, (gchar *) "--model", model,
+    (gchar *) "--calibrate", calibrated, frame, NULL
+  };
+  gchar *info[] = { (gchar *) vd_detect, (gchar *) "--info",
+    (gchar *) "--model", calibrated, (gchar *) "--device", (gchar *) "cpu",
+    (gchar *) "--precision", (gchar *) "int8", NULL
+  };
+  GString *ppm = g_string_new ("P6\n64 48\n255\n");
+  gchar *out = NULL, *err = NULL, *error;
+  gint status = -1;
+  gboolean runs;
+
+  fail_unless (vd_detect != NULL);
+  for (gint i = 0; i < 64 * 48 * 3; i++)
+    g_string_append_c (ppm, (gchar) ((i * 7) % 251));
+  fail_unless (g_file_set_contents (frame, ppm->str, ppm->len, NULL));
+
+  /* a model without calibration */
+  error = start_error (props);
+  fail_unless (error != NULL, "int8 ran a model without calibration");
+  fail_unless (strstr (error, "int8") != NULL && (strstr (error,
+              "calibrat") != NULL || strstr (error, "VNNI") != NULL), "%s", error);
+  g_free (error);
+
+  /* calibrated */
+  fail_unless (g_spawn_sync (NULL, calibrate, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+          NULL, &err, &status, NULL));
+  fail_unless (g_spawn_check_wait_status (status, NULL), "%s", err);
+  g_free (err);
+  fail_unless (g_spawn_sync (NULL, info, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+          &out, &err, &status, NULL));
+  runs = g_spawn_check_wait_status (status, NULL);
+  error = start_error (props_calibrated);
+  if (runs) {
+    GST_INFO ("int8 runs here: %s", out);
+    fail_unless (error == NULL, "int8 runs in vd-detect but not in the element: %s",
+        error);
+  } else {
+    fail_unless (strstr (err, "precision int8 needs a CPU with VNNI") != NULL,
+        "%s", err);
+    fail_unless (error != NULL && strstr (error, "VNNI") != NULL, "%s", error);
+  }
+  if (g_strcmp0 (g_getenv ("VD_TEST_EXPECT_INT8"), "refused") == 0)
+    fail_unless (!runs && error != NULL, "int8 not refused with "
+        "ONEDNN_MAX_CPU_ISA=%s", g_getenv ("ONEDNN_MAX_CPU_ISA"));
+  g_free (error);
+  g_free (out);
+  g_free (err);
+  g_string_free (ppm, TRUE);
+  g_unlink (calibrated);
+  g_unlink (frame);
+  g_rmdir (dir);
+  g_free (props_calibrated);
+  g_free (props);
+  g_free (calibrated);
+  g_free (frame);
+  g_free (dir);
+  g_free (model);
+}
+
+GST_END_TEST;
+
 /* A frame the element cannot read is a flow error with a message, not a crash. */
 GST_START_TEST (test_bad_frame_is_flow_error)
 {
@@ -2144,6 +2220,7 @@ visiondetect_suite (void)
   tcase_add_test (tc, test_default_model);
   tcase_add_test (tc, test_invalid_device);
   tcase_add_test (tc, test_bf16_precision);
+  tcase_add_test (tc, test_int8_precision);
   tcase_add_test (tc, test_model_locked_while_running);
   tcase_add_test (tc, test_model_shared_between_elements);
   tcase_add_test (tc, test_bad_frame_is_flow_error);
