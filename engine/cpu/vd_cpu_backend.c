@@ -4,7 +4,11 @@
  * oneDNN convolutions and matrix products, and the plain-C small ops of
  * vd_cpu_ops.c.
  *
- * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x).
+ * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x). Each
+ * backbone has its own file (vd_cpu_resnet.c, vd_cpu_mnv3.c) that plans and runs
+ * it, registered in cpu_backbones[] by the model's backbone type; this file plans
+ * and runs the rest (the FPN, the RPN, the heads) and holds what they share
+ * (vd_cpu_private.h).
  *
  * Layout: activations are in oneDNN's blocked layout from the first convolution to
  * RoIAlign, so that no layer reorders its input; only the network input is NHWC
@@ -72,9 +76,8 @@
  * oneDNN scratchpad serves all primitives. */
 #include "vd_config.h"
 #include "vd_context_private.h"
-#include "cpu/vd_cpu_layers.h"
+#include "cpu/vd_cpu_private.h"
 #include "cpu/vd_cpu_ops.h"
-#include "cpu/vd_cpu_winograd.h"
 #include "vd_math.h"
 
 #include <math.h>
@@ -83,294 +86,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* bfloat16 <-> float32: round to nearest even, NaN kept quiet (as torch's
- * c10::BFloat16 conversion). */
-static inline uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* One activation of one image: a oneDNN memory object over a buffer that is
- * either its own or shared with other intermediates. Float32 or bfloat16,
- * blocked (nChw16c or nChw8c, channels padded to a multiple of the block), NHWC (the input) or
- * NCHW (the stem's copy of it). Owned by the plan. */
-typedef struct {
-    int h, w, c;
-    dnnl_data_type_t dt;
-    dnnl_format_tag_t tag; /* nChw16c, nChw8c, dnnl_nhwc or dnnl_nchw */
-    int cb;                /* channel block: 16 or 8 when blocked (16 with AVX-512,
-                            * 8 below), the channel count for NHWC (one block holding
-                            * every channel of a pixel), 0 for NCHW */
-    void *data;
-    dnnl_memory_t mem;
-} cpu_tensor;
-
-typedef struct cpu_conv cpu_conv;
-struct cpu_conv {
-    dnnl_primitive_t prim;
-    dnnl_memory_t weights;
-    dnnl_memory_t bias;
-    dnnl_memory_t src; /* borrowed from the tensors */
-    dnnl_memory_t dst;
-    /* Our Winograd F(4x4, 3x3) where oneDNN has none: then prim is
-     * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
-    vd_wino *wino;
-    const cpu_tensor *src_t, *dst_t;
-    gboolean sum, relu;
-    vd_layer_scales scales; /* int8: what the primitive takes when it runs */
-};
-
-/* How an int8 convolution's tensors are scaled (a stored value times its
- * tensor's scale is the real one): src, dst (1 for a float dst), and dst's
- * previous contents where the convolution adds onto them, stored as @sum_dt. */
-typedef struct {
-    float src_scale, dst_scale, sum_scale;
-    dnnl_data_type_t sum_dt;
-} cpu_quant;
-
-typedef struct {
-    cpu_conv conv1, conv2, conv3, downsample;
-    gboolean has_downsample;
-    char name[40]; /* "backbone.body.layer1.0": the activations' names */
-} cpu_block;
-
-/* One MobileNetV3 inverted residual block: expand (when present) into t1,
- * depthwise into t2, squeeze-and-excitation on t2 in place (plain C: global mean,
- * two small matrix-vector products, the channel scale), project into the output
- * with the residual add fused as a sum post-op. A residual block whose input must
- * survive (a returned feature) first copies it into its output. */
-typedef struct {
-    cpu_conv expand, depthwise, project;
-    gboolean has_expand;
-    const vd_mnv3_block *weights; /* the model's block (SE weights) */
-    cpu_tensor *dw_out;           /* SE operand */
-    const cpu_tensor *copy_from;  /* NULL: no copy */
-    cpu_tensor *copy_to;
-} cpu_mnv3_block;
-
-typedef struct {
-    int padded_h, padded_w;
-    GPtrArray *tensors; /* cpu_tensor*, all of the plan's */
-    GPtrArray *buffers; /* aligned activation buffers (free()), all of the plan's */
-
-    cpu_tensor *input;   /* [Hp][Wp][3] float32 NHWC, written by pre-processing */
-    cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
-                          * oneDNN's fast kernels for 3 input channels want NCHW */
-    dnnl_primitive_t input_convert;
-    cpu_tensor *stem_out;
-    cpu_tensor *pool_out;
-    cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
-    cpu_conv stem;
-    dnnl_primitive_t maxpool;
-    /* int8: the max-pool's output quantised (the blocks' input) */
-    cpu_tensor *pool_q;
-    dnnl_primitive_t pool_quantize;
-    vd_layer_scales pool_quantize_scales;
-    float stage_scale[4];    /* int8: the scales of stage_out */
-    float returned_scale[4]; /* and of returned_out */
-    cpu_block blocks[VD_MAX_BLOCKS];
-    int n_blocks;
-
-    /* MobileNetV3: the stem (plan->stem), the blocks, the last 1x1 conv */
-    cpu_mnv3_block mnv3[VD_MAX_BLOCKS];
-    int n_mnv3;
-    cpu_conv mnv3_last;
-    gboolean has_mnv3_last;
-    float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
-
-    cpu_tensor *returned_out[4]; /* the FPN's inputs (ResNet: stage outputs) */
-
-    int n_levels; /* FPN outputs, incl. the pool level */
-    int n_returned;
-    cpu_tensor *fpn_sum[4];                 /* lateral + upsampled ("last" chain) */
-    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS]; /* P levels */
-    cpu_conv fpn_inner[4];
-    cpu_conv fpn_layer[4];
-
-    /* int8: the P levels quantised for the RPN's first convolution */
-    cpu_tensor *fpn_q[VD_MAX_FPN_LEVELS];
-    dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
-    vd_layer_scales fpn_quantize_scales[VD_MAX_FPN_LEVELS];
-
-    cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];  /* views of one buffer: levels run in turn */
-    cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
-    cpu_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
-    cpu_tensor *rpn_out[VD_MAX_FPN_LEVELS]; /* [h][w][A + 4A], blocked */
-    cpu_conv rpn_conv[VD_MAX_FPN_LEVELS];
-    cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
-
-    /* Buffers shared by intermediates whose lifetimes do not overlap:
-     * scratch: the stem output (dead after the max-pool), then the first stage's
-     *   output C2 when that is a tensor of its own;
-     * temps: the network input and its NCHW copy (dead after the stem), the
-     *   max-pool output (unless it is a stage output) and the blocks' two
-     *   intermediates; then the FPN's top-down sums; then the RPN's hidden layer;
-     *   then the box head's RoI features.
-     * The P levels reuse the backbone outputs C_i they are computed from (C_i is
-     * dead once the FPN's lateral convolution has read it) where those are large
-     * enough. */
-    void *scratch;
-    size_t scratch_bytes;
-    void *temps;
-    size_t temps_bytes;
-
-    float *anchors; /* all levels, [n_anchors][4] */
-    int n_anchors;
-    int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
-
-    /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
-    vd_pooler_levels pooler;
-    vd_pooler_levels mask_pooler; /* Mask R-CNN's second pooler (its own levels) */
-
-    /* our Winograd weights by the model weights they transform: the RPN's 3x3
-     * convolution runs on every level with one set */
-    GHashTable *wino_weights;
-} cpu_plan;
-
-/* One linear layer of the box head as a matmul primitive for @rows RoIs over the
- * context's box-head buffers; bias (and ReLU) fused. */
-typedef struct {
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, weights, dst; /* weights: the layer's packed copy (borrowed) */
-} cpu_linear;
-
-#define BOX_HEAD_CACHE 4
-
-/* One layer of a convolution stack over RoIs: a convolution or transposed
- * convolution over all RoIs at once (a batch of rows maps), src and dst in the
- * layouts oneDNN picks; bias (a folded batch-norm's where the layer has one) and
- * ReLU fused. */
-typedef struct {
-    dnnl_primitive_t prim;
-    dnnl_memory_t src, weights, bias, dst;
-} cpu_roi_layer;
-
-/* What a layer of a stack computes: @conv's weights, as a convolution or, with
- * @deconv, a transposed convolution (torch's [in][out][kh][kw] weights: oneDNN's
- * iohw); @relu fused or not. */
-typedef struct {
-    const vd_conv *conv;
-    gboolean deconv;
-    gboolean relu;
-} cpu_roi_layer_spec;
-
-#define CPU_MAX_ROI_LAYERS MAX(VD_MAX_BOX_CONVS, VD_MAX_MASK_CONVS + 2)
-
-/* A convolution stack over @rows RoIs (FastRCNNConvFCHead of v2's box head, the
- * mask branch): the RoI features (torch's NCHW per RoI) reordered into the first
- * layer's layout, the layers alternating between two buffers, the last output
- * reordered back to NCHW. */
-typedef struct {
-    cpu_roi_layer layers[CPU_MAX_ROI_LAYERS];
-    int n_layers; /* 0: unused */
-    /* a reorder before layer j where its src layout (oneDNN's choice for it) is
-     * not the previous layer's dst layout (the deconvolution's, typically) */
-    dnnl_primitive_t relayout[CPU_MAX_ROI_LAYERS];
-    dnnl_memory_t relayout_from[CPU_MAX_ROI_LAYERS], relayout_to[CPU_MAX_ROI_LAYERS];
-    dnnl_primitive_t to_blocked, to_plain;
-    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out; /* plain: handles set per run */
-    void *buffers[2];
-} cpu_roi_convs;
-
-typedef struct {
-    int rows;                       /* 0: unused */
-    cpu_linear fc6, fc7, predictor; /* fc7 unused (prim NULL) with the conv head */
-    /* the conv head (v2), its output written back over the RoI features for fc6 */
-    cpu_roi_convs convs;
-} cpu_box_head_plan;
-
-/* The mask branch (engine/MASKRCNN.md) for @rows detections, float32 whatever the
- * context's precision: the 3x3 convolutions (bias, ReLU fused), the transposed
- * convolution (ReLU fused) and the 1x1 logits convolution as one stack from the
- * RoI features to the logits [rows][K][2P][2P]. */
-typedef struct {
-    int rows; /* 0: unused */
-    cpu_roi_convs convs;
-    float *pooled; /* [rows][C][P][P] */
-    float *logits; /* [rows][K][2P][2P] */
-} cpu_mask_plan;
-
-#define MASK_PLAN_CACHE 2
-
-/* A box-head layer's weights, packed once in the layout the matmul primitive
- * wants; the layout does not depend on the number of rows, so primitives for
- * other row counts are created with this layout. */
-typedef struct {
-    dnnl_memory_t weights;
-    dnnl_memory_t bias;
-    int in, out;
-} cpu_packed_linear;
-
-typedef struct {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    int n_threads;
-    gboolean bf16; /* the float layers in bfloat16 */
-    /* int8: the ResNet body's convolutions (the stem aside) and the FPN's lateral
-     * ones, on activations quantised with the model's calibrated ranges */
-    gboolean int8;
-    /* calibration (float32): activation name -> max |value| seen (float *), over
-     * every frame run */
-    GHashTable *ranges_seen;
-    int frames_seen;
-    gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
-    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
-    dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
-    int cb;                      /* the ISA's channel block: 16 or 8 */
-    dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
-    dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
-                                  * (choose_layout) */
-    const vd_model *model;
-
-    /* size-independent, prepared once */
-    /* cls and bbox 1x1 convs merged: [A + 4A][C], with zero output channels up to a
-     * multiple of the channel block (rpn_head_out): oneDNN's SSE4.1 kernels take
-     * no partial block and would run the reference loops */
-    float *rpn_head_weight;
-    float *rpn_head_bias;
-    int rpn_head_out;
-    cpu_packed_linear fc6, fc7, predictor; /* fc6 in our RoIAlign order [P*P][C] */
-
-    /* box-head workspace for up to box_capacity RoIs (grown on demand) */
-    int box_capacity;
-    void *pooled;    /* [cap][P*P*C], f32 or bf16 */
-    void *h6, *h7;   /* [cap][rep], f32 or bf16 */
-    float *head_out; /* [cap][5K] */
-    cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
-    int box_plan_next;
-    cpu_mask_plan mask_plans[MASK_PLAN_CACHE];
-    int mask_plan_next;
-
-    /* One scratchpad for all convolutions and matmuls (they run one at a time),
-     * sized for the largest: oneDNN's default allocates it at every execution,
-     * which for the Winograd kernels means tens of MB of fresh pages per frame. */
-    size_t scratch_needed;
-    size_t scratch_size;
-    void *scratch;
-    dnnl_memory_t scratch_mem;
-    /* the same for our Winograd convolutions (their per-thread tile matrices) */
-    size_t wino_ws_needed;
-    size_t wino_ws_size;
-    void *wino_ws;
-
-    cpu_plan *plan;
-    cpu_plan *planning; /* the plan being built (plan_new) */
-} cpu_state;
-
-static void *try_alloc(size_t n_floats, const char *what, GError **error)
+void *try_alloc(size_t n_floats, const char *what, GError **error)
 {
     void *p = n_floats == 0 ? g_malloc0(sizeof(float)) : g_try_malloc0(n_floats * sizeof(float));
     if (p == NULL)
@@ -380,7 +96,7 @@ static void *try_alloc(size_t n_floats, const char *what, GError **error)
 }
 
 /* A zeroed buffer of @bytes aligned for the vector kernels (64 bytes); free(). */
-static void *alloc_aligned(size_t bytes, const char *what, GError **error)
+void *alloc_aligned(size_t bytes, const char *what, GError **error)
 {
     void *p = NULL;
     bytes = MAX((bytes + 63) / 64 * 64, 64);
@@ -400,19 +116,19 @@ static size_t dt_size(dnnl_data_type_t dt)
 
 /* Bytes of an h x w x c activation (blocked with @cb > 0: channels padded to a
  * multiple of @cb). */
-static size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, int cb)
+size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, int cb)
 {
     int cp = cb > 0 ? (c + cb - 1) / cb * cb : c;
     return (size_t)h * w * cp * dt_size(dt);
 }
 
 /* Bytes of an h x w x c activation in the state's blocked layout. */
-static size_t act_bytes(const cpu_state *st, int h, int w, int c, dnnl_data_type_t dt)
+size_t act_bytes(const cpu_state *st, int h, int w, int c, dnnl_data_type_t dt)
 {
     return tensor_bytes(h, w, c, dt, st->cb);
 }
 
-static size_t tensor_size(const cpu_tensor *t)
+size_t tensor_size(const cpu_tensor *t)
 {
     return tensor_bytes(t->h, t->w, t->c, t->dt, t->cb);
 }
@@ -426,9 +142,8 @@ static void tensor_free(gpointer p)
 
 /* A tensor of the plan in layout @tag over @data (shared, at least tensor_bytes()
  * large) or over a new buffer (data NULL). */
-static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, int c,
-                                   dnnl_data_type_t dt, dnnl_format_tag_t tag, void *data,
-                                   GError **error)
+cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, int c, dnnl_data_type_t dt,
+                            dnnl_format_tag_t tag, void *data, GError **error)
 {
     dnnl_dims_t dims = {1, c, h, w};
     cpu_tensor *t = g_new0(cpu_tensor, 1);
@@ -453,8 +168,8 @@ static cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, 
 }
 
 /* An activation (@act: in the state's layout, act_tag) or NHWC tensor of the plan. */
-static cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int c,
-                               dnnl_data_type_t dt, gboolean act, void *data, GError **error)
+cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int c, dnnl_data_type_t dt,
+                        gboolean act, void *data, GError **error)
 {
     return plan_tensor_tag(st, plan, h, w, c, dt, act ? st->act_tag : dnnl_nhwc, data, error);
 }
@@ -468,7 +183,7 @@ static gboolean tensor_blocked(const cpu_tensor *t)
  * channel c of pixel p is at (c / *vb) * *block_stride + p * *pixel_stride + c % *vb
  * elements. Blocked: vectors are the blocks; NHWC: vectors of 16 (or 8, or 1)
  * consecutive channels of a pixel. */
-static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, size_t *pixel_stride)
+void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, size_t *pixel_stride)
 {
     if (tensor_blocked(t)) {
         *vb = t->cb;
@@ -481,7 +196,7 @@ static void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, s
     }
 }
 
-static void conv_clear(cpu_conv *cv)
+void conv_clear(cpu_conv *cv)
 {
     vd_wino_unref(cv->wino);
     vd_layers_scales_clear(&cv->scales);
@@ -491,7 +206,7 @@ static void conv_clear(cpu_conv *cv)
     memset(cv, 0, sizeof(*cv));
 }
 
-static int conv_out_size(int n, int kernel, int stride, int padding)
+int conv_out_size(int n, int kernel, int stride, int padding)
 {
     return (n + 2 * padding - kernel) / stride + 1;
 }
@@ -672,16 +387,16 @@ out_free_pd:
     return ok;
 }
 
-static gboolean conv_init_model_q(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
-                                  cpu_tensor *dst, gboolean sum, vd_activation act,
-                                  const cpu_quant *q, GError **error)
+gboolean conv_init_model_q(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
+                           cpu_tensor *dst, gboolean sum, vd_activation act, const cpu_quant *q,
+                           GError **error)
 {
     return conv_init(st, cv, w->weight, w->bias, w->out_channels, w->in_channels, w->kernel,
                      w->stride, w->padding, MAX(w->groups, 1), src, dst, sum, act, q, error);
 }
 
-static gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
-                                cpu_tensor *dst, gboolean sum, vd_activation act, GError **error)
+gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
+                         cpu_tensor *dst, gboolean sum, vd_activation act, GError **error)
 {
     return conv_init_model_q(st, cv, w, src, dst, sum, act, NULL, error);
 }
@@ -706,7 +421,7 @@ static gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t sr
     return vd_layers_execute(prim, st->stream, n, args, what, error);
 }
 
-static gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
+gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
 {
     if (cv->wino != NULL)
         return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h, cv->dst_t->w,
@@ -724,22 +439,8 @@ static void plan_free(cpu_plan *plan)
         return;
     conv_clear(&plan->stem);
     vd_layers_primitive_free(plan->input_convert);
-    vd_layers_primitive_free(plan->maxpool);
-    vd_layers_primitive_free(plan->pool_quantize);
-    vd_layers_scales_clear(&plan->pool_quantize_scales);
-    for (int i = 0; i < plan->n_blocks; i++) {
-        conv_clear(&plan->blocks[i].conv1);
-        conv_clear(&plan->blocks[i].conv2);
-        conv_clear(&plan->blocks[i].conv3);
-        conv_clear(&plan->blocks[i].downsample);
-    }
-    for (int i = 0; i < plan->n_mnv3; i++) {
-        conv_clear(&plan->mnv3[i].expand);
-        conv_clear(&plan->mnv3[i].depthwise);
-        conv_clear(&plan->mnv3[i].project);
-    }
-    conv_clear(&plan->mnv3_last);
-    g_free(plan->se_work);
+    if (plan->backbone != NULL)
+        plan->backbone->clear(plan);
     for (int i = 0; i < 4; i++) {
         conv_clear(&plan->fpn_inner[i]);
         conv_clear(&plan->fpn_layer[i]);
@@ -762,41 +463,30 @@ static void plan_free(cpu_plan *plan)
     g_free(plan);
 }
 
-static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = vd_layers_max_pool_pd(st->engine, vd_layers_memory_md(plan->stem_out->mem),
-                                        vd_layers_memory_md(plan->pool_out->mem), 3, 2, 1, &pd,
-                                        "max-pool", error) &&
-                  vd_layers_primitive_new(pd, &plan->maxpool, "max-pool", error);
-    vd_layers_pd_free(pd);
-    return ok;
-}
-
 /* The stem's input layout: NCHW before blocked activations (the direct kernels'
  * 3-channel input), NHWC before NHWC ones (the brgemm kernels take no other). */
-static dnnl_format_tag_t stem_tag(const cpu_state *st)
+dnnl_format_tag_t stem_tag(const cpu_state *st)
 {
     return st->act_tag == dnnl_nhwc ? dnnl_nhwc : dnnl_nchw;
 }
 
 /* The NHWC float32 -> stem_tag() (bfloat16 in bf16 mode) copy of the input. */
-static gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error)
+gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
     return vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
                                  vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
                                  "input conversion", error);
 }
 
-static size_t round64(size_t n)
+size_t round64(size_t n)
 {
     return (n + 63) / 64 * 64;
 }
 
 /* The int8 scale of activation @name from the model's calibrated range: max |x|
  * over 255 for an unsigned tensor (after a ReLU), over 127 for a signed one. */
-static gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned,
-                            float *scale, GError **error)
+gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,
+                     GError **error)
 {
     const float *range = g_hash_table_lookup(st->model->int8_ranges, name);
     if (range == NULL) {
@@ -807,371 +497,6 @@ static gboolean range_scale(const cpu_state *st, const char *name, gboolean is_u
         return FALSE;
     }
     *scale = (*range > 0.0f ? *range : 1.0f) / (is_unsigned ? 255.0f : 127.0f);
-    return TRUE;
-}
-
-/* The input tensors, the backbone's tensors and convolutions, and the plan's two
- * shared buffers (sized here for the FPN and RPN as well; see cpu_plan). int8:
- * the max-pool's output is quantised to u8 and every block runs in int8 (u8
- * activations after their ReLU, the downsample's s8), the stem in float. */
-static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    const vd_model *model = st->model;
-    const vd_config *cfg = &model->config;
-    gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_data_type_t qdt = st->int8 ? dnnl_u8 : dt; /* the blocks' activations */
-    int stem_c = model->stem.out_channels;
-    int sh =
-        conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
-    int sw =
-        conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride, model->stem.padding);
-    int h = conv_out_size(sh, 3, 2, 1), w = conv_out_size(sw, 3, 2, 1); /* max-pool */
-
-    /* sizes: block intermediates and stage outputs */
-    size_t max_temp = 0;
-    int stage_h[4] = {0}, stage_w[4] = {0}, stage_c[4] = {0};
-    {
-        int th = h, tw = w;
-        for (int b = 0; b < model->n_blocks; b++) {
-            const vd_block *mb = &model->blocks[b];
-            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
-            int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
-            size_t c1 = bottleneck ? act_bytes(st, th, tw, mb->conv1.out_channels, dt)
-                                   : act_bytes(st, oh, ow, mb->conv1.out_channels, dt);
-            size_t c2 = act_bytes(st, oh, ow, mb->conv2.out_channels, dt);
-            max_temp = MAX(max_temp, MAX(c1, c2));
-            th = oh;
-            tw = ow;
-            for (int s = 0; s < model->n_stages_used; s++)
-                if (b + 1 == (s + 1 < model->n_stages_used ? model->stage_first_block[s + 1]
-                                                           : model->n_blocks)) {
-                    stage_h[s] = th;
-                    stage_w[s] = tw;
-                    stage_c[s] = (bottleneck ? mb->conv3 : mb->conv2).out_channels;
-                }
-        }
-    }
-    max_temp = round64(max_temp);
-    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, 0));
-    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, 0));
-    size_t pool_bytes = round64(act_bytes(st, h, w, stem_c, dt));
-    /* a first stage without a downsample (BasicBlock ResNets) outputs into the
-     * max-pool's tensor, which must then outlive the temps */
-    gboolean pool_is_stage_out = !model->blocks[model->stage_first_block[0]].has_downsample;
-    size_t sums = 0, hidden = 0;
-    for (int i = 0; i < cfg->n_returned_layers; i++) {
-        int s = cfg->returned_layers[i] - 1;
-        size_t b = round64(act_bytes(st, stage_h[s], stage_w[s], cfg->fpn_channels, dt));
-        sums += b;
-        hidden = MAX(hidden, b);
-    }
-    plan->scratch_bytes =
-        MAX(act_bytes(st, sh, sw, stem_c, dt),
-            pool_is_stage_out ? 0 : act_bytes(st, stage_h[0], stage_w[0], stage_c[0], dt));
-    plan->temps_bytes =
-        MAX(MAX(2 * max_temp + (pool_is_stage_out ? 0 : pool_bytes), in_bytes + stem_in_bytes),
-            MAX(sums, hidden));
-    plan->scratch = alloc_aligned(plan->scratch_bytes, "activations", error);
-    if (plan->scratch == NULL)
-        return FALSE;
-    g_ptr_array_add(plan->buffers, plan->scratch);
-    plan->temps = alloc_aligned(plan->temps_bytes, "activations", error);
-    if (plan->temps == NULL)
-        return FALSE;
-    g_ptr_array_add(plan->buffers, plan->temps);
-    char *temps = plan->temps;
-
-    plan->input =
-        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
-    plan->stem_in = plan->input == NULL
-                        ? NULL
-                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
-                                          stem_tag(st), temps + in_bytes, error);
-    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
-        return FALSE;
-    plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
-    if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
-                                                   plan->stem_out, FALSE, VD_ACT_RELU, error))
-        return FALSE;
-    void *pool_data = pool_is_stage_out ? NULL : temps + 2 * max_temp;
-    plan->pool_out =
-        plan_tensor(st, plan, h, w, stem_c, dt, TRUE, st->int8 ? NULL : pool_data, error);
-    if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
-        return FALSE;
-    void *temp1 = temps, *temp2 = temps + max_temp;
-
-    cpu_tensor *x = plan->pool_out;
-    float x_scale = 1.0f; /* int8: x's */
-    if (st->int8) {
-        plan->pool_q = plan_tensor(st, plan, h, w, stem_c, dnnl_u8, TRUE, pool_data, error);
-        if (plan->pool_q == NULL ||
-            !range_scale(st, "backbone.body.maxpool", TRUE, &x_scale, error) ||
-            !vd_layers_quantize_new(st->engine, vd_layers_memory_md(plan->pool_out->mem),
-                                    vd_layers_memory_md(plan->pool_q->mem), x_scale,
-                                    &plan->pool_quantize, &plan->pool_quantize_scales,
-                                    "int8 quantisation", error))
-            return FALSE;
-        x = plan->pool_q;
-    }
-    for (int s = 0; s < model->n_stages_used; s++) {
-        int first = model->stage_first_block[s];
-        int last_block =
-            s + 1 < model->n_stages_used ? model->stage_first_block[s + 1] : model->n_blocks;
-        for (int b = first; b < last_block; b++) {
-            const vd_block *mb = &model->blocks[b];
-            cpu_block *pb = &plan->blocks[b];
-            const vd_conv *last = bottleneck ? &mb->conv3 : &mb->conv2;
-            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
-            int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
-            cpu_tensor *out, *shortcut = NULL;
-            /* int8 scales: conv1's and conv2's outputs (bottleneck), the shortcut's,
-             * the block's output */
-            float s1 = 1.0f, s2 = 1.0f, s_short = x_scale, s_out = 1.0f;
-            char name[64];
-
-            g_snprintf(pb->name, sizeof(pb->name), "backbone.body.layer%d.%d", s + 1, b - first);
-            if (st->int8) {
-                g_snprintf(name, sizeof(name), "%s.conv1", pb->name);
-                if (!range_scale(st, name, TRUE, &s1, error) ||
-                    !range_scale(st, pb->name, TRUE, &s_out, error))
-                    return FALSE;
-                g_snprintf(name, sizeof(name), "%s.conv2", pb->name);
-                if (bottleneck && !range_scale(st, name, TRUE, &s2, error))
-                    return FALSE;
-                g_snprintf(name, sizeof(name), "%s.downsample.0", pb->name);
-                if (mb->has_downsample && !range_scale(st, name, FALSE, &s_short, error))
-                    return FALSE;
-            }
-            pb->has_downsample = mb->has_downsample;
-            if (mb->has_downsample) {
-                /* C2, the first stage's output, in the scratch (the stem output is dead) */
-                void *data =
-                    b == model->stage_first_block[0] &&
-                            act_bytes(st, oh, ow, last->out_channels, qdt) <= plan->scratch_bytes
-                        ? plan->scratch
-                        : NULL;
-                out = plan_tensor(st, plan, oh, ow, last->out_channels, qdt, TRUE, data, error);
-                /* int8: the shortcut is signed, an s8 view of the output's buffer
-                 * that the last convolution adds onto */
-                shortcut = out == NULL || !st->int8
-                               ? out
-                               : plan_tensor(st, plan, oh, ow, last->out_channels, dnnl_s8, TRUE,
-                                             out->data, error);
-                cpu_quant q = {x_scale, s_short, 1.0f, dnnl_data_type_undef};
-                if (shortcut == NULL ||
-                    !conv_init_model_q(st, &pb->downsample, &mb->downsample, x, shortcut, FALSE,
-                                       VD_ACT_NONE, st->int8 ? &q : NULL, error))
-                    return FALSE;
-            } else {
-                if (x->c != last->out_channels || stride != 1) {
-                    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                                "block %d changes its shape without a downsample", b);
-                    return FALSE;
-                }
-                out = x; /* identity shortcut: the residual sum is computed in place */
-            }
-            cpu_quant q1 = {x_scale, s1, 1.0f, dnnl_data_type_undef};
-            cpu_quant q2 = {s1, s2, 1.0f, dnnl_data_type_undef};
-            cpu_quant q_last = {bottleneck ? s2 : s1, s_out, s_short,
-                                mb->has_downsample ? dnnl_s8 : dnnl_u8};
-            const cpu_quant *use1 = st->int8 ? &q1 : NULL, *use2 = st->int8 ? &q2 : NULL,
-                            *use_last = st->int8 ? &q_last : NULL;
-            if (bottleneck) {
-                cpu_tensor *t1 = plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, qdt,
-                                             TRUE, temp1, error);
-                cpu_tensor *t2 = t1 == NULL ? NULL
-                                            : plan_tensor(st, plan, oh, ow, mb->conv2.out_channels,
-                                                          qdt, TRUE, temp2, error);
-                if (t2 == NULL ||
-                    !conv_init_model_q(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, use1,
-                                       error) ||
-                    !conv_init_model_q(st, &pb->conv2, &mb->conv2, t1, t2, FALSE, VD_ACT_RELU, use2,
-                                       error) ||
-                    !conv_init_model_q(st, &pb->conv3, &mb->conv3, t2, out, TRUE, VD_ACT_RELU,
-                                       use_last, error))
-                    return FALSE;
-            } else {
-                cpu_tensor *t1 =
-                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, qdt, TRUE, temp1, error);
-                if (t1 == NULL ||
-                    !conv_init_model_q(st, &pb->conv1, &mb->conv1, x, t1, FALSE, VD_ACT_RELU, use1,
-                                       error) ||
-                    !conv_init_model_q(st, &pb->conv2, &mb->conv2, t1, out, TRUE, VD_ACT_RELU,
-                                       use_last, error))
-                    return FALSE;
-            }
-            x = out;
-            x_scale = s_out;
-        }
-        plan->stage_scale[s] = x_scale;
-        plan->stage_out[s] = x;
-    }
-    plan->n_blocks = model->n_blocks;
-    for (int i = 0; i < cfg->n_returned_layers; i++) {
-        plan->returned_out[i] = plan->stage_out[cfg->returned_layers[i] - 1];
-        plan->returned_scale[i] = plan->stage_scale[cfg->returned_layers[i] - 1];
-    }
-    return TRUE;
-}
-
-/* The MobileNetV3 backbone (engine/MOBILENETV3.md): features ping-pong between two
- * buffers, the returned ones get their own; the input, its NCHW copy and the
- * blocks' expanded tensor share the temps (sized here for the FPN and RPN as
- * well, see cpu_plan), the depthwise outputs the scratch. */
-static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    const vd_model *model = st->model;
-    const vd_config *cfg = &model->config;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-    int n_features = model->mnv3_n_computed; /* features[0 .. n_features - 1] */
-    int n_blocks = MIN(n_features - 1, cfg->mnv3_n_blocks);
-    gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
-    for (int i = 0; i < cfg->n_returned_layers; i++)
-        returned[cfg->returned_layers[i]] = TRUE;
-
-    /* sizes: feature outputs, expanded and depthwise tensors */
-    int h = conv_out_size(plan->padded_h, 3, 2, 1), w = conv_out_size(plan->padded_w, 3, 2, 1);
-    size_t feature_max = act_bytes(st, h, w, cfg->stem_channels, dt), t1_max = 0, t2_max = 0;
-    int max_expanded = 1;
-    for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
-        int oh = conv_out_size(h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-        int ow = conv_out_size(w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-        t1_max = MAX(t1_max, act_bytes(st, h, w, bc->expanded_channels, dt));
-        t2_max = MAX(t2_max, act_bytes(st, oh, ow, bc->expanded_channels, dt));
-        feature_max = MAX(feature_max, act_bytes(st, oh, ow, bc->out_channels, dt));
-        max_expanded = MAX(max_expanded, bc->expanded_channels);
-        h = oh;
-        w = ow;
-    }
-    if (n_features == cfg->mnv3_n_blocks + 2)
-        feature_max = MAX(feature_max, act_bytes(st, h, w, cfg->mnv3_last_channels, dt));
-    /* the FPN's top-down sums and the RPN's hidden layer (plan_fpn_rpn), at the
-     * returned features' sizes */
-    size_t sums = 0, hidden = 0;
-    {
-        int fh = conv_out_size(plan->padded_h, 3, 2, 1),
-            fw = conv_out_size(plan->padded_w, 3, 2, 1);
-        for (int f = 0, r = 0; f < n_features && r < cfg->n_returned_layers; f++) {
-            if (f >= 1 && f <= n_blocks) {
-                const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[f - 1];
-                fh = conv_out_size(fh, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-                fw = conv_out_size(fw, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-            }
-            if (returned[f]) {
-                size_t b = round64(act_bytes(st, fh, fw, cfg->fpn_channels, dt));
-                sums += b;
-                hidden = MAX(hidden, b);
-                r++;
-            }
-        }
-    }
-    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, 0));
-    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, 0));
-    feature_max = round64(feature_max);
-    plan->temps_bytes = MAX(MAX(in_bytes + stem_in_bytes, t1_max), MAX(sums, hidden));
-    plan->scratch_bytes = MAX(t2_max, 64);
-    plan->temps = alloc_aligned(plan->temps_bytes, "activations", error);
-    if (plan->temps == NULL)
-        return FALSE;
-    g_ptr_array_add(plan->buffers, plan->temps);
-    plan->scratch = alloc_aligned(plan->scratch_bytes, "activations", error);
-    if (plan->scratch == NULL)
-        return FALSE;
-    g_ptr_array_add(plan->buffers, plan->scratch);
-    void *ping[2];
-    for (int i = 0; i < 2; i++) {
-        ping[i] = alloc_aligned(feature_max, "activations", error);
-        if (ping[i] == NULL)
-            return FALSE;
-        g_ptr_array_add(plan->buffers, ping[i]);
-    }
-    plan->se_work = try_alloc((size_t)3 * max_expanded, "squeeze-and-excitation", error);
-    if (plan->se_work == NULL)
-        return FALSE;
-
-    char *temps = plan->temps;
-    plan->input =
-        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
-    plan->stem_in = plan->input == NULL
-                        ? NULL
-                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
-                                          stem_tag(st), temps + in_bytes, error);
-    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
-        return FALSE;
-    h = conv_out_size(plan->padded_h, 3, 2, 1);
-    w = conv_out_size(plan->padded_w, 3, 2, 1);
-    cpu_tensor *x = plan_tensor(st, plan, h, w, cfg->stem_channels, dt, TRUE,
-                                returned[0] ? NULL : ping[0], error);
-    if (x == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, x, FALSE,
-                                      VD_ACT_HARDSWISH, error))
-        return FALSE;
-    int r = 0;
-    if (returned[0])
-        plan->returned_out[r++] = x;
-
-    for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
-        const vd_mnv3_block *mb = &model->mnv3_blocks[b];
-        cpu_mnv3_block *pb = &plan->mnv3[b];
-        int exp = bc->expanded_channels;
-        int oh = conv_out_size(x->h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-        int ow = conv_out_size(x->w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
-        gboolean keep_input = returned[b]; /* x is features[b] */
-        void *other = x->data == ping[0] ? ping[1] : ping[0];
-        cpu_tensor *t1 = x, *t2, *out;
-
-        pb->weights = mb;
-        pb->has_expand = mb->expand.out_channels > 0;
-        if (pb->has_expand) {
-            t1 = plan_tensor(st, plan, x->h, x->w, exp, dt, TRUE, temps, error);
-            if (t1 == NULL ||
-                !conv_init_model(st, &pb->expand, &mb->expand, x, t1, FALSE, bc->activation, error))
-                return FALSE;
-        }
-        t2 = plan_tensor(st, plan, oh, ow, exp, dt, TRUE, plan->scratch, error);
-        if (t2 == NULL || !conv_init_model(st, &pb->depthwise, &mb->depthwise, t1, t2, FALSE,
-                                           bc->activation, error))
-            return FALSE;
-        pb->dw_out = bc->se_channels > 0 ? t2 : NULL;
-        if (mb->residual && !keep_input && !returned[b + 1]) {
-            out = x; /* the residual sum in place */
-        } else {
-            out = plan_tensor(st, plan, oh, ow, bc->out_channels, dt, TRUE,
-                              returned[b + 1] ? NULL : other, error);
-            if (out == NULL)
-                return FALSE;
-            if (mb->residual) {
-                pb->copy_from = x;
-                pb->copy_to = out;
-            }
-        }
-        if (!conv_init_model(st, &pb->project, &mb->project, t2, out, mb->residual, VD_ACT_NONE,
-                             error))
-            return FALSE;
-        x = out;
-        if (returned[b + 1])
-            plan->returned_out[r++] = x;
-    }
-    plan->n_mnv3 = n_blocks;
-    if (n_features == cfg->mnv3_n_blocks + 2) {
-        int f = cfg->mnv3_n_blocks + 1;
-        void *other = x->data == ping[0] ? ping[1] : ping[0];
-        cpu_tensor *out = plan_tensor(st, plan, x->h, x->w, cfg->mnv3_last_channels, dt, TRUE,
-                                      returned[f] ? NULL : other, error);
-        if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3_last, x, out, FALSE,
-                                            VD_ACT_HARDSWISH, error))
-            return FALSE;
-        plan->has_mnv3_last = TRUE;
-        if (returned[f])
-            plan->returned_out[r++] = out;
-    }
-    if (r != cfg->n_returned_layers) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d of %d returned features planned", r,
-                    cfg->n_returned_layers);
-        return FALSE;
-    }
     return TRUE;
 }
 
@@ -1328,11 +653,10 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->pooler.resized_h = -1;
     plan->mask_pooler.resized_h = -1;
 
+    plan->backbone = st->backbone;
+
     st->planning = plan;
-    gboolean ok = (st->model->config.backbone_type == VD_BACKBONE_MOBILENET_V3
-                       ? plan_mnv3(st, plan, error)
-                       : plan_backbone(st, plan, error)) &&
-                  plan_fpn_rpn(st, plan, error);
+    gboolean ok = st->backbone->plan(st, plan, error) && plan_fpn_rpn(st, plan, error);
     st->planning = NULL;
     if (!ok) {
         plan_free(plan);
@@ -1346,7 +670,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
 
 /* Calibration: the largest |value| of float32 tensor @t, kept under @name when
  * larger than what earlier frames gave (NaN is ignored). */
-static gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error)
+gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error)
 {
     if (st->ranges_seen == NULL || t->dt != dnnl_f32)
         return TRUE;
@@ -1365,141 +689,6 @@ static gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *
     }
     *seen = MAX(*seen, m);
     return TRUE;
-}
-
-/* range_record() of a block's activation "<block>.<what>". */
-static gboolean block_range_record(cpu_state *st, const cpu_block *pb, const char *what,
-                                   const cpu_conv *cv, GError **error)
-{
-    char name[64];
-    g_snprintf(name, sizeof(name), "%s%s%s", pb->name, what[0] != '\0' ? "." : "", what);
-    return range_record(st, name, cv->dst_t, error);
-}
-
-static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    const vd_model *model = st->model;
-    gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
-    dnnl_exec_arg_t pool_args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
-                                    {DNNL_ARG_DST, plan->pool_out->mem}};
-    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
-                           "input conversion", error) ||
-        !conv_run(st, &plan->stem, error) ||
-        !vd_layers_execute(plan->maxpool, st->stream, 2, pool_args, "max-pool", error) ||
-        !range_record(st, "backbone.body.maxpool", plan->pool_out, error))
-        return FALSE;
-    if (plan->pool_quantize != NULL) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_FROM, plan->pool_out->mem},
-                                   {DNNL_ARG_TO, plan->pool_q->mem}};
-        int n = 2 + vd_layers_scale_args(&plan->pool_quantize_scales, args + 2);
-        if (!vd_layers_execute(plan->pool_quantize, st->stream, n, args, "int8 quantisation",
-                               error))
-            return FALSE;
-    }
-    for (int b = 0; b < plan->n_blocks; b++) {
-        const cpu_block *pb = &plan->blocks[b];
-        const cpu_conv *last = bottleneck ? &pb->conv3 : &pb->conv2;
-        /* the shortcut first: conv3/conv2 adds itself onto the output */
-        if (pb->has_downsample &&
-            (!conv_run(st, &pb->downsample, error) ||
-             !block_range_record(st, pb, "downsample.0", &pb->downsample, error)))
-            return FALSE;
-        if (!conv_run(st, &pb->conv1, error) ||
-            !block_range_record(st, pb, "conv1", &pb->conv1, error))
-            return FALSE;
-        if (bottleneck && (!conv_run(st, &pb->conv2, error) ||
-                           !block_range_record(st, pb, "conv2", &pb->conv2, error)))
-            return FALSE;
-        if (!conv_run(st, last, error) || !block_range_record(st, pb, "", last, error))
-            return FALSE;
-    }
-    return vd_layers_wait(st->stream, error);
-}
-
-/* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
- * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
- * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
- * torch), then every pixel times its channel's scale. @work: 3 x channels. */
-static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
-{
-    int CB;
-    size_t bstride, pstride;
-    tensor_strides(t, &CB, &bstride, &pstride);
-    int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
-    size_t hw = (size_t)t->h * t->w;
-    gboolean bf16 = t->dt == dnnl_bf16;
-    float *mean = work, *hidden = work + C, *scale = work + 2 * C;
-
-#pragma omp parallel for
-    for (int cb = 0; cb < n_cb; cb++) {
-        double acc[16] = {0};
-        size_t at = (size_t)cb * bstride;
-        int n = MIN(CB, C - cb * CB);
-        for (size_t p = 0; p < hw; p++)
-            for (int i = 0; i < n; i++)
-                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
-                               : ((const float *)t->data)[at + p * pstride + i];
-        for (int i = 0; i < n; i++)
-            mean[cb * CB + i] = (float)(acc[i] / (double)hw);
-    }
-    for (int s = 0; s < S; s++) {
-        const float *wrow = mb->se_fc1.weight + (size_t)s * C;
-        float v = 0.0f;
-        for (int c = 0; c < C; c++)
-            v += wrow[c] * mean[c];
-        v += mb->se_fc1.bias[s];
-        hidden[s] = v > 0.0f ? v : 0.0f;
-    }
-    for (int c = 0; c < C; c++) {
-        const float *wrow = mb->se_fc2.weight + (size_t)c * S;
-        float v = 0.0f;
-        for (int s = 0; s < S; s++)
-            v += wrow[s] * hidden[s];
-        v += mb->se_fc2.bias[c];
-        scale[c] = vd_math_hardsigmoid(v);
-    }
-#pragma omp parallel for collapse(2)
-    for (int cb = 0; cb < n_cb; cb++) {
-        for (size_t p = 0; p < hw; p++) {
-            size_t at = (size_t)cb * bstride + p * pstride;
-            /* the padding channels of a last partial block stay 0 */
-            int n = MIN(CB, C - cb * CB);
-            if (bf16) {
-                uint16_t *v = (uint16_t *)t->data + at;
-                for (int i = 0; i < n; i++)
-                    v[i] = f32_to_bf16(bf16_to_f32(v[i]) * scale[cb * CB + i]);
-            } else {
-                float *v = (float *)t->data + at;
-                for (int i = 0; i < n; i++)
-                    v[i] *= scale[cb * CB + i];
-            }
-        }
-    }
-}
-
-static gboolean run_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
-                           "input conversion", error) ||
-        !conv_run(st, &plan->stem, error))
-        return FALSE;
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cpu_mnv3_block *pb = &plan->mnv3[b];
-        if ((pb->has_expand && !conv_run(st, &pb->expand, error)) ||
-            !conv_run(st, &pb->depthwise, error))
-            return FALSE;
-        if ((pb->dw_out != NULL || pb->copy_from != NULL) && !vd_layers_wait(st->stream, error))
-            return FALSE;
-        if (pb->dw_out != NULL)
-            squeeze_excite(pb->dw_out, pb->weights, plan->se_work);
-        if (pb->copy_from != NULL)
-            memcpy(pb->copy_to->data, pb->copy_from->data, tensor_size(pb->copy_from));
-        if (!conv_run(st, &pb->project, error))
-            return FALSE;
-    }
-    if (plan->has_mnv3_last && !conv_run(st, &plan->mnv3_last, error))
-        return FALSE;
-    return vd_layers_wait(st->stream, error);
 }
 
 /* nearest upsampling of @src into @dst, both blocked, of one type (torch's
@@ -2494,8 +1683,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     vd_context_stage_mark(ctx, VD_STAGE_PREPROCESS);
 
-    if (!(cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? run_mnv3(st, plan, error)
-                                                         : run_backbone(st, plan, error)))
+    if (!st->backbone->run(st, plan, error))
         return FALSE;
     st->frames_seen += st->ranges_seen != NULL;
     vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
@@ -2726,6 +1914,17 @@ static gboolean choose_layout(cpu_state *st, GError **error)
     return ok;
 }
 
+/* The backbones, by the model's backbone type (vd_cpu_private.h). */
+static const cpu_backbone *const cpu_backbones[] = {&vd_cpu_resnet, &vd_cpu_mnv3};
+
+static const cpu_backbone *backbone_of(const vd_model *model)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(cpu_backbones); i++)
+        if (cpu_backbones[i]->type == model->config.backbone_type)
+            return cpu_backbones[i];
+    return NULL;
+}
+
 /* The precision a CPU context runs for @params: AUTO is fp32 when calibrating
  * (calibration records float32 activations), else bf16 where the processor has
  * it natively (@native_bf16: AVX512-BF16, AMX), where it is faster than fp32 and
@@ -2749,9 +1948,15 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     dnnl_cpu_isa_t isa = vd_layers_isa();
     gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
     const vd_config *cfg = &model->config;
-    gboolean resnet = cfg->backbone_type != VD_BACKBONE_MOBILENET_V3;
+    const cpu_backbone *backbone = backbone_of(model);
     const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
     vd_precision precision = cpu_precision(params, native_bf16);
+    if (backbone == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CPU backend does not support the backbone of this model (%s)",
+                    vd_model_description(model));
+        return FALSE;
+    }
     if (precision != VD_PRECISION_FP32 && precision != VD_PRECISION_BF16 &&
         precision != VD_PRECISION_INT8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
@@ -2759,7 +1964,7 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
                     vd_precision_name(precision));
         return FALSE;
     }
-    if ((params->calibrate || precision == VD_PRECISION_INT8) && !resnet) {
+    if ((params->calibrate || precision == VD_PRECISION_INT8) && !backbone->int8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "int8 covers the ResNet backbones, not %s (%s): use fp32 or bf16",
                     cfg->mnv3_arch, vd_model_description(model));
@@ -2826,6 +2031,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
 
     cpu_state *st = g_new0(cpu_state, 1);
     st->model = ctx->model;
+    st->backbone = backbone_of(ctx->model);
     st->isa = isa;
     st->cb = vd_layers_channel_block(isa);
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
@@ -2894,12 +2100,8 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     return s;
 }
 
-/* Appends one vd_kernel_info for @prim (nothing when NULL). */
-static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
-                       const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
-
-static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
-                       const char *layer_fmt, ...)
+void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
+                const char *layer_fmt, ...)
 {
     if (prim == NULL)
         return;
@@ -2918,7 +2120,7 @@ static void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim
 }
 
 /* A convolution's primitive, or our Winograd. */
-static void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer)
+void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer)
 {
     if (cv->wino != NULL) {
         vd_kernel_info k = {
@@ -2940,44 +2142,7 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
     if (plan != NULL) {
         const vd_model *m = st->model;
         kernel_add(out, strings, plan->input_convert, "reorder", "transform.input");
-        if (m->config.backbone_type == VD_BACKBONE_MOBILENET_V3) {
-            conv_kernels(out, strings, &plan->stem, "backbone.body.0");
-            for (int b = 0; b < plan->n_mnv3; b++) {
-                const cpu_mnv3_block *pb = &plan->mnv3[b];
-                int j = 0;
-                if (pb->has_expand) {
-                    g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j++);
-                    conv_kernels(out, strings, &pb->expand, name);
-                }
-                g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j++);
-                conv_kernels(out, strings, &pb->depthwise, name);
-                j += pb->weights->se_fc1.out_features > 0;
-                g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j);
-                conv_kernels(out, strings, &pb->project, name);
-            }
-            if (plan->has_mnv3_last) {
-                g_snprintf(name, sizeof(name), "backbone.body.%d", plan->n_mnv3 + 1);
-                conv_kernels(out, strings, &plan->mnv3_last, name);
-            }
-        } else {
-            conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
-            kernel_add(out, strings, plan->maxpool, "pooling", "backbone.body.maxpool");
-            kernel_add(out, strings, plan->pool_quantize, "reorder",
-                       "backbone.body.maxpool.quantise");
-        }
-        for (int s = 0; s < m->n_stages_used; s++) {
-            int last = s + 1 < m->n_stages_used ? m->stage_first_block[s + 1] : m->n_blocks;
-            for (int b = m->stage_first_block[s]; b < last; b++) {
-                const cpu_block *pb = &plan->blocks[b];
-                const char *convs[] = {"conv1", "conv2", "conv3", "downsample.0"};
-                const cpu_conv *cvs[] = {&pb->conv1, &pb->conv2, &pb->conv3, &pb->downsample};
-                for (int i = 0; i < 4; i++) {
-                    g_snprintf(name, sizeof(name), "backbone.body.layer%d.%d.%s", s + 1,
-                               b - m->stage_first_block[s], convs[i]);
-                    conv_kernels(out, strings, cvs[i], name);
-                }
-            }
-        }
+        plan->backbone->kernels(st, plan, out, strings);
         for (int i = 0; i < plan->n_returned; i++) {
             g_snprintf(name, sizeof(name), "backbone.fpn.inner_blocks.%d", i);
             conv_kernels(out, strings, &plan->fpn_inner[i], name);

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The CPU backend's MobileNetV3 backbone (engine/MOBILENETV3.md: the stem, the
+ * inverted residual blocks with squeeze-and-excitation in plain C, the last 1x1
+ * convolution), in fp32 or bf16: its plan, its run and its kernels. */
+#include "vd_config.h"
+#include "cpu/vd_cpu_private.h"
+#include "vd_math.h"
+
+/* The MobileNetV3 backbone (engine/MOBILENETV3.md): features ping-pong between two
+ * buffers, the returned ones get their own; the input, its NCHW copy and the
+ * blocks' expanded tensor share the temps (sized here for the FPN and RPN as
+ * well, see cpu_plan), the depthwise outputs the scratch. */
+static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    int n_features = model->mnv3_n_computed; /* features[0 .. n_features - 1] */
+    int n_blocks = MIN(n_features - 1, cfg->mnv3_n_blocks);
+    gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
+    for (int i = 0; i < cfg->n_returned_layers; i++)
+        returned[cfg->returned_layers[i]] = TRUE;
+
+    /* sizes: feature outputs, expanded and depthwise tensors */
+    int h = conv_out_size(plan->padded_h, 3, 2, 1), w = conv_out_size(plan->padded_w, 3, 2, 1);
+    size_t feature_max = act_bytes(st, h, w, cfg->stem_channels, dt), t1_max = 0, t2_max = 0;
+    int max_expanded = 1;
+    for (int b = 0; b < n_blocks; b++) {
+        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+        int oh = conv_out_size(h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+        int ow = conv_out_size(w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+        t1_max = MAX(t1_max, act_bytes(st, h, w, bc->expanded_channels, dt));
+        t2_max = MAX(t2_max, act_bytes(st, oh, ow, bc->expanded_channels, dt));
+        feature_max = MAX(feature_max, act_bytes(st, oh, ow, bc->out_channels, dt));
+        max_expanded = MAX(max_expanded, bc->expanded_channels);
+        h = oh;
+        w = ow;
+    }
+    if (n_features == cfg->mnv3_n_blocks + 2)
+        feature_max = MAX(feature_max, act_bytes(st, h, w, cfg->mnv3_last_channels, dt));
+    /* the FPN's top-down sums and the RPN's hidden layer (plan_fpn_rpn), at the
+     * returned features' sizes */
+    size_t sums = 0, hidden = 0;
+    {
+        int fh = conv_out_size(plan->padded_h, 3, 2, 1),
+            fw = conv_out_size(plan->padded_w, 3, 2, 1);
+        for (int f = 0, r = 0; f < n_features && r < cfg->n_returned_layers; f++) {
+            if (f >= 1 && f <= n_blocks) {
+                const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[f - 1];
+                fh = conv_out_size(fh, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+                fw = conv_out_size(fw, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+            }
+            if (returned[f]) {
+                size_t b = round64(act_bytes(st, fh, fw, cfg->fpn_channels, dt));
+                sums += b;
+                hidden = MAX(hidden, b);
+                r++;
+            }
+        }
+    }
+    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, 0));
+    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, 0));
+    feature_max = round64(feature_max);
+    plan->temps_bytes = MAX(MAX(in_bytes + stem_in_bytes, t1_max), MAX(sums, hidden));
+    plan->scratch_bytes = MAX(t2_max, 64);
+    plan->temps = alloc_aligned(plan->temps_bytes, "activations", error);
+    if (plan->temps == NULL)
+        return FALSE;
+    g_ptr_array_add(plan->buffers, plan->temps);
+    plan->scratch = alloc_aligned(plan->scratch_bytes, "activations", error);
+    if (plan->scratch == NULL)
+        return FALSE;
+    g_ptr_array_add(plan->buffers, plan->scratch);
+    void *ping[2];
+    for (int i = 0; i < 2; i++) {
+        ping[i] = alloc_aligned(feature_max, "activations", error);
+        if (ping[i] == NULL)
+            return FALSE;
+        g_ptr_array_add(plan->buffers, ping[i]);
+    }
+    plan->se_work = try_alloc((size_t)3 * max_expanded, "squeeze-and-excitation", error);
+    if (plan->se_work == NULL)
+        return FALSE;
+
+    char *temps = plan->temps;
+    plan->input =
+        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
+    plan->stem_in = plan->input == NULL
+                        ? NULL
+                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
+                                          stem_tag(st), temps + in_bytes, error);
+    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
+        return FALSE;
+    h = conv_out_size(plan->padded_h, 3, 2, 1);
+    w = conv_out_size(plan->padded_w, 3, 2, 1);
+    cpu_tensor *x = plan_tensor(st, plan, h, w, cfg->stem_channels, dt, TRUE,
+                                returned[0] ? NULL : ping[0], error);
+    if (x == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, x, FALSE,
+                                      VD_ACT_HARDSWISH, error))
+        return FALSE;
+    int r = 0;
+    if (returned[0])
+        plan->returned_out[r++] = x;
+
+    for (int b = 0; b < n_blocks; b++) {
+        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+        const vd_mnv3_block *mb = &model->mnv3_blocks[b];
+        cpu_mnv3_block *pb = &plan->mnv3[b];
+        int exp = bc->expanded_channels;
+        int oh = conv_out_size(x->h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+        int ow = conv_out_size(x->w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
+        gboolean keep_input = returned[b]; /* x is features[b] */
+        void *other = x->data == ping[0] ? ping[1] : ping[0];
+        cpu_tensor *t1 = x, *t2, *out;
+
+        pb->weights = mb;
+        pb->has_expand = mb->expand.out_channels > 0;
+        if (pb->has_expand) {
+            t1 = plan_tensor(st, plan, x->h, x->w, exp, dt, TRUE, temps, error);
+            if (t1 == NULL ||
+                !conv_init_model(st, &pb->expand, &mb->expand, x, t1, FALSE, bc->activation, error))
+                return FALSE;
+        }
+        t2 = plan_tensor(st, plan, oh, ow, exp, dt, TRUE, plan->scratch, error);
+        if (t2 == NULL || !conv_init_model(st, &pb->depthwise, &mb->depthwise, t1, t2, FALSE,
+                                           bc->activation, error))
+            return FALSE;
+        pb->dw_out = bc->se_channels > 0 ? t2 : NULL;
+        if (mb->residual && !keep_input && !returned[b + 1]) {
+            out = x; /* the residual sum in place */
+        } else {
+            out = plan_tensor(st, plan, oh, ow, bc->out_channels, dt, TRUE,
+                              returned[b + 1] ? NULL : other, error);
+            if (out == NULL)
+                return FALSE;
+            if (mb->residual) {
+                pb->copy_from = x;
+                pb->copy_to = out;
+            }
+        }
+        if (!conv_init_model(st, &pb->project, &mb->project, t2, out, mb->residual, VD_ACT_NONE,
+                             error))
+            return FALSE;
+        x = out;
+        if (returned[b + 1])
+            plan->returned_out[r++] = x;
+    }
+    plan->n_mnv3 = n_blocks;
+    if (n_features == cfg->mnv3_n_blocks + 2) {
+        int f = cfg->mnv3_n_blocks + 1;
+        void *other = x->data == ping[0] ? ping[1] : ping[0];
+        cpu_tensor *out = plan_tensor(st, plan, x->h, x->w, cfg->mnv3_last_channels, dt, TRUE,
+                                      returned[f] ? NULL : other, error);
+        if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3_last, x, out, FALSE,
+                                            VD_ACT_HARDSWISH, error))
+            return FALSE;
+        plan->has_mnv3_last = TRUE;
+        if (returned[f])
+            plan->returned_out[r++] = out;
+    }
+    if (r != cfg->n_returned_layers) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d of %d returned features planned", r,
+                    cfg->n_returned_layers);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
+ * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
+ * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
+ * torch), then every pixel times its channel's scale. @work: 3 x channels. */
+static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
+{
+    int CB;
+    size_t bstride, pstride;
+    tensor_strides(t, &CB, &bstride, &pstride);
+    int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
+    size_t hw = (size_t)t->h * t->w;
+    gboolean bf16 = t->dt == dnnl_bf16;
+    float *mean = work, *hidden = work + C, *scale = work + 2 * C;
+
+#pragma omp parallel for
+    for (int cb = 0; cb < n_cb; cb++) {
+        double acc[16] = {0};
+        size_t at = (size_t)cb * bstride;
+        int n = MIN(CB, C - cb * CB);
+        for (size_t p = 0; p < hw; p++)
+            for (int i = 0; i < n; i++)
+                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
+                               : ((const float *)t->data)[at + p * pstride + i];
+        for (int i = 0; i < n; i++)
+            mean[cb * CB + i] = (float)(acc[i] / (double)hw);
+    }
+    for (int s = 0; s < S; s++) {
+        const float *wrow = mb->se_fc1.weight + (size_t)s * C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++)
+            v += wrow[c] * mean[c];
+        v += mb->se_fc1.bias[s];
+        hidden[s] = v > 0.0f ? v : 0.0f;
+    }
+    for (int c = 0; c < C; c++) {
+        const float *wrow = mb->se_fc2.weight + (size_t)c * S;
+        float v = 0.0f;
+        for (int s = 0; s < S; s++)
+            v += wrow[s] * hidden[s];
+        v += mb->se_fc2.bias[c];
+        scale[c] = vd_math_hardsigmoid(v);
+    }
+#pragma omp parallel for collapse(2)
+    for (int cb = 0; cb < n_cb; cb++) {
+        for (size_t p = 0; p < hw; p++) {
+            size_t at = (size_t)cb * bstride + p * pstride;
+            /* the padding channels of a last partial block stay 0 */
+            int n = MIN(CB, C - cb * CB);
+            if (bf16) {
+                uint16_t *v = (uint16_t *)t->data + at;
+                for (int i = 0; i < n; i++)
+                    v[i] = f32_to_bf16(bf16_to_f32(v[i]) * scale[cb * CB + i]);
+            } else {
+                float *v = (float *)t->data + at;
+                for (int i = 0; i < n; i++)
+                    v[i] *= scale[cb * CB + i];
+            }
+        }
+    }
+}
+
+static gboolean run_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
+                           "input conversion", error) ||
+        !conv_run(st, &plan->stem, error))
+        return FALSE;
+    for (int b = 0; b < plan->n_mnv3; b++) {
+        cpu_mnv3_block *pb = &plan->mnv3[b];
+        if ((pb->has_expand && !conv_run(st, &pb->expand, error)) ||
+            !conv_run(st, &pb->depthwise, error))
+            return FALSE;
+        if ((pb->dw_out != NULL || pb->copy_from != NULL) && !vd_layers_wait(st->stream, error))
+            return FALSE;
+        if (pb->dw_out != NULL)
+            squeeze_excite(pb->dw_out, pb->weights, plan->se_work);
+        if (pb->copy_from != NULL)
+            memcpy(pb->copy_to->data, pb->copy_from->data, tensor_size(pb->copy_from));
+        if (!conv_run(st, &pb->project, error))
+            return FALSE;
+    }
+    if (plan->has_mnv3_last && !conv_run(st, &plan->mnv3_last, error))
+        return FALSE;
+    return vd_layers_wait(st->stream, error);
+}
+
+static void mnv3_clear(cpu_plan *plan)
+{
+    for (int i = 0; i < plan->n_mnv3; i++) {
+        conv_clear(&plan->mnv3[i].expand);
+        conv_clear(&plan->mnv3[i].depthwise);
+        conv_clear(&plan->mnv3[i].project);
+    }
+    conv_clear(&plan->mnv3_last);
+    g_free(plan->se_work);
+}
+
+static void mnv3_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
+                         GStringChunk *strings)
+{
+    char name[96];
+    (void)st;
+    conv_kernels(out, strings, &plan->stem, "backbone.body.0");
+    for (int b = 0; b < plan->n_mnv3; b++) {
+        const cpu_mnv3_block *pb = &plan->mnv3[b];
+        int j = 0;
+        if (pb->has_expand) {
+            g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j++);
+            conv_kernels(out, strings, &pb->expand, name);
+        }
+        g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j++);
+        conv_kernels(out, strings, &pb->depthwise, name);
+        j += pb->weights->se_fc1.out_features > 0;
+        g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j);
+        conv_kernels(out, strings, &pb->project, name);
+    }
+    if (plan->has_mnv3_last) {
+        g_snprintf(name, sizeof(name), "backbone.body.%d", plan->n_mnv3 + 1);
+        conv_kernels(out, strings, &plan->mnv3_last, name);
+    }
+}
+
+const cpu_backbone vd_cpu_mnv3 = {
+    .type = VD_BACKBONE_MOBILENET_V3,
+    .plan = plan_mnv3,
+    .run = run_mnv3,
+    .clear = mnv3_clear,
+    .kernels = mnv3_kernels,
+    .int8 = FALSE,
+};

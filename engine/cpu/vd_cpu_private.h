@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the CPU backend: its types (tensors, convolutions, plans, the
+ * state), the backbone interface (cpu_backbone) and the helpers that
+ * vd_cpu_backend.c shares with the backbones' files, vd_cpu_resnet.c and
+ * vd_cpu_mnv3.c (each documented where it is defined). */
+#ifndef VD_CPU_PRIVATE_H
+#define VD_CPU_PRIVATE_H
+
+#include "vd_context_private.h"
+#include "cpu/vd_cpu_layers.h"
+#include "cpu/vd_cpu_ops.h"
+#include "cpu/vd_cpu_winograd.h"
+
+#include <string.h>
+
+G_BEGIN_DECLS
+
+typedef struct cpu_backbone cpu_backbone;
+
+/* bfloat16 <-> float32: round to nearest even, NaN kept quiet (as torch's
+ * c10::BFloat16 conversion). */
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* One activation of one image: a oneDNN memory object over a buffer that is
+ * either its own or shared with other intermediates. Float32 or bfloat16,
+ * blocked (nChw16c or nChw8c, channels padded to a multiple of the block), NHWC (the input) or
+ * NCHW (the stem's copy of it). Owned by the plan. */
+typedef struct {
+    int h, w, c;
+    dnnl_data_type_t dt;
+    dnnl_format_tag_t tag; /* nChw16c, nChw8c, dnnl_nhwc or dnnl_nchw */
+    int cb;                /* channel block: 16 or 8 when blocked (16 with AVX-512,
+                            * 8 below), the channel count for NHWC (one block holding
+                            * every channel of a pixel), 0 for NCHW */
+    void *data;
+    dnnl_memory_t mem;
+} cpu_tensor;
+
+typedef struct cpu_conv cpu_conv;
+struct cpu_conv {
+    dnnl_primitive_t prim;
+    dnnl_memory_t weights;
+    dnnl_memory_t bias;
+    dnnl_memory_t src; /* borrowed from the tensors */
+    dnnl_memory_t dst;
+    /* Our Winograd F(4x4, 3x3) where oneDNN has none: then prim is
+     * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
+    vd_wino *wino;
+    const cpu_tensor *src_t, *dst_t;
+    gboolean sum, relu;
+    vd_layer_scales scales; /* int8: what the primitive takes when it runs */
+};
+
+/* How an int8 convolution's tensors are scaled (a stored value times its
+ * tensor's scale is the real one): src, dst (1 for a float dst), and dst's
+ * previous contents where the convolution adds onto them, stored as @sum_dt. */
+typedef struct {
+    float src_scale, dst_scale, sum_scale;
+    dnnl_data_type_t sum_dt;
+} cpu_quant;
+
+typedef struct {
+    cpu_conv conv1, conv2, conv3, downsample;
+    gboolean has_downsample;
+    char name[40]; /* "backbone.body.layer1.0": the activations' names */
+} cpu_block;
+
+/* One MobileNetV3 inverted residual block: expand (when present) into t1,
+ * depthwise into t2, squeeze-and-excitation on t2 in place (plain C: global mean,
+ * two small matrix-vector products, the channel scale), project into the output
+ * with the residual add fused as a sum post-op. A residual block whose input must
+ * survive (a returned feature) first copies it into its output. */
+typedef struct {
+    cpu_conv expand, depthwise, project;
+    gboolean has_expand;
+    const vd_mnv3_block *weights; /* the model's block (SE weights) */
+    cpu_tensor *dw_out;           /* SE operand */
+    const cpu_tensor *copy_from;  /* NULL: no copy */
+    cpu_tensor *copy_to;
+} cpu_mnv3_block;
+
+typedef struct {
+    int padded_h, padded_w;
+    GPtrArray *tensors; /* cpu_tensor*, all of the plan's */
+    GPtrArray *buffers; /* aligned activation buffers (free()), all of the plan's */
+
+    cpu_tensor *input;   /* [Hp][Wp][3] float32 NHWC, written by pre-processing */
+    cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
+                          * oneDNN's fast kernels for 3 input channels want NCHW */
+    dnnl_primitive_t input_convert;
+    cpu_tensor *stem_out;
+    cpu_tensor *pool_out;
+    cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
+    cpu_conv stem;
+    dnnl_primitive_t maxpool;
+    /* int8: the max-pool's output quantised (the blocks' input) */
+    cpu_tensor *pool_q;
+    dnnl_primitive_t pool_quantize;
+    vd_layer_scales pool_quantize_scales;
+    float stage_scale[4];    /* int8: the scales of stage_out */
+    float returned_scale[4]; /* and of returned_out */
+    cpu_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+
+    /* MobileNetV3: the stem (plan->stem), the blocks, the last 1x1 conv */
+    cpu_mnv3_block mnv3[VD_MAX_BLOCKS];
+    int n_mnv3;
+    cpu_conv mnv3_last;
+    gboolean has_mnv3_last;
+    float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
+
+    cpu_tensor *returned_out[4]; /* the FPN's inputs (ResNet: stage outputs) */
+
+    int n_levels; /* FPN outputs, incl. the pool level */
+    int n_returned;
+    cpu_tensor *fpn_sum[4];                 /* lateral + upsampled ("last" chain) */
+    cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS]; /* P levels */
+    cpu_conv fpn_inner[4];
+    cpu_conv fpn_layer[4];
+
+    /* int8: the P levels quantised for the RPN's first convolution */
+    cpu_tensor *fpn_q[VD_MAX_FPN_LEVELS];
+    dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
+    vd_layer_scales fpn_quantize_scales[VD_MAX_FPN_LEVELS];
+
+    cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];  /* views of one buffer: levels run in turn */
+    cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
+    cpu_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
+    cpu_tensor *rpn_out[VD_MAX_FPN_LEVELS]; /* [h][w][A + 4A], blocked */
+    cpu_conv rpn_conv[VD_MAX_FPN_LEVELS];
+    cpu_conv rpn_head[VD_MAX_FPN_LEVELS];
+
+    /* Buffers shared by intermediates whose lifetimes do not overlap:
+     * scratch: the stem output (dead after the max-pool), then the first stage's
+     *   output C2 when that is a tensor of its own;
+     * temps: the network input and its NCHW copy (dead after the stem), the
+     *   max-pool output (unless it is a stage output) and the blocks' two
+     *   intermediates; then the FPN's top-down sums; then the RPN's hidden layer;
+     *   then the box head's RoI features.
+     * The P levels reuse the backbone outputs C_i they are computed from (C_i is
+     * dead once the FPN's lateral convolution has read it) where those are large
+     * enough. */
+    void *scratch;
+    size_t scratch_bytes;
+    void *temps;
+    size_t temps_bytes;
+
+    float *anchors; /* all levels, [n_anchors][4] */
+    int n_anchors;
+    int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
+
+    /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
+    vd_pooler_levels pooler;
+    vd_pooler_levels mask_pooler; /* Mask R-CNN's second pooler (its own levels) */
+
+    /* our Winograd weights by the model weights they transform: the RPN's 3x3
+     * convolution runs on every level with one set */
+    GHashTable *wino_weights;
+
+    const cpu_backbone *backbone; /* the one that planned it (plan_free) */
+} cpu_plan;
+
+/* One linear layer of the box head as a matmul primitive for @rows RoIs over the
+ * context's box-head buffers; bias (and ReLU) fused. */
+typedef struct {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, weights, dst; /* weights: the layer's packed copy (borrowed) */
+} cpu_linear;
+
+#define BOX_HEAD_CACHE 4
+
+/* One layer of a convolution stack over RoIs: a convolution or transposed
+ * convolution over all RoIs at once (a batch of rows maps), src and dst in the
+ * layouts oneDNN picks; bias (a folded batch-norm's where the layer has one) and
+ * ReLU fused. */
+typedef struct {
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, weights, bias, dst;
+} cpu_roi_layer;
+
+/* What a layer of a stack computes: @conv's weights, as a convolution or, with
+ * @deconv, a transposed convolution (torch's [in][out][kh][kw] weights: oneDNN's
+ * iohw); @relu fused or not. */
+typedef struct {
+    const vd_conv *conv;
+    gboolean deconv;
+    gboolean relu;
+} cpu_roi_layer_spec;
+
+#define CPU_MAX_ROI_LAYERS MAX(VD_MAX_BOX_CONVS, VD_MAX_MASK_CONVS + 2)
+
+/* A convolution stack over @rows RoIs (FastRCNNConvFCHead of v2's box head, the
+ * mask branch): the RoI features (torch's NCHW per RoI) reordered into the first
+ * layer's layout, the layers alternating between two buffers, the last output
+ * reordered back to NCHW. */
+typedef struct {
+    cpu_roi_layer layers[CPU_MAX_ROI_LAYERS];
+    int n_layers; /* 0: unused */
+    /* a reorder before layer j where its src layout (oneDNN's choice for it) is
+     * not the previous layer's dst layout (the deconvolution's, typically) */
+    dnnl_primitive_t relayout[CPU_MAX_ROI_LAYERS];
+    dnnl_memory_t relayout_from[CPU_MAX_ROI_LAYERS], relayout_to[CPU_MAX_ROI_LAYERS];
+    dnnl_primitive_t to_blocked, to_plain;
+    dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out; /* plain: handles set per run */
+    void *buffers[2];
+} cpu_roi_convs;
+
+typedef struct {
+    int rows;                       /* 0: unused */
+    cpu_linear fc6, fc7, predictor; /* fc7 unused (prim NULL) with the conv head */
+    /* the conv head (v2), its output written back over the RoI features for fc6 */
+    cpu_roi_convs convs;
+} cpu_box_head_plan;
+
+/* The mask branch (engine/MASKRCNN.md) for @rows detections, float32 whatever the
+ * context's precision: the 3x3 convolutions (bias, ReLU fused), the transposed
+ * convolution (ReLU fused) and the 1x1 logits convolution as one stack from the
+ * RoI features to the logits [rows][K][2P][2P]. */
+typedef struct {
+    int rows; /* 0: unused */
+    cpu_roi_convs convs;
+    float *pooled; /* [rows][C][P][P] */
+    float *logits; /* [rows][K][2P][2P] */
+} cpu_mask_plan;
+
+#define MASK_PLAN_CACHE 2
+
+/* A box-head layer's weights, packed once in the layout the matmul primitive
+ * wants; the layout does not depend on the number of rows, so primitives for
+ * other row counts are created with this layout. */
+typedef struct {
+    dnnl_memory_t weights;
+    dnnl_memory_t bias;
+    int in, out;
+} cpu_packed_linear;
+
+typedef struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    int n_threads;
+    gboolean bf16; /* the float layers in bfloat16 */
+    /* int8: the ResNet body's convolutions (the stem aside) and the FPN's lateral
+     * ones, on activations quantised with the model's calibrated ranges */
+    gboolean int8;
+    /* calibration (float32): activation name -> max |value| seen (float *), over
+     * every frame run */
+    GHashTable *ranges_seen;
+    int frames_seen;
+    gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
+    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
+    dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
+    int cb;                      /* the ISA's channel block: 16 or 8 */
+    dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
+    dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
+                                  * (choose_layout) */
+    const vd_model *model;
+    const cpu_backbone *backbone; /* the model's (cpu_backbones[]) */
+
+    /* size-independent, prepared once */
+    /* cls and bbox 1x1 convs merged: [A + 4A][C], with zero output channels up to a
+     * multiple of the channel block (rpn_head_out): oneDNN's SSE4.1 kernels take
+     * no partial block and would run the reference loops */
+    float *rpn_head_weight;
+    float *rpn_head_bias;
+    int rpn_head_out;
+    cpu_packed_linear fc6, fc7, predictor; /* fc6 in our RoIAlign order [P*P][C] */
+
+    /* box-head workspace for up to box_capacity RoIs (grown on demand) */
+    int box_capacity;
+    void *pooled;    /* [cap][P*P*C], f32 or bf16 */
+    void *h6, *h7;   /* [cap][rep], f32 or bf16 */
+    float *head_out; /* [cap][5K] */
+    cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
+    int box_plan_next;
+    cpu_mask_plan mask_plans[MASK_PLAN_CACHE];
+    int mask_plan_next;
+
+    /* One scratchpad for all convolutions and matmuls (they run one at a time),
+     * sized for the largest: oneDNN's default allocates it at every execution,
+     * which for the Winograd kernels means tens of MB of fresh pages per frame. */
+    size_t scratch_needed;
+    size_t scratch_size;
+    void *scratch;
+    dnnl_memory_t scratch_mem;
+    /* the same for our Winograd convolutions (their per-thread tile matrices) */
+    size_t wino_ws_needed;
+    size_t wino_ws_size;
+    void *wino_ws;
+
+    cpu_plan *plan;
+    cpu_plan *planning; /* the plan being built (plan_new) */
+} cpu_state;
+
+/* A backbone on the CPU, chosen by the model's backbone type (cpu_backbones[] in
+ * vd_cpu_backend.c).
+ * @plan: the network's input tensors (plan->input, plan->stem_in and the
+ *   conversion between them), the backbone's tensors and convolutions, the
+ *   plan's two shared buffers (plan->scratch, plan->temps, sized for the FPN and
+ *   RPN as well: see cpu_plan) and the FPN's inputs (plan->returned_out[], and
+ *   plan->returned_scale[] for int8); plan_fpn_rpn() follows.
+ * @run: the backbone from plan->input to the FPN's inputs.
+ * @clear: frees what @plan created beyond the plan's tensors and buffers (also
+ *   on a plan that failed half-way).
+ * @kernels: appends its primitives (cpu_kernels()) under their layers' names.
+ * @int8: whether it runs int8 (and calibrates). */
+struct cpu_backbone {
+    vd_backbone_type type;
+    gboolean (*plan)(cpu_state *st, cpu_plan *plan, GError **error);
+    gboolean (*run)(cpu_state *st, cpu_plan *plan, GError **error);
+    void (*clear)(cpu_plan *plan);
+    void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out, GStringChunk *strings);
+    gboolean int8;
+};
+
+extern const cpu_backbone vd_cpu_resnet;
+extern const cpu_backbone vd_cpu_mnv3;
+
+/* Memory and tensors */
+void *try_alloc(size_t n_floats, const char *what, GError **error);
+void *alloc_aligned(size_t bytes, const char *what, GError **error);
+size_t round64(size_t n);
+size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, int cb);
+size_t act_bytes(const cpu_state *st, int h, int w, int c, dnnl_data_type_t dt);
+size_t tensor_size(const cpu_tensor *t);
+cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, int c, dnnl_data_type_t dt,
+                            dnnl_format_tag_t tag, void *data, GError **error);
+cpu_tensor *plan_tensor(cpu_state *st, cpu_plan *plan, int h, int w, int c, dnnl_data_type_t dt,
+                        gboolean act, void *data, GError **error);
+void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, size_t *pixel_stride);
+
+/* Convolutions */
+int conv_out_size(int n, int kernel, int stride, int padding);
+gboolean conv_init_model_q(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
+                           cpu_tensor *dst, gboolean sum, vd_activation act, const cpu_quant *q,
+                           GError **error);
+gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
+                         cpu_tensor *dst, gboolean sum, vd_activation act, GError **error);
+gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error);
+void conv_clear(cpu_conv *cv);
+
+/* The network input: the stem's layout and the conversion into it */
+dnnl_format_tag_t stem_tag(const cpu_state *st);
+gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error);
+
+/* int8: scales from the model's calibrated ranges; calibration's records */
+gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,
+                     GError **error);
+gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error);
+
+/* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); for a
+ * convolution (its primitive, or our Winograd) */
+void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
+                const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
+void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer);
+
+G_END_DECLS
+
+#endif /* VD_CPU_PRIVATE_H */
