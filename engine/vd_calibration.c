@@ -44,32 +44,52 @@ char *vd_calibration_to_json(GHashTable *ranges, int frames)
     return text;
 }
 
+/* The JSON object @text (@length bytes; -1: up to its NUL) holds, parsed with
+ * @parser; NULL with @error set (VD_ERROR_FORMAT) naming @path and @what. */
+static JsonObject *parse_object(JsonParser *parser, const char *text, gssize length,
+                                const char *path, const char *what, GError **error)
+{
+    GError *json_error = NULL;
+    if (!json_parser_load_from_data(parser, text, length, &json_error)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: %s is not JSON: %s", path, what,
+                    json_error->message);
+        g_error_free(json_error);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: %s is not a JSON object", path, what);
+        return NULL;
+    }
+    return json_node_get_object(root);
+}
+
+/* The type of @obj's member @name where it is a value (G_TYPE_INVALID for an
+ * object, array, null or no member). */
+static GType member_type(JsonObject *obj, const char *name)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    return node != NULL && JSON_NODE_HOLDS_VALUE(node) ? json_node_get_value_type(node)
+                                                       : G_TYPE_INVALID;
+}
+
 GHashTable *vd_calibration_parse(const char *path, const char *text, int *frames, GError **error)
 {
     JsonParser *parser = json_parser_new();
     GHashTable *ranges = NULL;
-    GError *json_error = NULL;
-
-    if (!json_parser_load_from_data(parser, text, -1, &json_error)) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: " CALIBRATION_KEY " is not JSON: %s",
-                    path, json_error->message);
-        g_error_free(json_error);
+    JsonObject *obj = parse_object(parser, text, -1, path, CALIBRATION_KEY, error);
+    if (obj == NULL)
         goto out;
-    }
-    JsonNode *root = json_parser_get_root(parser);
-    JsonObject *obj =
-        root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    JsonNode *method = obj ? json_object_get_member(obj, "method") : NULL;
-    JsonNode *n_frames = obj ? json_object_get_member(obj, "frames") : NULL;
-    JsonNode *members = obj ? json_object_get_member(obj, "ranges") : NULL;
-    if (method == NULL || json_node_get_value_type(method) != G_TYPE_STRING ||
-        strcmp(json_node_get_string(method), "max") != 0) {
+    JsonNode *members = json_object_get_member(obj, "ranges");
+    if (member_type(obj, "method") != G_TYPE_STRING ||
+        strcmp(json_object_get_string_member(obj, "method"), "max") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: " CALIBRATION_KEY " has no \"method\": \"max\"", path);
         goto out;
     }
-    if (n_frames == NULL || json_node_get_value_type(n_frames) != G_TYPE_INT64 ||
-        json_node_get_int(n_frames) < 1 || json_node_get_int(n_frames) > G_MAXINT) {
+    gint64 n_frames =
+        member_type(obj, "frames") == G_TYPE_INT64 ? json_object_get_int_member(obj, "frames") : 0;
+    if (n_frames < 1 || n_frames > G_MAXINT) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
                     "%s: " CALIBRATION_KEY " has no positive \"frames\" count", path);
         goto out;
@@ -103,7 +123,7 @@ GHashTable *vd_calibration_parse(const char *path, const char *text, int *frames
     }
     g_list_free(names);
     if (frames != NULL)
-        *frames = (int)json_node_get_int(n_frames);
+        *frames = (int)n_frames;
 out:
     g_object_unref(parser);
     return ranges;
@@ -139,22 +159,18 @@ gboolean vd_model_save_calibrated(const char *path, const char *calibration, con
         goto out;
     }
     parser = json_parser_new();
-    if (!json_parser_load_from_data(parser, (const char *)data + 8, (gssize)n, &sub)) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: header: %s", path, sub->message);
-        g_error_free(sub);
-        goto out;
-    }
-    JsonNode *root = json_parser_get_root(parser);
     JsonObject *obj =
-        root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    JsonNode *meta = obj ? json_object_get_member(obj, "__metadata__") : NULL;
+        parse_object(parser, (const char *)data + 8, (gssize)n, path, "the header", error);
+    if (obj == NULL)
+        goto out;
+    JsonNode *meta = json_object_get_member(obj, "__metadata__");
     if (meta == NULL || !JSON_NODE_HOLDS_OBJECT(meta)) {
         g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "%s: the header has no __metadata__", path);
         goto out;
     }
     json_object_set_string_member(json_node_get_object(meta), CALIBRATION_KEY, calibration);
     gsize header_len = 0;
-    header = json_to_string(root, FALSE);
+    header = json_to_string(json_parser_get_root(parser), FALSE);
     header_len = strlen(header);
     /* safetensors pads the header with spaces to a multiple of 8 bytes */
     gsize padded = (header_len + 7) / 8 * 8;

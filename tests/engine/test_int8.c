@@ -256,7 +256,10 @@ static void test_refusals(void)
         const char *says;
     } bad[] = {
         {"not json", "not JSON"},
-        {"[1, 2]", "method"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"method\": {}, \"frames\": 1, \"ranges\": {}}", "method"},
+        {"{\"method\": \"max\", \"frames\": [1], \"ranges\": {}}", "frames"},
+        {"{\"method\": \"max\", \"frames\": 1, \"ranges\": {\"a\": {}}}", "range of a"},
         {"{\"method\": \"percentile\", \"frames\": 1, \"ranges\": {}}", "method"},
         {"{\"method\": \"max\", \"frames\": 0, \"ranges\": {}}", "frames"},
         {"{\"method\": \"max\", \"frames\": 1.5, \"ranges\": {}}", "frames"},
