@@ -17,7 +17,7 @@
  * returning. Errors name the file, the cause and, where there is one, the tensor.
  */
 #include "vd_config.h"
-#include "vd_model_private.h"
+#include "vd_model_loader.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -47,7 +47,7 @@ typedef struct {
     gboolean used;
 } tensor_entry;
 
-typedef struct {
+struct loader {
     const char *path;
     const guint8 *data; /* first byte after the header */
     guint64 data_size;
@@ -57,7 +57,7 @@ typedef struct {
     JsonObject *eps_per_module; /* optional: batch-norm module prefix -> eps */
     int n_eps_used;
     float norm_eps;
-} loader;
+};
 
 /* ------------------------------------------------------------------------ */
 /* Number conversion                                                         */
@@ -174,7 +174,7 @@ out_free_parser:
     return root;
 }
 
-static gboolean node_is_int(JsonNode *node)
+gboolean node_is_int(JsonNode *node)
 {
     return node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64;
 }
@@ -194,10 +194,7 @@ static gboolean node_is_string(JsonNode *node)
 /* ------------------------------------------------------------------------ */
 /* The configuration                                                         */
 
-static gboolean config_error(GError **error, const char *path, const char *format, ...)
-    G_GNUC_PRINTF(3, 4);
-
-static gboolean config_error(GError **error, const char *path, const char *format, ...)
+gboolean config_error(GError **error, const char *path, const char *format, ...)
 {
     va_list args;
     char *message;
@@ -212,8 +209,8 @@ static gboolean config_error(GError **error, const char *path, const char *forma
 
 /* Rejects keys outside @allowed (NULL-terminated), so that a misspelt key is an error
  * rather than a silently used default. */
-static gboolean check_keys(const char *path, JsonObject *object, const char *section,
-                           const char *const *allowed, GError **error)
+gboolean check_keys(const char *path, JsonObject *object, const char *section,
+                    const char *const *allowed, GError **error)
 {
     GList *members = json_object_get_members(object);
     gboolean ok = TRUE;
@@ -243,8 +240,8 @@ static JsonObject *get_section(const char *path, JsonObject *config, const char 
     return json_node_get_object(node);
 }
 
-static gboolean get_int(const char *path, JsonObject *o, const char *section, const char *key,
-                        gint64 min, gint64 max, int *out, GError **error)
+gboolean get_int(const char *path, JsonObject *o, const char *section, const char *key, gint64 min,
+                 gint64 max, int *out, GError **error)
 {
     JsonNode *node = json_object_get_member(o, key);
     gint64 v;
@@ -280,9 +277,8 @@ static gboolean number_in_range(const char *path, JsonNode *node, const char *wh
     return TRUE;
 }
 
-static gboolean get_float(const char *path, JsonObject *o, const char *section, const char *key,
-                          double min, double max, gboolean min_exclusive, float *out,
-                          GError **error)
+gboolean get_float(const char *path, JsonObject *o, const char *section, const char *key,
+                   double min, double max, gboolean min_exclusive, float *out, GError **error)
 {
     JsonNode *node = json_object_get_member(o, key);
     char *what = g_strdup_printf("%s.%s", section, key);
@@ -296,8 +292,8 @@ static gboolean get_float(const char *path, JsonObject *o, const char *section, 
     return ok;
 }
 
-static JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
-                            guint min_len, guint max_len, GError **error)
+JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
+                     guint min_len, guint max_len, GError **error)
 {
     JsonNode *node = json_object_get_member(o, key);
     JsonArray *array;
@@ -337,8 +333,8 @@ static gboolean get_float_array(const char *path, JsonArray *array, const char *
     return TRUE;
 }
 
-static const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,
-                              GError **error)
+const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,
+                       GError **error)
 {
     JsonNode *node = json_object_get_member(o, key);
 
@@ -385,18 +381,6 @@ static gboolean get_choice(const char *path, JsonObject *o, const char *section,
     return FALSE;
 }
 
-static int stage_out_channels(vd_block_type block, int stage)
-{
-    return (64 << (stage - 1)) * (block == VD_BLOCK_BOTTLENECK ? 4 : 1);
-}
-
-int vd_config_stage_channels(const vd_config *config, int stage)
-{
-    if (!config || stage < 1 || stage > 4)
-        return 0;
-    return stage_out_channels(config->block, stage);
-}
-
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = {
@@ -433,8 +417,8 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
 }
 
 /* The optional per-module batch-norm eps map, shared by both backbone types. */
-static gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
-                                     GError **error)
+gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
+                              GError **error)
 {
     JsonNode *eps_node = json_object_get_member(o, "norm_eps_per_module");
     GList *members;
@@ -458,8 +442,8 @@ static gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject
 }
 
 /* Ascending integers in [min, max], 1 to 4 of them, into c->returned_layers. */
-static gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, int min,
-                                      int max, const char *meaning, GError **error)
+gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, int min, int max,
+                               const char *meaning, GError **error)
 {
     JsonArray *returned = get_array(path, o, "backbone", "returned_layers", 1, 4, error);
 
@@ -479,195 +463,35 @@ static gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config
     return TRUE;
 }
 
-#define VD_MAX_CHANNELS 65536
+/* The backbones' loaders (vd_model_loader.h), by their type in the file. */
+static const vd_backbone_loader *const backbone_loaders[] = {&vd_resnet_loader, &vd_mnv3_loader};
 
-/* MobileNetV3 (engine/MOBILENETV3.md): the stem, the block list, the last 1x1 conv;
- * returned layers index torchvision's features (0 the stem .. n_blocks + 1). */
-static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *c,
-                                    JsonObject **eps_per_module, int *n_computed, GError **error)
+static const vd_backbone_loader *backbone_loader_of(vd_backbone_type type)
 {
-    static const char *const keys[] = {"type",
-                                       "arch",
-                                       "stem_channels",
-                                       "blocks",
-                                       "last_channels",
-                                       "returned_layers",
-                                       "norm_eps",
-                                       "norm_eps_per_module",
-                                       NULL};
-    static const char *const block_keys[] = {"kernel",       "expanded_channels",
-                                             "out_channels", "se_channels",
-                                             "activation",   "stride",
-                                             "dilation",     NULL};
-    JsonArray *blocks;
-    const char *arch;
-
-    if (!check_keys(path, o, "backbone", keys, error))
-        return FALSE;
-    c->backbone_type = VD_BACKBONE_MOBILENET_V3;
-    if (!(arch = get_string(path, o, "backbone", "arch", error)))
-        return FALSE;
-    if (strcmp(arch, "mobilenet_v3_large") != 0 && strcmp(arch, "mobilenet_v3_small") != 0)
-        return config_error(error, path,
-                            "'backbone.arch' is '%.64s', expected "
-                            "'mobilenet_v3_large' or 'mobilenet_v3_small'",
-                            arch);
-    g_strlcpy(c->mnv3_arch, arch, sizeof c->mnv3_arch);
-    c->depth = 0;
-    if (!get_int(path, o, "backbone", "stem_channels", 1, VD_MAX_CHANNELS, &c->stem_channels,
-                 error) ||
-        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS, &c->mnv3_last_channels,
-                 error) ||
-        !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
-        return FALSE;
-    blocks = get_array(path, o, "backbone", "blocks", 1, VD_MAX_BLOCKS, error);
-    if (!blocks)
-        return FALSE;
-    c->mnv3_n_blocks = (int)json_array_get_length(blocks);
-    for (int b = 0; b < c->mnv3_n_blocks; b++) {
-        JsonNode *node = json_array_get_element(blocks, b);
-        vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
-        char section[48];
-        const char *activation;
-        JsonObject *bo;
-        int dilation;
-
-        g_snprintf(section, sizeof section, "backbone.blocks[%d]", b);
-        if (!JSON_NODE_HOLDS_OBJECT(node))
-            return config_error(error, path, "'%s' is not an object", section);
-        bo = json_node_get_object(node);
-        if (!check_keys(path, bo, section, block_keys, error) ||
-            !get_int(path, bo, section, "kernel", 1, 11, &bc->kernel, error) ||
-            !get_int(path, bo, section, "expanded_channels", 1, VD_MAX_CHANNELS,
-                     &bc->expanded_channels, error) ||
-            !get_int(path, bo, section, "out_channels", 1, VD_MAX_CHANNELS, &bc->out_channels,
-                     error) ||
-            !get_int(path, bo, section, "se_channels", 0, VD_MAX_SE_CHANNELS, &bc->se_channels,
-                     error) ||
-            !get_int(path, bo, section, "stride", 1, 2, &bc->stride, error) ||
-            !get_int(path, bo, section, "dilation", 1, 64, &dilation, error))
-            return FALSE;
-        if (bc->kernel % 2 == 0)
-            return config_error(error, path, "'%s.kernel' is %d, expected an odd size", section,
-                                bc->kernel);
-        if (dilation != 1) {
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "%s: %s: dilated MobileNetV3 blocks (dilation %d) are not supported", path,
-                        section, dilation);
-            return FALSE;
-        }
-        if (!(activation = get_string(path, bo, section, "activation", error)))
-            return FALSE;
-        if (strcmp(activation, "relu") == 0)
-            bc->activation = VD_ACT_RELU;
-        else if (strcmp(activation, "hardswish") == 0)
-            bc->activation = VD_ACT_HARDSWISH;
-        else
-            return config_error(error, path,
-                                "'%s.activation' is '%.32s', expected 'relu' or "
-                                "'hardswish'",
-                                section, activation);
-    }
-    if (!parse_returned_layers(path, o, c, 0, c->mnv3_n_blocks + 1, "feature indices", error))
-        return FALSE;
-    for (int i = 0; i < c->n_returned_layers; i++) {
-        int f = c->returned_layers[i];
-        c->fpn_in_channels[i] = f == 0                  ? c->stem_channels
-                                : f <= c->mnv3_n_blocks ? c->mnv3_blocks[f - 1].out_channels
-                                                        : c->mnv3_last_channels;
-    }
-    *n_computed = c->returned_layers[c->n_returned_layers - 1] + 1;
-    return parse_eps_per_module(path, o, eps_per_module, error);
+    for (size_t i = 0; i < G_N_ELEMENTS(backbone_loaders); i++)
+        if (backbone_loaders[i]->backbone_type == type)
+            return backbone_loaders[i];
+    return NULL;
 }
 
+/* The backbone section: its type chooses the backbone's loader (backbone_loaders[]),
+ * which parses the rest; *@n_computed is what that loader's load() takes (ResNet
+ * stages, MobileNetV3 features). */
 static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *c,
-                               JsonObject **eps_per_module, int *n_stages_used, GError **error)
+                               JsonObject **eps_per_module, int *n_computed, GError **error)
 {
-    static const char *const keys[] = {"type",
-                                       "depth",
-                                       "block",
-                                       "layers",
-                                       "stem_channels",
-                                       "width_per_group",
-                                       "groups",
-                                       "returned_layers",
-                                       "norm_eps",
-                                       "norm_eps_per_module",
-                                       NULL};
     JsonObject *o = get_section(path, config, "backbone", error);
-    const char *type, *block;
-    JsonArray *layers;
-    int groups, total_blocks = 0;
+    const char *type;
 
     if (!o || !(type = get_string(path, o, "backbone", "type", error)))
         return FALSE;
-    if (strcmp(type, "mobilenet_v3") == 0)
-        return parse_backbone_mnv3(path, o, c, eps_per_module, n_stages_used, error);
-    if (strcmp(type, "resnet") != 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: backbone type '%.64s' is not supported ('resnet' or 'mobilenet_v3')", path,
-                    type);
-        return FALSE;
-    }
-    if (!check_keys(path, o, "backbone", keys, error))
-        return FALSE;
-    c->backbone_type = VD_BACKBONE_RESNET;
-    if (!(block = get_string(path, o, "backbone", "block", error)))
-        return FALSE;
-    if (strcmp(block, "basic") == 0) {
-        c->block = VD_BLOCK_BASIC;
-    } else if (strcmp(block, "bottleneck") == 0) {
-        c->block = VD_BLOCK_BOTTLENECK;
-    } else {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: ResNet block '%s' is not supported ('basic' or 'bottleneck')", path,
-                    block);
-        return FALSE;
-    }
-    /* depth is informational (0 when the exporter could not name the ResNet) */
-    if (!get_int(path, o, "backbone", "depth", 0, 1000, &c->depth, error) ||
-        !get_int(path, o, "backbone", "stem_channels", 1, 4096, &c->stem_channels, error) ||
-        !get_int(path, o, "backbone", "width_per_group", 1, 4096, &c->width_per_group, error) ||
-        !get_int(path, o, "backbone", "groups", 1, 4096, &groups, error) ||
-        !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
-        return FALSE;
-    if (c->stem_channels != 64 || c->width_per_group != 64 || groups != 1) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: ResNet with stem_channels %d, width_per_group %d, groups %d is not "
-                    "supported (only 64, 64, 1: no ResNeXt or wide ResNet)",
-                    path, c->stem_channels, c->width_per_group, groups);
-        return FALSE;
-    }
-
-    if (!parse_returned_layers(path, o, c, 1, 4, "stage numbers", error))
-        return FALSE;
-    for (int i = 0; i < c->n_returned_layers; i++)
-        c->fpn_in_channels[i] = stage_out_channels(c->block, c->returned_layers[i]);
-    *n_stages_used = c->returned_layers[c->n_returned_layers - 1];
-
-    /* Stages after the last returned one are not in the file (torchvision's
-     * IntermediateLayerGetter drops them); their counts are informational. */
-    layers = get_array(path, o, "backbone", "layers", 4, 4, error);
-    if (!layers)
-        return FALSE;
-    for (int i = 0; i < 4; i++) {
-        JsonNode *node = json_array_get_element(layers, i);
-        gint64 v = node_is_int(node) ? json_node_get_int(node) : -1;
-        gint64 min = i < *n_stages_used ? 1 : 0;
-        if (v < min || v > VD_MAX_BLOCKS)
-            return config_error(error, path,
-                                "'backbone.layers[%d]' must be an integer in [%" G_GINT64_FORMAT
-                                ", %d]",
-                                i, min, VD_MAX_BLOCKS);
-        c->layers[i] = (int)v;
-        if (i < *n_stages_used)
-            total_blocks += (int)v;
-    }
-    if (total_blocks > VD_MAX_BLOCKS)
-        return config_error(error, path, "%d ResNet blocks, more than the %d supported",
-                            total_blocks, VD_MAX_BLOCKS);
-
-    return parse_eps_per_module(path, o, eps_per_module, error);
+    for (size_t i = 0; i < G_N_ELEMENTS(backbone_loaders); i++)
+        if (strcmp(type, backbone_loaders[i]->type) == 0)
+            return backbone_loaders[i]->parse(path, o, c, eps_per_module, n_computed, error);
+    g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                "%s: backbone type '%.64s' is not supported ('resnet' or 'mobilenet_v3')", path,
+                type);
+    return FALSE;
 }
 
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
@@ -1387,8 +1211,8 @@ static tensor_entry *find_tensor(loader *ld, const char *name, const char *alt_n
 }
 
 /* A float32 copy of a checked tensor (NULL with @error set on failure). */
-static float *read_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
-                          const gint64 *shape, GError **error)
+float *read_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
+                   const gint64 *shape, GError **error)
 {
     tensor_entry *t = find_tensor(ld, name, alt_name, ndim, shape, error);
     gsize n = 1;
@@ -1422,9 +1246,9 @@ static float norm_eps_of(loader *ld, const char *bn_prefix)
 /* A bias-free convolution followed by batch-norm @bn_prefix, folded as torchvision's
  * FrozenBatchNorm2d computes it in float32: scale = w * rsqrt(rv + eps),
  * shift = b - rm * scale; then weight[o] *= scale[o], bias[o] = shift[o]. */
-static gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn_prefix,
-                                    vd_conv *conv, int out, int in, int kernel, int stride,
-                                    int padding, int groups, GError **error)
+gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn_prefix,
+                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
+                             int groups, GError **error)
 {
     const gint64 wshape[4] = {out, in / groups, kernel, kernel}, vshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", conv_prefix);
@@ -1479,9 +1303,8 @@ out_free_name:
     return ok;
 }
 
-static gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix,
-                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
-                             GError **error)
+gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix, vd_conv *conv,
+                      int out, int in, int kernel, int stride, int padding, GError **error)
 {
     return load_conv_bn_groups(ld, conv_prefix, bn_prefix, conv, out, in, kernel, stride, padding,
                                1, error);
@@ -1529,125 +1352,6 @@ static gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, i
     ok = linear->weight && (linear->bias = read_tensor(ld, name, NULL, 1, bshape, error)) != NULL;
     g_free(name);
     return ok;
-}
-
-/* torchvision's mobilenet_v3 features under backbone.body.<index>: the stem
- * (Conv2dNormActivation '.0'/'.1'), the InvertedResidual blocks ('.block.<j>': expand
- * when the width changes, depthwise, SE ('fc1', 'fc2'), project), the last 1x1 conv;
- * only up to the last returned feature (IntermediateLayerGetter drops the rest). */
-static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
-{
-    const vd_config *c = &model->config;
-    int n = model->mnv3_n_computed;
-    int in_channels = c->stem_channels;
-    char conv[80], bn[80], prefix[48];
-
-    if (!load_conv_bn(ld, "backbone.body.0.0", "backbone.body.0.1", &model->stem, c->stem_channels,
-                      3, 3, 2, 1, error))
-        return FALSE;
-    for (int b = 0; b < c->mnv3_n_blocks && b + 1 < n; b++) {
-        const vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
-        vd_mnv3_block *mb = &model->mnv3_blocks[b];
-        int exp = bc->expanded_channels, j = 0;
-
-        g_snprintf(prefix, sizeof prefix, "backbone.body.%d.block", b + 1);
-#define CONV_BN(field, out_, in_, k_, stride_, groups_)                                            \
-    g_snprintf(conv, sizeof conv, "%s.%d.0", prefix, j);                                           \
-    g_snprintf(bn, sizeof bn, "%s.%d.1", prefix, j);                                               \
-    if (!load_conv_bn_groups(ld, conv, bn, &mb->field, out_, in_, k_, stride_, (k_ - 1) / 2,       \
-                             groups_, error))                                                      \
-        return FALSE;                                                                              \
-    j++;
-        if (exp != in_channels) {
-            CONV_BN(expand, exp, in_channels, 1, 1, 1)
-        }
-        CONV_BN(depthwise, exp, exp, bc->kernel, bc->stride, exp)
-        if (bc->se_channels > 0) {
-            const gint64 w1[4] = {bc->se_channels, exp, 1, 1}, b1[1] = {bc->se_channels};
-            const gint64 w2[4] = {exp, bc->se_channels, 1, 1}, b2[1] = {exp};
-            mb->se_fc1.out_features = bc->se_channels;
-            mb->se_fc1.in_features = exp;
-            mb->se_fc2.out_features = exp;
-            mb->se_fc2.in_features = bc->se_channels;
-#define SE_TENSOR(dst, field, ndim, shape)                                                         \
-    g_snprintf(conv, sizeof conv, "%s.%d." field, prefix, j);                                      \
-    if (!(dst = read_tensor(ld, conv, NULL, ndim, shape, error)))                                  \
-        return FALSE;
-            SE_TENSOR(mb->se_fc1.weight, "fc1.weight", 4, w1)
-            SE_TENSOR(mb->se_fc1.bias, "fc1.bias", 1, b1)
-            SE_TENSOR(mb->se_fc2.weight, "fc2.weight", 4, w2)
-            SE_TENSOR(mb->se_fc2.bias, "fc2.bias", 1, b2)
-#undef SE_TENSOR
-            j++;
-        }
-        CONV_BN(project, bc->out_channels, exp, 1, 1, 1)
-#undef CONV_BN
-        mb->residual = bc->stride == 1 && in_channels == bc->out_channels;
-        in_channels = bc->out_channels;
-    }
-    if (n == c->mnv3_n_blocks + 2) {
-        g_snprintf(conv, sizeof conv, "backbone.body.%d.0", c->mnv3_n_blocks + 1);
-        g_snprintf(bn, sizeof bn, "backbone.body.%d.1", c->mnv3_n_blocks + 1);
-        if (!load_conv_bn(ld, conv, bn, &model->mnv3_last, c->mnv3_last_channels, in_channels, 1, 1,
-                          0, error))
-            return FALSE;
-    }
-    return TRUE;
-}
-
-static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
-{
-    const vd_config *c = &model->config;
-    gboolean bottleneck = c->block == VD_BLOCK_BOTTLENECK;
-    int in_channels = c->stem_channels;
-    char conv[64], bn[64];
-
-    if (!load_conv_bn(ld, "backbone.body.conv1", "backbone.body.bn1", &model->stem,
-                      c->stem_channels, 3, 7, 2, 3, error))
-        return FALSE;
-    model->n_blocks = 0;
-    for (int s = 0; s < 4; s++)
-        model->stage_first_block[s] = 0;
-    for (int s = 0; s < model->n_stages_used; s++) {
-        int planes = 64 << s;
-        int out_channels = stage_out_channels(c->block, s + 1);
-
-        model->stage_first_block[s] = model->n_blocks;
-        for (int b = 0; b < c->layers[s]; b++) {
-            vd_block *block = &model->blocks[model->n_blocks++];
-            int stride = (s > 0 && b == 0) ? 2 : 1;
-            char prefix[48];
-
-            g_snprintf(prefix, sizeof prefix, "backbone.body.layer%d.%d", s + 1, b);
-#define CONV_BN(field, index, out_, in_, k_, stride_, pad_)                                        \
-    g_snprintf(conv, sizeof conv, "%s.conv%d", prefix, index);                                     \
-    g_snprintf(bn, sizeof bn, "%s.bn%d", prefix, index);                                           \
-    if (!load_conv_bn(ld, conv, bn, &block->field, out_, in_, k_, stride_, pad_, error))           \
-        return FALSE;
-            if (bottleneck) {
-                CONV_BN(conv1, 1, planes, in_channels, 1, 1, 0)
-                CONV_BN(conv2, 2, planes, planes, 3, stride, 1)
-                CONV_BN(conv3, 3, out_channels, planes, 1, 1, 0)
-            } else {
-                CONV_BN(conv1, 1, planes, in_channels, 3, stride, 1)
-                CONV_BN(conv2, 2, planes, planes, 3, 1, 1)
-            }
-#undef CONV_BN
-            /* torchvision's _make_layer adds the shortcut conv exactly in this case */
-            block->has_downsample = stride != 1 || in_channels != out_channels;
-            if (block->has_downsample) {
-                g_snprintf(conv, sizeof conv, "%s.downsample.0", prefix);
-                g_snprintf(bn, sizeof bn, "%s.downsample.1", prefix);
-                if (!load_conv_bn(ld, conv, bn, &block->downsample, out_channels, in_channels, 1,
-                                  stride, 0, error))
-                    return FALSE;
-            }
-            in_channels = out_channels;
-        }
-    }
-    for (int s = model->n_stages_used; s < 4; s++)
-        model->stage_first_block[s] = model->n_blocks;
-    return TRUE;
 }
 
 static gboolean load_heads(loader *ld, vd_model *model, GError **error)
@@ -1900,14 +1604,7 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
                                                    &model->int8_frames, error)) == NULL)
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
-    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3) {
-        /* parse_config's count is of features there, not of ResNet stages */
-        model->mnv3_n_computed = model->n_stages_used;
-        model->n_stages_used = 0;
-    }
-    if (!(model->config.backbone_type == VD_BACKBONE_MOBILENET_V3
-              ? load_backbone_mnv3(&ld, model, error)
-              : load_backbone(&ld, model, error)) ||
+    if (!backbone_loader_of(model->config.backbone_type)->load(&ld, model, error) ||
         !load_heads(&ld, model, error) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))

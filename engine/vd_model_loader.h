@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Internal to the model loader: the backbone interface (vd_backbone_loader) and
+ * the parts of vd_model.c that the backbones' files (vd_model_resnet.c,
+ * vd_model_mnv3.c) share with it, each documented where it is defined. Not
+ * installed. */
+#ifndef VD_MODEL_LOADER_H
+#define VD_MODEL_LOADER_H
+
+#include "vd_model_private.h"
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* A file being loaded: its tensors, which of them have been read, the batch-norm
+ * eps (vd_model.c). */
+typedef struct loader loader;
+
+/* A backbone's part of the loader, chosen by the configuration's
+ * "backbone"."type" (backbone_loaders[] in vd_model.c).
+ * @parse: the backbone section @o (its type read) into @c: every key checked
+ *   (check_keys()), every value range-checked, the returned layers and their
+ *   channels (c->fpn_in_channels), the optional per-module eps; *@n_computed is
+ *   how much of the backbone the file holds (ResNet: stages up to the last
+ *   returned one; MobileNetV3: features), which @load finds in
+ *   model->n_stages_used.
+ * @load: its weights, by name and shape, batch norms folded. */
+typedef struct {
+    const char *type;
+    vd_backbone_type backbone_type;
+    gboolean (*parse)(const char *path, JsonObject *o, vd_config *c, JsonObject **eps_per_module,
+                      int *n_computed, GError **error);
+    gboolean (*load)(loader *ld, vd_model *model, GError **error);
+} vd_backbone_loader;
+
+extern const vd_backbone_loader vd_resnet_loader;
+extern const vd_backbone_loader vd_mnv3_loader;
+
+/* The configuration: errors (VD_ERROR_FORMAT naming the file) and checked reads */
+gboolean config_error(GError **error, const char *path, const char *format, ...)
+    G_GNUC_PRINTF(3, 4);
+gboolean node_is_int(JsonNode *node);
+gboolean check_keys(const char *path, JsonObject *object, const char *section,
+                    const char *const *allowed, GError **error);
+gboolean get_int(const char *path, JsonObject *o, const char *section, const char *key, gint64 min,
+                 gint64 max, int *out, GError **error);
+gboolean get_float(const char *path, JsonObject *o, const char *section, const char *key,
+                   double min, double max, gboolean min_exclusive, float *out, GError **error);
+JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
+                     guint min_len, guint max_len, GError **error);
+const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,
+                       GError **error);
+gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
+                              GError **error);
+gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, int min, int max,
+                               const char *meaning, GError **error);
+
+/* The weights */
+float *read_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
+                   const gint64 *shape, GError **error);
+gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn_prefix,
+                             vd_conv *conv, int out, int in, int kernel, int stride, int padding,
+                             int groups, GError **error);
+gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix, vd_conv *conv,
+                      int out, int in, int kernel, int stride, int padding, GError **error);
+
+G_END_DECLS
+
+#endif /* VD_MODEL_LOADER_H */
