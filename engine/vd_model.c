@@ -537,10 +537,9 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
         JsonNode *node = json_array_get_element(in_channels, i);
         int expected = c->fpn_in_channels[i];
         if (!node_is_int(node) || json_node_get_int(node) != expected)
-            return config_error(
-                error, path, "'fpn.in_channels[%d]' should be %d (output of %s %d)", i, expected,
-                c->backbone_type == VD_BACKBONE_RESNET ? "ResNet stage" : "MobileNetV3 feature",
-                c->returned_layers[i]);
+            return config_error(error, path, "'fpn.in_channels[%d]' should be %d (output of %s %d)",
+                                i, expected, backbone_loader_of(c->backbone_type)->returned,
+                                c->returned_layers[i]);
     }
     return TRUE;
 }
@@ -1604,23 +1603,17 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
                                                    &model->int8_frames, error)) == NULL)
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
-    if (!backbone_loader_of(model->config.backbone_type)->load(&ld, model, error) ||
-        !load_heads(&ld, model, error) ||
+    const vd_backbone_loader *backbone = backbone_loader_of(model->config.backbone_type);
+    if (!backbone->load(&ld, model, error) || !load_heads(&ld, model, error) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;
 
     {
         const char *arch = model->config.has_masks ? "maskrcnn" : "fasterrcnn";
-        if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
-            model->description = g_strdup_printf(
-                "%s %s-fpn, %d classes", arch, model->config.mnv3_arch, model->config.num_classes);
-        else if (model->config.depth > 0)
-            model->description = g_strdup_printf("%s resnet%d-fpn, %d classes", arch,
-                                                 model->config.depth, model->config.num_classes);
-        else
-            model->description =
-                g_strdup_printf("%s resnet-fpn, %d classes", arch, model->config.num_classes);
+        backbone->name(&model->config, model->backbone_name, sizeof model->backbone_name);
+        model->description = g_strdup_printf("%s %s-fpn, %d classes", arch, model->backbone_name,
+                                             model->config.num_classes);
     }
     ok = TRUE;
 

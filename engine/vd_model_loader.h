@@ -18,19 +18,24 @@ typedef struct loader loader;
 
 /* A backbone's part of the loader, chosen by the configuration's
  * "backbone"."type" (backbone_loaders[] in vd_model.c).
+ * @returned: what its returned layers index, in errors ("ResNet stage").
  * @parse: the backbone section @o (its type read) into @c: every key checked
  *   (check_keys()), every value range-checked, the returned layers and their
  *   channels (c->fpn_in_channels), the optional per-module eps; *@n_computed is
  *   how much of the backbone the file holds (ResNet: stages up to the last
  *   returned one; MobileNetV3: features), which @load finds in
  *   model->n_stages_used.
- * @load: its weights, by name and shape, batch norms folded. */
+ * @load: its weights, by name and shape, batch norms folded.
+ * @name: its name in vd_model_description() ("resnet50", "mobilenet_v3_large"),
+ *   written into @out of @size bytes. */
 typedef struct {
     const char *type;
     vd_backbone_type backbone_type;
     gboolean (*parse)(const char *path, JsonObject *o, vd_config *c, JsonObject **eps_per_module,
                       int *n_computed, GError **error);
     gboolean (*load)(loader *ld, vd_model *model, GError **error);
+    void (*name)(const vd_config *c, char *out, size_t size);
+    const char *returned;
 } vd_backbone_loader;
 
 extern const vd_backbone_loader vd_resnet_loader;

@@ -173,9 +173,16 @@ static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
     return TRUE;
 }
 
+static void mnv3_name(const vd_config *c, char *out, size_t size)
+{
+    g_strlcpy(out, c->mnv3_arch, size);
+}
+
 const vd_backbone_loader vd_mnv3_loader = {
     .type = "mobilenet_v3",
     .backbone_type = VD_BACKBONE_MOBILENET_V3,
     .parse = parse_backbone_mnv3,
     .load = load_backbone_mnv3,
+    .name = mnv3_name,
+    .returned = "MobileNetV3 feature",
 };

@@ -186,6 +186,7 @@ struct vd_model {
     gint ref_count;
     vd_config config;
     char *description;
+    char backbone_name[40]; /* "resnet50", "mobilenet_v3_large" (vd_backbone_loader) */
 
     vd_conv stem;                             /* ResNet: conv1 + bn1, 7x7 stride 2;
                                                * MobileNetV3: features[0], 3x3 stride 2 + hardswish */

@@ -155,9 +155,20 @@ static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
     return TRUE;
 }
 
+/* "resnet50"; "resnet" where the exporter could not name the depth (0) */
+static void resnet_name(const vd_config *c, char *out, size_t size)
+{
+    if (c->depth > 0)
+        g_snprintf(out, size, "resnet%d", c->depth);
+    else
+        g_strlcpy(out, "resnet", size);
+}
+
 const vd_backbone_loader vd_resnet_loader = {
     .type = "resnet",
     .backbone_type = VD_BACKBONE_RESNET,
     .parse = parse_backbone_resnet,
     .load = load_backbone,
+    .name = resnet_name,
+    .returned = "ResNet stage",
 };

@@ -1967,7 +1967,7 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     if ((params->calibrate || precision == VD_PRECISION_INT8) && !backbone->int8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "int8 covers the ResNet backbones, not %s (%s): use fp32 or bf16",
-                    cfg->mnv3_arch, vd_model_description(model));
+                    model->backbone_name, vd_model_description(model));
         return FALSE;
     }
     if (params->calibrate && precision != VD_PRECISION_FP32) {
