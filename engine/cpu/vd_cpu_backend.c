@@ -465,15 +465,22 @@ static void plan_free(cpu_plan *plan)
 
 /* The stem's input layout: NCHW before blocked activations (the direct kernels'
  * 3-channel input), NHWC before NHWC ones (the brgemm kernels take no other). */
-dnnl_format_tag_t stem_tag(const cpu_state *st)
+static dnnl_format_tag_t stem_tag(const cpu_state *st)
 {
     return st->act_tag == dnnl_nhwc ? dnnl_nhwc : dnnl_nchw;
 }
 
-/* The NHWC float32 -> stem_tag() (bfloat16 in bf16 mode) copy of the input. */
-gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error)
+gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
+                    dnnl_data_type_t dt, GError **error)
 {
-    return vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
+    plan->input =
+        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
+    plan->stem_in = plan->input == NULL
+                        ? NULL
+                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
+                                          stem_tag(st), temps + in_bytes, error);
+    return plan->stem_in != NULL &&
+           vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
                                  vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
                                  "input conversion", error);
 }

@@ -83,13 +83,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         return FALSE;
 
     char *temps = plan->temps;
-    plan->input =
-        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
-    plan->stem_in = plan->input == NULL
-                        ? NULL
-                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
-                                          stem_tag(st), temps + in_bytes, error);
-    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
+    if (!plan_input(st, plan, temps, in_bytes, dt, error))
         return FALSE;
     h = conv_out_size(plan->padded_h, 3, 2, 1);
     w = conv_out_size(plan->padded_w, 3, 2, 1);

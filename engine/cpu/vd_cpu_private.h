@@ -354,9 +354,11 @@ gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tens
 gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error);
 void conv_clear(cpu_conv *cv);
 
-/* The network input: the stem's layout and the conversion into it */
-dnnl_format_tag_t stem_tag(const cpu_state *st);
-gboolean input_convert_init(cpu_state *st, cpu_plan *plan, GError **error);
+/* The network input (plan->input: float32 NHWC, which pre-processing writes, at
+ * @temps) and the stem's copy of it (plan->stem_in: @dt in the stem's layout, at
+ * @temps + @in_bytes), with the conversion between them. */
+gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
+                    dnnl_data_type_t dt, GError **error);
 
 /* int8: scales from the model's calibrated ranges; calibration's records */
 gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,

@@ -89,13 +89,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     g_ptr_array_add(plan->buffers, plan->temps);
     char *temps = plan->temps;
 
-    plan->input =
-        plan_tensor(st, plan, plan->padded_h, plan->padded_w, 3, dnnl_f32, FALSE, temps, error);
-    plan->stem_in = plan->input == NULL
-                        ? NULL
-                        : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
-                                          stem_tag(st), temps + in_bytes, error);
-    if (plan->stem_in == NULL || !input_convert_init(st, plan, error))
+    if (!plan_input(st, plan, temps, in_bytes, dt, error))
         return FALSE;
     plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
     if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
