@@ -724,19 +724,28 @@ static void upsample_nearest(const cpu_tensor *src, cpu_tensor *dst)
     }
 }
 
+/* Calibration: range_record() of "backbone.fpn.<part>.<i>" (nothing, and no name
+ * built, on the frames of a context that does not calibrate). */
+static gboolean fpn_range_record(cpu_state *st, const char *part, int i, const cpu_tensor *t,
+                                 GError **error)
+{
+    if (st->ranges_seen == NULL)
+        return TRUE;
+    char name[48];
+    g_snprintf(name, sizeof(name), "backbone.fpn.%s.%d", part, i);
+    return range_record(st, name, t, error);
+}
+
 static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
 {
     int n = plan->n_returned;
     for (int i = n - 1; i >= 0; i--) {
-        char inner[40], layer[40];
-        g_snprintf(inner, sizeof(inner), "backbone.fpn.inner_blocks.%d", i);
-        g_snprintf(layer, sizeof(layer), "backbone.fpn.layer_blocks.%d", i);
         if (i + 1 < n)
             upsample_nearest(plan->fpn_sum[i + 1], plan->fpn_sum[i]);
         if (!conv_run(st, &plan->fpn_inner[i], error) ||
-            !range_record(st, inner, plan->fpn_sum[i], error) ||
+            !fpn_range_record(st, "inner_blocks", i, plan->fpn_sum[i], error) ||
             !conv_run(st, &plan->fpn_layer[i], error) ||
-            !range_record(st, layer, plan->fpn_out[i], error))
+            !fpn_range_record(st, "layer_blocks", i, plan->fpn_out[i], error))
             return FALSE;
     }
     if (!vd_layers_wait(st->stream, error))

@@ -220,6 +220,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 static gboolean block_range_record(cpu_state *st, const cpu_block *pb, const char *what,
                                    const cpu_conv *cv, GError **error)
 {
+    if (st->ranges_seen == NULL) /* not calibrating: no name to build */
+        return TRUE;
     char name[64];
     g_snprintf(name, sizeof(name), "%s%s%s", pb->name, what[0] != '\0' ? "." : "", what);
     return range_record(st, name, cv->dst_t, error);
