@@ -318,6 +318,10 @@ def main(argv=None):
     ap.add_argument("--mine-seed", type=int, default=1, help="seed of the mined frames")
     ap.add_argument("--mine-threshold", type=float, default=0.3)
     ap.add_argument("--mine-out", default=None)
+    ap.add_argument("--mine-videotestsrc", default=None, metavar="DIR",
+                    help="mine the frames of tools/capture_videotestsrc.py's DIR instead: "
+                         "write those with a detection above --mine-threshold to --mine-out "
+                         "as an index of the same form (train_demo.py --videotestsrc-frames)")
     ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
     ap.add_argument("--precisions", default=None,
                     help="comma-separated engine precisions (fp32,bf16,...): the engine runs the "
@@ -336,8 +340,8 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
-    if args.mine > 0 and not args.mine_out:
-        ap.error("--mine needs --mine-out")
+    if (args.mine > 0 or args.mine_videotestsrc) and not args.mine_out:
+        ap.error("--mine and --mine-videotestsrc need --mine-out")
 
     try:
         import torch  # noqa: F401
@@ -480,6 +484,31 @@ def main(argv=None):
                        "side": "engine" if vd else "torchvision",
                        "indices": [i for i, _ in found], "scores": [s for _, s in found]}, f, indent=1)
         results["mined"] = len(found)
+    if args.mine_videotestsrc:
+        from PIL import Image
+        t0 = time.time()
+        with open(os.path.join(args.mine_videotestsrc, "index.json")) as f:
+            entries = json.load(f)["frames"]
+        answered = []
+        for a in range(0, len(entries), 100):
+            chunk = entries[a:a + 100]
+            frames = []
+            for e in chunk:
+                with Image.open(os.path.join(args.mine_videotestsrc, e["file"])) as im:
+                    frames.append((np.array(im.convert("RGB")), None, None))
+            dets = (run_engine(vd, args.model, frames, workdir, args.threads, args.mine_threshold)
+                    if vd else run_torchvision(model, frames, args.threads))
+            for e, ds in zip(chunk, dets):
+                best = max((d[1] for d in ds), default=0.0)
+                if best > args.mine_threshold:
+                    answered.append(dict(e, score=best))
+        print(f"mined {len(answered)} of {len(entries)} videotestsrc frames with a detection above "
+              f"{args.mine_threshold} ({'engine' if vd else 'torchvision'}, {time.time() - t0:.0f} s): "
+              f"{sorted({e['pattern'] for e in answered})}", flush=True)
+        with open(args.mine_out, "w") as f:
+            json.dump({"model": args.model, "source": os.path.abspath(args.mine_videotestsrc),
+                       "threshold": args.mine_threshold, "frames": answered}, f, indent=1)
+        results["mined"] = len(answered)
     if args.bench > 0:
         b = bench(model, args.model, vd, args.bench, args.threads, workdir)
         print(f"640x480, {args.threads} threads, median (best) of {args.bench}: torchvision "

@@ -86,6 +86,16 @@ MORE_SHARE = 0.0
 # the option existed.
 OCCLUDE_SHARE = 0.0
 
+# Frames of GStreamer's own videotestsrc patterns other than ball
+# (tools/capture_videotestsrc.py; --videotestsrc-frames DIR or a file of the frames a
+# model answers, tools/eval_demo.py --mine-videotestsrc): per source given, {pattern:
+# [PNG paths]}; and the share of training scenes drawn from them (--pattern-share): a
+# source chosen uniformly (where there are several), a pattern of it uniformly, then
+# one of its frames. None: no such scenes, and make_scene draws exactly the random
+# numbers it drew before the option existed.
+PATTERN_FRAMES = None
+PATTERN_SHARE = 0.0
+
 # The TrueType fonts of add_more_distractors(): Debian's fonts-dejavu-core (and -extra
 # where installed), which Pango and Cairo pull in.
 FONT_DIR = "/usr/share/fonts/truetype/dejavu"
@@ -568,6 +578,17 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
         if rng.random() < 0.5:
             img = np.ascontiguousarray(img[:, ::-1])
         return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
+    if stream == STREAM_TRAIN and PATTERN_FRAMES and rng.random() < PATTERN_SHARE:
+        # a videotestsrc pattern frame (nothing in it is a shape), mirrored half the time
+        source = PATTERN_FRAMES[int(rng.integers(0, len(PATTERN_FRAMES)))
+                                if len(PATTERN_FRAMES) > 1 else 0]
+        names = sorted(source)
+        frames = source[names[int(rng.integers(0, len(names)))]]
+        with Image.open(frames[int(rng.integers(0, len(frames)))]) as im:
+            img = np.array(im.convert("RGB"))
+        if rng.random() < 0.5:
+            img = np.ascontiguousarray(img[:, ::-1])
+        return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
     # training scenes only: distractors (the held-out stream is drawn as it always was)
     distract = stream == STREAM_TRAIN and rng.random() < DISTRACT_SHARE
     if stream == STREAM_TRAIN and rng.random() < 0.05:
@@ -779,6 +800,7 @@ def _save(torch, path, payload):
 
 def main(argv=None):
     global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE, MORE_SHARE, OCCLUDE_SHARE
+    global PATTERN_FRAMES, PATTERN_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -810,6 +832,13 @@ def main(argv=None):
     ap.add_argument("--occluders", type=float, default=OCCLUDE_SHARE, metavar="SHARE",
                     help="share of the shape scenes with flat bands across the frame over "
                          "the shapes, cutting them (training only; default 0: none)")
+    ap.add_argument("--videotestsrc-frames", action="append", default=None, metavar="SOURCE",
+                    help="frames of videotestsrc's patterns other than ball to train on as "
+                         "frames without shapes: a folder of tools/capture_videotestsrc.py, "
+                         "or the JSON of tools/eval_demo.py --mine-videotestsrc; repeatable "
+                         "(each source drawn from equally often)")
+    ap.add_argument("--pattern-share", type=float, default=0.1,
+                    help="share of training scenes drawn from --videotestsrc-frames")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -852,6 +881,27 @@ def main(argv=None):
         HARD_SHARE = args.hard_share
         print(f"hard negatives: {len(HARD_NEGATIVES)} frames in all, share {HARD_SHARE}",
               flush=True)
+    if args.videotestsrc_frames:
+        PATTERN_FRAMES = []
+        for source in args.videotestsrc_frames:
+            path = os.path.join(source, "index.json") if os.path.isdir(source) else source
+            try:
+                with open(path) as f:
+                    index = json.load(f)
+                folder = index.get("source", os.path.dirname(path))
+                by_pattern = {}
+                for e in index["frames"]:
+                    by_pattern.setdefault(e["pattern"], []).append(os.path.join(folder, e["file"]))
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+                ap.error(f"{source}: not a folder of tools/capture_videotestsrc.py nor a file of "
+                         f"tools/eval_demo.py --mine-videotestsrc ({e!r})")
+            if not by_pattern:
+                ap.error(f"{source}: no frames")
+            PATTERN_FRAMES.append(by_pattern)
+            print(f"videotestsrc frames: {sum(map(len, by_pattern.values()))} of "
+                  f"{len(by_pattern)} patterns in {source}", flush=True)
+        PATTERN_SHARE = args.pattern_share
+        print(f"videotestsrc frames: share {PATTERN_SHARE}", flush=True)
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
