@@ -865,8 +865,8 @@ static gboolean parse_classes(const char *path, JsonObject *config, vd_config *c
 }
 
 static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c,
-                             JsonNode **config_root, JsonObject **eps_per_module,
-                             int *n_stages_used, GError **error)
+                             JsonNode **config_root, JsonObject **eps_per_module, int *n_computed,
+                             GError **error)
 {
     static const char *const keys[] = {"architecture", "transform", "backbone",  "fpn",
                                        "anchors",      "rpn",       "roi_heads", "num_classes",
@@ -897,7 +897,7 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         return FALSE;
     }
     return check_keys(path, config, "", keys, error) && parse_transform(path, config, c, error) &&
-           parse_backbone(path, config, c, eps_per_module, n_stages_used, error) &&
+           parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
            parse_fpn(path, config, c, error) && parse_anchors(path, config, c, error) &&
            parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error) &&
            parse_classes(path, config, c, error);
@@ -1498,13 +1498,13 @@ static gboolean check_leftovers(loader *ld, GError **error)
 /* ------------------------------------------------------------------------ */
 /* The model object                                                          */
 
-static void conv_clear(vd_conv *conv)
+void vd_conv_free(vd_conv *conv)
 {
     g_free(conv->weight);
     g_free(conv->bias);
 }
 
-static void linear_clear(vd_linear *linear)
+void vd_linear_free(vd_linear *linear)
 {
     g_free(linear->weight);
     g_free(linear->bias);
@@ -1512,40 +1512,27 @@ static void linear_clear(vd_linear *linear)
 
 static void model_free(vd_model *model)
 {
-    conv_clear(&model->stem);
-    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
-        conv_clear(&model->blocks[b].conv1);
-        conv_clear(&model->blocks[b].conv2);
-        conv_clear(&model->blocks[b].conv3);
-        conv_clear(&model->blocks[b].downsample);
-    }
-    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
-        conv_clear(&model->mnv3_blocks[b].expand);
-        conv_clear(&model->mnv3_blocks[b].depthwise);
-        conv_clear(&model->mnv3_blocks[b].project);
-        linear_clear(&model->mnv3_blocks[b].se_fc1);
-        linear_clear(&model->mnv3_blocks[b].se_fc2);
-    }
-    conv_clear(&model->mnv3_last);
+    vd_conv_free(&model->stem);
+    backbone_loader_of(model->config.backbone_type)->clear(model);
     for (int i = 0; i < 4; i++) {
-        conv_clear(&model->fpn_inner[i]);
-        conv_clear(&model->fpn_layer[i]);
+        vd_conv_free(&model->fpn_inner[i]);
+        vd_conv_free(&model->fpn_layer[i]);
     }
-    conv_clear(&model->rpn_conv);
+    vd_conv_free(&model->rpn_conv);
     for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
-        conv_clear(&model->rpn_conv_more[j]);
+        vd_conv_free(&model->rpn_conv_more[j]);
     for (int j = 0; j < VD_MAX_BOX_CONVS; j++)
-        conv_clear(&model->box_convs[j]);
-    conv_clear(&model->rpn_cls);
-    conv_clear(&model->rpn_bbox);
-    linear_clear(&model->fc6);
-    linear_clear(&model->fc7);
-    linear_clear(&model->cls_score);
-    linear_clear(&model->bbox_pred);
+        vd_conv_free(&model->box_convs[j]);
+    vd_conv_free(&model->rpn_cls);
+    vd_conv_free(&model->rpn_bbox);
+    vd_linear_free(&model->fc6);
+    vd_linear_free(&model->fc7);
+    vd_linear_free(&model->cls_score);
+    vd_linear_free(&model->bbox_pred);
     for (int j = 0; j < VD_MAX_MASK_CONVS; j++)
-        conv_clear(&model->mask_convs[j]);
-    conv_clear(&model->mask_deconv);
-    conv_clear(&model->mask_logits);
+        vd_conv_free(&model->mask_convs[j]);
+    vd_conv_free(&model->mask_deconv);
+    vd_conv_free(&model->mask_logits);
     g_strfreev(model->config.class_names);
     g_free(model->description);
     if (model->int8_ranges != NULL)
@@ -1561,6 +1548,7 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     JsonObject *metadata = NULL;
     vd_model *model = NULL;
     loader ld = {0};
+    int n_computed = 0;
     gboolean ok = FALSE;
 
     ld.path = path;
@@ -1593,8 +1581,8 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     ld.by_name = g_hash_table_new(g_str_hash, g_str_equal);
 
     if (!parse_metadata(path, json_node_get_object(header_root), &metadata, error) ||
-        !parse_config(path, metadata, &model->config, &config_root, &ld.eps_per_module,
-                      &model->n_stages_used, error) ||
+        !parse_config(path, metadata, &model->config, &config_root, &ld.eps_per_module, &n_computed,
+                      error) ||
         !parse_entries(&ld, json_node_get_object(header_root), error))
         goto out_free_loader;
     JsonNode *calibration = json_object_get_member(metadata, "int8_calibration");
@@ -1604,7 +1592,7 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
     const vd_backbone_loader *backbone = backbone_loader_of(model->config.backbone_type);
-    if (!backbone->load(&ld, model, error) || !load_heads(&ld, model, error) ||
+    if (!backbone->load(&ld, model, n_computed, error) || !load_heads(&ld, model, error) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;

@@ -21,11 +21,14 @@ typedef struct loader loader;
  * @returned: what its returned layers index, in errors ("ResNet stage").
  * @parse: the backbone section @o (its type read) into @c: every key checked
  *   (check_keys()), every value range-checked, the returned layers and their
- *   channels (c->fpn_in_channels), the optional per-module eps; *@n_computed is
- *   how much of the backbone the file holds (ResNet: stages up to the last
- *   returned one; MobileNetV3: features), which @load finds in
- *   model->n_stages_used.
- * @load: its weights, by name and shape, batch norms folded.
+ *   channels (c->fpn_in_channels), the optional per-module eps, and its own
+ *   part of @c (c->resnet, c->mnv3); *@n_computed is how much of the backbone
+ *   the file holds (ResNet: stages up to the last returned one; MobileNetV3:
+ *   features), which @load takes.
+ * @load: the stem and its own weights (model->resnet, model->mnv3) of the
+ *   @n_computed stages or features, by name and shape, batch norms folded.
+ * @clear: frees its own weights (also those of a load that failed half-way;
+ *   the model is zeroed before parsing).
  * @name: its name in vd_model_description() ("resnet50", "mobilenet_v3_large"),
  *   written into @out of @size bytes. */
 typedef struct {
@@ -33,7 +36,8 @@ typedef struct {
     vd_backbone_type backbone_type;
     gboolean (*parse)(const char *path, JsonObject *o, vd_config *c, JsonObject **eps_per_module,
                       int *n_computed, GError **error);
-    gboolean (*load)(loader *ld, vd_model *model, GError **error);
+    gboolean (*load)(loader *ld, vd_model *model, int n_computed, GError **error);
+    void (*clear)(vd_model *model);
     void (*name)(const vd_config *c, char *out, size_t size);
     const char *returned;
 } vd_backbone_loader;
@@ -61,6 +65,8 @@ gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, in
                                const char *meaning, GError **error);
 
 /* The weights */
+void vd_conv_free(vd_conv *conv);
+void vd_linear_free(vd_linear *linear);
 float *read_tensor(loader *ld, const char *name, const char *alt_name, int ndim,
                    const gint64 *shape, GError **error);
 gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn_prefix,

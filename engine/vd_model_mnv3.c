@@ -38,21 +38,20 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
                             "'backbone.arch' is '%.64s', expected "
                             "'mobilenet_v3_large' or 'mobilenet_v3_small'",
                             arch);
-    g_strlcpy(c->mnv3_arch, arch, sizeof c->mnv3_arch);
-    c->depth = 0;
+    g_strlcpy(c->mnv3.arch, arch, sizeof c->mnv3.arch);
     if (!get_int(path, o, "backbone", "stem_channels", 1, VD_MAX_CHANNELS, &c->stem_channels,
                  error) ||
-        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS, &c->mnv3_last_channels,
+        !get_int(path, o, "backbone", "last_channels", 1, VD_MAX_CHANNELS, &c->mnv3.last_channels,
                  error) ||
         !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
         return FALSE;
     blocks = get_array(path, o, "backbone", "blocks", 1, VD_MAX_BLOCKS, error);
     if (!blocks)
         return FALSE;
-    c->mnv3_n_blocks = (int)json_array_get_length(blocks);
-    for (int b = 0; b < c->mnv3_n_blocks; b++) {
+    c->mnv3.n_blocks = (int)json_array_get_length(blocks);
+    for (int b = 0; b < c->mnv3.n_blocks; b++) {
         JsonNode *node = json_array_get_element(blocks, b);
-        vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
+        vd_mnv3_block_config *bc = &c->mnv3.blocks[b];
         char section[48];
         const char *activation;
         JsonObject *bo;
@@ -94,13 +93,13 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
                                 "'hardswish'",
                                 section, activation);
     }
-    if (!parse_returned_layers(path, o, c, 0, c->mnv3_n_blocks + 1, "feature indices", error))
+    if (!parse_returned_layers(path, o, c, 0, c->mnv3.n_blocks + 1, "feature indices", error))
         return FALSE;
     for (int i = 0; i < c->n_returned_layers; i++) {
         int f = c->returned_layers[i];
         c->fpn_in_channels[i] = f == 0                  ? c->stem_channels
-                                : f <= c->mnv3_n_blocks ? c->mnv3_blocks[f - 1].out_channels
-                                                        : c->mnv3_last_channels;
+                                : f <= c->mnv3.n_blocks ? c->mnv3.blocks[f - 1].out_channels
+                                                        : c->mnv3.last_channels;
     }
     *n_computed = c->returned_layers[c->n_returned_layers - 1] + 1;
     return parse_eps_per_module(path, o, eps_per_module, error);
@@ -110,22 +109,20 @@ static gboolean parse_backbone_mnv3(const char *path, JsonObject *o, vd_config *
  * (Conv2dNormActivation '.0'/'.1'), the InvertedResidual blocks ('.block.<j>': expand
  * when the width changes, depthwise, SE ('fc1', 'fc2'), project), the last 1x1 conv;
  * only up to the last returned feature (IntermediateLayerGetter drops the rest). */
-static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
+static gboolean load_backbone_mnv3(loader *ld, vd_model *model, int n_features, GError **error)
 {
     const vd_config *c = &model->config;
-    /* parse_config's count is of features here, not of ResNet stages */
-    model->mnv3_n_computed = model->n_stages_used;
-    model->n_stages_used = 0;
-    int n = model->mnv3_n_computed;
+    model->mnv3.n_computed = n_features;
+    int n = n_features;
     int in_channels = c->stem_channels;
     char conv[80], bn[80], prefix[48];
 
     if (!load_conv_bn(ld, "backbone.body.0.0", "backbone.body.0.1", &model->stem, c->stem_channels,
                       3, 3, 2, 1, error))
         return FALSE;
-    for (int b = 0; b < c->mnv3_n_blocks && b + 1 < n; b++) {
-        const vd_mnv3_block_config *bc = &c->mnv3_blocks[b];
-        vd_mnv3_block *mb = &model->mnv3_blocks[b];
+    for (int b = 0; b < c->mnv3.n_blocks && b + 1 < n; b++) {
+        const vd_mnv3_block_config *bc = &c->mnv3.blocks[b];
+        vd_mnv3_block *mb = &model->mnv3.blocks[b];
         int exp = bc->expanded_channels, j = 0;
 
         g_snprintf(prefix, sizeof prefix, "backbone.body.%d.block", b + 1);
@@ -163,19 +160,31 @@ static gboolean load_backbone_mnv3(loader *ld, vd_model *model, GError **error)
         mb->residual = bc->stride == 1 && in_channels == bc->out_channels;
         in_channels = bc->out_channels;
     }
-    if (n == c->mnv3_n_blocks + 2) {
-        g_snprintf(conv, sizeof conv, "backbone.body.%d.0", c->mnv3_n_blocks + 1);
-        g_snprintf(bn, sizeof bn, "backbone.body.%d.1", c->mnv3_n_blocks + 1);
-        if (!load_conv_bn(ld, conv, bn, &model->mnv3_last, c->mnv3_last_channels, in_channels, 1, 1,
+    if (n == c->mnv3.n_blocks + 2) {
+        g_snprintf(conv, sizeof conv, "backbone.body.%d.0", c->mnv3.n_blocks + 1);
+        g_snprintf(bn, sizeof bn, "backbone.body.%d.1", c->mnv3.n_blocks + 1);
+        if (!load_conv_bn(ld, conv, bn, &model->mnv3.last, c->mnv3.last_channels, in_channels, 1, 1,
                           0, error))
             return FALSE;
     }
     return TRUE;
 }
 
+static void mnv3_clear(vd_model *model)
+{
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        vd_conv_free(&model->mnv3.blocks[b].expand);
+        vd_conv_free(&model->mnv3.blocks[b].depthwise);
+        vd_conv_free(&model->mnv3.blocks[b].project);
+        vd_linear_free(&model->mnv3.blocks[b].se_fc1);
+        vd_linear_free(&model->mnv3.blocks[b].se_fc2);
+    }
+    vd_conv_free(&model->mnv3.last);
+}
+
 static void mnv3_name(const vd_config *c, char *out, size_t size)
 {
-    g_strlcpy(out, c->mnv3_arch, size);
+    g_strlcpy(out, c->mnv3.arch, size);
 }
 
 const vd_backbone_loader vd_mnv3_loader = {
@@ -183,6 +192,7 @@ const vd_backbone_loader vd_mnv3_loader = {
     .backbone_type = VD_BACKBONE_MOBILENET_V3,
     .parse = parse_backbone_mnv3,
     .load = load_backbone_mnv3,
+    .clear = mnv3_clear,
     .name = mnv3_name,
     .returned = "MobileNetV3 feature",
 };

@@ -96,6 +96,37 @@ typedef struct {
     gboolean residual;
 } vd_mnv3_block;
 
+/* A ResNet backbone's weights (vd_model.resnet): the blocks of the stages computed. */
+typedef struct {
+    vd_block blocks[VD_MAX_BLOCKS]; /* stage after stage */
+    int n_blocks;
+    int stage_first_block[4]; /* index into blocks */
+    int n_stages_used;        /* stages computed: up to the last returned one */
+} vd_resnet_weights;
+
+/* A MobileNetV3 backbone's weights (vd_model.mnv3), after the stem. */
+typedef struct {
+    vd_mnv3_block blocks[VD_MAX_BLOCKS]; /* features[1..n] */
+    vd_conv last;                        /* features[n + 1] (out_channels 0 when not computed) */
+    int n_computed;                      /* features computed: up to the last returned one */
+} vd_mnv3_weights;
+
+/* A ResNet backbone's configuration (vd_config.resnet). */
+typedef struct {
+    int depth; /* 18, 34, 50, 101, 152; informational (0: not named) */
+    vd_block_type block;
+    int layers[4];       /* blocks per stage */
+    int width_per_group; /* 64 */
+} vd_resnet_config;
+
+/* A MobileNetV3 backbone's configuration (vd_config.mnv3). */
+typedef struct {
+    char arch[32]; /* "mobilenet_v3_large" or "mobilenet_v3_small" */
+    int n_blocks;  /* inverted residual blocks: features[1..n] */
+    vd_mnv3_block_config blocks[VD_MAX_BLOCKS];
+    int last_channels; /* features[n + 1]: 1x1 conv + hardswish */
+} vd_mnv3_config;
+
 /* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
  * for the writer and vd_model.c for the accepted keys). Field meanings and defaults
  * follow torchvision's FasterRCNN constructor arguments. */
@@ -109,25 +140,19 @@ typedef struct {
     vd_resize_scale resize_scale;
     vd_resize_arithmetic resize_arithmetic;
 
-    /* backbone */
+    /* backbone: what both kinds have, then the backbone's own (by backbone_type) */
     vd_backbone_type backbone_type;
-    int depth; /* 18, 34, 50, 101, 152; informational */
-    vd_block_type block;
-    int layers[4];          /* blocks per stage */
-    int stem_channels;      /* 64 */
-    int width_per_group;    /* 64 */
+    int stem_channels;      /* ResNet: 64; MobileNetV3: features[0]'s */
     int returned_layers[4]; /* feeding the FPN, ascending: ResNet: 1-based stage
                              * numbers; MobileNetV3: indices into features
                              * (0 the stem, 1..n the blocks, n + 1 the last conv) */
     int n_returned_layers;
     int fpn_in_channels[4]; /* channels of each returned layer */
     float norm_eps;         /* batch-norm eps used when folding (0 for COCO_V1) */
-
-    /* MobileNetV3 (backbone_type VD_BACKBONE_MOBILENET_V3) */
-    char mnv3_arch[32]; /* "mobilenet_v3_large" or "mobilenet_v3_small" */
-    int mnv3_n_blocks;  /* inverted residual blocks: features[1..n] */
-    vd_mnv3_block_config mnv3_blocks[VD_MAX_BLOCKS];
-    int mnv3_last_channels; /* features[n + 1]: 1x1 conv + hardswish */
+    union {
+        vd_resnet_config resnet; /* VD_BACKBONE_RESNET */
+        vd_mnv3_config mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
+    };
 
     /* FPN */
     int fpn_channels;        /* out_channels, 256 */
@@ -188,15 +213,12 @@ struct vd_model {
     char *description;
     char backbone_name[40]; /* "resnet50", "mobilenet_v3_large" (vd_backbone_loader) */
 
-    vd_conv stem;                             /* ResNet: conv1 + bn1, 7x7 stride 2;
-                                               * MobileNetV3: features[0], 3x3 stride 2 + hardswish */
-    vd_mnv3_block mnv3_blocks[VD_MAX_BLOCKS]; /* features[1..n] */
-    vd_conv mnv3_last;              /* features[n + 1] (out_channels 0 when not computed) */
-    int mnv3_n_computed;            /* features computed: up to the last returned one */
-    vd_block blocks[VD_MAX_BLOCKS]; /* stage after stage */
-    int n_blocks;
-    int stage_first_block[4]; /* index into blocks */
-    int n_stages_used;        /* stages computed: up to the last returned one */
+    vd_conv stem; /* ResNet: conv1 + bn1, 7x7 stride 2;
+                   * MobileNetV3: features[0], 3x3 stride 2 + hardswish */
+    union {
+        vd_resnet_weights resnet; /* VD_BACKBONE_RESNET */
+        vd_mnv3_weights mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
+    };
 
     vd_conv fpn_inner[4]; /* 1x1 lateral, per returned layer */
     vd_conv fpn_layer[4]; /* 3x3 output, per returned layer */

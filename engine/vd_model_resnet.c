@@ -12,9 +12,9 @@ static int stage_out_channels(vd_block_type block, int stage)
 
 int vd_config_stage_channels(const vd_config *config, int stage)
 {
-    if (!config || stage < 1 || stage > 4)
+    if (!config || config->backbone_type != VD_BACKBONE_RESNET || stage < 1 || stage > 4)
         return 0;
-    return stage_out_channels(config->block, stage);
+    return stage_out_channels(config->resnet.block, stage);
 }
 
 /* ResNet (resnet_fpn_backbone): the block type, the stem and widths (torchvision's
@@ -45,9 +45,9 @@ static gboolean parse_backbone_resnet(const char *path, JsonObject *o, vd_config
     if (!(block = get_string(path, o, "backbone", "block", error)))
         return FALSE;
     if (strcmp(block, "basic") == 0) {
-        c->block = VD_BLOCK_BASIC;
+        c->resnet.block = VD_BLOCK_BASIC;
     } else if (strcmp(block, "bottleneck") == 0) {
-        c->block = VD_BLOCK_BOTTLENECK;
+        c->resnet.block = VD_BLOCK_BOTTLENECK;
     } else {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "%s: ResNet block '%s' is not supported ('basic' or 'bottleneck')", path,
@@ -55,24 +55,25 @@ static gboolean parse_backbone_resnet(const char *path, JsonObject *o, vd_config
         return FALSE;
     }
     /* depth is informational (0 when the exporter could not name the ResNet) */
-    if (!get_int(path, o, "backbone", "depth", 0, 1000, &c->depth, error) ||
+    if (!get_int(path, o, "backbone", "depth", 0, 1000, &c->resnet.depth, error) ||
         !get_int(path, o, "backbone", "stem_channels", 1, 4096, &c->stem_channels, error) ||
-        !get_int(path, o, "backbone", "width_per_group", 1, 4096, &c->width_per_group, error) ||
+        !get_int(path, o, "backbone", "width_per_group", 1, 4096, &c->resnet.width_per_group,
+                 error) ||
         !get_int(path, o, "backbone", "groups", 1, 4096, &groups, error) ||
         !get_float(path, o, "backbone", "norm_eps", 0.0, 1.0, FALSE, &c->norm_eps, error))
         return FALSE;
-    if (c->stem_channels != 64 || c->width_per_group != 64 || groups != 1) {
+    if (c->stem_channels != 64 || c->resnet.width_per_group != 64 || groups != 1) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "%s: ResNet with stem_channels %d, width_per_group %d, groups %d is not "
                     "supported (only 64, 64, 1: no ResNeXt or wide ResNet)",
-                    path, c->stem_channels, c->width_per_group, groups);
+                    path, c->stem_channels, c->resnet.width_per_group, groups);
         return FALSE;
     }
 
     if (!parse_returned_layers(path, o, c, 1, 4, "stage numbers", error))
         return FALSE;
     for (int i = 0; i < c->n_returned_layers; i++)
-        c->fpn_in_channels[i] = stage_out_channels(c->block, c->returned_layers[i]);
+        c->fpn_in_channels[i] = stage_out_channels(c->resnet.block, c->returned_layers[i]);
     *n_stages_used = c->returned_layers[c->n_returned_layers - 1];
 
     /* Stages after the last returned one are not in the file (torchvision's
@@ -89,7 +90,7 @@ static gboolean parse_backbone_resnet(const char *path, JsonObject *o, vd_config
                                 "'backbone.layers[%d]' must be an integer in [%" G_GINT64_FORMAT
                                 ", %d]",
                                 i, min, VD_MAX_BLOCKS);
-        c->layers[i] = (int)v;
+        c->resnet.layers[i] = (int)v;
         if (i < *n_stages_used)
             total_blocks += (int)v;
     }
@@ -100,26 +101,27 @@ static gboolean parse_backbone_resnet(const char *path, JsonObject *o, vd_config
     return parse_eps_per_module(path, o, eps_per_module, error);
 }
 
-static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
+static gboolean load_backbone(loader *ld, vd_model *model, int n_stages_used, GError **error)
 {
     const vd_config *c = &model->config;
-    gboolean bottleneck = c->block == VD_BLOCK_BOTTLENECK;
+    gboolean bottleneck = c->resnet.block == VD_BLOCK_BOTTLENECK;
     int in_channels = c->stem_channels;
     char conv[64], bn[64];
 
     if (!load_conv_bn(ld, "backbone.body.conv1", "backbone.body.bn1", &model->stem,
                       c->stem_channels, 3, 7, 2, 3, error))
         return FALSE;
-    model->n_blocks = 0;
+    model->resnet.n_stages_used = n_stages_used;
+    model->resnet.n_blocks = 0;
     for (int s = 0; s < 4; s++)
-        model->stage_first_block[s] = 0;
-    for (int s = 0; s < model->n_stages_used; s++) {
+        model->resnet.stage_first_block[s] = 0;
+    for (int s = 0; s < model->resnet.n_stages_used; s++) {
         int planes = 64 << s;
-        int out_channels = stage_out_channels(c->block, s + 1);
+        int out_channels = stage_out_channels(c->resnet.block, s + 1);
 
-        model->stage_first_block[s] = model->n_blocks;
-        for (int b = 0; b < c->layers[s]; b++) {
-            vd_block *block = &model->blocks[model->n_blocks++];
+        model->resnet.stage_first_block[s] = model->resnet.n_blocks;
+        for (int b = 0; b < c->resnet.layers[s]; b++) {
+            vd_block *block = &model->resnet.blocks[model->resnet.n_blocks++];
             int stride = (s > 0 && b == 0) ? 2 : 1;
             char prefix[48];
 
@@ -150,16 +152,26 @@ static gboolean load_backbone(loader *ld, vd_model *model, GError **error)
             in_channels = out_channels;
         }
     }
-    for (int s = model->n_stages_used; s < 4; s++)
-        model->stage_first_block[s] = model->n_blocks;
+    for (int s = model->resnet.n_stages_used; s < 4; s++)
+        model->resnet.stage_first_block[s] = model->resnet.n_blocks;
     return TRUE;
+}
+
+static void resnet_clear(vd_model *model)
+{
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        vd_conv_free(&model->resnet.blocks[b].conv1);
+        vd_conv_free(&model->resnet.blocks[b].conv2);
+        vd_conv_free(&model->resnet.blocks[b].conv3);
+        vd_conv_free(&model->resnet.blocks[b].downsample);
+    }
 }
 
 /* "resnet50"; "resnet" where the exporter could not name the depth (0) */
 static void resnet_name(const vd_config *c, char *out, size_t size)
 {
-    if (c->depth > 0)
-        g_snprintf(out, size, "resnet%d", c->depth);
+    if (c->resnet.depth > 0)
+        g_snprintf(out, size, "resnet%d", c->resnet.depth);
     else
         g_strlcpy(out, "resnet", size);
 }
@@ -169,6 +181,7 @@ const vd_backbone_loader vd_resnet_loader = {
     .backbone_type = VD_BACKBONE_RESNET,
     .parse = parse_backbone_resnet,
     .load = load_backbone,
+    .clear = resnet_clear,
     .name = resnet_name,
     .returned = "ResNet stage",
 };

@@ -15,8 +15,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
-    int n_features = model->mnv3_n_computed; /* features[0 .. n_features - 1] */
-    int n_blocks = MIN(n_features - 1, cfg->mnv3_n_blocks);
+    int n_features = model->mnv3.n_computed; /* features[0 .. n_features - 1] */
+    int n_blocks = MIN(n_features - 1, cfg->mnv3.n_blocks);
     gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
     for (int i = 0; i < cfg->n_returned_layers; i++)
         returned[cfg->returned_layers[i]] = TRUE;
@@ -26,7 +26,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     size_t feature_max = act_bytes(st, h, w, cfg->stem_channels, dt), t1_max = 0, t2_max = 0;
     int max_expanded = 1;
     for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
         int oh = conv_out_size(h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
         int ow = conv_out_size(w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
         t1_max = MAX(t1_max, act_bytes(st, h, w, bc->expanded_channels, dt));
@@ -36,8 +36,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         h = oh;
         w = ow;
     }
-    if (n_features == cfg->mnv3_n_blocks + 2)
-        feature_max = MAX(feature_max, act_bytes(st, h, w, cfg->mnv3_last_channels, dt));
+    if (n_features == cfg->mnv3.n_blocks + 2)
+        feature_max = MAX(feature_max, act_bytes(st, h, w, cfg->mnv3.last_channels, dt));
     /* the FPN's top-down sums and the RPN's hidden layer (plan_fpn_rpn), at the
      * returned features' sizes */
     size_t sums = 0, hidden = 0;
@@ -46,7 +46,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             fw = conv_out_size(plan->padded_w, 3, 2, 1);
         for (int f = 0, r = 0; f < n_features && r < cfg->n_returned_layers; f++) {
             if (f >= 1 && f <= n_blocks) {
-                const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[f - 1];
+                const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[f - 1];
                 fh = conv_out_size(fh, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
                 fw = conv_out_size(fw, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
             }
@@ -97,8 +97,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         plan->returned_out[r++] = x;
 
     for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
-        const vd_mnv3_block *mb = &model->mnv3_blocks[b];
+        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
+        const vd_mnv3_block *mb = &model->mnv3.blocks[b];
         cpu_mnv3_block *pb = &plan->mnv3[b];
         int exp = bc->expanded_channels;
         int oh = conv_out_size(x->h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
@@ -140,12 +140,12 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             plan->returned_out[r++] = x;
     }
     plan->n_mnv3 = n_blocks;
-    if (n_features == cfg->mnv3_n_blocks + 2) {
-        int f = cfg->mnv3_n_blocks + 1;
+    if (n_features == cfg->mnv3.n_blocks + 2) {
+        int f = cfg->mnv3.n_blocks + 1;
         void *other = x->data == ping[0] ? ping[1] : ping[0];
-        cpu_tensor *out = plan_tensor(st, plan, x->h, x->w, cfg->mnv3_last_channels, dt, TRUE,
+        cpu_tensor *out = plan_tensor(st, plan, x->h, x->w, cfg->mnv3.last_channels, dt, TRUE,
                                       returned[f] ? NULL : other, error);
-        if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3_last, x, out, FALSE,
+        if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3.last, x, out, FALSE,
                                             VD_ACT_HARDSWISH, error))
             return FALSE;
         plan->has_mnv3_last = TRUE;

@@ -25,7 +25,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
-    gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
+    gboolean bottleneck = cfg->resnet.block == VD_BLOCK_BOTTLENECK;
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_data_type_t qdt = st->int8 ? dnnl_u8 : dt; /* the blocks' activations */
     int stem_c = model->stem.out_channels;
@@ -40,8 +40,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     int stage_h[4] = {0}, stage_w[4] = {0}, stage_c[4] = {0};
     {
         int th = h, tw = w;
-        for (int b = 0; b < model->n_blocks; b++) {
-            const vd_block *mb = &model->blocks[b];
+        for (int b = 0; b < model->resnet.n_blocks; b++) {
+            const vd_block *mb = &model->resnet.blocks[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
             size_t c1 = bottleneck ? act_bytes(st, th, tw, mb->conv1.out_channels, dt)
@@ -50,9 +50,10 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             max_temp = MAX(max_temp, MAX(c1, c2));
             th = oh;
             tw = ow;
-            for (int s = 0; s < model->n_stages_used; s++)
-                if (b + 1 == (s + 1 < model->n_stages_used ? model->stage_first_block[s + 1]
-                                                           : model->n_blocks)) {
+            for (int s = 0; s < model->resnet.n_stages_used; s++)
+                if (b + 1 == (s + 1 < model->resnet.n_stages_used
+                                  ? model->resnet.stage_first_block[s + 1]
+                                  : model->resnet.n_blocks)) {
                     stage_h[s] = th;
                     stage_w[s] = tw;
                     stage_c[s] = (bottleneck ? mb->conv3 : mb->conv2).out_channels;
@@ -65,7 +66,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     size_t pool_bytes = round64(act_bytes(st, h, w, stem_c, dt));
     /* a first stage without a downsample (BasicBlock ResNets) outputs into the
      * max-pool's tensor, which must then outlive the temps */
-    gboolean pool_is_stage_out = !model->blocks[model->stage_first_block[0]].has_downsample;
+    gboolean pool_is_stage_out =
+        !model->resnet.blocks[model->resnet.stage_first_block[0]].has_downsample;
     size_t sums = 0, hidden = 0;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         int s = cfg->returned_layers[i] - 1;
@@ -115,12 +117,13 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             return FALSE;
         x = plan->pool_q;
     }
-    for (int s = 0; s < model->n_stages_used; s++) {
-        int first = model->stage_first_block[s];
-        int last_block =
-            s + 1 < model->n_stages_used ? model->stage_first_block[s + 1] : model->n_blocks;
+    for (int s = 0; s < model->resnet.n_stages_used; s++) {
+        int first = model->resnet.stage_first_block[s];
+        int last_block = s + 1 < model->resnet.n_stages_used
+                             ? model->resnet.stage_first_block[s + 1]
+                             : model->resnet.n_blocks;
         for (int b = first; b < last_block; b++) {
-            const vd_block *mb = &model->blocks[b];
+            const vd_block *mb = &model->resnet.blocks[b];
             cpu_block *pb = &plan->blocks[b];
             const vd_conv *last = bottleneck ? &mb->conv3 : &mb->conv2;
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
@@ -148,7 +151,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             if (mb->has_downsample) {
                 /* C2, the first stage's output, in the scratch (the stem output is dead) */
                 void *data =
-                    b == model->stage_first_block[0] &&
+                    b == model->resnet.stage_first_block[0] &&
                             act_bytes(st, oh, ow, last->out_channels, qdt) <= plan->scratch_bytes
                         ? plan->scratch
                         : NULL;
@@ -208,7 +211,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         plan->stage_scale[s] = x_scale;
         plan->stage_out[s] = x;
     }
-    plan->n_blocks = model->n_blocks;
+    plan->n_blocks = model->resnet.n_blocks;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         plan->returned_out[i] = plan->stage_out[cfg->returned_layers[i] - 1];
         plan->returned_scale[i] = plan->stage_scale[cfg->returned_layers[i] - 1];
@@ -230,7 +233,7 @@ static gboolean block_range_record(cpu_state *st, const cpu_block *pb, const cha
 static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
-    gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
+    gboolean bottleneck = model->config.resnet.block == VD_BLOCK_BOTTLENECK;
     dnnl_exec_arg_t pool_args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
                                     {DNNL_ARG_DST, plan->pool_out->mem}};
     if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
@@ -288,15 +291,16 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
     conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
     kernel_add(out, strings, plan->maxpool, "pooling", "backbone.body.maxpool");
     kernel_add(out, strings, plan->pool_quantize, "reorder", "backbone.body.maxpool.quantise");
-    for (int s = 0; s < m->n_stages_used; s++) {
-        int last = s + 1 < m->n_stages_used ? m->stage_first_block[s + 1] : m->n_blocks;
-        for (int b = m->stage_first_block[s]; b < last; b++) {
+    for (int s = 0; s < m->resnet.n_stages_used; s++) {
+        int last = s + 1 < m->resnet.n_stages_used ? m->resnet.stage_first_block[s + 1]
+                                                   : m->resnet.n_blocks;
+        for (int b = m->resnet.stage_first_block[s]; b < last; b++) {
             const cpu_block *pb = &plan->blocks[b];
             const char *convs[] = {"conv1", "conv2", "conv3", "downsample.0"};
             const cpu_conv *cvs[] = {&pb->conv1, &pb->conv2, &pb->conv3, &pb->downsample};
             for (int i = 0; i < 4; i++) {
                 g_snprintf(name, sizeof(name), "backbone.body.layer%d.%d.%s", s + 1,
-                           b - m->stage_first_block[s], convs[i]);
+                           b - m->resnet.stage_first_block[s], convs[i]);
                 conv_kernels(out, strings, cvs[i], name);
             }
         }

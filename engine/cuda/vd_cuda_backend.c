@@ -410,8 +410,8 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     vd_cuda_layers *L = &st->layers;
-    int n_features = model->mnv3_n_computed; /* features[0 .. n_features - 1] */
-    int n_blocks = MIN(n_features - 1, cfg->mnv3_n_blocks);
+    int n_features = model->mnv3.n_computed; /* features[0 .. n_features - 1] */
+    int n_blocks = MIN(n_features - 1, cfg->mnv3.n_blocks);
     gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
     for (int i = 0; i < cfg->n_returned_layers; i++)
         if (cfg->returned_layers[i] >= 0 && cfg->returned_layers[i] < VD_MAX_BLOCKS + 2)
@@ -423,7 +423,7 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     {
         int th = h, tw = w;
         for (int b = 0; b < n_blocks; b++) {
-            const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
+            const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
             int pad = (bc->kernel - 1) / 2;
             int oh = conv_out_size(th, bc->kernel, bc->stride, pad);
             int ow = conv_out_size(tw, bc->kernel, bc->stride, pad);
@@ -460,8 +460,8 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     if (returned[0])
         plan->fpn_in[r++] = x;
     for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
-        const vd_mnv3_block *mb = &model->mnv3_blocks[b];
+        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
+        const vd_mnv3_block *mb = &model->mnv3.blocks[b];
         cuda_mnv3_block *pb = &plan->mnv3[b];
         vd_cuda_conv_weights *bw = st->mnv3_weights[b];
         int exp = bc->expanded_channels, pad = (bc->kernel - 1) / 2;
@@ -494,8 +494,8 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
             plan->fpn_in[r++] = x;
     }
     plan->n_mnv3 = n_blocks;
-    if (n_features == cfg->mnv3_n_blocks + 2) {
-        int f = cfg->mnv3_n_blocks + 1;
+    if (n_features == cfg->mnv3.n_blocks + 2) {
+        int f = cfg->mnv3.n_blocks + 1;
         plan->mnv3_last_out = plan_tensor(st, plan, x->h, x->w, st->mnv3_last.out_c, NULL, error);
         if (plan->mnv3_last_out == NULL ||
             !vd_cuda_conv_init(L, &plan->mnv3_last, &st->mnv3_last, x, plan->mnv3_last_out, NULL,
@@ -516,7 +516,7 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
 static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
 {
     const vd_model *model = st->model;
-    gboolean bottleneck = model->config.block == VD_BLOCK_BOTTLENECK;
+    gboolean bottleneck = model->config.resnet.block == VD_BLOCK_BOTTLENECK;
     vd_cuda_layers *L = &st->layers;
 
     if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
@@ -539,8 +539,8 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     size_t max_temp = 0;
     {
         int th = plan->pool_out->h, tw = plan->pool_out->w;
-        for (int b = 0; b < model->n_blocks; b++) {
-            const vd_block *mb = &model->blocks[b];
+        for (int b = 0; b < model->resnet.n_blocks; b++) {
+            const vd_block *mb = &model->resnet.blocks[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
             size_t c1 = bottleneck ? (size_t)th * tw * mb->conv1.out_channels
@@ -562,12 +562,13 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         return FALSE;
 
     vd_cuda_tensor *x = plan->pool_out;
-    for (int s = 0; s < model->n_stages_used; s++) {
-        int first = model->stage_first_block[s];
-        int last_block =
-            s + 1 < model->n_stages_used ? model->stage_first_block[s + 1] : model->n_blocks;
+    for (int s = 0; s < model->resnet.n_stages_used; s++) {
+        int first = model->resnet.stage_first_block[s];
+        int last_block = s + 1 < model->resnet.n_stages_used
+                             ? model->resnet.stage_first_block[s + 1]
+                             : model->resnet.n_blocks;
         for (int b = first; b < last_block; b++) {
-            const vd_block *mb = &model->blocks[b];
+            const vd_block *mb = &model->resnet.blocks[b];
             cuda_block *pb = &plan->blocks[b];
             vd_cuda_conv_weights *bw = st->block_weights[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
@@ -617,7 +618,7 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
         }
         plan->stage_out[s] = x;
     }
-    plan->n_blocks = model->n_blocks;
+    plan->n_blocks = model->resnet.n_blocks;
     for (int i = 0; i < model->config.n_returned_layers && i < 4; i++)
         plan->fpn_in[i] = plan->stage_out[model->config.returned_layers[i] - 1];
     return TRUE;
@@ -1429,7 +1430,7 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
     vd_cuda_layers *L = &st->layers;
     cudaStream_t s = L->stream;
     vd_dtype dt = st->dtype;
-    gboolean bottleneck = cfg->block == VD_BLOCK_BOTTLENECK;
+    gboolean bottleneck = cfg->resnet.block == VD_BLOCK_BOTTLENECK;
     size_t esize = vd_dtype_size(dt);
     int total = plan->n_anchors;
     int n_cand = plan->rpn.candidate_offset[plan->rpn.n_levels];
@@ -2284,9 +2285,9 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
 {
     const vd_model *m = st->model;
     const vd_config *cfg = &m->config;
-    int n_blocks = MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks);
+    int n_blocks = MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks);
     for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block *mb = &m->mnv3_blocks[b];
+        const vd_mnv3_block *mb = &m->mnv3.blocks[b];
         vd_cuda_conv_weights *bw = st->mnv3_weights[b];
         const vd_conv *d = &mb->depthwise;
         if ((mb->expand.out_channels > 0 &&
@@ -2315,9 +2316,9 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
             }
         }
     }
-    return m->mnv3_last.out_channels == 0 ||
-           upload_conv(st, &st->mnv3_last, &m->mnv3_last, m->mnv3_last.in_channels,
-                       m->mnv3_last.out_channels, error);
+    return m->mnv3.last.out_channels == 0 ||
+           upload_conv(st, &st->mnv3_last, &m->mnv3.last, m->mnv3.last.in_channels,
+                       m->mnv3.last.out_channels, error);
 }
 
 /* Names every convolution's weights after torchvision's module, for errors and
@@ -2335,18 +2336,18 @@ static void name_conv_weights(cuda_state *st)
             NAME(st->mnv3_weights[b][2], "backbone.body.%d.project", b + 1);
         }
         NAME(st->mnv3_last, "backbone.body.%d",
-             MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks) + 1);
+             MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks) + 1);
     } else {
         NAME(st->stem, "backbone.body.conv1");
-        for (int b = 0; b < m->n_blocks; b++) {
+        for (int b = 0; b < m->resnet.n_blocks; b++) {
             static const char *const conv_names[4] = {"conv1", "conv2", "conv3", "downsample.0"};
             int stage = 0;
-            while (stage + 1 < 4 && m->stage_first_block[stage + 1] > 0 &&
-                   b >= m->stage_first_block[stage + 1])
+            while (stage + 1 < 4 && m->resnet.stage_first_block[stage + 1] > 0 &&
+                   b >= m->resnet.stage_first_block[stage + 1])
                 stage++;
             for (int i = 0; i < 4; i++)
                 NAME(st->block_weights[b][i], "backbone.body.layer%d.%d.%s", stage + 1,
-                     b - m->stage_first_block[stage], conv_names[i]);
+                     b - m->resnet.stage_first_block[stage], conv_names[i]);
         }
     }
     for (int i = 0; i < 4; i++) {
@@ -2383,8 +2384,8 @@ static gboolean upload_weights(cuda_state *st, GError **error)
         return FALSE;
     if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !upload_mnv3_weights(st, error))
         return FALSE;
-    for (int b = 0; b < m->n_blocks; b++) {
-        const vd_block *mb = &m->blocks[b];
+    for (int b = 0; cfg->backbone_type == VD_BACKBONE_RESNET && b < m->resnet.n_blocks; b++) {
+        const vd_block *mb = &m->resnet.blocks[b];
         const vd_conv *convs[4] = {&mb->conv1, &mb->conv2, &mb->conv3, &mb->downsample};
         for (int i = 0; i < 4; i++) {
             if (convs[i]->out_channels == 0 || (i == 3 && !mb->has_downsample))
@@ -2526,14 +2527,14 @@ static gboolean box_convs_chain(const vd_model *m, GError **error)
 static gboolean mnv3_chains(const vd_model *m, GError **error)
 {
     const vd_config *cfg = &m->config;
-    int n_blocks = MIN(m->mnv3_n_computed - 1, cfg->mnv3_n_blocks);
+    int n_blocks = MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks);
     int in = m->stem.out_channels, bad = -1;
-    gboolean ok = m->mnv3_n_computed >= 1 && m->stem.kernel == 3 && m->stem.stride == 2 &&
+    gboolean ok = m->mnv3.n_computed >= 1 && m->stem.kernel == 3 && m->stem.stride == 2 &&
                   m->stem.padding == 1 && m->stem.groups <= 1 && cfg->n_returned_layers >= 1 &&
                   cfg->n_returned_layers <= 4;
     for (int b = 0; ok && b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3_blocks[b];
-        const vd_mnv3_block *mb = &m->mnv3_blocks[b];
+        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
+        const vd_mnv3_block *mb = &m->mnv3.blocks[b];
         const vd_conv *d = &mb->depthwise, *e = &mb->expand, *p = &mb->project;
         int exp = bc->expanded_channels;
         ok = (e->out_channels == 0 ? exp == in
@@ -2553,15 +2554,15 @@ static gboolean mnv3_chains(const vd_model *m, GError **error)
             bad = b + 1;
         in = bc->out_channels;
     }
-    ok = ok && (m->mnv3_last.out_channels == 0 ||
-                (m->mnv3_last.in_channels == in && m->mnv3_last.kernel == 1 &&
-                 m->mnv3_last.stride == 1 && m->mnv3_last.groups <= 1));
+    ok = ok && (m->mnv3.last.out_channels == 0 ||
+                (m->mnv3.last.in_channels == in && m->mnv3.last.kernel == 1 &&
+                 m->mnv3.last.stride == 1 && m->mnv3.last.groups <= 1));
     if (!ok)
         g_set_error(
             error, VD_ERROR, VD_ERROR_FORMAT,
             "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
             "(%s%d)",
-            bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3_n_computed);
+            bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3.n_computed);
     return ok;
 }
 
@@ -2575,11 +2576,11 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
 {
     const vd_config *cfg = &model->config;
     if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 &&
-        g_strcmp0(cfg->mnv3_arch, "mobilenet_v3_large") != 0) {
+        g_strcmp0(cfg->mnv3.arch, "mobilenet_v3_large") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
-                    cfg->mnv3_arch, vd_model_description(model));
+                    cfg->mnv3.arch, vd_model_description(model));
         return FALSE;
     }
     if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(model, error))
@@ -2597,7 +2598,7 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
-                    cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3_arch : "unknown",
+                    cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3.arch : "unknown",
                     vd_model_description(model));
         return FALSE;
     }

@@ -229,9 +229,9 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_assert_cmpint(n_not_int8, ==, 0);
     if (precision == VD_PRECISION_INT8) {
         int body = 0;
-        for (int b = 0; b < model->n_blocks; b++)
-            body += (model->config.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
-                    model->blocks[b].has_downsample;
+        for (int b = 0; b < model->resnet.n_blocks; b++)
+            body += (model->config.resnet.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
+                    model->resnet.blocks[b].has_downsample;
         g_assert_cmpint(n_int8, ==,
                         body + 2 * model->config.n_returned_layers + model->config.n_fpn_levels);
     }
@@ -240,14 +240,14 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     const vd_config *cfg = &model->config;
     gboolean mnv3 = cfg->backbone_type == VD_BACKBONE_MOBILENET_V3;
     int expected_conv = 1 + 2 * cfg->n_returned_layers + 2 * cfg->n_fpn_levels;
-    for (int b = 0; b < model->n_blocks; b++)
-        expected_conv +=
-            (cfg->block == VD_BLOCK_BOTTLENECK ? 3 : 2) + model->blocks[b].has_downsample;
+    for (int b = 0; !mnv3 && b < model->resnet.n_blocks; b++)
+        expected_conv += (cfg->resnet.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
+                         model->resnet.blocks[b].has_downsample;
     /* MobileNetV3: expand (where present), depthwise and project per block, the
      * last conv; no max-pool */
-    for (int b = 0; mnv3 && b < cfg->mnv3_n_blocks; b++)
-        expected_conv += 2 + (model->mnv3_blocks[b].expand.out_channels > 0);
-    expected_conv += mnv3 && model->mnv3_last.out_channels > 0;
+    for (int b = 0; mnv3 && b < cfg->mnv3.n_blocks; b++)
+        expected_conv += 2 + (model->mnv3.blocks[b].expand.out_channels > 0);
+    expected_conv += mnv3 && model->mnv3.last.out_channels > 0;
     /* fasterrcnn_resnet50_fpn_v2: the RPN's further 3x3 convolutions on every level,
      * the conv box head's convolutions; fc6 and the predictor, no fc7 */
     expected_conv += cfg->n_fpn_levels * (cfg->rpn_conv_depth - 1) + cfg->n_box_convs;

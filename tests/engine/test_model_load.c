@@ -107,12 +107,12 @@ static void test_valid_basic(void)
     g_assert_true(c->image_std[0] == 0.229f && c->image_std[1] == 0.224f &&
                   c->image_std[2] == 0.225f);
     g_assert_cmpint(c->size_divisible, ==, 32);
-    g_assert_cmpint(c->depth, ==, 10);
-    g_assert_cmpint(c->block, ==, VD_BLOCK_BASIC);
+    g_assert_cmpint(c->resnet.depth, ==, 10);
+    g_assert_cmpint(c->resnet.block, ==, VD_BLOCK_BASIC);
     for (int i = 0; i < 4; i++)
-        g_assert_cmpint(c->layers[i], ==, 1);
+        g_assert_cmpint(c->resnet.layers[i], ==, 1);
     g_assert_cmpint(c->stem_channels, ==, 64);
-    g_assert_cmpint(c->width_per_group, ==, 64);
+    g_assert_cmpint(c->resnet.width_per_group, ==, 64);
     g_assert_cmpint(c->n_returned_layers, ==, 1);
     g_assert_cmpint(c->returned_layers[0], ==, 1);
     g_assert_true(c->norm_eps == 1e-5f);
@@ -152,15 +152,15 @@ static void test_valid_basic(void)
     g_assert_cmpint(vd_config_stage_channels(c, 0), ==, 0);
     g_assert_cmpint(vd_config_stage_channels(c, 5), ==, 0);
 
-    g_assert_cmpint(model->n_stages_used, ==, 1);
-    g_assert_cmpint(model->n_blocks, ==, 1);
-    g_assert_cmpint(model->stage_first_block[0], ==, 0);
-    g_assert_cmpint(model->stage_first_block[1], ==, 1);
+    g_assert_cmpint(model->resnet.n_stages_used, ==, 1);
+    g_assert_cmpint(model->resnet.n_blocks, ==, 1);
+    g_assert_cmpint(model->resnet.stage_first_block[0], ==, 0);
+    g_assert_cmpint(model->resnet.stage_first_block[1], ==, 1);
     assert_conv(&model->stem, 64, 3, 7, 2, 3);
-    assert_conv(&model->blocks[0].conv1, 64, 64, 3, 1, 1);
-    assert_conv(&model->blocks[0].conv2, 64, 64, 3, 1, 1);
-    g_assert_cmpint(model->blocks[0].conv3.out_channels, ==, 0);
-    g_assert_false(model->blocks[0].has_downsample);
+    assert_conv(&model->resnet.blocks[0].conv1, 64, 64, 3, 1, 1);
+    assert_conv(&model->resnet.blocks[0].conv2, 64, 64, 3, 1, 1);
+    g_assert_cmpint(model->resnet.blocks[0].conv3.out_channels, ==, 0);
+    g_assert_false(model->resnet.blocks[0].has_downsample);
     assert_conv(&model->fpn_inner[0], 8, 64, 1, 1, 0);
     assert_conv(&model->fpn_layer[0], 8, 8, 3, 1, 1);
     assert_conv(&model->rpn_conv, 8, 8, 3, 1, 1);
@@ -225,7 +225,7 @@ static void test_valid_bottleneck(void)
     g_assert_no_error(error);
     g_assert_nonnull(model);
     c = &model->config;
-    g_assert_cmpint(c->block, ==, VD_BLOCK_BOTTLENECK);
+    g_assert_cmpint(c->resnet.block, ==, VD_BLOCK_BOTTLENECK);
     g_assert_cmpint(c->n_fpn_levels, ==, 2);
     g_assert_false(c->fpn_pool_level);
     g_assert_cmpint(c->n_roi_levels, ==, 2);
@@ -238,22 +238,22 @@ static void test_valid_bottleneck(void)
     g_assert_cmpint(vd_config_stage_channels(c, 4), ==, 2048);
     g_assert_cmpstr(vd_model_description(model), ==, "fasterrcnn resnet-fpn, 3 classes");
 
-    g_assert_cmpint(model->n_stages_used, ==, 2);
-    g_assert_cmpint(model->n_blocks, ==, 3);
-    g_assert_cmpint(model->stage_first_block[0], ==, 0);
-    g_assert_cmpint(model->stage_first_block[1], ==, 2);
-    g_assert_cmpint(model->stage_first_block[2], ==, 3);
-    assert_conv(&model->blocks[0].conv1, 64, 64, 1, 1, 0);
-    assert_conv(&model->blocks[0].conv2, 64, 64, 3, 1, 1);
-    assert_conv(&model->blocks[0].conv3, 256, 64, 1, 1, 0);
-    g_assert_true(model->blocks[0].has_downsample);
-    assert_conv(&model->blocks[0].downsample, 256, 64, 1, 1, 0);
-    assert_conv(&model->blocks[1].conv1, 64, 256, 1, 1, 0);
-    g_assert_false(model->blocks[1].has_downsample);
-    assert_conv(&model->blocks[2].conv1, 128, 256, 1, 1, 0);
-    assert_conv(&model->blocks[2].conv2, 128, 128, 3, 2, 1); /* v1.5: stride on the 3x3 */
-    assert_conv(&model->blocks[2].conv3, 512, 128, 1, 1, 0);
-    assert_conv(&model->blocks[2].downsample, 512, 256, 1, 2, 0);
+    g_assert_cmpint(model->resnet.n_stages_used, ==, 2);
+    g_assert_cmpint(model->resnet.n_blocks, ==, 3);
+    g_assert_cmpint(model->resnet.stage_first_block[0], ==, 0);
+    g_assert_cmpint(model->resnet.stage_first_block[1], ==, 2);
+    g_assert_cmpint(model->resnet.stage_first_block[2], ==, 3);
+    assert_conv(&model->resnet.blocks[0].conv1, 64, 64, 1, 1, 0);
+    assert_conv(&model->resnet.blocks[0].conv2, 64, 64, 3, 1, 1);
+    assert_conv(&model->resnet.blocks[0].conv3, 256, 64, 1, 1, 0);
+    g_assert_true(model->resnet.blocks[0].has_downsample);
+    assert_conv(&model->resnet.blocks[0].downsample, 256, 64, 1, 1, 0);
+    assert_conv(&model->resnet.blocks[1].conv1, 64, 256, 1, 1, 0);
+    g_assert_false(model->resnet.blocks[1].has_downsample);
+    assert_conv(&model->resnet.blocks[2].conv1, 128, 256, 1, 1, 0);
+    assert_conv(&model->resnet.blocks[2].conv2, 128, 128, 3, 2, 1); /* v1.5: stride on the 3x3 */
+    assert_conv(&model->resnet.blocks[2].conv3, 512, 128, 1, 1, 0);
+    assert_conv(&model->resnet.blocks[2].downsample, 512, 256, 1, 2, 0);
     assert_conv(&model->fpn_inner[1], 8, 512, 1, 1, 0);
     assert_conv(&model->rpn_cls, 6, 8, 1, 1, 0);
     assert_conv(&model->rpn_bbox, 24, 8, 1, 1, 0);
@@ -695,33 +695,33 @@ static void test_mnv3_valid(void)
     g_assert_no_error(error);
     c = &model->config;
     g_assert_cmpint(c->backbone_type, ==, VD_BACKBONE_MOBILENET_V3);
-    g_assert_cmpstr(c->mnv3_arch, ==, "mobilenet_v3_large");
+    g_assert_cmpstr(c->mnv3.arch, ==, "mobilenet_v3_large");
     g_assert_cmpstr(vd_model_description(model), ==,
                     "fasterrcnn mobilenet_v3_large-fpn, 3 classes");
-    g_assert_cmpint(c->mnv3_n_blocks, ==, 2);
+    g_assert_cmpint(c->mnv3.n_blocks, ==, 2);
     g_assert_cmpint(c->n_returned_layers, ==, 2);
     g_assert_cmpint(c->fpn_in_channels[0], ==, 8);
     g_assert_cmpint(c->fpn_in_channels[1], ==, 16);
     g_assert_cmpint(c->n_fpn_levels, ==, 3);
     g_assert_cmpint(c->anchors_per_location, ==, 6);
     g_assert_cmpint(c->n_roi_levels, ==, 2);
-    g_assert_cmpint(model->mnv3_n_computed, ==, 4);
+    g_assert_cmpint(model->mnv3.n_computed, ==, 4);
     assert_conv(&model->stem, 8, 3, 3, 2, 1);
     /* block 1: no expansion, residual; block 2: expansion, SE, stride 2 */
-    g_assert_cmpint(model->mnv3_blocks[0].expand.out_channels, ==, 0);
-    g_assert_true(model->mnv3_blocks[0].residual);
-    assert_conv(&model->mnv3_blocks[0].depthwise, 8, 8, 3, 1, 1);
-    g_assert_cmpint(model->mnv3_blocks[0].depthwise.groups, ==, 8);
-    g_assert_cmpint(model->mnv3_blocks[0].se_fc1.out_features, ==, 0);
-    assert_conv(&model->mnv3_blocks[1].expand, 16, 8, 1, 1, 0);
-    assert_conv(&model->mnv3_blocks[1].depthwise, 16, 16, 5, 2, 2);
-    g_assert_cmpint(model->mnv3_blocks[1].depthwise.groups, ==, 16);
-    g_assert_cmpint(model->mnv3_blocks[1].se_fc1.out_features, ==, 8);
-    g_assert_cmpint(model->mnv3_blocks[1].se_fc2.in_features, ==, 8);
-    g_assert_cmpint(model->mnv3_blocks[1].se_fc2.out_features, ==, 16);
-    g_assert_false(model->mnv3_blocks[1].residual);
-    g_assert_cmpint(c->mnv3_blocks[1].activation, ==, VD_ACT_HARDSWISH);
-    assert_conv(&model->mnv3_last, 16, 8, 1, 1, 0);
+    g_assert_cmpint(model->mnv3.blocks[0].expand.out_channels, ==, 0);
+    g_assert_true(model->mnv3.blocks[0].residual);
+    assert_conv(&model->mnv3.blocks[0].depthwise, 8, 8, 3, 1, 1);
+    g_assert_cmpint(model->mnv3.blocks[0].depthwise.groups, ==, 8);
+    g_assert_cmpint(model->mnv3.blocks[0].se_fc1.out_features, ==, 0);
+    assert_conv(&model->mnv3.blocks[1].expand, 16, 8, 1, 1, 0);
+    assert_conv(&model->mnv3.blocks[1].depthwise, 16, 16, 5, 2, 2);
+    g_assert_cmpint(model->mnv3.blocks[1].depthwise.groups, ==, 16);
+    g_assert_cmpint(model->mnv3.blocks[1].se_fc1.out_features, ==, 8);
+    g_assert_cmpint(model->mnv3.blocks[1].se_fc2.in_features, ==, 8);
+    g_assert_cmpint(model->mnv3.blocks[1].se_fc2.out_features, ==, 16);
+    g_assert_false(model->mnv3.blocks[1].residual);
+    g_assert_cmpint(c->mnv3.blocks[1].activation, ==, VD_ACT_HARDSWISH);
+    assert_conv(&model->mnv3.last, 16, 8, 1, 1, 0);
     vd_model_unref(model);
     fx_free(fx);
 
@@ -731,8 +731,8 @@ static void test_mnv3_valid(void)
     fx = fx_mnv3(&a);
     model = fx_load(fx, &error);
     g_assert_no_error(error);
-    g_assert_cmpint(model->mnv3_n_computed, ==, 3);
-    g_assert_cmpint(model->mnv3_last.out_channels, ==, 0);
+    g_assert_cmpint(model->mnv3.n_computed, ==, 3);
+    g_assert_cmpint(model->mnv3.last.out_channels, ==, 0);
     vd_model_unref(model);
     fx_free(fx);
 }
@@ -961,9 +961,9 @@ static void test_bn_fold(void)
         g_assert_true(model->stem.bias[o] == -2.5f);
     w = fx_find(fx, "backbone.body.layer1.0.conv1.weight");
     for (gsize i = 0; i < w->n; i++)
-        g_assert_true(model->blocks[0].conv1.weight[i] == 0.5f * w->values[i]);
+        g_assert_true(model->resnet.blocks[0].conv1.weight[i] == 0.5f * w->values[i]);
     for (int o = 0; o < 64; o++)
-        g_assert_true(model->blocks[0].conv1.bias[o] == 2.0f);
+        g_assert_true(model->resnet.blocks[0].conv1.bias[o] == 2.0f);
 
     /* layer1.0.bn2 with the general values and eps 0: torchvision's float32 order,
      * scale = gamma * (1 / sqrt(var + eps)) then shift = beta - mean * scale (two
@@ -978,10 +978,10 @@ static void test_bn_fold(void)
         volatile float scale = g2->values[o] * inv;
         volatile float mean_scale = m2->values[o] * scale;
         volatile float shift = b2->values[o] - mean_scale;
-        g_assert_true(model->blocks[0].conv2.bias[o] == shift);
+        g_assert_true(model->resnet.blocks[0].conv2.bias[o] == shift);
         for (int i = 0; i < 64 * 9; i++) {
             volatile float folded = w->values[o * 64 * 9 + i] * scale;
-            g_assert_true(model->blocks[0].conv2.weight[o * 64 * 9 + i] == folded);
+            g_assert_true(model->resnet.blocks[0].conv2.weight[o * 64 * 9 + i] == folded);
         }
     }
     vd_model_unref(model);
@@ -1053,10 +1053,11 @@ static const float *module_weight(vd_model *model, const char *module, gboolean 
     if (strcmp(module, "backbone.body.conv1") == 0) {
         conv = &model->stem;
     } else if (sscanf(module, "backbone.body.layer%d.%d.conv%d", &stage, &block, &conv_index) == 3) {
-        const vd_block *b = &model->blocks[model->stage_first_block[stage - 1] + block];
+        const vd_resnet_weights *r = &model->resnet;
+        const vd_block *b = &r->blocks[r->stage_first_block[stage - 1] + block];
         conv = conv_index == 1 ? &b->conv1 : conv_index == 2 ? &b->conv2 : &b->conv3;
     } else if (sscanf(module, "backbone.body.layer%d.%d.downsample", &stage, &block) == 2) {
-        conv = &model->blocks[model->stage_first_block[stage - 1] + block].downsample;
+        conv = &model->resnet.blocks[model->resnet.stage_first_block[stage - 1] + block].downsample;
     } else if (sscanf(module, "backbone.fpn.inner_blocks.%d", &block) == 1) {
         conv = &model->fpn_inner[block];
     } else if (strcmp(module, "rpn.head.cls_logits") == 0) {
@@ -1159,8 +1160,10 @@ static void test_export_cli(void)
     g_assert_cmpint(c->min_size, ==, 320);
     g_assert_cmpint(c->max_size, ==, 512);
     g_assert_true(c->image_mean[0] == 0.485f && c->image_std[2] == 0.225f);
-    g_assert_cmpint(c->block, ==, VD_BLOCK_BASIC);
-    g_assert_cmpint(c->layers[0] + c->layers[1] + c->layers[2] + c->layers[3], ==, 8);
+    g_assert_cmpint(c->resnet.block, ==, VD_BLOCK_BASIC);
+    g_assert_cmpint(c->resnet.layers[0] + c->resnet.layers[1] + c->resnet.layers[2] +
+                        c->resnet.layers[3],
+                    ==, 8);
     g_assert_cmpint(c->n_returned_layers, ==, 4);
     g_assert_true(c->norm_eps == 1e-5f); /* FrozenBatchNorm2d default */
     g_assert_cmpint(c->fpn_channels, ==, 256);
@@ -1175,8 +1178,8 @@ static void test_export_cli(void)
     g_assert_cmpint(c->roi_output_size, ==, 7);
     g_assert_cmpint(c->representation_size, ==, 1024);
     g_assert_cmpint(c->detections_per_img, ==, 100);
-    g_assert_cmpint(model->n_blocks, ==, 8);
-    g_assert_true(model->blocks[2].has_downsample); /* layer2.0 */
+    g_assert_cmpint(model->resnet.n_blocks, ==, 8);
+    g_assert_true(model->resnet.blocks[2].has_downsample); /* layer2.0 */
     compare_reference(model, reference);
     vd_model_unref(model);
 out:
@@ -1217,8 +1220,8 @@ static void test_export_custom(void)
     g_assert_cmpint(c->n_returned_layers, ==, 2);
     g_assert_cmpint(c->returned_layers[0], ==, 2);
     g_assert_cmpint(c->returned_layers[1], ==, 3);
-    g_assert_cmpint(model->n_stages_used, ==, 3);
-    g_assert_cmpint(model->n_blocks, ==, 6);
+    g_assert_cmpint(model->resnet.n_stages_used, ==, 3);
+    g_assert_cmpint(model->resnet.n_blocks, ==, 6);
     g_assert_cmpint(c->n_fpn_levels, ==, 3);
     g_assert_cmpint(c->anchors_per_location, ==, 2);
     g_assert_cmpint(c->n_anchor_sizes[0], ==, 2);
