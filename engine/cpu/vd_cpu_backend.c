@@ -5,10 +5,16 @@
  * vd_cpu_ops.c.
  *
  * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x). Each
- * backbone has its own file (vd_cpu_resnet.c, vd_cpu_mnv3.c) that plans and runs
- * it, registered in cpu_backbones[] by the model's backbone type; this file plans
- * and runs the rest (the FPN, the RPN, the heads) and holds what they share
- * (vd_cpu_private.h).
+ * backbone has its own file (vd_cpu_resnet.c, vd_cpu_mnv3.c) that plans it,
+ * registered in cpu_backbones[] by the model's backbone type; this file plans
+ * the rest (the FPN, the RPN, the heads), runs the whole and holds what they
+ * share (vd_cpu_private.h). A plan (one per padded input size) holds its run
+ * from the input conversion to the RPN's convolutions as a list of steps
+ * (cpu_step: a convolution, a oneDNN primitive with its arguments, a
+ * hand-written op such as the FPN's upsampling, the stream's wait), each with
+ * its calibration record, which detect_one() runs in order between the
+ * stages' marks and the observer's points; the heads run per frame on the
+ * proposals.
  *
  * Layout: activations are in oneDNN's blocked layout from the first convolution to
  * RoIAlign, so that no layer reorders its input; only the network input is NHWC
@@ -459,8 +465,149 @@ static void plan_free(cpu_plan *plan)
         g_ptr_array_unref(plan->buffers);
     if (plan->wino_weights != NULL)
         g_hash_table_unref(plan->wino_weights);
+    if (plan->steps != NULL)
+        g_array_unref(plan->steps);
+    if (plan->names != NULL)
+        g_string_chunk_free(plan->names);
     g_free(plan->anchors);
     g_free(plan);
+}
+
+/* The run's steps (cpu_step) */
+
+cpu_step *plan_step(cpu_plan *plan, cpu_step_fn run, const char *what)
+{
+    cpu_step step = {.run = run, .what = what};
+    g_array_append_val(plan->steps, step);
+    return &g_array_index(plan->steps, cpu_step, plan->steps->len - 1);
+}
+
+static gboolean step_conv(cpu_state *st, const cpu_step *step, GError **error)
+{
+    return conv_run(st, step->conv, error);
+}
+
+cpu_step *plan_step_conv(cpu_plan *plan, const cpu_conv *cv)
+{
+    cpu_step *step = plan_step(plan, step_conv, "convolution");
+    step->conv = cv;
+    return step;
+}
+
+static gboolean step_primitive(cpu_state *st, const cpu_step *step, GError **error)
+{
+    dnnl_exec_arg_t args[5] = {step->args[0], step->args[1]}; /* and up to 3 scales */
+    int n = step->n_args;
+    if (step->scales != NULL)
+        n += vd_layers_scale_args(step->scales, args + n);
+    return vd_layers_execute(step->prim, st->stream, n, args, step->what, error);
+}
+
+cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg,
+                              const cpu_tensor *src, int dst_arg, const cpu_tensor *dst,
+                              const vd_layer_scales *scales, const char *what)
+{
+    cpu_step *step = plan_step(plan, step_primitive, what);
+    step->prim = prim;
+    step->args[0] = (dnnl_exec_arg_t){src_arg, src->mem};
+    step->args[1] = (dnnl_exec_arg_t){dst_arg, dst->mem};
+    step->n_args = 2;
+    step->scales = scales;
+    return step;
+}
+
+/* @prim, a reorder, from @src to @dst */
+static gboolean step_reorder(cpu_state *st, const cpu_step *step, GError **error)
+{
+    return vd_layers_reorder(step->prim, st->stream, step->src->mem, step->dst->mem, step->what,
+                             error);
+}
+
+gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)step;
+    return vd_layers_wait(st->stream, error);
+}
+
+void step_record(const cpu_state *st, cpu_plan *plan, cpu_step *step, const cpu_tensor *t,
+                 const char *format, ...)
+{
+    if (st->ranges_seen == NULL) /* not calibrating: no name to build */
+        return;
+    va_list ap;
+    va_start(ap, format);
+    char *name = g_strdup_vprintf(format, ap);
+    va_end(ap);
+    step->record = g_string_chunk_insert(plan->names, name);
+    step->record_t = t;
+    g_free(name);
+}
+
+/* nearest upsampling of @src into @dst, both blocked, of one type (torch's
+ * 'nearest' with an explicit size, spec §2.3): src index = min(floor(dst *
+ * f32(in/out)), in - 1). */
+static void upsample_nearest(const cpu_tensor *src, cpu_tensor *dst)
+{
+    float sy = (float)src->h / (float)dst->h;
+    float sx = (float)src->w / (float)dst->w;
+    const int CB = dst->cb;
+    int n_cb = (dst->c + CB - 1) / CB;
+    size_t es = dt_size(dst->dt);
+    const char *s = src->data;
+    char *d = dst->data;
+#pragma omp parallel for collapse(2)
+    for (int cb = 0; cb < n_cb; cb++) {
+        for (int y = 0; y < dst->h; y++) {
+            int iy = MIN((int)floorf((float)y * sy), src->h - 1);
+            const char *srow = s + ((size_t)cb * src->h + iy) * src->w * CB * es;
+            char *drow = d + ((size_t)cb * dst->h + y) * dst->w * CB * es;
+            for (int x = 0; x < dst->w; x++) {
+                int ix = MIN((int)floorf((float)x * sx), src->w - 1);
+                memcpy(drow + (size_t)x * CB * es, srow + (size_t)ix * CB * es, CB * es);
+            }
+        }
+    }
+}
+
+static gboolean step_upsample(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    upsample_nearest(step->src, step->dst);
+    return TRUE;
+}
+
+/* LastLevelMaxPool: max_pool2d(P_top, 1, 2, 0) == P_top[::2, ::2], from the top
+ * level @src into the pool level @dst */
+static gboolean step_pool_level(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    const cpu_tensor *top = step->src;
+    cpu_tensor *pool = step->dst;
+    const char *s = top->data;
+    char *d = pool->data;
+    const int CB = pool->cb;
+    int n_cb = (pool->c + CB - 1) / CB;
+    size_t es = dt_size(pool->dt);
+    for (int cb = 0; cb < n_cb; cb++)
+        for (int y = 0; y < pool->h; y++)
+            for (int x = 0; x < pool->w; x++)
+                memcpy(d + (((size_t)cb * pool->h + y) * pool->w + x) * CB * es,
+                       s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB * es, CB * es);
+    return TRUE;
+}
+
+/* Steps [@from, @to) of the plan, each followed by its calibration record. */
+static gboolean run_steps(cpu_state *st, const cpu_plan *plan, guint from, guint to, GError **error)
+{
+    for (guint i = from; i < to; i++) {
+        const cpu_step *step = &g_array_index(plan->steps, cpu_step, i);
+        if (!step->run(st, step, error) ||
+            (step->record != NULL && !range_record(st, step->record, step->record_t, error)))
+            return FALSE;
+    }
+    return TRUE;
 }
 
 /* The stem's input layout: NCHW before blocked activations (the direct kernels'
@@ -479,10 +626,16 @@ gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
                         ? NULL
                         : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
                                           stem_tag(st), temps + in_bytes, error);
-    return plan->stem_in != NULL &&
-           vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
-                                 vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
-                                 "input conversion", error);
+    if (plan->stem_in == NULL ||
+        !vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
+                               vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
+                               "input conversion", error))
+        return FALSE;
+    cpu_step *step = plan_step(plan, step_reorder, "input conversion");
+    step->prim = plan->input_convert;
+    step->src = plan->input;
+    step->dst = plan->stem_in;
+    return TRUE;
 }
 
 size_t round64(size_t n)
@@ -571,13 +724,31 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
                                plan->fpn_out[i], FALSE, VD_ACT_NONE, int8 ? &q_layer : NULL, error))
             return FALSE;
     }
+    /* top-down: the upsampled sum below the top level, the lateral convolution
+     * onto it, the 3x3 convolution */
+    for (int i = n_ret - 1; i >= 0; i--) {
+        if (i + 1 < n_ret) {
+            cpu_step *up = plan_step(plan, step_upsample, "FPN upsampling");
+            up->src = plan->fpn_sum[i + 1];
+            up->dst = plan->fpn_sum[i];
+        }
+        step_record(st, plan, plan_step_conv(plan, &plan->fpn_inner[i]), plan->fpn_sum[i],
+                    "backbone.fpn.inner_blocks.%d", i);
+        step_record(st, plan, plan_step_conv(plan, &plan->fpn_layer[i]), plan->fpn_out[i],
+                    "backbone.fpn.layer_blocks.%d", i);
+    }
+    plan_step(plan, step_wait, "FPN");
     if (cfg->fpn_pool_level) {
         cpu_tensor *top = plan->fpn_out[n_ret - 1];
         plan->fpn_out[n_ret] =
             plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc, dt, TRUE, NULL, error);
         if (plan->fpn_out[n_ret] == NULL)
             return FALSE;
+        cpu_step *pool = plan_step(plan, step_pool_level, "FPN pool level");
+        pool->src = top;
+        pool->dst = plan->fpn_out[n_ret];
     }
+    plan->steps_fpn = plan->steps->len;
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
@@ -602,6 +773,10 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         if (!conv_init_model_q(st, &plan->rpn_conv[l], &model->rpn_conv, rpn_in,
                                plan->rpn_hidden[l], FALSE, VD_ACT_RELU, int8 ? &q : NULL, error))
             return FALSE;
+        if (int8)
+            plan_step_primitive(plan, plan->fpn_quantize[l], DNNL_ARG_FROM, p, DNNL_ARG_TO, rpn_in,
+                                &plan->fpn_quantize_scales[l], "int8 quantisation");
+        plan_step_conv(plan, &plan->rpn_conv[l]);
         /* conv_depth > 1 (v2): the next 3x3 conv + ReLU layers alternate between two
          * buffers, the second right after the first in the temps when both fit */
         cpu_tensor *last = plan->rpn_hidden[l];
@@ -619,13 +794,16 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             if (!conv_init_model(st, &plan->rpn_conv_more[l][j - 1], &model->rpn_conv_more[j - 1],
                                  last, next, FALSE, VD_ACT_RELU, error))
                 return FALSE;
+            plan_step_conv(plan, &plan->rpn_conv_more[l][j - 1]);
             last = next;
         }
         if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
                        st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE, VD_ACT_NONE,
                        NULL, error))
             return FALSE;
+        plan_step_conv(plan, &plan->rpn_head[l]);
     }
+    plan_step(plan, step_wait, "RPN");
 
     /* anchors, once per size (spec §3) */
     int total = 0;
@@ -660,10 +838,18 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->pooler.resized_h = -1;
     plan->mask_pooler.resized_h = -1;
 
+    plan->steps = g_array_new(FALSE, FALSE, sizeof(cpu_step));
+    plan->names = g_string_chunk_new(256);
+
     plan->backbone = st->backbone;
 
     st->planning = plan;
-    gboolean ok = st->backbone->plan(st, plan, error) && plan_fpn_rpn(st, plan, error);
+    gboolean ok = st->backbone->plan(st, plan, error);
+    if (ok) {
+        plan_step(plan, step_wait, "backbone");
+        plan->steps_backbone = plan->steps->len;
+        ok = plan_fpn_rpn(st, plan, error);
+    }
     st->planning = NULL;
     if (!ok) {
         plan_free(plan);
@@ -695,76 +881,6 @@ gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GErr
         g_hash_table_insert(st->ranges_seen, g_strdup(name), seen);
     }
     *seen = MAX(*seen, m);
-    return TRUE;
-}
-
-/* nearest upsampling of @src into @dst, both blocked, of one type (torch's
- * 'nearest' with an explicit size, spec §2.3): src index = min(floor(dst *
- * f32(in/out)), in - 1). */
-static void upsample_nearest(const cpu_tensor *src, cpu_tensor *dst)
-{
-    float sy = (float)src->h / (float)dst->h;
-    float sx = (float)src->w / (float)dst->w;
-    const int CB = dst->cb;
-    int n_cb = (dst->c + CB - 1) / CB;
-    size_t es = dt_size(dst->dt);
-    const char *s = src->data;
-    char *d = dst->data;
-#pragma omp parallel for collapse(2)
-    for (int cb = 0; cb < n_cb; cb++) {
-        for (int y = 0; y < dst->h; y++) {
-            int iy = MIN((int)floorf((float)y * sy), src->h - 1);
-            const char *srow = s + ((size_t)cb * src->h + iy) * src->w * CB * es;
-            char *drow = d + ((size_t)cb * dst->h + y) * dst->w * CB * es;
-            for (int x = 0; x < dst->w; x++) {
-                int ix = MIN((int)floorf((float)x * sx), src->w - 1);
-                memcpy(drow + (size_t)x * CB * es, srow + (size_t)ix * CB * es, CB * es);
-            }
-        }
-    }
-}
-
-/* Calibration: range_record() of "backbone.fpn.<part>.<i>" (nothing, and no name
- * built, on the frames of a context that does not calibrate). */
-static gboolean fpn_range_record(cpu_state *st, const char *part, int i, const cpu_tensor *t,
-                                 GError **error)
-{
-    if (st->ranges_seen == NULL)
-        return TRUE;
-    char name[48];
-    g_snprintf(name, sizeof(name), "backbone.fpn.%s.%d", part, i);
-    return range_record(st, name, t, error);
-}
-
-static gboolean run_fpn(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    int n = plan->n_returned;
-    for (int i = n - 1; i >= 0; i--) {
-        if (i + 1 < n)
-            upsample_nearest(plan->fpn_sum[i + 1], plan->fpn_sum[i]);
-        if (!conv_run(st, &plan->fpn_inner[i], error) ||
-            !fpn_range_record(st, "inner_blocks", i, plan->fpn_sum[i], error) ||
-            !conv_run(st, &plan->fpn_layer[i], error) ||
-            !fpn_range_record(st, "layer_blocks", i, plan->fpn_out[i], error))
-            return FALSE;
-    }
-    if (!vd_layers_wait(st->stream, error))
-        return FALSE;
-    if (plan->n_levels > n) {
-        /* LastLevelMaxPool: max_pool2d(P_top, 1, 2, 0) == P_top[::2, ::2] */
-        const cpu_tensor *top = plan->fpn_out[n - 1];
-        cpu_tensor *pool = plan->fpn_out[n];
-        const char *s = top->data;
-        char *d = pool->data;
-        const int CB = pool->cb;
-        int n_cb = (pool->c + CB - 1) / CB;
-        size_t es = dt_size(pool->dt);
-        for (int cb = 0; cb < n_cb; cb++)
-            for (int y = 0; y < pool->h; y++)
-                for (int x = 0; x < pool->w; x++)
-                    memcpy(d + (((size_t)cb * pool->h + y) * pool->w + x) * CB * es,
-                           s + (((size_t)cb * top->h + 2 * y) * top->w + 2 * x) * CB * es, CB * es);
-    }
     return TRUE;
 }
 
@@ -1699,11 +1815,11 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     vd_context_stage_mark(ctx, VD_STAGE_PREPROCESS);
 
-    if (!st->backbone->run(st, plan, error))
+    if (!run_steps(st, plan, 0, plan->steps_backbone, error))
         return FALSE;
     st->frames_seen += st->ranges_seen != NULL;
     vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
-    if (!run_fpn(st, plan, error))
+    if (!run_steps(st, plan, plan->steps_backbone, plan->steps_fpn, error))
         return FALSE;
     if (observe) {
         for (int l = 0; l < plan->n_levels; l++) {
@@ -1719,24 +1835,7 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     }
     vd_context_stage_mark(ctx, VD_STAGE_FPN);
 
-    for (int l = 0; l < plan->n_levels; l++) {
-        if (plan->fpn_quantize[l] != NULL) {
-            dnnl_exec_arg_t args[4] = {{DNNL_ARG_FROM, plan->fpn_out[l]->mem},
-                                       {DNNL_ARG_TO, plan->fpn_q[l]->mem}};
-            int n = 2 + vd_layers_scale_args(&plan->fpn_quantize_scales[l], args + 2);
-            if (!vd_layers_execute(plan->fpn_quantize[l], st->stream, n, args, "int8 quantisation",
-                                   error))
-                return FALSE;
-        }
-        if (!conv_run(st, &plan->rpn_conv[l], error))
-            return FALSE;
-        for (int j = 1; j < st->model->config.rpn_conv_depth; j++)
-            if (!conv_run(st, &plan->rpn_conv_more[l][j - 1], error))
-                return FALSE;
-        if (!conv_run(st, &plan->rpn_head[l], error))
-            return FALSE;
-    }
-    if (!vd_layers_wait(st->stream, error))
+    if (!run_steps(st, plan, plan->steps_fpn, plan->steps->len, error))
         return FALSE;
     int n_nonfinite = 0;
     int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, &n_nonfinite, error);

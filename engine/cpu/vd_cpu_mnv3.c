@@ -1,10 +1,90 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's MobileNetV3 backbone (engine/MOBILENETV3.md: the stem, the
  * inverted residual blocks with squeeze-and-excitation in plain C, the last 1x1
- * convolution), in fp32 or bf16: its plan, its run and its kernels. */
+ * convolution), in fp32 or bf16: its plan (tensors, convolutions and the steps
+ * that run them) and its kernels. */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
 #include "vd_math.h"
+
+/* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
+ * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
+ * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
+ * torch), then every pixel times its channel's scale. @work: 3 x channels. */
+static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
+{
+    int CB;
+    size_t bstride, pstride;
+    tensor_strides(t, &CB, &bstride, &pstride);
+    int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
+    size_t hw = (size_t)t->h * t->w;
+    gboolean bf16 = t->dt == dnnl_bf16;
+    float *mean = work, *hidden = work + C, *scale = work + 2 * C;
+
+#pragma omp parallel for
+    for (int cb = 0; cb < n_cb; cb++) {
+        double acc[16] = {0};
+        size_t at = (size_t)cb * bstride;
+        int n = MIN(CB, C - cb * CB);
+        for (size_t p = 0; p < hw; p++)
+            for (int i = 0; i < n; i++)
+                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
+                               : ((const float *)t->data)[at + p * pstride + i];
+        for (int i = 0; i < n; i++)
+            mean[cb * CB + i] = (float)(acc[i] / (double)hw);
+    }
+    for (int s = 0; s < S; s++) {
+        const float *wrow = mb->se_fc1.weight + (size_t)s * C;
+        float v = 0.0f;
+        for (int c = 0; c < C; c++)
+            v += wrow[c] * mean[c];
+        v += mb->se_fc1.bias[s];
+        hidden[s] = v > 0.0f ? v : 0.0f;
+    }
+    for (int c = 0; c < C; c++) {
+        const float *wrow = mb->se_fc2.weight + (size_t)c * S;
+        float v = 0.0f;
+        for (int s = 0; s < S; s++)
+            v += wrow[s] * hidden[s];
+        v += mb->se_fc2.bias[c];
+        scale[c] = vd_math_hardsigmoid(v);
+    }
+#pragma omp parallel for collapse(2)
+    for (int cb = 0; cb < n_cb; cb++) {
+        for (size_t p = 0; p < hw; p++) {
+            size_t at = (size_t)cb * bstride + p * pstride;
+            /* the padding channels of a last partial block stay 0 */
+            int n = MIN(CB, C - cb * CB);
+            if (bf16) {
+                uint16_t *v = (uint16_t *)t->data + at;
+                for (int i = 0; i < n; i++)
+                    v[i] = f32_to_bf16(bf16_to_f32(v[i]) * scale[cb * CB + i]);
+            } else {
+                float *v = (float *)t->data + at;
+                for (int i = 0; i < n; i++)
+                    v[i] *= scale[cb * CB + i];
+            }
+        }
+    }
+}
+
+static gboolean step_squeeze_excite(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    squeeze_excite(step->dst, step->data, step->work);
+    return TRUE;
+}
+
+/* A residual block's input that must survive (a returned feature), copied into
+ * its output, onto which the projection adds itself. */
+static gboolean step_copy(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    memcpy(step->dst->data, step->src->data, tensor_size(step->src));
+    return TRUE;
+}
 
 /* The MobileNetV3 backbone (engine/MOBILENETV3.md): features ping-pong between two
  * buffers, the returned ones get their own; the input, its NCHW copy and the
@@ -92,6 +172,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     if (x == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, x, FALSE,
                                       VD_ACT_HARDSWISH, error))
         return FALSE;
+    plan_step_conv(plan, &plan->stem);
     int r = 0;
     if (returned[0])
         plan->returned_out[r++] = x;
@@ -114,12 +195,14 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             if (t1 == NULL ||
                 !conv_init_model(st, &pb->expand, &mb->expand, x, t1, FALSE, bc->activation, error))
                 return FALSE;
+            plan_step_conv(plan, &pb->expand);
         }
         t2 = plan_tensor(st, plan, oh, ow, exp, dt, TRUE, plan->scratch, error);
         if (t2 == NULL || !conv_init_model(st, &pb->depthwise, &mb->depthwise, t1, t2, FALSE,
                                            bc->activation, error))
             return FALSE;
-        pb->dw_out = bc->se_channels > 0 ? t2 : NULL;
+        plan_step_conv(plan, &pb->depthwise);
+        gboolean copy = FALSE;
         if (mb->residual && !keep_input && !returned[b + 1]) {
             out = x; /* the residual sum in place */
         } else {
@@ -127,14 +210,26 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
                               returned[b + 1] ? NULL : other, error);
             if (out == NULL)
                 return FALSE;
-            if (mb->residual) {
-                pb->copy_from = x;
-                pb->copy_to = out;
-            }
+            copy = mb->residual;
         }
         if (!conv_init_model(st, &pb->project, &mb->project, t2, out, mb->residual, VD_ACT_NONE,
                              error))
             return FALSE;
+        /* the plain-C operations read what the convolutions wrote */
+        if (bc->se_channels > 0 || copy)
+            plan_step(plan, step_wait, "squeeze-and-excitation");
+        if (bc->se_channels > 0) {
+            cpu_step *step = plan_step(plan, step_squeeze_excite, "squeeze-and-excitation");
+            step->dst = t2;
+            step->data = mb;
+            step->work = plan->se_work;
+        }
+        if (copy) {
+            cpu_step *step = plan_step(plan, step_copy, "residual copy");
+            step->src = x;
+            step->dst = out;
+        }
+        plan_step_conv(plan, &pb->project);
         x = out;
         if (returned[b + 1])
             plan->returned_out[r++] = x;
@@ -148,6 +243,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3.last, x, out, FALSE,
                                             VD_ACT_HARDSWISH, error))
             return FALSE;
+        plan_step_conv(plan, &plan->mnv3_last);
         plan->has_mnv3_last = TRUE;
         if (returned[f])
             plan->returned_out[r++] = out;
@@ -158,92 +254,6 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         return FALSE;
     }
     return TRUE;
-}
-
-/* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
- * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
- * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
- * torch), then every pixel times its channel's scale. @work: 3 x channels. */
-static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
-{
-    int CB;
-    size_t bstride, pstride;
-    tensor_strides(t, &CB, &bstride, &pstride);
-    int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
-    size_t hw = (size_t)t->h * t->w;
-    gboolean bf16 = t->dt == dnnl_bf16;
-    float *mean = work, *hidden = work + C, *scale = work + 2 * C;
-
-#pragma omp parallel for
-    for (int cb = 0; cb < n_cb; cb++) {
-        double acc[16] = {0};
-        size_t at = (size_t)cb * bstride;
-        int n = MIN(CB, C - cb * CB);
-        for (size_t p = 0; p < hw; p++)
-            for (int i = 0; i < n; i++)
-                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
-                               : ((const float *)t->data)[at + p * pstride + i];
-        for (int i = 0; i < n; i++)
-            mean[cb * CB + i] = (float)(acc[i] / (double)hw);
-    }
-    for (int s = 0; s < S; s++) {
-        const float *wrow = mb->se_fc1.weight + (size_t)s * C;
-        float v = 0.0f;
-        for (int c = 0; c < C; c++)
-            v += wrow[c] * mean[c];
-        v += mb->se_fc1.bias[s];
-        hidden[s] = v > 0.0f ? v : 0.0f;
-    }
-    for (int c = 0; c < C; c++) {
-        const float *wrow = mb->se_fc2.weight + (size_t)c * S;
-        float v = 0.0f;
-        for (int s = 0; s < S; s++)
-            v += wrow[s] * hidden[s];
-        v += mb->se_fc2.bias[c];
-        scale[c] = vd_math_hardsigmoid(v);
-    }
-#pragma omp parallel for collapse(2)
-    for (int cb = 0; cb < n_cb; cb++) {
-        for (size_t p = 0; p < hw; p++) {
-            size_t at = (size_t)cb * bstride + p * pstride;
-            /* the padding channels of a last partial block stay 0 */
-            int n = MIN(CB, C - cb * CB);
-            if (bf16) {
-                uint16_t *v = (uint16_t *)t->data + at;
-                for (int i = 0; i < n; i++)
-                    v[i] = f32_to_bf16(bf16_to_f32(v[i]) * scale[cb * CB + i]);
-            } else {
-                float *v = (float *)t->data + at;
-                for (int i = 0; i < n; i++)
-                    v[i] *= scale[cb * CB + i];
-            }
-        }
-    }
-}
-
-static gboolean run_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
-                           "input conversion", error) ||
-        !conv_run(st, &plan->stem, error))
-        return FALSE;
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cpu_mnv3_block *pb = &plan->mnv3[b];
-        if ((pb->has_expand && !conv_run(st, &pb->expand, error)) ||
-            !conv_run(st, &pb->depthwise, error))
-            return FALSE;
-        if ((pb->dw_out != NULL || pb->copy_from != NULL) && !vd_layers_wait(st->stream, error))
-            return FALSE;
-        if (pb->dw_out != NULL)
-            squeeze_excite(pb->dw_out, pb->weights, plan->se_work);
-        if (pb->copy_from != NULL)
-            memcpy(pb->copy_to->data, pb->copy_from->data, tensor_size(pb->copy_from));
-        if (!conv_run(st, &pb->project, error))
-            return FALSE;
-    }
-    if (plan->has_mnv3_last && !conv_run(st, &plan->mnv3_last, error))
-        return FALSE;
-    return vd_layers_wait(st->stream, error);
 }
 
 static void mnv3_clear(cpu_plan *plan)
@@ -285,7 +295,6 @@ static void mnv3_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
 const cpu_backbone vd_cpu_mnv3 = {
     .type = VD_BACKBONE_MOBILENET_V3,
     .plan = plan_mnv3,
-    .run = run_mnv3,
     .clear = mnv3_clear,
     .kernels = mnv3_kernels,
     .int8 = FALSE,

@@ -90,10 +90,38 @@ typedef struct {
     cpu_conv expand, depthwise, project;
     gboolean has_expand;
     const vd_mnv3_block *weights; /* the model's block (SE weights) */
-    cpu_tensor *dw_out;           /* SE operand */
-    const cpu_tensor *copy_from;  /* NULL: no copy */
-    cpu_tensor *copy_to;
 } cpu_mnv3_block;
+
+typedef struct cpu_state cpu_state;
+typedef struct cpu_step cpu_step;
+
+/* What a step runs: step_conv(), step_primitive(), step_reorder(), step_wait()
+ * or a hand-written op over the step's operands (a backbone's own, such as
+ * MobileNetV3's squeeze-and-excitation). */
+typedef gboolean (*cpu_step_fn)(cpu_state *st, const cpu_step *step, GError **error);
+
+/* One step of a plan's run (cpu_plan.steps): built once per input size by the
+ * planners (plan_step() and its helpers), run per frame in order by
+ * run_steps(). Each kind uses its own fields; after it runs, calibration keeps
+ * the largest |value| of @record_t under @record (NULL unless the context
+ * calibrates). */
+struct cpu_step {
+    cpu_step_fn run;
+    const char *what; /* in errors */
+    /* step_primitive(): @prim on @args (an int8 one's @scales appended), step_reorder() */
+    dnnl_primitive_t prim;
+    dnnl_exec_arg_t args[2];
+    int n_args;
+    const vd_layer_scales *scales;
+    const cpu_conv *conv; /* step_conv() */
+    /* a hand-written op's operands */
+    const cpu_tensor *src;
+    cpu_tensor *dst;
+    const void *data;
+    float *work;
+    const char *record; /* calibration (in cpu_plan.names) */
+    const cpu_tensor *record_t;
+};
 
 typedef struct {
     int padded_h, padded_w;
@@ -173,6 +201,13 @@ typedef struct {
      * convolution runs on every level with one set */
     GHashTable *wino_weights;
 
+    /* The run: the backbone's steps (to steps_backbone: from the input
+     * conversion to the FPN's inputs), the FPN's (to steps_fpn), the RPN's
+     * convolutions (to the end), each part ending with the stream's wait. */
+    GArray *steps; /* cpu_step */
+    guint steps_backbone, steps_fpn;
+    GStringChunk *names; /* the steps' calibration names */
+
     const cpu_backbone *backbone; /* the one that planned it (plan_free) */
 } cpu_plan;
 
@@ -250,7 +285,7 @@ typedef struct {
     int in, out;
 } cpu_packed_linear;
 
-typedef struct {
+struct cpu_state {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     int n_threads;
@@ -305,24 +340,26 @@ typedef struct {
 
     cpu_plan *plan;
     cpu_plan *planning; /* the plan being built (plan_new) */
-} cpu_state;
+};
 
 /* A backbone on the CPU, chosen by the model's backbone type (cpu_backbones[] in
  * vd_cpu_backend.c).
  * @plan: the network's input tensors (plan->input, plan->stem_in and the
- *   conversion between them), the backbone's tensors and convolutions, the
- *   plan's two shared buffers (plan->scratch, plan->temps, sized for the FPN and
- *   RPN as well: see cpu_plan) and the FPN's inputs (plan->returned_out[], and
- *   plan->returned_scale[] for int8); plan_fpn_rpn() follows.
- * @run: the backbone from plan->input to the FPN's inputs.
- * @clear: frees what @plan created beyond the plan's tensors and buffers (also
- *   on a plan that failed half-way).
+ *   conversion between them: plan_input(), the first step), the backbone's
+ *   tensors and convolutions, the plan's two shared buffers (plan->scratch,
+ *   plan->temps, sized for the FPN and RPN as well: see cpu_plan), the FPN's
+ *   inputs (plan->returned_out[], and plan->returned_scale[] for int8) and the
+ *   steps that compute them from plan->input, in order (plan_step_conv(),
+ *   plan_step_primitive(), plan_step(), with their calibration records:
+ *   step_record()); plan_new() ends them with the stream's wait, and
+ *   plan_fpn_rpn() follows.
+ * @clear: frees what @plan created beyond the plan's tensors, buffers and steps
+ *   (also on a plan that failed half-way).
  * @kernels: appends its primitives (cpu_kernels()) under their layers' names.
  * @int8: whether it runs int8 (and calibrates). */
 struct cpu_backbone {
     vd_backbone_type type;
     gboolean (*plan)(cpu_state *st, cpu_plan *plan, GError **error);
-    gboolean (*run)(cpu_state *st, cpu_plan *plan, GError **error);
     void (*clear)(cpu_plan *plan);
     void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out, GStringChunk *strings);
     gboolean int8;
@@ -359,6 +396,21 @@ void conv_clear(cpu_conv *cv);
  * @temps + @in_bytes), with the conversion between them. */
 gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
                     dnnl_data_type_t dt, GError **error);
+
+/* The run's steps: a new step of @run (zeroed but for @run and @what) at the
+ * end of the plan's (valid until the next one is added); a convolution; a
+ * oneDNN primitive on @src and @dst under @src_arg and @dst_arg (an int8
+ * one's @scales appended, NULL for none); the calibration record of @step: @t's
+ * largest |value| under the name @format gives (built only when the context
+ * calibrates). */
+cpu_step *plan_step(cpu_plan *plan, cpu_step_fn run, const char *what);
+cpu_step *plan_step_conv(cpu_plan *plan, const cpu_conv *cv);
+cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg,
+                              const cpu_tensor *src, int dst_arg, const cpu_tensor *dst,
+                              const vd_layer_scales *scales, const char *what);
+void step_record(const cpu_state *st, cpu_plan *plan, cpu_step *step, const cpu_tensor *t,
+                 const char *format, ...) G_GNUC_PRINTF(5, 6);
+gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error);
 
 /* int8: scales from the model's calibrated ranges; calibration's records */
 gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,

@@ -2,7 +2,8 @@
 /* The CPU backend's ResNet backbone (resnet_fpn_backbone's body: the stem, the
  * max-pool and the BasicBlock or Bottleneck stages up to the last one the FPN
  * takes), in fp32, bf16 or int8 (vd_cpu_backend.c says how int8 runs): its
- * plan, its run with calibration's records, and its kernels. */
+ * plan (tensors, convolutions and the steps that run them, with calibration's
+ * records) and its kernels. */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
 
@@ -15,6 +16,23 @@ static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
                   vd_layers_primitive_new(pd, &plan->maxpool, "max-pool", error);
     vd_layers_pd_free(pd);
     return ok;
+}
+
+/* A block's steps: the shortcut first (the last convolution adds itself onto
+ * the output), conv1, conv2 (Bottleneck), the last; calibration's records under
+ * "<block>.<convolution>" and the block's output under "<block>". */
+static void plan_block_steps(const cpu_state *st, cpu_plan *plan, const cpu_block *pb,
+                             gboolean bottleneck)
+{
+    const cpu_conv *last = bottleneck ? &pb->conv3 : &pb->conv2;
+    if (pb->has_downsample)
+        step_record(st, plan, plan_step_conv(plan, &pb->downsample), pb->downsample.dst_t,
+                    "%s.downsample.0", pb->name);
+    step_record(st, plan, plan_step_conv(plan, &pb->conv1), pb->conv1.dst_t, "%s.conv1", pb->name);
+    if (bottleneck)
+        step_record(st, plan, plan_step_conv(plan, &pb->conv2), pb->conv2.dst_t, "%s.conv2",
+                    pb->name);
+    step_record(st, plan, plan_step_conv(plan, last), last->dst_t, "%s", pb->name);
 }
 
 /* The input tensors, the backbone's tensors and convolutions, and the plan's two
@@ -97,11 +115,16 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
                                                    plan->stem_out, FALSE, VD_ACT_RELU, error))
         return FALSE;
+    plan_step_conv(plan, &plan->stem);
     void *pool_data = pool_is_stage_out ? NULL : temps + 2 * max_temp;
     plan->pool_out =
         plan_tensor(st, plan, h, w, stem_c, dt, TRUE, st->int8 ? NULL : pool_data, error);
     if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
         return FALSE;
+    step_record(st, plan,
+                plan_step_primitive(plan, plan->maxpool, DNNL_ARG_SRC, plan->stem_out, DNNL_ARG_DST,
+                                    plan->pool_out, NULL, "max-pool"),
+                plan->pool_out, "backbone.body.maxpool");
     void *temp1 = temps, *temp2 = temps + max_temp;
 
     cpu_tensor *x = plan->pool_out;
@@ -115,6 +138,8 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                                     &plan->pool_quantize, &plan->pool_quantize_scales,
                                     "int8 quantisation", error))
             return FALSE;
+        plan_step_primitive(plan, plan->pool_quantize, DNNL_ARG_FROM, plan->pool_out, DNNL_ARG_TO,
+                            plan->pool_q, &plan->pool_quantize_scales, "int8 quantisation");
         x = plan->pool_q;
     }
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
@@ -205,6 +230,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                                        use_last, error))
                     return FALSE;
             }
+            plan_block_steps(st, plan, pb, bottleneck);
             x = out;
             x_scale = s_out;
         }
@@ -217,57 +243,6 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         plan->returned_scale[i] = plan->stage_scale[cfg->returned_layers[i] - 1];
     }
     return TRUE;
-}
-
-/* range_record() of a block's activation "<block>.<what>". */
-static gboolean block_range_record(cpu_state *st, const cpu_block *pb, const char *what,
-                                   const cpu_conv *cv, GError **error)
-{
-    if (st->ranges_seen == NULL) /* not calibrating: no name to build */
-        return TRUE;
-    char name[64];
-    g_snprintf(name, sizeof(name), "%s%s%s", pb->name, what[0] != '\0' ? "." : "", what);
-    return range_record(st, name, cv->dst_t, error);
-}
-
-static gboolean run_backbone(cpu_state *st, cpu_plan *plan, GError **error)
-{
-    const vd_model *model = st->model;
-    gboolean bottleneck = model->config.resnet.block == VD_BLOCK_BOTTLENECK;
-    dnnl_exec_arg_t pool_args[2] = {{DNNL_ARG_SRC, plan->stem_out->mem},
-                                    {DNNL_ARG_DST, plan->pool_out->mem}};
-    if (!vd_layers_reorder(plan->input_convert, st->stream, plan->input->mem, plan->stem_in->mem,
-                           "input conversion", error) ||
-        !conv_run(st, &plan->stem, error) ||
-        !vd_layers_execute(plan->maxpool, st->stream, 2, pool_args, "max-pool", error) ||
-        !range_record(st, "backbone.body.maxpool", plan->pool_out, error))
-        return FALSE;
-    if (plan->pool_quantize != NULL) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_FROM, plan->pool_out->mem},
-                                   {DNNL_ARG_TO, plan->pool_q->mem}};
-        int n = 2 + vd_layers_scale_args(&plan->pool_quantize_scales, args + 2);
-        if (!vd_layers_execute(plan->pool_quantize, st->stream, n, args, "int8 quantisation",
-                               error))
-            return FALSE;
-    }
-    for (int b = 0; b < plan->n_blocks; b++) {
-        const cpu_block *pb = &plan->blocks[b];
-        const cpu_conv *last = bottleneck ? &pb->conv3 : &pb->conv2;
-        /* the shortcut first: conv3/conv2 adds itself onto the output */
-        if (pb->has_downsample &&
-            (!conv_run(st, &pb->downsample, error) ||
-             !block_range_record(st, pb, "downsample.0", &pb->downsample, error)))
-            return FALSE;
-        if (!conv_run(st, &pb->conv1, error) ||
-            !block_range_record(st, pb, "conv1", &pb->conv1, error))
-            return FALSE;
-        if (bottleneck && (!conv_run(st, &pb->conv2, error) ||
-                           !block_range_record(st, pb, "conv2", &pb->conv2, error)))
-            return FALSE;
-        if (!conv_run(st, last, error) || !block_range_record(st, pb, "", last, error))
-            return FALSE;
-    }
-    return vd_layers_wait(st->stream, error);
 }
 
 static void resnet_clear(cpu_plan *plan)
@@ -310,7 +285,6 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
 const cpu_backbone vd_cpu_resnet = {
     .type = VD_BACKBONE_RESNET,
     .plan = plan_backbone,
-    .run = run_backbone,
     .clear = resnet_clear,
     .kernels = resnet_kernels,
     .int8 = TRUE,
