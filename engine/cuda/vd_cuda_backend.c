@@ -4,7 +4,10 @@
  * with cuDNN convolutions, cuBLASLt linear layers and the kernels of kernels/,
  * in the stage structure of the CPU backend (preprocess, backbone, FPN, RPN,
  * RoIAlign, box head, postprocess) and with its observer tensor names, so that
- * the two can be compared tensor by tensor.
+ * the two can be compared tensor by tensor. Each backbone has its own file
+ * (vd_cuda_resnet.c, vd_cuda_mnv3.c: what it supports, its weights, its plan,
+ * its enqueueing), registered in cuda_backbones[] by the model's backbone type;
+ * this file runs the rest and holds what they share (vd_cuda_backbone.h).
  *
  * One stream per context. Everything that depends on the padded input size
  * (activations, convolution algorithms, anchors, NMS workspaces) lives in a plan
@@ -41,269 +44,17 @@
 #include "vd_config.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cuda/vd_cuda_debug.h"
-#include "cuda/vd_cuda_private.h"
+#include "cuda/vd_cuda_backbone.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define VD_CUDA_LT_WORKSPACE ((size_t)32 << 20)
-/* The most image slots of a batch plan; larger batches run in parts. */
-#define VD_MAX_BATCH_SLOTS 32
-
-typedef struct {
-    vd_cuda_conv conv1, conv2, conv3, downsample;
-    vd_cuda_tensor *shortcut; /* the downsample output, or the block input */
-    gboolean has_downsample;
-} cuda_block;
-
-/* One MobileNetV3 InvertedResidual block of a plan (engine/MOBILENETV3.md §2):
- * expand (when the width changes) and depthwise with the block's activation
- * (ReLU fused into cuDNN's call, hardswish a kernel in place after it), SE in
- * place on the depthwise output, project with the residual sum fused. */
-typedef struct {
-    vd_cuda_conv expand, depthwise, project;
-    vd_cuda_tensor *expanded, *dw_out;
-    gboolean has_expand, hardswish;
-    int se_channels; /* 0 without SE */
-} cuda_mnv3_block;
-
-/* Everything that depends on the padded input size, for n_images image slots:
- * activations [n_images][h][w][c], every per-image buffer below [n_images] of
- * what one image needs (the anchors, workspaces and pooler are shared). */
-typedef struct {
-    int padded_h, padded_w;
-    int n_images;
-    vd_cuda_pool pool;
-    GPtrArray *tensors;
-
-    vd_cuda_tensor *input; /* [Hp][Wp][input_channels] */
-    vd_cuda_tensor *stem_out, *pool_out;
-    vd_cuda_tensor *stage_out[4];
-    vd_cuda_conv stem;
-    cuda_block blocks[VD_MAX_BLOCKS];
-    int n_blocks;
-    /* MobileNetV3: the stem (hardswish after it), the blocks, the last 1x1
-     * conv (hardswish), and SE's per-image channel means and scales */
-    cuda_mnv3_block mnv3[VD_MAX_BLOCKS];
-    int n_mnv3;
-    vd_cuda_conv mnv3_last;
-    vd_cuda_tensor *mnv3_last_out;
-    gboolean has_mnv3_last;
-    float *se_means, *se_scales;
-    /* the backbone's returned features, the FPN's inputs */
-    vd_cuda_tensor *fpn_in[4];
-
-    int n_levels, n_returned;
-    vd_cuda_tensor *fpn_sum[4];
-    vd_cuda_tensor *fpn_out[VD_MAX_FPN_LEVELS];
-    vd_cuda_conv fpn_inner[4], fpn_layer[4];
-    vd_cuda_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];
-    vd_cuda_tensor *rpn_out[VD_MAX_FPN_LEVELS];
-    vd_cuda_conv rpn_conv[VD_MAX_FPN_LEVELS], rpn_head[VD_MAX_FPN_LEVELS];
-    /* conv_depth > 1 (v2): the further 3x3 conv + ReLU layers, alternating
-     * between rpn_hidden and rpn_hidden2 (a second level-by-level buffer) */
-    vd_cuda_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS];
-    vd_cuda_conv rpn_conv_more[VD_MAX_FPN_LEVELS][VD_MAX_RPN_CONVS - 1];
-
-    /* RPN */
-    float *anchors; /* [n_anchors][4], generated on the device at plan time */
-    int n_anchors;
-    vd_rpn_levels rpn;
-    unsigned int *logit_keys, *logit_keys_sorted; /* vd_math_rank_key of the logits */
-    int *logit_index, *logit_index_sorted;
-    void *sort_workspace; /* vd_rpn_topk's, or vd_rpn_topk_batched's (n_images > 1) */
-    size_t sort_workspace_bytes;
-    float *candidate_boxes, *candidate_scores;
-    int *candidate_levels;
-    vd_nms_shape rpn_nms;
-    void *rpn_nms_workspace;
-    size_t rpn_nms_workspace_bytes;
-    int *rpn_keep;
-    int *n_proposals; /* device count, one per image */
-    float *proposals, *proposal_scores;
-    int proposal_capacity;
-
-    /* RoI pooler (spec §5.2), cached per resized height as the CPU does */
-    vd_pooler_levels pooler;
-    /* Mask R-CNN's second pooler (the first n_mask_roi_levels levels) */
-    vd_pooler_levels mask_pooler;
-
-    /* box head */
-    void *pooled;
-    /* the conv head (v2, n_box_convs > 0): one image's R rows at a time, N = R,
-     * box_in a view of that image's pooled rows (its data set as each image is
-     * enqueued), the outputs alternating between two buffers of the widest */
-    vd_cuda_tensor box_in;
-    vd_cuda_tensor box_out[VD_MAX_BOX_CONVS];
-    vd_cuda_conv box_convs[VD_MAX_BOX_CONVS];
-    int n_box_convs;
-    void *fc6_out, *fc7_out;
-    float *head; /* [proposal_capacity][predictor_stride] float32 */
-    float *box_boxes, *box_scores;
-    int *box_labels;
-    int *n_box_keep;
-
-    int *n_nonfinite; /* device count of the frame (vd_result.n_nonfinite) */
-} cuda_plan;
-
-/* The mask branch (engine/MASKRCNN.md) for @rows RoIs, one image at a time
- * (the stream orders the images of a batch): the final boxes of the image in
- * resized coordinates, RoIAlign 14x14 into @pooled, the 3x3 convolutions, the
- * transposed convolution as a 1x1 convolution to 4 x channels (@up, read by
- * the logits convolution as [rows][P][4P][channels]: vd_mask_probabilities
- * maps it back to output pixels), the 1x1 logits. Independent of the input
- * size; rows is the result capacity. */
-typedef struct {
-    int rows;
-    vd_cuda_pool pool;
-    float *rois;       /* [rows][4] */
-    float *roi_scores; /* [rows], vd_gather_proposals' (unused) */
-    vd_cuda_tensor pooled;
-    vd_cuda_tensor conv_out[VD_MAX_MASK_CONVS];
-    vd_cuda_tensor up, up_taps, logits;
-    vd_cuda_conv convs[VD_MAX_MASK_CONVS], deconv, logits_conv;
-} cuda_mask;
-
-/* A graph's capture back-off: a failed capture or instantiation (a transient
- * out-of-memory, say) is tried again after 1, 2, 4, ...
- * VD_GRAPH_RETRY_MAX_FRAMES frames that would have been captured, run eagerly
- * meanwhile. Each graph has its own (the single-image graph and every batch
- * size's), so that the failures of one do not delay or reset another's. */
-typedef struct {
-    int failures_in_a_row;
-    int retry_in;
-    char reason[VD_STATUS_REASON_MAX];
-} graph_backoff;
-
-/* A captured frame, valid for one plan, frame (every field the pre-processing
- * kernel takes by value: format, size, planes, strides, colour matrix and
- * range) and set of thresholds. */
-typedef struct {
-    graph_backoff backoff; /* kept when the graph is forgotten, cleared with its plan */
-    cudaGraphExec_t exec;
-    cuda_plan *plan;
-    vd_device_frame frame; /* the first image's (a batch's images are alike) */
-    int n_images;
-    int resized_h, resized_w;
-    float score_threshold, nms_threshold;
-    int max_detections;
-    int times_seen;
-} cuda_graph;
-
-typedef struct {
-    const vd_model *model;
-    int device;
-    vd_dtype dtype;
-    vd_cuda_layers layers;
-    vd_cuda_pool weights_pool;
-    int input_channels;   /* the first convolution's input channels (padded) */
-    int head_stride;      /* RPN head output channels (5A, padded) */
-    int predictor_stride; /* box predictor outputs (5K, padded) */
-
-    vd_cuda_conv_weights stem;
-    vd_cuda_conv_weights block_weights[VD_MAX_BLOCKS][4]; /* conv1..3, downsample */
-    /* MobileNetV3: expand, depthwise (groups), project per block; the last
-     * conv; SE's fc1 weight, fc1 bias, fc2 weight, fc2 bias (float32) */
-    vd_cuda_conv_weights mnv3_weights[VD_MAX_BLOCKS][3];
-    vd_cuda_conv_weights mnv3_last;
-    float *mnv3_se[VD_MAX_BLOCKS][4];
-    vd_cuda_conv_weights fpn_inner[4], fpn_layer[4];
-    vd_cuda_conv_weights rpn_conv, rpn_head;
-    /* v2: the RPN head's further convolutions, the conv box head (output
-     * channels padded to multiples of 8; fc6 then reads [P][P][padded]) */
-    vd_cuda_conv_weights rpn_conv_more[VD_MAX_RPN_CONVS - 1];
-    vd_cuda_conv_weights box_convs[VD_MAX_BOX_CONVS];
-    int n_box_convs;
-    gboolean has_fc7; /* TwoMLPHead; the conv head has fc6 only */
-    vd_cuda_linear fc6, fc7, predictor;
-
-    /* Mask R-CNN: the head's weights (channels padded to multiples of 8), the
-     * transposed convolution as a 1x1 convolution to 4 x deconv_channels
-     * (output channel (2 ky + kx) * deconv_channels + o), and its plan */
-    gboolean has_masks;
-    int n_mask_convs;
-    vd_cuda_conv_weights mask_convs[VD_MAX_MASK_CONVS], mask_deconv, mask_logits;
-    int deconv_channels;
-    cuda_mask mask;
-
-    cuda_plan *plan;              /* one image slot: single images */
-    cuda_plan *batch_plan;        /* batches of two images or more (NULL before the first) */
-    vd_batch_shrink batch_shrink; /* when batch_plan shrinks (vd_batch_plan_slots) */
-
-    /* the frame upload: pinned staging and its device copy (a batch's frames
-     * one after another) */
-    uint8_t *staging;
-    uint8_t *raw;
-    size_t raw_bytes;
-
-    /* The box head's NMS, shared by the plans (one image at a time on the
-     * stream): sized for every candidate the frame's score threshold lets
-     * through (box_nms_candidates), so that it runs over all of them as the
-     * CPU does; grown when a lower threshold needs more (ensure_box_nms). */
-    vd_nms_shape box_nms;
-    void *box_nms_workspace;
-    size_t box_nms_workspace_bytes;
-
-    /* the one readback of a frame, or of a batch: result_slots results of
-     * result_stride bytes */
-    vd_kernel_result *result_device;
-    vd_kernel_result *result_host; /* pinned */
-    int *box_keep;                 /* [result_slots][result_capacity] */
-    int result_capacity;
-    int result_slots;
-    size_t result_stride;
-    /* models with masks: each result's [result_capacity][M][M] float32 mask
-     * probabilities at this offset from it, read back with the detections */
-    size_t result_probs_offset;
-
-    cudaEvent_t frame_done;
-    cudaEvent_t stage_events[VD_MAX_STAGES + 1];
-
-    /* the observer's device scratch (float32), grown as needed */
-    float *observe_scratch;
-    size_t observe_scratch_bytes;
-    guint64 sync_count;
-
-    gboolean use_graphs;
-    const char *graphs_off_reason; /* why use_graphs is FALSE */
-    cuda_graph graph;              /* of plan */
-    /* of batch_plan, one per batch size (2 .. VD_MAX_BATCH_SLOTS): a partial
-     * batch (a stream's end, a latency deadline) keeps the full batch's graph */
-    cuda_graph batch_graphs[VD_MAX_BATCH_SLOTS + 1];
-    gboolean graph_replayed;
-    guint64 graph_replays;
-    guint64 graph_failures;       /* every graph's, since creation (each backs off on its own) */
-    const cuda_graph *last_graph; /* the last batch's: the run status reports its back-off */
-    int fail_captures;            /* test hook: captures still to fail on purpose */
-    gboolean inject_sync;
-} cuda_state;
 
 /* The stages the device runs (vd_stages.h): up to VD_STAGE_POSTPROCESS, and
  * VD_STAGE_MASK_HEAD for models with masks; the host pastes the masks. */
 #define N_DEVICE_STAGES (VD_STAGE_POSTPROCESS + 1)
-
-#define CUDA_TRY(call, what)                                                                       \
-    do {                                                                                           \
-        if (!vd_cuda_check((call), (what), error))                                                 \
-            goto out_fail;                                                                         \
-    } while (0)
-
-#define CUDNN_TRY(call, what)                                                                      \
-    do {                                                                                           \
-        if (!vd_cudnn_check((call), (what), error))                                                \
-            goto out_fail;                                                                         \
-    } while (0)
-
-static int round_up(int n, int multiple)
-{
-    return (n + multiple - 1) / multiple * multiple;
-}
-
-static int conv_out_size(int n, int kernel, int stride, int padding)
-{
-    return (n + 2 * padding - kernel) / stride + 1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Device availability                                                       */
@@ -350,8 +101,8 @@ gboolean vd_cuda_available(int device_index, GError **error)
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
 
-static vd_cuda_tensor *plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w, int c, void *data,
-                                   GError **error)
+vd_cuda_tensor *cuda_plan_tensor(cuda_state *st, cuda_plan *plan, int h, int w, int c, void *data,
+                                 GError **error)
 {
     vd_cuda_tensor *t = g_new0(vd_cuda_tensor, 1);
     g_ptr_array_add(plan->tensors, t);
@@ -401,229 +152,6 @@ static void plan_free(cuda_plan *plan)
     g_free(plan);
 }
 
-/* MobileNetV3's features (engine/MOBILENETV3.md §2, §3) up to the last
- * returned one: the stem, the blocks (expanded and depthwise tensors in two
- * buffers shared by the blocks, every block output its own tensor so that a
- * returned feature survives the next block's residual sum), the last conv. */
-static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
-{
-    const vd_model *model = st->model;
-    const vd_config *cfg = &model->config;
-    vd_cuda_layers *L = &st->layers;
-    int n_features = model->mnv3.n_computed; /* features[0 .. n_features - 1] */
-    int n_blocks = MIN(n_features - 1, cfg->mnv3.n_blocks);
-    gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};
-    for (int i = 0; i < cfg->n_returned_layers; i++)
-        if (cfg->returned_layers[i] >= 0 && cfg->returned_layers[i] < VD_MAX_BLOCKS + 2)
-            returned[cfg->returned_layers[i]] = TRUE;
-
-    int h = conv_out_size(plan->padded_h, 3, 2, 1), w = conv_out_size(plan->padded_w, 3, 2, 1);
-    size_t max_expanded = 1, max_dw = 1;
-    int max_channels = 1;
-    {
-        int th = h, tw = w;
-        for (int b = 0; b < n_blocks; b++) {
-            const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
-            int pad = (bc->kernel - 1) / 2;
-            int oh = conv_out_size(th, bc->kernel, bc->stride, pad);
-            int ow = conv_out_size(tw, bc->kernel, bc->stride, pad);
-            max_expanded = MAX(max_expanded, (size_t)th * tw * bc->expanded_channels);
-            max_dw = MAX(max_dw, (size_t)oh * ow * bc->expanded_channels);
-            max_channels = MAX(max_channels, bc->expanded_channels);
-            th = oh;
-            tw = ow;
-        }
-    }
-    size_t esize = vd_dtype_size(st->dtype), n_img = (size_t)plan->n_images;
-    void *temp1 = vd_cuda_pool_alloc(&plan->pool, n_img * max_expanded * esize, L->stream,
-                                     "block intermediates", error);
-    void *temp2 = temp1 == NULL ? NULL
-                                : vd_cuda_pool_alloc(&plan->pool, n_img * max_dw * esize, L->stream,
-                                                     "block intermediates", error);
-    plan->se_means = temp2 == NULL
-                         ? NULL
-                         : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
-                                              L->stream, "squeeze-excitation", error);
-    plan->se_scales = plan->se_means == NULL
-                          ? NULL
-                          : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
-                                               L->stream, "squeeze-excitation", error);
-    if (plan->se_scales == NULL)
-        return FALSE;
-
-    plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
-    if (plan->stem_out == NULL || !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input,
-                                                     plan->stem_out, NULL, FALSE, ws, error))
-        return FALSE;
-    vd_cuda_tensor *x = plan->stem_out;
-    int r = 0;
-    if (returned[0])
-        plan->fpn_in[r++] = x;
-    for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
-        const vd_mnv3_block *mb = &model->mnv3.blocks[b];
-        cuda_mnv3_block *pb = &plan->mnv3[b];
-        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
-        int exp = bc->expanded_channels, pad = (bc->kernel - 1) / 2;
-        int oh = conv_out_size(x->h, bc->kernel, bc->stride, pad);
-        int ow = conv_out_size(x->w, bc->kernel, bc->stride, pad);
-        gboolean relu = bc->activation == VD_ACT_RELU;
-
-        pb->hardswish = bc->activation == VD_ACT_HARDSWISH;
-        pb->has_expand = mb->expand.out_channels > 0;
-        pb->se_channels = mb->se_fc1.out_features;
-        vd_cuda_tensor *t1 = x;
-        if (pb->has_expand) {
-            t1 = plan_tensor(st, plan, x->h, x->w, exp, temp1, error);
-            if (t1 == NULL ||
-                !vd_cuda_conv_init(L, &pb->expand, &bw[0], x, t1, NULL, relu, ws, error))
-                return FALSE;
-        }
-        pb->expanded = t1;
-        pb->dw_out = plan_tensor(st, plan, oh, ow, exp, temp2, error);
-        vd_cuda_tensor *out = pb->dw_out == NULL
-                                  ? NULL
-                                  : plan_tensor(st, plan, oh, ow, bc->out_channels, NULL, error);
-        if (out == NULL ||
-            !vd_cuda_conv_init(L, &pb->depthwise, &bw[1], t1, pb->dw_out, NULL, relu, ws, error) ||
-            !vd_cuda_conv_init(L, &pb->project, &bw[2], pb->dw_out, out, mb->residual ? x : NULL,
-                               FALSE, ws, error))
-            return FALSE;
-        x = out;
-        if (returned[b + 1] && r < 4)
-            plan->fpn_in[r++] = x;
-    }
-    plan->n_mnv3 = n_blocks;
-    if (n_features == cfg->mnv3.n_blocks + 2) {
-        int f = cfg->mnv3.n_blocks + 1;
-        plan->mnv3_last_out = plan_tensor(st, plan, x->h, x->w, st->mnv3_last.out_c, NULL, error);
-        if (plan->mnv3_last_out == NULL ||
-            !vd_cuda_conv_init(L, &plan->mnv3_last, &st->mnv3_last, x, plan->mnv3_last_out, NULL,
-                               FALSE, ws, error))
-            return FALSE;
-        plan->has_mnv3_last = TRUE;
-        if (returned[f] && r < 4)
-            plan->fpn_in[r++] = plan->mnv3_last_out;
-    }
-    if (r != cfg->n_returned_layers) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d of %d returned features planned", r,
-                    cfg->n_returned_layers);
-        return FALSE;
-    }
-    return TRUE;
-}
-
-static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
-{
-    const vd_model *model = st->model;
-    gboolean bottleneck = model->config.resnet.block == VD_BLOCK_BOTTLENECK;
-    vd_cuda_layers *L = &st->layers;
-
-    if (model->config.backbone_type == VD_BACKBONE_MOBILENET_V3)
-        return plan_mnv3(st, plan, ws, error);
-
-    int h =
-        conv_out_size(plan->padded_h, model->stem.kernel, model->stem.stride, model->stem.padding);
-    int w =
-        conv_out_size(plan->padded_w, model->stem.kernel, model->stem.stride, model->stem.padding);
-    plan->stem_out = plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
-    if (plan->stem_out == NULL || !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input,
-                                                     plan->stem_out, NULL, TRUE, ws, error))
-        return FALSE;
-    plan->pool_out = plan_tensor(st, plan, conv_out_size(h, 3, 2, 1), conv_out_size(w, 3, 2, 1),
-                                 st->stem.out_c, NULL, error);
-    if (plan->pool_out == NULL)
-        return FALSE;
-
-    /* block intermediates share two buffers sized for the largest */
-    size_t max_temp = 0;
-    {
-        int th = plan->pool_out->h, tw = plan->pool_out->w;
-        for (int b = 0; b < model->resnet.n_blocks; b++) {
-            const vd_block *mb = &model->resnet.blocks[b];
-            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
-            int oh = conv_out_size(th, 3, stride, 1), ow = conv_out_size(tw, 3, stride, 1);
-            size_t c1 = bottleneck ? (size_t)th * tw * mb->conv1.out_channels
-                                   : (size_t)oh * ow * mb->conv1.out_channels;
-            size_t c2 = (size_t)oh * ow * mb->conv2.out_channels;
-            max_temp = MAX(max_temp, MAX(c1, c2));
-            th = oh;
-            tw = ow;
-        }
-    }
-    size_t esize = vd_dtype_size(st->dtype);
-    max_temp *= (size_t)plan->n_images;
-    void *temp1 =
-        vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream, "block intermediates", error);
-    void *temp2 = temp1 == NULL ? NULL
-                                : vd_cuda_pool_alloc(&plan->pool, max_temp * esize, L->stream,
-                                                     "block intermediates", error);
-    if (temp2 == NULL)
-        return FALSE;
-
-    vd_cuda_tensor *x = plan->pool_out;
-    for (int s = 0; s < model->resnet.n_stages_used; s++) {
-        int first = model->resnet.stage_first_block[s];
-        int last_block = s + 1 < model->resnet.n_stages_used
-                             ? model->resnet.stage_first_block[s + 1]
-                             : model->resnet.n_blocks;
-        for (int b = first; b < last_block; b++) {
-            const vd_block *mb = &model->resnet.blocks[b];
-            cuda_block *pb = &plan->blocks[b];
-            vd_cuda_conv_weights *bw = st->block_weights[b];
-            int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
-            int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
-            int out_c = bottleneck ? mb->conv3.out_channels : mb->conv2.out_channels;
-
-            pb->has_downsample = mb->has_downsample;
-            if (mb->has_downsample) {
-                pb->shortcut = plan_tensor(st, plan, oh, ow, out_c, NULL, error);
-                if (pb->shortcut == NULL ||
-                    !vd_cuda_conv_init(L, &pb->downsample, &bw[3], x, pb->shortcut, NULL, FALSE, ws,
-                                       error))
-                    return FALSE;
-            } else {
-                if (x->c != out_c || stride != 1) {
-                    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
-                                "block %d changes its shape without a downsample", b);
-                    return FALSE;
-                }
-                pb->shortcut = x;
-            }
-            vd_cuda_tensor *out = plan_tensor(st, plan, oh, ow, out_c, NULL, error);
-            if (out == NULL)
-                return FALSE;
-            if (bottleneck) {
-                vd_cuda_tensor *t1 =
-                    plan_tensor(st, plan, x->h, x->w, mb->conv1.out_channels, temp1, error);
-                vd_cuda_tensor *t2 = t1 == NULL ? NULL
-                                                : plan_tensor(st, plan, oh, ow,
-                                                              mb->conv2.out_channels, temp2, error);
-                if (t2 == NULL ||
-                    !vd_cuda_conv_init(L, &pb->conv1, &bw[0], x, t1, NULL, TRUE, ws, error) ||
-                    !vd_cuda_conv_init(L, &pb->conv2, &bw[1], t1, t2, NULL, TRUE, ws, error) ||
-                    !vd_cuda_conv_init(L, &pb->conv3, &bw[2], t2, out, pb->shortcut, TRUE, ws,
-                                       error))
-                    return FALSE;
-            } else {
-                vd_cuda_tensor *t1 =
-                    plan_tensor(st, plan, oh, ow, mb->conv1.out_channels, temp1, error);
-                if (t1 == NULL ||
-                    !vd_cuda_conv_init(L, &pb->conv1, &bw[0], x, t1, NULL, TRUE, ws, error) ||
-                    !vd_cuda_conv_init(L, &pb->conv2, &bw[1], t1, out, pb->shortcut, TRUE, ws,
-                                       error))
-                    return FALSE;
-            }
-            x = out;
-        }
-        plan->stage_out[s] = x;
-    }
-    plan->n_blocks = model->resnet.n_blocks;
-    for (int i = 0; i < model->config.n_returned_layers && i < 4; i++)
-        plan->fpn_in[i] = plan->stage_out[model->config.returned_layers[i] - 1];
-    return TRUE;
-}
-
 static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error)
 {
     const vd_model *model = st->model;
@@ -637,8 +165,8 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     plan->n_levels = cfg->n_fpn_levels;
     for (int i = 0; i < n_ret; i++) {
         vd_cuda_tensor *c = plan->fpn_in[i];
-        plan->fpn_sum[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
-        plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
+        plan->fpn_sum[i] = cuda_plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
+        plan->fpn_out[i] = cuda_plan_tensor(st, plan, c->h, c->w, fc, NULL, error);
         if (plan->fpn_sum[i] == NULL || plan->fpn_out[i] == NULL ||
             !vd_cuda_conv_init(L, &plan->fpn_inner[i], &st->fpn_inner[i], c, plan->fpn_sum[i], NULL,
                                FALSE, ws, error) ||
@@ -649,7 +177,7 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     if (cfg->fpn_pool_level) {
         vd_cuda_tensor *top = plan->fpn_out[n_ret - 1];
         plan->fpn_out[n_ret] =
-            plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc, NULL, error);
+            cuda_plan_tensor(st, plan, (top->h + 1) / 2, (top->w + 1) / 2, fc, NULL, error);
         if (plan->fpn_out[n_ret] == NULL)
             return FALSE;
     }
@@ -673,15 +201,15 @@ static gboolean plan_fpn_rpn(cuda_state *st, cuda_plan *plan, size_t *ws, GError
     }
     for (int l = 0; l < plan->n_levels; l++) {
         vd_cuda_tensor *p = plan->fpn_out[l];
-        plan->rpn_hidden[l] = plan_tensor(st, plan, p->h, p->w, fc, hidden, error);
-        plan->rpn_out[l] = plan_tensor(st, plan, p->h, p->w, st->head_stride, NULL, error);
+        plan->rpn_hidden[l] = cuda_plan_tensor(st, plan, p->h, p->w, fc, hidden, error);
+        plan->rpn_out[l] = cuda_plan_tensor(st, plan, p->h, p->w, st->head_stride, NULL, error);
         if (plan->rpn_hidden[l] == NULL || plan->rpn_out[l] == NULL ||
             !vd_cuda_conv_init(L, &plan->rpn_conv[l], &st->rpn_conv, p, plan->rpn_hidden[l], NULL,
                                TRUE, ws, error))
             return FALSE;
         vd_cuda_tensor *last = plan->rpn_hidden[l];
         if (cfg->rpn_conv_depth > 1) {
-            plan->rpn_hidden2[l] = plan_tensor(st, plan, p->h, p->w, fc, hidden2, error);
+            plan->rpn_hidden2[l] = cuda_plan_tensor(st, plan, p->h, p->w, fc, hidden2, error);
             if (plan->rpn_hidden2[l] == NULL)
                 return FALSE;
         }
@@ -973,8 +501,8 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_ima
     vd_cuda_pool_init_stream_ordered(&plan->pool, L->stream, st->device);
     plan->tensors = g_ptr_array_new_with_free_func(g_free);
 
-    plan->input = plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
-    if (plan->input == NULL || !plan_backbone(st, plan, &ws, error) ||
+    plan->input = cuda_plan_tensor(st, plan, padded_h, padded_w, st->input_channels, NULL, error);
+    if (plan->input == NULL || !st->backbone->plan(st, plan, &ws, error) ||
         !plan_fpn_rpn(st, plan, &ws, error) || !plan_box_head(st, plan, &ws, error))
         goto out_fail;
 
@@ -1308,11 +836,6 @@ static gboolean record_stage(cuda_state *st, vd_stage stage, gboolean timing, GE
 
 /* Image @i's slice of an activation, and of a per-image buffer of @per_image
  * elements of @esize bytes. */
-static void *image_of(const vd_cuda_tensor *t, int i, vd_dtype dt)
-{
-    return (char *)t->data + (size_t)i * vd_cuda_tensor_image_elements(t) * vd_dtype_size(dt);
-}
-
 static vd_kernel_result *result_slot(cuda_state *st, vd_kernel_result *base, int i)
 {
     return (vd_kernel_result *)((char *)base + (size_t)i * st->result_stride);
@@ -1380,48 +903,6 @@ out_fail:
  * the readback of the results into pinned memory. No host synchronisation.
  * With a one-slot plan this is the single-image path: the same calls, in the
  * same order, as before batches existed. */
-/* hardswish in place over every image slot of @t */
-static gboolean hardswish_tensor(cuda_state *st, vd_cuda_tensor *t, GError **error)
-{
-    return vd_cuda_check(vd_hardswish(t->data, (size_t)t->n * vd_cuda_tensor_image_elements(t),
-                                      st->dtype, st->layers.stream),
-                         "hardswish", error);
-}
-
-/* MobileNetV3's features over every image slot of @plan (as the ResNet
- * convolutions run): convolutions with ReLU fused, hardswish and SE kernels
- * between them on the stream. */
-static gboolean enqueue_mnv3(cuda_state *st, cuda_plan *plan, GError **error)
-{
-    vd_cuda_layers *L = &st->layers;
-    if (!vd_cuda_conv_run(L, &plan->stem, error) || !hardswish_tensor(st, plan->stem_out, error))
-        return FALSE;
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cuda_mnv3_block *pb = &plan->mnv3[b];
-        if (pb->has_expand && (!vd_cuda_conv_run(L, &pb->expand, error) ||
-                               (pb->hardswish && !hardswish_tensor(st, pb->expanded, error))))
-            return FALSE;
-        if (!vd_cuda_conv_run(L, &pb->depthwise, error) ||
-            (pb->hardswish && !hardswish_tensor(st, pb->dw_out, error)))
-            return FALSE;
-        if (pb->se_channels > 0) {
-            vd_cuda_tensor *t = pb->dw_out;
-            float *const *se = st->mnv3_se[b];
-            if (!vd_cuda_check(vd_squeeze_excite(t->data, t->n, t->h * t->w, t->c, pb->se_channels,
-                                                 se[0], se[1], se[2], se[3], plan->se_means,
-                                                 plan->se_scales, st->dtype, L->stream),
-                               "squeeze-excitation", error))
-                return FALSE;
-        }
-        if (!vd_cuda_conv_run(L, &pb->project, error))
-            return FALSE;
-    }
-    if (plan->has_mnv3_last && (!vd_cuda_conv_run(L, &plan->mnv3_last, error) ||
-                                !hardswish_tensor(st, plan->mnv3_last_out, error)))
-        return FALSE;
-    return TRUE;
-}
-
 static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
                               const vd_device_frame *frames, int n, size_t frame_bytes, int rh,
                               int rw, gboolean timing, GError **error)
@@ -1430,7 +911,6 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
     vd_cuda_layers *L = &st->layers;
     cudaStream_t s = L->stream;
     vd_dtype dt = st->dtype;
-    gboolean bottleneck = cfg->resnet.block == VD_BLOCK_BOTTLENECK;
     size_t esize = vd_dtype_size(dt);
     int total = plan->n_anchors;
     int n_cand = plan->rpn.candidate_offset[plan->rpn.n_levels];
@@ -1458,28 +938,8 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         return FALSE;
 
     /* backbone: every convolution over the plan's image slots at once */
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3) {
-        if (!enqueue_mnv3(st, plan, error))
-            return FALSE;
-    } else {
-        if (!vd_cuda_conv_run(L, &plan->stem, error))
-            return FALSE;
-        for (int i = 0; i < n; i++)
-            CUDA_TRY(vd_max_pool_3x3s2(image_of(plan->stem_out, i, dt), plan->stem_out->h,
-                                       plan->stem_out->w, plan->stem_out->c,
-                                       image_of(plan->pool_out, i, dt), plan->pool_out->h,
-                                       plan->pool_out->w, dt, s),
-                     "max pooling");
-        for (int b = 0; b < plan->n_blocks; b++) {
-            cuda_block *pb = &plan->blocks[b];
-            if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
-                return FALSE;
-            if (!vd_cuda_conv_run(L, &pb->conv1, error) || !vd_cuda_conv_run(L, &pb->conv2, error))
-                return FALSE;
-            if (bottleneck && !vd_cuda_conv_run(L, &pb->conv3, error))
-                return FALSE;
-        }
-    }
+    if (!st->backbone->enqueue(st, plan, n, error))
+        return FALSE;
     if (!record_stage(st, VD_STAGE_FPN, timing, error))
         return FALSE;
 
@@ -2229,8 +1689,8 @@ static void cuda_destroy(void *p)
     g_free(st);
 }
 
-static gboolean upload_conv(cuda_state *st, vd_cuda_conv_weights *dst, const vd_conv *c,
-                            int padded_in, int padded_out, GError **error)
+gboolean cuda_upload_conv(cuda_state *st, vd_cuda_conv_weights *dst, const vd_conv *c,
+                          int padded_in, int padded_out, GError **error)
 {
     return vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, dst, c->weight, c->bias,
                                        c->out_channels, c->in_channels, c->kernel, c->stride,
@@ -2252,7 +1712,7 @@ static gboolean upload_mask_weights(cuda_state *st, GError **error)
     st->n_mask_convs = cfg->n_mask_convs;
     for (int j = 0; j < cfg->n_mask_convs; j++) {
         int out_p = round_up(m->mask_convs[j].out_channels, 8);
-        if (!upload_conv(st, &st->mask_convs[j], &m->mask_convs[j], in_p, out_p, error))
+        if (!cuda_upload_conv(st, &st->mask_convs[j], &m->mask_convs[j], in_p, out_p, error))
             return FALSE;
         in_p = out_p;
     }
@@ -2269,87 +1729,20 @@ static gboolean upload_mask_weights(cuda_state *st, GError **error)
     vd_deconv2x2_as_conv1x1(d->weight, d->bias, in, R, Rp, w, b);
     ok = vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &st->mask_deconv, w, b, 4 * Rp,
                                      in, 1, 1, 0, 4 * Rp, in_p, error) &&
-         upload_conv(st, &st->mask_logits, &m->mask_logits, Rp,
-                     round_up(m->mask_logits.out_channels, 8), error);
+         cuda_upload_conv(st, &st->mask_logits, &m->mask_logits, Rp,
+                          round_up(m->mask_logits.out_channels, 8), error);
 out_free:
     g_free(w);
     g_free(b);
     return ok;
 }
 
-/* MobileNetV3's weights (batch-norm folded at load): expand, depthwise (one
- * input channel per group: torch's [exp][1][k][k] is already cuDNN's NHWC
- * [exp][k][k][1]), project, the last conv; SE's two products as float32
- * [out][in] with their biases. */
-static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
-{
-    const vd_model *m = st->model;
-    const vd_config *cfg = &m->config;
-    int n_blocks = MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks);
-    for (int b = 0; b < n_blocks; b++) {
-        const vd_mnv3_block *mb = &m->mnv3.blocks[b];
-        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
-        const vd_conv *d = &mb->depthwise;
-        if ((mb->expand.out_channels > 0 &&
-             !upload_conv(st, &bw[0], &mb->expand, mb->expand.in_channels, mb->expand.out_channels,
-                          error)) ||
-            !vd_cuda_conv_weights_upload(&st->layers, &st->weights_pool, &bw[1], d->weight, d->bias,
-                                         d->out_channels, 1, d->kernel, d->stride, d->padding,
-                                         d->out_channels, 1, error) ||
-            !upload_conv(st, &bw[2], &mb->project, mb->project.in_channels,
-                         mb->project.out_channels, error))
-            return FALSE;
-        bw[1].groups = d->groups;
-        if (mb->se_fc1.out_features > 0) {
-            const vd_linear *fc[2] = {&mb->se_fc1, &mb->se_fc2};
-            for (int j = 0; j < 4; j++) {
-                const vd_linear *l = fc[j / 2];
-                size_t count =
-                    j % 2 ? (size_t)l->out_features : (size_t)l->out_features * l->in_features;
-                st->mnv3_se[b][j] =
-                    vd_cuda_pool_alloc(&st->weights_pool, count * sizeof(float), st->layers.stream,
-                                       "squeeze-excitation weights", error);
-                if (st->mnv3_se[b][j] == NULL ||
-                    !vd_cuda_upload_floats(&st->layers, st->mnv3_se[b][j],
-                                           j % 2 ? l->bias : l->weight, count, VD_DTYPE_F32, error))
-                    return FALSE;
-            }
-        }
-    }
-    return m->mnv3.last.out_channels == 0 ||
-           upload_conv(st, &st->mnv3_last, &m->mnv3.last, m->mnv3.last.in_channels,
-                       m->mnv3.last.out_channels, error);
-}
-
 /* Names every convolution's weights after torchvision's module, for errors and
  * vd_context_kernels(). */
 static void name_conv_weights(cuda_state *st)
 {
-    const vd_model *m = st->model;
-    const vd_config *cfg = &m->config;
+    st->backbone->name(st);
 #define NAME(w, ...) g_snprintf((w).name, sizeof((w).name), __VA_ARGS__)
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3) {
-        NAME(st->stem, "backbone.body.0");
-        for (int b = 0; b < VD_MAX_BLOCKS; b++) {
-            NAME(st->mnv3_weights[b][0], "backbone.body.%d.expand", b + 1);
-            NAME(st->mnv3_weights[b][1], "backbone.body.%d.depthwise", b + 1);
-            NAME(st->mnv3_weights[b][2], "backbone.body.%d.project", b + 1);
-        }
-        NAME(st->mnv3_last, "backbone.body.%d",
-             MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks) + 1);
-    } else {
-        NAME(st->stem, "backbone.body.conv1");
-        for (int b = 0; b < m->resnet.n_blocks; b++) {
-            static const char *const conv_names[4] = {"conv1", "conv2", "conv3", "downsample.0"};
-            int stage = 0;
-            while (stage + 1 < 4 && m->resnet.stage_first_block[stage + 1] > 0 &&
-                   b >= m->resnet.stage_first_block[stage + 1])
-                stage++;
-            for (int i = 0; i < 4; i++)
-                NAME(st->block_weights[b][i], "backbone.body.layer%d.%d.%s", stage + 1,
-                     b - m->resnet.stage_first_block[stage], conv_names[i]);
-        }
-    }
     for (int i = 0; i < 4; i++) {
         NAME(st->fpn_inner[i], "backbone.fpn.inner_blocks.%d", i);
         NAME(st->fpn_layer[i], "backbone.fpn.layer_blocks.%d", i);
@@ -2380,32 +1773,21 @@ static gboolean upload_weights(cuda_state *st, GError **error)
     gboolean ok = FALSE;
     float *rpn_w = NULL, *rpn_b = NULL, *fc6_w = NULL, *pred_w = NULL, *pred_b = NULL;
 
-    if (!upload_conv(st, &st->stem, &m->stem, st->input_channels, m->stem.out_channels, error))
+    if (!cuda_upload_conv(st, &st->stem, &m->stem, st->input_channels, m->stem.out_channels, error))
         return FALSE;
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !upload_mnv3_weights(st, error))
+    if (!st->backbone->upload(st, error))
         return FALSE;
-    for (int b = 0; cfg->backbone_type == VD_BACKBONE_RESNET && b < m->resnet.n_blocks; b++) {
-        const vd_block *mb = &m->resnet.blocks[b];
-        const vd_conv *convs[4] = {&mb->conv1, &mb->conv2, &mb->conv3, &mb->downsample};
-        for (int i = 0; i < 4; i++) {
-            if (convs[i]->out_channels == 0 || (i == 3 && !mb->has_downsample))
-                continue;
-            if (!upload_conv(st, &st->block_weights[b][i], convs[i], convs[i]->in_channels,
-                             convs[i]->out_channels, error))
-                return FALSE;
-        }
-    }
     for (int i = 0; i < cfg->n_returned_layers; i++)
-        if (!upload_conv(st, &st->fpn_inner[i], &m->fpn_inner[i], m->fpn_inner[i].in_channels,
-                         m->fpn_inner[i].out_channels, error) ||
-            !upload_conv(st, &st->fpn_layer[i], &m->fpn_layer[i], m->fpn_layer[i].in_channels,
-                         m->fpn_layer[i].out_channels, error))
+        if (!cuda_upload_conv(st, &st->fpn_inner[i], &m->fpn_inner[i], m->fpn_inner[i].in_channels,
+                              m->fpn_inner[i].out_channels, error) ||
+            !cuda_upload_conv(st, &st->fpn_layer[i], &m->fpn_layer[i], m->fpn_layer[i].in_channels,
+                              m->fpn_layer[i].out_channels, error))
             return FALSE;
-    if (!upload_conv(st, &st->rpn_conv, &m->rpn_conv, C, C, error))
+    if (!cuda_upload_conv(st, &st->rpn_conv, &m->rpn_conv, C, C, error))
         return FALSE;
     /* v2: the RPN head's further 3x3 convolutions (C -> C, with their biases) */
     for (int j = 1; j < cfg->rpn_conv_depth; j++)
-        if (!upload_conv(st, &st->rpn_conv_more[j - 1], &m->rpn_conv_more[j - 1], C, C, error))
+        if (!cuda_upload_conv(st, &st->rpn_conv_more[j - 1], &m->rpn_conv_more[j - 1], C, C, error))
             return FALSE;
     /* v2's conv box head: batch-norm folded at load (weight and bias), output
      * channels padded to multiples of 8 with zeros as the mask head's are */
@@ -2414,7 +1796,7 @@ static gboolean upload_weights(cuda_state *st, GError **error)
     st->has_fc7 = cfg->n_box_convs == 0;
     for (int j = 0; j < cfg->n_box_convs; j++) {
         int out_p = round_up(m->box_convs[j].out_channels, 8);
-        if (!upload_conv(st, &st->box_convs[j], &m->box_convs[j], head_cp, out_p, error))
+        if (!cuda_upload_conv(st, &st->box_convs[j], &m->box_convs[j], head_cp, out_p, error))
             return FALSE;
         head_c = m->box_convs[j].out_channels;
         head_cp = out_p;
@@ -2519,51 +1901,15 @@ static gboolean box_convs_chain(const vd_model *m, GError **error)
     return ok;
 }
 
-/* MobileNetV3's features as the CUDA backend runs them (the loader checks each
- * tensor; this, that they chain): the 3x3 stride-2 stem, blocks of expand
- * (1x1), depthwise (groups == channels, k x k, padding (k - 1) / 2), SE on the
- * expanded width with a squeeze of at least one channel, project (1x1), the
- * residual on an unchanged shape, the last 1x1 conv; FPN inputs at most 4. */
-static gboolean mnv3_chains(const vd_model *m, GError **error)
+/* The backbones (vd_cuda_backbone.h), by the model's backbone type. */
+static const cuda_backbone *const cuda_backbones[] = {&vd_cuda_resnet, &vd_cuda_mnv3};
+
+static const cuda_backbone *backbone_of(const vd_model *model)
 {
-    const vd_config *cfg = &m->config;
-    int n_blocks = MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks);
-    int in = m->stem.out_channels, bad = -1;
-    gboolean ok = m->mnv3.n_computed >= 1 && m->stem.kernel == 3 && m->stem.stride == 2 &&
-                  m->stem.padding == 1 && m->stem.groups <= 1 && cfg->n_returned_layers >= 1 &&
-                  cfg->n_returned_layers <= 4;
-    for (int b = 0; ok && b < n_blocks; b++) {
-        const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
-        const vd_mnv3_block *mb = &m->mnv3.blocks[b];
-        const vd_conv *d = &mb->depthwise, *e = &mb->expand, *p = &mb->project;
-        int exp = bc->expanded_channels;
-        ok = (e->out_channels == 0 ? exp == in
-                                   : e->in_channels == in && e->out_channels == exp &&
-                                         e->kernel == 1 && e->stride == 1 && e->groups <= 1) &&
-             d->in_channels == exp && d->out_channels == exp && d->groups == exp &&
-             d->kernel == bc->kernel && d->stride == bc->stride &&
-             d->padding == (bc->kernel - 1) / 2 && p->in_channels == exp &&
-             p->out_channels == bc->out_channels && p->kernel == 1 && p->stride == 1 &&
-             p->groups <= 1 &&
-             (bc->activation == VD_ACT_RELU || bc->activation == VD_ACT_HARDSWISH) &&
-             (mb->se_fc1.out_features == 0 ||
-              (mb->se_fc1.in_features == exp && mb->se_fc2.out_features == exp &&
-               mb->se_fc2.in_features == mb->se_fc1.out_features)) &&
-             (!mb->residual || (bc->stride == 1 && in == bc->out_channels));
-        if (!ok)
-            bad = b + 1;
-        in = bc->out_channels;
-    }
-    ok = ok && (m->mnv3.last.out_channels == 0 ||
-                (m->mnv3.last.in_channels == in && m->mnv3.last.kernel == 1 &&
-                 m->mnv3.last.stride == 1 && m->mnv3.last.groups <= 1));
-    if (!ok)
-        g_set_error(
-            error, VD_ERROR, VD_ERROR_FORMAT,
-            "the MobileNetV3 features' shapes do not chain as the CUDA backend runs them "
-            "(%s%d)",
-            bad >= 0 ? "feature " : "features computed: ", bad >= 0 ? bad : m->mnv3.n_computed);
-    return ok;
+    for (size_t i = 0; i < G_N_ELEMENTS(cuda_backbones); i++)
+        if (cuda_backbones[i]->type == model->config.backbone_type)
+            return cuda_backbones[i];
+    return NULL;
 }
 
 /* What the CUDA backend runs: ResNet bodies and MobileNetV3-Large whose shapes
@@ -2575,15 +1921,8 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
                               GError **error)
 {
     const vd_config *cfg = &model->config;
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 &&
-        g_strcmp0(cfg->mnv3.arch, "mobilenet_v3_large") != 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "the CUDA backend does not support the %s backbone of this model (%s): use "
-                    "the CPU backend",
-                    cfg->mnv3.arch, vd_model_description(model));
-        return FALSE;
-    }
-    if (cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 && !mnv3_chains(model, error))
+    const cuda_backbone *backbone = backbone_of(model);
+    if (backbone != NULL && !backbone->supports(model, error))
         return FALSE;
     /* the pre-processing kernel (kernels/preprocess.cu) has torch 1.13's resize only */
     if (cfg->resize_arithmetic != VD_RESIZE_ARITHMETIC_TORCH1) {
@@ -2593,13 +1932,11 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
                     vd_model_description(model));
         return FALSE;
     }
-    if (cfg->backbone_type != VD_BACKBONE_RESNET &&
-        cfg->backbone_type != VD_BACKBONE_MOBILENET_V3) {
+    if (backbone == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "
                     "the CPU backend",
-                    cfg->backbone_type == VD_BACKBONE_MOBILENET_V3 ? cfg->mnv3.arch : "unknown",
-                    vd_model_description(model));
+                    model->backbone_name, vd_model_description(model));
         return FALSE;
     }
     /* AUTO: fp16 (cuda_create) */
@@ -2653,6 +1990,7 @@ static void *cuda_create(vd_context *ctx, GError **error)
 
     cuda_state *st = g_new0(cuda_state, 1);
     st->model = ctx->model;
+    st->backbone = backbone_of(ctx->model);
     st->device = ctx->params.device_index;
     st->dtype = ctx->params.precision == VD_PRECISION_FP16 ? VD_DTYPE_F16 : VD_DTYPE_F32;
     st->has_masks = cfg->has_masks;
@@ -2730,24 +2068,7 @@ static GPtrArray *plan_convolutions(const cuda_state *st, cuda_plan *plan)
 {
     GPtrArray *out = g_ptr_array_new();
     g_ptr_array_add(out, &plan->stem);
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cuda_mnv3_block *pb = &plan->mnv3[b];
-        if (pb->has_expand)
-            g_ptr_array_add(out, &pb->expand);
-        g_ptr_array_add(out, &pb->depthwise);
-        g_ptr_array_add(out, &pb->project);
-    }
-    if (plan->has_mnv3_last)
-        g_ptr_array_add(out, &plan->mnv3_last);
-    for (int b = 0; b < plan->n_blocks; b++) {
-        cuda_block *pb = &plan->blocks[b];
-        if (pb->has_downsample)
-            g_ptr_array_add(out, &pb->downsample);
-        g_ptr_array_add(out, &pb->conv1);
-        g_ptr_array_add(out, &pb->conv2);
-        if (pb->conv3.weights != NULL)
-            g_ptr_array_add(out, &pb->conv3);
-    }
+    st->backbone->convolutions(plan, out);
     for (int i = 0; i < plan->n_returned; i++) {
         g_ptr_array_add(out, &plan->fpn_inner[i]);
         g_ptr_array_add(out, &plan->fpn_layer[i]);
