@@ -18,13 +18,16 @@ The random choices come from --seed. DIR/index.json lists the frames.
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 from PIL import Image
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "model"))
+from gst_model_test import videotestsrc_patterns  # noqa: E402
 
 # Frame sizes captured for training. tests/model/test_videotestsrc_patterns.py checks
 # 320x240, 640x480 and 1280x720; other sizes (480x360, 720x576, 960x540, 1600x900) are
@@ -35,23 +38,6 @@ TRAIN_SIZES = [(320, 240), (640, 480), (1280, 720), (176, 144), (352, 288), (800
 # (variant, frames kept, format rendered in); the properties of hspeed and colours are drawn
 VARIANTS = [("rgb", (0, 7, 14), "RGB"), ("i420", (0, 7), "I420"),
             ("hspeed", (3, 9, 14), "RGB"), ("colours", (0,), "RGB")]
-
-
-def patterns(inspect):
-    """The nicks of videotestsrc's pattern enum (GstVideoTestSrcPattern), in its order."""
-    out = subprocess.run([inspect, "videotestsrc"], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, check=True).stdout
-    names, inside = [], False
-    for line in out.splitlines():
-        if 'Enum "GstVideoTestSrcPattern"' in line:
-            inside = True
-            continue
-        m = re.match(r"\s+\(\d+\): (\S+)\s+- ", line)
-        if inside and not m:
-            break
-        if inside:
-            names.append(m.group(1))
-    return names
 
 
 def capture(gst_launch, pattern, w, h, fmt, props, frames, raw_path):
@@ -78,7 +64,7 @@ def main(argv=None):
         ap.error("gst-launch-1.0 and gst-inspect-1.0 are needed")
     sizes = ([tuple(int(v) for v in s.split("x")) for s in args.size] if args.size
              else TRAIN_SIZES)
-    names = [p for p in patterns(args.gst_inspect) if p != "ball"]
+    names = [p for p in videotestsrc_patterns(args.gst_inspect) if p != "ball"]
     if len(names) < 20:
         ap.error(f"videotestsrc's patterns not read: {names}")
     os.makedirs(args.out_dir, exist_ok=True)

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """What the end-to-end model tests share (test_videotestsrc_ball.py,
-test_text_overlay.py): their common options, the checks that make them skip (exit 77),
-the visiondetect part of their pipelines, and running a pipeline and reading back
-visionjson's lines."""
+test_text_overlay.py, test_videotestsrc_patterns.py): their common options, the checks
+that make them skip (exit 77), the visiondetect part of their pipelines, running a
+pipeline and reading back visionjson's lines, and videotestsrc's list of patterns
+(also tools/capture_videotestsrc.py's)."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -60,3 +62,21 @@ def read_jsonl(path):
     """visionjson's output: one object per frame."""
     with open(path) as f:
         return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def videotestsrc_patterns(inspect):
+    """The nicks of videotestsrc's pattern enum (GstVideoTestSrcPattern), in its order,
+    as gst-inspect-1.0 (@inspect) lists them."""
+    out = subprocess.run([inspect, "videotestsrc"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True).stdout
+    names, inside = [], False
+    for line in out.splitlines():
+        if 'Enum "GstVideoTestSrcPattern"' in line:
+            inside = True
+            continue
+        m = re.match(r"\s+\(\d+\): (\S+)\s+- ", line)
+        if inside and not m:
+            break
+        if inside:
+            names.append(m.group(1))
+    return names

@@ -21,9 +21,7 @@ Exit 77 when gst-launch-1.0, gst-inspect-1.0, the plugin or the model file is mi
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 
 try:
@@ -32,27 +30,11 @@ except ImportError:
     print("SKIP: numpy is missing")
     sys.exit(77)
 
-from gst_model_test import add_common_args, detect_elements, read_jsonl, run_pipeline, skip_reason
+from gst_model_test import (add_common_args, detect_elements, read_jsonl, run_pipeline, skip_reason,
+                            videotestsrc_patterns)
 from test_videotestsrc_ball import iou, true_box
 
 DEFAULT_SIZES = ["320x240", "640x480", "1280x720"]
-
-
-def videotestsrc_patterns(inspect):
-    """The nicks of videotestsrc's pattern enum (GstVideoTestSrcPattern), in its order."""
-    out = subprocess.run([inspect, "videotestsrc"], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True).stdout
-    names, inside = [], False
-    for line in out.splitlines():
-        if 'Enum "GstVideoTestSrcPattern"' in line:
-            inside = True
-            continue
-        m = re.match(r"\s+\(\d+\): (\S+)\s+- ", line)
-        if inside and not m:
-            break
-        if inside:
-            names.append(m.group(1))
-    return names
 
 
 def run_one(args, pattern, size):
