@@ -246,15 +246,21 @@ def mine(model, model_path, vd_detect, n, seed, threshold, threads, workdir, chu
     for a in range(0, n, chunk):
         idx = list(range(a, min(n, a + chunk)))
         frames = [(train_demo.distractor_scene(seed, i, train_demo.STREAM_MINE), None, None) for i in idx]
-        if vd_detect:
-            dets = run_engine(vd_detect, model_path, frames, workdir, threads, threshold)
-        else:
-            dets = run_torchvision(model, frames, threads)
-        for i, ds in zip(idx, dets):
-            best = max((d[1] for d in ds), default=0.0)
+        for i, best in zip(idx, best_scores(model, model_path, vd_detect, frames, threshold,
+                                            threads, workdir)):
             if best > threshold:
                 found.append((i, best))
     return found
+
+
+def best_scores(model, model_path, vd_detect, frames, threshold, threads, workdir):
+    """Each frame's highest detection score (0 for none) at @threshold: the engine's
+    when @vd_detect is given, else torchvision's."""
+    if vd_detect:
+        dets = run_engine(vd_detect, model_path, frames, workdir, threads, threshold)
+    else:
+        dets = run_torchvision(model, frames, threads)
+    return [max((d[1] for d in ds), default=0.0) for ds in dets]
 
 
 def bench(model, model_path, vd_detect, runs, threads, workdir):
@@ -496,10 +502,8 @@ def main(argv=None):
             for e in chunk:
                 with Image.open(os.path.join(args.mine_videotestsrc, e["file"])) as im:
                     frames.append((np.array(im.convert("RGB")), None, None))
-            dets = (run_engine(vd, args.model, frames, workdir, args.threads, args.mine_threshold)
-                    if vd else run_torchvision(model, frames, args.threads))
-            for e, ds in zip(chunk, dets):
-                best = max((d[1] for d in ds), default=0.0)
+            for e, best in zip(chunk, best_scores(model, args.model, vd, frames, args.mine_threshold,
+                                                  args.threads, workdir)):
                 if best > args.mine_threshold:
                     answered.append(dict(e, score=best))
         print(f"mined {len(answered)} of {len(entries)} videotestsrc frames with a detection above "

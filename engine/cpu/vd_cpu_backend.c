@@ -516,13 +516,6 @@ cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg
     return step;
 }
 
-/* @prim, a reorder, from @src to @dst */
-static gboolean step_reorder(cpu_state *st, const cpu_step *step, GError **error)
-{
-    return vd_layers_reorder(step->prim, st->stream, step->src->mem, step->dst->mem, step->what,
-                             error);
-}
-
 gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error)
 {
     (void)step;
@@ -631,10 +624,8 @@ gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
                                vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
                                "input conversion", error))
         return FALSE;
-    cpu_step *step = plan_step(plan, step_reorder, "input conversion");
-    step->prim = plan->input_convert;
-    step->src = plan->input;
-    step->dst = plan->stem_in;
+    plan_step_primitive(plan, plan->input_convert, DNNL_ARG_FROM, plan->input, DNNL_ARG_TO,
+                        plan->stem_in, NULL, "input conversion");
     return TRUE;
 }
 
@@ -761,8 +752,7 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         cpu_tensor *rpn_in = p;
         cpu_quant q = {level_scale[l], 1.0f, 1.0f, dnnl_data_type_undef};
         if (int8) {
-            plan->fpn_q[l] = rpn_in =
-                plan_tensor(st, plan, p->h, p->w, fc, dnnl_s8, TRUE, NULL, error);
+            rpn_in = plan_tensor(st, plan, p->h, p->w, fc, dnnl_s8, TRUE, NULL, error);
             if (rpn_in == NULL ||
                 !vd_layers_quantize_new(st->engine, vd_layers_memory_md(p->mem),
                                         vd_layers_memory_md(rpn_in->mem), level_scale[l],

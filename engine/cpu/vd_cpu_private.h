@@ -95,7 +95,7 @@ typedef struct {
 typedef struct cpu_state cpu_state;
 typedef struct cpu_step cpu_step;
 
-/* What a step runs: step_conv(), step_primitive(), step_reorder(), step_wait()
+/* What a step runs: step_conv(), step_primitive(), step_wait()
  * or a hand-written op over the step's operands (a backbone's own, such as
  * MobileNetV3's squeeze-and-excitation). */
 typedef gboolean (*cpu_step_fn)(cpu_state *st, const cpu_step *step, GError **error);
@@ -108,7 +108,7 @@ typedef gboolean (*cpu_step_fn)(cpu_state *st, const cpu_step *step, GError **er
 struct cpu_step {
     cpu_step_fn run;
     const char *what; /* in errors */
-    /* step_primitive(): @prim on @args (an int8 one's @scales appended), step_reorder() */
+    /* step_primitive(): @prim on @args (an int8 one's @scales appended) */
     dnnl_primitive_t prim;
     dnnl_exec_arg_t args[2];
     int n_args;
@@ -162,8 +162,7 @@ typedef struct {
     cpu_conv fpn_inner[4];
     cpu_conv fpn_layer[4];
 
-    /* int8: the P levels quantised for the RPN's first convolution */
-    cpu_tensor *fpn_q[VD_MAX_FPN_LEVELS];
+    /* int8: the quantisation of the P levels for the RPN's first convolution */
     dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
     vd_layer_scales fpn_quantize_scales[VD_MAX_FPN_LEVELS];
 
