@@ -159,11 +159,13 @@ static void test_round_trip(void)
     g_assert_cmpstr(again, ==, calibration);
     g_free(again);
 
-    /* no calibration: refused, saying how to make one */
+    /* no calibration: refused, saying how to make one (on a CPU without int8
+     * kernels the missing VNNI is named first) */
     vd_context *ctx = context(plain, VD_PRECISION_INT8, FALSE, &error);
     g_assert_null(ctx);
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "calibrat"));
+    g_assert_nonnull(
+        strstr(error->message, vd_layers_has_int8(vd_layers_isa()) ? "calibrat" : "VNNI"));
     g_clear_error(&error);
 
     if (!vd_layers_has_int8(vd_layers_isa())) {
