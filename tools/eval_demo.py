@@ -328,6 +328,10 @@ def main(argv=None):
                     help="mine the frames of tools/capture_videotestsrc.py's DIR instead: "
                          "write those with a detection above --mine-threshold to --mine-out "
                          "as an index of the same form (train_demo.py --videotestsrc-frames)")
+    ap.add_argument("--mine-text", type=int, default=0, metavar="K",
+                    help="with --mine-videotestsrc: draw K candidates per frame, each with lines "
+                         "of text over it (train_demo.pattern_text_frame, --mine-seed), and "
+                         "write the answered ones with their text key")
     ap.add_argument("--bench", type=int, default=0, help="also time N forwards at 640x480")
     ap.add_argument("--precisions", default=None,
                     help="comma-separated engine precisions (fp32,bf16,...): the engine runs the "
@@ -348,6 +352,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if (args.mine > 0 or args.mine_videotestsrc) and not args.mine_out:
         ap.error("--mine and --mine-videotestsrc need --mine-out")
+    if args.mine_text and not args.mine_videotestsrc:
+        ap.error("--mine-text needs --mine-videotestsrc")
 
     try:
         import torch  # noqa: F401
@@ -495,18 +501,24 @@ def main(argv=None):
         t0 = time.time()
         with open(os.path.join(args.mine_videotestsrc, "index.json")) as f:
             entries = json.load(f)["frames"]
+        # candidates: each frame as it is, or (--mine-text K) K text keys of each frame
+        keys = [(i, None) for i in range(len(entries))] if not args.mine_text else \
+            [(i, (args.mine_seed, i, k)) for i in range(len(entries)) for k in range(args.mine_text)]
         answered = []
-        for a in range(0, len(entries), 100):
-            chunk = entries[a:a + 100]
+        for a in range(0, len(keys), 100):
+            chunk = keys[a:a + 100]
             frames = []
-            for e in chunk:
-                with Image.open(os.path.join(args.mine_videotestsrc, e["file"])) as im:
-                    frames.append((np.array(im.convert("RGB")), None, None))
-            for e, best in zip(chunk, best_scores(model, args.model, vd, frames, args.mine_threshold,
-                                                  args.threads, workdir)):
+            for i, key in chunk:
+                with Image.open(os.path.join(args.mine_videotestsrc, entries[i]["file"])) as im:
+                    img = np.array(im.convert("RGB"))
+                if key is not None:
+                    img = train_demo.pattern_text_frame(img, *key)
+                frames.append((img, None, None))
+            for (i, key), best in zip(chunk, best_scores(model, args.model, vd, frames,
+                                                         args.mine_threshold, args.threads, workdir)):
                 if best > args.mine_threshold:
-                    answered.append(dict(e, score=best))
-        print(f"mined {len(answered)} of {len(entries)} videotestsrc frames with a detection above "
+                    answered.append(dict(entries[i], score=best, **({"text": list(key)} if key else {})))
+        print(f"mined {len(answered)} of {len(keys)} videotestsrc frames with a detection above "
               f"{args.mine_threshold} ({'engine' if vd else 'torchvision'}, {time.time() - t0:.0f} s): "
               f"{sorted({e['pattern'] for e in answered})}", flush=True)
         with open(args.mine_out, "w") as f:

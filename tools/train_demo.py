@@ -57,6 +57,10 @@ STREAM_DISTRACT = 2
 # Training-side frames without shapes, drawn like STREAM_DISTRACT's, from which
 # tools/eval_demo.py --mine picks the ones a model answers (hard negatives).
 STREAM_MINE = 3
+# Text drawn over videotestsrc pattern frames by key (pattern_text_frame()): the
+# candidates tools/eval_demo.py --mine-videotestsrc --mine-text draws, and the training
+# side's copies of the ones it picked.
+STREAM_PATTERN_TEXT = 4
 
 # Share of training scenes with nothing but distractors (--empty-share).
 EMPTY_SHARE = 0.04
@@ -95,6 +99,9 @@ OCCLUDE_SHARE = 0.0
 # numbers it drew before the option existed.
 PATTERN_FRAMES = None
 PATTERN_SHARE = 0.0
+# The share of those pattern frames that get lines of text over them as overlays draw
+# them (--pattern-text; add_overlay_text()). 0: none, and no random number is drawn for it.
+PATTERN_TEXT_SHARE = 0.0
 
 # The TrueType fonts of add_more_distractors(): Debian's fonts-dejavu-core (and -extra
 # where installed), which Pango and Cairo pull in.
@@ -406,6 +413,23 @@ def _text_item(rng, img, fonts):
     region += arr[:, :, :3] * alpha
 
 
+def add_overlay_text(rng, img):
+    """Draws 1-4 lines of text (_text_item()) over @img (float32 HxWx3, in place)."""
+    fonts = _fonts()
+    for _ in range(int(rng.integers(1, 5))):
+        _text_item(rng, img, fonts)
+    return img
+
+
+def pattern_text_frame(img, seed, index, k):
+    """Text candidate @k of videotestsrc frame @index (uint8 HxWx3): add_overlay_text()
+    with the random numbers of key (@seed, STREAM_PATTERN_TEXT, @index, @k) over a copy
+    of @img. Returns uint8 HxWx3."""
+    rng = np.random.default_rng([int(seed), STREAM_PATTERN_TEXT, int(index), int(k)])
+    out = add_overlay_text(rng, img.astype(np.float32))
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
 def add_more_distractors(rng, img):
     """Draws one of the training-only distractor kinds over @img (float32 HxWx3, in
     place): lines of text in TrueType fonts as video overlays draw them (dates and
@@ -416,10 +440,7 @@ def add_more_distractors(rng, img):
     any ring's 78 %)."""
     h, w = img.shape[:2]
     if rng.random() < 0.7:
-        fonts = _fonts()
-        for _ in range(int(rng.integers(1, 5))):
-            _text_item(rng, img, fonts)
-        return img
+        return add_overlay_text(rng, img)
     colour = _contrasting(rng, img)
     n = int(rng.integers(1, 5))
     width = int(rng.choice([1, 1, 2, 3]))
@@ -584,10 +605,16 @@ def make_scene(seed, index, stream=STREAM_TRAIN):
                                 if len(PATTERN_FRAMES) > 1 else 0]
         names = sorted(source)
         frames = source[names[int(rng.integers(0, len(names)))]]
-        with Image.open(frames[int(rng.integers(0, len(frames)))]) as im:
+        path, text_key = frames[int(rng.integers(0, len(frames)))]
+        with Image.open(path) as im:
             img = np.array(im.convert("RGB"))
+        if text_key is not None:  # a mined frame with the text it was mined with
+            img = pattern_text_frame(img, *text_key)
         if rng.random() < 0.5:
             img = np.ascontiguousarray(img[:, ::-1])
+        if PATTERN_TEXT_SHARE > 0 and rng.random() < PATTERN_TEXT_SHARE:
+            img = add_overlay_text(rng, img.astype(np.float32))
+            img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
         return img, np.zeros((0, 4), np.float32), np.zeros((0,), np.int64)
     # training scenes only: distractors (the held-out stream is drawn as it always was)
     distract = stream == STREAM_TRAIN and rng.random() < DISTRACT_SHARE
@@ -800,7 +827,7 @@ def _save(torch, path, payload):
 
 def main(argv=None):
     global EMPTY_SHARE, DISTRACT_SHARE, HARD_NEGATIVES, HARD_SHARE, MORE_SHARE, OCCLUDE_SHARE
-    global PATTERN_FRAMES, PATTERN_SHARE
+    global PATTERN_FRAMES, PATTERN_SHARE, PATTERN_TEXT_SHARE
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=0,
@@ -839,6 +866,9 @@ def main(argv=None):
                          "(each source drawn from equally often)")
     ap.add_argument("--pattern-share", type=float, default=0.1,
                     help="share of training scenes drawn from --videotestsrc-frames")
+    ap.add_argument("--pattern-text", type=float, default=PATTERN_TEXT_SHARE, metavar="SHARE",
+                    help="share of the --videotestsrc-frames scenes that also get lines of "
+                         "TrueType text as overlays draw them (default 0: none)")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this model file (.safetensors written by "
                          "the exporter; F16/BF16 widened), e.g. to fine-tune the bundled model")
@@ -857,7 +887,9 @@ def main(argv=None):
     DISTRACT_SHARE = args.distract_share
     MORE_SHARE = args.more_distractors
     OCCLUDE_SHARE = args.occluders
-    if MORE_SHARE > 0:
+    if args.pattern_text > 0 and not args.videotestsrc_frames:
+        ap.error("--pattern-text needs --videotestsrc-frames")
+    if MORE_SHARE > 0 or args.pattern_text > 0:
         try:
             _fonts()
         except RuntimeError as e:
@@ -891,7 +923,11 @@ def main(argv=None):
                 folder = index.get("source", os.path.dirname(path))
                 by_pattern = {}
                 for e in index["frames"]:
-                    by_pattern.setdefault(e["pattern"], []).append(os.path.join(folder, e["file"]))
+                    key = tuple(int(v) for v in e["text"]) if "text" in e else None
+                    if key is not None and len(key) != 3:
+                        raise ValueError(f"text key {e['text']!r}")
+                    by_pattern.setdefault(e["pattern"], []).append(
+                        (os.path.join(folder, e["file"]), key))
             except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
                 ap.error(f"{source}: not a folder of tools/capture_videotestsrc.py nor a file of "
                          f"tools/eval_demo.py --mine-videotestsrc ({e!r})")
@@ -901,7 +937,9 @@ def main(argv=None):
             print(f"videotestsrc frames: {sum(map(len, by_pattern.values()))} of "
                   f"{len(by_pattern)} patterns in {source}", flush=True)
         PATTERN_SHARE = args.pattern_share
-        print(f"videotestsrc frames: share {PATTERN_SHARE}", flush=True)
+        PATTERN_TEXT_SHARE = args.pattern_text
+        print(f"videotestsrc frames: share {PATTERN_SHARE}, with text {PATTERN_TEXT_SHARE}",
+              flush=True)
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
