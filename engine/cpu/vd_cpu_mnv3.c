@@ -158,8 +158,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             return FALSE;
         g_ptr_array_add(plan->buffers, ping[i]);
     }
-    plan->se_work = try_alloc((size_t)3 * max_expanded, "squeeze-and-excitation", error);
-    if (plan->se_work == NULL)
+    plan->mnv3.se_work = try_alloc((size_t)3 * max_expanded, "squeeze-and-excitation", error);
+    if (plan->mnv3.se_work == NULL)
         return FALSE;
 
     char *temps = plan->temps;
@@ -180,7 +180,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     for (int b = 0; b < n_blocks; b++) {
         const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
         const vd_mnv3_block *mb = &model->mnv3.blocks[b];
-        cpu_mnv3_block *pb = &plan->mnv3[b];
+        cpu_mnv3_block *pb = &plan->mnv3.blocks[b];
         int exp = bc->expanded_channels;
         int oh = conv_out_size(x->h, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
         int ow = conv_out_size(x->w, bc->kernel, bc->stride, (bc->kernel - 1) / 2);
@@ -222,7 +222,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             cpu_step *step = plan_step(plan, step_squeeze_excite, "squeeze-and-excitation");
             step->dst = t2;
             step->data = mb;
-            step->work = plan->se_work;
+            step->work = plan->mnv3.se_work;
         }
         if (copy) {
             cpu_step *step = plan_step(plan, step_copy, "residual copy");
@@ -234,17 +234,17 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         if (returned[b + 1])
             plan->returned_out[r++] = x;
     }
-    plan->n_mnv3 = n_blocks;
+    plan->mnv3.n_blocks = n_blocks;
     if (n_features == cfg->mnv3.n_blocks + 2) {
         int f = cfg->mnv3.n_blocks + 1;
         void *other = x->data == ping[0] ? ping[1] : ping[0];
         cpu_tensor *out = plan_tensor(st, plan, x->h, x->w, cfg->mnv3.last_channels, dt, TRUE,
                                       returned[f] ? NULL : other, error);
-        if (out == NULL || !conv_init_model(st, &plan->mnv3_last, &model->mnv3.last, x, out, FALSE,
+        if (out == NULL || !conv_init_model(st, &plan->mnv3.last, &model->mnv3.last, x, out, FALSE,
                                             VD_ACT_HARDSWISH, error))
             return FALSE;
-        plan_step_conv(plan, &plan->mnv3_last);
-        plan->has_mnv3_last = TRUE;
+        plan_step_conv(plan, &plan->mnv3.last);
+        plan->mnv3.has_last = TRUE;
         if (returned[f])
             plan->returned_out[r++] = out;
     }
@@ -258,13 +258,13 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
 
 static void mnv3_clear(cpu_plan *plan)
 {
-    for (int i = 0; i < plan->n_mnv3; i++) {
-        conv_clear(&plan->mnv3[i].expand);
-        conv_clear(&plan->mnv3[i].depthwise);
-        conv_clear(&plan->mnv3[i].project);
+    for (int i = 0; i < plan->mnv3.n_blocks; i++) {
+        conv_clear(&plan->mnv3.blocks[i].expand);
+        conv_clear(&plan->mnv3.blocks[i].depthwise);
+        conv_clear(&plan->mnv3.blocks[i].project);
     }
-    conv_clear(&plan->mnv3_last);
-    g_free(plan->se_work);
+    conv_clear(&plan->mnv3.last);
+    g_free(plan->mnv3.se_work);
 }
 
 static void mnv3_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
@@ -273,8 +273,8 @@ static void mnv3_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
     char name[96];
     (void)st;
     conv_kernels(out, strings, &plan->stem, "backbone.body.0");
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        const cpu_mnv3_block *pb = &plan->mnv3[b];
+    for (int b = 0; b < plan->mnv3.n_blocks; b++) {
+        const cpu_mnv3_block *pb = &plan->mnv3.blocks[b];
         int j = 0;
         if (pb->has_expand) {
             g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j++);
@@ -286,9 +286,9 @@ static void mnv3_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
         g_snprintf(name, sizeof(name), "backbone.body.%d.block.%d", b + 1, j);
         conv_kernels(out, strings, &pb->project, name);
     }
-    if (plan->has_mnv3_last) {
-        g_snprintf(name, sizeof(name), "backbone.body.%d", plan->n_mnv3 + 1);
-        conv_kernels(out, strings, &plan->mnv3_last, name);
+    if (plan->mnv3.has_last) {
+        g_snprintf(name, sizeof(name), "backbone.body.%d", plan->mnv3.n_blocks + 1);
+        conv_kernels(out, strings, &plan->mnv3.last, name);
     }
 }
 

@@ -92,6 +92,33 @@ typedef struct {
     const vd_mnv3_block *weights; /* the model's block (SE weights) */
 } cpu_mnv3_block;
 
+/* A ResNet plan's own part (cpu_plan.resnet, vd_cpu_resnet.c): the stem's output,
+ * the max-pool, the blocks and the stages' outputs. */
+typedef struct {
+    cpu_tensor *stem_out;
+    cpu_tensor *pool_out;
+    cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
+    dnnl_primitive_t maxpool;
+    /* int8: the max-pool's output quantised (the blocks' input) */
+    cpu_tensor *pool_q;
+    dnnl_primitive_t pool_quantize;
+    vd_layer_scales pool_quantize_scales;
+    float stage_scale[4]; /* int8: the scales of stage_out */
+    cpu_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+} cpu_resnet_plan;
+
+/* A MobileNetV3 plan's own part (cpu_plan.mnv3, vd_cpu_mnv3.c), after the stem
+ * (cpu_plan.stem): the blocks, the last 1x1 conv, squeeze-and-excitation's
+ * work area. */
+typedef struct {
+    cpu_mnv3_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+    cpu_conv last;
+    gboolean has_last;
+    float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
+} cpu_mnv3_plan;
+
 typedef struct cpu_state cpu_state;
 typedef struct cpu_step cpu_step;
 
@@ -132,28 +159,16 @@ typedef struct {
     cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
                           * oneDNN's fast kernels for 3 input channels want NCHW */
     dnnl_primitive_t input_convert;
-    cpu_tensor *stem_out;
-    cpu_tensor *pool_out;
-    cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
     cpu_conv stem;
-    dnnl_primitive_t maxpool;
-    /* int8: the max-pool's output quantised (the blocks' input) */
-    cpu_tensor *pool_q;
-    dnnl_primitive_t pool_quantize;
-    vd_layer_scales pool_quantize_scales;
-    float stage_scale[4];    /* int8: the scales of stage_out */
-    float returned_scale[4]; /* and of returned_out */
-    cpu_block blocks[VD_MAX_BLOCKS];
-    int n_blocks;
-
-    /* MobileNetV3: the stem (plan->stem), the blocks, the last 1x1 conv */
-    cpu_mnv3_block mnv3[VD_MAX_BLOCKS];
-    int n_mnv3;
-    cpu_conv mnv3_last;
-    gboolean has_mnv3_last;
-    float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
+    /* the backbone's own part, by the model's backbone type: read and written
+     * only by its file (plan->backbone's hooks); the other part shares its memory */
+    union {
+        cpu_resnet_plan resnet; /* VD_BACKBONE_RESNET */
+        cpu_mnv3_plan mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
+    };
 
     cpu_tensor *returned_out[4]; /* the FPN's inputs (ResNet: stage outputs) */
+    float returned_scale[4];     /* int8: their scales */
 
     int n_levels; /* FPN outputs, incl. the pool level */
     int n_returned;
@@ -345,13 +360,14 @@ struct cpu_state {
  * vd_cpu_backend.c).
  * @plan: the network's input tensors (plan->input, plan->stem_in and the
  *   conversion between them: plan_input(), the first step), the backbone's
- *   tensors and convolutions, the plan's two shared buffers (plan->scratch,
- *   plan->temps, sized for the FPN and RPN as well: see cpu_plan), the FPN's
- *   inputs (plan->returned_out[], and plan->returned_scale[] for int8) and the
- *   steps that compute them from plan->input, in order (plan_step_conv(),
- *   plan_step_primitive(), plan_step(), with their calibration records:
- *   step_record()); plan_new() ends them with the stream's wait, and
- *   plan_fpn_rpn() follows.
+ *   tensors and convolutions (its own part of the plan, plan->resnet or
+ *   plan->mnv3; plan->stem is every backbone's), the plan's two shared
+ *   buffers (plan->scratch, plan->temps, sized for the FPN and RPN as well:
+ *   see cpu_plan), the FPN's inputs (plan->returned_out[], and
+ *   plan->returned_scale[] for int8) and the steps that compute them from
+ *   plan->input, in order (plan_step_conv(), plan_step_primitive(),
+ *   plan_step(), with their calibration records: step_record()); plan_new()
+ *   ends them with the stream's wait, and plan_fpn_rpn() follows.
  * @clear: frees what @plan created beyond the plan's tensors, buffers and steps
  *   (also on a plan that failed half-way).
  * @kernels: appends its primitives (cpu_kernels()) under their layers' names.

@@ -10,10 +10,10 @@
 static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = vd_layers_max_pool_pd(st->engine, vd_layers_memory_md(plan->stem_out->mem),
-                                        vd_layers_memory_md(plan->pool_out->mem), 3, 2, 1, &pd,
-                                        "max-pool", error) &&
-                  vd_layers_primitive_new(pd, &plan->maxpool, "max-pool", error);
+    gboolean ok = vd_layers_max_pool_pd(st->engine, vd_layers_memory_md(plan->resnet.stem_out->mem),
+                                        vd_layers_memory_md(plan->resnet.pool_out->mem), 3, 2, 1,
+                                        &pd, "max-pool", error) &&
+                  vd_layers_primitive_new(pd, &plan->resnet.maxpool, "max-pool", error);
     vd_layers_pd_free(pd);
     return ok;
 }
@@ -111,36 +111,38 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 
     if (!plan_input(st, plan, temps, in_bytes, dt, error))
         return FALSE;
-    plan->stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
-    if (plan->stem_out == NULL || !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in,
-                                                   plan->stem_out, FALSE, VD_ACT_RELU, error))
+    plan->resnet.stem_out = plan_tensor(st, plan, sh, sw, stem_c, dt, TRUE, plan->scratch, error);
+    if (plan->resnet.stem_out == NULL ||
+        !conv_init_model(st, &plan->stem, &model->stem, plan->stem_in, plan->resnet.stem_out, FALSE,
+                         VD_ACT_RELU, error))
         return FALSE;
     plan_step_conv(plan, &plan->stem);
     void *pool_data = pool_is_stage_out ? NULL : temps + 2 * max_temp;
-    plan->pool_out =
+    plan->resnet.pool_out =
         plan_tensor(st, plan, h, w, stem_c, dt, TRUE, st->int8 ? NULL : pool_data, error);
-    if (plan->pool_out == NULL || !maxpool_init(st, plan, error))
+    if (plan->resnet.pool_out == NULL || !maxpool_init(st, plan, error))
         return FALSE;
     step_record(st, plan,
-                plan_step_primitive(plan, plan->maxpool, DNNL_ARG_SRC, plan->stem_out, DNNL_ARG_DST,
-                                    plan->pool_out, NULL, "max-pool"),
-                plan->pool_out, "backbone.body.maxpool");
+                plan_step_primitive(plan, plan->resnet.maxpool, DNNL_ARG_SRC, plan->resnet.stem_out,
+                                    DNNL_ARG_DST, plan->resnet.pool_out, NULL, "max-pool"),
+                plan->resnet.pool_out, "backbone.body.maxpool");
     void *temp1 = temps, *temp2 = temps + max_temp;
 
-    cpu_tensor *x = plan->pool_out;
+    cpu_tensor *x = plan->resnet.pool_out;
     float x_scale = 1.0f; /* int8: x's */
     if (st->int8) {
-        plan->pool_q = plan_tensor(st, plan, h, w, stem_c, dnnl_u8, TRUE, pool_data, error);
-        if (plan->pool_q == NULL ||
+        plan->resnet.pool_q = plan_tensor(st, plan, h, w, stem_c, dnnl_u8, TRUE, pool_data, error);
+        if (plan->resnet.pool_q == NULL ||
             !range_scale(st, "backbone.body.maxpool", TRUE, &x_scale, error) ||
-            !vd_layers_quantize_new(st->engine, vd_layers_memory_md(plan->pool_out->mem),
-                                    vd_layers_memory_md(plan->pool_q->mem), x_scale,
-                                    &plan->pool_quantize, &plan->pool_quantize_scales,
+            !vd_layers_quantize_new(st->engine, vd_layers_memory_md(plan->resnet.pool_out->mem),
+                                    vd_layers_memory_md(plan->resnet.pool_q->mem), x_scale,
+                                    &plan->resnet.pool_quantize, &plan->resnet.pool_quantize_scales,
                                     "int8 quantisation", error))
             return FALSE;
-        plan_step_primitive(plan, plan->pool_quantize, DNNL_ARG_FROM, plan->pool_out, DNNL_ARG_TO,
-                            plan->pool_q, &plan->pool_quantize_scales, "int8 quantisation");
-        x = plan->pool_q;
+        plan_step_primitive(plan, plan->resnet.pool_quantize, DNNL_ARG_FROM, plan->resnet.pool_out,
+                            DNNL_ARG_TO, plan->resnet.pool_q, &plan->resnet.pool_quantize_scales,
+                            "int8 quantisation");
+        x = plan->resnet.pool_q;
     }
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
         int first = model->resnet.stage_first_block[s];
@@ -149,7 +151,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
                              : model->resnet.n_blocks;
         for (int b = first; b < last_block; b++) {
             const vd_block *mb = &model->resnet.blocks[b];
-            cpu_block *pb = &plan->blocks[b];
+            cpu_block *pb = &plan->resnet.blocks[b];
             const vd_conv *last = bottleneck ? &mb->conv3 : &mb->conv2;
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
@@ -234,27 +236,27 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             x = out;
             x_scale = s_out;
         }
-        plan->stage_scale[s] = x_scale;
-        plan->stage_out[s] = x;
+        plan->resnet.stage_scale[s] = x_scale;
+        plan->resnet.stage_out[s] = x;
     }
-    plan->n_blocks = model->resnet.n_blocks;
+    plan->resnet.n_blocks = model->resnet.n_blocks;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
-        plan->returned_out[i] = plan->stage_out[cfg->returned_layers[i] - 1];
-        plan->returned_scale[i] = plan->stage_scale[cfg->returned_layers[i] - 1];
+        plan->returned_out[i] = plan->resnet.stage_out[cfg->returned_layers[i] - 1];
+        plan->returned_scale[i] = plan->resnet.stage_scale[cfg->returned_layers[i] - 1];
     }
     return TRUE;
 }
 
 static void resnet_clear(cpu_plan *plan)
 {
-    vd_layers_primitive_free(plan->maxpool);
-    vd_layers_primitive_free(plan->pool_quantize);
-    vd_layers_scales_clear(&plan->pool_quantize_scales);
-    for (int i = 0; i < plan->n_blocks; i++) {
-        conv_clear(&plan->blocks[i].conv1);
-        conv_clear(&plan->blocks[i].conv2);
-        conv_clear(&plan->blocks[i].conv3);
-        conv_clear(&plan->blocks[i].downsample);
+    vd_layers_primitive_free(plan->resnet.maxpool);
+    vd_layers_primitive_free(plan->resnet.pool_quantize);
+    vd_layers_scales_clear(&plan->resnet.pool_quantize_scales);
+    for (int i = 0; i < plan->resnet.n_blocks; i++) {
+        conv_clear(&plan->resnet.blocks[i].conv1);
+        conv_clear(&plan->resnet.blocks[i].conv2);
+        conv_clear(&plan->resnet.blocks[i].conv3);
+        conv_clear(&plan->resnet.blocks[i].downsample);
     }
 }
 
@@ -264,13 +266,14 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
     const vd_model *m = st->model;
     char name[96];
     conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
-    kernel_add(out, strings, plan->maxpool, "pooling", "backbone.body.maxpool");
-    kernel_add(out, strings, plan->pool_quantize, "reorder", "backbone.body.maxpool.quantise");
+    kernel_add(out, strings, plan->resnet.maxpool, "pooling", "backbone.body.maxpool");
+    kernel_add(out, strings, plan->resnet.pool_quantize, "reorder",
+               "backbone.body.maxpool.quantise");
     for (int s = 0; s < m->resnet.n_stages_used; s++) {
         int last = s + 1 < m->resnet.n_stages_used ? m->resnet.stage_first_block[s + 1]
                                                    : m->resnet.n_blocks;
         for (int b = m->resnet.stage_first_block[s]; b < last; b++) {
-            const cpu_block *pb = &plan->blocks[b];
+            const cpu_block *pb = &plan->resnet.blocks[b];
             const char *convs[] = {"conv1", "conv2", "conv3", "downsample.0"};
             const cpu_conv *cvs[] = {&pb->conv1, &pb->conv2, &pb->conv3, &pb->downsample};
             for (int i = 0; i < 4; i++) {

@@ -33,6 +33,42 @@ typedef struct {
     int se_channels; /* 0 without SE */
 } cuda_mnv3_block;
 
+/* A ResNet plan's own part (cuda_plan.resnet, vd_cuda_resnet.c): the max-pool's
+ * output, the blocks, the stages' outputs. */
+typedef struct {
+    vd_cuda_tensor *pool_out;
+    vd_cuda_tensor *stage_out[4];
+    cuda_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+} cuda_resnet_plan;
+
+/* A MobileNetV3 plan's own part (cuda_plan.mnv3, vd_cuda_mnv3.c), after the stem
+ * (hardswish after it): the blocks, the last 1x1 conv (hardswish), and SE's
+ * per-image channel means and scales. */
+typedef struct {
+    cuda_mnv3_block blocks[VD_MAX_BLOCKS];
+    int n_blocks;
+    vd_cuda_conv last;
+    vd_cuda_tensor *last_out;
+    gboolean has_last;
+    float *se_means, *se_scales;
+} cuda_mnv3_plan;
+
+/* A ResNet backbone's weights (cuda_state.resnet): conv1..3, downsample per
+ * block. */
+typedef struct {
+    vd_cuda_conv_weights blocks[VD_MAX_BLOCKS][4];
+} cuda_resnet_weights;
+
+/* A MobileNetV3 backbone's weights (cuda_state.mnv3), after the stem: expand,
+ * depthwise (groups), project per block; the last conv; SE's fc1 weight, fc1
+ * bias, fc2 weight, fc2 bias (float32). */
+typedef struct {
+    vd_cuda_conv_weights blocks[VD_MAX_BLOCKS][3];
+    vd_cuda_conv_weights last;
+    float *se[VD_MAX_BLOCKS][4];
+} cuda_mnv3_weights;
+
 /* Everything that depends on the padded input size, for n_images image slots:
  * activations [n_images][h][w][c], every per-image buffer below [n_images] of
  * what one image needs (the anchors, workspaces and pooler are shared). */
@@ -43,19 +79,15 @@ typedef struct {
     GPtrArray *tensors;
 
     vd_cuda_tensor *input; /* [Hp][Wp][input_channels] */
-    vd_cuda_tensor *stem_out, *pool_out;
-    vd_cuda_tensor *stage_out[4];
+    vd_cuda_tensor *stem_out;
     vd_cuda_conv stem;
-    cuda_block blocks[VD_MAX_BLOCKS];
-    int n_blocks;
-    /* MobileNetV3: the stem (hardswish after it), the blocks, the last 1x1
-     * conv (hardswish), and SE's per-image channel means and scales */
-    cuda_mnv3_block mnv3[VD_MAX_BLOCKS];
-    int n_mnv3;
-    vd_cuda_conv mnv3_last;
-    vd_cuda_tensor *mnv3_last_out;
-    gboolean has_mnv3_last;
-    float *se_means, *se_scales;
+    const cuda_backbone *backbone; /* the one that planned it (plan_free) */
+    /* the backbone's own part, by the model's backbone type: read and written
+     * only by its file (backbone's hooks); the other part shares its memory */
+    union {
+        cuda_resnet_plan resnet; /* VD_BACKBONE_RESNET */
+        cuda_mnv3_plan mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
+    };
     /* the backbone's returned features, the FPN's inputs */
     vd_cuda_tensor *fpn_in[4];
 
@@ -168,12 +200,12 @@ typedef struct {
     int predictor_stride; /* box predictor outputs (5K, padded) */
 
     vd_cuda_conv_weights stem;
-    vd_cuda_conv_weights block_weights[VD_MAX_BLOCKS][4]; /* conv1..3, downsample */
-    /* MobileNetV3: expand, depthwise (groups), project per block; the last
-     * conv; SE's fc1 weight, fc1 bias, fc2 weight, fc2 bias (float32) */
-    vd_cuda_conv_weights mnv3_weights[VD_MAX_BLOCKS][3];
-    vd_cuda_conv_weights mnv3_last;
-    float *mnv3_se[VD_MAX_BLOCKS][4];
+    /* the backbone's own weights (in weights_pool), by the model's backbone
+     * type: read and written only by its file; the other part shares its memory */
+    union {
+        cuda_resnet_weights resnet; /* VD_BACKBONE_RESNET */
+        cuda_mnv3_weights mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
+    };
     vd_cuda_conv_weights fpn_inner[4], fpn_layer[4];
     vd_cuda_conv_weights rpn_conv, rpn_head;
     /* v2: the RPN head's further convolutions, the conv box head (output
@@ -249,11 +281,15 @@ typedef struct {
  * (cuda_backbones[] in vd_cuda_backend.c).
  * @supports: refuses (VD_ERROR_UNSUPPORTED or VD_ERROR_FORMAT, with the reason)
  *   a model whose backbone this backend cannot run (cuda_supports()).
- * @upload: its weights (the stem's aside) into the state's (upload_weights()).
+ * @upload: its weights (the stem's aside) into its own part of the state,
+ *   st->resnet or st->mnv3 (upload_weights()).
  * @name: names its convolutions' weights, the stem's included, after
  *   torchvision's modules (name_conv_weights()).
  * @plan: its tensors and convolutions from plan->input to the FPN's inputs
  *   (plan->fpn_in[]), growing the cuDNN workspace *@ws (plan_new()).
+ * @clear: destroys the convolutions @plan initialised in its own part of the
+ *   plan, every block's (a plan that failed half way has not set their count)
+ *   (plan_free()).
  * @enqueue: its layers on the stream over @n image slots of @plan
  *   (enqueue_frame()).
  * @convolutions: appends those @plan initialised after the stem, in running
@@ -264,6 +300,7 @@ struct cuda_backbone {
     gboolean (*upload)(cuda_state *st, GError **error);
     void (*name)(cuda_state *st);
     gboolean (*plan)(cuda_state *st, cuda_plan *plan, size_t *ws, GError **error);
+    void (*clear)(cuda_plan *plan);
     gboolean (*enqueue)(cuda_state *st, cuda_plan *plan, int n, GError **error);
     void (*convolutions)(cuda_plan *plan, GPtrArray *out);
 };

@@ -123,17 +123,8 @@ static void plan_free(cuda_plan *plan)
     if (plan == NULL)
         return;
     vd_cuda_conv_clear(&plan->stem);
-    /* every block: a plan that failed half way has not set n_blocks */
-    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
-        vd_cuda_conv_clear(&plan->blocks[b].conv1);
-        vd_cuda_conv_clear(&plan->blocks[b].conv2);
-        vd_cuda_conv_clear(&plan->blocks[b].conv3);
-        vd_cuda_conv_clear(&plan->blocks[b].downsample);
-        vd_cuda_conv_clear(&plan->mnv3[b].expand);
-        vd_cuda_conv_clear(&plan->mnv3[b].depthwise);
-        vd_cuda_conv_clear(&plan->mnv3[b].project);
-    }
-    vd_cuda_conv_clear(&plan->mnv3_last);
+    if (plan->backbone != NULL)
+        plan->backbone->clear(plan);
     for (int i = 0; i < 4; i++) {
         vd_cuda_conv_clear(&plan->fpn_inner[i]);
         vd_cuda_conv_clear(&plan->fpn_layer[i]);
@@ -494,6 +485,7 @@ static cuda_plan *plan_new(cuda_state *st, int padded_h, int padded_w, int n_ima
     plan->padded_h = padded_h;
     plan->padded_w = padded_w;
     plan->n_images = n_images;
+    plan->backbone = st->backbone;
     plan->pooler.resized_h = -1;
     plan->mask_pooler.resized_h = -1;
     /* a size change frees one plan and allocates the next without making every

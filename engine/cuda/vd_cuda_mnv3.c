@@ -78,7 +78,7 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
     int n_blocks = MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks);
     for (int b = 0; b < n_blocks; b++) {
         const vd_mnv3_block *mb = &m->mnv3.blocks[b];
-        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
+        vd_cuda_conv_weights *bw = st->mnv3.blocks[b];
         const vd_conv *d = &mb->depthwise;
         if ((mb->expand.out_channels > 0 &&
              !cuda_upload_conv(st, &bw[0], &mb->expand, mb->expand.in_channels,
@@ -96,18 +96,18 @@ static gboolean upload_mnv3_weights(cuda_state *st, GError **error)
                 const vd_linear *l = fc[j / 2];
                 size_t count =
                     j % 2 ? (size_t)l->out_features : (size_t)l->out_features * l->in_features;
-                st->mnv3_se[b][j] =
+                st->mnv3.se[b][j] =
                     vd_cuda_pool_alloc(&st->weights_pool, count * sizeof(float), st->layers.stream,
                                        "squeeze-excitation weights", error);
-                if (st->mnv3_se[b][j] == NULL ||
-                    !vd_cuda_upload_floats(&st->layers, st->mnv3_se[b][j],
+                if (st->mnv3.se[b][j] == NULL ||
+                    !vd_cuda_upload_floats(&st->layers, st->mnv3.se[b][j],
                                            j % 2 ? l->bias : l->weight, count, VD_DTYPE_F32, error))
                     return FALSE;
             }
         }
     }
     return m->mnv3.last.out_channels == 0 ||
-           cuda_upload_conv(st, &st->mnv3_last, &m->mnv3.last, m->mnv3.last.in_channels,
+           cuda_upload_conv(st, &st->mnv3.last, &m->mnv3.last, m->mnv3.last.in_channels,
                             m->mnv3.last.out_channels, error);
 }
 
@@ -119,11 +119,11 @@ static void mnv3_name(cuda_state *st)
 #define NAME(w, ...) g_snprintf((w).name, sizeof((w).name), __VA_ARGS__)
     NAME(st->stem, "backbone.body.0");
     for (int b = 0; b < VD_MAX_BLOCKS; b++) {
-        NAME(st->mnv3_weights[b][0], "backbone.body.%d.expand", b + 1);
-        NAME(st->mnv3_weights[b][1], "backbone.body.%d.depthwise", b + 1);
-        NAME(st->mnv3_weights[b][2], "backbone.body.%d.project", b + 1);
+        NAME(st->mnv3.blocks[b][0], "backbone.body.%d.expand", b + 1);
+        NAME(st->mnv3.blocks[b][1], "backbone.body.%d.depthwise", b + 1);
+        NAME(st->mnv3.blocks[b][2], "backbone.body.%d.project", b + 1);
     }
-    NAME(st->mnv3_last, "backbone.body.%d", MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks) + 1);
+    NAME(st->mnv3.last, "backbone.body.%d", MIN(m->mnv3.n_computed - 1, cfg->mnv3.n_blocks) + 1);
 #undef NAME
 }
 
@@ -166,15 +166,16 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     void *temp2 = temp1 == NULL ? NULL
                                 : vd_cuda_pool_alloc(&plan->pool, n_img * max_dw * esize, L->stream,
                                                      "block intermediates", error);
-    plan->se_means = temp2 == NULL
-                         ? NULL
-                         : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
-                                              L->stream, "squeeze-excitation", error);
-    plan->se_scales = plan->se_means == NULL
-                          ? NULL
-                          : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
-                                               L->stream, "squeeze-excitation", error);
-    if (plan->se_scales == NULL)
+    plan->mnv3.se_means =
+        temp2 == NULL ? NULL
+                      : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float),
+                                           L->stream, "squeeze-excitation", error);
+    plan->mnv3.se_scales =
+        plan->mnv3.se_means == NULL
+            ? NULL
+            : vd_cuda_pool_alloc(&plan->pool, n_img * max_channels * sizeof(float), L->stream,
+                                 "squeeze-excitation", error);
+    if (plan->mnv3.se_scales == NULL)
         return FALSE;
 
     plan->stem_out = cuda_plan_tensor(st, plan, h, w, st->stem.out_c, NULL, error);
@@ -188,8 +189,8 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
     for (int b = 0; b < n_blocks; b++) {
         const vd_mnv3_block_config *bc = &cfg->mnv3.blocks[b];
         const vd_mnv3_block *mb = &model->mnv3.blocks[b];
-        cuda_mnv3_block *pb = &plan->mnv3[b];
-        vd_cuda_conv_weights *bw = st->mnv3_weights[b];
+        cuda_mnv3_block *pb = &plan->mnv3.blocks[b];
+        vd_cuda_conv_weights *bw = st->mnv3.blocks[b];
         int exp = bc->expanded_channels, pad = (bc->kernel - 1) / 2;
         int oh = conv_out_size(x->h, bc->kernel, bc->stride, pad);
         int ow = conv_out_size(x->w, bc->kernel, bc->stride, pad);
@@ -219,18 +220,18 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
         if (returned[b + 1] && r < 4)
             plan->fpn_in[r++] = x;
     }
-    plan->n_mnv3 = n_blocks;
+    plan->mnv3.n_blocks = n_blocks;
     if (n_features == cfg->mnv3.n_blocks + 2) {
         int f = cfg->mnv3.n_blocks + 1;
-        plan->mnv3_last_out =
-            cuda_plan_tensor(st, plan, x->h, x->w, st->mnv3_last.out_c, NULL, error);
-        if (plan->mnv3_last_out == NULL ||
-            !vd_cuda_conv_init(L, &plan->mnv3_last, &st->mnv3_last, x, plan->mnv3_last_out, NULL,
+        plan->mnv3.last_out =
+            cuda_plan_tensor(st, plan, x->h, x->w, st->mnv3.last.out_c, NULL, error);
+        if (plan->mnv3.last_out == NULL ||
+            !vd_cuda_conv_init(L, &plan->mnv3.last, &st->mnv3.last, x, plan->mnv3.last_out, NULL,
                                FALSE, ws, error))
             return FALSE;
-        plan->has_mnv3_last = TRUE;
+        plan->mnv3.has_last = TRUE;
         if (returned[f] && r < 4)
-            plan->fpn_in[r++] = plan->mnv3_last_out;
+            plan->fpn_in[r++] = plan->mnv3.last_out;
     }
     if (r != cfg->n_returned_layers) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%d of %d returned features planned", r,
@@ -238,6 +239,18 @@ static gboolean plan_mnv3(cuda_state *st, cuda_plan *plan, size_t *ws, GError **
         return FALSE;
     }
     return TRUE;
+}
+
+/* Every block's convolutions (a plan that failed half way has not set
+ * n_blocks), the last conv */
+static void mnv3_clear(cuda_plan *plan)
+{
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        vd_cuda_conv_clear(&plan->mnv3.blocks[b].expand);
+        vd_cuda_conv_clear(&plan->mnv3.blocks[b].depthwise);
+        vd_cuda_conv_clear(&plan->mnv3.blocks[b].project);
+    }
+    vd_cuda_conv_clear(&plan->mnv3.last);
 }
 
 /* hardswish in place over every image slot of @t */
@@ -257,8 +270,8 @@ static gboolean enqueue_mnv3(cuda_state *st, cuda_plan *plan, int n, GError **er
     vd_cuda_layers *L = &st->layers;
     if (!vd_cuda_conv_run(L, &plan->stem, error) || !hardswish_tensor(st, plan->stem_out, error))
         return FALSE;
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cuda_mnv3_block *pb = &plan->mnv3[b];
+    for (int b = 0; b < plan->mnv3.n_blocks; b++) {
+        cuda_mnv3_block *pb = &plan->mnv3.blocks[b];
         if (pb->has_expand && (!vd_cuda_conv_run(L, &pb->expand, error) ||
                                (pb->hardswish && !hardswish_tensor(st, pb->expanded, error))))
             return FALSE;
@@ -267,33 +280,33 @@ static gboolean enqueue_mnv3(cuda_state *st, cuda_plan *plan, int n, GError **er
             return FALSE;
         if (pb->se_channels > 0) {
             vd_cuda_tensor *t = pb->dw_out;
-            float *const *se = st->mnv3_se[b];
+            float *const *se = st->mnv3.se[b];
             if (!vd_cuda_check(vd_squeeze_excite(t->data, t->n, t->h * t->w, t->c, pb->se_channels,
-                                                 se[0], se[1], se[2], se[3], plan->se_means,
-                                                 plan->se_scales, st->dtype, L->stream),
+                                                 se[0], se[1], se[2], se[3], plan->mnv3.se_means,
+                                                 plan->mnv3.se_scales, st->dtype, L->stream),
                                "squeeze-excitation", error))
                 return FALSE;
         }
         if (!vd_cuda_conv_run(L, &pb->project, error))
             return FALSE;
     }
-    if (plan->has_mnv3_last && (!vd_cuda_conv_run(L, &plan->mnv3_last, error) ||
-                                !hardswish_tensor(st, plan->mnv3_last_out, error)))
+    if (plan->mnv3.has_last && (!vd_cuda_conv_run(L, &plan->mnv3.last, error) ||
+                                !hardswish_tensor(st, plan->mnv3.last_out, error)))
         return FALSE;
     return TRUE;
 }
 
 static void mnv3_convolutions(cuda_plan *plan, GPtrArray *out)
 {
-    for (int b = 0; b < plan->n_mnv3; b++) {
-        cuda_mnv3_block *pb = &plan->mnv3[b];
+    for (int b = 0; b < plan->mnv3.n_blocks; b++) {
+        cuda_mnv3_block *pb = &plan->mnv3.blocks[b];
         if (pb->has_expand)
             g_ptr_array_add(out, &pb->expand);
         g_ptr_array_add(out, &pb->depthwise);
         g_ptr_array_add(out, &pb->project);
     }
-    if (plan->has_mnv3_last)
-        g_ptr_array_add(out, &plan->mnv3_last);
+    if (plan->mnv3.has_last)
+        g_ptr_array_add(out, &plan->mnv3.last);
 }
 
 const cuda_backbone vd_cuda_mnv3 = {
@@ -302,6 +315,7 @@ const cuda_backbone vd_cuda_mnv3 = {
     .upload = upload_mnv3_weights,
     .name = mnv3_name,
     .plan = plan_mnv3,
+    .clear = mnv3_clear,
     .enqueue = enqueue_mnv3,
     .convolutions = mnv3_convolutions,
 };

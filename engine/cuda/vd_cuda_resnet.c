@@ -24,7 +24,7 @@ static gboolean upload_resnet_weights(cuda_state *st, GError **error)
         for (int i = 0; i < 4; i++) {
             if (convs[i]->out_channels == 0 || (i == 3 && !mb->has_downsample))
                 continue;
-            if (!cuda_upload_conv(st, &st->block_weights[b][i], convs[i], convs[i]->in_channels,
+            if (!cuda_upload_conv(st, &st->resnet.blocks[b][i], convs[i], convs[i]->in_channels,
                                   convs[i]->out_channels, error))
                 return FALSE;
         }
@@ -45,7 +45,7 @@ static void resnet_name(cuda_state *st)
                b >= m->resnet.stage_first_block[stage + 1])
             stage++;
         for (int i = 0; i < 4; i++)
-            NAME(st->block_weights[b][i], "backbone.body.layer%d.%d.%s", stage + 1,
+            NAME(st->resnet.blocks[b][i], "backbone.body.layer%d.%d.%s", stage + 1,
                  b - m->resnet.stage_first_block[stage], conv_names[i]);
     }
 #undef NAME
@@ -65,15 +65,16 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     if (plan->stem_out == NULL || !vd_cuda_conv_init(L, &plan->stem, &st->stem, plan->input,
                                                      plan->stem_out, NULL, TRUE, ws, error))
         return FALSE;
-    plan->pool_out = cuda_plan_tensor(st, plan, conv_out_size(h, 3, 2, 1),
-                                      conv_out_size(w, 3, 2, 1), st->stem.out_c, NULL, error);
-    if (plan->pool_out == NULL)
+    plan->resnet.pool_out =
+        cuda_plan_tensor(st, plan, conv_out_size(h, 3, 2, 1), conv_out_size(w, 3, 2, 1),
+                         st->stem.out_c, NULL, error);
+    if (plan->resnet.pool_out == NULL)
         return FALSE;
 
     /* block intermediates share two buffers sized for the largest */
     size_t max_temp = 0;
     {
-        int th = plan->pool_out->h, tw = plan->pool_out->w;
+        int th = plan->resnet.pool_out->h, tw = plan->resnet.pool_out->w;
         for (int b = 0; b < model->resnet.n_blocks; b++) {
             const vd_block *mb = &model->resnet.blocks[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
@@ -96,7 +97,7 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     if (temp2 == NULL)
         return FALSE;
 
-    vd_cuda_tensor *x = plan->pool_out;
+    vd_cuda_tensor *x = plan->resnet.pool_out;
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
         int first = model->resnet.stage_first_block[s];
         int last_block = s + 1 < model->resnet.n_stages_used
@@ -104,8 +105,8 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
                              : model->resnet.n_blocks;
         for (int b = first; b < last_block; b++) {
             const vd_block *mb = &model->resnet.blocks[b];
-            cuda_block *pb = &plan->blocks[b];
-            vd_cuda_conv_weights *bw = st->block_weights[b];
+            cuda_block *pb = &plan->resnet.blocks[b];
+            vd_cuda_conv_weights *bw = st->resnet.blocks[b];
             int stride = bottleneck ? mb->conv2.stride : mb->conv1.stride;
             int oh = conv_out_size(x->h, 3, stride, 1), ow = conv_out_size(x->w, 3, stride, 1);
             int out_c = bottleneck ? mb->conv3.out_channels : mb->conv2.out_channels;
@@ -152,12 +153,23 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
             }
             x = out;
         }
-        plan->stage_out[s] = x;
+        plan->resnet.stage_out[s] = x;
     }
-    plan->n_blocks = model->resnet.n_blocks;
+    plan->resnet.n_blocks = model->resnet.n_blocks;
     for (int i = 0; i < model->config.n_returned_layers && i < 4; i++)
-        plan->fpn_in[i] = plan->stage_out[model->config.returned_layers[i] - 1];
+        plan->fpn_in[i] = plan->resnet.stage_out[model->config.returned_layers[i] - 1];
     return TRUE;
+}
+
+/* Every block's convolutions: a plan that failed half way has not set n_blocks */
+static void resnet_clear(cuda_plan *plan)
+{
+    for (int b = 0; b < VD_MAX_BLOCKS; b++) {
+        vd_cuda_conv_clear(&plan->resnet.blocks[b].conv1);
+        vd_cuda_conv_clear(&plan->resnet.blocks[b].conv2);
+        vd_cuda_conv_clear(&plan->resnet.blocks[b].conv3);
+        vd_cuda_conv_clear(&plan->resnet.blocks[b].downsample);
+    }
 }
 
 /* The stem, the max-pool image by image, the blocks (the shortcut first) */
@@ -172,11 +184,11 @@ static gboolean enqueue_resnet(cuda_state *st, cuda_plan *plan, int n, GError **
     for (int i = 0; i < n; i++)
         CUDA_TRY(vd_max_pool_3x3s2(image_of(plan->stem_out, i, dt), plan->stem_out->h,
                                    plan->stem_out->w, plan->stem_out->c,
-                                   image_of(plan->pool_out, i, dt), plan->pool_out->h,
-                                   plan->pool_out->w, dt, s),
+                                   image_of(plan->resnet.pool_out, i, dt), plan->resnet.pool_out->h,
+                                   plan->resnet.pool_out->w, dt, s),
                  "max pooling");
-    for (int b = 0; b < plan->n_blocks; b++) {
-        cuda_block *pb = &plan->blocks[b];
+    for (int b = 0; b < plan->resnet.n_blocks; b++) {
+        cuda_block *pb = &plan->resnet.blocks[b];
         if (pb->has_downsample && !vd_cuda_conv_run(L, &pb->downsample, error))
             return FALSE;
         if (!vd_cuda_conv_run(L, &pb->conv1, error) || !vd_cuda_conv_run(L, &pb->conv2, error))
@@ -192,8 +204,8 @@ out_fail:
 
 static void resnet_convolutions(cuda_plan *plan, GPtrArray *out)
 {
-    for (int b = 0; b < plan->n_blocks; b++) {
-        cuda_block *pb = &plan->blocks[b];
+    for (int b = 0; b < plan->resnet.n_blocks; b++) {
+        cuda_block *pb = &plan->resnet.blocks[b];
         if (pb->has_downsample)
             g_ptr_array_add(out, &pb->downsample);
         g_ptr_array_add(out, &pb->conv1);
@@ -209,6 +221,7 @@ const cuda_backbone vd_cuda_resnet = {
     .upload = upload_resnet_weights,
     .name = resnet_name,
     .plan = plan_backbone,
+    .clear = resnet_clear,
     .enqueue = enqueue_resnet,
     .convolutions = resnet_convolutions,
 };
