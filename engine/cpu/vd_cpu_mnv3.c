@@ -256,9 +256,11 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     return TRUE;
 }
 
+/* Every block, not n_blocks: a plan that failed half way has blocks set up
+ * before its count is (the others are zero, which conv_clear() takes). */
 static void mnv3_clear(cpu_plan *plan)
 {
-    for (int i = 0; i < plan->mnv3.n_blocks; i++) {
+    for (guint i = 0; i < G_N_ELEMENTS(plan->mnv3.blocks); i++) {
         conv_clear(&plan->mnv3.blocks[i].expand);
         conv_clear(&plan->mnv3.blocks[i].depthwise);
         conv_clear(&plan->mnv3.blocks[i].project);

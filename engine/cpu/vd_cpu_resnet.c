@@ -247,12 +247,14 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     return TRUE;
 }
 
+/* Every block, not n_blocks: a plan that failed half way has blocks set up
+ * before its count is (the others are zero, which conv_clear() takes). */
 static void resnet_clear(cpu_plan *plan)
 {
     vd_layers_primitive_free(plan->resnet.maxpool);
     vd_layers_primitive_free(plan->resnet.pool_quantize);
     vd_layers_scales_clear(&plan->resnet.pool_quantize_scales);
-    for (int i = 0; i < plan->resnet.n_blocks; i++) {
+    for (guint i = 0; i < G_N_ELEMENTS(plan->resnet.blocks); i++) {
         conv_clear(&plan->resnet.blocks[i].conv1);
         conv_clear(&plan->resnet.blocks[i].conv2);
         conv_clear(&plan->resnet.blocks[i].conv3);
