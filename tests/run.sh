@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=tools/debian-packages.sh
 source tools/debian-packages.sh
 
-# no arguments: every suite but extended and model-target, then the Debian 13 run
+# no arguments: every suite but extended, then the Debian 13 run
 all=0 debian13=0 suites=()
 if [ $# -eq 0 ]; then
   all=1
@@ -46,8 +46,7 @@ if [ $all -eq 1 ] || [ ${#suites[@]} -gt 0 ]; then
 fi
 
 suite_args=()
-# model-target: the bundled model's next target (tests/model/meson.build), not yet met
-[ $all -eq 0 ] || suite_args+=(--no-suite extended --no-suite model-target)
+[ $all -eq 0 ] || suite_args+=(--no-suite extended)
 for s in ${VISIONDETECT_NO_SUITES:-}; do suite_args+=(--no-suite "$s"); done
 main_suites=0
 for s in "${suites[@]}"; do
