@@ -104,6 +104,12 @@ typedef struct {
     int n_stages_used;        /* stages computed: up to the last returned one */
 } vd_resnet_weights;
 
+/* One past the last block of stage @s (< n_stages_used) of @w. */
+static inline int vd_resnet_stage_end(const vd_resnet_weights *w, int s)
+{
+    return s + 1 < w->n_stages_used ? w->stage_first_block[s + 1] : w->n_blocks;
+}
+
 /* A MobileNetV3 backbone's weights (vd_model.mnv3), after the stem. */
 typedef struct {
     vd_mnv3_block blocks[VD_MAX_BLOCKS]; /* features[1..n] */

@@ -103,9 +103,8 @@ typedef struct {
     cpu_tensor *pool_q;
     dnnl_primitive_t pool_quantize;
     vd_layer_scales pool_quantize_scales;
-    float stage_scale[4]; /* int8: the scales of stage_out */
-    cpu_block blocks[VD_MAX_BLOCKS];
-    int n_blocks;
+    float stage_scale[4];            /* int8: the scales of stage_out */
+    cpu_block blocks[VD_MAX_BLOCKS]; /* as the model's (vd_resnet_weights) */
 } cpu_resnet_plan;
 
 /* A MobileNetV3 plan's own part (cpu_plan.mnv3, vd_cpu_mnv3.c), after the stem

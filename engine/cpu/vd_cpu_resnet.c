@@ -69,9 +69,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
             th = oh;
             tw = ow;
             for (int s = 0; s < model->resnet.n_stages_used; s++)
-                if (b + 1 == (s + 1 < model->resnet.n_stages_used
-                                  ? model->resnet.stage_first_block[s + 1]
-                                  : model->resnet.n_blocks)) {
+                if (b + 1 == vd_resnet_stage_end(&model->resnet, s)) {
                     stage_h[s] = th;
                     stage_w[s] = tw;
                     stage_c[s] = (bottleneck ? mb->conv3 : mb->conv2).out_channels;
@@ -146,9 +144,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     }
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
         int first = model->resnet.stage_first_block[s];
-        int last_block = s + 1 < model->resnet.n_stages_used
-                             ? model->resnet.stage_first_block[s + 1]
-                             : model->resnet.n_blocks;
+        int last_block = vd_resnet_stage_end(&model->resnet, s);
         for (int b = first; b < last_block; b++) {
             const vd_block *mb = &model->resnet.blocks[b];
             cpu_block *pb = &plan->resnet.blocks[b];
@@ -239,7 +235,6 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         plan->resnet.stage_scale[s] = x_scale;
         plan->resnet.stage_out[s] = x;
     }
-    plan->resnet.n_blocks = model->resnet.n_blocks;
     for (int i = 0; i < cfg->n_returned_layers; i++) {
         plan->returned_out[i] = plan->resnet.stage_out[cfg->returned_layers[i] - 1];
         plan->returned_scale[i] = plan->resnet.stage_scale[cfg->returned_layers[i] - 1];
@@ -272,8 +267,7 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
     kernel_add(out, strings, plan->resnet.pool_quantize, "reorder",
                "backbone.body.maxpool.quantise");
     for (int s = 0; s < m->resnet.n_stages_used; s++) {
-        int last = s + 1 < m->resnet.n_stages_used ? m->resnet.stage_first_block[s + 1]
-                                                   : m->resnet.n_blocks;
+        int last = vd_resnet_stage_end(&m->resnet, s);
         for (int b = m->resnet.stage_first_block[s]; b < last; b++) {
             const cpu_block *pb = &plan->resnet.blocks[b];
             const char *convs[] = {"conv1", "conv2", "conv3", "downsample.0"};

@@ -100,9 +100,7 @@ static gboolean plan_backbone(cuda_state *st, cuda_plan *plan, size_t *ws, GErro
     vd_cuda_tensor *x = plan->resnet.pool_out;
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
         int first = model->resnet.stage_first_block[s];
-        int last_block = s + 1 < model->resnet.n_stages_used
-                             ? model->resnet.stage_first_block[s + 1]
-                             : model->resnet.n_blocks;
+        int last_block = vd_resnet_stage_end(&model->resnet, s);
         for (int b = first; b < last_block; b++) {
             const vd_block *mb = &model->resnet.blocks[b];
             cuda_block *pb = &plan->resnet.blocks[b];
