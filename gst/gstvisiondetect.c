@@ -113,6 +113,7 @@ enum
   PROP_LATE_FRAMES,
   PROP_FRAMES_INFERRED,
   PROP_FRAMES_SKIPPED_LATE,
+  PROP_FRAMES_REPEATED,
   PROP_BATCH_SIZE,
   PROP_BATCH_TIMEOUT,
   PROP_BATCH_MEAN_SIZE,
@@ -475,6 +476,9 @@ gst_vision_detect_get_property (GObject * object, guint prop_id,
     case PROP_FRAMES_SKIPPED_LATE:
       g_value_set_uint64 (value, self->n_skipped_late);
       break;
+    case PROP_FRAMES_REPEATED:
+      g_value_set_uint64 (value, self->n_repeated);
+      break;
     case PROP_BATCH_SIZE:
       g_value_set_uint (value, self->batch_size);
       break;
@@ -575,8 +579,8 @@ gst_vision_detect_start (GstBaseTransform * trans)
   if (path == NULL) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
         ("No model: set the \"model\" property to a .safetensors file "
-            "(the default model %s is not in %s, and VISIONDETECT_MODEL is "
-            "not set)", VD_DEFAULT_MODEL_NAME, searched), (NULL));
+            "(the default model %s was looked for in %s)",
+            VD_DEFAULT_MODEL_NAME, searched), (NULL));
     goto out_free_settings;
   }
   if (!g_file_test (path, G_FILE_TEST_EXISTS)) {
@@ -671,6 +675,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
   GST_OBJECT_LOCK (self);
   self->n_inferred = 0;
   self->n_skipped_late = 0;
+  self->n_repeated = 0;
   self->started = TRUE;
   GST_OBJECT_UNLOCK (self);
   ok = TRUE;
@@ -696,6 +701,7 @@ gst_vision_detect_stop (GstBaseTransform * trans)
   GstVisionDetect *self = GST_VISION_DETECT (trans);
 
   gst_vision_scheduler_stop (&self->sched);
+  gst_vision_detect_forget_last_frame (self);
   release_engine (self);
   self->have_info = FALSE;
   GST_OBJECT_LOCK (self);
@@ -831,6 +837,8 @@ gst_vision_detect_sink_event (GstBaseTransform * trans, GstEvent * event)
       gst_vision_scheduler_set_flushing (&self->sched, FALSE);
       /* a seek starts the interval again: its first frame is inferred */
       self->frame_count = 0;
+      /* the frames dropped may include the one last copied */
+      gst_vision_frame_copy_reset (&self->last_frame);
       break;
     default:
       /* at EOS the shared engine stops waiting for this stream's frames (until
@@ -1005,6 +1013,11 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
           "Frames passed without inference because it would have made them "
           "late (late-frames=skip-inference)", 0, G_MAXUINT64, 0,
           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_REPEATED,
+      g_param_spec_uint64 ("frames-repeated", "Frames repeated",
+          "GAP buffers (a frame rate converter's duplicates) that showed the "
+          "last inferred frame's pixels and carry its detections", 0,
+          G_MAXUINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
   g_object_class_install_property (gobject_class, PROP_BATCH_SIZE,
       g_param_spec_uint ("batch-size", "Batch size",
           "1: the element has its own engine. More: it shares one engine with "

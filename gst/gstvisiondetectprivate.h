@@ -10,6 +10,7 @@
 #include "gstvisiondetectmeta.h"
 #include "helpers/batcher.h"
 #include "helpers/detections.h"
+#include "helpers/framecopy.h"
 #include "helpers/scheduler.h"
 
 #include <gst/video/video.h>
@@ -28,6 +29,9 @@ typedef struct
   GstVisionBatchRequest *request;       /* shared engine: the frame's, or NULL */
   vd_result result;             /* collected, when @have_result */
   gboolean have_result;
+  /* INFERRED: the frame's number among the inferred frames (from 1);
+   * REPEATED: that of the inferred frame whose pixels it repeats */
+  guint64 inferred_id;
 } GstVisionDetectFrame;
 
 struct _GstVisionDetect
@@ -68,6 +72,19 @@ struct _GstVisionDetect
   gboolean have_info;
   guint64 frame_count;
   gboolean pending_discont;     /* a frame was dropped: mark the next one */
+  /* GAP buffers that repeat the last inferred frame carry its detections:
+   * once the stream has had a GAP buffer, each inferred frame's pixels are
+   * kept (@last_frame, inferred frame number @last_frame_id) to compare the
+   * next GAP buffers with */
+  guint64 n_inferred_ids;
+  gboolean seen_gap;
+  GstVisionFrameCopy last_frame;
+  guint64 last_frame_id;
+  /* the output thread's: the last inferred frame pushed and its result (from
+   * start() to stop(), when no frame is in flight) */
+  vd_result last_result;
+  gboolean have_last_result;
+  guint64 last_result_id;
 
   /* Frames in order, each passed downstream by the scheduler's output thread
    * once the engine's result for it (if it was submitted) is collected; the
@@ -80,7 +97,7 @@ struct _GstVisionDetect
   gboolean warned_nonfinite;
 
   /* under the object lock: */
-  guint64 n_inferred, n_skipped_late;
+  guint64 n_inferred, n_skipped_late, n_repeated;
 };
 
 /* gstvisiondetectstream.c */
@@ -89,6 +106,7 @@ gboolean gst_vision_detect_warm_up (GstVisionDetect * self,
     const GstVideoInfo * info);
 GstFlowReturn gst_vision_detect_generate_output (GstBaseTransform * trans,
     GstBuffer ** outbuf);
+void gst_vision_detect_forget_last_frame (GstVisionDetect * self);
 
 /* gstvisiondetect.c */
 gboolean *gst_vision_detect_resolve_classes (GstVisionDetect * self,

@@ -221,6 +221,20 @@ collect (gpointer user_data, GstVisionFrame * frame, GstClockTime * engine_time,
   return GST_VISION_SCHEDULER_DONE;
 }
 
+/* The result of the last inferred frame pushed, for the GAP buffers that
+ * repeat it: taken from @f, which no longer frees it. */
+static void
+keep_result (GstVisionDetect * self, GstVisionDetectFrame * f)
+{
+  if (self->have_last_result)
+    vd_result_clear (&self->last_result);
+  self->last_result = f->result;
+  self->have_last_result = TRUE;
+  self->last_result_id = f->inferred_id;
+  f->have_result = FALSE;
+  memset (&f->result, 0, sizeof (f->result));
+}
+
 static GstFlowReturn
 push (gpointer user_data, GstVisionFrame * frame)
 {
@@ -228,8 +242,26 @@ push (gpointer user_data, GstVisionFrame * frame)
   GstVisionDetectFrame *f = (GstVisionDetectFrame *) frame;
   GstBuffer *buffer;
 
-  attach_detections (self, f, frame->inference == GST_VISION_DETECT_INFERRED ?
-      &f->result : NULL);
+  if (frame->inference == GST_VISION_DETECT_INFERRED) {
+    attach_detections (self, f, &f->result);
+    keep_result (self, f);
+  } else if (frame->inference == GST_VISION_DETECT_REPEATED) {
+    /* the frames are pushed in order: the frame it repeats was the last
+     * inferred one pushed, unless a flush dropped that one */
+    if (self->have_last_result && self->last_result_id == f->inferred_id) {
+      attach_detections (self, f, &self->last_result);
+      GST_OBJECT_LOCK (self);
+      self->n_repeated++;
+      GST_OBJECT_UNLOCK (self);
+    } else {
+      GST_DEBUG_OBJECT (self, "frame %" G_GUINT64_FORMAT ": the inferred "
+          "frame it repeats was not pushed", frame->index);
+      frame->inference = GST_VISION_DETECT_SKIPPED_GAP;
+      attach_detections (self, f, NULL);
+    }
+  } else {
+    attach_detections (self, f, NULL);
+  }
   buffer = frame->buffer;
   frame->buffer = NULL;
   return gst_pad_push (GST_BASE_TRANSFORM_SRC_PAD (self), buffer);
@@ -385,6 +417,54 @@ would_be_late (GstVisionDetect * self, GstClockTime rt)
   return gst_vision_scheduler_would_be_late (&self->sched, rt, now);
 }
 
+/* Whether the GAP buffer of @df shows the pixels of the last inferred frame
+ * (a frame rate converter's duplicate), which it then repeats. A GAP buffer
+ * says its content does not matter; a duplicate's still is the picture the
+ * viewer sees, and videorate's share the memory of the frame they repeat. So
+ * the pixels decide, compared byte for byte with the copy kept of the
+ * inferred frame: one read of the frame, far less than an inference. The
+ * first GAP buffer of a stream has nothing to be compared with and is
+ * inferred; from then on the inferred frames are copied. */
+static gboolean
+repeats_last_frame (GstVisionDetect * self, GstVisionDetectFrame * df)
+{
+  GstVideoFrame frame;
+  GstClockTime start;
+  gboolean same;
+
+  self->seen_gap = TRUE;
+  if (self->last_frame.format == GST_VIDEO_FORMAT_UNKNOWN)
+    return FALSE;
+  if (!gst_video_frame_map (&frame, &self->info, df->frame.buffer,
+          GST_MAP_READ))
+    return FALSE;
+  start = gst_util_get_timestamp ();
+  same = gst_vision_frame_copy_equal (&self->last_frame, &frame);
+  gst_video_frame_unmap (&frame);
+  GST_LOG_OBJECT (self, "GAP frame %" G_GUINT64_FORMAT " %s inferred frame %"
+      G_GUINT64_FORMAT " (compared in %" GST_TIME_FORMAT ")",
+      df->frame.index, same ? "repeats" : "differs from", self->last_frame_id,
+      GST_TIME_ARGS (gst_util_get_timestamp () - start));
+  if (same)
+    df->inferred_id = self->last_frame_id;
+  return same;
+}
+
+/* What the GAP buffers are compared with and what they repeat, forgotten:
+ * stop(), with no frame in flight. */
+void
+gst_vision_detect_forget_last_frame (GstVisionDetect * self)
+{
+  gst_vision_frame_copy_clear (&self->last_frame);
+  self->last_frame_id = 0;
+  self->n_inferred_ids = 0;
+  self->seen_gap = FALSE;
+  if (self->have_last_result)
+    vd_result_clear (&self->last_result);
+  self->have_last_result = FALSE;
+  self->last_result_id = 0;
+}
+
 /* late-frames=skip-inference: @f passes on time without inference */
 static void
 skip_late (GstVisionDetect * self, GstVisionFrame * f, const gchar * when)
@@ -478,8 +558,9 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
       NULL;
   if (interval > 1 && frame_index % interval != 0)
     f->inference = GST_VISION_DETECT_SKIPPED_INTERVAL;
-  else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP))
-    f->inference = GST_VISION_DETECT_SKIPPED_GAP;
+  else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP)
+      && repeats_last_frame (self, df))
+    f->inference = GST_VISION_DETECT_REPEATED;
   else if (late_frames == GST_VISION_DETECT_LATE_SKIP_INFERENCE
       && would_be_late (self, rt))
     skip_late (self, f, "");
@@ -523,6 +604,15 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
               gst_video_format_to_string (GST_VIDEO_INFO_FORMAT (&self->info))),
           (NULL));
       return GST_FLOW_NOT_NEGOTIATED;
+    }
+    df->inferred_id = ++self->n_inferred_ids;
+    /* kept for the GAP buffers after it, once the stream has them */
+    if (self->seen_gap) {
+      if (gst_vision_frame_copy_store (&self->last_frame, &frame))
+        self->last_frame_id = df->inferred_id;
+      else
+        GST_WARNING_OBJECT (self, "no memory to keep frame %" G_GUINT64_FORMAT
+            ": GAP buffers after it are inferred", frame_index);
     }
     f->submitted = gst_util_get_timestamp ();
     if (self->batch_client != NULL) {

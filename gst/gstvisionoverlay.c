@@ -1057,13 +1057,15 @@ has_detections (GstBuffer * buffer)
   return FALSE;
 }
 
-/* Whether visiondetect skipped @buffer (its companion meta says so). */
+/* Whether visiondetect skipped @buffer (its companion meta says so); a
+ * repeated frame carries the detections of the frame it repeats. */
 static gboolean
 skipped_by_detector (GstBuffer * buffer)
 {
   GstVisionDetectMeta *meta = gst_buffer_get_vision_detect_meta (buffer);
 
-  return meta != NULL && meta->inference != GST_VISION_DETECT_INFERRED;
+  return meta != NULL && meta->inference != GST_VISION_DETECT_INFERRED
+      && meta->inference != GST_VISION_DETECT_REPEATED;
 }
 
 static void

@@ -117,6 +117,9 @@ struct _GstVisionTrack
   GArray *detections;           /* vt_detection of the frame */
   GPtrArray *rois;              /* their GstVideoRegionOfInterestMeta */
   GArray *ids;                  /* gint32 per detection */
+  gboolean ids_current;         /* @ids are those of the last update, and only
+                                 * repeated frames have come since */
+  guint repeats;                /* repeated frames since the last update */
   GArray *track_ods;            /* gint per track: its predicted box's
                                  * object-detection entry, -1 when none */
   GArray *predictions;          /* GstVisionDetectionEntry of the frame */
@@ -161,6 +164,7 @@ reset_tracks (GstVisionTrack * self)
 {
   if (self->tracker != NULL)
     vt_tracker_reset (self->tracker);
+  self->ids_current = FALSE;
   if (self->label_ids != NULL)
     g_hash_table_remove_all (self->label_ids);
   if (self->class_label_ids != NULL)
@@ -466,7 +470,7 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   gint64 pts = GST_BUFFER_PTS_IS_VALID (buffer) ?
       (gint64) GST_BUFFER_PTS (buffer) : VT_NO_PTS;
   GstVisionDetectMeta *companion_meta;
-  gboolean detected;
+  gboolean detected, repeated, reuse_ids;
   guint hold_misses, i;
 
   if (G_UNLIKELY (!self->have_info || self->tracker == NULL)) {
@@ -497,15 +501,35 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
    * without one (another detector), a frame without detections counts as
    * skipped */
   companion_meta = gst_buffer_get_vision_detect_meta (buffer);
+  repeated = companion_meta != NULL
+      && companion_meta->inference == GST_VISION_DETECT_REPEATED;
   detected = companion_meta != NULL ?
-      companion_meta->inference == GST_VISION_DETECT_INFERRED :
+      companion_meta->inference == GST_VISION_DETECT_INFERRED || repeated :
       self->detections->len > 0;
 
-  if (detected) {
+  /* A repeated frame (a GAP buffer that showed visiondetect the pixels of its
+   * last inferred frame, whose detections it carries) is no new observation:
+   * the tracker predicts one frame ahead, as on a frame without detection,
+   * so that the motion it learns is that of the real frames, and the
+   * detections (the same, in the same order) take the ids they had there.
+   * After a frame without detection it is what the picture shows: an
+   * update. */
+  reuse_ids = repeated && self->ids_current
+      && self->ids->len == self->detections->len;
+  if (reuse_ids) {
+    vt_tracker_predict (self->tracker, pts);
+    self->repeats++;
+    GST_LOG_OBJECT (self, "repeated frame: the %u ids of the frame it "
+        "repeats", self->ids->len);
+  } else if (detected) {
     g_array_set_size (self->ids, self->detections->len);
     vt_tracker_update (self->tracker,
         (const vt_detection *) self->detections->data, self->detections->len,
         pts, (gint32 *) self->ids->data);
+    self->ids_current = TRUE;
+    self->repeats = 0;
+  }
+  if (detected) {
     for (i = 0; i < self->rois->len; i++) {
       gint32 id = g_array_index (self->ids, gint32, i);
 
@@ -522,6 +546,7 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     }
   } else {
     vt_tracker_predict (self->tracker, pts);
+    self->ids_current = FALSE;
   }
 
   /* confirmed tracks not detected on this frame, predicted */
@@ -539,6 +564,10 @@ gst_vision_track_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
       continue;
     g_hash_table_add (live_ids, GINT_TO_POINTER (tracks[k].id));
     if (tracks[k].detection >= 0 || tracks[k].misses > hold_misses)
+      continue;
+    /* on a repeated frame, a track matched on the frame it repeats is shown
+     * by its repeated detection */
+    if (reuse_ids && tracks[k].frames_lost == self->repeats)
       continue;
     /* given its id between detections, then missed: not shown until seen */
     if (tracks[k].provisional && tracks[k].misses > 0)

@@ -185,7 +185,10 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
   if (meta != NULL) {
     g_string_append_printf (json, ",\"inferred\":%s",
         meta->inference == GST_VISION_DETECT_INFERRED ? "true" : "false");
-    if (meta->inference != GST_VISION_DETECT_INFERRED)
+    /* a repeated frame carries the detections of the frame it repeats */
+    if (meta->inference == GST_VISION_DETECT_REPEATED)
+      g_string_append (json, ",\"repeated\":true");
+    else if (meta->inference != GST_VISION_DETECT_INFERRED)
       g_string_append_printf (json, ",\"skipped\":\"%s\"",
           gst_vision_detect_inference_name (meta->inference));
   }

@@ -49,9 +49,12 @@ for i, line in enumerate(lines):
     assert d["width"] > 0 and d["height"] > 0
     assert d["pts"] is None or d["pts"] >= 0
     assert d["inferred"] in (True, False), d
-    # a frame not inferred has no detections, only visiontrack's predictions
-    assert d["inferred"] or (d["skipped"] in ("interval", "late", "gap")
-                             and all(o.get("tracked") is True for o in d["objects"])), d
+    # a frame not inferred repeats the last inferred one (a GAP duplicate), or
+    # has no detections, only visiontrack's predictions
+    assert d["inferred"] or d.get("repeated") is True or (
+        d["skipped"] in ("interval", "late", "gap")
+        and all(o.get("tracked") is True for o in d["objects"])), d
+    assert not (d["inferred"] and "repeated" in d), d
     for o in d["objects"]:
         assert isinstance(o["label"], str) and isinstance(o["label_id"], int)
         assert 0 <= o["confidence"] <= 1, o

@@ -672,8 +672,8 @@ gst_vision_detect_meta_get_mask (const GstVisionDetectMeta * meta,
  * gst_vision_detect_inference_name:
  * @inference: an inference status
  *
- * Returns: (transfer none): "inferred", "interval", "late", "gap" (the
- *     visionjson "inference" field), or "unknown"
+ * Returns: (transfer none): "inferred", "interval", "late", "gap",
+ *     "repeated" (visionjson's names), or "unknown"
  */
 const gchar *
 gst_vision_detect_inference_name (GstVisionDetectInference inference)
@@ -687,6 +687,8 @@ gst_vision_detect_inference_name (GstVisionDetectInference inference)
       return "late";
     case GST_VISION_DETECT_SKIPPED_GAP:
       return "gap";
+    case GST_VISION_DETECT_REPEATED:
+      return "repeated";
   }
   return "unknown";
 }

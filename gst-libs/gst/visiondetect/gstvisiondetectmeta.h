@@ -100,7 +100,11 @@ typedef struct
  *     the interval property
  * @GST_VISION_DETECT_SKIPPED_LATE: not looked at: the frame would have left the
  *     element later than the latency it reports (live sources)
- * @GST_VISION_DETECT_SKIPPED_GAP: not looked at: a GAP buffer
+ * @GST_VISION_DETECT_SKIPPED_GAP: not looked at: a GAP buffer (one whose
+ *     pixels visiondetect could not compare with the last inferred frame's)
+ * @GST_VISION_DETECT_REPEATED: a GAP buffer whose pixels are those of the last
+ *     inferred frame (a duplicate, as videorate makes them): it carries that
+ *     frame's detections, unchanged
  *
  * Whether the detector looked at a frame, so that "nothing found" and "not
  * looked at" differ.
@@ -111,6 +115,7 @@ typedef enum
   GST_VISION_DETECT_SKIPPED_INTERVAL,
   GST_VISION_DETECT_SKIPPED_LATE,
   GST_VISION_DETECT_SKIPPED_GAP,
+  GST_VISION_DETECT_REPEATED,
 } GstVisionDetectInference;
 
 GST_VISION_DETECT_META_API
