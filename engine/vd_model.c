@@ -1680,37 +1680,3 @@ float vd_model_score_threshold(const vd_model *model)
 {
     return model ? model->config.box_score_thresh : 0.0f;
 }
-
-/* ------------------------------------------------------------------------ */
-/* The bundled default model                                                 */
-
-char *vd_default_model_path(char **searched)
-{
-    const char *env = g_getenv("VISIONDETECT_MODEL");
-    /* the installed data dir only: an installed library never looks into a
-     * build or source tree (uninstalled runs name the model through the
-     * environment: meson devenv sets it) */
-    const char *dirs[] = {VD_MODELDIR};
-    GString *where = g_string_new(NULL);
-
-    if (searched != NULL)
-        *searched = NULL;
-    if (env != NULL && *env != '\0') {
-        g_string_free(where, TRUE);
-        return g_strdup(env);
-    }
-    for (gsize i = 0; i < G_N_ELEMENTS(dirs); i++) {
-        char *path = g_build_filename(dirs[i], VD_DEFAULT_MODEL_NAME, NULL);
-        if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-            g_string_free(where, TRUE);
-            return path;
-        }
-        g_string_append_printf(where, "%s%s", i > 0 ? ", " : "", dirs[i]);
-        g_free(path);
-    }
-    if (searched != NULL)
-        *searched = g_string_free(where, FALSE);
-    else
-        g_string_free(where, TRUE);
-    return NULL;
-}

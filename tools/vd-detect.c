@@ -366,8 +366,8 @@ int main(int argc, char **argv)
         model_path = vd_default_model_path(&searched);
         if (model_path == NULL) {
             fprintf(stderr,
-                    "vd-detect: no --model given and the default model %s is not in %s "
-                    "(set VISIONDETECT_MODEL or pass --model FILE)\n",
+                    "vd-detect: no --model given, and the default model %s was looked "
+                    "for in %s (set VISIONDETECT_MODEL or pass --model FILE)\n",
                     VD_DEFAULT_MODEL_NAME, searched);
             g_free(searched);
             goto out;

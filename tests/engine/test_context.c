@@ -1002,9 +1002,21 @@ static void test_default_model_path(void)
         g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
         g_assert_null(searched);
     } else {
-        /* names where it looked: the installed data dir, never the source tree */
+        /* names every place it looked: the variable, the models folder of the prefix
+         * this program would be installed in (it links the engine statically, so
+         * the "library" is the test program, never the build tree's library), the
+         * configured data folder */
+        char *exe = g_file_read_link("/proc/self/exe", NULL);
+        char *dir = g_path_get_dirname(exe);
+        char *relocated = g_canonicalize_filename(VD_MODELDIR_FROM_LIBDIR, dir);
+        char *want = g_strdup_printf("$VISIONDETECT_MODEL (unset), %s, %s", relocated, VD_MODELDIR);
+
         g_assert_nonnull(searched);
-        g_assert_cmpstr(searched, ==, VD_MODELDIR);
+        g_assert_cmpstr(searched, ==, want);
+        g_free(want);
+        g_free(relocated);
+        g_free(dir);
+        g_free(exe);
     }
     g_free(path);
     g_free(searched);

@@ -63,11 +63,14 @@ VD_API vd_model *vd_model_load(const char *path, GError **error);
  * triangles and rings trained by tools/train_demo.py). */
 #define VD_DEFAULT_MODEL_NAME "visiondetect-shapes.safetensors"
 
-/* Where the default model is: $VISIONDETECT_MODEL when set, else the first of the
- * source tree's models/ (an uninstalled build) and the installed data directory
- * that holds VD_DEFAULT_MODEL_NAME. Returns a newly allocated path, or NULL when
- * none exists; then *@searched (if not NULL) gets the directories looked in (free
- * it). Thread-safe. */
+/* Where the default model is: $VISIONDETECT_MODEL when set (returned as it is),
+ * else the first of these folders that holds VD_DEFAULT_MODEL_NAME: found from the
+ * location of this library itself, the build tree's copy (<builddir>/models) when
+ * the library is the one in its build tree, else <prefix>/<datadir>/visiondetect/
+ * models of the prefix it is installed in, wherever that was moved; then the data
+ * folder the build was configured with. Returns a newly allocated path, or NULL
+ * when none exists; then *@searched (if not NULL) gets every place looked in, as
+ * one line for a message (free it). Thread-safe. */
 VD_API char *vd_default_model_path(char **searched);
 
 /* Reference counting; both are thread-safe. unref(NULL) is a no-op. */
