@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The main job's own output: pipelines/annotate.sh with no input (videotestsrc's
+ball, then synthetic scenes at 2 frames per second brought to 24 by videorate, whose
+duplicates are GAP buffers) and the bundled model. Every frame of the clip shows
+objects, so every line of out/annotated.jsonl must have detections: the duplicates
+carry those of the frame they repeat ("repeated": true, the same objects), and the
+MP4 has every frame.
+
+Usage: test_annotate_clip.py --source-root DIR --build-root DIR --workdir DIR
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def fail(message):
+    print(f"FAIL: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source-root", required=True)
+    parser.add_argument("--build-root", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    if shutil.which("gst-launch-1.0") is None:
+        print("SKIP: gst-launch-1.0 not found")
+        return 77
+    work = os.path.realpath(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = {k: v for k, v in os.environ.items() if k != "VISIONDETECT_MODEL"}
+    env.update(VISIONDETECT_NO_BUILD="1", VISIONDETECT_BUILD_DIR=args.build_root,
+               GST_REGISTRY=os.path.join(work, "registry.bin"))
+    video = os.path.join(work, "annotated.mp4")
+    subprocess.run([os.path.join(args.source_root, "pipelines", "annotate.sh"), "--output", video],
+                   check=True, env=env)
+
+    frames = [json.loads(line) for line in open(os.path.join(work, "annotated.jsonl"))]
+    # the generated clip: 48 frames of the ball, 8 scenes of half a second at 24 fps
+    if len(frames) != 128:
+        fail(f"annotated.jsonl: {len(frames)} frames, want 128")
+    empty = [f["frame"] for f in frames if not f["objects"]]
+    if empty:
+        fail(f"{len(empty)} of {len(frames)} frames without detections: {empty[:20]}")
+    repeated = [f for f in frames if f.get("repeated")]
+    if not repeated:
+        fail("no repeated frame: the scenes' duplicates were all inferred")
+    def objects(f):
+        return [(o["label"], o["confidence"], o["rect"]) for o in f["objects"]]
+    for f in repeated:
+        if f["inferred"] or objects(f) != objects(frames[f["frame"] - 1]):
+            fail(f"frame {f['frame']}: repeated, but not the objects of the frame before")
+
+    # the MP4 has every frame (decoded to 8-bit grey, counted by size)
+    raw = os.path.join(work, "frames.raw")
+    subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={video}", "!", "decodebin", "!",
+                    "videoconvert", "!", "video/x-raw,format=GRAY8", "!",
+                    "filesink", f"location={raw}"], check=True, env=env, stdout=subprocess.DEVNULL)
+    width, height = frames[0]["width"], frames[0]["height"]
+    if os.path.getsize(raw) != 128 * width * height:
+        fail(f"annotated.mp4: {os.path.getsize(raw) / (width * height)} frames, want 128")
+    inferred = sum(1 for f in frames if f["inferred"])
+    print(f"128 frames with detections: {inferred} inferred, {len(repeated)} repeated")
+    print("1 passed, 0 failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
