@@ -532,6 +532,33 @@ release_engine (GstVisionDetect * self)
   self->num_classes = 0;
 }
 
+/* Built without GStreamer's analytics library, the element writes ROI metas and
+ * the companion meta only: a downstream reader of GstAnalytics entries (such as
+ * GStreamer's objectdetectionoverlay) finds none and, silently, draws or
+ * reports nothing. Said once at each start: as a warning where the running
+ * GStreamer has the library (>= 1.24), so that it is a feature missed by the
+ * build, and as information where it has none. */
+static void
+log_analytics_support (GstVisionDetect * self)
+{
+#ifndef HAVE_GST_ANALYTICS
+  guint major, minor, micro, nano;
+
+  gst_version (&major, &minor, &micro, &nano);
+  if (major > 1 || (major == 1 && minor >= 24))
+    GST_WARNING_OBJECT (self, "writes no GstAnalytics entries (object "
+        "detection, tracking, segmentation): built without GStreamer's "
+        "analytics library (gstreamer-analytics-1.0), which GStreamer %u.%u "
+        "running here has; readers of those entries (objectdetectionoverlay, "
+        "...) see no detection. Build with it installed (Debian: "
+        "libgstreamer-plugins-bad1.0-dev)", major, minor);
+  else
+    GST_INFO_OBJECT (self, "writes no GstAnalytics entries: built without "
+        "GStreamer's analytics library (GStreamer %u.%u has none: it is part "
+        "of GStreamer 1.24 and newer)", major, minor);
+#endif
+}
+
 static gboolean
 gst_vision_detect_start (GstBaseTransform * trans)
 {
@@ -661,6 +688,7 @@ gst_vision_detect_start (GstBaseTransform * trans)
       vd_context_device (ctx) == VD_DEVICE_CUDA ? "CUDA" : "the CPU",
       vd_precision_name (vd_context_precision (ctx)));
   GST_INFO_OBJECT (self, "engine: %s", vd_context_describe (ctx));
+  log_analytics_support (self);
 
   self->frame_count = 0;
   self->pending_discont = FALSE;

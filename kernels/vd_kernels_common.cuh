@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to kernels/: helpers shared by the .cu files (not installed, not
  * included by host C code). */
 #ifndef VD_KERNELS_COMMON_CUH

@@ -2,10 +2,20 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The README's two commands on Debian 13 (trixie), in a minimal root made with
 # debootstrap: in a fresh clone of this repository's HEAD there, pipelines/annotate.sh
-# (the main job; its MP4 and JSON Lines checked) and tests/run.sh with the suites
-# chosen for Debian 13. Both install their packages inside the root themselves, from
-# tools/debian-packages.sh; this script installs the union of those lists first (a
-# phase of its own, nothing to do once the root has them).
+# (the main job; its MP4 and JSON Lines checked, and its own build's GstAnalytics
+# entries) and tests/run.sh with the suites chosen for Debian 13. Both install their
+# packages inside the root themselves, from tools/debian-packages.sh; this script
+# installs each list in a phase of its own first (nothing to do once the root has
+# them): the main job's before the main job and the tests' after it, so that in a new
+# root the main job builds with its own packages only.
+#
+# The main job's build (build/ as pipelines/annotate.sh leaves it, before tests/run.sh
+# configures it again) is checked to write GStreamer's analytics entries, which
+# Debian 13's GStreamer (1.26) has: the package of gstreamer-analytics-1.0 must be
+# one of vd_main_packages or a dependency of one (a reused root holds the tests'
+# packages too), and a buffer of annotate.sh's pipeline through that build's plugin
+# must carry one object-detection entry per ROI meta, at least one in all
+# (tests/gst/test_analytics.py main-build).
 #
 #   tests/debian13.sh [OPTION]... [SUITE]...
 #
@@ -98,7 +108,7 @@ dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # ---- phases and the summary line -------------------------------------------------
 planned=(root clone packages)
-if [ $build_only -eq 1 ]; then planned+=(build); else planned+=(annotate tests); fi
+if [ $build_only -eq 1 ]; then planned+=(test-packages build); else planned+=(annotate test-packages analytics tests); fi
 phases=() current="" phase_t0=0 start=$SECONDS
 begin() { current=$1; phase_t0=$SECONDS; log "== $1: $2"; }
 finish() { phases+=("$current $(dur $((SECONDS - phase_t0)))${1:+ ($1)}"); current=""; }
@@ -410,17 +420,31 @@ if [ "$worktree" = 1 ]; then
 fi
 finish "$note"
 
-begin packages "the union of tools/debian-packages.sh's lists, as the README commands install them"
+begin packages "tools/debian-packages.sh's vd_main_packages, as pipelines/annotate.sh installs them"
 # shellcheck disable=SC2016  # expanded in the root
 # (dpkg --configure -a first: finishes an installation a killed run interrupted)
 in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
-  vd_install_missing_packages "${vd_main_packages[@]}" "${vd_test_packages[@]}" &&
-  { dpkg-query -W -f="\${Package} \${Version}\n" gcc libdnnl-dev libgstreamer1.0-dev meson python3-torch || true; }' \
+  vd_install_missing_packages "${vd_main_packages[@]}" &&
+  { dpkg-query -W -f="\${Package} \${Version}\n" gcc libdnnl-dev libgstreamer1.0-dev \
+      libgstreamer-plugins-bad1.0-dev meson || true; }' \
   debian13.sh \
   || exit
 finish
 
+# the tests' list, as tests/run.sh installs it (after the main job: see the top)
+install_test_packages() {
+  begin test-packages "tools/debian-packages.sh's vd_test_packages, as tests/run.sh installs them"
+  # shellcheck disable=SC2016  # expanded in the root
+  in_root "$clone_dir" bash -c 'source tools/debian-packages.sh &&
+    vd_install_missing_packages "${vd_test_packages[@]}" &&
+    { dpkg-query -W -f="\${Package} \${Version}\n" python3-torch || true; }' \
+    debian13.sh \
+    || exit
+  finish
+}
+
 if [ $build_only -eq 1 ]; then
+  install_test_packages
   begin build "meson setup build && ninja -C build"
   in_root "$clone_dir" sh -c 'meson setup build && ninja -C build' || exit
   finish
@@ -446,6 +470,39 @@ sys.exit(0 if with_objects > 0 else 1)'
 note="$(in_root "$clone_dir" python3 -c "$check_json" out/annotated.jsonl)" \
   || die "out/annotated.jsonl: no frame with detections ($note)"
 finish "$note; MP4 $(stat -c %s "$clone/out/annotated.mp4") bytes"
+
+install_test_packages
+
+# The main job's own build writes GstAnalytics entries (see the top). First, that
+# gstreamer-analytics-1.0 comes from the main job's packages: the package that has
+# its pkg-config file is in vd_main_packages, or removing it would remove one of
+# them. Prints which, or why not and fails.
+main_package_check="$(cat <<'CHECK'
+source tools/debian-packages.sh
+pc="$(pkg-config --variable=pcfiledir gstreamer-analytics-1.0)" \
+  || { echo "no gstreamer-analytics-1.0 installed"; exit 1; }
+owner="$(dpkg-query -S "$pc/gstreamer-analytics-1.0.pc")" \
+  || { echo "no package has $pc/gstreamer-analytics-1.0.pc"; exit 1; }
+owner="${owner%%:*}"
+for p in "${vd_main_packages[@]}"; do
+  if [ "$p" = "$owner" ]; then echo "$owner, in vd_main_packages"; exit 0; fi
+done
+removed=" $(apt-get -s remove "$owner" | sed -n 's/^Remv \([^ :]*\).*/\1/p' | tr '\n' ' ')"
+for p in "${vd_main_packages[@]}"; do
+  case "$removed" in *" $p "*) echo "$owner, needed by $p of vd_main_packages"; exit 0 ;; esac
+done
+echo "gstreamer-analytics-1.0 is in $owner, which vd_main_packages neither lists nor needs"
+exit 1
+CHECK
+)"
+begin analytics "GstAnalytics entries from the main job's build (build/ as pipelines/annotate.sh left it)"
+package_note="$(in_root "$clone_dir" bash -c "$main_package_check" 2>&1)" \
+  || die "the main job's packages (vd_main_packages, tools/debian-packages.sh) do not provide GStreamer's analytics library: $package_note"
+entries_out="$(in_root "$clone_dir" /usr/bin/python3 tests/gst/test_analytics.py main-build build 2>&1)" || {
+  printf '%s\n' "$entries_out" >&2
+  die "the main job's build (build/) writes no or wrong GstAnalytics entries: GStreamer's readers of them (objectdetectionoverlay) see nothing behind visiondetect"
+}
+finish "the library from $package_note; $(printf '%s\n' "$entries_out" | sed -n 's|^[^ ]*: \([0-9]* frames, .*\)|\1|p' | tail -n 1)"
 
 begin tests "VISIONDETECT_SANITIZERS=0 tests/run.sh ${suites[*]}${no_suites[*]:+ (without ${no_suites[*]})}"
 in_root "$clone_dir" env VISIONDETECT_SANITIZERS=0 VISIONDETECT_DEBIAN13=0 \

@@ -17,7 +17,7 @@
 # apt-cache policy in both (2026-12-05) and every one has a candidate in both. Where
 # a release needs another name or another package, it is chosen here, by
 # /etc/os-release, so that every command keeps taking its list from this file: today
-# one package, for the tests from Debian 13 on (see below). Notes from that check:
+# the analytics library, for both lists from Debian 13 on (see below). Notes from that check:
 # pkgconf, not the transitional pkg-config (transitional in both releases, the
 # package that provides pkg-config since bookworm); libgirepository1.0-dev is still
 # the gobject-introspection-1.0 development package in trixie (1.84, with the GLib
@@ -52,12 +52,16 @@ vd_test_packages=(
   libmosquitto-dev mosquitto mosquitto-clients openssl
 )
 
-# From Debian 13 on (GStreamer 1.24 and newer) the tests build and test the
-# GstAnalytics parts: gstreamer-analytics-1.0 is in libgstreamer-plugins-bad1.0-dev,
-# which pulls in libopencv-dev (in the Debian 13 root, 171 packages more, 116 MB to
-# download), and tests/gst/test_analytics.py reads the entries from Python through
-# GstAnalytics-1.0's introspection data (gir1.2-gst-plugins-bad-1.0; that package's
-# 1.22 in Debian 12 has none). Debian 12's GStreamer 1.22 has no analytics library.
+# From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the
+# GstAnalytics parts (object-detection, tracking and segmentation entries, which
+# GStreamer's own elements, such as objectdetectionoverlay, read; a build without
+# them writes none, says so in meson's summary and visiondetect logs it):
+# gstreamer-analytics-1.0 is in libgstreamer-plugins-bad1.0-dev, which pulls in
+# libopencv-dev (in the Debian 13 root, 171 packages more, 116 MB to download). The
+# tests also read the entries from Python (tests/gst/test_analytics.py, and
+# tests/debian13.sh on the main job's build) through GstAnalytics-1.0's
+# introspection data (gir1.2-gst-plugins-bad-1.0; that package's 1.22 in Debian 12
+# has none). Debian 12's GStreamer 1.22 has no analytics library.
 vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && echo "${VERSION_ID:-testing}")" \
   || vd_debian_version=""
 # The format check (tests/check_format.sh) runs with Debian 12's clang-format 14 and
@@ -65,7 +69,8 @@ vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && 
 # installed there only.
 case "$vd_debian_version" in
   ""|[0-9]|1[0-2]) vd_test_packages+=(clang-format indent) ;;   # not Debian, or Debian 12 and older
-  *) vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
+  *) vd_main_packages+=(libgstreamer-plugins-bad1.0-dev)
+     vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
 esac
 unset vd_debian_version
 

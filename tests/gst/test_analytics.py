@@ -3,7 +3,7 @@
 """GStreamer's analytics metadata (GstAnalytics, 1.24+) between our elements
 and GStreamer's own, with the real elements.
 
-    test_analytics.py overlay | producer | onnx | gi
+    test_analytics.py overlay | producer | onnx | gi | main-build BUILD
 
 overlay: videotestsrc pattern=ball ! visiondetect (the bundled shapes model)
   ! objectdetectionoverlay (GStreamer's, gst-plugins-bad) ! appsink. Each
@@ -49,6 +49,16 @@ gi: every field readable from Python through GstAnalytics-1.0 next to our
   related both ways to its detection, its rectangle and every pixel equal to
   the companion meta's mask (>= 128).
 
+main-build BUILD: the entries of the main job's own build (tests/debian13.sh
+  runs it on the build pipelines/annotate.sh made, before the tests configure
+  it again): the visiondetect plugin of BUILD/gst (checked: the one GStreamer
+  loaded) in the main job's pipeline, videotestsrc pattern=ball (I420,
+  640x480, as annotate.sh generates its clip) ! videoconvert ! visiondetect
+  (the bundled model) ! visionoverlay ! appsink. Every frame's
+  object-detection entries are exactly its ROI metas (same ids, class and
+  rectangle), and there is at least one. Never skips: a build without the
+  analytics library, or no GstAnalytics-1.0 introspection data, fails (1).
+
 Exits 77 (skipped) with the reason when GStreamer's analytics introspection
 data (GstAnalytics-1.0, GStreamer >= 1.24) or objectdetectionoverlay is not
 installed or the plugin was built without the analytics library (the Debian
@@ -60,9 +70,18 @@ import tempfile
 import json
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
-if MODE not in ("overlay", "producer", "onnx", "gi", "export-onnx"):
-    print("usage: test_analytics.py overlay|producer|onnx|gi")
+if MODE not in ("overlay", "producer", "onnx", "gi", "export-onnx", "main-build") \
+        or (MODE == "main-build") != (len(sys.argv) == 3):
+    print("usage: test_analytics.py overlay|producer|onnx|gi|main-build BUILD")
     sys.exit(2)
+if MODE == "main-build":
+    # set before GStreamer starts: BUILD's plugin (as pipelines/common.sh sets
+    # it), the source tree's model
+    BUILD = os.path.realpath(sys.argv[2])
+    os.environ["GST_PLUGIN_PATH"] = os.path.join(BUILD, "gst")
+    os.environ["GST_REGISTRY"] = os.path.join(BUILD, "gst-registry.bin")
+    os.environ["VD_TEST_SRCDIR"] = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
 def export_ssd_onnx(path):
@@ -127,6 +146,10 @@ gi.require_version("GstVideo", "1.0")
 try:
     gi.require_version("GstAnalytics", "1.0")
 except ValueError:
+    if MODE == "main-build":
+        print("FAIL: GstAnalytics-1.0 introspection data not installed (GStreamer "
+              "< 1.24 or no gir1.2-gst-plugins-bad-1.0): cannot read the entries")
+        sys.exit(1)
     print("GstAnalytics-1.0 introspection data not installed (GStreamer < "
           "1.24 or no gir1.2-gst-plugins-bad-1.0): skipped; the Debian 13 "
           "run (tests/debian13.sh) runs it")
@@ -665,5 +688,51 @@ def test_gi():
     finish()
 
 
+# ---- main-build ---------------------------------------------------------------
+
+def test_main_build():
+    factory = Gst.ElementFactory.find("visiondetect")
+    if not check(factory is not None, f"no visiondetect element in {BUILD}/gst"):
+        finish()
+    plugin = os.path.realpath(factory.get_plugin().get_filename() or "")
+    check(plugin.startswith(os.path.join(BUILD, "gst") + os.sep),
+          f"GStreamer loaded visiondetect from {plugin}, not from {BUILD}/gst")
+    frames = 12
+    pipeline = Gst.parse_launch(
+        f"videotestsrc pattern=ball num-buffers={frames} ! video/x-raw,"
+        f"format=I420,width=640,height=480,framerate=24/1 ! videoconvert ! "
+        f"visiondetect model=\"{shapes_model()}\" ! visionoverlay ! "
+        f"appsink name=sink")
+    samples = run(pipeline)
+    check(len(samples) == frames, f"{len(samples)} frames, want {frames}")
+    entries = rois_seen = 0
+    for index, (buf, _) in enumerate(samples):
+        rois = roi_metas(buf)
+        rois_seen += len(rois)
+        rmeta = GstAnalytics.buffer_get_analytics_relation_meta(buf)
+        if rmeta is None:
+            check(not rois, f"frame {index}: {len(rois)} ROI metas, no analytics "
+                  "meta (a build without GStreamer's analytics library)")
+            continue
+        found = ods(rmeta)
+        entries += len(found)
+        check(sorted(od.id for od in found) == sorted(rois),
+              f"frame {index}: object-detection entries "
+              f"{sorted(od.id for od in found)}, ROI metas {sorted(rois)}")
+        for od in found:
+            ok, x, y, w, h, conf = od.get_location()
+            roi = rois.get(od.id)
+            check(ok and roi is not None and (roi.x, roi.y, roi.w, roi.h) == (x, y, w, h)
+                  and roi.roi_type == od.get_obj_type(),
+                  f"frame {index}: entry {od.id} ({x},{y},{w},{h}) is not its ROI "
+                  "meta")
+    print(f"{BUILD}: {frames} frames, {rois_seen} ROI metas, {entries} "
+          "object-detection entries")
+    check(entries > 0, "no object-detection entry on any frame")
+    check(entries == rois_seen, f"{entries} object-detection entries, "
+          f"{rois_seen} ROI metas")
+    finish()
+
+
 {"overlay": test_overlay, "producer": test_producer, "onnx": test_onnx,
- "gi": test_gi}[MODE]()
+ "gi": test_gi, "main-build": test_main_build}[MODE]()
