@@ -2050,12 +2050,12 @@ static vd_precision cpu_precision(const vd_context_params *params, gboolean nati
  * a box head whose fc6 takes the pooler's output. */
 static gboolean cpu_supports(const vd_model *model, const vd_context_params *params, GError **error)
 {
-    dnnl_cpu_isa_t isa = vd_layers_isa();
-    gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
     const vd_config *cfg = &model->config;
     const cpu_backbone *backbone = backbone_of(model);
     const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
-    vd_precision precision = cpu_precision(params, native_bf16);
+    vd_precision precision = cpu_precision(params, caps.native_bf16);
     if (backbone == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CPU backend does not support the backbone of this model (%s)",
@@ -2081,14 +2081,20 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         return FALSE;
     }
     if (precision == VD_PRECISION_INT8) {
-        if (!vd_layers_has_int8(isa)) {
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "precision int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX), and "
-                        "this one runs %s%s%s (without it int8 products are emulated in 16 bits "
-                        "and saturate): use fp32 or bf16",
-                        vd_layers_isa_name(isa),
-                        cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                        cap != NULL ? cap : "");
+        if (!caps.int8) {
+            if (caps.arch == VD_CPU_ARCH_AARCH64)
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "precision int8 has no oneDNN kernel on this aarch64 CPU, which runs "
+                            "%s%s%s (int8 runs on x86 with VNNI): use fp32",
+                            caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                            cap != NULL ? cap : "");
+            else
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "precision int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX), "
+                            "and this one runs %s%s%s (without it int8 products are emulated in "
+                            "16 bits and saturate): use fp32 or bf16",
+                            caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                            cap != NULL ? cap : "");
             return FALSE;
         }
         if (model->int8_ranges == NULL) {
@@ -2115,12 +2121,22 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         return FALSE;
     }
 
-    if (precision == VD_PRECISION_BF16 && !native_bf16) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs %s%s%s "
-                    "(without it bf16 would be emulated, many times slower than fp32): use fp32",
-                    vd_layers_isa_name(isa), cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                    cap != NULL ? cap : "");
+    if (precision == VD_PRECISION_BF16 && !caps.native_bf16) {
+        if (caps.arch == VD_CPU_ARCH_AARCH64)
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "precision bf16 has no oneDNN kernel on this aarch64 CPU, which runs "
+                        "%s%s%s%s (bf16 runs on x86 with AVX512_BF16 or AMX): use fp32",
+                        caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                        cap != NULL ? cap : "",
+                        caps.bf16 ? "; the processor has BF16, which this oneDNN does not use"
+                                  : "");
+        else
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs "
+                        "%s%s%s (without it bf16 would be emulated, many times slower than fp32): "
+                        "use fp32",
+                        caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                        cap != NULL ? cap : "");
         return FALSE;
     }
     return TRUE;
@@ -2130,15 +2146,16 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
 static void *cpu_create(vd_context *ctx, GError **error)
 {
     /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
-    dnnl_cpu_isa_t isa = vd_layers_isa();
-    gboolean native_bf16 = vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_bf16);
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    gboolean native_bf16 = caps.native_bf16;
     ctx->params.precision = cpu_precision(&ctx->params, native_bf16);
 
     cpu_state *st = g_new0(cpu_state, 1);
     st->model = ctx->model;
     st->backbone = backbone_of(ctx->model);
-    st->isa = isa;
-    st->cb = vd_layers_channel_block(isa);
+    st->caps = caps;
+    st->cb = caps.channel_block;
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
     st->act_tag = st->block_tag;
     st->int8 = ctx->params.precision == VD_PRECISION_INT8;
@@ -2163,8 +2180,9 @@ static void *cpu_create(vd_context *ctx, GError **error)
     const char *winograd = g_getenv("VD_CPU_WINOGRAD");
     st->winograd = g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 &&
                    vd_layers_has_winograd(st->engine, st->block_tag);
-    st->own_winograd = g_strcmp0(winograd, "own") == 0 ||
-                       (g_strcmp0(winograd, "0") != 0 && !st->winograd && st->cb == 8);
+    st->own_winograd =
+        g_strcmp0(winograd, "own") == 0 ||
+        (g_strcmp0(winograd, "0") != 0 && !st->winograd && st->cb == 8 && caps.own_winograd_ok);
     if (st->bf16) /* float32 only (use_winograd) */
         st->winograd = st->own_winograd = FALSE;
     if (!choose_layout(st, error) || !prepare_weights(st, error)) {
@@ -2195,7 +2213,7 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     g_snprintf(block, sizeof(block), "nChw%dc", st->cb);
     char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s%s, %d threads, layout %s, "
                               "Winograd %s",
-                              version, vd_layers_isa_name(st->isa), st->int8 ? "int8 + " : "",
+                              version, st->caps.description, st->int8 ? "int8 + " : "",
                               st->bf16 ? "bf16" : "fp32", st->n_threads,
                               st->act_tag == dnnl_nhwc ? "nhwc" : block,
                               st->winograd       ? "oneDNN"

@@ -120,65 +120,6 @@ dnnl_cpu_isa_t vd_layers_isa(void)
     return dnnl_get_effective_cpu_isa();
 }
 
-gboolean vd_layers_isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature)
-{
-    return ((unsigned)isa & (unsigned)feature) == (unsigned)feature;
-}
-
-const char *vd_layers_isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-#ifdef VD_DNNL2
-    case dnnl_cpu_isa_all:
-        return "any ISA";
-#else
-    case dnnl_cpu_isa_default:
-        return "any ISA";
-#endif
-    case dnnl_cpu_isa_sse41:
-        return "sse41";
-    case dnnl_cpu_isa_avx:
-        return "avx";
-    case dnnl_cpu_isa_avx2:
-        return "avx2";
-    case dnnl_cpu_isa_avx2_vnni:
-        return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_core:
-        return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni:
-        return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16:
-        return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx:
-        return "avx512_core_amx";
-#ifdef VD_DNNL2
-    case dnnl_cpu_isa_avx512_mic:
-        return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops:
-        return "avx512_mic_4ops";
-#else
-    case dnnl_cpu_isa_avx2_vnni_2:
-        return "avx2_vnni_2";
-    case dnnl_cpu_isa_avx512_core_fp16:
-        return "avx512_core_fp16";
-    case dnnl_cpu_isa_avx512_core_amx_fp16:
-        return "avx512_core_amx_fp16";
-#endif
-    default:
-        break;
-    }
-    return "an unknown ISA";
-}
-
-int vd_layers_channel_block(dnnl_cpu_isa_t isa)
-{
-#ifdef VD_DNNL2
-    if (vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_mic))
-        return 16;
-#endif
-    return vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core) ? 16 : 8;
-}
-
 char *vd_layers_version(void)
 {
     const dnnl_version_t *v = dnnl_version();
@@ -320,12 +261,6 @@ out:
 gboolean vd_layers_is_int8(dnnl_data_type_t dt)
 {
     return dt == dnnl_u8 || dt == dnnl_s8;
-}
-
-gboolean vd_layers_has_int8(dnnl_cpu_isa_t isa)
-{
-    return vd_layers_isa_has(isa, dnnl_cpu_isa_avx512_core_vnni) ||
-           vd_layers_isa_has(isa, dnnl_cpu_isa_avx2_vnni);
 }
 
 /* The scale that turns an int8 convolution's dst values into stored ones: dst's

@@ -72,23 +72,15 @@ void vd_layers_engine_free(dnnl_engine_t engine, dnnl_stream_t stream);
 /* Waits for everything submitted to @stream. */
 gboolean vd_layers_wait(dnnl_stream_t stream, GError **error);
 
-/* The ISA oneDNN runs (the machine's, capped by ONEDNN_MAX_CPU_ISA). */
+/* The ISA oneDNN runs (the machine's, capped by ONEDNN_MAX_CPU_ISA), as oneDNN
+ * returns it: read it through vd_cpu_caps (vd_cpu_isa.h), which knows what its
+ * value means on each architecture. */
 dnnl_cpu_isa_t vd_layers_isa(void);
-/* Whether @isa includes every feature of @feature (the values are feature bit sets). */
-gboolean vd_layers_isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t feature);
-/* "avx2", "avx512_core_bf16", ...: the names ONEDNN_MAX_CPU_ISA takes, lower case. */
-const char *vd_layers_isa_name(dnnl_cpu_isa_t isa);
-/* The channel block of the blocked activations oneDNN's direct kernels take at
- * @isa: 16 with AVX-512, 8 below. */
-int vd_layers_channel_block(dnnl_cpu_isa_t isa);
 /* "3.7.2": oneDNN's version as loaded. */
 char *vd_layers_version(void);
 
 /* Whether @dt is u8 or s8. */
 gboolean vd_layers_is_int8(dnnl_data_type_t dt);
-/* Whether oneDNN runs int8 convolutions here with VNNI (AVX512-VNNI, AVX-VNNI or
- * AMX): without it they are emulated with 16-bit products, which saturate. */
-gboolean vd_layers_has_int8(dnnl_cpu_isa_t isa);
 
 /* ---- memory ---- */
 

@@ -7,6 +7,7 @@
 #define VD_CPU_PRIVATE_H
 
 #include "vd_context_private.h"
+#include "cpu/vd_cpu_isa.h"
 #include "cpu/vd_cpu_layers.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cpu/vd_cpu_winograd.h"
@@ -312,7 +313,8 @@ struct cpu_state {
     int frames_seen;
     gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
     gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
-    dnnl_cpu_isa_t isa;          /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it) */
+    vd_cpu_caps caps;            /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it),
+                                  * read per architecture */
     int cb;                      /* the ISA's channel block: 16 or 8 */
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
     dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
