@@ -922,9 +922,9 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         cudaMemcpyAsync(st->raw, st->staging, (size_t)n * frame_bytes, cudaMemcpyHostToDevice, s),
         "uploading the frame");
     for (int i = 0; i < n; i++)
-        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
-                               plan->padded_w, st->input_channels, dt, image_of(plan->input, i, dt),
-                               s),
+        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std,
+                               (int)cfg->resize_arithmetic, rh, rw, plan->padded_h, plan->padded_w,
+                               st->input_channels, dt, image_of(plan->input, i, dt), s),
                  "pre-processing");
     if (!record_stage(st, VD_STAGE_BACKBONE, timing, error))
         return FALSE;

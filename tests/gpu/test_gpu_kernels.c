@@ -125,7 +125,8 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
     int channels = dtype == VD_DTYPE_F16 ? 8 : 3;
     size_t n_out = (size_t)ph * pw * channels;
     void *out = dev_alloc(n_out * vd_dtype_size(dtype));
-    CU(vd_preprocess(&frame, mean, std, rh, rw, ph, pw, channels, dtype, out, stream));
+    CU(vd_preprocess(&frame, mean, std, VD_MATH_RESIZE_TORCH1, rh, rw, ph, pw, channels, dtype, out,
+                     stream));
     float *got = g_new(float, (size_t)ph * pw * 3);
     if (dtype == VD_DTYPE_F32) {
         dev_download(got, out, n_out * sizeof(float));
