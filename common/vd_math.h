@@ -15,7 +15,8 @@
  *   - device: the vd_math_f* helpers below use the __f*_rn intrinsics, which
  *     nvcc never contracts, whatever --fmad says.
  * The one place where torch itself fuses (its CPU bilinear resize, compiled with
- * -mfma) uses fmaf() explicitly: vd_math_resize_blend().
+ * -mfma) uses fmaf() explicitly: vd_math_resize_blend() and torch 2.x's
+ * vd_math_resize_source_torch2() and vd_math_resize_blend_torch2_small().
  *
  * exp is our own (vd_math_expf): the algorithm of SLEEF's expf_u10, which is
  * what torch's CPU kernels (exp, sigmoid, softmax) evaluate, ported with
@@ -588,6 +589,116 @@ VD_MATH_FN float vd_math_resize_blend_torch2_small(float l0h, float l1h, float l
     float r = fmaf(a00, w00, vd_math_fmul(a01, w01));
     r = fmaf(a10, w10, r);
     return fmaf(a11, w11, r);
+}
+
+/* The rules by name, as the values of vd_resize_arithmetic (engine/vd_model_private.h:
+ * the model file's "transform.resize_arithmetic"). */
+#define VD_MATH_RESIZE_TORCH1 0
+#define VD_MATH_RESIZE_TORCH2 1
+
+/* The blends: torch's generic kernel (vd_math_resize_blend, either rule) and torch
+ * 2.x's channels-last kernel (vd_math_resize_blend_torch2_small). */
+#define VD_MATH_RESIZE_BLEND_GENERIC 0
+#define VD_MATH_RESIZE_BLEND_CHANNELS_LAST 1
+
+/* Source indices and lambdas of output index @d along one axis under @arithmetic
+ * (VD_MATH_RESIZE_TORCH1: vd_math_resize_source, TORCH2:
+ * vd_math_resize_source_torch2). The one choice of the rule, for the CPU's axis
+ * tables and the CUDA kernel's per-pixel taps alike. */
+VD_MATH_FN void vd_math_resize_source_rule(int arithmetic, float ratio, int d, int in_size,
+                                           int out_size, int *i0, int *i1, float *l0, float *l1)
+{
+    if (arithmetic == VD_MATH_RESIZE_TORCH2)
+        vd_math_resize_source_torch2(ratio, d, in_size, out_size, i0, i1, l0, l1);
+    else
+        vd_math_resize_source(ratio, d, in_size, out_size, i0, i1, l0, l1);
+}
+
+/* The blend of an @out_h x @out_w resize under @arithmetic: the channels-last
+ * kernel's for torch 2.x's small outputs (vd_math_resize_torch2_small), otherwise
+ * the generic kernel's. */
+VD_MATH_FN int vd_math_resize_blend_of(int arithmetic, int out_h, int out_w)
+{
+    return arithmetic == VD_MATH_RESIZE_TORCH2 && vd_math_resize_torch2_small(out_h, out_w)
+               ? VD_MATH_RESIZE_BLEND_CHANNELS_LAST
+               : VD_MATH_RESIZE_BLEND_GENERIC;
+}
+
+/* The value of one output element from its four neighbours a<row><col> with
+ * @blend (VD_MATH_RESIZE_BLEND_*). */
+VD_MATH_FN float vd_math_resize_blend_rule(int blend, float l0h, float l1h, float l0w, float l1w,
+                                           float a00, float a01, float a10, float a11)
+{
+    if (blend == VD_MATH_RESIZE_BLEND_CHANNELS_LAST)
+        return vd_math_resize_blend_torch2_small(l0h, l1h, l0w, l1w, a00, a01, a10, a11);
+    return vd_math_resize_blend(l0h, l1h, l0w, l1w, a00, a01, a10, a11);
+}
+
+/* One resize, @in_h x @in_w to @out_h x @out_w under @arithmetic: what every output
+ * pixel needs (vd_math_resize_taps_at, vd_math_resize_pixel). */
+typedef struct {
+    int arithmetic; /* VD_MATH_RESIZE_TORCH1 or TORCH2 */
+    int blend;      /* VD_MATH_RESIZE_BLEND_*, vd_math_resize_blend_of */
+    int in_h, in_w, out_h, out_w;
+    float ratio_h, ratio_w; /* vd_math_resize_ratio of each axis */
+} vd_math_resize_plan;
+
+VD_MATH_FN vd_math_resize_plan vd_math_resize_plan_for(int arithmetic, int in_h, int in_w,
+                                                       int out_h, int out_w)
+{
+    vd_math_resize_plan p;
+    p.arithmetic = arithmetic;
+    p.blend = vd_math_resize_blend_of(arithmetic, out_h, out_w);
+    p.in_h = in_h;
+    p.in_w = in_w;
+    p.out_h = out_h;
+    p.out_w = out_w;
+    p.ratio_h = vd_math_resize_ratio(in_h, out_h);
+    p.ratio_w = vd_math_resize_ratio(in_w, out_w);
+    return p;
+}
+
+/* The four neighbours of one output pixel: source rows y0, y1 and columns x0, x1,
+ * with the lambdas of each axis. */
+typedef struct {
+    int y0, y1, x0, x1;
+    float l0h, l1h, l0w, l1w;
+} vd_math_resize_taps;
+
+/* The taps of output pixel (@y, @x) of @p, 0 <= y < out_h, 0 <= x < out_w: each
+ * axis by vd_math_resize_source_rule, as the CPU's axis tables hold them. */
+VD_MATH_FN vd_math_resize_taps vd_math_resize_taps_at(const vd_math_resize_plan *p, int y, int x)
+{
+    vd_math_resize_taps t;
+    vd_math_resize_source_rule(p->arithmetic, p->ratio_h, y, p->in_h, p->out_h, &t.y0, &t.y1,
+                               &t.l0h, &t.l1h);
+    vd_math_resize_source_rule(p->arithmetic, p->ratio_w, x, p->in_w, p->out_w, &t.x0, &t.x1,
+                               &t.l0w, &t.l1w);
+    return t;
+}
+
+/* The normalised value of 8-bit sample @v of a channel: (f32(v) / 255 - mean) / std,
+ * each operation rounded to float32 (torchvision's ToTensor then normalize). */
+VD_MATH_FN float vd_math_normalise(int v, float mean, float std)
+{
+    return vd_math_fdiv(vd_math_fsub(vd_math_fdiv((float)v, 255.0f), mean), std);
+}
+
+/* One output pixel of the pre-processing (the CUDA kernel's per-pixel arithmetic):
+ * the 8-bit R, G, B of the four neighbours at @t (a<row><col>), each normalised
+ * through @lut (3 x 256: lut[256 * c + v] = vd_math_normalise(v, mean[c], std[c])),
+ * blended with @p's blend into @out[0..2]. The CPU normalises rows first and blends
+ * the same values with the same functions (vd_cpu_preprocess). */
+VD_MATH_FN void vd_math_resize_pixel(const vd_math_resize_plan *p, const vd_math_resize_taps *t,
+                                     const float *lut, const unsigned char *a00,
+                                     const unsigned char *a01, const unsigned char *a10,
+                                     const unsigned char *a11, float *out)
+{
+    for (int c = 0; c < 3; c++) {
+        const float *l = lut + 256 * c;
+        out[c] = vd_math_resize_blend_rule(p->blend, t->l0h, t->l1h, t->l0w, t->l1w, l[a00[c]],
+                                           l[a01[c]], l[a10[c]], l[a11[c]]);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Pre-processing in one kernel (spec §1): the raw frame, uploaded once, to the
  * padded NHWC network input. Per output pixel of the resized area: the source
- * indices and lambdas of both axes (vd_math_resize_source, the CPU's double
- * precision rule), the four neighbours converted to RGB (vd_math_yuv_to_rgb for
- * 4:2:0 formats), each normalised as (v / 255 - mean) / std with separate
- * roundings, and blended with vd_math_resize_blend; the same arithmetic as
- * vd_cpu_preprocess. Outside the resized area: zeros (the mean colour). */
+ * indices and lambdas of both axes under the model file's resize rule, torch 1.13's
+ * or torch 2.x's (vd_math_resize_taps_at: vd_math_resize_source_rule, as the CPU's
+ * axis tables), the four neighbours converted to RGB (vd_math_yuv_to_rgb for 4:2:0
+ * formats), each normalised as (v / 255 - mean) / std with separate roundings
+ * (vd_math_normalise) and blended with the rule's blend (vd_math_resize_pixel:
+ * vd_math_resize_blend_rule); the same functions as vd_cpu_preprocess, host/device
+ * from vd_math.h, whose __f*_rn intrinsics and explicit fmaf() nvcc never
+ * contracts: bit for bit the CPU's. tests/engine/test_preprocess.c runs this
+ * per-pixel arithmetic on the host against the CPU. Outside the resized area:
+ * zeros (the mean colour). */
 #include "vd_kernels_common.cuh"
 
 /* values of vd_pixel_format (vd.h) */
@@ -71,39 +76,31 @@ static __device__ __forceinline__ void fetch_rgb(const vd_device_frame &f,
 
 template <typename T>
 __global__ void __launch_bounds__(256)
-    preprocess_kernel(vd_device_frame frame, norm_params norm, int resized_h, int resized_w,
+    preprocess_kernel(vd_device_frame frame, norm_params norm, vd_math_resize_plan resize,
                       int padded_h, int padded_w, int channels, T *out)
 {
     /* (v / 255 - mean[c]) / std[c] for every byte value, per channel */
-    __shared__ float lut[3][256];
+    __shared__ float lut[3 * 256];
     for (int i = threadIdx.x; i < 3 * 256; i += blockDim.x) {
         int c = i / 256, v = i % 256;
-        lut[c][v] =
-            vd_math_fdiv(vd_math_fsub(vd_math_fdiv((float)v, 255.0f), norm.mean[c]), norm.std[c]);
+        lut[i] = vd_math_normalise(v, norm.mean[c], norm.std[c]);
     }
     __syncthreads();
 
     vd_math_yuv_coeffs yuv = vd_math_yuv_coeffs_for(frame.matrix, frame.full_range);
-    float ratio_h = vd_math_resize_ratio(frame.height, resized_h);
-    float ratio_w = vd_math_resize_ratio(frame.width, resized_w);
     long long n = (long long)padded_h * padded_w;
     VD_GRID_LOOP(p, n)
     {
         int x = (int)(p % padded_w), y = (int)(p / padded_w);
         float value[3] = {0.0f, 0.0f, 0.0f};
-        if (y < resized_h && x < resized_w) {
-            int h0, h1, w0, w1;
-            float l0h, l1h, l0w, l1w;
-            vd_math_resize_source(ratio_h, y, frame.height, resized_h, &h0, &h1, &l0h, &l1h);
-            vd_math_resize_source(ratio_w, x, frame.width, resized_w, &w0, &w1, &l0w, &l1w);
+        if (y < resize.out_h && x < resize.out_w) {
+            vd_math_resize_taps t = vd_math_resize_taps_at(&resize, y, x);
             unsigned char a00[3], a01[3], a10[3], a11[3];
-            fetch_rgb(frame, yuv, w0, h0, a00);
-            fetch_rgb(frame, yuv, w1, h0, a01);
-            fetch_rgb(frame, yuv, w0, h1, a10);
-            fetch_rgb(frame, yuv, w1, h1, a11);
-            for (int c = 0; c < 3; c++)
-                value[c] = vd_math_resize_blend(l0h, l1h, l0w, l1w, lut[c][a00[c]], lut[c][a01[c]],
-                                                lut[c][a10[c]], lut[c][a11[c]]);
+            fetch_rgb(frame, yuv, t.x0, t.y0, a00);
+            fetch_rgb(frame, yuv, t.x1, t.y0, a01);
+            fetch_rgb(frame, yuv, t.x0, t.y1, a10);
+            fetch_rgb(frame, yuv, t.x1, t.y1, a11);
+            vd_math_resize_pixel(&resize, &t, lut, a00, a01, a10, a11, value);
         }
         T *dst = out + p * channels;
         for (int c = 0; c < channels; c++)
@@ -112,13 +109,17 @@ __global__ void __launch_bounds__(256)
 }
 
 extern "C" cudaError_t vd_preprocess(const vd_device_frame *frame, const float mean[3],
-                                     const float std[3], int resized_h, int resized_w, int padded_h,
-                                     int padded_w, int channels, vd_dtype dtype, void *out,
-                                     cudaStream_t stream)
+                                     const float std[3], int arithmetic, int resized_h,
+                                     int resized_w, int padded_h, int padded_w, int channels,
+                                     vd_dtype dtype, void *out, cudaStream_t stream)
 {
     if (channels < 3 || frame->format < FMT_RGB || frame->format > FMT_I420 ||
-        resized_h > padded_h || resized_w > padded_w || resized_h <= 0 || resized_w <= 0)
+        resized_h > padded_h || resized_w > padded_w || resized_h <= 0 || resized_w <= 0 ||
+        (arithmetic != VD_MATH_RESIZE_TORCH1 && arithmetic != VD_MATH_RESIZE_TORCH2))
         return cudaErrorInvalidValue;
+    /* the ratios and the blend once, as the CPU computes them (the same function) */
+    vd_math_resize_plan resize =
+        vd_math_resize_plan_for(arithmetic, frame->height, frame->width, resized_h, resized_w);
     norm_params norm;
     for (int c = 0; c < 3; c++) {
         norm.mean[c] = mean[c];
@@ -127,10 +128,10 @@ extern "C" cudaError_t vd_preprocess(const vd_device_frame *frame, const float m
     long long n = (long long)padded_h * padded_w;
     unsigned blocks = vd_blocks_for(n, 256, 4096);
     if (dtype == VD_DTYPE_F16)
-        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w, padded_h,
-                                                      padded_w, channels, (__half *)out);
+        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resize, padded_h, padded_w,
+                                                      channels, (__half *)out);
     else
-        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resized_h, resized_w, padded_h,
-                                                      padded_w, channels, (float *)out);
+        preprocess_kernel<<<blocks, 256, 0, stream>>>(*frame, norm, resize, padded_h, padded_w,
+                                                      channels, (float *)out);
     return vd_launch_status();
 }

@@ -53,13 +53,15 @@ typedef struct {
 } vd_device_frame;
 
 /* One kernel: colour conversion to RGB, /255, (x - mean) / std, bilinear resize
- * to resized_h x resized_w (torchvision's rule, same arithmetic as the CPU), zero
- * padding to padded_h x padded_w, written NHWC with @channels channels (>= 3;
- * channels 3.. are zero, for tensor-core friendly convolutions). @mean and @std
- * are host arrays passed by value. */
+ * to resized_h x resized_w under @arithmetic (the model file's rule, a value of
+ * vd_resize_arithmetic: VD_MATH_RESIZE_TORCH1 or VD_MATH_RESIZE_TORCH2; the same
+ * vd_math.h functions as the CPU), zero padding to padded_h x padded_w, written
+ * NHWC with @channels channels (>= 3; channels 3.. are zero, for tensor-core
+ * friendly convolutions). @mean and @std are host arrays passed by value. Any
+ * other @arithmetic: cudaErrorInvalidValue. */
 cudaError_t vd_preprocess(const vd_device_frame *frame, const float mean[3], const float std[3],
-                          int resized_h, int resized_w, int padded_h, int padded_w, int channels,
-                          vd_dtype dtype, void *out, cudaStream_t stream);
+                          int arithmetic, int resized_h, int resized_w, int padded_h, int padded_w,
+                          int channels, vd_dtype dtype, void *out, cudaStream_t stream);
 
 /* ------------------------------------------------------------------------ */
 /* Anchors (mirrors vd_grid_anchors)                                         */

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* CPU pre-processing: colour conversion, normalisation, bilinear resize and
- * padding, bit-exact with torchvision's GeneralizedRCNNTransform on torch 1.13's
- * CPU kernels (spec §1). Compiled with -ffp-contract=off; the resize blends use
- * explicit fmaf() (vd_math_resize_blend, vd_math_resize_blend_torch2_small). */
+ * padding, bit-exact with torchvision's GeneralizedRCNNTransform on the CPU kernels
+ * of torch 1.13 or 2.x (spec §1). Compiled with -ffp-contract=off; the resize blends
+ * use explicit fmaf() (vd_math_resize_blend, vd_math_resize_blend_torch2_small).
+ * The rule of each resize comes from vd_math.h's vd_math_resize_plan_for,
+ * vd_math_resize_source_rule and vd_math_resize_blend_rule, the functions the CUDA
+ * kernel (kernels/preprocess.cu) calls per pixel. */
 #include "vd_cpu_ops.h"
 #include "vd_context_private.h"
 
@@ -10,9 +13,13 @@
 
 #include "vd_math.h"
 
+/* the model file's rule is vd_math.h's rule by value */
+G_STATIC_ASSERT((int)VD_RESIZE_ARITHMETIC_TORCH1 == VD_MATH_RESIZE_TORCH1);
+G_STATIC_ASSERT((int)VD_RESIZE_ARITHMETIC_TORCH2 == VD_MATH_RESIZE_TORCH2);
+
 /* Source pixels are 8-bit, so normalisation is a table: lut[c][v] =
- * (f32(v) / 255 - mean[c]) / std[c], exactly the float32 expression torchvision
- * evaluates per pixel. */
+ * (f32(v) / 255 - mean[c]) / std[c] (vd_math_normalise), exactly the float32
+ * expression torchvision evaluates per pixel. */
 typedef struct {
     float lut[3][256];
 } normalise_table;
@@ -21,7 +28,7 @@ static void normalise_table_init(normalise_table *table, const float mean[3], co
 {
     for (int c = 0; c < 3; c++)
         for (int v = 0; v < 256; v++)
-            table->lut[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
+            table->lut[c][v] = vd_math_normalise(v, mean[c], std[c]);
 }
 
 /* Bytes per pixel of a packed format and the byte offsets of R, G, B. */
@@ -97,33 +104,28 @@ typedef struct {
 } resize_axis;
 
 static void resize_axis_init(resize_axis *axis, int *index_memory, float *lambda_memory,
-                             int in_size, int out_size, int index_scale,
-                             vd_resize_arithmetic arithmetic)
+                             int arithmetic, float ratio, int in_size, int out_size,
+                             int index_scale)
 {
     axis->i0 = index_memory;
     axis->i1 = index_memory + out_size;
     axis->l0 = lambda_memory;
     axis->l1 = lambda_memory + out_size;
-    float ratio = vd_math_resize_ratio(in_size, out_size);
     for (int d = 0; d < out_size; d++) {
         int i0, i1;
-        if (arithmetic == VD_RESIZE_ARITHMETIC_TORCH2)
-            vd_math_resize_source_torch2(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
-                                         &axis->l1[d]);
-        else
-            vd_math_resize_source(ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
-                                  &axis->l1[d]);
+        vd_math_resize_source_rule(arithmetic, ratio, d, in_size, out_size, &i0, &i1, &axis->l0[d],
+                                   &axis->l1[d]);
         axis->i0[d] = i0 * index_scale;
         axis->i1[d] = i1 * index_scale;
     }
 }
 
-/* One output row of the bilinear resize (height weight outermost) followed by
- * the zero padding of the row. @small: torch 2.x's channels-last blend
- * (vd_math_resize_torch2_small). */
+/* One output row of the bilinear resize (height weight outermost) with @blend
+ * (VD_MATH_RESIZE_BLEND_*, vd_math_resize_blend_of) followed by the zero padding
+ * of the row. */
 VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *rows,
                                   const resize_axis *cols, int out_y, int out_w, int padded_w,
-                                  int small, float *dst)
+                                  int blend, float *dst)
 {
     const float *r0 = normalised + rows->i0[out_y];
     const float *r1 = normalised + rows->i1[out_y];
@@ -131,15 +133,9 @@ VD_CPU_HOT static void resize_row(const float *normalised, const resize_axis *ro
     for (int x = 0; x < out_w; x++) {
         int x0 = cols->i0[x], x1 = cols->i1[x];
         float l0w = cols->l0[x], l1w = cols->l1[x];
-        if (small) {
-            for (int c = 0; c < 3; c++)
-                dst[3 * x + c] = vd_math_resize_blend_torch2_small(
-                    l0h, l1h, l0w, l1w, r0[x0 + c], r0[x1 + c], r1[x0 + c], r1[x1 + c]);
-            continue;
-        }
         for (int c = 0; c < 3; c++)
-            dst[3 * x + c] = vd_math_resize_blend(l0h, l1h, l0w, l1w, r0[x0 + c], r0[x1 + c],
-                                                  r1[x0 + c], r1[x1 + c]);
+            dst[3 * x + c] = vd_math_resize_blend_rule(blend, l0h, l1h, l0w, l1w, r0[x0 + c],
+                                                       r0[x1 + c], r1[x0 + c], r1[x1 + c]);
     }
     memset(dst + 3 * (size_t)out_w, 0, 3 * (size_t)(padded_w - out_w) * sizeof(float));
 }
@@ -205,12 +201,13 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
         lambdas = g_try_new(float, 2 * ((size_t)resized_h + resized_w));
         if (!normalised || !indices || !lambdas)
             goto out_oom;
+        vd_math_resize_plan plan =
+            vd_math_resize_plan_for((int)arithmetic, height, width, resized_h, resized_w);
         resize_axis rows, cols;
-        resize_axis_init(&rows, indices, lambdas, height, resized_h, (int)row_floats, arithmetic);
-        resize_axis_init(&cols, indices + 2 * resized_h, lambdas + 2 * resized_h, width, resized_w,
-                         3, arithmetic);
-        int small = arithmetic == VD_RESIZE_ARITHMETIC_TORCH2 &&
-                    vd_math_resize_torch2_small(resized_h, resized_w);
+        resize_axis_init(&rows, indices, lambdas, plan.arithmetic, plan.ratio_h, height, resized_h,
+                         (int)row_floats);
+        resize_axis_init(&cols, indices + 2 * resized_h, lambdas + 2 * resized_h, plan.arithmetic,
+                         plan.ratio_w, width, resized_w, 3);
 #pragma omp parallel
         {
 #pragma omp for schedule(static)
@@ -218,7 +215,7 @@ gboolean vd_cpu_preprocess(const vd_image *image, const float mean[3], const flo
                 normalise_row(image, table, y, normalised + (size_t)y * row_floats);
 #pragma omp for schedule(static)
             for (int y = 0; y < resized_h; y++)
-                resize_row(normalised, &rows, &cols, y, resized_w, padded_w, small,
+                resize_row(normalised, &rows, &cols, y, resized_w, padded_w, plan.blend,
                            dst + (size_t)y * out_row_floats);
         }
     }

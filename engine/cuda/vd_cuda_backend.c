@@ -922,9 +922,9 @@ static gboolean enqueue_frame(cuda_state *st, vd_context *ctx, cuda_plan *plan,
         cudaMemcpyAsync(st->raw, st->staging, (size_t)n * frame_bytes, cudaMemcpyHostToDevice, s),
         "uploading the frame");
     for (int i = 0; i < n; i++)
-        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std, rh, rw, plan->padded_h,
-                               plan->padded_w, st->input_channels, dt, image_of(plan->input, i, dt),
-                               s),
+        CUDA_TRY(vd_preprocess(&frames[i], cfg->image_mean, cfg->image_std,
+                               (int)cfg->resize_arithmetic, rh, rw, plan->padded_h, plan->padded_w,
+                               st->input_channels, dt, image_of(plan->input, i, dt), s),
                  "pre-processing");
     if (!record_stage(st, VD_STAGE_BACKBONE, timing, error))
         return FALSE;
@@ -1905,10 +1905,11 @@ static const cuda_backbone *backbone_of(const vd_model *model)
 }
 
 /* What the CUDA backend runs: ResNet bodies and MobileNetV3-Large whose shapes
- * chain as its kernels take them, torch 1.13's resize arithmetic, fp16 or fp32,
- * no calibration, heads that chain, at most VD_KERNEL_MAX_LEVELS FPN levels. The
- * architecture comes before the device: device=auto falls back to the CPU with
- * this reason. */
+ * chain as its kernels take them, fp16 or fp32, no calibration, heads that chain,
+ * at most VD_KERNEL_MAX_LEVELS FPN levels; either resize arithmetic (the
+ * pre-processing kernel takes the model file's rule, torch 1.13's or torch 2.x's,
+ * from vd_math.h as the CPU does). The architecture comes before the device:
+ * device=auto falls back to the CPU with this reason. */
 static gboolean cuda_supports(const vd_model *model, const vd_context_params *params,
                               GError **error)
 {
@@ -1916,14 +1917,6 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
     const cuda_backbone *backbone = backbone_of(model);
     if (backbone != NULL && !backbone->supports(model, error))
         return FALSE;
-    /* the pre-processing kernel (kernels/preprocess.cu) has torch 1.13's resize only */
-    if (cfg->resize_arithmetic != VD_RESIZE_ARITHMETIC_TORCH1) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "the CUDA backend does not support 'transform.resize_arithmetic' 'torch2' "
-                    "of this model (%s): use the CPU backend",
-                    vd_model_description(model));
-        return FALSE;
-    }
     if (backbone == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not support the %s backbone of this model (%s): use "

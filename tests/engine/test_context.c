@@ -799,6 +799,60 @@ static void test_mobilenet_v3_large_cuda_shapes(void)
 #endif
 }
 
+/* Both resize rules of a model file ("transform.resize_arithmetic" torch1, the default,
+ * and torch2, what torch 2.x exports) run on CUDA: the CUDA backend's supports hook
+ * takes either (it needs no device), device=cuda is refused only for want of a usable
+ * GPU (VD_ERROR_DEVICE, never the rule) and makes the context where one is, auto
+ * falls back to the CPU only for that reason. Every model runs on the CPU too. */
+static void test_cuda_resize_arithmetic(void)
+{
+    static const char *const rules[] = {"\"torch1\"", "\"torch2\""};
+    static const vd_resize_arithmetic expected[] = {VD_RESIZE_ARITHMETIC_TORCH1,
+                                                    VD_RESIZE_ARITHMETIC_TORCH2};
+    for (size_t i = 0; i < G_N_ELEMENTS(rules); i++) {
+        tiny_arch a = tiny_basic();
+        fixture *fx = fx_tiny(&a);
+        gchar *with = g_strdup_printf("\"size_divisible\":32,\"resize_arithmetic\":%s", rules[i]);
+        fx_config_replace(fx, "\"size_divisible\":32", with);
+        g_free(with);
+        fx_randomize(fx, 7);
+        vd_model *model = fx_load_ok(fx);
+        g_assert_cmpint(model->config.resize_arithmetic, ==, expected[i]);
+        GError *error = NULL;
+        vd_context_params params = vd_context_default_params();
+#ifdef HAVE_CUDA
+        gboolean gpu = vd_cuda_available(0, NULL);
+        g_assert_true(vd_cuda_backend.supports(model, &params, &error));
+        g_assert_no_error(error);
+        params.device = VD_DEVICE_CUDA;
+        vd_context *cuda = vd_context_new(model, &params, &error);
+        if (gpu) {
+            g_assert_no_error(error);
+            g_assert_cmpint(vd_context_device(cuda), ==, VD_DEVICE_CUDA);
+            vd_context_free(cuda);
+        } else {
+            g_assert_null(cuda);
+            g_assert_error(error, VD_ERROR, VD_ERROR_DEVICE);
+            g_assert_null(strstr(error->message, "resize_arithmetic"));
+            g_clear_error(&error);
+        }
+        params = vd_context_default_params();
+        vd_context *ctx = vd_context_new(model, &params, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(vd_context_device(ctx), ==, gpu ? VD_DEVICE_CUDA : VD_DEVICE_CPU);
+        if (!gpu)
+            g_assert_null(strstr(vd_context_fallback_reason(ctx), "resize_arithmetic"));
+        vd_context_free(ctx);
+#endif
+        params = vd_context_default_params();
+        params.device = VD_DEVICE_CPU;
+        vd_context *cpu = vd_context_new(model, &params, &error);
+        g_assert_no_error(error);
+        vd_context_free(cpu);
+        vd_model_unref(model);
+    }
+}
+
 static void test_mobilenet_v3_devices(void)
 {
     vd_model *model = mnv3_tiny_model(NULL);
@@ -1040,6 +1094,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/non-finite", test_nonfinite_count);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
+    g_test_add_func("/context/cuda-resize-arithmetic", test_cuda_resize_arithmetic);
     g_test_add_func("/context/cuda-mobilenet-v3", test_mobilenet_v3_devices);
     g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unit tests of vd_cpu_preprocess (engine/cpu/vd_cpu_preprocess.c): resize
  * values worked out by hand, every pixel format against RGB, YUV conversion
- * against a double-precision reference, and the validation errors. The
- * bit-exact comparison with torch is tests/engine/preprocess_vs_torch.py. */
+ * against a double-precision reference, the CUDA kernel's per-pixel arithmetic
+ * (vd_math.h, compiled here for the host) against it, and the validation errors.
+ * The bit-exact comparison with torch is tests/engine/preprocess_vs_torch.py.
+ * Compiled with -ffp-contract=off, as the engine is: the vd_math.h functions
+ * inlined here must round as they do in the library. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu/vd_cpu_ops.h"
+#include "vd_math.h"
 
 static const float zero_mean[3] = {0, 0, 0};
 static const float unit_std[3] = {1, 1, 1};
@@ -179,6 +183,29 @@ static void test_blend_fma_order(void)
  * size, hashed (FNV-1a over the float bits of the resized area, NHWC) and two values.
  * Generic kernel (h + w > 128) up and down, channels-last kernel (<= 128) down and up.
  * torch 1.13's rule differs from torch 2.6 on each of them. */
+static const struct {
+    int h, w, rh, rw;
+    uint32_t hash;   /* torch 2.6.0 */
+    float values[2]; /* torch 2.6.0: [rh / 2][rw / 3][1], [rh - 1][rw - 1][2] */
+} torch2_cases[] = {
+    {23, 31, 67, 97, 0xb1dd10f7u, {-1.6487546f, 0.5310677f}},
+    {150, 130, 71, 91, 0x50a4d294u, {-0.034287304f, 0.26895967f}},
+    {40, 52, 30, 37, 0xa0bc699fu, {1.6887417f, 0.86728483f}},
+    {21, 17, 45, 60, 0xfae1c05au, {-0.26765272f, 0.043050185f}},
+};
+
+/* The fixed pattern of those cases, w x h RGB. */
+static uint8_t *torch2_pattern(int w, int h)
+{
+    uint8_t *rgb = g_new(uint8_t, (size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++)
+                rgb[((size_t)y * w + x) * 3 + c] =
+                    (uint8_t)((x * 37 + y * 101 + c * 59 + x * y * 7) & 255);
+    return rgb;
+}
+
 static uint32_t fnv1a_floats(const float *v, size_t n)
 {
     uint32_t h = 2166136261u;
@@ -192,24 +219,10 @@ static uint32_t fnv1a_floats(const float *v, size_t n)
 
 static void test_resize_arithmetic_torch2(void)
 {
-    static const struct {
-        int h, w, rh, rw;
-        uint32_t hash;     /* torch 2.6.0 */
-        float values[2];   /* torch 2.6.0: [rh / 2][rw / 3][1], [rh - 1][rw - 1][2] */
-    } cases[] = {
-        { 23, 31, 67, 97, 0xb1dd10f7u, { -1.6487546f, 0.5310677f } },
-        { 150, 130, 71, 91, 0x50a4d294u, { -0.034287304f, 0.26895967f } },
-        { 40, 52, 30, 37, 0xa0bc699fu, { 1.6887417f, 0.86728483f } },
-        { 21, 17, 45, 60, 0xfae1c05au, { -0.26765272f, 0.043050185f } },
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-        int h = cases[i].h, w = cases[i].w, rh = cases[i].rh, rw = cases[i].rw;
-        uint8_t *rgb = g_new(uint8_t, (size_t)w * h * 3);
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++)
-                for (int c = 0; c < 3; c++)
-                    rgb[((size_t)y * w + x) * 3 + c] =
-                        (uint8_t)((x * 37 + y * 101 + c * 59 + x * y * 7) & 255);
+    for (size_t i = 0; i < G_N_ELEMENTS(torch2_cases); i++) {
+        int h = torch2_cases[i].h, w = torch2_cases[i].w;
+        int rh = torch2_cases[i].rh, rw = torch2_cases[i].rw;
+        uint8_t *rgb = torch2_pattern(w, h);
         vd_image image = vd_image_rgb(rgb, w, h);
         size_t n = (size_t)rh * rw * 3;
         float *out[2];
@@ -222,11 +235,11 @@ static void test_resize_arithmetic_torch2(void)
                 out[rule], &error));
             g_assert_no_error(error);
         }
-        g_assert_cmphex(fnv1a_floats(out[1], n), ==, cases[i].hash);
+        g_assert_cmphex(fnv1a_floats(out[1], n), ==, torch2_cases[i].hash);
         g_assert_cmpfloat(out[1][((size_t)(rh / 2) * rw + rw / 3) * 3 + 1], ==,
-                          cases[i].values[0]);
+                          torch2_cases[i].values[0]);
         g_assert_cmpfloat(out[1][((size_t)(rh - 1) * rw + rw - 1) * 3 + 2], ==,
-                          cases[i].values[1]);
+                          torch2_cases[i].values[1]);
         /* the torch1 rule (vd_cpu_preprocess) differs here, by an ulp or a few */
         float *plain = run_preprocess(&image, imagenet_mean, imagenet_std, rh, rw, rh, rw);
         g_assert_cmpmem(plain, n * sizeof(float), out[0], n * sizeof(float));
@@ -241,6 +254,93 @@ static void test_resize_arithmetic_torch2(void)
         g_free(out[1]);
         g_free(rgb);
     }
+}
+
+/* The CUDA pre-processing kernel's per-pixel arithmetic (kernels/preprocess.cu: the
+ * normalisation table of vd_math_normalise, vd_math_resize_plan_for once, then per
+ * output pixel vd_math_resize_taps_at, the four neighbours' bytes and
+ * vd_math_resize_pixel), compiled for the host, against vd_cpu_preprocess under
+ * both rules: identical, value for value, on the sizes of
+ * /preprocess/resize-arithmetic-torch2 (torch's generic kernel up and down, the
+ * channels-last kernel down and up) and two where the CPU takes other paths (both
+ * axes copied: the CPU normalises straight into the output; one axis copied).
+ * The kernel's only other part, reading the frame's pixel format, is
+ * test-gpu-kernels' on a device. */
+static void test_kernel_pixel(void)
+{
+    static const struct {
+        int h, w, rh, rw;
+    } extra[] = {{23, 31, 23, 31}, {40, 52, 40, 37}};
+    const int n_sizes = (int)(G_N_ELEMENTS(torch2_cases) + G_N_ELEMENTS(extra));
+    float lut[3 * 256];
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++)
+            lut[256 * c + v] = vd_math_normalise(v, imagenet_mean[c], imagenet_std[c]);
+    size_t pixels = 0, values = 0, channels_last_pixels = 0, rule_differs = 0;
+    for (int i = 0; i < n_sizes; i++) {
+        int n_torch2 = (int)G_N_ELEMENTS(torch2_cases);
+        int h = i < n_torch2 ? torch2_cases[i].h : extra[i - n_torch2].h;
+        int w = i < n_torch2 ? torch2_cases[i].w : extra[i - n_torch2].w;
+        int rh = i < n_torch2 ? torch2_cases[i].rh : extra[i - n_torch2].rh;
+        int rw = i < n_torch2 ? torch2_cases[i].rw : extra[i - n_torch2].rw;
+        uint8_t *rgb = torch2_pattern(w, h);
+        vd_image image = vd_image_rgb(rgb, w, h);
+        size_t n = (size_t)rh * rw * 3;
+        float *kernel[2];
+        for (int rule = 0; rule < 2; rule++) {
+            vd_resize_arithmetic arithmetic =
+                rule ? VD_RESIZE_ARITHMETIC_TORCH2 : VD_RESIZE_ARITHMETIC_TORCH1;
+            float *cpu = g_new(float, n);
+            GError *error = NULL;
+            g_assert_true(vd_cpu_preprocess(&image, imagenet_mean, imagenet_std, arithmetic, rh,
+                                            rw, rh, rw, cpu, &error));
+            g_assert_no_error(error);
+
+            /* the kernel's loop body, for every pixel of the resized area */
+            vd_math_resize_plan plan = vd_math_resize_plan_for((int)arithmetic, h, w, rh, rw);
+            kernel[rule] = g_new(float, n);
+            for (int y = 0; y < rh; y++)
+                for (int x = 0; x < rw; x++) {
+                    vd_math_resize_taps t = vd_math_resize_taps_at(&plan, y, x);
+                    const uint8_t *a00 = rgb + ((size_t)t.y0 * w + t.x0) * 3;
+                    const uint8_t *a01 = rgb + ((size_t)t.y0 * w + t.x1) * 3;
+                    const uint8_t *a10 = rgb + ((size_t)t.y1 * w + t.x0) * 3;
+                    const uint8_t *a11 = rgb + ((size_t)t.y1 * w + t.x1) * 3;
+                    vd_math_resize_pixel(&plan, &t, lut, a00, a01, a10, a11,
+                                         kernel[rule] + ((size_t)y * rw + x) * 3);
+                }
+            size_t differ = 0;
+            for (size_t k = 0; k < n; k++)
+                differ += memcmp(&kernel[rule][k], &cpu[k], sizeof(float)) != 0;
+            if (differ > 0)
+                g_test_message("%s %dx%d -> %dx%d: %zu of %zu values differ",
+                               rule ? "torch2" : "torch1", w, h, rw, rh, differ, n);
+            g_assert_cmpuint(differ, ==, 0);
+            pixels += (size_t)rh * rw;
+            values += n;
+            if (plan.blend == VD_MATH_RESIZE_BLEND_CHANNELS_LAST)
+                channels_last_pixels += (size_t)rh * rw;
+            g_free(cpu);
+        }
+        /* the rule reaches the kernel's arithmetic: the resized sizes tell the rules apart */
+        if (rh != h || rw != w) {
+            size_t differ = 0;
+            for (size_t k = 0; k < n; k++)
+                differ += kernel[0][k] != kernel[1][k];
+            g_assert_cmpuint(differ, >, 0);
+            rule_differs++;
+        }
+        g_free(kernel[0]);
+        g_free(kernel[1]);
+        g_free(rgb);
+    }
+    /* both of torch 2.x's kernels are covered */
+    g_assert_cmpuint(channels_last_pixels, >, 0);
+    g_assert_cmpuint(channels_last_pixels, <, pixels / 2);
+    g_test_message("kernel pixel arithmetic = CPU: %d sizes x 2 rules, %zu pixels, %zu values "
+                   "identical (%zu pixels with the channels-last blend); torch1 and torch2 differ "
+                   "on %zu of %d sizes",
+                   n_sizes, pixels, values, channels_last_pixels, rule_differs, n_sizes);
 }
 
 static void test_packed_formats(void)
@@ -610,6 +710,7 @@ int main(int argc, char **argv)
     g_test_add_func("/preprocess/downsample", test_downsample);
     g_test_add_func("/preprocess/blend-fma-order", test_blend_fma_order);
     g_test_add_func("/preprocess/resize-arithmetic-torch2", test_resize_arithmetic_torch2);
+    g_test_add_func("/preprocess/kernel-pixel", test_kernel_pixel);
     g_test_add_func("/preprocess/packed-formats", test_packed_formats);
     g_test_add_func("/preprocess/yuv-formats", test_yuv_formats);
     g_test_add_func("/preprocess/yuv-round-trip", test_yuv_round_trip);

@@ -10,7 +10,10 @@
 #                    R-CNN checks, test-gpu-engine --masks, the ResNet-50-FPN
 #                    v2 checks and the MobileNetV3-Large-FPN checks, --core,
 #                    appended to the log; their reports in engine.json under
-#                    "models", one per model, with the run's exit status)
+#                    "models", one per model, with the run's exit status);
+#                    engine.json's "kernels": test-gpu-kernels' pre-processing
+#                    comparisons, CUDA against the CPU under both resize rules
+#                    (torch1, torch2; expected identical), with its exit status
 #   engine-demo.json test-gpu-engine on the bundled demo model
 #   bench.json/.log  tools/bench_gpu.py bench
 #   element.json     element-check.sh: CUDA against CPU in the element, throughput
@@ -101,10 +104,15 @@ cat "$OUT/env.txt"
 step "kernels against the CPU ops"
 t=$(limit 60)
 if ! selected kernels; then echo "not selected"
-elif [ "$t" -eq 0 ]; then echo "skipped: out of time" | tee "$OUT/kernels.log"; status=1
+elif [ "$t" -eq 0 ]; then
+  echo "skipped: out of time" | tee "$OUT/kernels.log"; status=1
+  kernels_result="not run: out of time"
 else
-  timeout "$t" "$WORK/run-test-gpu-kernels" > "$OUT/kernels.log" 2>&1
+  rm -f "$WORK/kernels.json"
+  timeout "$t" "$WORK/run-test-gpu-kernels" --json "$WORK/kernels.json" > "$OUT/kernels.log" 2>&1
   rc=$?; tail -20 "$OUT/kernels.log"; echo "test-gpu-kernels: exit $rc"; [ $rc -eq 0 ] || status=1
+  # filed into engine.json at the end (test-gpu-engine writes that file afresh)
+  kernels_result="test-gpu-kernels: exit $rc"
   # the RPN top-k, image by image against one segmented sort per batch (issue
   # 37, item 7): a JSON line appended to kernels.log, information only
   t=$(limit 30)
@@ -151,10 +159,12 @@ engine_run() {
 # file_model_report NAME RESULT [JSON]: engine.json's "models"[NAME] = JSON's
 # report (or {"ok": false} when there is none) with "result" = RESULT; makes
 # engine.json when the engine step did not run (a second try)
-file_model_report() {
+file_model_report() { file_report "models/$1" "$2" "${3:-}"; }
+# file_report KEY RESULT [JSON]: the same under KEY ("a/b": "a"["b"])
+file_report() {
   python3 - "$OUT/engine.json" "$1" "$2" "${3:-}" <<'PYEOF'
 import json, os, sys
-path, name, result, report = sys.argv[1:5]
+path, key, result, report = sys.argv[1:5]
 doc = {}
 try:
     with open(path) as f:
@@ -172,7 +182,11 @@ except (OSError, ValueError):
 if "failures" in entry:
     entry["ok"] = entry["failures"] == 0 and result.endswith("exit 0")
 entry["result"] = result
-doc.setdefault("models", {})[name] = entry
+*parents, name = key.split("/")
+node = doc
+for parent in parents:
+    node = node.setdefault(parent, {})
+node[name] = entry
 tmp = path + ".tmp"
 with open(tmp, "w") as f:
     json.dump(doc, f, indent=2)
@@ -278,6 +292,10 @@ if [ $prepared -eq 1 ] && selected bench; then
   fi
   [ $rc -eq 0 ] || status=1
   no_json "$OUT/bench.json" "bench_gpu.py bench: exit $rc before writing its results"
+fi
+
+if [ -n "${kernels_result:-}" ]; then
+  file_report kernels "$kernels_result" "$WORK/kernels.json"
 fi
 
 step "done (status $status)"

@@ -11,8 +11,13 @@
  * additions change the order of its sums: it is held to the summation bound
  * of check_roi_align_backward.
  *
+ * --json FILE: the pre-processing comparisons (both resize rules) as JSON, for
+ * tests/gpu/device-check.sh's engine.json.
+ *
  * Skips (exit 77) without a device: everything here runs a kernel. */
 #include "vd_config.h"
+
+#include <json-glib/json-glib.h>
 
 #include "cpu/vd_cpu_ops.h"
 #include "gpu_test_util.h"
@@ -20,6 +25,10 @@
 #include "vd_math.h"
 
 static cudaStream_t stream;
+
+/* --json: one object per pre-processing comparison, under "preprocess" */
+static JsonBuilder *report;
+static gboolean report_ok = TRUE;
 
 static int64_t max_ulp(const float *a, const float *b, size_t n, size_t *where)
 {
@@ -92,8 +101,49 @@ static void make_frame(test_rng *r, vd_pixel_format format, int w, int h, int pa
     }
 }
 
-static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int rw, int ph, int pw,
-                             int pad, vd_dtype dtype, uint64_t seed)
+static const char *const format_names[] = {"RGB",  "BGR",  "RGBA", "BGRA",
+                                            "RGBX", "BGRX", "NV12", "I420"};
+
+/* Files one comparison in the --json report. */
+static void report_preprocess(vd_resize_arithmetic arithmetic, vd_pixel_format format, int w,
+                              int h, int rh, int rw, int ph, int pw, vd_dtype dtype,
+                              size_t values, size_t differing, int64_t worst_ulp)
+{
+    if (differing > 0)
+        report_ok = FALSE;
+    if (report == NULL)
+        return;
+    json_builder_begin_object(report);
+    json_builder_set_member_name(report, "resize_arithmetic");
+    json_builder_add_string_value(report,
+                                  arithmetic == VD_RESIZE_ARITHMETIC_TORCH2 ? "torch2" : "torch1");
+    json_builder_set_member_name(report, "blend");
+    json_builder_add_string_value(report, vd_math_resize_blend_of((int)arithmetic, rh, rw) ==
+                                                  VD_MATH_RESIZE_BLEND_CHANNELS_LAST
+                                              ? "channels-last"
+                                              : "generic");
+    json_builder_set_member_name(report, "format");
+    json_builder_add_string_value(report, format_names[format]);
+    json_builder_set_member_name(report, "dtype");
+    json_builder_add_string_value(report, dtype == VD_DTYPE_F16 ? "f16" : "f32");
+    json_builder_set_member_name(report, "size");
+    gchar *size = g_strdup_printf("%dx%d -> %dx%d, padded %dx%d", w, h, rw, rh, pw, ph);
+    json_builder_add_string_value(report, size);
+    g_free(size);
+    json_builder_set_member_name(report, "values");
+    json_builder_add_int_value(report, (gint64)values);
+    json_builder_set_member_name(report, "differing");
+    json_builder_add_int_value(report, (gint64)differing);
+    json_builder_set_member_name(report, "max_ulp");
+    json_builder_add_int_value(report, worst_ulp);
+    json_builder_end_object(report);
+}
+
+/* The CUDA kernel against vd_cpu_preprocess under @arithmetic, bit for bit (fp16:
+ * the CPU's value rounded once to fp16). */
+static void check_preprocess_rule(vd_resize_arithmetic arithmetic, vd_pixel_format format, int w,
+                                  int h, int rh, int rw, int ph, int pw, int pad, vd_dtype dtype,
+                                  uint64_t seed)
 {
     test_rng r = {seed};
     uint8_t *bytes[3] = {NULL, NULL, NULL};
@@ -103,7 +153,7 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
 
     float *want = g_new(float, (size_t)ph * pw * 3);
     GError *error = NULL;
-    g_assert_true(vd_cpu_preprocess(&img, mean, std, VD_RESIZE_ARITHMETIC_TORCH1, rh, rw, ph, pw, want, &error));
+    g_assert_true(vd_cpu_preprocess(&img, mean, std, arithmetic, rh, rw, ph, pw, want, &error));
     g_assert_no_error(error);
 
     vd_device_frame frame;
@@ -125,7 +175,8 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
     int channels = dtype == VD_DTYPE_F16 ? 8 : 3;
     size_t n_out = (size_t)ph * pw * channels;
     void *out = dev_alloc(n_out * vd_dtype_size(dtype));
-    CU(vd_preprocess(&frame, mean, std, rh, rw, ph, pw, channels, dtype, out, stream));
+    CU(vd_preprocess(&frame, mean, std, (int)arithmetic, rh, rw, ph, pw, channels, dtype, out,
+                     stream));
     float *got = g_new(float, (size_t)ph * pw * 3);
     if (dtype == VD_DTYPE_F32) {
         dev_download(got, out, n_out * sizeof(float));
@@ -145,7 +196,13 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
         g_free(h16);
     }
     /* same vd_math.h arithmetic on both sides: bit for bit */
-    assert_close_ulp("preprocess", got, want, (size_t)ph * pw * 3, 0);
+    size_t n_values = (size_t)ph * pw * 3, differing = 0;
+    for (size_t i = 0; i < n_values; i++)
+        differing += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    report_preprocess(arithmetic, format, w, h, rh, rw, ph, pw, dtype, n_values, differing,
+                      max_ulp(got, want, n_values, NULL));
+    assert_close_ulp("preprocess", got, want, n_values, 0);
+    g_assert_cmpuint(differing, ==, 0);
     g_free(got);
     g_free(want);
     CU(cudaFree(out));
@@ -154,6 +211,14 @@ static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int r
             CU(cudaFree(dev_planes[p]));
         g_free(bytes[p]);
     }
+}
+
+/* torch 1.13's rule, the models' default */
+static void check_preprocess(vd_pixel_format format, int w, int h, int rh, int rw, int ph, int pw,
+                             int pad, vd_dtype dtype, uint64_t seed)
+{
+    check_preprocess_rule(VD_RESIZE_ARITHMETIC_TORCH1, format, w, h, rh, rw, ph, pw, pad, dtype,
+                          seed);
 }
 
 static void test_preprocess_formats(void)
@@ -175,6 +240,41 @@ static void test_preprocess_sizes(void)
     vd_math_transform_size(720, 1280, 800, 1333, 32, 0, &rh, &rw, &ph, &pw);
     check_preprocess(VD_FORMAT_RGB, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F32, 3);
     check_preprocess(VD_FORMAT_NV12, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F16, 4);
+}
+
+/* Both resize rules ("transform.resize_arithmetic" torch1 and torch2), the kernel
+ * against the CPU, expected identical: the sizes of tests/engine/test_preprocess.c's
+ * /preprocess/resize-arithmetic-torch2 (torch's generic kernel up and down, its
+ * channels-last kernel for outputs of at most 128 rows plus columns down and up),
+ * padded, in RGB fp32; the small upscale also from NV12 in fp16 and the small
+ * downscale from I420 with row padding; 1280x720 at 800/1333 in RGB fp32 and NV12
+ * fp16. Each comparison goes to the --json report. */
+static void test_preprocess_resize_arithmetic(void)
+{
+    static const struct {
+        int h, w, rh, rw;
+    } sizes[] = {{23, 31, 67, 97}, {150, 130, 71, 91}, {40, 52, 30, 37}, {21, 17, 45, 60}};
+    static const vd_resize_arithmetic rules[] = {VD_RESIZE_ARITHMETIC_TORCH1,
+                                                 VD_RESIZE_ARITHMETIC_TORCH2};
+    int rh, rw, ph, pw;
+    vd_math_transform_size(720, 1280, 800, 1333, 32, 0, &rh, &rw, &ph, &pw);
+    for (size_t r = 0; r < G_N_ELEMENTS(rules); r++) {
+        uint64_t seed = 100 * (r + 1);
+        for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+            int h = sizes[i].h, w = sizes[i].w, sh = sizes[i].rh, sw = sizes[i].rw;
+            int sph = (sh + 31) / 32 * 32, spw = (sw + 31) / 32 * 32;
+            check_preprocess_rule(rules[r], VD_FORMAT_RGB, w, h, sh, sw, sph, spw, 0,
+                                  VD_DTYPE_F32, seed + i);
+        }
+        check_preprocess_rule(rules[r], VD_FORMAT_NV12, 17, 21, 45, 60, 64, 64, 0, VD_DTYPE_F16,
+                              seed + 10);
+        check_preprocess_rule(rules[r], VD_FORMAT_I420, 52, 40, 30, 37, 32, 64, 5, VD_DTYPE_F32,
+                              seed + 11);
+        check_preprocess_rule(rules[r], VD_FORMAT_RGB, 1280, 720, rh, rw, ph, pw, 0, VD_DTYPE_F32,
+                              seed + 12);
+        check_preprocess_rule(rules[r], VD_FORMAT_NV12, 1280, 720, rh, rw, ph, pw, 0,
+                              VD_DTYPE_F16, seed + 13);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1589,15 +1689,61 @@ static void test_mobilenet_kernels(void)
         }
 }
 
+/* Writes the --json report: {"preprocess": {"ok": no comparison differs,
+ * "comparisons": [...]}, "ok": that and every test passed (@status 0)}. */
+static void write_report(const char *json_path, int status)
+{
+    json_builder_end_array(report);
+    json_builder_set_member_name(report, "ok");
+    json_builder_add_boolean_value(report, report_ok);
+    json_builder_end_object(report);
+    json_builder_set_member_name(report, "ok");
+    json_builder_add_boolean_value(report, report_ok && status == 0);
+    json_builder_end_object(report);
+    JsonGenerator *gen = json_generator_new();
+    JsonNode *root = json_builder_get_root(report);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    GError *error = NULL;
+    if (!json_generator_to_file(gen, json_path, &error)) {
+        g_printerr("%s: %s\n", json_path, error->message);
+        g_clear_error(&error);
+    }
+    json_node_unref(root);
+    g_object_unref(gen);
+    g_object_unref(report);
+    report = NULL;
+}
+
 int main(int argc, char **argv)
 {
+    /* --json FILE, taken out before GLib's own options */
+    const char *json_path = NULL;
+    int kept = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json_path = argv[++i];
+        else
+            argv[kept++] = argv[i];
+    }
+    argc = kept;
+    argv[argc] = NULL;
     g_test_init(&argc, &argv, NULL);
     /* one device run must report every failing kernel, not only the first */
     g_test_set_nonfatal_assertions();
     gpu_require_device("test-gpu-kernels");
     CU(cudaStreamCreate(&stream));
+    if (json_path != NULL) {
+        report = json_builder_new();
+        json_builder_begin_object(report);
+        json_builder_set_member_name(report, "preprocess");
+        json_builder_begin_object(report);
+        json_builder_set_member_name(report, "comparisons");
+        json_builder_begin_array(report);
+    }
     g_test_add_func("/gpu/preprocess/formats", test_preprocess_formats);
     g_test_add_func("/gpu/preprocess/sizes", test_preprocess_sizes);
+    g_test_add_func("/gpu/preprocess/resize-arithmetic", test_preprocess_resize_arithmetic);
     g_test_add_func("/gpu/anchors", test_grid_anchors);
     g_test_add_func("/gpu/layout", test_layout_kernels);
     g_test_add_func("/gpu/sort-topk", test_sort_topk);
@@ -1612,6 +1758,8 @@ int main(int argc, char **argv)
     g_test_add_func("/gpu/box-postprocess", test_box_postprocess);
     g_test_add_func("/gpu/mobilenet", test_mobilenet_kernels);
     int status = g_test_run();
+    if (report != NULL)
+        write_report(json_path, status);
     cudaStreamDestroy(stream);
     return status;
 }
