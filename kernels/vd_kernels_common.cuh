@@ -11,10 +11,22 @@
 #include <math.h>
 
 /* Loads and stores that convert between the storage type and float32. */
-static __device__ __forceinline__ float vd_load(const float *p) { return *p; }
-static __device__ __forceinline__ float vd_load(const __half *p) { return __half2float(*p); }
-static __device__ __forceinline__ void vd_store(float *p, float v) { *p = v; }
-static __device__ __forceinline__ void vd_store(__half *p, float v) { *p = __float2half_rn(v); }
+static __device__ __forceinline__ float vd_load(const float *p)
+{
+    return *p;
+}
+static __device__ __forceinline__ float vd_load(const __half *p)
+{
+    return __half2float(*p);
+}
+static __device__ __forceinline__ void vd_store(float *p, float v)
+{
+    *p = v;
+}
+static __device__ __forceinline__ void vd_store(__half *p, float v)
+{
+    *p = __float2half_rn(v);
+}
 
 static inline unsigned vd_blocks_for(long long n, int threads, unsigned max_blocks)
 {
@@ -31,7 +43,10 @@ static inline size_t vd_align_up(size_t n, size_t alignment)
 
 /* The launch status: a launch error (bad configuration) or an earlier
  * asynchronous error, whichever CUDA reports first. */
-static inline cudaError_t vd_launch_status(void) { return cudaGetLastError(); }
+static inline cudaError_t vd_launch_status(void)
+{
+    return cudaGetLastError();
+}
 
 /* Grid-stride loop over [0, n). */
 #define VD_GRID_LOOP(i, n)                                                                         \

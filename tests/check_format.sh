@@ -24,7 +24,7 @@ case "$version" in
   *"clang-format version 14."*)
     parts=$((parts + 1))
     for f in $(git ls-files -- 'engine/*.c' 'engine/*.h' 'tracker/*.c' 'tracker/*.h' \
-                 'kernels/*.cu' 'kernels/*.h' 'kernels/*.c' 'common/*.h'); do
+                 'kernels/*.cu' 'kernels/*.cuh' 'kernels/*.h' 'kernels/*.c' 'common/*.h'); do
       [ -f "$f" ] || continue
       n=$((n + 1))
       if ! "$cf" --dry-run -Werror "$f" >/dev/null 2>&1; then
