@@ -92,6 +92,7 @@ GST_DEBUG_CATEGORY (gst_vision_detect_debug);
 #define DEFAULT_THREADS 0
 #define DEFAULT_MAX_IN_FLIGHT 1
 #define DEFAULT_LATE_FRAMES GST_VISION_DETECT_LATE_SKIP_INFERENCE
+#define DEFAULT_GAP_FRAMES GST_VISION_DETECT_GAP_REPEAT
 #define DEFAULT_BATCH_SIZE 1
 #define DEFAULT_BATCH_TIMEOUT (5 * GST_MSECOND)
 #define MAX_BATCH_SIZE 64
@@ -111,6 +112,7 @@ enum
   PROP_THREADS,
   PROP_MAX_IN_FLIGHT,
   PROP_LATE_FRAMES,
+  PROP_GAP_FRAMES,
   PROP_FRAMES_INFERRED,
   PROP_FRAMES_SKIPPED_LATE,
   PROP_FRAMES_REPEATED,
@@ -180,6 +182,27 @@ gst_vision_detect_late_frames_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstVisionDetectLateFrames", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+#define GST_TYPE_VISION_DETECT_GAP_FRAMES (gst_vision_detect_gap_frames_get_type ())
+static GType
+gst_vision_detect_gap_frames_get_type (void)
+{
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_VISION_DETECT_GAP_REPEAT,
+        "A GAP buffer showing the last inferred frame's pixels carries its "
+          "detections; any other is inferred", "repeat"},
+    {GST_VISION_DETECT_GAP_SKIP,
+        "GAP buffers pass without inference or detections", "skip"},
+    {0, NULL, NULL},
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstVisionDetectGapFrames", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -411,6 +434,9 @@ gst_vision_detect_set_property (GObject * object, guint prop_id,
     case PROP_BATCH_TIMEOUT:
       self->batch_timeout = g_value_get_uint64 (value);
       break;
+    case PROP_GAP_FRAMES:
+      self->gap_frames = g_value_get_enum (value);
+      break;
     case PROP_LATE_FRAMES:
       self->late_frames = g_value_get_enum (value);
       GST_OBJECT_UNLOCK (self);
@@ -469,6 +495,9 @@ gst_vision_detect_get_property (GObject * object, guint prop_id,
       break;
     case PROP_LATE_FRAMES:
       g_value_set_enum (value, self->late_frames);
+      break;
+    case PROP_GAP_FRAMES:
+      g_value_set_enum (value, self->gap_frames);
       break;
     case PROP_FRAMES_INFERRED:
       g_value_set_uint64 (value, self->n_inferred);
@@ -1032,6 +1061,14 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
           "its meta; drop drops frames downstream reports as late (QoS)",
           GST_TYPE_VISION_DETECT_LATE_FRAMES, DEFAULT_LATE_FRAMES,
           rw | GST_PARAM_MUTABLE_PLAYING));
+  g_object_class_install_property (gobject_class, PROP_GAP_FRAMES,
+      g_param_spec_enum ("gap-frames", "GAP frames",
+          "What GAP buffers get: repeat gives one that shows the last inferred "
+          "frame's pixels (a frame rate converter's duplicate) that frame's "
+          "detections and infers any other; skip passes them without "
+          "inference or detections",
+          GST_TYPE_VISION_DETECT_GAP_FRAMES, DEFAULT_GAP_FRAMES,
+          rw | GST_PARAM_MUTABLE_PLAYING));
   g_object_class_install_property (gobject_class, PROP_FRAMES_INFERRED,
       g_param_spec_uint64 ("frames-inferred", "Frames inferred",
           "Frames the detector ran on since the element started", 0,
@@ -1101,6 +1138,7 @@ gst_vision_detect_class_init (GstVisionDetectClass * klass)
 
   gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_PRECISION, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_LATE_FRAMES, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_VISION_DETECT_GAP_FRAMES, 0);
   GST_DEBUG_CATEGORY_INIT (gst_vision_detect_debug, "visiondetect", 0,
       "visiondetect object detector");
 }
@@ -1122,6 +1160,7 @@ gst_vision_detect_init (GstVisionDetect * self)
   self->threads = DEFAULT_THREADS;
   self->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
   self->late_frames = DEFAULT_LATE_FRAMES;
+  self->gap_frames = DEFAULT_GAP_FRAMES;
   self->batch_size = DEFAULT_BATCH_SIZE;
   self->batch_timeout = DEFAULT_BATCH_TIMEOUT;
   gst_vision_scheduler_init (&self->sched, &gst_vision_detect_scheduler_engine,

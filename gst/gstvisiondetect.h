@@ -7,7 +7,6 @@
 #include <gst/base/gstbasetransform.h>
 
 G_BEGIN_DECLS
-
 #define GST_TYPE_VISION_DETECT (gst_vision_detect_get_type ())
 G_DECLARE_FINAL_TYPE (GstVisionDetect, gst_vision_detect, GST, VISION_DETECT,
     GstBaseTransform);
@@ -44,8 +43,20 @@ typedef enum
   GST_VISION_DETECT_LATE_DROP,
 } GstVisionDetectLateFrames;
 
+/**
+ * GstVisionDetectGapFrames:
+ * @GST_VISION_DETECT_GAP_REPEAT: a GAP buffer showing the last inferred
+ *     frame's pixels carries its detections; any other is inferred
+ * @GST_VISION_DETECT_GAP_SKIP: GAP buffers pass without inference or
+ *     detections, marked as skipped
+ */
+typedef enum
+{
+  GST_VISION_DETECT_GAP_REPEAT,
+  GST_VISION_DETECT_GAP_SKIP,
+} GstVisionDetectGapFrames;
+
 GST_ELEMENT_REGISTER_DECLARE (visiondetect);
 
 G_END_DECLS
-
 #endif /* __GST_VISION_DETECT_H__ */

@@ -51,6 +51,7 @@ struct _GstVisionDetect
   gint threads;
   guint max_in_flight;
   GstVisionDetectLateFrames late_frames;
+  GstVisionDetectGapFrames gap_frames;
   guint batch_size;
   GstClockTime batch_timeout;
   gboolean thresholds_changed;  /* set by the property setters, read when streaming */

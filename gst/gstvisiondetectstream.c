@@ -489,6 +489,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   gchar *classes = NULL;
   guint interval;
   GstVisionDetectLateFrames late_frames;
+  GstVisionDetectGapFrames gap_frames;
   GstVisionDetectFrame *df;
   GstVisionFrame *f;
   GstFlowReturn ret;
@@ -517,6 +518,7 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
   GST_OBJECT_LOCK (self);
   interval = self->interval;
   late_frames = self->late_frames;
+  gap_frames = self->gap_frames;
   thresholds_changed = self->thresholds_changed;
   threshold = self->threshold;
   iou_threshold = self->iou_threshold;
@@ -558,6 +560,9 @@ gst_vision_detect_generate_output (GstBaseTransform * trans,
       NULL;
   if (interval > 1 && frame_index % interval != 0)
     f->inference = GST_VISION_DETECT_SKIPPED_INTERVAL;
+  else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP)
+      && gap_frames == GST_VISION_DETECT_GAP_SKIP)
+    f->inference = GST_VISION_DETECT_SKIPPED_GAP;
   else if (GST_BUFFER_FLAG_IS_SET (buffer, GST_BUFFER_FLAG_GAP)
       && repeats_last_frame (self, df))
     f->inference = GST_VISION_DETECT_REPEATED;

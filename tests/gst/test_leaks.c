@@ -12,9 +12,10 @@
  * exit" is the same after 2 and 5 cycles).
  *
  * Every cycle loads the model, creates the engine context, negotiates, runs a
- * frame and tears everything down; one cycle in ten runs inference (the others
- * push a GAP frame, which the element passes without inference), so that the
- * test stays short on two shared cores while every code path runs many times. */
+ * frame and tears everything down; one cycle in ten runs inference and repeats
+ * the frame as GAP buffers (the others push a GAP frame, which the element,
+ * with gap-frames=skip, passes without inference), so that the test stays
+ * short on two shared cores while every code path runs many times. */
 #include "vdtest.h"
 
 #include <malloc.h>
@@ -34,8 +35,10 @@ run_cycle (GstElement * pipeline, GstBuffer * frame, gboolean infer)
   GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   GstBus *bus = gst_element_get_bus (pipeline);
   GstBuffer *buffer = gst_buffer_copy (frame);
+  GstElement *detect;
   GstFlowReturn flow;
   GstMessage *msg;
+  guint i;
 
   if (!infer) {
     /* no inference on a GAP frame: detections of our own, so that the overlay
@@ -55,10 +58,28 @@ run_cycle (GstElement * pipeline, GstBuffer * frame, gboolean infer)
   GST_BUFFER_PTS (buffer) = 0;
   GST_BUFFER_DURATION (buffer) = 40 * GST_MSECOND;
 
+  /* an inference cycle also repeats its frame: a GAP copy, inferred as the
+   * stream's first, then one that repeats it (the kept frame and result);
+   * the others' GAP frames are skipped */
+  detect = gst_bin_get_by_name (GST_BIN (pipeline), "detect");
+  if (detect != NULL) {
+    gst_util_set_object_arg (G_OBJECT (detect), "gap-frames",
+        infer ? "repeat" : "skip");
+    gst_object_unref (detect);
+  }
   fail_unless (gst_element_set_state (pipeline, GST_STATE_PLAYING) !=
       GST_STATE_CHANGE_FAILURE);
   g_signal_emit_by_name (src, "push-buffer", buffer, &flow);
   fail_unless_equals_int (flow, GST_FLOW_OK);
+  for (i = 0; infer && i < 2; i++) {
+    GstBuffer *gap = gst_buffer_copy (buffer);
+
+    GST_BUFFER_FLAG_SET (gap, GST_BUFFER_FLAG_GAP);
+    GST_BUFFER_PTS (gap) = (i + 1) * 40 * GST_MSECOND;
+    g_signal_emit_by_name (src, "push-buffer", gap, &flow);
+    gst_buffer_unref (gap);
+    fail_unless_equals_int (flow, GST_FLOW_OK);
+  }
   g_signal_emit_by_name (src, "end-of-stream", &flow);
   msg = gst_bus_timed_pop_filtered (bus, 120 * GST_SECOND,
       GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
@@ -85,13 +106,15 @@ GST_START_TEST (test_state_cycles)
   gchar *path = vdtest_fixture ("frame-0.ppm");
   GstVideoInfo info;
   GstBuffer *frame = vdtest_load_ppm (path, &info);
-  gchar *chain = g_strdup_printf ("visiondetect model=\"%s\" threads=2 "
+  gchar *chain =
+      g_strdup_printf ("visiondetect name=detect model=\"%s\" threads=2 "
       "threshold=0.3 ! visiontrack ! visionoverlay trail=5 ! "
       "visionjson location=/dev/null", model);
-  gchar *launch = g_strdup_printf ("appsrc name=src format=time "
+  gchar *launch =
+      g_strdup_printf ("appsrc name=src format=time "
       "caps=video/x-raw,format=RGB,width=320,height=240,framerate=25/1 ! %s ! "
-      "fakesink", g_getenv ("VD_LEAK_CHAIN") ? g_getenv ("VD_LEAK_CHAIN") :
-      chain);
+      "fakesink",
+      g_getenv ("VD_LEAK_CHAIN") ? g_getenv ("VD_LEAK_CHAIN") : chain);
   GstElement *pipeline = gst_parse_launch (launch, NULL);
   /* the lowest heap after a cycle, over a window of cycles after the warm-up
    * and over the last ones: what a cycle leaves behind only grows, what lingers

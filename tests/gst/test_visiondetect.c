@@ -136,7 +136,8 @@ check_same_detections (GstBuffer * buffer, GArray * ref, const gboolean * keep,
 
     roi = gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
     fail_unless (roi != NULL, "no ROI meta with id %d", d->roi_id);
-    fail_unless_equals_string (g_quark_to_string (roi->roi_type), r->label_name);
+    fail_unless_equals_string (g_quark_to_string (roi->roi_type),
+        r->label_name);
     fail_unless (fabs (roi->x - d->x) <= 1.0 && fabs (roi->y - d->y) <= 1.0
         && fabs (roi->w - d->w) <= 1.0 && fabs (roi->h - d->h) <= 1.0);
     s = gst_video_region_of_interest_meta_get_param (roi, "detection");
@@ -436,7 +437,7 @@ GST_START_TEST (test_yuv_formats)
   } cases[] = {
     {"NV12", "bt601"},
     {"NV12", "bt709"},
-    {"NV12", "1:4:0:0"},          /* BT.601 matrix, full range (JPEG) */
+    {"NV12", "1:4:0:0"},        /* BT.601 matrix, full range (JPEG) */
     {"I420", "bt709"},
   };
   GstVideoInfo info;
@@ -518,7 +519,9 @@ GST_START_TEST (test_yuv_matches_rgb_trained_model)
       gchar *launch = g_strdup_printf ("videoconvert ! video/x-raw,format=%s ! "
           "visiondetect model=\"%s\" threads=%d threshold=0.5", formats[f],
           model, THREADS);
-      gchar *src = g_strdup_printf ("%s ! capsfilter caps=video/x-raw,format=RGB,width=640,"
+      gchar *src =
+          g_strdup_printf
+          ("%s ! capsfilter caps=video/x-raw,format=RGB,width=640,"
           "height=480,framerate=30/1", sources[s]);
       GstHarness *h = gst_harness_new_parse (launch);
       GstVisionDetectMeta *meta;
@@ -590,7 +593,8 @@ GST_START_TEST (test_timestamps_flags_pixels_pass_through)
     GST_BUFFER_FLAG_SET (in, flags);
     fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
     out = gst_harness_pull (h);
-    fail_unless_equals_uint64 (GST_BUFFER_PTS (out), (i + 1) * 33 * GST_MSECOND);
+    fail_unless_equals_uint64 (GST_BUFFER_PTS (out),
+        (i + 1) * 33 * GST_MSECOND);
     fail_unless_equals_uint64 (GST_BUFFER_DTS (out), i * 33 * GST_MSECOND);
     fail_unless_equals_uint64 (GST_BUFFER_DURATION (out), 33 * GST_MSECOND);
     fail_unless_equals_uint64 (GST_BUFFER_OFFSET (out), 100 + i);
@@ -740,6 +744,14 @@ GST_START_TEST (test_gap_repeats)
       &repeated, NULL);
   fail_unless_equals_uint64 (inferred, inferred_before + 4);
   fail_unless_equals_uint64 (repeated, 3);
+
+  /* gap-frames=skip: a duplicate passes without inference or detections */
+  gst_util_set_object_arg (G_OBJECT (detect), "gap-frames", "skip");
+  out = push_gap_of (h, a, FALSE, G_MAXSIZE);
+  fail_unless_equals_int (vdtest_inference_of (out),
+      GST_VISION_DETECT_SKIPPED_GAP);
+  fail_unless (n_detections (out) == 0 && vdtest_count_roi_metas (out) == 0);
+  gst_buffer_unref (out);
 
   gst_buffer_unref (first);
   gst_harness_teardown (h);
@@ -1589,8 +1601,7 @@ GST_START_TEST (test_labels_file)
         &g_array_index (meta->detections, GstVisionDetection, i);
     const gchar *want[] = { NULL, "sphere", "cube", "pyramid", "donut" };
 
-    fail_unless_equals_string (g_quark_to_string (d->label),
-        want[d->label_id]);
+    fail_unless_equals_string (g_quark_to_string (d->label), want[d->label_id]);
     roi = gst_buffer_get_video_region_of_interest_meta_id (out, d->roi_id);
     fail_unless_equals_string (g_quark_to_string (roi->roi_type),
         want[d->label_id]);
@@ -1621,7 +1632,8 @@ GST_START_TEST (test_labels_file)
     } bad[] = {
       {"sphere\ncu\xff" "be\npyramid\ndonut\n", -1,
           "line 2 is not a usable class name: it is not valid UTF-8"},
-      {"sphere\ncube\0junk\npyramid\ndonut\n", 31, "line 2 contains a NUL byte"},
+      {"sphere\ncube\0junk\npyramid\ndonut\n", 31,
+          "line 2 contains a NUL byte"},
       {"sphere\ncube\npyr\x01mid\ndonut\n", -1,
           "line 3 is not a usable class name: it contains the control "
             "character U+0001"},
@@ -1798,8 +1810,10 @@ GST_END_TEST;
 GST_START_TEST (test_bf16_precision)
 {
   gchar *model = vdtest_model ();
-  gchar *props = g_strdup_printf ("model=\"%s\" device=cpu precision=bf16", model);
-  gchar *argv[] = { (gchar *) g_getenv ("VD_TEST_VD_DETECT"), (gchar *) "--info",
+  gchar *props =
+      g_strdup_printf ("model=\"%s\" device=cpu precision=bf16", model);
+  gchar *argv[] =
+      { (gchar *) g_getenv ("VD_TEST_VD_DETECT"), (gchar *) "--info",
     (gchar *) "--model", model, (gchar *) "--device", (gchar *) "cpu",
     (gchar *) "--precision", (gchar *) "bf16", NULL
   };
@@ -1813,12 +1827,13 @@ GST_START_TEST (test_bf16_precision)
   error = start_error (props);
   if (g_spawn_check_wait_status (status, NULL)) {
     GST_INFO ("bf16 runs here: %s", out);
-    fail_unless (error == NULL, "bf16 runs in vd-detect but not in the element: %s",
-        error);
+    fail_unless (error == NULL,
+        "bf16 runs in vd-detect but not in the element: %s", error);
   } else {
-    fail_unless (strstr (err, "precision bf16 needs a CPU with AVX512_BF16") != NULL,
-        "%s", err);
-    fail_unless (error != NULL, "bf16 refused by vd-detect, not by the element");
+    fail_unless (strstr (err,
+            "precision bf16 needs a CPU with AVX512_BF16") != NULL, "%s", err);
+    fail_unless (error != NULL,
+        "bf16 refused by vd-detect, not by the element");
     fail_unless (strstr (error, "bf16") != NULL
         && strstr (error, "AVX512_BF16") != NULL, "%s", error);
   }
@@ -1844,7 +1859,8 @@ GST_START_TEST (test_int8_precision)
   gchar *dir = g_dir_make_tmp ("vdtest-int8-XXXXXX", NULL);
   gchar *frame = g_build_filename (dir, "frame.ppm", NULL);
   gchar *calibrated = g_build_filename (dir, "calibrated.safetensors", NULL);
-  gchar *props = g_strdup_printf ("model=\"%s\" device=cpu precision=int8", model);
+  gchar *props =
+      g_strdup_printf ("model=\"%s\" device=cpu precision=int8", model);
   gchar *props_calibrated =
       g_strdup_printf ("model=\"%s\" device=cpu precision=int8", calibrated);
   const gchar *vd_detect = g_getenv ("VD_TEST_VD_DETECT");
@@ -1869,7 +1885,8 @@ GST_START_TEST (test_int8_precision)
   error = start_error (props);
   fail_unless (error != NULL, "int8 ran a model without calibration");
   fail_unless (strstr (error, "int8") != NULL && (strstr (error,
-              "calibrat") != NULL || strstr (error, "VNNI") != NULL), "%s", error);
+              "calibrat") != NULL
+          || strstr (error, "VNNI") != NULL), "%s", error);
   g_free (error);
 
   /* calibrated */
@@ -1883,8 +1900,8 @@ GST_START_TEST (test_int8_precision)
   error = start_error (props_calibrated);
   if (runs) {
     GST_INFO ("int8 runs here: %s", out);
-    fail_unless (error == NULL, "int8 runs in vd-detect but not in the element: %s",
-        error);
+    fail_unless (error == NULL,
+        "int8 runs in vd-detect but not in the element: %s", error);
   } else {
     fail_unless (strstr (err, "precision int8 needs a CPU with VNNI") != NULL,
         "%s", err);
