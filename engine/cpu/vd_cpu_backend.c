@@ -2044,6 +2044,31 @@ static vd_precision cpu_precision(const vd_context_params *params, gboolean nati
     return native_bf16 ? VD_PRECISION_BF16 : VD_PRECISION_FP32;
 }
 
+/* Refuses @precision, which oneDNN has no kernel for on this CPU, naming what the
+ * CPU runs (its ISA as its architecture's, and the cap): on x86 what it needs
+ * (@x86_needs) and @why; on aarch64, where oneDNN has none, what the processor has
+ * that this oneDNN does not use (@unused, or NULL). */
+static void refuse_precision(GError **error, const vd_cpu_caps *caps, const char *precision,
+                             const char *x86_needs, const char *why, const char *instead,
+                             const char *unused)
+{
+    const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
+    char *runs = g_strdup_printf("%s%s%s", caps->description,
+                                 cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                                 cap != NULL ? cap : "");
+    if (caps->arch == VD_CPU_ARCH_AARCH64)
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "precision %s has no oneDNN kernel on this aarch64 CPU, which runs %s%s%s "
+                    "(%s runs on x86 with %s): use fp32",
+                    precision, runs, unused != NULL ? "; the processor has " : "",
+                    unused != NULL ? unused : "", precision, x86_needs);
+    else
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "precision %s needs a CPU with %s, and this one runs %s (%s): use %s",
+                    precision, x86_needs, runs, why, instead);
+    g_free(runs);
+}
+
 /* What the CPU backend runs on this machine (oneDNN's ISA, capped by
  * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, int8 with
  * VNNI on a calibrated ResNet model, calibration in fp32 on a ResNet model, and
@@ -2054,7 +2079,6 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     vd_cpu_caps_get(&caps);
     const vd_config *cfg = &model->config;
     const cpu_backbone *backbone = backbone_of(model);
-    const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
     vd_precision precision = cpu_precision(params, caps.native_bf16);
     if (backbone == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
@@ -2082,19 +2106,10 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     }
     if (precision == VD_PRECISION_INT8) {
         if (!caps.int8) {
-            if (caps.arch == VD_CPU_ARCH_AARCH64)
-                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "precision int8 has no oneDNN kernel on this aarch64 CPU, which runs "
-                            "%s%s%s (int8 runs on x86 with VNNI): use fp32",
-                            caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                            cap != NULL ? cap : "");
-            else
-                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "precision int8 needs a CPU with VNNI (AVX512-VNNI, AVX-VNNI or AMX), "
-                            "and this one runs %s%s%s (without it int8 products are emulated in "
-                            "16 bits and saturate): use fp32 or bf16",
-                            caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                            cap != NULL ? cap : "");
+            refuse_precision(
+                error, &caps, "int8", "VNNI (AVX512-VNNI, AVX-VNNI or AMX)",
+                "without it int8 products are emulated in 16 bits and saturate", "fp32 or bf16",
+                caps.dotprod ? "the dot product, which this oneDNN does not use for int8" : NULL);
             return FALSE;
         }
         if (model->int8_ranges == NULL) {
@@ -2122,21 +2137,9 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     }
 
     if (precision == VD_PRECISION_BF16 && !caps.native_bf16) {
-        if (caps.arch == VD_CPU_ARCH_AARCH64)
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "precision bf16 has no oneDNN kernel on this aarch64 CPU, which runs "
-                        "%s%s%s%s (bf16 runs on x86 with AVX512_BF16 or AMX): use fp32",
-                        caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                        cap != NULL ? cap : "",
-                        caps.bf16 ? "; the processor has BF16, which this oneDNN does not use"
-                                  : "");
-        else
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "precision bf16 needs a CPU with AVX512_BF16 or AMX, and this one runs "
-                        "%s%s%s (without it bf16 would be emulated, many times slower than fp32): "
-                        "use fp32",
-                        caps.description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
-                        cap != NULL ? cap : "");
+        refuse_precision(error, &caps, "bf16", "AVX512_BF16 or AMX",
+                         "without it bf16 would be emulated, many times slower than fp32", "fp32",
+                         caps.bf16 ? "BF16, which this oneDNN does not use" : NULL);
         return FALSE;
     }
     return TRUE;

@@ -804,6 +804,37 @@ static void test_mobilenet_v3_large_cuda_shapes(void)
  * takes either (it needs no device), device=cuda is refused only for want of a usable
  * GPU (VD_ERROR_DEVICE, never the rule) and makes the context where one is, auto
  * falls back to the CPU only for that reason. Every model runs on the CPU too. */
+/* @model on device=cuda: a CUDA context where there is a GPU; elsewhere refused
+ * for want of the device (VD_ERROR_DEVICE, the message without @not_the_cause),
+ * or as unsupported by a build without CUDA. */
+static void assert_cuda_context(vd_model *model, const char *not_the_cause)
+{
+    vd_context_params params = vd_context_default_params();
+    GError *error = NULL;
+    gboolean gpu = FALSE;
+#ifdef HAVE_CUDA
+    gpu = vd_cuda_available(0, NULL);
+#endif
+    params.device = VD_DEVICE_CUDA;
+    vd_context *cuda = vd_context_new(model, &params, &error);
+    if (gpu) {
+        g_assert_no_error(error);
+        g_assert_cmpint(vd_context_device(cuda), ==, VD_DEVICE_CUDA);
+        vd_context_free(cuda);
+        return;
+    }
+    g_assert_null(cuda);
+#ifdef HAVE_CUDA
+    g_assert_error(error, VD_ERROR, VD_ERROR_DEVICE);
+    g_assert_null(strstr(error->message, not_the_cause));
+#else
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+#endif
+    if (g_test_verbose())
+        g_test_message("cuda error: %s", error->message);
+    g_clear_error(&error);
+}
+
 static void test_cuda_resize_arithmetic(void)
 {
     static const char *const rules[] = {"\"torch1\"", "\"torch2\""};
@@ -824,18 +855,7 @@ static void test_cuda_resize_arithmetic(void)
         gboolean gpu = vd_cuda_available(0, NULL);
         g_assert_true(vd_cuda_backend.supports(model, &params, &error));
         g_assert_no_error(error);
-        params.device = VD_DEVICE_CUDA;
-        vd_context *cuda = vd_context_new(model, &params, &error);
-        if (gpu) {
-            g_assert_no_error(error);
-            g_assert_cmpint(vd_context_device(cuda), ==, VD_DEVICE_CUDA);
-            vd_context_free(cuda);
-        } else {
-            g_assert_null(cuda);
-            g_assert_error(error, VD_ERROR, VD_ERROR_DEVICE);
-            g_assert_null(strstr(error->message, "resize_arithmetic"));
-            g_clear_error(&error);
-        }
+        assert_cuda_context(model, "resize_arithmetic");
         params = vd_context_default_params();
         vd_context *ctx = vd_context_new(model, &params, &error);
         g_assert_no_error(error);
@@ -863,27 +883,8 @@ static void test_mobilenet_v3_devices(void)
     gpu = vd_cuda_available(0, NULL);
 #endif
 
-    params.device = VD_DEVICE_CUDA;
-    vd_context *cuda = vd_context_new(model, &params, &error);
-    if (gpu) {
-        g_assert_no_error(error);
-        g_assert_cmpint(vd_context_device(cuda), ==, VD_DEVICE_CUDA);
-        vd_context_free(cuda);
-    } else {
-        g_assert_null(cuda);
-#ifdef HAVE_CUDA
-        /* the device is what is missing, not the architecture */
-        g_assert_error(error, VD_ERROR, VD_ERROR_DEVICE);
-        g_assert_null(strstr(error->message, "does not support"));
-#else
-        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-#endif
-        if (g_test_verbose())
-            g_test_message("cuda error: %s", error->message);
-        g_clear_error(&error);
-    }
-
-    params = vd_context_default_params();
+    /* the device is what is missing, not the architecture */
+    assert_cuda_context(model, "does not support");
     vd_context *ctx = vd_context_new(model, &params, &error);
     g_assert_no_error(error);
     g_assert_cmpint(vd_context_device(ctx), ==, gpu ? VD_DEVICE_CUDA : VD_DEVICE_CPU);

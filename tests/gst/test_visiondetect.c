@@ -674,6 +674,20 @@ push_gap_of (GstHarness * h, GstBuffer * frame, gboolean deep, gsize poke)
   return out;
 }
 
+/* push_gap_of()'s output, checked: its inference status @want and, with @ref,
+ * vd-detect's detections of @ref in every form */
+static GstBuffer *
+push_gap_expect (GstHarness * h, GstBuffer * frame, gboolean deep, gsize poke,
+    GstVisionDetectInference want, GArray * ref)
+{
+  GstBuffer *out = push_gap_of (h, frame, deep, poke);
+
+  fail_unless_equals_int (vdtest_inference_of (out), want);
+  if (ref != NULL)
+    check_same_detections (out, ref, NULL, 1.0, BOX_TOL);
+  return out;
+}
+
 GST_START_TEST (test_gap_repeats)
 {
   GstVideoInfo info;
@@ -689,39 +703,28 @@ GST_START_TEST (test_gap_repeats)
   first = push_pull (h, a);
   check_same_detections (first, ref_a, NULL, 1.0, BOX_TOL);
   /* the stream's first GAP buffer: nothing kept to compare with yet */
-  out = push_gap_of (h, a, FALSE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_INFERRED);
-  gst_buffer_unref (out);
+  gst_buffer_unref (push_gap_expect (h, a, FALSE, G_MAXSIZE,
+          GST_VISION_DETECT_INFERRED, NULL));
   g_object_get (detect, "frames-inferred", &inferred_before, NULL);
   fail_unless_equals_uint64 (inferred_before, 2);
 
   /* duplicates, sharing the memory and in memory of their own: repeated */
-  out = push_gap_of (h, a, FALSE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_REPEATED);
-  check_same_detections (out, ref_a, NULL, 1.0, BOX_TOL);
+  out = push_gap_expect (h, a, FALSE, G_MAXSIZE, GST_VISION_DETECT_REPEATED,
+      ref_a);
   fail_unless (vdtest_same_detections (out, first));
   gst_buffer_unref (out);
-  out = push_gap_of (h, a, TRUE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_REPEATED);
-  check_same_detections (out, ref_a, NULL, 1.0, BOX_TOL);
-  gst_buffer_unref (out);
+  gst_buffer_unref (push_gap_expect (h, a, TRUE, G_MAXSIZE,
+          GST_VISION_DETECT_REPEATED, ref_a));
   g_object_get (detect, "frames-inferred", &inferred, "frames-repeated",
       &repeated, NULL);
   fail_unless_equals_uint64 (inferred, inferred_before);
   fail_unless_equals_uint64 (repeated, 2);
 
   /* one byte changed, first and last byte of the frame: inferred */
-  out = push_gap_of (h, a, TRUE, 0);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_INFERRED);
-  gst_buffer_unref (out);
-  out = push_gap_of (h, a, TRUE, gst_buffer_get_size (a) - 1);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_INFERRED);
-  gst_buffer_unref (out);
+  gst_buffer_unref (push_gap_expect (h, a, TRUE, 0,
+          GST_VISION_DETECT_INFERRED, NULL));
+  gst_buffer_unref (push_gap_expect (h, a, TRUE, gst_buffer_get_size (a) - 1,
+          GST_VISION_DETECT_INFERRED, NULL));
 
   /* another frame, then a GAP buffer of the first one: inferred, and its
    * detections are the first frame's own; a GAP copy of that repeats it */
@@ -730,16 +733,10 @@ GST_START_TEST (test_gap_repeats)
       GST_VISION_DETECT_INFERRED);
   fail_if (vdtest_same_detections (out, first), "frame-1 answers as frame-0");
   gst_buffer_unref (out);
-  out = push_gap_of (h, a, TRUE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_INFERRED);
-  check_same_detections (out, ref_a, NULL, 1.0, BOX_TOL);
-  gst_buffer_unref (out);
-  out = push_gap_of (h, a, FALSE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_REPEATED);
-  check_same_detections (out, ref_a, NULL, 1.0, BOX_TOL);
-  gst_buffer_unref (out);
+  gst_buffer_unref (push_gap_expect (h, a, TRUE, G_MAXSIZE,
+          GST_VISION_DETECT_INFERRED, ref_a));
+  gst_buffer_unref (push_gap_expect (h, a, FALSE, G_MAXSIZE,
+          GST_VISION_DETECT_REPEATED, ref_a));
   g_object_get (detect, "frames-inferred", &inferred, "frames-repeated",
       &repeated, NULL);
   fail_unless_equals_uint64 (inferred, inferred_before + 4);
@@ -747,9 +744,8 @@ GST_START_TEST (test_gap_repeats)
 
   /* gap-frames=skip: a duplicate passes without inference or detections */
   gst_util_set_object_arg (G_OBJECT (detect), "gap-frames", "skip");
-  out = push_gap_of (h, a, FALSE, G_MAXSIZE);
-  fail_unless_equals_int (vdtest_inference_of (out),
-      GST_VISION_DETECT_SKIPPED_GAP);
+  out = push_gap_expect (h, a, FALSE, G_MAXSIZE, GST_VISION_DETECT_SKIPPED_GAP,
+      NULL);
   fail_unless (n_detections (out) == 0 && vdtest_count_roi_metas (out) == 0);
   gst_buffer_unref (out);
 
