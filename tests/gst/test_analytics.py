@@ -70,8 +70,9 @@ import tempfile
 import json
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
+# main-build and export-onnx (this script's own child) take one argument
 if MODE not in ("overlay", "producer", "onnx", "gi", "export-onnx", "main-build") \
-        or (MODE == "main-build") != (len(sys.argv) == 3):
+        or (MODE in ("main-build", "export-onnx")) != (len(sys.argv) == 3):
     print("usage: test_analytics.py overlay|producer|onnx|gi|main-build BUILD")
     sys.exit(2)
 if MODE == "main-build":
