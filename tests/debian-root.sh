@@ -72,6 +72,7 @@ vdr_set_root() {   # vdr_set_root DEFAULT: root and clone from PREFIX_ROOT or DE
     || die "$v '$root': at least two levels below /, letters, digits and ._+- only"
   case "$root/" in "$repo"/*) die "the root must be outside the repository ($repo)" ;; esac
   clone="$root$clone_dir"
+  vdr_root=$root   # the run's root, whatever root a function has locally
 }
 
 dur() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
@@ -87,7 +88,7 @@ summary() {
   for p in "${phases[@]}"; do done_names+="${p%% *} "; done
   for p in "${planned[@]}"; do [[ "$done_names" == *" $p "* ]] || not_run+=("$p"); done
   if [ "$rc" -eq 0 ]; then line="PASSED"; else line="FAILED (exit $rc)"; fi
-  line+=" in $(dur $((SECONDS - start))), root $root"
+  line+=" in $(dur $((SECONDS - start))), root $vdr_root"
   for p in "${phases[@]}"; do line+="; $p"; done
   [ ${#not_run[@]} -eq 0 ] || line+="; not run: ${not_run[*]}"
   log "$vdr_label $line"
@@ -110,7 +111,7 @@ unmount_all() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do unmount_one "${mounted[i]}" || true; done
   mounted=()
   # and whatever a killed run left (with PREFIX_UNSHARE=0)
-  for m in $(mounts_under "$root") $(mounts_under "$root.tmp"); do unmount_one "$m" || true; done
+  for m in $(mounts_under "$vdr_root") $(mounts_under "$vdr_root.tmp"); do unmount_one "$m" || true; done
 }
 mount_in_root() {   # mount_in_root PATH MOUNT-ARGUMENTS...
   local target="$root/$1"
@@ -143,11 +144,19 @@ setup_mounts() {
   # GStreamer and OpenMP want shared memory
   mount_in_root dev/shm -t tmpfs -o nosuid,nodev,mode=1777 tmpfs
 }
+# The processes whose root is the root (or a root inside it: the arm64 run's build
+# root), or the one being made; in a mount namespace of its own, only those of that
+# namespace: a shell someone opened in the root from outside is not this run's.
 root_pids() {
-  local p r
+  local p r ns="" own
+  own="$(readlink /proc/self/ns/mnt)"
+  [ "$own" = "$(readlink /proc/1/ns/mnt 2>/dev/null)" ] || ns=$own
   for p in /proc/[0-9]*; do
     r="$(readlink "$p/root" 2>/dev/null)" || continue
-    [ "$r" = "$root" ] || [ "$r" = "$root.tmp" ] && echo "${p#/proc/}"
+    case "$r" in
+      "$vdr_root"|"$vdr_root"/*|"$vdr_root.tmp"|"$vdr_root.tmp"/*)
+        [ -z "$ns" ] || [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}" ;;
+    esac
   done
   return 0
 }
@@ -175,8 +184,8 @@ on_exit() {
   stop_bg
   stop_root_processes
   unmount_all
-  if [ -n "$(mounts_under "$root")" ]; then
-    log "mounts left under $root: $(mounts_under "$root" | tr '\n' ' ')"
+  if [ -n "$(mounts_under "$vdr_root")" ]; then
+    log "mounts left under $vdr_root: $(mounts_under "$vdr_root" | tr '\n' ' ')"
     [ "$rc" -ne 0 ] || rc=1
   fi
   summary "$rc"
