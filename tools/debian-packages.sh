@@ -14,6 +14,10 @@
 #                      python3 runs the suite's Python tests and makes its frames,
 #                      python3-numpy reads the .npy dumps the parity with the x86
 #                      engine compares)
+#   vd_engine_cross_packages
+#                      the same build cross-compiled for arm64 on amd64 (Debian's
+#                      cross toolchain and the arm64 -dev packages, multiarch: the
+#                      arm64 run's build root, where dpkg has arm64 added)
 #   vd_install_missing_packages PKG...
 #                      installs those of PKG that dpkg does not list as installed
 #                      (apt-get, no recommends; sudo unless root; nothing where
@@ -63,6 +67,12 @@ vd_engine_packages=(
   meson ninja-build pkgconf gcc
   libglib2.0-dev libjson-glib-dev libdnnl-dev
   python3 python3-numpy
+)
+
+# shellcheck disable=SC2034
+vd_engine_cross_packages=(
+  meson ninja-build pkgconf python3 gcc-aarch64-linux-gnu
+  libc6-dev:arm64 libglib2.0-dev:arm64 libjson-glib-dev:arm64 libdnnl-dev:arm64
 )
 
 # From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the
