@@ -1,13 +1,23 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # shellcheck shell=bash
 # The Debian packages of the README's two commands, in one place. Sourced (not run)
-# by pipelines/common.sh, tests/run.sh and tests/debian13.sh (inside its Debian 13
-# root, from the clone there).
+# by pipelines/common.sh, tests/run.sh, tests/debian13.sh and tests/debian13-arm64.sh
+# (inside their Debian 13 roots, from the clone there).
 #
 #   vd_main_packages   the main job (pipelines/*.sh): build the project and run its
 #                      pipelines (x264enc is in -ugly, most decoders in -libav;
 #                      libmosquitto-dev builds visionmqtt)
 #   vd_test_packages   the test command (tests/run.sh): build and every test suite
+#   vd_engine_packages the engine alone, built without GStreamer, CUDA or torch, and
+#                      its engine suite (tests/debian13-arm64.sh, where every package
+#                      is installed under emulation: the shortest list that builds;
+#                      python3 runs the suite's Python tests and makes its frames,
+#                      python3-numpy reads the .npy dumps the parity with the x86
+#                      engine compares)
+#   vd_engine_cross_packages
+#                      the same build cross-compiled for arm64 on amd64 (Debian's
+#                      cross toolchain and the arm64 -dev packages, multiarch: the
+#                      arm64 run's build root, where dpkg has arm64 added)
 #   vd_install_missing_packages PKG...
 #                      installs those of PKG that dpkg does not list as installed
 #                      (apt-get, no recommends; sudo unless root; nothing where
@@ -50,6 +60,19 @@ vd_test_packages=(
   gobject-introspection libgirepository1.0-dev gir1.2-gst-plugins-base-1.0
   clang libclang-rt-dev libomp-dev
   libmosquitto-dev mosquitto mosquitto-clients openssl
+)
+
+# shellcheck disable=SC2034
+vd_engine_packages=(
+  meson ninja-build pkgconf gcc
+  libglib2.0-dev libjson-glib-dev libdnnl-dev
+  python3 python3-numpy
+)
+
+# shellcheck disable=SC2034
+vd_engine_cross_packages=(
+  meson ninja-build pkgconf python3 gcc-aarch64-linux-gnu
+  libc6-dev:arm64 libglib2.0-dev:arm64 libjson-glib-dev:arm64 libdnnl-dev:arm64
 )
 
 # From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the

@@ -1,0 +1,408 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The engine on arm64, emulated: a Debian 13 (trixie) arm64 root made with debootstrap
+# --foreign from the host's mirror and finished under qemu-user (binfmt_misc), a fresh
+# clone of this repository's HEAD there, the engine built for arm64 (no GStreamer, no
+# CUDA, no torch), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2;
+# QEMU_CPU=max has SVE, BF16, I8MM): vd-detect --info under both, a detection of the
+# bundled model on a generated frame, and meson's engine suite.
+#
+# The build, on an amd64 host, is a cross build (Debian's multiarch cross toolchain
+# and the arm64 -dev packages, vd_engine_cross_packages) in a Debian 13 amd64 build
+# root kept inside the arm64 root (x86-build/ there), where the clone is bound at the
+# same path: native speed, the same objects as the emulated gcc's, byte for byte. The
+# arm64 root has vd_engine_packages (meson, python3 and gcc too: `--build native` and
+# --run build there, emulated); the tests run there.
+#
+# Not yet part of tests/run.sh's default run (docs/testing.md, "The arm64 run"): on
+# NEON-only CPUs Debian's oneDNN runs reference kernels, which the kernels test
+# refuses, and the engine suite's sizes are a native machine's (the kernels tests take
+# half an hour emulated). Written to become its part `arm64` (VISIONDETECT_ARM64=0
+# would leave it out).
+#
+#   tests/debian13-arm64.sh [OPTION]... [SUITE]...
+#
+#   SUITE...       meson suites run in the root's build (default: engine)
+#   --worktree     also apply the working tree's uncommitted changes to the clone (git
+#                  diff HEAD, and the untracked files git does not ignore)
+#   --build-only   stop after the build
+#   --build cross|native
+#                  cross (the default on an amd64 host) or native: meson and gcc in
+#                  the arm64 root, emulated (the default elsewhere)
+#   --cpu CPU      QEMU_CPU for the checks, the tests and --run (default: QEMU_CPU
+#                  from the environment, else neoverse-n1; qemu-aarch64 -cpu help
+#                  lists them)
+#   --timeout-multiplier N
+#                  meson test's, for emulation (default 10)
+#   --run CMD      run CMD (sh -c) in the root's clone (/build/visiondetect in the
+#                  root) with the root mounted and QEMU_CPU=CPU, nothing else: the
+#                  clone as the last run left it (build/ included; cloned when there
+#                  is none); its exit status is the run's
+#   --shell        an interactive bash there, like --run
+#   --update       with --run or --shell: first bring the clone to HEAD (and, with
+#                  --worktree, the working tree) in place, keeping build/, and
+#                  rebuild what changed there (ninja -C build, in the build root for
+#                  a cross build), so that `--update --run 'meson test -C build
+#                  --no-rebuild ops'` tests the working tree in seconds
+#   -h, --help     this text
+#
+# The root is kept in VISIONDETECT_ARM64_ROOT (default /var/cache/visiondetect/
+# debian13-arm64) and reused like tests/debian13.sh's (tests/debian-root.sh has what
+# the two share: the stamp, the mirror, the mounts undone on every exit, the mount
+# namespace, the phases and the summary line); the build root in it likewise, with a
+# stamp of its own. VISIONDETECT_ARM64_MIRROR overrides the mirror;
+# VISIONDETECT_ARM64_UNSHARE=0 runs in the caller's mount namespace.
+#
+# The host needs an aarch64 interpreter in binfmt_misc: binfmt_misc is mounted when it
+# is not, qemu-user-static and binfmt-support are installed when missing (Debian
+# packages, as the other commands install theirs), and when that registers none
+# (binfmt_misc mounted after they were installed) the entry is enabled with
+# update-binfmts, else registered here (qemu-aarch64, flags F). An entry without the F
+# flag (the emulator opened at each exec, by its path in the root) gets the emulator
+# copied into the root.
+#
+# Environment passed into the root: CI, ONEDNN_*, DNNL_*, QEMU_* (QEMU_CPU as --cpu
+# says, for the checks, the tests and --run only: the packages and the build run
+# under qemu's default CPU); otherwise env -i with PATH, HOME=/root and LANG=C.UTF-8.
+# Also: VISIONDETECT_ARM64_WORKTREE=1 (same as --worktree).
+# Needs root (runs itself with sudo otherwise), git, and debootstrap (installed when
+# missing).
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+self="$repo/tests/debian13-arm64.sh"
+vdr_prefix=VISIONDETECT_ARM64
+vdr_suite=trixie
+vdr_arch=arm64
+vdr_stamp_format="visiondetect Debian 13 arm64 root, format 1"
+vdr_root_env_globs=(CI 'ONEDNN_*' 'DNNL_*' 'QEMU_*')
+# shellcheck source=tests/debian-root.sh
+source "$repo/tests/debian-root.sh"
+vdr_become_root "$@"
+
+worktree="${VISIONDETECT_ARM64_WORKTREE:-0}" build_only=0 suites=() cpu="${QEMU_CPU:-neoverse-n1}"
+multiplier=10 run_cmd="" shell=0 update=0 build=native
+[ "$(dpkg --print-architecture 2>/dev/null)" != amd64 ] || build=cross
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --worktree) worktree=1 ;;
+    --build-only) build_only=1 ;;
+    --build) [ $# -ge 2 ] || die "--build needs cross or native"; build=$2; shift ;;
+    --cpu) [ $# -ge 2 ] || die "--cpu needs a CPU"; cpu=$2; shift ;;
+    --timeout-multiplier) [ $# -ge 2 ] || die "--timeout-multiplier needs a number"; multiplier=$2; shift ;;
+    --run) [ $# -ge 2 ] || die "--run needs a command"; run_cmd=$2; shift ;;
+    --shell) shell=1 ;;
+    --update) update=1 ;;
+    -h|--help) vdr_usage; exit 0 ;;
+    arm64) die "arm64 is this run: no root inside the root" ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *) suites+=("$1") ;;
+  esac
+  shift
+done
+[ ${#suites[@]} -gt 0 ] || suites=(engine)
+[[ "$multiplier" =~ ^[1-9][0-9]*$ ]] || die "--timeout-multiplier: a whole number, not '$multiplier'"
+[[ "$cpu" =~ ^[A-Za-z0-9._-]+$ ]] || die "--cpu: a qemu CPU name, not '$cpu'"
+[ -z "$run_cmd" ] || [ $shell -eq 0 ] || die "--run and --shell: one of them"
+case "$build" in
+  native) ;;
+  cross) [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] \
+           || die "--build cross needs an amd64 Debian host (its build root is amd64)" ;;
+  *) die "--build: cross or native, not '$build'" ;;
+esac
+[ $update -eq 0 ] || [ -n "$run_cmd" ] || [ $shell -eq 1 ] || die "--update goes with --run or --shell"
+vdr_label="Debian 13 arm64 ($vdr_suite, QEMU_CPU=$cpu)"
+# QEMU_CPU is --cpu's, and only where it is given (in_root_cpu); the rest runs under
+# qemu's default CPU
+unset QEMU_CPU
+
+vdr_set_root /var/cache/visiondetect/debian13-arm64
+
+# the build root (amd64, for the cross build), inside the arm64 root
+build_root="$root/x86-build"
+build_stamp_format="visiondetect Debian 13 amd64 build root for arm64, format 1"
+cross_file="$clone_dir/.git/arm64-cross.ini"   # in the clone: the same file in both roots
+
+if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
+  planned=(root clone packages)
+  [ $update -eq 0 ] || planned+=(build)
+  planned+=(run)
+else
+  planned=(root clone packages)
+  [ "$build" != cross ] || planned+=(build-root)
+  planned+=(build)
+  [ $build_only -eq 1 ] || planned+=(info detect tests)
+fi
+
+# ---- the emulator ------------------------------------------------------------------
+binfmt=/proc/sys/fs/binfmt_misc
+binfmt_entry=""   # the enabled binfmt_misc entry for aarch64 ELF files
+# aarch64 ELF executables: e_ident (64-bit, little-endian, version 1), e_machine 183
+aarch64_magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+aarch64_mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+find_binfmt_entry() {
+  local f
+  binfmt_entry=""
+  for f in "$binfmt"/*; do
+    case "$(basename "$f")" in register|status) continue ;; esac
+    [ -f "$f" ] || continue
+    head -n 1 "$f" | grep -qx enabled || continue
+    grep -q '^magic 7f454c460201010000000000000000000200b700$' "$f" || continue
+    binfmt_entry=$f
+    return 0
+  done
+  return 1
+}
+setup_binfmt() {
+  local qemu
+  if [ ! -e "$binfmt/status" ]; then
+    log "mounting binfmt_misc on $binfmt"
+    mount -t binfmt_misc binfmt_misc "$binfmt" || die "binfmt_misc cannot be mounted: no arm64 emulation"
+  fi
+  [ "$(cat "$binfmt/status")" = enabled ] || die "binfmt_misc is disabled ($binfmt/status)"
+  find_binfmt_entry && return 0
+  # shellcheck source=tools/debian-packages.sh
+  source "$repo/tools/debian-packages.sh"
+  vd_install_missing_packages qemu-user-static binfmt-support
+  find_binfmt_entry && return 0
+  if command -v update-binfmts >/dev/null; then
+    update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+    find_binfmt_entry && return 0
+  fi
+  qemu="$(command -v qemu-aarch64-static)" || die "no qemu-aarch64-static after installing qemu-user-static"
+  [ ! -e "$binfmt/qemu-aarch64" ] || die "$binfmt/qemu-aarch64 exists but is not an enabled aarch64 entry"
+  log "registering $qemu for aarch64 ELF files in binfmt_misc (qemu-aarch64, flags F)"
+  printf ':qemu-aarch64:M::%s:%s:%s:F' "$aarch64_magic" "$aarch64_mask" "$qemu" > "$binfmt/register"
+  find_binfmt_entry || die "the aarch64 binfmt_misc entry did not register"
+}
+# An entry without F opens its interpreter at each exec, by its path in the root.
+vdr_prepare_root() {
+  local interpreter
+  [ -n "$binfmt_entry" ] || return 0   # an arm64 host
+  grep -q '^flags:.*F' "$binfmt_entry" && return 0
+  interpreter="$(sed -n 's/^interpreter //p' "$binfmt_entry")"
+  mkdir -p "$1$(dirname "$interpreter")"
+  cp -L "$interpreter" "$1$interpreter"
+}
+
+# ---- the build root ----------------------------------------------------------------
+# Made or reused like the arm64 root (the shared code, with root, vdr_arch and the
+# stamp's format as the build root's), mounted (proc, dev; the arm64 root's /build
+# bound onto its /build, so that the clone has the same path in both), arm64 added to
+# dpkg and vd_engine_cross_packages installed.
+build_root_phase() {
+  local note t0
+  begin build-root "$build_root (amd64: the cross toolchain and the arm64 -dev packages)"
+  # the shared functions on the build root (bash's dynamic scope)
+  local root="$build_root" vdr_arch="" vdr_stamp_format="$build_stamp_format"
+  if root_usable; then
+    note="reused, $(sed -n 's/^made //p' "$root/$stamp_name")"
+  else
+    t0=$SECONDS
+    if [ -e "$root" ]; then
+      log "$root is not usable ($why): making it again"
+      remove_tree "$root"
+    fi
+    make_root
+    note="made: debootstrap $(dur "$debootstrap_s"), base setup $(dur "$setup_s")"
+  fi
+  setup_mounts
+  copy_host_network_files "$root"
+  mkdir -p "$root/build" "$(dirname "$clone")"
+  mount --bind "$(dirname "$clone")" "$root/build"
+  mounted+=("$root/build")
+  t0=$SECONDS
+  # shellcheck disable=SC2016  # expanded in the build root
+  in_root "$clone_dir" bash -c 'dpkg --configure -a &&
+    { dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -q; }; } &&
+    source tools/debian-packages.sh && vd_install_missing_packages "${vd_engine_cross_packages[@]}" &&
+    { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc-aarch64-linux-gnu libdnnl-dev:arm64 meson || true; }' \
+    debian13-arm64.sh \
+    || exit
+  finish "$note; packages $(dur $((SECONDS - t0)))"
+}
+# in_build_root COMMAND ARG...: in the clone, in the build root
+in_build_root() { in_root_at "$build_root" "$clone_dir" "$@"; }
+
+# meson's cross file: Debian's triplet-named tools (the arm64 root has the same names
+# for its own gcc and pkgconf, so the build tree works in both)
+write_cross_file() {
+  cat > "$root$cross_file" <<'CROSS'
+[binaries]
+c = 'aarch64-linux-gnu-gcc'
+ar = 'aarch64-linux-gnu-gcc-ar'
+strip = 'aarch64-linux-gnu-strip'
+pkg-config = 'aarch64-linux-gnu-pkg-config'
+
+[properties]
+# the arm64 programs run through binfmt_misc
+needs_exe_wrapper = false
+
+[host_machine]
+system = 'linux'
+cpu_family = 'aarch64'
+cpu = 'aarch64'
+endian = 'little'
+CROSS
+}
+
+# COMMAND in the root's clone under QEMU_CPU=CPU: in_root_cpu CPU COMMAND ARG...
+in_root_cpu() {
+  local c=$1 saved=("${root_env[@]}")
+  shift
+  root_env+=("QEMU_CPU=$c")
+  local rc=0
+  in_root "$clone_dir" "$@" || rc=$?
+  root_env=("${saved[@]}")
+  return "$rc"
+}
+
+# ---- the run -----------------------------------------------------------------------
+vdr_start
+if [ "$(uname -m)" = aarch64 ]; then
+  log "an arm64 host: the root runs natively (QEMU_CPU has no effect)"
+else
+  setup_binfmt
+  log "aarch64 through $binfmt_entry: $(sed -n 's/^interpreter //p' "$binfmt_entry") ($(sed -n 's/^flags: //p' "$binfmt_entry"))"
+fi
+vdr_root_phase
+if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
+  if [ $update -eq 1 ] || [ ! -d "$clone/.git" ]; then
+    vdr_clone_phase "$worktree" 1
+  else
+    begin clone "the clone as the last run left it"
+    finish "kept, HEAD $(git -c safe.directory='*' -C "$clone" rev-parse --short=12 HEAD)"
+  fi
+else
+  vdr_clone_phase "$worktree"
+fi
+
+begin packages "tools/debian-packages.sh's vd_engine_packages (emulated apt)"
+# shellcheck disable=SC2016  # expanded in the root
+# (dpkg --configure -a first: finishes an installation a killed run interrupted)
+in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
+  vd_install_missing_packages "${vd_engine_packages[@]}" &&
+  { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc libdnnl-dev meson || true; }' \
+  debian13-arm64.sh \
+  || exit
+finish
+
+if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
+  if [ $update -eq 1 ]; then
+    if [ ! -f "$clone/build/build.ninja" ]; then
+      begin build "none: no build/ in the clone yet"
+      finish "no build/"
+    elif grep -q '^cross_file' "$clone/build/meson-private/cmd_line.txt" 2>/dev/null; then
+      build_root_phase
+      begin build "ninja -C build (cross, in the build root)"
+      in_build_root ninja -C build || exit
+      finish
+    else
+      begin build "ninja -C build (native, emulated)"
+      in_root "$clone_dir" ninja -C build || exit
+      finish
+    fi
+  fi
+  if [ $shell -eq 1 ]; then
+    begin run "an interactive bash in $clone_dir (QEMU_CPU=$cpu)"
+    # in the foreground: it needs the terminal
+    rc=0
+    # shellcheck disable=SC2016  # expanded by the root's bash
+    chroot "$root" /usr/bin/env -i "${root_env[@]}" QEMU_CPU="$cpu" TERM="${TERM:-dumb}" \
+      /bin/bash -c 'cd "$1" && exec bash -i' sh "$clone_dir" || rc=$?
+  else
+    begin run "$run_cmd (QEMU_CPU=$cpu)"
+    rc=0
+    in_root_cpu "$cpu" sh -c "$run_cmd" || rc=$?
+  fi
+  [ $rc -eq 0 ] || exit "$rc"
+  finish "exit 0"
+  exit 0
+fi
+
+setup_args=(--buildtype=release -Dgstreamer=disabled -Dcuda=disabled -Dparity_tests=disabled)
+# shellcheck disable=SC2016  # expanded by the root's sh
+setup_and_build='meson setup build "$@" >/tmp/meson-setup.log 2>&1 || { cat /tmp/meson-setup.log; exit 1; }
+  grep -A11 "^  Features" /tmp/meson-setup.log || true
+  ninja -C build'
+if [ "$build" = cross ]; then
+  build_root_phase
+  write_cross_file
+  begin build "meson setup build --cross-file (release, no GStreamer, CUDA or parity tests) && ninja -C build, in the build root"
+  in_build_root sh -c "$setup_and_build" sh --cross-file "$cross_file" "${setup_args[@]}" || exit
+  finish "cross, gcc $(in_build_root aarch64-linux-gnu-gcc -dumpfullversion)"
+else
+  begin build "meson setup build (release, no GStreamer, CUDA or parity tests) && ninja -C build, emulated"
+  in_root "$clone_dir" sh -c "$setup_and_build" sh "${setup_args[@]}" || exit
+  finish "native, emulated gcc $(in_root "$clone_dir" gcc -dumpfullversion)"
+fi
+[ $build_only -eq 0 ] || exit 0
+
+begin info "vd-detect --info under QEMU_CPU=$cpu and QEMU_CPU=max"
+info_note="" cpus=("$cpu")
+[ "$cpu" = max ] || cpus+=(max)
+for c in "${cpus[@]}"; do
+  out="$(in_root_cpu "$c" build/tools/vd-detect --info 2>&1)" || {
+    printf '%s\n' "$out" >&2
+    die "vd-detect --info fails under QEMU_CPU=$c"
+  }
+  printf 'QEMU_CPU=%s:\n%s\n' "$c" "$out" | sed 's/^/  /' >&2
+  info_note+="${info_note:+; }$c: $(printf '%s\n' "$out" | sed -n 's/^engine: cpu: //p' | cut -d, -f1-3)"
+done
+finish "$info_note"
+
+# A 320x240 frame with a red disc (a ball) and a blue square (a box) over a grey
+# gradient, written as a PPM by the root's Python, then the bundled model on it: the
+# ball and the box must be found (the model's classes: models/README.md).
+make_frame='
+import sys
+w, h = 320, 240
+grey = bytearray()
+for x in range(w):
+    grey += bytes((60 + x * 60 // w,)) * 3
+rows = []
+for y in range(h):
+    row = bytearray(grey)
+    if 85 <= y < 155:
+        row[190 * 3:260 * 3] = bytes((30, 60, 210)) * 70
+    dy = y - 120
+    if dy * dy <= 35 * 35:
+        half = int((35 * 35 - dy * dy) ** 0.5)
+        row[(90 - half) * 3:(91 + half) * 3] = bytes((220, 30, 30)) * (2 * half + 1)
+    rows.append(bytes(row))
+with open(sys.argv[1], "wb") as f:
+    f.write(b"P6\n%d %d\n255\n" % (w, h) + b"".join(rows))'
+check_detections='
+import json, sys
+dets = json.load(open(sys.argv[1]))["detections"]
+print(", ".join("%s %.4f [%s]" % (d["label_name"], d["score"], " ".join("%.2f" % v for v in d["box"]))
+                for d in dets))
+sys.exit(0 if {"ball", "box"} <= {d["label_name"] for d in dets} else 1)'
+begin detect "the bundled model on a generated frame (QEMU_CPU=$cpu)"
+in_root "$clone_dir" python3 -c "$make_frame" build/arm64-frame.ppm || die "the frame's Python failed"
+in_root_cpu "$cpu" sh -c 'build/tools/vd-detect --json build/arm64-frame.ppm > build/arm64-frame.json' \
+  || die "vd-detect failed on build/arm64-frame.ppm"
+note="$(in_root "$clone_dir" python3 -c "$check_detections" build/arm64-frame.json)" || {
+  cat "$clone/build/arm64-frame.json" >&2
+  die "vd-detect did not find the ball and the box on build/arm64-frame.ppm (found: ${note:-nothing})"
+}
+finish "$note"
+
+# Each test's result and seconds from meson's log (testlog.json), one line each.
+test_table='
+import json, sys
+for line in open(sys.argv[1]):
+    t = json.loads(line)
+    print("  %-8s %7.1f s  %s" % (t["result"], t["duration"], t["name"]))'
+begin tests "meson test --suite ${suites[*]} (QEMU_CPU=$cpu, timeouts x$multiplier)"
+suite_args=()
+for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
+rc=0
+in_root_cpu "$cpu" meson test -C build --no-rebuild --print-errorlogs --num-processes 2 \
+  --timeout-multiplier "$multiplier" "${suite_args[@]}" || rc=$?
+if [ -f "$clone/build/meson-logs/testlog.json" ]; then
+  log "each test under QEMU_CPU=$cpu:"
+  in_root "$clone_dir" python3 -c "$test_table" build/meson-logs/testlog.json >&2 || true
+fi
+[ $rc -eq 0 ] || exit "$rc"
+finish "${suites[*]}"
