@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """What the end-to-end model tests share (test_videotestsrc_ball.py,
-test_text_overlay.py, test_videotestsrc_patterns.py): their common options, the checks
+test_text_overlay.py, test_videotestsrc_patterns.py; the build-tree tests
+test_annotate_clip.py and test_readme_examples.py): their common options, the checks
 that make them skip (exit 77), the visiondetect part of their pipelines, running a
 pipeline and reading back visionjson's lines, and videotestsrc's list of patterns
 (also tools/capture_videotestsrc.py's)."""
 
+import argparse
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUNDLED_MODEL = os.path.join(ROOT, "models", "visiondetect-shapes.safetensors")
@@ -80,3 +83,23 @@ def videotestsrc_patterns(inspect):
         if inside:
             names.append(m.group(1))
     return names
+
+
+def fail(message):
+    """Ends the test as failed, saying why."""
+    print(f"FAIL: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def build_tree_args():
+    """The build-tree tests' options (--source-root, --build-root, --workdir), with
+    the work folder made anew; returns (args, the work folder's real path)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source-root", required=True)
+    parser.add_argument("--build-root", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    work = os.path.realpath(args.workdir)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    return args, work

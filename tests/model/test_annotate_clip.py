@@ -10,31 +10,21 @@ MP4 has every frame (its video samples).
 Usage: test_annotate_clip.py --source-root DIR --build-root DIR --workdir DIR
 """
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 
+from gst_model_test import build_tree_args, fail
 
-def fail(message):
-    print(f"FAIL: {message}", file=sys.stderr)
-    sys.exit(1)
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--source-root", required=True)
-    parser.add_argument("--build-root", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args, work = build_tree_args()
     if shutil.which("gst-launch-1.0") is None:
         print("SKIP: gst-launch-1.0 not found")
         return 77
-    work = os.path.realpath(args.workdir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
     env = {k: v for k, v in os.environ.items() if k != "VISIONDETECT_MODEL"}
     env.update(VISIONDETECT_NO_BUILD="1", VISIONDETECT_BUILD_DIR=args.build_root,
                GST_REGISTRY=os.path.join(work, "registry.bin"))

@@ -21,7 +21,6 @@ Usage: test_readme_examples.py --source-root DIR --build-root DIR --workdir DIR
 Skips (77) without gst-launch-1.0 or mosquitto.
 """
 
-import argparse
 import json
 import os
 import re
@@ -33,14 +32,12 @@ import subprocess
 import sys
 import time
 
+from gst_model_test import build_tree_args, fail
+
 MODEL = "visiondetect-shapes.safetensors"
 FRAMES = 24
 ELEMENTS = ["visiondetect", "visiontrack", "visionoverlay", "visionjson", "visionmqtt"]
 
-
-def fail(message):
-    print(f"FAIL: {message}", file=sys.stderr)
-    sys.exit(1)
 
 
 def readme_examples(readme):
@@ -155,11 +152,7 @@ def run_examples(mode, commands, work, env, wrap, want_model, port):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--source-root", required=True)
-    parser.add_argument("--build-root", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args, work = build_tree_args()
     for tool in ("gst-launch-1.0", "mosquitto_sub"):
         if shutil.which(tool) is None:
             print(f"SKIP: {tool} not found")
@@ -170,9 +163,6 @@ def main():
         return 77
 
     build = os.path.realpath(args.build_root)
-    work = os.path.realpath(args.workdir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
     commands = readme_examples(os.path.join(args.source_root, "README.md"))
 
     # what a user's shell has: none of the project's variables
