@@ -101,11 +101,12 @@ void *try_alloc(size_t n_floats, const char *what, GError **error)
     return p;
 }
 
-/* A zeroed buffer of @bytes aligned for the vector kernels (64 bytes); free(). */
+/* A zeroed buffer of @bytes aligned for the vector kernels (64 bytes), with 128
+ * bytes more that XNNPACK's kernels may read past a tensor's end; free(). */
 void *alloc_aligned(size_t bytes, const char *what, GError **error)
 {
     void *p = NULL;
-    bytes = MAX((bytes + 63) / 64 * 64, 64);
+    bytes = MAX((bytes + 63) / 64 * 64, 64) + 128;
     if (posix_memalign(&p, 64, bytes) != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory: %zu bytes for %s",
                     bytes, what);
@@ -205,6 +206,7 @@ void tensor_strides(const cpu_tensor *t, int *vb, size_t *block_stride, size_t *
 void conv_clear(cpu_conv *cv)
 {
     vd_wino_unref(cv->wino);
+    vd_xnn_op_free(cv->xnn);
     vd_layers_scales_clear(&cv->scales);
     vd_layers_primitive_free(cv->prim);
     vd_layers_memory_free(cv->weights);
@@ -324,6 +326,16 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
      * are whole blocks; the direct algorithm otherwise. */
     cv->src_t = src;
     cv->dst_t = dst;
+    if (st->xnn != NULL) {
+        if (src->tag != dnnl_nhwc || dst->tag != dnnl_nhwc) {
+            g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                        "convolution %d->%d channels: XNNPACK takes NHWC tensors only", in_c,
+                        out_c);
+            return FALSE;
+        }
+        cv->xnn = vd_xnn_conv_new(st->xnn, &desc, weight, bias, "convolution", error);
+        return cv->xnn != NULL;
+    }
     gboolean winograd =
         use_winograd(st, kernel, stride, in_c, groups, act, src, dst) && padding == 1;
     if (winograd && st->winograd) {
@@ -432,6 +444,8 @@ gboolean conv_run(cpu_state *st, const cpu_conv *cv, GError **error)
     if (cv->wino != NULL)
         return vd_wino_run(cv->wino, cv->src_t->data, cv->dst_t->data, cv->dst_t->h, cv->dst_t->w,
                            cv->sum, cv->relu, st->wino_ws, st->n_threads, error);
+    if (cv->xnn != NULL)
+        return vd_xnn_run(st->xnn, cv->xnn, 0, cv->src_t->data, cv->dst_t->data, error);
     return layer_run(st, cv->prim, cv->src, cv->weights, cv->bias, cv->dst, &cv->scales,
                      "convolution", error);
 }
@@ -513,6 +527,22 @@ cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg
     step->args[1] = (dnnl_exec_arg_t){dst_arg, dst->mem};
     step->n_args = 2;
     step->scales = scales;
+    return step;
+}
+
+static gboolean step_xnn(cpu_state *st, const cpu_step *step, GError **error)
+{
+    return vd_xnn_run(st->xnn, (vd_xnn_op *)step->data, 0, step->src->data, step->dst->data,
+                      error);
+}
+
+cpu_step *plan_step_xnn(cpu_plan *plan, vd_xnn_op *op, const cpu_tensor *src, cpu_tensor *dst,
+                        const char *what)
+{
+    cpu_step *step = plan_step(plan, step_xnn, what);
+    step->data = op;
+    step->src = src;
+    step->dst = dst;
     return step;
 }
 
@@ -1134,6 +1164,7 @@ static void roi_align_features(const cpu_tensor *f, const float *rois, const int
 
 static void packed_linear_clear(cpu_packed_linear *pl)
 {
+    vd_xnn_op_free(pl->xnn);
     vd_layers_memory_free(pl->weights);
     vd_layers_memory_free(pl->bias);
     memset(pl, 0, sizeof(*pl));
@@ -1145,10 +1176,12 @@ static void packed_linear_clear(cpu_packed_linear *pl)
  * they are at the same speed (its brgemm kernels on AVX-512, its sgemm "gemm:jit"
  * below, where a packed copy saves nothing and costs memory: tools/bench/CPU.md,
  * "Figures behind choices in the code"), uses them in place: @weight
- * must then outlive the context (the model's weights do). */
+ * must then outlive the context (the model's weights do). With XNNPACK
+ * (cpu_state.xnn), its linear operator with ReLU fused where @relu, which packs
+ * its own copy. */
 static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
                             const float *bias, int in, int out, int rows, gboolean borrow,
-                            GError **error)
+                            gboolean relu, GError **error)
 {
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t wei_dims = {in, out}, bias_dims = {1, out};
@@ -1158,6 +1191,10 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
 
     pl->in = in;
     pl->out = out;
+    if (st->xnn != NULL) {
+        pl->xnn = vd_xnn_linear_new(st->xnn, in, out, weight, bias, relu, "box head linear", error);
+        return pl->xnn != NULL;
+    }
     /* [out][in] row-major is the {in, out} matrix with tag ba */
     if (!vd_layers_memory_new(st->engine, 2, wei_dims, dnnl_f32, dnnl_ba, (void *)weight, &user,
                               "box head weights", error))
@@ -1206,6 +1243,17 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
 {
     const char *what = "box head matmul";
     dnnl_primitive_desc_t pd = NULL;
+    l->rows = rows;
+    if (pl->xnn != NULL) {
+        /* XNNPACK's operator (float32 here), on memory objects that carry the
+         * pointers as oneDNN's do */
+        dnnl_dims_t src_dims = {rows, pl->in}, dst_dims = {rows, pl->out};
+        l->xnn = pl->xnn;
+        return vd_layers_memory_new(st->engine, 2, src_dims, src_dt, dnnl_ab, src, &l->src, what,
+                                    error) &&
+               vd_layers_memory_new(st->engine, 2, dst_dims, dst_dt, dnnl_ab, dst, &l->dst, what,
+                                    error);
+    }
     gboolean ok = vd_layers_matmul_pd(st->engine, rows, pl->in, pl->out, src_dt, dst_dt,
                                       vd_layers_memory_md(pl->weights), relu, &pd, what, error) &&
                   vd_layers_primitive_new(pd, &l->prim, what, error) &&
@@ -1223,6 +1271,9 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
 static gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
                            GError **error)
 {
+    if (l->xnn != NULL)
+        return vd_xnn_run(st->xnn, l->xnn, l->rows, vd_layers_memory_data(l->src),
+                          vd_layers_memory_data(l->dst), error);
     return layer_run(st, l->prim, l->src, l->weights, pl->bias, l->dst, NULL, "box head matmul",
                      error);
 }
@@ -1232,6 +1283,8 @@ static void roi_convs_clear(cpu_roi_convs *rc)
     for (int j = 0; j < CPU_MAX_ROI_LAYERS; j++) {
         cpu_roi_layer *l = &rc->layers[j];
         vd_layers_primitive_free(l->prim);
+        vd_xnn_op_free(l->xnn);
+        vd_layers_pd_free(l->pd);
         vd_layers_primitive_free(rc->relayout[j]);
         dnnl_memory_t mems[] = {l->src, l->weights,           l->bias,
                                 l->dst, rc->relayout_from[j], rc->relayout_to[j]};
@@ -1281,18 +1334,37 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
         .act = spec->relu ? VD_ACT_RELU : VD_ACT_NONE,
     };
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
-                  vd_layers_primitive_new(pd, &l->prim, what, error) &&
-                  vd_layers_conv_weights(st->engine, st->stream, pd, &desc, w->weight, w->bias,
-                                         &l->weights, &l->bias, what, error);
+    gboolean ok;
+    if (st->xnn != NULL) {
+        /* XNNPACK's operator in NHWC; the descriptor only describes the tensors */
+        desc.src_tag = desc.dst_tag = dnnl_nhwc;
+        desc.src_md = NULL;
+        ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
+             (l->xnn = vd_xnn_conv_new(st->xnn, &desc, w->weight, w->bias, what, error)) != NULL;
+    } else {
+        ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
+             vd_layers_primitive_new(pd, &l->prim, what, error) &&
+             vd_layers_conv_weights(st->engine, st->stream, pd, &desc, w->weight, w->bias,
+                                    &l->weights, &l->bias, what, error);
+    }
     if (ok) {
         note_scratchpad(st, pd);
         *out_size = osize;
         *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_src_md)));
         *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_dst_md)));
     }
-    vd_layers_pd_free(pd);
+    if (ok && l->xnn != NULL)
+        l->pd = pd;
+    else
+        vd_layers_pd_free(pd);
     return ok;
+}
+
+/* The primitive descriptor of @l: its primitive's, or the one that describes
+ * XNNPACK's tensors. */
+static const_dnnl_primitive_desc_t roi_layer_pd(const cpu_roi_layer *l)
+{
+    return l->pd != NULL ? l->pd : vd_layers_primitive_pd(l->prim);
 }
 
 /* The primitives of a convolution stack (@specs, @n layers, @n >= 1) for @rows RoIs
@@ -1315,7 +1387,7 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
         if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt,
                             follow_layouts ? prev_md : NULL, &out_size, &max_bytes, what, error))
             return FALSE;
-        prev_md = vd_layers_pd_md(vd_layers_primitive_pd(rc->layers[j].prim), dnnl_query_dst_md);
+        prev_md = vd_layers_pd_md(roi_layer_pd(&rc->layers[j]), dnnl_query_dst_md);
     }
     rc->n_layers = n;
     for (int k = 0; k < 2; k++)
@@ -1326,7 +1398,7 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
     vd_layer_md first_src_md = NULL;
     for (int j = 0; j < n; j++) {
         cpu_roi_layer *l = &rc->layers[j];
-        const_dnnl_primitive_desc_t cpd = vd_layers_primitive_pd(l->prim);
+        const_dnnl_primitive_desc_t cpd = roi_layer_pd(l);
         vd_layer_md src_md = vd_layers_pd_md(cpd, dnnl_query_src_md);
         if (j == 0) {
             first_src_md = src_md;
@@ -1377,7 +1449,10 @@ static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, 
             !vd_layers_reorder(rc->relayout[j], st->stream, rc->relayout_from[j],
                                rc->relayout_to[j], what, error))
             return FALSE;
-        if (!layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL, what, error))
+        if (l->xnn != NULL ? !vd_xnn_run(st->xnn, l->xnn, 0, vd_layers_memory_data(l->src),
+                                         vd_layers_memory_data(l->dst), error)
+                           : !layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL,
+                                        what, error))
             return FALSE;
     }
     return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what, error);
@@ -1529,7 +1604,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         !roi_convs_run(st, &bp->convs, pooled, pooled, "box head convolutions", error))
         goto out_free;
     if (n_props > 0 && (!linear_run(st, &bp->fc6, &st->fc6, error) ||
-                        (bp->fc7.prim != NULL && !linear_run(st, &bp->fc7, &st->fc7, error)) ||
+                        (bp->fc7.src != NULL && !linear_run(st, &bp->fc7, &st->fc7, error)) ||
                         !linear_run(st, &bp->predictor, &st->predictor, error) ||
                         !vd_layers_wait(st->stream, error)))
         goto out_free;
@@ -1902,6 +1977,7 @@ static void cpu_destroy(void *p)
     g_free(st->rpn_head_bias);
     if (st->ranges_seen != NULL)
         g_hash_table_unref(st->ranges_seen);
+    vd_xnn_free(st->xnn);
     vd_layers_engine_free(st->engine, st->stream);
     g_free(st);
 }
@@ -1940,11 +2016,11 @@ static gboolean prepare_weights(cpu_state *st, GError **error)
     memcpy(predictor_bias + K, m->bbox_pred.bias, sizeof(float) * 4 * K);
 
     ok = linear_pack(st, &st->fc6, m->fc6.weight, m->fc6.bias, m->fc6.in_features,
-                     m->fc6.out_features, rows, TRUE, error) &&
-         (m->fc7.out_features == 0 ||
-          linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep, rep, rows, TRUE, error)) &&
+                     m->fc6.out_features, rows, TRUE, TRUE, error) &&
+         (m->fc7.out_features == 0 || linear_pack(st, &st->fc7, m->fc7.weight, m->fc7.bias, rep,
+                                                  rep, rows, TRUE, TRUE, error)) &&
          linear_pack(st, &st->predictor, predictor_weight, predictor_bias, rep, 5 * K, rows, FALSE,
-                     error);
+                     FALSE, error);
 out_free:
     g_free(predictor_weight);
     g_free(predictor_bias);
@@ -1970,6 +2046,19 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 {
     const char *forced = g_getenv("VD_CPU_LAYOUT");
     st->act_tag = st->block_tag;
+    if (st->xnn != NULL) {
+        /* XNNPACK's operators take NHWC only (and RoIAlign reads it in vectors of 8) */
+        if (st->model->config.fpn_channels % 8 != 0) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "the CPU backend's layers run XNNPACK here (%s), on NHWC activations, "
+                        "which need a multiple of 8 FPN channels, not %d",
+                        st->layers_why, st->model->config.fpn_channels);
+            return FALSE;
+        }
+        st->act_tag = dnnl_nhwc;
+        st->winograd = st->own_winograd = FALSE;
+        return TRUE;
+    }
     if (st->int8) {
         /* the int8 kernels (VNNI brgemm, AMX) take NHWC; the float layers follow so
          * that nothing between them reorders */
@@ -2079,7 +2168,12 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     vd_cpu_caps_get(&caps);
     const vd_config *cfg = &model->config;
     const cpu_backbone *backbone = backbone_of(model);
-    vd_precision precision = cpu_precision(params, caps.native_bf16);
+    /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32: AUTO is fp32 there */
+    gboolean xnn = FALSE;
+    const char *why = NULL;
+    if (!vd_xnn_choose(&xnn, &why, error))
+        return FALSE;
+    vd_precision precision = cpu_precision(params, caps.native_bf16 && !xnn);
     if (backbone == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CPU backend does not support the backbone of this model (%s)",
@@ -2142,6 +2236,13 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
                          caps.bf16 ? "BF16, which this oneDNN does not use" : NULL);
         return FALSE;
     }
+    if (xnn && precision != VD_PRECISION_FP32) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "precision %s: the CPU backend's layers run XNNPACK here (%s), in fp32 only: "
+                    "use fp32",
+                    vd_precision_name(precision), why);
+        return FALSE;
+    }
     return TRUE;
 }
 
@@ -2151,10 +2252,15 @@ static void *cpu_create(vd_context *ctx, GError **error)
     /* What oneDNN runs here: the machine's ISA, capped by ONEDNN_MAX_CPU_ISA. */
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
-    gboolean native_bf16 = caps.native_bf16;
+    gboolean xnn = FALSE;
+    const char *layers_why = NULL;
+    if (!vd_xnn_choose(&xnn, &layers_why, error))
+        return NULL;
+    gboolean native_bf16 = caps.native_bf16 && !xnn; /* XNNPACK's layers: float32 */
     ctx->params.precision = cpu_precision(&ctx->params, native_bf16);
 
     cpu_state *st = g_new0(cpu_state, 1);
+    st->layers_why = layers_why;
     st->model = ctx->model;
     st->backbone = backbone_of(ctx->model);
     st->caps = caps;
@@ -2169,7 +2275,8 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
     /* the weight reorders below run OpenMP too */
     omp_set_num_threads(st->n_threads);
-    if (!vd_layers_engine_new(&st->engine, &st->stream, error)) {
+    if (!vd_layers_engine_new(&st->engine, &st->stream, error) ||
+        (xnn && (st->xnn = vd_xnn_new(st->n_threads, error)) == NULL)) {
         cpu_destroy(st);
         return NULL;
     }
@@ -2215,27 +2322,27 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     char block[16];
     g_snprintf(block, sizeof(block), "nChw%dc", st->cb);
     char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s%s, %d threads, layout %s, "
-                              "Winograd %s",
+                              "Winograd %s%s%s%s",
                               version, st->caps.description, st->int8 ? "int8 + " : "",
                               st->bf16 ? "bf16" : "fp32", st->n_threads,
                               st->act_tag == dnnl_nhwc ? "nhwc" : block,
                               st->winograd       ? "oneDNN"
                               : st->own_winograd ? "own"
-                                                 : "off");
+                                                 : "off",
+                              st->xnn != NULL ? ", layers XNNPACK (" : "",
+                              st->xnn != NULL ? st->layers_why : "", st->xnn != NULL ? ")" : "");
     g_free(version);
     return s;
 }
 
-void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
-                const char *layer_fmt, ...)
+static void kernel_add_v(GArray *out, GStringChunk *strings, dnnl_primitive_t prim,
+                         const vd_xnn_op *op, const char *kind, const char *layer_fmt, va_list ap)
 {
-    if (prim == NULL)
+    if (prim == NULL && op == NULL)
         return;
-    const char *impl = vd_layers_pd_impl(vd_layers_primitive_pd(prim));
-    va_list ap;
-    va_start(ap, layer_fmt);
+    const char *impl =
+        prim != NULL ? vd_layers_pd_impl(vd_layers_primitive_pd(prim)) : vd_xnn_op_impl(op);
     char *layer = g_strdup_vprintf(layer_fmt, ap);
-    va_end(ap);
     vd_kernel_info k = {
         .layer = g_string_chunk_insert_const(strings, layer),
         .kind = kind,
@@ -2243,6 +2350,24 @@ void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const
     };
     g_free(layer);
     g_array_append_val(out, k);
+}
+
+void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
+                const char *layer_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, layer_fmt);
+    kernel_add_v(out, strings, prim, NULL, kind, layer_fmt, ap);
+    va_end(ap);
+}
+
+void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,
+                   const char *kind, const char *layer_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, layer_fmt);
+    kernel_add_v(out, strings, prim, op, kind, layer_fmt, ap);
+    va_end(ap);
 }
 
 /* A convolution's primitive, or our Winograd. */
@@ -2257,7 +2382,7 @@ void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const 
         g_array_append_val(out, k);
         return;
     }
-    kernel_add(out, strings, cv->prim, "convolution", "%s", layer);
+    kernel_add_op(out, strings, cv->prim, cv->xnn, "convolution", "%s", layer);
 }
 
 static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
@@ -2293,21 +2418,20 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         if (bp->rows == 0)
             continue;
         for (int j = 0; j < bp->convs.n_layers; j++)
-            kernel_add(out, strings, bp->convs.layers[j].prim, "convolution",
-                       "roi_heads.box_head.%d[%d rows]", j, bp->rows);
+            kernel_add_op(out, strings, bp->convs.layers[j].prim, bp->convs.layers[j].xnn,
+                          "convolution", "roi_heads.box_head.%d[%d rows]", j, bp->rows);
         if (bp->convs.n_layers > 0) {
             kernel_add(out, strings, bp->convs.to_blocked, "reorder",
                        "roi_heads.box_head.in[%d rows]", bp->rows);
             kernel_add(out, strings, bp->convs.to_plain, "reorder",
                        "roi_heads.box_head.out[%d rows]", bp->rows);
         }
-        kernel_add(out, strings, bp->fc6.prim, "matmul", "roi_heads.box_head.fc6[%d rows]",
-                   bp->rows);
-        if (bp->fc7.prim != NULL)
-            kernel_add(out, strings, bp->fc7.prim, "matmul", "roi_heads.box_head.fc7[%d rows]",
-                       bp->rows);
-        kernel_add(out, strings, bp->predictor.prim, "matmul", "roi_heads.box_predictor[%d rows]",
-                   bp->rows);
+        kernel_add_op(out, strings, bp->fc6.prim, bp->fc6.xnn, "matmul",
+                      "roi_heads.box_head.fc6[%d rows]", bp->rows);
+        kernel_add_op(out, strings, bp->fc7.prim, bp->fc7.xnn, "matmul",
+                      "roi_heads.box_head.fc7[%d rows]", bp->rows);
+        kernel_add_op(out, strings, bp->predictor.prim, bp->predictor.xnn, "matmul",
+                      "roi_heads.box_predictor[%d rows]", bp->rows);
     }
     for (int i = 0; i < MASK_PLAN_CACHE; i++) {
         const cpu_mask_plan *mp = &st->mask_plans[i];
@@ -2318,13 +2442,15 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         for (int j = 0; j < mp->convs.n_layers; j++)
             kernel_add(out, strings, mp->convs.relayout[j], "reorder",
                        "roi_heads.mask_head.relayout%d[%d rows]", j, mp->rows);
-        for (int j = 0; j < mp->convs.n_layers - 2; j++)
-            kernel_add(out, strings, mp->convs.layers[j].prim, "convolution",
-                       "roi_heads.mask_head.%d[%d rows]", j, mp->rows);
-        kernel_add(out, strings, mp->convs.layers[mp->convs.n_layers - 2].prim, "deconvolution",
-                   "roi_heads.mask_predictor.conv5_mask[%d rows]", mp->rows);
-        kernel_add(out, strings, mp->convs.layers[mp->convs.n_layers - 1].prim, "convolution",
-                   "roi_heads.mask_predictor.mask_fcn_logits[%d rows]", mp->rows);
+        const cpu_roi_layer *ml = mp->convs.layers;
+        int nl = mp->convs.n_layers;
+        for (int j = 0; j < nl - 2; j++)
+            kernel_add_op(out, strings, ml[j].prim, ml[j].xnn, "convolution",
+                          "roi_heads.mask_head.%d[%d rows]", j, mp->rows);
+        kernel_add_op(out, strings, ml[nl - 2].prim, ml[nl - 2].xnn, "deconvolution",
+                      "roi_heads.mask_predictor.conv5_mask[%d rows]", mp->rows);
+        kernel_add_op(out, strings, ml[nl - 1].prim, ml[nl - 1].xnn, "convolution",
+                      "roi_heads.mask_predictor.mask_fcn_logits[%d rows]", mp->rows);
         kernel_add(out, strings, mp->convs.to_plain, "reorder", "roi_heads.mask_head.out[%d rows]",
                    mp->rows);
     }

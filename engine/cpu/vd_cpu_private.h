@@ -11,6 +11,7 @@
 #include "cpu/vd_cpu_layers.h"
 #include "cpu/vd_cpu_ops.h"
 #include "cpu/vd_cpu_winograd.h"
+#include "cpu/vd_cpu_xnnpack.h"
 
 #include <string.h>
 
@@ -63,6 +64,8 @@ struct cpu_conv {
     /* Our Winograd F(4x4, 3x3) where oneDNN has none: then prim is
      * NULL and the convolution runs vd_wino_run() from src_t to dst_t. */
     vd_wino *wino;
+    /* XNNPACK's (cpu_state.xnn): then prim is NULL too */
+    vd_xnn_op *xnn;
     const cpu_tensor *src_t, *dst_t;
     gboolean sum, relu;
     vd_layer_scales scales; /* int8: what the primitive takes when it runs */
@@ -100,6 +103,7 @@ typedef struct {
     cpu_tensor *pool_out;
     cpu_tensor *stage_out[4]; /* C2..C5 (the stages computed) */
     dnnl_primitive_t maxpool;
+    vd_xnn_op *maxpool_xnn; /* XNNPACK's instead (cpu_state.xnn) */
     /* int8: the max-pool's output quantised (the blocks' input) */
     cpu_tensor *pool_q;
     dnnl_primitive_t pool_quantize;
@@ -230,6 +234,8 @@ typedef struct {
 typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, dst; /* weights: the layer's packed copy (borrowed) */
+    int rows;
+    vd_xnn_op *xnn; /* XNNPACK's (cpu_packed_linear.xnn, borrowed) instead of prim */
 } cpu_linear;
 
 #define BOX_HEAD_CACHE 4
@@ -241,6 +247,10 @@ typedef struct {
 typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, bias, dst;
+    /* XNNPACK's (cpu_state.xnn) instead of prim, and the primitive descriptor
+     * that describes its NHWC src and dst */
+    vd_xnn_op *xnn;
+    dnnl_primitive_desc_t pd;
 } cpu_roi_layer;
 
 /* What a layer of a stack computes: @conv's weights, as a convolution or, with
@@ -297,6 +307,7 @@ typedef struct {
     dnnl_memory_t weights;
     dnnl_memory_t bias;
     int in, out;
+    vd_xnn_op *xnn; /* XNNPACK's, with its own packed weights (cpu_state.xnn) */
 } cpu_packed_linear;
 
 struct cpu_state {
@@ -319,6 +330,11 @@ struct cpu_state {
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
     dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
                                   * (choose_layout) */
+    /* XNNPACK runs the convolutions, pooling and linear layers (float32, NHWC)
+     * where oneDNN has only reference kernels (vd_xnn_choose: @layers_why says
+     * why, either way); NULL: oneDNN does */
+    vd_xnn *xnn;
+    const char *layers_why;
     const vd_model *model;
     const cpu_backbone *backbone; /* the model's (cpu_backbones[]) */
 
@@ -424,6 +440,9 @@ cpu_step *plan_step_conv(cpu_plan *plan, const cpu_conv *cv);
 cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg,
                               const cpu_tensor *src, int dst_arg, const cpu_tensor *dst,
                               const vd_layer_scales *scales, const char *what);
+/* XNNPACK's @op (cpu_state.xnn) from @src to @dst. */
+cpu_step *plan_step_xnn(cpu_plan *plan, vd_xnn_op *op, const cpu_tensor *src, cpu_tensor *dst,
+                        const char *what);
 void step_record(const cpu_state *st, cpu_plan *plan, cpu_step *step, const cpu_tensor *t,
                  const char *format, ...) G_GNUC_PRINTF(5, 6);
 gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error);
@@ -433,10 +452,13 @@ gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned
                      GError **error);
 gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error);
 
-/* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); for a
- * convolution (its primitive, or our Winograd) */
+/* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); the same for
+ * XNNPACK's @op where @prim is NULL; for a convolution (its primitive, our
+ * Winograd or XNNPACK's) */
 void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
                 const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
+void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,
+                   const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(6, 7);
 void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer);
 
 G_END_DECLS

@@ -9,6 +9,12 @@
 
 static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
 {
+    if (st->xnn != NULL) {
+        const cpu_tensor *in = plan->resnet.stem_out;
+        plan->resnet.maxpool_xnn =
+            vd_xnn_max_pool_new(st->xnn, in->c, in->h, in->w, 3, 2, 1, "max-pool", error);
+        return plan->resnet.maxpool_xnn != NULL;
+    }
     dnnl_primitive_desc_t pd = NULL;
     gboolean ok = vd_layers_max_pool_pd(st->engine, vd_layers_memory_md(plan->resnet.stem_out->mem),
                                         vd_layers_memory_md(plan->resnet.pool_out->mem), 3, 2, 1,
@@ -121,8 +127,12 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     if (plan->resnet.pool_out == NULL || !maxpool_init(st, plan, error))
         return FALSE;
     step_record(st, plan,
-                plan_step_primitive(plan, plan->resnet.maxpool, DNNL_ARG_SRC, plan->resnet.stem_out,
-                                    DNNL_ARG_DST, plan->resnet.pool_out, NULL, "max-pool"),
+                plan->resnet.maxpool_xnn != NULL
+                    ? plan_step_xnn(plan, plan->resnet.maxpool_xnn, plan->resnet.stem_out,
+                                    plan->resnet.pool_out, "max-pool")
+                    : plan_step_primitive(plan, plan->resnet.maxpool, DNNL_ARG_SRC,
+                                          plan->resnet.stem_out, DNNL_ARG_DST,
+                                          plan->resnet.pool_out, NULL, "max-pool"),
                 plan->resnet.pool_out, "backbone.body.maxpool");
     void *temp1 = temps, *temp2 = temps + max_temp;
 
@@ -247,6 +257,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 static void resnet_clear(cpu_plan *plan)
 {
     vd_layers_primitive_free(plan->resnet.maxpool);
+    vd_xnn_op_free(plan->resnet.maxpool_xnn);
     vd_layers_primitive_free(plan->resnet.pool_quantize);
     vd_layers_scales_clear(&plan->resnet.pool_quantize_scales);
     for (guint i = 0; i < G_N_ELEMENTS(plan->resnet.blocks); i++) {
@@ -263,7 +274,8 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
     const vd_model *m = st->model;
     char name[96];
     conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
-    kernel_add(out, strings, plan->resnet.maxpool, "pooling", "backbone.body.maxpool");
+    kernel_add_op(out, strings, plan->resnet.maxpool, plan->resnet.maxpool_xnn, "pooling",
+                  "backbone.body.maxpool");
     kernel_add(out, strings, plan->resnet.pool_quantize, "reorder",
                "backbone.body.maxpool.quantise");
     for (int s = 0; s < m->resnet.n_stages_used; s++) {

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The CPU backend's layers run by XNNPACK instead of oneDNN: on CPUs where oneDNN
+ * has only its reference loops (aarch64 with Advanced SIMD alone, the Cortex-A76 /
+ * Neoverse N1 class, where Debian builds oneDNN without Arm Compute Library),
+ * every convolution, transposed convolution, max pooling and linear layer of the
+ * float32 engine. Activations are NHWC float32, as XNNPACK's operators take them;
+ * oneDNN keeps the reorders and the layers it runs fast.
+ *
+ * vd_xnn_choose() decides per process: XNNPACK where oneDNN's float32 NHWC
+ * convolution is a reference one here and this build has XNNPACK; VD_CPU_LAYERS
+ * ("xnnpack", "onednn") overrides that, for tests and measurements.
+ *
+ * Errors: GError in VD_ERROR naming the layer and XNNPACK's status. Ownership: a
+ * vd_xnn is a context's (vd_xnn_free), an op its layer's (vd_xnn_op_free); an op
+ * runs with the vd_xnn it was made with. Thread safety: one thread at a time per
+ * vd_xnn (its thread pool and workspace). */
+#ifndef VD_CPU_XNNPACK_H
+#define VD_CPU_XNNPACK_H
+
+#include "cpu/vd_cpu_layers.h"
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct vd_xnn vd_xnn;
+typedef struct vd_xnn_op vd_xnn_op;
+
+/* *@use: whether this process's contexts run their layers on XNNPACK (float32
+ * only): where oneDNN has only a reference kernel for a float32 NHWC convolution
+ * and the build has XNNPACK (probed once a process), or as VD_CPU_LAYERS says.
+ * *@why: a static phrase saying why, for the description and refusals. FALSE with
+ * @error: VD_CPU_LAYERS asks for what cannot be. */
+gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error);
+
+/* Whether the build has XNNPACK. */
+gboolean vd_xnn_built(void);
+
+/* A context's XNNPACK state: a thread pool of @n_threads and the shared
+ * workspace. */
+vd_xnn *vd_xnn_new(int n_threads, GError **error);
+void vd_xnn_free(vd_xnn *x); /* NULL: nothing */
+
+/* A convolution or transposed convolution (@desc: float32, NHWC src and dst of
+ * desc->n images; desc->sum adds dst's previous contents before desc->act) with
+ * torch's weights (@weight as vd_cpu_layers.h's vd_layers_conv_weights takes
+ * them, @bias out_c values or NULL), packed now. */
+vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
+                           const float *bias, const char *what, GError **error);
+/* A linear layer (torch's [out][in] @weight, @bias) with ReLU fused where @relu,
+ * for any number of rows (vd_xnn_run's @rows). */
+vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, const float *bias,
+                             gboolean relu, const char *what, GError **error);
+/* Max pooling of @c channels of @in_h x @in_w, square window, stride and padding
+ * (padding excluded, as torch's -inf). */
+vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
+                               int padding, const char *what, GError **error);
+
+/* Runs @op from @src into @dst (@rows rows for a linear layer, ignored
+ * otherwise). XNNPACK may read up to 128 bytes past @src's end. */
+gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst,
+                    GError **error);
+
+/* "xnnpack:f32", for the list of kernels. */
+const char *vd_xnn_op_impl(const vd_xnn_op *op);
+void vd_xnn_op_free(vd_xnn_op *op); /* NULL: nothing */
+
+G_END_DECLS
+
+#endif /* VD_CPU_XNNPACK_H */
