@@ -7,7 +7,10 @@
  * and of maskrcnn_resnet50_fpn (with its mask branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
- * is refused clearly elsewhere.
+ * is refused clearly elsewhere. Where oneDNN has only reference loops (aarch64
+ * with Advanced SIMD alone) every such layer runs XNNPACK's float32 operators
+ * instead, and bf16 and int8 are refused naming it; VD_CPU_LAYERS=xnnpack (the
+ * kernels-xnnpack run) makes that path run on any machine whose build has XNNPACK.
  *
  * meson runs this test natively and again with oneDNN capped (ONEDNN_MAX_CPU_ISA)
  * at AVX512_CORE, AVX2 and SSE41, so that one machine proves the paths of the
@@ -16,6 +19,7 @@
  * exit 77. */
 #include "cpu/vd_cpu_isa.h"
 #include "cpu/vd_cpu_layers.h"
+#include "cpu/vd_cpu_xnnpack.h"
 #include "model_fixture.h"
 #include "vd_config.h"
 #include "vd_context_private.h"
@@ -108,6 +112,17 @@ static vd_model *mobilenet_v3_fpn(gboolean low_res)
     return model;
 }
 
+/* whether the CPU backend runs its layers on XNNPACK here (vd_xnn_choose) */
+static gboolean layers_xnnpack(void)
+{
+    gboolean use = FALSE;
+    const char *why = NULL;
+    GError *error = NULL;
+    g_assert_true(vd_xnn_choose(&use, &why, &error));
+    g_assert_no_error(error);
+    return use;
+}
+
 static vd_context *cpu_context(vd_model *model, vd_precision precision, GError **error)
 {
     vd_context_params params = vd_context_default_params();
@@ -148,6 +163,10 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     char *isa = g_strdup_printf(", ISA %s,", caps.description);
     g_assert_nonnull(strstr(describe, isa));
     g_free(isa);
+    /* XNNPACK's layers: NHWC activations, and the description says so */
+    gboolean xnn = layers_xnnpack();
+    g_assert_true(!xnn || nhwc);
+    g_assert_true((strstr(describe, ", layers XNNPACK (") != NULL) == xnn);
     /* AMX: bf16 convolutions run its kernels, which take NHWC */
     gboolean amx = precision == VD_PRECISION_BF16 && caps.amx;
     g_assert_true(!amx || nhwc);
@@ -201,6 +220,11 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                         strstr(k->implementation, ":ref") != NULL ||
                         strstr(k->implementation, "unknown") != NULL)) {
             g_test_message("reference kernel: %s %s: %s", k->kind, k->layer, k->implementation);
+            n_bad++;
+        }
+        /* with XNNPACK every one of these layers is its operator */
+        if (checked && xnn && !g_str_has_prefix(k->implementation, "xnnpack:")) {
+            g_test_message("not XNNPACK's: %s %s: %s", k->kind, k->layer, k->implementation);
             n_bad++;
         }
         /* depthwise convolutions (oneDNN's "dw" and "brdgmm" kernels) have no
@@ -372,7 +396,8 @@ static void test_bf16(void)
 {
     GError *error = NULL;
     vd_model *model = bundled_model();
-    gboolean native = cpu_caps().native_bf16;
+    gboolean xnn = layers_xnnpack();
+    gboolean native = cpu_caps().native_bf16 && !xnn;
     vd_context *ctx = cpu_context(model, VD_PRECISION_AUTO, &error);
     g_assert_no_error(error);
     g_assert_cmpint(vd_context_precision(ctx), ==, native ? VD_PRECISION_BF16 : VD_PRECISION_FP32);
@@ -401,7 +426,9 @@ static void test_bf16(void)
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
         g_test_message("bf16 refused: %s", error->message);
         g_assert_nonnull(strstr(error->message, "bf16"));
-        g_assert_nonnull(strstr(error->message, "AVX512_BF16"));
+        /* the cause: the ISA, or XNNPACK's float32 layers where the ISA has it */
+        g_assert_nonnull(
+            strstr(error->message, cpu_caps().native_bf16 ? "XNNPACK" : "AVX512_BF16"));
         g_clear_error(&error);
     }
     vd_model_unref(model);
@@ -443,11 +470,11 @@ static void test_int8(void)
     GError *error = NULL;
     vd_model *model = bundled_model();
     calibrate(model);
-    if (!cpu_caps().int8) {
+    if (!cpu_caps().int8 || layers_xnnpack()) {
         g_assert_null(cpu_context(model, VD_PRECISION_INT8, &error));
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
         g_test_message("int8 refused: %s", error->message);
-        g_assert_nonnull(strstr(error->message, "VNNI"));
+        g_assert_nonnull(strstr(error->message, cpu_caps().int8 ? "XNNPACK" : "VNNI"));
         g_clear_error(&error);
         vd_model_unref(model);
         return;
