@@ -95,6 +95,18 @@ case "$vd_debian_version" in
   *) vd_main_packages+=(libgstreamer-plugins-bad1.0-dev)
      vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
 esac
+# XNNPACK runs the CPU layers where oneDNN has only reference kernels (aarch64 with
+# Advanced SIMD alone: Debian builds oneDNN without Arm Compute Library). The engine
+# takes its reshape/setup operator API, which Debian 13's snapshot (2024-11) has and
+# Debian 12's (2022) has not: from Debian 13 on, every list; the tests force it on
+# x86 too (kernels-xnnpack, parity-*-xnnpack).
+case "$vd_debian_version" in
+  ""|[0-9]|1[0-2]) ;;
+  *) vd_main_packages+=(libxnnpack-dev libpthreadpool-dev)
+     vd_test_packages+=(libxnnpack-dev libpthreadpool-dev)
+     vd_engine_packages+=(libxnnpack-dev libpthreadpool-dev)
+     vd_engine_cross_packages+=(libxnnpack-dev:arm64 libpthreadpool-dev:arm64) ;;
+esac
 unset vd_debian_version
 
 vd_install_missing_packages() {
