@@ -56,6 +56,23 @@ static guint8 *test_frame(void)
     return pixels;
 }
 
+/* Under emulation (VD_TEST_EMULATED=1: tests/debian13-arm64.sh's runs under
+ * qemu-user, a hundred times slower than native) @model runs at a small size:
+ * 128/192 pixels, 32 proposals, 8 detections. Which kernel a layer gets depends on
+ * its channels, kernel and stride, which stay, not on the image's size. */
+static vd_model *for_this_run(vd_model *model)
+{
+    if (g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0) {
+        vd_config *cfg = &model->config;
+        cfg->min_size = 128;
+        cfg->max_size = 192;
+        cfg->rpn_pre_nms_top_n = MIN(cfg->rpn_pre_nms_top_n, 64);
+        cfg->rpn_post_nms_top_n = MIN(cfg->rpn_post_nms_top_n, 32);
+        cfg->detections_per_img = MIN(cfg->detections_per_img, 8);
+    }
+    return model;
+}
+
 static vd_model *bundled_model(void)
 {
     GError *error = NULL;
@@ -63,7 +80,7 @@ static vd_model *bundled_model(void)
     vd_model *model = vd_model_load(path, &error);
     g_assert_no_error(error);
     g_free(path);
-    return model;
+    return for_this_run(model);
 }
 
 /* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
@@ -94,7 +111,7 @@ static vd_model *resnet50_fpn(void)
     vd_model *model = fx_load(fx, &error);
     g_assert_no_error(error);
     fx_free(fx);
-    return model;
+    return for_this_run(model);
 }
 
 /* torchvision's fasterrcnn_mobilenet_v3_large_fpn (low_res: _320_fpn): MobileNetV3-
@@ -109,7 +126,7 @@ static vd_model *mobilenet_v3_fpn(gboolean low_res)
     vd_model *model = fx_load(fx, &error);
     g_assert_no_error(error);
     fx_free(fx);
-    return model;
+    return for_this_run(model);
 }
 
 /* whether the CPU backend runs its layers on XNNPACK here (vd_xnn_choose) */
@@ -352,7 +369,7 @@ static vd_model *exported_model(const char *builder)
     g_assert_cmpint(model->config.min_size, ==, 512);
     g_free(path);
     g_free(name);
-    return model;
+    return for_this_run(model);
 }
 
 static vd_model *resnet50_fpn_v2(void)
