@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The test command: installs what is missing (Debian packages by name), configures,
 # builds and runs every meson test suite, then the engine suite again under
-# AddressSanitizer and UBSan, then the libFuzzer harnesses, then the Debian 13 run.
+# AddressSanitizer and UBSan, then the libFuzzer harnesses, then the Debian 13 run and
+# the arm64 run.
 #   tests/run.sh            all of it
 #   tests/run.sh SUITE...   only these suites (engine, tracker, parity, gst, model, gpu,
-#                           libfuzzer, extended, debian13); the engine suite includes the
+#                           libfuzzer, extended, debian13, arm64); the engine suite includes the
 #                           tracker's tests
 # extended: the parity comparisons that repeat others' code paths at a further size or
 # oneDNN ISA cap (tests/parity/meson.build); not part of the default run, which has to
@@ -14,11 +15,14 @@
 # UBSan), each for a short fixed time; tests/fuzz/long.sh runs them long.
 # debian13: tests/debian13.sh, the README's two commands in a Debian 13 root made with
 # debootstrap (root needed; the host's packages are not checked for it).
+# arm64: tests/debian13-arm64.sh, the engine on arm64 in a Debian 13 arm64 root under
+# qemu-user (root needed; its default checks and tests: that script says which).
 # Environment:
 #   VISIONDETECT_SANITIZERS=0  skip the ASan + UBSan engine run and the libFuzzer
 #                              harnesses, even when their suites are named (the Debian
 #                              13 run sets it: the host run covers the same code)
 #   VISIONDETECT_DEBIAN13=0    the run without arguments leaves out the Debian 13 run
+#   VISIONDETECT_ARM64=0       the run without arguments leaves out the arm64 run
 #   VISIONDETECT_NO_SUITES     meson suites (space-separated) left out of the meson run
 #                              (tests/debian13.sh says which and why)
 set -euo pipefail
@@ -27,14 +31,19 @@ cd "$(dirname "$0")/.."
 # shellcheck source=tools/debian-packages.sh
 source tools/debian-packages.sh
 
-# no arguments: every suite but extended, then the Debian 13 run
-all=0 debian13=0 suites=()
+# no arguments: every suite but extended, then the Debian 13 run and the arm64 run
+all=0 debian13=0 arm64=0 suites=()
 if [ $# -eq 0 ]; then
   all=1
   [ "${VISIONDETECT_DEBIAN13:-1}" = 0 ] || debian13=1
+  [ "${VISIONDETECT_ARM64:-1}" = 0 ] || arm64=1
 fi
 for s in "$@"; do
-  if [ "$s" = debian13 ]; then debian13=1; else suites+=("$s"); fi
+  case "$s" in
+    debian13) debian13=1 ;;
+    arm64) arm64=1 ;;
+    *) suites+=("$s") ;;
+  esac
 done
 sanitizers=1
 [ "${VISIONDETECT_SANITIZERS:-1}" != 0 ] || sanitizers=0
@@ -87,4 +96,9 @@ fi
 # The README's two commands in a Debian 13 root (tests/debian13.sh).
 if [ $debian13 -eq 1 ]; then
   bash tests/debian13.sh
+fi
+
+# The engine on arm64, emulated (tests/debian13-arm64.sh).
+if [ $arm64 -eq 1 ]; then
+  bash tests/debian13-arm64.sh
 fi
