@@ -14,11 +14,14 @@
 # arm64 root has vd_engine_packages (meson, python3 and gcc too: `--build native` and
 # --run build there, emulated); the tests run there.
 #
-# Not yet part of tests/run.sh's default run (docs/testing.md, "The arm64 run"): on
-# NEON-only CPUs Debian's oneDNN runs reference kernels, which the kernels test
-# refuses, and the engine suite's sizes are a native machine's (the kernels tests take
-# half an hour emulated). Written to become its part `arm64` (VISIONDETECT_ARM64=0
-# would leave it out).
+# tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run).
+# Emulated, the engine suite runs without kernels-nhwc and kernels-xnnpack, which on a
+# NEON-only CPU repeat the kernels test (the engine runs XNNPACK on NHWC there
+# anyway), and VD_TEST_EMULATED=1 shrinks the kernels test's models; where
+# VISIONDETECT_ARM64_EXPORTS names a folder with the kernels test's torchvision
+# exports (*-512.safetensors: tests/run.sh passes the host build's), they are copied
+# into the clone's build and the test checks those models too (the root has no
+# torch).
 #
 #   tests/debian13-arm64.sh [OPTION]... [SUITE]...
 #
@@ -64,7 +67,8 @@
 # Environment passed into the root: CI, ONEDNN_*, DNNL_*, QEMU_* (QEMU_CPU as --cpu
 # says, for the checks, the tests and --run only: the packages and the build run
 # under qemu's default CPU); otherwise env -i with PATH, HOME=/root and LANG=C.UTF-8.
-# Also: VISIONDETECT_ARM64_WORKTREE=1 (same as --worktree).
+# Also: VISIONDETECT_ARM64_WORKTREE=1 (same as --worktree), VISIONDETECT_ARM64_EXPORTS
+# (above).
 # Needs root (runs itself with sudo otherwise), git, and debootstrap (installed when
 # missing).
 set -euo pipefail
@@ -396,9 +400,26 @@ import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line)
     print("  %-8s %7.1f s  %s" % (t["result"], t["duration"], t["name"]))'
+# the kernels test's torchvision exports from the host's build (see the header)
+exports="${VISIONDETECT_ARM64_EXPORTS:-}"
+if [ -n "$exports" ] && compgen -G "$exports/*-512.safetensors" >/dev/null; then
+  mkdir -p "$clone/build/exports"
+  cp "$exports"/*-512.safetensors "$clone/build/exports/"
+  root_env+=("VD_TEST_EXPORTS=$clone_dir/build/exports")
+  log "the kernels test's torchvision exports from $exports"
+fi
 begin tests "meson test --suite ${suites[*]} (QEMU_CPU=$cpu, timeouts x$multiplier)"
 suite_args=()
 for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
+# emulated: the suites' tests by name, the kernels test's repeats left out (see the
+# header)
+if [ "$(uname -m)" != aarch64 ]; then
+  mapfile -t names < <(in_root "$clone_dir" meson test -C build --no-rebuild --list \
+                         "${suite_args[@]}" | sed -n 's|^.* / ||p' |
+                       grep -vx -e kernels-nhwc -e kernels-xnnpack)
+  [ ${#names[@]} -gt 0 ] || die "meson test --list: no test in ${suites[*]}"
+  suite_args+=("${names[@]}")
+fi
 rc=0
 in_root_cpu "$cpu" meson test -C build --no-rebuild --print-errorlogs --num-processes 2 \
   --timeout-multiplier "$multiplier" "${suite_args[@]}" || rc=$?
