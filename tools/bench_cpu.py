@@ -51,14 +51,18 @@ transform, normalisation and resize, is part of it), cached in the work folder u
 name that carries a hash of the model file. The runtimes come from PyPI into a virtual
 environment used by this benchmark only (--peer-venv, default build-bench/venv; created
 with /usr/bin/python3 -m venv and pip install onnxruntime openvino numpy when missing,
-installing Debian's python3-venv first if need be), and the peer workers run with its
-python, which has no torch. The report prints the installed versions and a sanity check
-per frame and peer: its detections with score >= 0.5, and the fraction of torchvision's
-detections with score >= 0.5 that one of the peer's detections (each used once) matches
-with the same label and IoU >= 0.9; under 90 % it warns that the ONNX export is not
-faithful (the timing is then of a different computation), without failing; the
-int8 and bf16 sides of OpenVINO are instead said to differ by their rounding when the
-f32 side of the same ONNX model matches.
+installing Debian's python3-venv first if need be; only the runtimes --peers names
+must import), and the peer workers run with its python, which has no torch;
+--peer-python PATH runs them with that python instead, making and installing nothing
+(tools/bench/arm/run-detect.sh passes a wrapper that runs a venv's python in an arm64
+root under qemu, and a --vd-detect wrapper likewise). The report prints the installed
+versions and a sanity check per frame and peer: its detections with score >= 0.5, and
+the fraction of torchvision's detections with score >= 0.5 (without a torchvision
+side, --only vd-detect: vd-detect-fp32's, the same weights) that one of the peer's
+detections (each used once) matches with the same label and IoU >= 0.9; under 90 % it
+warns that the ONNX export is not faithful (the timing is then of a different
+computation), without failing; the int8 and bf16 sides of OpenVINO are instead said to
+differ by their rounding when the f32 side of the same ONNX model matches.
 
 int8: vd-detect and OpenVINO both quantize the trained model (post-training static
 quantization) on the same calibration frames, per frame size (--calibration-frames N,
@@ -460,23 +464,36 @@ def cpu_has_bf16():
     return False
 
 
-def ensure_peer_venv(venv, int8=False):
+def peer_versions_check(runtimes, int8=False):
+    """Python code that imports numpy and the runtimes (onnxruntime, openvino) and prints
+    their versions as one JSON line."""
+    return ("import json, numpy; v = {'numpy': numpy.__version__}\n"
+            + ("import onnxruntime; v['onnxruntime'] = onnxruntime.__version__\n"
+               if "onnxruntime" in runtimes else "")
+            + ("import openvino; v['openvino'] = openvino.__version__; "
+               "v['openvino_build'] = openvino.get_version()\n" if "openvino" in runtimes else "")
+            + ("import nncf; v['nncf'] = nncf.__version__\n" if int8 else "")
+            + "print(json.dumps(v))")
+
+
+def python_versions(py, check):
+    """check's JSON from py, or None when py is missing or fails."""
+    if not os.access(py, os.X_OK):
+        return None
+    p = subprocess.run([py, "-c", check], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return json.loads(p.stdout.decode().strip().splitlines()[-1]) if p.returncode == 0 else None
+
+
+def ensure_peer_venv(venv, int8=False, runtimes=("onnxruntime", "openvino")):
     """The peers' python: creates the venv (and installs the runtimes, and with int8
     NNCF) when it is missing or cannot import them. Returns the python and the
     runtimes' versions."""
     py = os.path.join(venv, "bin", "python")
     packages = PEER_PACKAGES + (PEER_INT8_PACKAGES if int8 else [])
-    check = ("import json, numpy, onnxruntime, openvino; v = {'onnxruntime': onnxruntime.__version__, "
-             "'openvino': openvino.__version__, 'openvino_build': openvino.get_version(), "
-             "'numpy': numpy.__version__}\n"
-             + ("import nncf; v['nncf'] = nncf.__version__\n" if int8 else "")
-             + "print(json.dumps(v))")
+    check = peer_versions_check(runtimes, int8)
 
     def versions():
-        if not os.access(py, os.X_OK):
-            return None
-        p = subprocess.run([py, "-c", check], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        return json.loads(p.stdout.decode().strip().splitlines()[-1]) if p.returncode == 0 else None
+        return python_versions(py, check)
 
     v = versions()
     if v is not None:
@@ -753,6 +770,10 @@ def main(argv=None):
     p.add_argument("--peer-venv", default=os.path.join(ROOT, "build-bench", "venv"),
                    help="virtual environment with the peers' runtimes, created when missing "
                         "(default build-bench/venv)")
+    p.add_argument("--peer-python", metavar="PATH",
+                   help="run the peers with this python as it is (no venv made, nothing installed): one "
+                        "that imports numpy and the peers' runtimes, e.g. a wrapper that runs a venv's "
+                        "python in an arm64 root under qemu (tools/bench/arm/run-detect.sh)")
     p.add_argument("--only", choices=["torchvision", "vd-detect"],
                    help="run one of torchvision and vd-detect only (the --peers run all the same)")
     p.add_argument("--workdir", help="keep the model file, frames and ONNX models here (default: a temporary folder)")
@@ -805,8 +826,15 @@ def main(argv=None):
 
     peer_py, peer_versions = None, None
     if peers:
-        peer_py, peer_versions = ensure_peer_venv(os.path.abspath(args.peer_venv),
-                                                  int8="openvino-int8" in peers)
+        runtimes = ["onnxruntime" if x == "onnxruntime" else "openvino" for x in peers]
+        if args.peer_python:
+            peer_py = args.peer_python
+            peer_versions = python_versions(peer_py, peer_versions_check(runtimes, "openvino-int8" in peers))
+            if peer_versions is None:
+                sys.exit(f"bench_cpu.py: --peer-python {peer_py} cannot import numpy and {', '.join(runtimes)}")
+        else:
+            peer_py, peer_versions = ensure_peer_venv(os.path.abspath(args.peer_venv),
+                                                      int8="openvino-int8" in peers, runtimes=runtimes)
     # (name, runtime, OpenVINO precision hint, int8 model)
     peer_sides = []
     for peer in dict.fromkeys(peers):
@@ -896,15 +924,20 @@ def main(argv=None):
         torch_names = [n for n in sides if sides[n][0] == "torch"]
         peer_names = [n for n in sides if sides[n][0] == "peer"]
         check_ref = "torchvision" if "torchvision" in torch_names else (torch_names[0] if torch_names else None)
+        # the peers' reference: torchvision, else vd-detect in fp32 (same weights, --only vd-detect)
+        peer_ref = check_ref or next((n for n in vd_names if n.endswith("-fp32")), None)
 
         blas = "generic (netlib reference BLAS)" if "BLAS_INFO=generic" in torch.__config__.show() else "optimised"
         print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, BLAS {blas}, "
               f"box-head linears {','.join(linears)}; vd-detect {','.join(precisions)}; threads {args.threads}; "
               f"{args.repeats} repetitions x ({args.warmup} warm-up + {args.runs} timed) runs per side")
         if peer_versions:
-            print(f"peers ({peer_py}): onnxruntime {peer_versions['onnxruntime']}, openvino "
-                  f"{peer_versions['openvino']} (get_version {peer_versions['openvino_build']}), numpy "
-                  f"{peer_versions['numpy']}" + (f", nncf {peer_versions['nncf']}" if "nncf" in peer_versions else "")
+            print(f"peers ({peer_py}): "
+                  + (f"onnxruntime {peer_versions['onnxruntime']}, " if "onnxruntime" in peer_versions else "")
+                  + (f"openvino {peer_versions['openvino']} (get_version {peer_versions['openvino_build']}), "
+                     if "openvino" in peer_versions else "")
+                  + f"numpy {peer_versions['numpy']}"
+                  + (f", nncf {peer_versions['nncf']}" if "nncf" in peer_versions else "")
                   + f"; sides {', '.join(peer_names)}")
         if calibration:
             print(f"int8: {args.calibration_frames} calibration frames per size (seeds {CALIBRATION_SEED}.."
@@ -1025,24 +1058,25 @@ def main(argv=None):
                     ratios[f"{rname}/{vname}"] = {"time": ratio, "rss": rss_ratio}
                     print(f"  {rname} / {vname}: median time {ratio:.2f}x, peak RSS {rss_ratio:.2f}x")
             row["ratios"] = ratios
-            # sanity check of the ONNX export: the peers against torchvision
+            # sanity check of the ONNX export: the peers against torchvision (or,
+            # without a torchvision side, against vd-detect in fp32: the same weights)
             checks = {}
             for pname in peer_names:
                 pout = side[pname]["out"]
                 n_peer = sum(1 for sc in pout["scores"] if sc >= 0.5)
-                chk = {"peer_detections_0.5": n_peer, "reference": check_ref}
-                if check_ref is None:
-                    msg = "no torchvision side to compare with (--only vd-detect)"
+                chk = {"peer_detections_0.5": n_peer, "reference": peer_ref}
+                if peer_ref is None:
+                    msg = "no torchvision or vd-detect fp32 side to compare with"
                     chk["match_fraction"] = None
                 else:
-                    n_ref, matched = match_fraction(pc, side[check_ref]["out"], pout)
+                    n_ref, matched = match_fraction(pc, side[peer_ref]["out"], pout)
                     frac = matched / n_ref if n_ref else None
                     chk.update({"reference_detections_0.5": n_ref, "matched": matched, "match_fraction": frac})
-                    msg = (f"{n_peer} detections >= 0.5 ({check_ref} {n_ref}); {check_ref}'s matched "
+                    msg = (f"{n_peer} detections >= 0.5 ({peer_ref} {n_ref}); {peer_ref}'s matched "
                            f"(same label, IoU >= 0.9): {matched}/{n_ref}"
                            + (f" = {100 * frac:.1f} %" if frac is not None else ""))
                     if frac is None:
-                        warn = (f"WARNING: {w}x{h} {pname}: {check_ref} has no detection >= 0.5, "
+                        warn = (f"WARNING: {w}x{h} {pname}: {peer_ref} has no detection >= 0.5, "
                                 "the ONNX export is not checked")
                     elif frac < 0.9:
                         # openvino-bf16, openvino-int8 and openvino-int8-bf16 against openvino
@@ -1051,16 +1085,16 @@ def main(argv=None):
                                              else ("bf16 rounding", "vd-detect-bf16"))
                         if f32 is not None and f32["match_fraction"] is not None and f32["match_fraction"] >= 0.9:
                             # the same ONNX model in f32 matches: the rounding, not the export
-                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
+                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {peer_ref}'s "
                                     f"detections (< 90 %), while openvino (f32, same ONNX model) "
                                     f"matches {100 * f32['match_fraction']:.1f} %: the export is faithful, the "
                                     f"difference is {rounding} (compare it with {vd_same})")
                         elif f32 is None and "-int8" in pname:
-                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
+                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {peer_ref}'s "
                                     "detections (< 90 %): int8 quantization or an unfaithful ONNX export (the "
                                     "openvino peer, f32, would tell which)")
                         else:
-                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {check_ref}'s "
+                            warn = (f"WARNING: {w}x{h} {pname} matches only {100 * frac:.1f} % of {peer_ref}'s "
                                     "detections (< 90 %): the ONNX export is not faithful, its times are of a "
                                     "different computation")
                     else:
@@ -1132,7 +1166,7 @@ def main(argv=None):
                       f"{fmt(row[name]['first_ms'])} |")
         if peer_names:
             print()
-            print(f"| frame | peer | detections >= 0.5 | {check_ref or 'torchvision'}'s matched (IoU >= 0.9) |")
+            print(f"| frame | peer | detections >= 0.5 | {peer_ref or 'torchvision'}'s matched (IoU >= 0.9) |")
             print("|---|---|---:|---:|")
             for row in results:
                 for pname in peer_names:

@@ -44,6 +44,30 @@ armb_enter() {
   done
 }
 
+# armb_cpuinfo CPU: the arm64 root's /proc/cpuinfo made an aarch64 one for QEMU_CPU=CPU
+# (2 cores), where it is known here. qemu-user 7.2 shows an aarch64 program the host's
+# x86 /proc/cpuinfo, which cpuinfo (the library that XNNPACK and ONNX Runtime detect
+# the CPU with) cannot parse: ONNX Runtime 1.32 dies of SIGSEGV at import. oneDNN and
+# ACL read the ISA from the auxiliary vector, as cpuinfo does its features.
+armb_cpuinfo() {
+  local features part variant revision f i
+  case $1 in
+    neoverse-n1) part=0xd0c variant=0x3 revision=1
+      features="fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs" ;;
+    cortex-a76) part=0xd0b variant=0x4 revision=1
+      features="fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp" ;;
+    *) armb_log "no aarch64 /proc/cpuinfo known for QEMU_CPU=$1: the root sees the host's"
+       return 0 ;;
+  esac
+  f="$(mktemp /tmp/armb-cpuinfo.XXXXXX)"
+  for i in 0 1; do
+    printf 'processor\t: %s\nBogoMIPS\t: 50.00\nFeatures\t: %s\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: %s\nCPU part\t: %s\nCPU revision\t: %s\n\n' \
+      "$i" "$features" "$variant" "$part" "$revision"
+  done > "$f"
+  mount --bind "$f" "$armb_root/proc/cpuinfo"
+  rm -f "$f"   # the mount keeps it
+}
+
 # armb_x86 CMD...: in the amd64 build root
 armb_x86() {
   chroot "$armb_root/x86-build" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \

@@ -64,6 +64,7 @@ if [ "$(uname -m)" = aarch64 ]; then
 fi
 armb_enter "${args[@]}"
 
+armb_cpuinfo "$cpu"
 armb_packages x86 g++-aarch64-linux-gnu libdnnl-dev:arm64 libxnnpack-dev:arm64 \
   libpthreadpool-dev:arm64 libarm-compute-dev:arm64
 armb_packages arm libdnnl3.6 libxnnpack0.20241108 libpthreadpool0 libarm-compute43
