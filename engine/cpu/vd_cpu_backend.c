@@ -532,8 +532,7 @@ cpu_step *plan_step_primitive(cpu_plan *plan, dnnl_primitive_t prim, int src_arg
 
 static gboolean step_xnn(cpu_state *st, const cpu_step *step, GError **error)
 {
-    return vd_xnn_run(st->xnn, (vd_xnn_op *)step->data, 0, step->src->data, step->dst->data,
-                      error);
+    return vd_xnn_run(st->xnn, (vd_xnn_op *)step->data, 0, step->src->data, step->dst->data, error);
 }
 
 cpu_step *plan_step_xnn(cpu_plan *plan, vd_xnn_op *op, const cpu_tensor *src, cpu_tensor *dst,
@@ -1449,10 +1448,10 @@ static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, 
             !vd_layers_reorder(rc->relayout[j], st->stream, rc->relayout_from[j],
                                rc->relayout_to[j], what, error))
             return FALSE;
-        if (l->xnn != NULL ? !vd_xnn_run(st->xnn, l->xnn, 0, vd_layers_memory_data(l->src),
-                                         vd_layers_memory_data(l->dst), error)
-                           : !layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL,
-                                        what, error))
+        if (l->xnn != NULL
+                ? !vd_xnn_run(st->xnn, l->xnn, 0, vd_layers_memory_data(l->src),
+                              vd_layers_memory_data(l->dst), error)
+                : !layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL, what, error))
             return FALSE;
     }
     return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what, error);

@@ -264,12 +264,12 @@ static float *xnn_weights(const vd_conv_desc *d, const float *w)
 {
     int k2 = d->kernel * d->kernel;
     int ig = d->in_c / d->groups;
-    float *t = g_new(float, (size_t)d->out_c * ig * k2);
+    float *t = g_new(float, (size_t)d->out_c *ig *k2);
     for (int o = 0; o < d->out_c; o++)
         for (int i = 0; i < ig; i++)
             for (int s = 0; s < k2; s++) {
-                size_t from = d->deconv ? ((size_t)i * d->out_c + o) * k2 + s
-                                        : ((size_t)o * ig + i) * k2 + s;
+                size_t from =
+                    d->deconv ? ((size_t)i * d->out_c + o) * k2 + s : ((size_t)o * ig + i) * k2 + s;
                 t[((size_t)o * k2 + s) * ig + i] = w[from];
             }
     return t;
@@ -284,8 +284,8 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         return NULL;
     }
     if (desc->deconv && desc->groups != 1) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "%s: a grouped transposed convolution", what);
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: a grouped transposed convolution",
+                    what);
         return NULL;
     }
     vd_xnn_op *op = op_new(desc->deconv ? OP_DECONV : OP_CONV, what);
@@ -305,15 +305,14 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
                                                  (size_t)desc->in_c, (size_t)desc->out_c, w, bias,
                                                  lo, INFINITY, 0, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_deconvolution2d_nhwc_f32", what, error) &&
-             check(xnn_reshape_deconvolution2d_nhwc_f32(op->op, (size_t)desc->n,
-                                                        (size_t)desc->in_h, (size_t)desc->in_w, 0,
-                                                        0, &out_h, &out_w, x->pool),
+             check(xnn_reshape_deconvolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
+                                                        (size_t)desc->in_w, 0, 0, &out_h, &out_w,
+                                                        x->pool),
                    "xnn_reshape_deconvolution2d_nhwc_f32", what, error);
     } else {
-        st = xnn_create_convolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1,
-                                               (uint32_t)desc->groups, ig, og, (size_t)desc->in_c,
-                                               (size_t)desc->out_c, w, bias, lo, INFINITY, 0, NULL,
-                                               NULL, &op->op);
+        st = xnn_create_convolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups,
+                                               ig, og, (size_t)desc->in_c, (size_t)desc->out_c, w,
+                                               bias, lo, INFINITY, 0, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_convolution2d_nhwc_f32", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                       (size_t)desc->in_w, &op->workspace_size,
@@ -322,8 +321,9 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     }
     g_free(w); /* XNNPACK packed its own copy */
     if (ok && (out_h != (size_t)desc->out_h || out_w != (size_t)desc->out_w)) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: XNNPACK's output is %zux%zu, not %dx%d",
-                    what, out_h, out_w, desc->out_h, desc->out_w);
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "%s: XNNPACK's output is %zux%zu, not %dx%d", what, out_h, out_w, desc->out_h,
+                    desc->out_w);
         ok = FALSE;
     }
     if (ok && align > 64) {
@@ -397,8 +397,7 @@ static void epilogue_tile(void *p, size_t start, size_t n)
     }
 }
 
-gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst,
-                    GError **error)
+gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error)
 {
     const char *what = op->what;
     size_t n = op->dst_floats;
@@ -491,8 +490,7 @@ vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel,
     return NULL;
 }
 
-gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst,
-                    GError **error)
+gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error)
 {
     (void)x, (void)op, (void)rows, (void)src, (void)dst;
     return not_built("a layer", error);

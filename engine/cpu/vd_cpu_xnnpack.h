@@ -58,8 +58,7 @@ vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel,
 
 /* Runs @op from @src into @dst (@rows rows for a linear layer, ignored
  * otherwise). XNNPACK may read up to 128 bytes past @src's end. */
-gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst,
-                    GError **error);
+gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error);
 
 /* "xnnpack:f32", for the list of kernels. */
 const char *vd_xnn_op_impl(const vd_xnn_op *op);
