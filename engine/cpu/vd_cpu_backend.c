@@ -2075,24 +2075,8 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 
     dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
     enum { C = 256, HW = 64 };
-    vd_conv_desc desc = {
-        .n = 1,
-        .in_c = C,
-        .out_c = C,
-        .groups = 1,
-        .in_h = HW,
-        .in_w = HW,
-        .out_h = HW,
-        .out_w = HW,
-        .kernel = 3,
-        .stride = 1,
-        .padding = 1,
-        .src_dt = dt,
-        .dst_dt = dt,
-        .src_tag = dnnl_format_tag_any,
-        .dst_tag = dnnl_format_tag_any,
-        .act = VD_ACT_RELU,
-    };
+    vd_conv_desc desc = vd_layers_probe_desc(C, HW, dt, dnnl_format_tag_any);
+    desc.act = VD_ACT_RELU;
     dnnl_dims_t dims = {1, C, HW, HW};
     dnnl_primitive_desc_t pd = NULL;
     dnnl_memory_t nhwc = NULL;

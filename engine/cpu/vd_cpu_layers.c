@@ -667,26 +667,32 @@ out:
     return ok;
 }
 
-gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
+vd_conv_desc vd_layers_probe_desc(int c, int hw, dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
     vd_conv_desc desc = {
-        .winograd = TRUE,
         .n = 1,
-        .in_c = 64,
-        .out_c = 64,
+        .in_c = c,
+        .out_c = c,
         .groups = 1,
-        .in_h = 32,
-        .in_w = 32,
-        .out_h = 32,
-        .out_w = 32,
+        .in_h = hw,
+        .in_w = hw,
+        .out_h = hw,
+        .out_w = hw,
         .kernel = 3,
         .stride = 1,
         .padding = 1,
-        .src_dt = dnnl_f32,
-        .dst_dt = dnnl_f32,
+        .src_dt = dt,
+        .dst_dt = dt,
         .src_tag = tag,
         .dst_tag = tag,
     };
+    return desc;
+}
+
+gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
+{
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_f32, tag);
+    desc.winograd = TRUE;
     dnnl_primitive_desc_t pd = NULL;
     gboolean found = vd_layers_conv_pd(engine, &desc, &pd, "Winograd convolution", NULL) &&
                      strstr(vd_layers_pd_impl(pd), "wino") != NULL;

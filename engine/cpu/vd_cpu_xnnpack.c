@@ -44,24 +44,8 @@ typedef struct {
 static choice probe(void)
 {
     /* a 3x3 float32 convolution of 64 channels in NHWC, as the layers run it */
-    vd_conv_desc desc = {
-        .n = 1,
-        .in_c = 64,
-        .out_c = 64,
-        .groups = 1,
-        .in_h = 32,
-        .in_w = 32,
-        .out_h = 32,
-        .out_w = 32,
-        .kernel = 3,
-        .stride = 1,
-        .padding = 1,
-        .src_dt = dnnl_f32,
-        .dst_dt = dnnl_f32,
-        .src_tag = dnnl_nhwc,
-        .dst_tag = dnnl_nhwc,
-        .act = VD_ACT_RELU,
-    };
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_f32, dnnl_nhwc);
+    desc.act = VD_ACT_RELU;
     dnnl_engine_t engine = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_primitive_desc_t pd = NULL;
