@@ -1333,19 +1333,18 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
         .act = spec->relu ? VD_ACT_RELU : VD_ACT_NONE,
     };
     dnnl_primitive_desc_t pd = NULL;
-    gboolean ok;
     if (st->xnn != NULL) {
         /* XNNPACK's operator in NHWC; the descriptor only describes the tensors */
         desc.src_tag = desc.dst_tag = dnnl_nhwc;
         desc.src_md = NULL;
-        ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
-             (l->xnn = vd_xnn_conv_new(st->xnn, &desc, w->weight, w->bias, what, error)) != NULL;
-    } else {
-        ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error) &&
-             vd_layers_primitive_new(pd, &l->prim, what, error) &&
+    }
+    gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error);
+    if (ok && st->xnn != NULL)
+        ok = (l->xnn = vd_xnn_conv_new(st->xnn, &desc, w->weight, w->bias, what, error)) != NULL;
+    else if (ok)
+        ok = vd_layers_primitive_new(pd, &l->prim, what, error) &&
              vd_layers_conv_weights(st->engine, st->stream, pd, &desc, w->weight, w->bias,
                                     &l->weights, &l->bias, what, error);
-    }
     if (ok) {
         note_scratchpad(st, pd);
         *out_size = osize;

@@ -267,9 +267,9 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
                     "%s: XNNPACK's layers run float32 only here", what);
         return NULL;
     }
-    if (desc->deconv && desc->groups != 1) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: a grouped transposed convolution",
-                    what);
+    if (desc->deconv && (desc->groups != 1 || desc->sum)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "%s: a grouped transposed convolution, or one with a sum", what);
         return NULL;
     }
     vd_xnn_op *op = op_new(desc->deconv ? OP_DECONV : OP_CONV, what);
@@ -316,6 +316,12 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         ok = FALSE;
     }
     op->dst_floats = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
+    /* the context's shared buffers, grown now rather than at a frame */
+    ok =
+        ok &&
+        grow(&x->workspace, &x->workspace_size, op->workspace_size, "XNNPACK's workspace", error) &&
+        (!op->sum || grow((void **)&x->tmp, &x->tmp_size, op->dst_floats * sizeof(float),
+                          "a convolution's output", error));
     if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
@@ -388,14 +394,9 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     float *out = dst;
     switch (op->kind) {
     case OP_CONV:
-        if (op->sum && !grow((void **)&x->tmp, &x->tmp_size, n * sizeof(float),
-                             "a convolution's output", error))
-            return FALSE;
         if (op->sum)
-            out = x->tmp;
-        if (!grow(&x->workspace, &x->workspace_size, op->workspace_size, "XNNPACK's workspace",
-                  error) ||
-            !check(xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out),
+            out = x->tmp; /* sized when the op was made */
+        if (!check(xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out),
                    "xnn_setup_convolution2d_nhwc_f32", what, error))
             return FALSE;
         break;
