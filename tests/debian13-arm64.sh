@@ -1,28 +1,30 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The engine and the main job on arm64, emulated: a Debian 13 (trixie) arm64 root made
-# with debootstrap --foreign from the host's mirror and finished under qemu-user
-# (binfmt_misc), a fresh clone of this repository's HEAD there, the engine and the
-# GStreamer plugin built for arm64 (no CUDA, no torch, no GStreamer analytics library),
-# then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2; QEMU_CPU=max has SVE,
-# BF16, I8MM): vd-detect --info under both, a detection of the bundled model on a
-# generated frame, the main job (pipelines/annotate.sh on a short generated clip, its
-# MP4 and JSON Lines checked as tests/debian13.sh checks them: detections in the JSON)
-# and meson's engine suite.
+# The engine and the main job on arm64, emulated: a Debian 13 (trixie) arm64 root, or
+# a Debian 12 (bookworm) one with --debian 12, made with debootstrap --foreign from the
+# host's mirror and finished under qemu-user (binfmt_misc), a fresh clone of this
+# repository's HEAD there, the engine and the GStreamer plugin (Debian 12: the engine
+# alone, unless --gst) built for arm64 (no CUDA, no torch, no GStreamer analytics
+# library), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2; QEMU_CPU=max
+# has SVE, BF16, I8MM): vd-detect --info under both, a detection of the bundled model
+# on a generated frame, the main job (pipelines/annotate.sh on a short generated clip,
+# its MP4 and JSON Lines checked as tests/debian13.sh checks them: detections in the
+# JSON) and meson's engine suite.
 #
 # The build, on an amd64 host, is a cross build (Debian's multiarch cross toolchain
 # and the arm64 -dev packages, vd_engine_cross_packages and vd_gst_cross_packages) in
-# a Debian 13 amd64 build root kept inside the arm64 root (x86-build/ there), where
-# the clone is bound at the same path: native speed, the same objects as the emulated
-# gcc's, byte for byte. The arm64 root has vd_engine_packages (meson, python3 and gcc
-# too: `--build native` and --run build there, emulated) and
+# an amd64 build root of the same release kept inside the arm64 root (x86-build/
+# there), where the clone is bound at the same path: native speed, the same objects
+# as the emulated gcc's, byte for byte. The arm64 root has vd_engine_packages (meson,
+# python3 and gcc too: `--build native` and --run build there, emulated) and
 # vd_gst_run_packages (GStreamer's tools and the main job's elements; with --build
 # native vd_gst_dev_packages too); the tests and the main job run there. The plugin
 # is built without GStreamer's analytics library (-Danalytics=disabled: its arm64
 # -dev package pulls in OpenCV's, and the analytics code is the same C that the
 # Debian 13 amd64 run checks) and without introspection data.
 #
-# tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run).
+# tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run;
+# Debian 13 only: with --debian 12 the engine suite fails, see docs/testing.md).
 # Emulated, the engine suite runs without kernels-nhwc and kernels-xnnpack, which on a
 # NEON-only CPU repeat the kernels test (the engine runs XNNPACK on NHWC there
 # anyway), and VD_TEST_EMULATED=1 shrinks the kernels test's models; where
@@ -36,8 +38,14 @@
 #   SUITE...       meson suites run in the root's build (default: engine)
 #   --worktree     also apply the working tree's uncommitted changes to the clone (git
 #                  diff HEAD, and the untracked files git does not ignore)
+#   --debian 13|12 the Debian release (default 13, trixie; 12 is bookworm, whose
+#                  root is another, VISIONDETECT_ARM64_DEBIAN12_ROOT)
 #   --no-gst       the engine alone: built without GStreamer (-Dgstreamer=disabled),
-#                  no main job, none of the plugin's packages installed
+#                  no main job, none of the plugin's packages installed (the default
+#                  with --debian 12: there, without a usable XNNPACK, oneDNN runs
+#                  reference kernels under neoverse-n1 and one frame takes 10-20
+#                  minutes emulated)
+#   --gst          the plugin and the main job (the default with Debian 13)
 #   --frames N     the main job's clip: N frames of videotestsrc's ball, 320x240
 #                  (default 3, one of each colour scheme; each frame's inference takes
 #                  about 20 s emulated)
@@ -63,11 +71,14 @@
 #   -h, --help     this text
 #
 # The root is kept in VISIONDETECT_ARM64_ROOT (default /var/cache/visiondetect/
-# debian13-arm64) and reused like tests/debian13.sh's (tests/debian-root.sh has what
-# the two share: the stamp, the mirror, the mounts undone on every exit, the mount
-# namespace, the phases and the summary line); the build root in it likewise, with a
-# stamp of its own. VISIONDETECT_ARM64_MIRROR overrides the mirror;
-# VISIONDETECT_ARM64_UNSHARE=0 runs in the caller's mount namespace.
+# debian13-arm64; with --debian 12, VISIONDETECT_ARM64_DEBIAN12_ROOT, default
+# /var/cache/visiondetect/debian12-arm64) and reused like tests/debian13.sh's
+# (tests/debian-root.sh has what the two share: the stamp, the mirror, the mounts
+# undone on every exit, the mount namespace, the phases and the summary line); the
+# build root in it likewise, with a stamp of its own. A root whose stamp names
+# another release is refused, never made again in place. VISIONDETECT_ARM64_MIRROR
+# overrides the mirror; VISIONDETECT_ARM64_UNSHARE=0 runs in the caller's mount
+# namespace.
 #
 # The host needs an aarch64 interpreter in binfmt_misc: binfmt_misc is mounted when it
 # is not, qemu-user-static and binfmt-support are installed when missing (Debian
@@ -89,23 +100,23 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 self="$repo/tests/debian13-arm64.sh"
 vdr_prefix=VISIONDETECT_ARM64
-vdr_suite=trixie
 vdr_arch=arm64
-vdr_stamp_format="visiondetect Debian 13 arm64 root, format 1"
 vdr_root_env_globs=(CI 'ONEDNN_*' 'DNNL_*' 'QEMU_*')
 # shellcheck source=tests/debian-root.sh
 source "$repo/tests/debian-root.sh"
 vdr_become_root "$@"
 
 worktree="${VISIONDETECT_ARM64_WORKTREE:-0}" build_only=0 suites=() cpu="${QEMU_CPU:-neoverse-n1}"
-multiplier=10 run_cmd="" shell=0 update=0 build=native gst=1 frames=3
+multiplier=10 run_cmd="" shell=0 update=0 build=native debian=13 gst="" frames=3
 [ "$(dpkg --print-architecture 2>/dev/null)" != amd64 ] || build=cross
 while [ $# -gt 0 ]; do
   case "$1" in
     --worktree) worktree=1 ;;
     --build-only) build_only=1 ;;
     --build) [ $# -ge 2 ] || die "--build needs cross or native"; build=$2; shift ;;
+    --debian) [ $# -ge 2 ] || die "--debian needs 13 or 12"; debian=$2; shift ;;
     --no-gst) gst=0 ;;
+    --gst) gst=1 ;;
     --frames) [ $# -ge 2 ] || die "--frames needs a number"; frames=$2; shift ;;
     --cpu) [ $# -ge 2 ] || die "--cpu needs a CPU"; cpu=$2; shift ;;
     --timeout-multiplier) [ $# -ge 2 ] || die "--timeout-multiplier needs a number"; multiplier=$2; shift ;;
@@ -123,6 +134,15 @@ done
 [[ "$multiplier" =~ ^[1-9][0-9]*$ ]] || die "--timeout-multiplier: a whole number, not '$multiplier'"
 [[ "$cpu" =~ ^[A-Za-z0-9._-]+$ ]] || die "--cpu: a qemu CPU name, not '$cpu'"
 [[ "$frames" =~ ^[1-9][0-9]*$ ]] || die "--frames: a whole number, not '$frames'"
+# the release: its suite, its root (and the variable that moves it), its stamps
+case "$debian" in
+  13|trixie) debian=13 vdr_suite=trixie root_var=VISIONDETECT_ARM64_ROOT ;;
+  12|bookworm) debian=12 vdr_suite=bookworm root_var=VISIONDETECT_ARM64_DEBIAN12_ROOT ;;
+  *) die "--debian: 13 (trixie) or 12 (bookworm), not '$debian'" ;;
+esac
+[ -n "$gst" ] || if [ "$debian" -ge 13 ]; then gst=1; else gst=0; fi
+vdr_stamp_format="visiondetect Debian $debian arm64 root, format 1"
+build_stamp_format="visiondetect Debian $debian amd64 build root for arm64, format 1"
 [ -z "$run_cmd" ] || [ $shell -eq 0 ] || die "--run and --shell: one of them"
 case "$build" in
   native) ;;
@@ -131,16 +151,22 @@ case "$build" in
   *) die "--build: cross or native, not '$build'" ;;
 esac
 [ $update -eq 0 ] || [ -n "$run_cmd" ] || [ $shell -eq 1 ] || die "--update goes with --run or --shell"
-vdr_label="Debian 13 arm64 ($vdr_suite, QEMU_CPU=$cpu)"
+vdr_label="Debian $debian arm64 ($vdr_suite, QEMU_CPU=$cpu)"
 # QEMU_CPU is --cpu's, and only where it is given (in_root_cpu); the rest runs under
 # qemu's default CPU
 unset QEMU_CPU
 
-vdr_set_root /var/cache/visiondetect/debian13-arm64
+# vdr_set_root reads VISIONDETECT_ARM64_ROOT: the release's own variable's value
+# shellcheck disable=SC2034  # read by vdr_set_root, through vdr_prefix
+VISIONDETECT_ARM64_ROOT="${!root_var:-}"
+vdr_set_root "/var/cache/visiondetect/debian$debian-arm64"
+# another release's root is not made again in place (its stamp's format differs)
+if [ -f "$root/$stamp_name" ] && ! grep -qx "suite $vdr_suite" "$root/$stamp_name"; then
+  die "$root holds a root of another release ($(sed -n 's/^suite //p' "$root/$stamp_name")), not $vdr_suite: set $root_var to another folder"
+fi
 
 # the build root (amd64, for the cross build), inside the arm64 root
 build_root="$root/x86-build"
-build_stamp_format="visiondetect Debian 13 amd64 build root for arm64, format 1"
 cross_file="$clone_dir/.git/arm64-cross.ini"   # in the clone: the same file in both roots
 
 if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
@@ -252,14 +278,17 @@ build_root_phase() {
 in_build_root() { in_root_at "$build_root" "$clone_dir" "$@"; }
 
 # meson's cross file: Debian's triplet-named tools (the arm64 root has the same names
-# for its own gcc and pkgconf, so the build tree works in both)
+# for its own gcc and pkgconf, so the build tree works in both); Debian 12's meson
+# (1.0) knows pkg-config by its older key, pkgconfig, which 1.3 and later deprecate
 write_cross_file() {
-  cat > "$root$cross_file" <<'CROSS'
+  local pkg_config_key=pkg-config
+  [ "$debian" -ge 13 ] || pkg_config_key=pkgconfig
+  cat > "$root$cross_file" <<CROSS
 [binaries]
 c = 'aarch64-linux-gnu-gcc'
 ar = 'aarch64-linux-gnu-gcc-ar'
 strip = 'aarch64-linux-gnu-strip'
-pkg-config = 'aarch64-linux-gnu-pkg-config'
+$pkg_config_key = 'aarch64-linux-gnu-pkg-config'
 
 [properties]
 # the arm64 programs run through binfmt_misc
