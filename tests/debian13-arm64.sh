@@ -5,7 +5,9 @@
 # clone of this repository's HEAD there, the engine built for arm64 (no GStreamer, no
 # CUDA, no torch), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2;
 # QEMU_CPU=max has SVE, BF16, I8MM): vd-detect --info under both, a detection of the
-# bundled model on a generated frame, and meson's engine suite.
+# bundled model on a generated frame, the parity with the x86 engine (built natively in
+# the build root below: four models on two frames, stage by stage; tests/arm64/), and
+# meson's engine suite.
 #
 # The build, on an amd64 host, is a cross build (Debian's multiarch cross toolchain
 # and the arm64 -dev packages, vd_engine_cross_packages) in a Debian 13 amd64 build
@@ -131,7 +133,7 @@ else
   planned=(root clone packages)
   [ "$build" != cross ] || planned+=(build-root)
   planned+=(build)
-  [ $build_only -eq 1 ] || planned+=(info detect tests)
+  [ $build_only -eq 1 ] || planned+=(info detect parity tests)
 fi
 
 # ---- the emulator ------------------------------------------------------------------
@@ -389,6 +391,28 @@ note="$(in_root "$clone_dir" python3 -c "$check_detections" build/arm64-frame.js
   die "vd-detect did not find the ball and the box on build/arm64-frame.ppm (found: ${note:-nothing})"
 }
 finish "$note"
+
+# Parity with the x86 engine (tests/arm64/parity.sh says how): the engine built natively
+# in the amd64 build root (oneDNN, its default layers) and this one run on the same
+# model files (the bundled model, ResNet-50-FPN, MobileNetV3-Large-320-FPN and Mask
+# R-CNN with random weights: tests/engine/make_parity_models.c) and frames (the detect
+# phase's and a 360x480 one; Mask R-CNN the first only), every dumped stage compared
+# (tests/arm64/parity.py: its tolerances and why), after a self-check that a model 1 %
+# off fails the comparison.
+# The x86 engine needs the amd64 build root: an amd64 host's cross build.
+if [ "$build" = cross ]; then
+  begin parity "the x86 engine (oneDNN) against this one (QEMU_CPU=$cpu) on 4 models and 2 frames, stage by stage"
+  t0=$SECONDS
+  in_build_root bash tests/arm64/parity.sh x86 build/parity || die "the x86 engine's side of the parity failed"
+  x86_s=$((SECONDS - t0)) t0=$SECONDS
+  in_root_cpu "$cpu" bash tests/arm64/parity.sh arm64 build/parity || die "the arm64 engine's side of the parity failed"
+  arm64_s=$((SECONDS - t0)) t0=$SECONDS
+  in_build_root python3 tests/arm64/parity.py compare build/parity || exit
+  finish "x86 $(dur "$x86_s") (build, models, runs, self-check), arm64 $(dur "$arm64_s"), compare $(dur $((SECONDS - t0)))"
+else
+  begin parity "the x86 engine against this one"
+  finish "skipped: the x86 engine is built in the cross build's amd64 build root (--build cross, an amd64 host)"
+fi
 
 # Each test's result and seconds from meson's log (testlog.json), one line each.
 test_table='

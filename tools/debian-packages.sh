@@ -18,6 +18,16 @@
 #                      the same build cross-compiled for arm64 on amd64 (Debian's
 #                      cross toolchain and the arm64 -dev packages, multiarch: the
 #                      arm64 run's build root, where dpkg has arm64 added)
+#   vd_engine_reference_packages
+#                      the same build native on amd64 beside the cross build, in
+#                      the arm64 run's build root: the x86 engine its parity phase
+#                      compares the arm64 one with (tests/arm64/parity.sh, which also
+#                      installs oneDNN's library package and unpacks libdnnl-dev's
+#                      amd64 files: libdnnl-dev is not Multi-Arch: same, so it
+#                      cannot be installed beside the arm64 one), and the
+#                      comparison's numpy; the libraries named :amd64, as dpkg
+#                      counts the arm64 ones of a Multi-Arch: same package as
+#                      installed otherwise
 #   vd_install_missing_packages PKG...
 #                      installs those of PKG that dpkg does not list as installed
 #                      (apt-get, no recommends; sudo unless root; nothing where
@@ -73,6 +83,13 @@ vd_engine_packages=(
 vd_engine_cross_packages=(
   meson ninja-build pkgconf python3 gcc-aarch64-linux-gnu
   libc6-dev:arm64 libglib2.0-dev:arm64 libjson-glib-dev:arm64 libdnnl-dev:arm64
+)
+
+# shellcheck disable=SC2034
+vd_engine_reference_packages=(
+  meson ninja-build pkgconf gcc libc6-dev:amd64
+  libglib2.0-dev:amd64 libjson-glib-dev:amd64
+  python3 python3-numpy
 )
 
 # From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the
