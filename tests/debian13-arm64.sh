@@ -7,7 +7,8 @@
 # alone, unless --gst) built for arm64 (no CUDA, no torch, no GStreamer analytics
 # library), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2; QEMU_CPU=max
 # has SVE, BF16, I8MM): vd-detect --info under both, a detection of the bundled model
-# on a generated frame, the main job (pipelines/annotate.sh on a short generated clip,
+# on a generated frame, the parity with the x86 engine (built natively in the
+# build root below: four models on two frames, stage by stage; tests/arm64/), the main job (pipelines/annotate.sh on a short generated clip,
 # its MP4 and JSON Lines checked as tests/debian13.sh checks them: detections in the
 # JSON) and meson's engine suite.
 #
@@ -46,6 +47,9 @@
 #                  reference kernels under neoverse-n1 and one frame takes 10-20
 #                  minutes emulated)
 #   --gst          the plugin and the main job (the default with Debian 13)
+#   --no-parity    leave the parity with the x86 engine out (the default with
+#                  --debian 12, where each emulated frame takes minutes)
+#   --parity       the parity phase (the default with Debian 13)
 #   --frames N     the main job's clip: N frames of videotestsrc's ball, 320x240
 #                  (default 3, one of each colour scheme; each frame's inference takes
 #                  about 20 s emulated)
@@ -107,7 +111,7 @@ source "$repo/tests/debian-root.sh"
 vdr_become_root "$@"
 
 worktree="${VISIONDETECT_ARM64_WORKTREE:-0}" build_only=0 suites=() cpu="${QEMU_CPU:-neoverse-n1}"
-multiplier=10 run_cmd="" shell=0 update=0 build=native debian=13 gst="" frames=3
+multiplier=10 run_cmd="" shell=0 update=0 build=native debian=13 gst="" frames=3 parity=""
 [ "$(dpkg --print-architecture 2>/dev/null)" != amd64 ] || build=cross
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -117,6 +121,8 @@ while [ $# -gt 0 ]; do
     --debian) [ $# -ge 2 ] || die "--debian needs 13 or 12"; debian=$2; shift ;;
     --no-gst) gst=0 ;;
     --gst) gst=1 ;;
+    --no-parity) parity=0 ;;
+    --parity) parity=1 ;;
     --frames) [ $# -ge 2 ] || die "--frames needs a number"; frames=$2; shift ;;
     --cpu) [ $# -ge 2 ] || die "--cpu needs a CPU"; cpu=$2; shift ;;
     --timeout-multiplier) [ $# -ge 2 ] || die "--timeout-multiplier needs a number"; multiplier=$2; shift ;;
@@ -141,6 +147,7 @@ case "$debian" in
   *) die "--debian: 13 (trixie) or 12 (bookworm), not '$debian'" ;;
 esac
 [ -n "$gst" ] || if [ "$debian" -ge 13 ]; then gst=1; else gst=0; fi
+[ -n "$parity" ] || if [ "$debian" -ge 13 ]; then parity=1; else parity=0; fi
 vdr_stamp_format="visiondetect Debian $debian arm64 root, format 1"
 build_stamp_format="visiondetect Debian $debian amd64 build root for arm64, format 1"
 [ -z "$run_cmd" ] || [ $shell -eq 0 ] || die "--run and --shell: one of them"
@@ -179,6 +186,7 @@ else
   planned+=(build)
   if [ $build_only -eq 0 ]; then
     planned+=(info detect)
+    [ $parity -eq 0 ] || planned+=(parity)
     [ $gst -eq 0 ] || planned+=(annotate)
     planned+=(tests)
   fi
@@ -464,6 +472,28 @@ note="$(in_root "$clone_dir" python3 -c "$check_detections" build/arm64-frame.js
   die "vd-detect did not find the ball and the box on build/arm64-frame.ppm (found: ${note:-nothing})"
 }
 finish "$note"
+
+# Parity with the x86 engine (tests/arm64/parity.sh says how): the engine built natively
+# in the amd64 build root (oneDNN, its default layers) and this one run on the same
+# model files (the bundled model, ResNet-50-FPN, MobileNetV3-Large-320-FPN and Mask
+# R-CNN with random weights: tests/engine/make_parity_models.c) and frames (the detect
+# phase's and a 360x480 one; Mask R-CNN the first only), every dumped stage compared
+# (tests/arm64/parity.py: its tolerances and why), after a self-check that a model 1 %
+# off fails the comparison.
+# The x86 engine needs the amd64 build root: an amd64 host's cross build.
+if [ $parity -eq 1 ] && [ "$build" = cross ]; then
+  begin parity "the x86 engine (oneDNN) against this one (QEMU_CPU=$cpu) on 4 models and 2 frames, stage by stage"
+  t0=$SECONDS
+  in_build_root bash tests/arm64/parity.sh x86 build/parity || die "the x86 engine's side of the parity failed"
+  x86_s=$((SECONDS - t0)) t0=$SECONDS
+  in_root_cpu "$cpu" bash tests/arm64/parity.sh arm64 build/parity || die "the arm64 engine's side of the parity failed"
+  arm64_s=$((SECONDS - t0)) t0=$SECONDS
+  in_build_root python3 tests/arm64/parity.py compare build/parity || exit
+  finish "x86 $(dur "$x86_s") (build, models, runs, self-check), arm64 $(dur "$arm64_s"), compare $(dur $((SECONDS - t0)))"
+elif [ $parity -eq 1 ]; then
+  begin parity "the x86 engine against this one"
+  finish "skipped: the x86 engine is built in the cross build's amd64 build root (--build cross, an amd64 host)"
+fi
 
 # The main job as tests/debian13.sh runs it, on a clip short enough for emulation:
 # pipelines/annotate.sh with the plugin built above (VISIONDETECT_NO_BUILD=1: its

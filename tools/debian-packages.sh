@@ -37,6 +37,16 @@
 #                      its scenes, which need python3-pil) and the libraries the
 #                      plugin links beyond the engine's (the three vd_gst lists
 #                      installed in the Debian 12 and 13 arm64 roots, 2026-12-06)
+#   vd_engine_reference_packages
+#                      the same build native on amd64 beside the cross build, in
+#                      the arm64 run's build root: the x86 engine its parity phase
+#                      compares the arm64 one with (tests/arm64/parity.sh, which also
+#                      installs oneDNN's library package and unpacks libdnnl-dev's
+#                      amd64 files: libdnnl-dev is not Multi-Arch: same, so it
+#                      cannot be installed beside the arm64 one), and the
+#                      comparison's numpy; the libraries named :amd64, as dpkg
+#                      counts the arm64 ones of a Multi-Arch: same package as
+#                      installed otherwise
 #   vd_install_missing_packages PKG...
 #                      installs those of PKG that dpkg does not list as installed
 #                      (apt-get, no recommends; sudo unless root; nothing where
@@ -107,6 +117,13 @@ vd_gst_run_packages=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   gstreamer1.0-plugins-ugly
   libcairo2 libpangocairo-1.0-0 libmosquitto1
+)
+
+# shellcheck disable=SC2034
+vd_engine_reference_packages=(
+  meson ninja-build pkgconf gcc libc6-dev:amd64
+  libglib2.0-dev:amd64 libjson-glib-dev:amd64
+  python3 python3-numpy
 )
 
 # From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the
