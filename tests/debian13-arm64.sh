@@ -7,10 +7,10 @@
 # alone, unless --gst) built for arm64 (no CUDA, no torch, no GStreamer analytics
 # library), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2; QEMU_CPU=max
 # has SVE, BF16, I8MM): vd-detect --info under both, a detection of the bundled model
-# on a generated frame, the parity with the x86 engine (built natively in the
-# build root below: four models on two frames, stage by stage; tests/arm64/), the main job (pipelines/annotate.sh on a short generated clip,
-# its MP4 and JSON Lines checked as tests/debian13.sh checks them: detections in the
-# JSON) and meson's engine suite.
+# on a generated frame, the parity with the x86 engine (built natively in the build
+# root below: four models on two frames, stage by stage; tests/arm64/), the main job
+# (pipelines/annotate.sh on a short generated clip, its MP4 and JSON Lines checked as
+# tests/debian13.sh checks them: detections in the JSON) and meson's engine suite.
 #
 # The build, on an amd64 host, is a cross build (Debian's multiarch cross toolchain
 # and the arm64 -dev packages, vd_engine_cross_packages and vd_gst_cross_packages) in
