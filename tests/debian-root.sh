@@ -29,6 +29,8 @@
 # line names as not run when the run stops before them. in_root DIR COMMAND ARG...
 # runs a command in the root in a clean environment, in the background in a process
 # group of its own (stopped with everything it started when the run is stopped).
+# vdr_check_annotated checks what the main job (pipelines/annotate.sh) wrote in the
+# clone.
 
 log() { printf '%s: %s\n' "$vdr_name" "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -446,4 +448,27 @@ vdr_clone_phase() {
   fi
   [ "$how" != updating ] || note+=", updated in place"
   finish "$note"
+}
+
+# The main job's output in the clone, as pipelines/annotate.sh writes it by default:
+# out/annotated.mp4 not empty, out/annotated.jsonl every line JSON with at least one
+# frame with detections (visionjson's "objects"). Prints what it found (frames,
+# detections, the MP4's size) or says what is wrong and fails the run.
+vdr_check_annotated() {
+  local note check_json='
+import json, sys
+frames = with_objects = objects = 0
+for line in open(sys.argv[1]):
+    frame = json.loads(line)
+    frames += 1
+    if frame.get("objects"):
+        with_objects += 1
+        objects += len(frame["objects"])
+print("%d frames, %d with detections, %d detections" % (frames, with_objects, objects))
+sys.exit(0 if with_objects > 0 else 1)'
+  [ -s "$clone/out/annotated.mp4" ] || die "pipelines/annotate.sh wrote no out/annotated.mp4"
+  [ -s "$clone/out/annotated.jsonl" ] || die "pipelines/annotate.sh wrote no out/annotated.jsonl"
+  note="$(in_root "$clone_dir" python3 -c "$check_json" out/annotated.jsonl)" \
+    || die "out/annotated.jsonl: no frame with detections ($note)"
+  echo "$note; MP4 $(stat -c %s "$clone/out/annotated.mp4") bytes"
 }

@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The engine on arm64, emulated: a Debian 13 (trixie) arm64 root made with debootstrap
-# --foreign from the host's mirror and finished under qemu-user (binfmt_misc), a fresh
-# clone of this repository's HEAD there, the engine built for arm64 (no GStreamer, no
-# CUDA, no torch), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2;
-# QEMU_CPU=max has SVE, BF16, I8MM): vd-detect --info under both, a detection of the
-# bundled model on a generated frame, and meson's engine suite.
+# The engine and the main job on arm64, emulated: a Debian 13 (trixie) arm64 root, or
+# a Debian 12 (bookworm) one with --debian 12, made with debootstrap --foreign from the
+# host's mirror and finished under qemu-user (binfmt_misc), a fresh clone of this
+# repository's HEAD there, the engine and the GStreamer plugin (Debian 12: the engine
+# alone, unless --gst) built for arm64 (no CUDA, no torch, no GStreamer analytics
+# library), then run under QEMU_CPU=neoverse-n1 (NEON only, a Graviton 2; QEMU_CPU=max
+# has SVE, BF16, I8MM): vd-detect --info under both, a detection of the bundled model
+# on a generated frame, the parity with the x86 engine (built natively in the build
+# root below: four models on two frames, stage by stage; tests/arm64/), the main job
+# (pipelines/annotate.sh on a short generated clip, its MP4 and JSON Lines checked as
+# tests/debian13.sh checks them: detections in the JSON) and meson's engine suite.
 #
 # The build, on an amd64 host, is a cross build (Debian's multiarch cross toolchain
-# and the arm64 -dev packages, vd_engine_cross_packages) in a Debian 13 amd64 build
-# root kept inside the arm64 root (x86-build/ there), where the clone is bound at the
-# same path: native speed, the same objects as the emulated gcc's, byte for byte. The
-# arm64 root has vd_engine_packages (meson, python3 and gcc too: `--build native` and
-# --run build there, emulated); the tests run there.
+# and the arm64 -dev packages, vd_engine_cross_packages and vd_gst_cross_packages) in
+# an amd64 build root of the same release kept inside the arm64 root (x86-build/
+# there), where the clone is bound at the same path: native speed, the same objects
+# as the emulated gcc's, byte for byte. The arm64 root has vd_engine_packages (meson,
+# python3 and gcc too: `--build native` and --run build there, emulated) and
+# vd_gst_run_packages (GStreamer's tools and the main job's elements; with --build
+# native vd_gst_dev_packages too); the tests and the main job run there. The plugin
+# is built without GStreamer's analytics library (-Danalytics=disabled: its arm64
+# -dev package pulls in OpenCV's, and the analytics code is the same C that the
+# Debian 13 amd64 run checks) and without introspection data.
 #
-# tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run).
+# tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run;
+# Debian 13 only: with --debian 12 the engine suite fails, see docs/testing.md).
 # Emulated, the engine suite runs without kernels-nhwc and kernels-xnnpack, which on a
 # NEON-only CPU repeat the kernels test (the engine runs XNNPACK on NHWC there
 # anyway), and VD_TEST_EMULATED=1 shrinks the kernels test's models; where
@@ -28,6 +39,20 @@
 #   SUITE...       meson suites run in the root's build (default: engine)
 #   --worktree     also apply the working tree's uncommitted changes to the clone (git
 #                  diff HEAD, and the untracked files git does not ignore)
+#   --debian 13|12 the Debian release (default 13, trixie; 12 is bookworm, whose
+#                  root is another, VISIONDETECT_ARM64_DEBIAN12_ROOT)
+#   --no-gst       the engine alone: built without GStreamer (-Dgstreamer=disabled),
+#                  no main job, none of the plugin's packages installed (the default
+#                  with --debian 12: there, without a usable XNNPACK, oneDNN runs
+#                  reference kernels under neoverse-n1 and one frame takes 10-20
+#                  minutes emulated)
+#   --gst          the plugin and the main job (the default with Debian 13)
+#   --no-parity    leave the parity with the x86 engine out (the default with
+#                  --debian 12, where each emulated frame takes minutes)
+#   --parity       the parity phase (the default with Debian 13)
+#   --frames N     the main job's clip: N frames of videotestsrc's ball, 320x240
+#                  (default 3, one of each colour scheme; each frame's inference takes
+#                  about 20 s emulated)
 #   --build-only   stop after the build
 #   --build cross|native
 #                  cross (the default on an amd64 host) or native: meson and gcc in
@@ -50,11 +75,14 @@
 #   -h, --help     this text
 #
 # The root is kept in VISIONDETECT_ARM64_ROOT (default /var/cache/visiondetect/
-# debian13-arm64) and reused like tests/debian13.sh's (tests/debian-root.sh has what
-# the two share: the stamp, the mirror, the mounts undone on every exit, the mount
-# namespace, the phases and the summary line); the build root in it likewise, with a
-# stamp of its own. VISIONDETECT_ARM64_MIRROR overrides the mirror;
-# VISIONDETECT_ARM64_UNSHARE=0 runs in the caller's mount namespace.
+# debian13-arm64; with --debian 12, VISIONDETECT_ARM64_DEBIAN12_ROOT, default
+# /var/cache/visiondetect/debian12-arm64) and reused like tests/debian13.sh's
+# (tests/debian-root.sh has what the two share: the stamp, the mirror, the mounts
+# undone on every exit, the mount namespace, the phases and the summary line); the
+# build root in it likewise, with a stamp of its own. A root whose stamp names
+# another release is refused, never made again in place. VISIONDETECT_ARM64_MIRROR
+# overrides the mirror; VISIONDETECT_ARM64_UNSHARE=0 runs in the caller's mount
+# namespace.
 #
 # The host needs an aarch64 interpreter in binfmt_misc: binfmt_misc is mounted when it
 # is not, qemu-user-static and binfmt-support are installed when missing (Debian
@@ -76,22 +104,26 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 self="$repo/tests/debian13-arm64.sh"
 vdr_prefix=VISIONDETECT_ARM64
-vdr_suite=trixie
 vdr_arch=arm64
-vdr_stamp_format="visiondetect Debian 13 arm64 root, format 1"
 vdr_root_env_globs=(CI 'ONEDNN_*' 'DNNL_*' 'QEMU_*')
 # shellcheck source=tests/debian-root.sh
 source "$repo/tests/debian-root.sh"
 vdr_become_root "$@"
 
 worktree="${VISIONDETECT_ARM64_WORKTREE:-0}" build_only=0 suites=() cpu="${QEMU_CPU:-neoverse-n1}"
-multiplier=10 run_cmd="" shell=0 update=0 build=native
+multiplier=10 run_cmd="" shell=0 update=0 build=native debian=13 gst="" frames=3 parity=""
 [ "$(dpkg --print-architecture 2>/dev/null)" != amd64 ] || build=cross
 while [ $# -gt 0 ]; do
   case "$1" in
     --worktree) worktree=1 ;;
     --build-only) build_only=1 ;;
     --build) [ $# -ge 2 ] || die "--build needs cross or native"; build=$2; shift ;;
+    --debian) [ $# -ge 2 ] || die "--debian needs 13 or 12"; debian=$2; shift ;;
+    --no-gst) gst=0 ;;
+    --gst) gst=1 ;;
+    --no-parity) parity=0 ;;
+    --parity) parity=1 ;;
+    --frames) [ $# -ge 2 ] || die "--frames needs a number"; frames=$2; shift ;;
     --cpu) [ $# -ge 2 ] || die "--cpu needs a CPU"; cpu=$2; shift ;;
     --timeout-multiplier) [ $# -ge 2 ] || die "--timeout-multiplier needs a number"; multiplier=$2; shift ;;
     --run) [ $# -ge 2 ] || die "--run needs a command"; run_cmd=$2; shift ;;
@@ -107,6 +139,17 @@ done
 [ ${#suites[@]} -gt 0 ] || suites=(engine)
 [[ "$multiplier" =~ ^[1-9][0-9]*$ ]] || die "--timeout-multiplier: a whole number, not '$multiplier'"
 [[ "$cpu" =~ ^[A-Za-z0-9._-]+$ ]] || die "--cpu: a qemu CPU name, not '$cpu'"
+[[ "$frames" =~ ^[1-9][0-9]*$ ]] || die "--frames: a whole number, not '$frames'"
+# the release: its suite, its root (and the variable that moves it), its stamps
+case "$debian" in
+  13|trixie) debian=13 vdr_suite=trixie root_var=VISIONDETECT_ARM64_ROOT ;;
+  12|bookworm) debian=12 vdr_suite=bookworm root_var=VISIONDETECT_ARM64_DEBIAN12_ROOT ;;
+  *) die "--debian: 13 (trixie) or 12 (bookworm), not '$debian'" ;;
+esac
+[ -n "$gst" ] || if [ "$debian" -ge 13 ]; then gst=1; else gst=0; fi
+[ -n "$parity" ] || if [ "$debian" -ge 13 ]; then parity=1; else parity=0; fi
+vdr_stamp_format="visiondetect Debian $debian arm64 root, format 1"
+build_stamp_format="visiondetect Debian $debian amd64 build root for arm64, format 1"
 [ -z "$run_cmd" ] || [ $shell -eq 0 ] || die "--run and --shell: one of them"
 case "$build" in
   native) ;;
@@ -115,16 +158,22 @@ case "$build" in
   *) die "--build: cross or native, not '$build'" ;;
 esac
 [ $update -eq 0 ] || [ -n "$run_cmd" ] || [ $shell -eq 1 ] || die "--update goes with --run or --shell"
-vdr_label="Debian 13 arm64 ($vdr_suite, QEMU_CPU=$cpu)"
+vdr_label="Debian $debian arm64 ($vdr_suite, QEMU_CPU=$cpu)"
 # QEMU_CPU is --cpu's, and only where it is given (in_root_cpu); the rest runs under
 # qemu's default CPU
 unset QEMU_CPU
 
-vdr_set_root /var/cache/visiondetect/debian13-arm64
+# vdr_set_root reads VISIONDETECT_ARM64_ROOT: the release's own variable's value
+# shellcheck disable=SC2034  # read by vdr_set_root, through vdr_prefix
+VISIONDETECT_ARM64_ROOT="${!root_var:-}"
+vdr_set_root "/var/cache/visiondetect/debian$debian-arm64"
+# another release's root is not made again in place (its stamp's format differs)
+if [ -f "$root/$stamp_name" ] && ! grep -qx "suite $vdr_suite" "$root/$stamp_name"; then
+  die "$root holds a root of another release ($(sed -n 's/^suite //p' "$root/$stamp_name")), not $vdr_suite: set $root_var to another folder"
+fi
 
 # the build root (amd64, for the cross build), inside the arm64 root
 build_root="$root/x86-build"
-build_stamp_format="visiondetect Debian 13 amd64 build root for arm64, format 1"
 cross_file="$clone_dir/.git/arm64-cross.ini"   # in the clone: the same file in both roots
 
 if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
@@ -135,7 +184,12 @@ else
   planned=(root clone packages)
   [ "$build" != cross ] || planned+=(build-root)
   planned+=(build)
-  [ $build_only -eq 1 ] || planned+=(info detect tests)
+  if [ $build_only -eq 0 ]; then
+    planned+=(info detect)
+    [ $parity -eq 0 ] || planned+=(parity)
+    [ $gst -eq 0 ] || planned+=(annotate)
+    planned+=(tests)
+  fi
 fi
 
 # ---- the emulator ------------------------------------------------------------------
@@ -193,7 +247,8 @@ vdr_prepare_root() {
 # Made or reused like the arm64 root (the shared code, with root, vdr_arch and the
 # stamp's format as the build root's), mounted (proc, dev; the arm64 root's /build
 # bound onto its /build, so that the clone has the same path in both), arm64 added to
-# dpkg and vd_engine_cross_packages installed.
+# dpkg and vd_engine_cross_packages installed (and vd_gst_cross_packages, unless
+# --no-gst).
 build_root_phase() {
   local note t0
   begin build-root "$build_root (amd64: the cross toolchain and the arm64 -dev packages)"
@@ -219,9 +274,11 @@ build_root_phase() {
   # shellcheck disable=SC2016  # expanded in the build root
   in_root "$clone_dir" bash -c 'dpkg --configure -a &&
     { dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64 && apt-get update -q; }; } &&
-    source tools/debian-packages.sh && vd_install_missing_packages "${vd_engine_cross_packages[@]}" &&
-    { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc-aarch64-linux-gnu libdnnl-dev:arm64 meson || true; }' \
-    debian13-arm64.sh \
+    source tools/debian-packages.sh && pkgs=("${vd_engine_cross_packages[@]}") &&
+    { [ "$1" = 0 ] || pkgs+=("${vd_gst_cross_packages[@]}"); } && vd_install_missing_packages "${pkgs[@]}" &&
+    { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc-aarch64-linux-gnu libdnnl-dev:arm64 \
+        libgstreamer1.0-dev:arm64 meson 2>/dev/null || true; }' \
+    debian13-arm64.sh "$gst" \
     || exit
   finish "$note; packages $(dur $((SECONDS - t0)))"
 }
@@ -229,14 +286,17 @@ build_root_phase() {
 in_build_root() { in_root_at "$build_root" "$clone_dir" "$@"; }
 
 # meson's cross file: Debian's triplet-named tools (the arm64 root has the same names
-# for its own gcc and pkgconf, so the build tree works in both)
+# for its own gcc and pkgconf, so the build tree works in both); Debian 12's meson
+# (1.0) knows pkg-config by its older key, pkgconfig, which 1.3 and later deprecate
 write_cross_file() {
-  cat > "$root$cross_file" <<'CROSS'
+  local pkg_config_key=pkg-config
+  [ "$debian" -ge 13 ] || pkg_config_key=pkgconfig
+  cat > "$root$cross_file" <<CROSS
 [binaries]
 c = 'aarch64-linux-gnu-gcc'
 ar = 'aarch64-linux-gnu-gcc-ar'
 strip = 'aarch64-linux-gnu-strip'
-pkg-config = 'aarch64-linux-gnu-pkg-config'
+$pkg_config_key = 'aarch64-linux-gnu-pkg-config'
 
 [properties]
 # the arm64 programs run through binfmt_misc
@@ -283,13 +343,24 @@ else
   vdr_clone_phase "$worktree"
 fi
 
-begin packages "tools/debian-packages.sh's vd_engine_packages (emulated apt)"
+# the arm64 root's packages: the engine's, and the main job's (to run it; to build it
+# too in a native build)
+gst_packages=none
+[ $gst -eq 0 ] || gst_packages=$build
+begin packages "tools/debian-packages.sh's vd_engine_packages$(case $gst_packages in
+  cross) echo ", vd_gst_run_packages" ;; native) echo ", vd_gst_run_packages, vd_gst_dev_packages" ;;
+  esac) (emulated apt)"
 # shellcheck disable=SC2016  # expanded in the root
 # (dpkg --configure -a first: finishes an installation a killed run interrupted)
 in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
-  vd_install_missing_packages "${vd_engine_packages[@]}" &&
-  { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc libdnnl-dev meson || true; }' \
-  debian13-arm64.sh \
+  pkgs=("${vd_engine_packages[@]}") &&
+  case "$1" in
+    cross) pkgs+=("${vd_gst_run_packages[@]}") ;;
+    native) pkgs+=("${vd_gst_run_packages[@]}" "${vd_gst_dev_packages[@]}") ;;
+  esac && vd_install_missing_packages "${pkgs[@]}" &&
+  { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc libdnnl-dev meson \
+      gstreamer1.0-tools 2>/dev/null || true; }' \
+  debian13-arm64.sh "$gst_packages" \
   || exit
 finish
 
@@ -326,7 +397,15 @@ if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
   exit 0
 fi
 
-setup_args=(--buildtype=release -Dgstreamer=disabled -Dcuda=disabled -Dparity_tests=disabled)
+setup_args=(--buildtype=release -Dcuda=disabled -Dparity_tests=disabled)
+if [ $gst -eq 1 ]; then
+  # the plugin without the analytics library and introspection data (see the top)
+  setup_args+=(-Dgstreamer=enabled -Danalytics=disabled -Dintrospection=disabled)
+  build_what="the engine and the plugin (release; no CUDA, parity tests, analytics or introspection)"
+else
+  setup_args+=(-Dgstreamer=disabled)
+  build_what="the engine (release; no GStreamer, CUDA or parity tests)"
+fi
 # shellcheck disable=SC2016  # expanded by the root's sh
 setup_and_build='meson setup build "$@" >/tmp/meson-setup.log 2>&1 || { cat /tmp/meson-setup.log; exit 1; }
   grep -A11 "^  Features" /tmp/meson-setup.log || true
@@ -334,11 +413,11 @@ setup_and_build='meson setup build "$@" >/tmp/meson-setup.log 2>&1 || { cat /tmp
 if [ "$build" = cross ]; then
   build_root_phase
   write_cross_file
-  begin build "meson setup build --cross-file (release, no GStreamer, CUDA or parity tests) && ninja -C build, in the build root"
+  begin build "meson setup build --cross-file && ninja -C build, in the build root: $build_what"
   in_build_root sh -c "$setup_and_build" sh --cross-file "$cross_file" "${setup_args[@]}" || exit
   finish "cross, gcc $(in_build_root aarch64-linux-gnu-gcc -dumpfullversion)"
 else
-  begin build "meson setup build (release, no GStreamer, CUDA or parity tests) && ninja -C build, emulated"
+  begin build "meson setup build && ninja -C build, emulated: $build_what"
   in_root "$clone_dir" sh -c "$setup_and_build" sh "${setup_args[@]}" || exit
   finish "native, emulated gcc $(in_root "$clone_dir" gcc -dumpfullversion)"
 fi
@@ -393,6 +472,41 @@ note="$(in_root "$clone_dir" python3 -c "$check_detections" build/arm64-frame.js
   die "vd-detect did not find the ball and the box on build/arm64-frame.ppm (found: ${note:-nothing})"
 }
 finish "$note"
+
+# Parity with the x86 engine (tests/arm64/parity.sh says how): the engine built natively
+# in the amd64 build root (oneDNN, its default layers) and this one run on the same
+# model files (the bundled model, ResNet-50-FPN, MobileNetV3-Large-320-FPN and Mask
+# R-CNN with random weights: tests/engine/make_parity_models.c) and frames (the detect
+# phase's and a 360x480 one; Mask R-CNN the first only), every dumped stage compared
+# (tests/arm64/parity.py: its tolerances and why), after a self-check that a model 1 %
+# off fails the comparison.
+# The x86 engine needs the amd64 build root: an amd64 host's cross build.
+if [ $parity -eq 1 ] && [ "$build" = cross ]; then
+  begin parity "the x86 engine (oneDNN) against this one (QEMU_CPU=$cpu) on 4 models and 2 frames, stage by stage"
+  t0=$SECONDS
+  in_build_root bash tests/arm64/parity.sh x86 build/parity || die "the x86 engine's side of the parity failed"
+  x86_s=$((SECONDS - t0)) t0=$SECONDS
+  in_root_cpu "$cpu" bash tests/arm64/parity.sh arm64 build/parity || die "the arm64 engine's side of the parity failed"
+  arm64_s=$((SECONDS - t0)) t0=$SECONDS
+  in_build_root python3 tests/arm64/parity.py compare build/parity || exit
+  finish "x86 $(dur "$x86_s") (build, models, runs, self-check), arm64 $(dur "$arm64_s"), compare $(dur $((SECONDS - t0)))"
+elif [ $parity -eq 1 ]; then
+  begin parity "the x86 engine against this one"
+  finish "skipped: the x86 engine is built in the cross build's amd64 build root (--build cross, an amd64 host)"
+fi
+
+# The main job as tests/debian13.sh runs it, on a clip short enough for emulation:
+# pipelines/annotate.sh with the plugin built above (VISIONDETECT_NO_BUILD=1: its
+# package step and build are the amd64 run's; here the packages phase and the build
+# did them), checked the same way (tests/debian-root.sh, vdr_check_annotated).
+if [ $gst -eq 1 ]; then
+  begin annotate "VISIONDETECT_NO_BUILD=1 pipelines/annotate.sh --frames $frames --size 320x240 (the main job, QEMU_CPU=$cpu)"
+  rm -f "$clone/out/annotated.mp4" "$clone/out/annotated.jsonl"
+  in_root_cpu "$cpu" env VISIONDETECT_NO_BUILD=1 pipelines/annotate.sh --frames "$frames" --size 320x240 \
+    || die "pipelines/annotate.sh failed"
+  note="$(vdr_check_annotated)" || exit
+  finish "$note"
+fi
 
 # Each test's result and seconds from meson's log (testlog.json), one line each.
 test_table='

@@ -123,23 +123,8 @@ fi
 
 begin annotate "pipelines/annotate.sh (the main job)"
 in_root "$clone_dir" pipelines/annotate.sh || exit
-# every line JSON, at least one frame with detections (visionjson's "objects")
-check_json='
-import json, sys
-frames = with_objects = objects = 0
-for line in open(sys.argv[1]):
-    frame = json.loads(line)
-    frames += 1
-    if frame.get("objects"):
-        with_objects += 1
-        objects += len(frame["objects"])
-print("%d frames, %d with detections, %d detections" % (frames, with_objects, objects))
-sys.exit(0 if with_objects > 0 else 1)'
-[ -s "$clone/out/annotated.mp4" ] || die "pipelines/annotate.sh wrote no out/annotated.mp4"
-[ -s "$clone/out/annotated.jsonl" ] || die "pipelines/annotate.sh wrote no out/annotated.jsonl"
-note="$(in_root "$clone_dir" python3 -c "$check_json" out/annotated.jsonl)" \
-  || die "out/annotated.jsonl: no frame with detections ($note)"
-finish "$note; MP4 $(stat -c %s "$clone/out/annotated.mp4") bytes"
+note="$(vdr_check_annotated)" || exit
+finish "$note"
 
 install_test_packages
 

@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 # The Debian packages of the README's two commands, in one place. Sourced (not run)
 # by pipelines/common.sh, tests/run.sh, tests/debian13.sh and tests/debian13-arm64.sh
-# (inside their Debian 13 roots, from the clone there).
+# (inside their Debian roots, from the clone there).
 #
 #   vd_main_packages   the main job (pipelines/*.sh): build the project and run its
 #                      pipelines (x264enc is in -ugly, most decoders in -libav;
@@ -18,6 +18,35 @@
 #                      the same build cross-compiled for arm64 on amd64 (Debian's
 #                      cross toolchain and the arm64 -dev packages, multiarch: the
 #                      arm64 run's build root, where dpkg has arm64 added)
+#   vd_gst_dev_packages
+#                      the plugin's -dev packages beyond the engine's, as
+#                      vd_main_packages names them (GStreamer, Cairo and Pango,
+#                      libmosquitto), without GStreamer's analytics library: the
+#                      arm64 run builds the main job's plugin from the engine's
+#                      list and these (in the arm64 root with --build native)
+#   vd_gst_cross_packages
+#                      the same, arm64, for the cross build beside
+#                      vd_engine_cross_packages (the analytics library's arm64
+#                      -dev package would pull in OpenCV's: 380 packages more,
+#                      220 MB; the arm64 run builds with -Danalytics=disabled)
+#   vd_gst_run_packages
+#                      the main job run from a plugin built elsewhere (the arm64
+#                      root, beside vd_engine_packages): gst-launch-1.0, the
+#                      elements of pipelines/annotate.sh's pipeline on the
+#                      generated ball (x264enc is in -ugly, mp4mux in -good; not
+#                      its scenes, which need python3-pil) and the libraries the
+#                      plugin links beyond the engine's (the three vd_gst lists
+#                      installed in the Debian 12 and 13 arm64 roots, 2026-12-06)
+#   vd_engine_reference_packages
+#                      the same build native on amd64 beside the cross build, in
+#                      the arm64 run's build root: the x86 engine its parity phase
+#                      compares the arm64 one with (tests/arm64/parity.sh, which also
+#                      installs oneDNN's library package and unpacks libdnnl-dev's
+#                      amd64 files: libdnnl-dev is not Multi-Arch: same, so it
+#                      cannot be installed beside the arm64 one), and the
+#                      comparison's numpy; the libraries named :amd64, as dpkg
+#                      counts the arm64 ones of a Multi-Arch: same package as
+#                      installed otherwise
 #   vd_install_missing_packages PKG...
 #                      installs those of PKG that dpkg does not list as installed
 #                      (apt-get, no recommends; sudo unless root; nothing where
@@ -73,6 +102,28 @@ vd_engine_packages=(
 vd_engine_cross_packages=(
   meson ninja-build pkgconf python3 gcc-aarch64-linux-gnu
   libc6-dev:arm64 libglib2.0-dev:arm64 libjson-glib-dev:arm64 libdnnl-dev:arm64
+)
+
+# shellcheck disable=SC2034
+vd_gst_dev_packages=(
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libcairo2-dev libpango1.0-dev
+  libmosquitto-dev
+)
+# shellcheck disable=SC2034
+vd_gst_cross_packages=("${vd_gst_dev_packages[@]/%/:arm64}")
+
+# shellcheck disable=SC2034
+vd_gst_run_packages=(
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-ugly
+  libcairo2 libpangocairo-1.0-0 libmosquitto1
+)
+
+# shellcheck disable=SC2034
+vd_engine_reference_packages=(
+  meson ninja-build pkgconf gcc libc6-dev:amd64
+  libglib2.0-dev:amd64 libjson-glib-dev:amd64
+  python3 python3-numpy
 )
 
 # From Debian 13 on (GStreamer 1.24 and newer) the main job and the tests build the

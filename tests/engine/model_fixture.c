@@ -274,44 +274,109 @@ fixture *fx_tiny(const tiny_arch *a)
     return fx;
 }
 
-/* The tiny fixture as a Mask R-CNN (engine/MASKRCNN.md): a 4x4 mask pooler on the
- * four levels, two 3x3 convolutions of 6 and 5 channels (v1: with bias; @norm:
- * v2, without bias and with batch-norm), the transposed convolution to 4 channels,
- * the 1x1 logits to the 3 classes. */
-fixture *fx_tiny_mask(gboolean norm)
+/* The tiny fixture's mask head: a 4x4 mask pooler, two 3x3 convolutions of 6 and 5
+ * channels (@norm: without bias, each followed by batch-norm, as v2), the transposed
+ * convolution to 4 channels. */
+mask_arch mask_tiny(gboolean norm)
 {
-    tiny_arch a = tiny_basic();
-    fixture *fx = fx_tiny(&a);
-    const int channels[2] = {6, 5};
-    int in = 8;
+    mask_arch m = {
+        .output_size = 4,
+        .n_convs = 2,
+        .conv_channels = {6, 5},
+        .dim_reduced = 4,
+        .norm = norm,
+    };
+    return m;
+}
+
+/* torchvision's maskrcnn_resnet50_fpn mask branch: a 14x14 mask pooler, MaskRCNNHeads
+ * of four 3x3 convolutions of 256 channels with bias, MaskRCNNPredictor's transposed
+ * convolution to 256 channels (dim_reduced) and its 1x1 logits. */
+mask_arch mask_torchvision(void)
+{
+    mask_arch m = {
+        .output_size = 14,
+        .n_convs = 4,
+        .conv_channels = {256, 256, 256, 256},
+        .dim_reduced = 256,
+        .norm = FALSE,
+    };
+    return m;
+}
+
+/* fx_tiny(@a) as a Mask R-CNN (engine/MASKRCNN.md) with the mask branch @m on the
+ * four levels "0".."3": the mask head's convolutions (v1: with bias; norm: v2,
+ * without bias and with batch-norm), the transposed convolution to dim_reduced
+ * channels, the 1x1 logits to the classes. */
+fixture *fx_mask(const tiny_arch *a, const mask_arch *m)
+{
+    fixture *fx = fx_tiny(a);
+    int in = a->fpn_channels;
     char conv[64], bn[64];
+    GString *head = g_string_new(NULL);
 
     fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"", "\"architecture\":\"maskrcnn\"");
-    fx_config_replace(fx, "\"min_size\":0.01}",
-                      norm ? "\"min_size\":0.01,\"mask_head\":{\"output_size\":4,"
-                             "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
-                             "\"conv_channels\":[6,5],\"dilation\":1,\"norm\":\"batch_norm\","
-                             "\"dim_reduced\":4}}"
-                           : "\"min_size\":0.01,\"mask_head\":{\"output_size\":4,"
-                             "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
-                             "\"conv_channels\":[6,5],\"dilation\":1,\"norm\":\"none\","
-                             "\"dim_reduced\":4}}");
-    for (int j = 0; j < 2; j++) {
+    g_string_printf(head,
+                    "\"min_size\":0.01,\"mask_head\":{\"output_size\":%d,"
+                    "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                    "\"conv_channels\":[",
+                    m->output_size);
+    for (int j = 0; j < m->n_convs; j++)
+        g_string_append_printf(head, "%s%d", j ? "," : "", m->conv_channels[j]);
+    g_string_append_printf(head, "],\"dilation\":1,\"norm\":\"%s\",\"dim_reduced\":%d}}",
+                           m->norm ? "batch_norm" : "none", m->dim_reduced);
+    fx_config_replace(fx, "\"min_size\":0.01}", head->str);
+    g_string_free(head, TRUE);
+    for (int j = 0; j < m->n_convs; j++) {
         g_snprintf(conv, sizeof conv, "roi_heads.mask_head.%d.0", j);
         g_snprintf(bn, sizeof bn, "roi_heads.mask_head.%d.1", j);
-        if (norm)
-            add_conv_bn(fx, conv, bn, channels[j], in, 3);
+        if (m->norm)
+            add_conv_bn(fx, conv, bn, m->conv_channels[j], in, 3);
         else
-            add_conv_bias(fx, conv, channels[j], in, 3);
-        in = channels[j];
+            add_conv_bias(fx, conv, m->conv_channels[j], in, 3);
+        in = m->conv_channels[j];
     }
     {
-        const gint64 wshape[4] = {5, 4, 2, 2}, bshape[1] = {4};
+        /* ConvTranspose2d's weight: [in][out][2][2] */
+        const gint64 wshape[4] = {in, m->dim_reduced, 2, 2}, bshape[1] = {m->dim_reduced};
         fx_add(fx, "roi_heads.mask_predictor.conv5_mask.weight", 4, wshape);
         fx_add(fx, "roi_heads.mask_predictor.conv5_mask.bias", 1, bshape);
     }
-    add_conv_bias(fx, "roi_heads.mask_predictor.mask_fcn_logits", 3, 4, 1);
+    add_conv_bias(fx, "roi_heads.mask_predictor.mask_fcn_logits", a->num_classes, m->dim_reduced,
+                  1);
     return fx;
+}
+
+/* The tiny fixture as a Mask R-CNN: tiny_basic() with mask_tiny(@norm). */
+fixture *fx_tiny_mask(gboolean norm)
+{
+    tiny_arch a = tiny_basic();
+    mask_arch m = mask_tiny(norm);
+    return fx_mask(&a, &m);
+}
+
+/* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
+ * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
+ * RoIs, a 1024-wide box head, 91 classes (the transform is fx_tiny's 96/160). */
+tiny_arch resnet50_fpn_arch(void)
+{
+    tiny_arch a = tiny_basic();
+    a.bottleneck = TRUE;
+    a.depth = 50;
+    a.layers[0] = 3;
+    a.layers[1] = 4;
+    a.layers[2] = 6;
+    a.layers[3] = 3;
+    a.n_returned = 4;
+    for (int i = 0; i < 4; i++)
+        a.returned[i] = i + 1;
+    a.fpn_channels = 256;
+    a.n_sizes = 1;
+    a.n_ratios = 3;
+    a.roi_size = 7;
+    a.representation = 1024;
+    a.num_classes = 91;
+    return a;
 }
 
 /* Random weights scaled by 1/sqrt(fan-in) and unit batch-norm statistics, so that

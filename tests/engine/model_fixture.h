@@ -72,10 +72,24 @@ typedef struct {
     int min_size, max_size, rpn_top_n;
 } mnv3_arch;
 
+/* A Mask R-CNN's mask branch (MaskRCNNHeads and MaskRCNNPredictor). */
+typedef struct {
+    int output_size; /* the mask pooler's */
+    int n_convs;     /* 3x3 convolutions of the mask head */
+    int conv_channels[4];
+    int dim_reduced; /* the transposed convolution's output channels */
+    gboolean norm;   /* v2: batch-norm after each convolution, no bias */
+} mask_arch;
+
 /* tiny_basic() as a Mask R-CNN: a 4x4 mask pooler, two 3x3 convolutions of 6 and 5
  * channels (with bias; @norm: without, each followed by batch-norm, as v2), the
  * transposed convolution to 4 channels and the 1x1 logits to the 3 classes. */
 fixture *fx_tiny_mask(gboolean norm);
+mask_arch mask_tiny(gboolean norm);
+/* maskrcnn_resnet50_fpn's: 14x14, four convolutions of 256, dim_reduced 256 */
+mask_arch mask_torchvision(void);
+/* fx_tiny(@a) with the mask branch @m (the logits to @a's classes) */
+fixture *fx_mask(const tiny_arch *a, const mask_arch *m);
 void fx_tensor_free(gpointer data);
 void fx_free(fixture *fx);
 float fill_value(guint salt, gsize i);
@@ -87,6 +101,8 @@ void add_conv_bn(fixture *fx, const char *conv, const char *bn, int out, int in,
 void add_conv_bias(fixture *fx, const char *prefix, int out, int in, int k);
 void add_linear(fixture *fx, const char *prefix, int out, int in);
 tiny_arch tiny_basic(void);
+/* fasterrcnn_resnet50_fpn's architecture (fx_tiny's transform, 96/160) */
+tiny_arch resnet50_fpn_arch(void);
 int arch_stage_channels(const tiny_arch *a, int stage);
 char *arch_config(const tiny_arch *a);
 fixture *fx_tiny(const tiny_arch *a);
