@@ -118,7 +118,12 @@ void *alloc_aligned(size_t bytes, const char *what, GError **error)
 
 static size_t dt_size(dnnl_data_type_t dt)
 {
-    return dt == dnnl_bf16 ? 2 : vd_layers_is_int8(dt) ? 1 : 4;
+    return dt == dnnl_bf16 || dt == dnnl_f16 ? 2 : vd_layers_is_int8(dt) ? 1 : 4;
+}
+
+dnnl_data_type_t act_dt(const cpu_state *st)
+{
+    return st->fp16 ? dnnl_f16 : st->bf16 ? dnnl_bf16 : dnnl_f32;
 }
 
 /* Bytes of an h x w x c activation (blocked with @cb > 0: channels padded to a
@@ -639,6 +644,21 @@ static dnnl_format_tag_t stem_tag(const cpu_state *st)
     return st->act_tag == dnnl_nhwc ? dnnl_nhwc : dnnl_nchw;
 }
 
+/* The network input rounded to fp16 (NHWC to NHWC, XNNPACK's fp16 layers): a
+ * plain loop, where oneDNN's f16 reorder would be a reference one on aarch64. */
+static gboolean step_input_f16(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    const float *src = step->src->data;
+    uint16_t *dst = step->dst->data;
+    ptrdiff_t n = (ptrdiff_t)step->src->h * step->src->w * step->src->c;
+#pragma omp parallel for
+    for (ptrdiff_t i = 0; i < n; i++)
+        dst[i] = vd_f32_to_f16(src[i]);
+    return TRUE;
+}
+
 gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
                     dnnl_data_type_t dt, GError **error)
 {
@@ -648,6 +668,16 @@ gboolean plan_input(cpu_state *st, cpu_plan *plan, char *temps, size_t in_bytes,
                         ? NULL
                         : plan_tensor_tag(st, plan, plan->padded_h, plan->padded_w, 3, dt,
                                           stem_tag(st), temps + in_bytes, error);
+    if (plan->stem_in != NULL && dt == dnnl_f16) {
+        if (plan->stem_in->tag != dnnl_nhwc) {
+            g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "fp16 input in a layout not NHWC");
+            return FALSE;
+        }
+        cpu_step *step = plan_step(plan, step_input_f16, "input conversion");
+        step->src = plan->input;
+        step->dst = plan->stem_in;
+        return TRUE;
+    }
     if (plan->stem_in == NULL ||
         !vd_layers_reorder_new(st->engine, vd_layers_memory_md(plan->input->mem),
                                vd_layers_memory_md(plan->stem_in->mem), &plan->input_convert,
@@ -695,7 +725,7 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
     int n_ret = cfg->n_returned_layers;
     int fc = cfg->fpn_channels;
     int A = cfg->anchors_per_location;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     gboolean int8 = st->int8;
     float sum_scale[4] = {0}, level_scale[VD_MAX_FPN_LEVELS] = {0};
     if (int8) {
@@ -917,9 +947,7 @@ static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *
             size_t at = t->cb > 0             ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
                         : t->tag == dnnl_nchw ? (size_t)c * hw + p
                                               : p * t->c + c;
-            nchw[(size_t)c * hw + p] = t->dt == dnnl_bf16
-                                           ? bf16_to_f32(((const uint16_t *)t->data)[at])
-                                           : ((const float *)t->data)[at];
+            nchw[(size_t)c * hw + p] = load_f32(t->data, t->dt, at);
         }
     int64_t shape[4] = {1, t->c, t->h, t->w};
     vd_context_observe(ctx, name, nchw, shape, 4);
@@ -1059,17 +1087,15 @@ static void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h)
 
 /* acc[i] += ((w1*v1[i] + w2*v2[i]) + w3*v3[i]) + w4*v4[i] for every channel of one
  * bilinear sample @s of a map (@n_cb vectors of @CB channels, @bstride elements
- * apart, pixels @pstride apart: tensor_strides), float32 or bfloat16 (@BF16: widened to float32
- * first, exactly): the four-term sum first, then added, as torchvision's CPU kernel (and
- * vd_roi_align_nhwc) does. Inlined with constant @CB and @BF16. */
+ * apart, pixels @pstride apart: tensor_strides), float32, bfloat16 or fp16 (@DT: widened
+ * to float32 first, exactly): the four-term sum first, then added, as torchvision's CPU
+ * kernel (and vd_roi_align_nhwc) does. Inlined with constant @CB and @DT. */
 static inline __attribute__((always_inline)) void
 roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride, size_t pstride,
-                     const vd_math_roi_sample *s, int n_cb, const int CB, const gboolean BF16)
+                     const vd_math_roi_sample *s, int n_cb, const int CB, const dnnl_data_type_t DT)
 {
     const float w1 = s->w[0], w2 = s->w[1], w3 = s->w[2], w4 = s->w[3];
-#define ROI_AT(k, i)                                                                               \
-    (BF16 ? bf16_to_f32(((const uint16_t *)f)[at + (size_t)s->pos[k] * pstride + (i)])             \
-          : ((const float *)f)[at + (size_t)s->pos[k] * pstride + (i)])
+#define ROI_AT(k, i) load_f32(f, DT, at + (size_t)s->pos[k] * pstride + (i))
     for (int cb = 0; cb < n_cb; cb++) {
         size_t at = (size_t)cb * bstride;
         float *restrict a = acc + cb * CB;
@@ -1083,36 +1109,39 @@ roi_accumulate_block(float *restrict acc, const void *restrict f, size_t bstride
 
 /* One sample into the accumulators, for either vector width (16 or 8: the blocks,
  * or NHWC's channels in vectors; each with its loop unrolled at compile time). */
-VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features, gboolean bf16,
-                                      size_t bstride, size_t pstride, const vd_math_roi_sample *s,
-                                      int n_cb, int cb)
+VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features,
+                                      dnnl_data_type_t dt, size_t bstride, size_t pstride,
+                                      const vd_math_roi_sample *s, int n_cb, int cb)
 {
-    if (bf16 && cb == 16)
-        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, TRUE);
-    else if (bf16)
-        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, TRUE);
+    if (dt == dnnl_bf16 && cb == 16)
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, dnnl_bf16);
+    else if (dt == dnnl_bf16)
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, dnnl_bf16);
+    else if (dt == dnnl_f16 && cb == 16)
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, dnnl_f16);
+    else if (dt == dnnl_f16)
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, dnnl_f16);
     else if (cb == 16)
-        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, FALSE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 16, dnnl_f32);
     else
-        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, FALSE);
+        roi_accumulate_block(acc, features, bstride, pstride, s, n_cb, 8, dnnl_f32);
 }
 
 /* roi_align (aligned=False, spec §5.5) over one feature map, blocked or NHWC with
- * a multiple of 8 channels (float32, or
- * bfloat16 read as float32 as torch's autocast runs roi_align in float32), the
+ * a multiple of 8 channels (float32, or bfloat16 or fp16 read as float32 as torch's
+ * autocast runs roi_align in float32), the
  * arithmetic of vd_roi_align_nhwc: RoI r goes to output row roi_index[r] in torch's
  * flatten order [channels][pooled * pooled] (that of the model's fc6 weights, which
- * float32 then uses as they are), float32 or rounded to bfloat16 (@out_bf16). The
+ * float32 then uses as they are), float32 or rounded to bfloat16 or fp16 (@out_dt). The
  * bins of one RoI are accumulated channel-innermost and transposed once. */
 static void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index,
                                int n_rois, float spatial_scale, int pooled, int sampling_ratio,
-                               void *out, gboolean out_bf16, size_t out_roi_stride)
+                               void *out, dnnl_data_type_t out_dt, size_t out_roi_stride)
 {
     int CB;
     size_t bstride, pstride;
     tensor_strides(f, &CB, &bstride, &pstride);
     int C = f->c, n_cb = (C + CB - 1) / CB;
-    gboolean in_bf16 = f->dt == dnnl_bf16;
 #pragma omp parallel
     {
         int n_bins = pooled * pooled;
@@ -1132,7 +1161,7 @@ static void roi_align_features(const cpu_tensor *f, const float *rois, const int
                             float x =
                                 vd_math_roi_sample_coord(g.start_x, pw, g.bin_w, ix, g.grid_w);
                             vd_math_roi_sample s = vd_math_roi_bilinear(y, x, f->h, f->w);
-                            roi_accumulate(acc, f->data, in_bf16, bstride, pstride, &s, n_cb, CB);
+                            roi_accumulate(acc, f->data, f->dt, bstride, pstride, &s, n_cb, CB);
                         }
                     }
                     /* a division, not a reciprocal product */
@@ -1142,11 +1171,11 @@ static void roi_align_features(const cpu_tensor *f, const float *rois, const int
                 }
             }
             size_t stride = (size_t)n_cb * CB;
-            if (out_bf16) {
+            if (out_dt != dnnl_f32) {
                 uint16_t *dst = (uint16_t *)out + row;
                 for (int c = 0; c < C; c++)
                     for (int b = 0; b < n_bins; b++)
-                        dst[(size_t)c * n_bins + b] = f32_to_bf16(bins[b * stride + c]);
+                        store_f32(dst, out_dt, (size_t)c * n_bins + b, bins[b * stride + c]);
             } else {
                 float *dst = (float *)out + row;
                 for (int c = 0; c < C; c++)
@@ -1177,12 +1206,13 @@ static void packed_linear_clear(cpu_packed_linear *pl)
  * "Figures behind choices in the code"), uses them in place: @weight
  * must then outlive the context (the model's weights do). With XNNPACK
  * (cpu_state.xnn), its linear operator with ReLU fused where @relu, which packs
- * its own copy. */
+ * its own copy, from the activation type to it (@relu: fc6, fc7) or to float32
+ * (the predictor). */
 static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
                             const float *bias, int in, int out, int rows, gboolean borrow,
                             gboolean relu, GError **error)
 {
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     dnnl_dims_t wei_dims = {in, out}, bias_dims = {1, out};
     dnnl_memory_t user = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -1191,7 +1221,8 @@ static gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *w
     pl->in = in;
     pl->out = out;
     if (st->xnn != NULL) {
-        pl->xnn = vd_xnn_linear_new(st->xnn, in, out, weight, bias, relu, "box head linear", error);
+        pl->xnn = vd_xnn_linear_new(st->xnn, in, out, weight, bias, relu, act_dt(st),
+                                    relu ? act_dt(st) : dnnl_f32, "box head linear", error);
         return pl->xnn != NULL;
     }
     /* [out][in] row-major is the {in, out} matrix with tag ba */
@@ -1244,7 +1275,7 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
     dnnl_primitive_desc_t pd = NULL;
     l->rows = rows;
     if (pl->xnn != NULL) {
-        /* XNNPACK's operator (float32 here), on memory objects that carry the
+        /* XNNPACK's operator (float32 or fp16), on memory objects that carry the
          * pointers as oneDNN's do */
         dnnl_dims_t src_dims = {rows, pl->in}, dst_dims = {rows, pl->out};
         l->xnn = pl->xnn;
@@ -1283,7 +1314,6 @@ static void roi_convs_clear(cpu_roi_convs *rc)
         cpu_roi_layer *l = &rc->layers[j];
         vd_layers_primitive_free(l->prim);
         vd_xnn_op_free(l->xnn);
-        vd_layers_pd_free(l->pd);
         vd_layers_primitive_free(rc->relayout[j]);
         dnnl_memory_t mems[] = {l->src, l->weights,           l->bias,
                                 l->dst, rc->relayout_from[j], rc->relayout_to[j]};
@@ -1334,14 +1364,19 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
     };
     dnnl_primitive_desc_t pd = NULL;
     if (st->xnn != NULL) {
-        /* XNNPACK's operator in NHWC; the descriptor only describes the tensors */
+        /* XNNPACK's operator in NHWC (roi_convs_init_xnn) */
         desc.src_tag = desc.dst_tag = dnnl_nhwc;
         desc.src_md = NULL;
+        l->xnn = vd_xnn_conv_new(st->xnn, &desc, w->weight, w->bias, what, error);
+        if (l->xnn == NULL)
+            return FALSE;
+        *out_size = osize;
+        *max_bytes = MAX(*max_bytes, (size_t)rows * size * size * desc.in_c * dt_size(dt));
+        *max_bytes = MAX(*max_bytes, (size_t)rows * osize * osize * desc.out_c * dt_size(dt));
+        return TRUE;
     }
     gboolean ok = vd_layers_conv_pd(st->engine, &desc, &pd, what, error);
-    if (ok && st->xnn != NULL)
-        ok = (l->xnn = vd_xnn_conv_new(st->xnn, &desc, w->weight, w->bias, what, error)) != NULL;
-    else if (ok)
+    if (ok)
         ok = vd_layers_primitive_new(pd, &l->prim, what, error) &&
              vd_layers_conv_weights(st->engine, st->stream, pd, &desc, w->weight, w->bias,
                                     &l->weights, &l->bias, what, error);
@@ -1351,18 +1386,58 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
         *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_src_md)));
         *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_pd_md(pd, dnnl_query_dst_md)));
     }
-    if (ok && l->xnn != NULL)
-        l->pd = pd;
-    else
-        vd_layers_pd_free(pd);
+    vd_layers_pd_free(pd);
     return ok;
 }
 
-/* The primitive descriptor of @l: its primitive's, or the one that describes
- * XNNPACK's tensors. */
+/* The primitive descriptor of @l (oneDNN's layers). */
 static const_dnnl_primitive_desc_t roi_layer_pd(const cpu_roi_layer *l)
 {
-    return l->pd != NULL ? l->pd : vd_layers_primitive_pd(l->prim);
+    return vd_layers_primitive_pd(l->prim);
+}
+
+/* With XNNPACK's layers: the operators of a convolution stack as roi_convs_init
+ * makes it, all NHWC, its input and output transposed by loops (roi_convs_run). */
+static gboolean roi_convs_init_xnn(cpu_state *st, cpu_roi_convs *rc,
+                                   const cpu_roi_layer_spec *specs, int n, int rows, int size,
+                                   dnnl_data_type_t dt, const char *what, GError **error)
+{
+    size_t max_bytes = 0;
+    int out_size = size;
+    for (int j = 0; j < n; j++)
+        if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt, NULL, &out_size,
+                            &max_bytes, what, error))
+            return FALSE;
+    rc->n_layers = n;
+    rc->rows = rows;
+    rc->in_c = specs[0].conv->in_channels;
+    rc->in_size = size;
+    rc->out_c = specs[n - 1].conv->out_channels;
+    rc->out_size = out_size;
+    rc->es = dt_size(dt);
+    for (int k = 0; k < 2; k++)
+        if (!(rc->buffers[k] = alloc_aligned(max_bytes, what, error)))
+            return FALSE;
+    return TRUE;
+}
+
+/* @rows images of @c x @hw elements of @es bytes, NCHW -> NHWC (@to_nhwc) or back. */
+static void transpose_rows(const char *src, char *dst, int rows, int c, size_t hw, size_t es,
+                           gboolean to_nhwc)
+{
+#pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        const char *s = src + (size_t)r * c * hw * es;
+        char *d = dst + (size_t)r * c * hw * es;
+        for (int ch = 0; ch < c; ch++)
+            for (size_t p = 0; p < hw; p++) {
+                size_t nchw = ((size_t)ch * hw + p) * es, nhwc = (p * c + ch) * es;
+                if (to_nhwc)
+                    memcpy(d + nhwc, s + nchw, es);
+                else
+                    memcpy(d + nchw, s + nhwc, es);
+            }
+    }
 }
 
 /* The primitives of a convolution stack (@specs, @n layers, @n >= 1) for @rows RoIs
@@ -1376,6 +1451,8 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
                                int n, int rows, int size, dnnl_data_type_t dt,
                                gboolean follow_layouts, const char *what, GError **error)
 {
+    if (st->xnn != NULL)
+        return roi_convs_init_xnn(st, rc, specs, n, rows, size, dt, what, error);
     /* descriptors borrowed from the layers' primitives */
     vd_layer_md prev_md = NULL;
     size_t max_bytes = 0;
@@ -1437,6 +1514,17 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
 static gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
                               const char *what, GError **error)
 {
+    if (rc->layers[0].xnn != NULL) {
+        transpose_rows(in, rc->buffers[0], rc->rows, rc->in_c, (size_t)rc->in_size * rc->in_size,
+                       rc->es, TRUE);
+        for (int j = 0; j < rc->n_layers; j++)
+            if (!vd_xnn_run(st->xnn, rc->layers[j].xnn, 0, rc->buffers[j % 2],
+                            rc->buffers[1 - j % 2], error))
+                return FALSE;
+        transpose_rows(rc->buffers[rc->n_layers % 2], out, rc->rows, rc->out_c,
+                       (size_t)rc->out_size * rc->out_size, rc->es, FALSE);
+        return TRUE;
+    }
     if (!vd_layers_memory_set_data(rc->plain_in, in, what, error) ||
         !vd_layers_memory_set_data(rc->plain_out, out, what, error) ||
         !vd_layers_reorder(rc->to_blocked, st->stream, rc->plain_in, rc->blocked_in, what, error))
@@ -1467,7 +1555,7 @@ static gboolean box_convs_init(cpu_state *st, cpu_box_head_plan *bp, int rows, G
     for (int j = 0; j < cfg->n_box_convs; j++)
         specs[j] = (cpu_roi_layer_spec){&m->box_convs[j], FALSE, TRUE};
     return roi_convs_init(st, &bp->convs, specs, cfg->n_box_convs, rows, cfg->roi_output_size,
-                          st->bf16 ? dnnl_bf16 : dnnl_f32, TRUE, "box head convolutions", error);
+                          act_dt(st), TRUE, "box head convolutions", error);
 }
 
 static void box_plans_clear(cpu_state *st)
@@ -1496,7 +1584,7 @@ static cpu_box_head_plan *box_head_plan(cpu_state *st, int n, GError **error)
                    ? n
                    : MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM,
                          BOX_ROWS_QUANTUM);
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     size_t es = dt_size(dt);
     int rep = st->fc6.out, n_out = st->predictor.out;
 
@@ -1561,12 +1649,11 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         return FALSE;
     /* the RoI features go into the plan's temps (the RPN's hidden layer is dead)
      * when they are large enough */
-    size_t pooled_bytes = (size_t)bp->rows * in6 * dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32);
+    size_t pooled_bytes = (size_t)bp->rows * in6 * dt_size(act_dt(st));
     void *pooled = plan->temps;
     if (pooled_bytes > plan->temps_bytes) {
         if (st->pooled == NULL)
-            st->pooled = alloc_aligned((size_t)st->box_capacity * in6 *
-                                           dt_size(st->bf16 ? dnnl_bf16 : dnnl_f32),
+            st->pooled = alloc_aligned((size_t)st->box_capacity * in6 * dt_size(act_dt(st)),
                                        "RoI features", error);
         if (st->pooled == NULL)
             return FALSE;
@@ -1594,7 +1681,7 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
         if (m == 0)
             continue;
         roi_align_features(plan->fpn_out[l], rois, index, m, plan->pooler.scales[l], P,
-                           cfg->roi_sampling_ratio, pooled, st->bf16, roi_row);
+                           cfg->roi_sampling_ratio, pooled, act_dt(st), roi_row);
     }
     vd_context_stage_mark(ctx, VD_STAGE_ROI_ALIGN);
 
@@ -1721,7 +1808,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         }
         if (m > 0)
             roi_align_features(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
-                               cfg->mask_sampling_ratio, mp->pooled, FALSE, (size_t)C * P * P);
+                               cfg->mask_sampling_ratio, mp->pooled, dnnl_f32, (size_t)C * P * P);
     }
     if (observe) {
         int64_t shape[4] = {n, C, P, P};
@@ -2072,7 +2159,7 @@ static gboolean choose_layout(cpu_state *st, GError **error)
         st->model->config.fpn_channels % 8 != 0)
         return TRUE;
 
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     enum { C = 256, HW = 64 };
     vd_conv_desc desc = vd_layers_probe_desc(C, HW, dt, dnnl_format_tag_any);
     desc.act = VD_ACT_RELU;
@@ -2140,17 +2227,52 @@ static void refuse_precision(GError **error, const vd_cpu_caps *caps, const char
     g_free(runs);
 }
 
+/* Refuses fp16 (where fp16_runs() says no), naming the cause: oneDNN's layers
+ * (@layers_why says why they run), an aarch64 CPU without the FP16 arithmetic, or
+ * XNNPACK without fp16 kernels for this processor (@f16_why). */
+static void refuse_fp16(GError **error, const vd_cpu_caps *caps, gboolean xnn,
+                        const char *layers_why, const char *f16_why)
+{
+    const char *head = "precision fp16 needs XNNPACK's layers and the CPU's FP16 arithmetic "
+                       "(aarch64 asimdhp, Cortex-A76 and later; on x86 XNNPACK's AVX2 and F16C "
+                       "kernels)";
+    if (!xnn)
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s; the CPU backend's layers run oneDNN here (%s%s), which has no fp16 "
+                    "kernels for this CPU (%s): use fp32%s",
+                    head, layers_why, vd_xnn_built() ? "" : "; this build has no XNNPACK",
+                    caps->description, caps->native_bf16 ? " or bf16" : "");
+    else if (caps->arch == VD_CPU_ARCH_AARCH64 && !caps->fp16)
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s; this aarch64 CPU runs %s, without the FP16 arithmetic: use fp32", head,
+                    caps->description);
+    else
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s; the layers run XNNPACK here (%s), but %s (%s): use fp32", head, layers_why,
+                    f16_why, caps->description);
+}
+
+/* Whether fp16 runs here: XNNPACK's layers (@xnn), on an aarch64 CPU with the
+ * FP16 arithmetic, where XNNPACK has fp16 kernels (*@f16_why says why not). */
+static gboolean fp16_runs(const vd_cpu_caps *caps, gboolean xnn, const char **f16_why)
+{
+    *f16_why = "";
+    return xnn && (caps->arch != VD_CPU_ARCH_AARCH64 || caps->fp16) &&
+           vd_xnn_f16_supported(f16_why);
+}
+
 /* What the CPU backend runs on this machine (oneDNN's ISA, capped by
- * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, int8 with
- * VNNI on a calibrated ResNet model, calibration in fp32 on a ResNet model, and
- * a box head whose fc6 takes the pooler's output. */
+ * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, fp16 on
+ * XNNPACK's layers with the CPU's FP16 arithmetic, int8 with VNNI on a calibrated
+ * ResNet model, calibration in fp32 on a ResNet model, and a box head whose fc6
+ * takes the pooler's output. */
 static gboolean cpu_supports(const vd_model *model, const vd_context_params *params, GError **error)
 {
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
     const vd_config *cfg = &model->config;
     const cpu_backbone *backbone = backbone_of(model);
-    /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32: AUTO is fp32 there */
+    /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32 or fp16: AUTO is fp32 there */
     gboolean xnn = FALSE;
     const char *why = NULL;
     if (!vd_xnn_choose(&xnn, &why, error))
@@ -2163,9 +2285,9 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         return FALSE;
     }
     if (precision != VD_PRECISION_FP32 && precision != VD_PRECISION_BF16 &&
-        precision != VD_PRECISION_INT8) {
+        precision != VD_PRECISION_FP16 && precision != VD_PRECISION_INT8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision %s is not supported on the CPU backend (fp32, bf16 or int8)",
+                    "precision %s is not supported on the CPU backend (fp32, bf16, fp16 or int8)",
                     vd_precision_name(precision));
         return FALSE;
     }
@@ -2218,10 +2340,15 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
                          caps.bf16 ? "BF16, which this oneDNN does not use" : NULL);
         return FALSE;
     }
-    if (xnn && precision != VD_PRECISION_FP32) {
+    const char *f16_why = NULL;
+    if (precision == VD_PRECISION_FP16 && !fp16_runs(&caps, xnn, &f16_why)) {
+        refuse_fp16(error, &caps, xnn, why, f16_why);
+        return FALSE;
+    }
+    if (xnn && precision != VD_PRECISION_FP32 && precision != VD_PRECISION_FP16) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision %s: the CPU backend's layers run XNNPACK here (%s), in fp32 only: "
-                    "use fp32",
+                    "precision %s: the CPU backend's layers run XNNPACK here (%s), in fp32 (or "
+                    "fp16 with the CPU's FP16 arithmetic) only: use fp32",
                     vd_precision_name(precision), why);
         return FALSE;
     }
@@ -2238,7 +2365,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     const char *layers_why = NULL;
     if (!vd_xnn_choose(&xnn, &layers_why, error))
         return NULL;
-    gboolean native_bf16 = caps.native_bf16 && !xnn; /* XNNPACK's layers: float32 */
+    gboolean native_bf16 = caps.native_bf16 && !xnn; /* XNNPACK's layers: no bf16 */
     ctx->params.precision = cpu_precision(&ctx->params, native_bf16);
 
     cpu_state *st = g_new0(cpu_state, 1);
@@ -2252,6 +2379,8 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->int8 = ctx->params.precision == VD_PRECISION_INT8;
     /* int8 runs its float layers in bf16 where the processor has it natively */
     st->bf16 = ctx->params.precision == VD_PRECISION_BF16 || (st->int8 && native_bf16);
+    /* fp16: XNNPACK's layers only (cpu_supports) */
+    st->fp16 = ctx->params.precision == VD_PRECISION_FP16;
     if (ctx->params.calibrate)
         st->ranges_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     st->n_threads = ctx->params.n_threads > 0 ? ctx->params.n_threads : omp_get_num_procs();
@@ -2275,7 +2404,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->own_winograd =
         g_strcmp0(winograd, "own") == 0 ||
         (g_strcmp0(winograd, "0") != 0 && !st->winograd && st->cb == 8 && caps.own_winograd_ok);
-    if (st->bf16) /* float32 only (use_winograd) */
+    if (st->bf16 || st->fp16) /* float32 only (use_winograd) */
         st->winograd = st->own_winograd = FALSE;
     if (!choose_layout(st, error) || !prepare_weights(st, error)) {
         cpu_destroy(st);
@@ -2306,8 +2435,10 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s%s, %d threads, layout %s, "
                               "Winograd %s%s%s%s",
                               version, st->caps.description, st->int8 ? "int8 + " : "",
-                              st->bf16 ? "bf16" : "fp32", st->n_threads,
-                              st->act_tag == dnnl_nhwc ? "nhwc" : block,
+                              st->fp16   ? "fp16"
+                              : st->bf16 ? "bf16"
+                                         : "fp32",
+                              st->n_threads, st->act_tag == dnnl_nhwc ? "nhwc" : block,
                               st->winograd       ? "oneDNN"
                               : st->own_winograd ? "own"
                                                  : "off",

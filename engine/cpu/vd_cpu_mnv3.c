@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's MobileNetV3 backbone (engine/MOBILENETV3.md: the stem, the
  * inverted residual blocks with squeeze-and-excitation in plain C, the last 1x1
- * convolution), in fp32 or bf16: its plan (tensors, convolutions and the steps
+ * convolution), in fp32, bf16 or fp16: its plan (tensors, convolutions and the steps
  * that run them) and its kernels. */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
@@ -18,7 +18,7 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
     tensor_strides(t, &CB, &bstride, &pstride);
     int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
     size_t hw = (size_t)t->h * t->w;
-    gboolean bf16 = t->dt == dnnl_bf16;
+    dnnl_data_type_t dt = t->dt;
     float *mean = work, *hidden = work + C, *scale = work + 2 * C;
 
 #pragma omp parallel for
@@ -28,8 +28,7 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
         int n = MIN(CB, C - cb * CB);
         for (size_t p = 0; p < hw; p++)
             for (int i = 0; i < n; i++)
-                acc[i] += bf16 ? bf16_to_f32(((const uint16_t *)t->data)[at + p * pstride + i])
-                               : ((const float *)t->data)[at + p * pstride + i];
+                acc[i] += load_f32(t->data, dt, at + p * pstride + i);
         for (int i = 0; i < n; i++)
             mean[cb * CB + i] = (float)(acc[i] / (double)hw);
     }
@@ -55,10 +54,10 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
             size_t at = (size_t)cb * bstride + p * pstride;
             /* the padding channels of a last partial block stay 0 */
             int n = MIN(CB, C - cb * CB);
-            if (bf16) {
-                uint16_t *v = (uint16_t *)t->data + at;
+            if (dt != dnnl_f32) {
                 for (int i = 0; i < n; i++)
-                    v[i] = f32_to_bf16(bf16_to_f32(v[i]) * scale[cb * CB + i]);
+                    store_f32(t->data, dt, at + i,
+                              load_f32(t->data, dt, at + i) * scale[cb * CB + i]);
             } else {
                 float *v = (float *)t->data + at;
                 for (int i = 0; i < n; i++)
@@ -94,7 +93,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     int n_features = model->mnv3.n_computed; /* features[0 .. n_features - 1] */
     int n_blocks = MIN(n_features - 1, cfg->mnv3.n_blocks);
     gboolean returned[VD_MAX_BLOCKS + 2] = {FALSE};

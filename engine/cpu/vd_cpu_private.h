@@ -7,6 +7,7 @@
 #define VD_CPU_PRIVATE_H
 
 #include "vd_context_private.h"
+#include "cpu/vd_cpu_half.h"
 #include "cpu/vd_cpu_isa.h"
 #include "cpu/vd_cpu_layers.h"
 #include "cpu/vd_cpu_ops.h"
@@ -39,8 +40,28 @@ static inline float bf16_to_f32(uint16_t h)
     return f;
 }
 
+/* Element @i of a float32, bfloat16 or fp16 (dnnl_f16) array @p of type @dt, as
+ * float32 (exact). */
+static inline float load_f32(const void *p, dnnl_data_type_t dt, size_t i)
+{
+    return dt == dnnl_bf16  ? bf16_to_f32(((const uint16_t *)p)[i])
+           : dt == dnnl_f16 ? vd_f16_to_f32(((const uint16_t *)p)[i])
+                            : ((const float *)p)[i];
+}
+
+/* Stores @v as element @i of @p of type @dt (rounded to nearest even). */
+static inline void store_f32(void *p, dnnl_data_type_t dt, size_t i, float v)
+{
+    if (dt == dnnl_bf16)
+        ((uint16_t *)p)[i] = f32_to_bf16(v);
+    else if (dt == dnnl_f16)
+        ((uint16_t *)p)[i] = vd_f32_to_f16(v);
+    else
+        ((float *)p)[i] = v;
+}
+
 /* One activation of one image: a oneDNN memory object over a buffer that is
- * either its own or shared with other intermediates. Float32 or bfloat16,
+ * either its own or shared with other intermediates. Float32, bfloat16 or fp16,
  * blocked (nChw16c or nChw8c, channels padded to a multiple of the block), NHWC (the input) or
  * NCHW (the stem's copy of it). Owned by the plan. */
 typedef struct {
@@ -160,7 +181,7 @@ typedef struct {
     GPtrArray *buffers; /* aligned activation buffers (free()), all of the plan's */
 
     cpu_tensor *input;   /* [Hp][Wp][3] float32 NHWC, written by pre-processing */
-    cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode), the stem's input:
+    cpu_tensor *stem_in; /* its NCHW copy (bfloat16 in bf16 mode, fp16 in fp16), the stem's input:
                           * oneDNN's fast kernels for 3 input channels want NCHW */
     dnnl_primitive_t input_convert;
     cpu_conv stem;
@@ -247,10 +268,7 @@ typedef struct {
 typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, bias, dst;
-    /* XNNPACK's (cpu_state.xnn) instead of prim, and the primitive descriptor
-     * that describes its NHWC src and dst */
-    vd_xnn_op *xnn;
-    dnnl_primitive_desc_t pd;
+    vd_xnn_op *xnn; /* XNNPACK's (cpu_state.xnn) instead of prim, NHWC */
 } cpu_roi_layer;
 
 /* What a layer of a stack computes: @conv's weights, as a convolution or, with
@@ -278,6 +296,12 @@ typedef struct {
     dnnl_primitive_t to_blocked, to_plain;
     dnnl_memory_t plain_in, blocked_in, blocked_out, plain_out; /* plain: handles set per run */
     void *buffers[2];
+    /* XNNPACK's layers (NHWC): no oneDNN primitive; the RoIs' NCHW <-> NHWC
+     * transposes are loops (for fp16, which oneDNN reorders in reference loops on
+     * aarch64): @rows of @in_c x @in_size^2 in, @out_c x @out_size^2 out, @es bytes
+     * per element */
+    int rows, in_c, in_size, out_c, out_size;
+    size_t es;
 } cpu_roi_convs;
 
 typedef struct {
@@ -315,6 +339,7 @@ struct cpu_state {
     dnnl_stream_t stream;
     int n_threads;
     gboolean bf16; /* the float layers in bfloat16 */
+    gboolean fp16; /* the float layers in fp16 (XNNPACK's layers only) */
     /* int8: the ResNet body's convolutions (the stem aside) and the FPN's lateral
      * ones, on activations quantised with the model's calibrated ranges */
     gboolean int8;
@@ -330,7 +355,7 @@ struct cpu_state {
     dnnl_format_tag_t block_tag; /* dnnl_nChw16c or dnnl_nChw8c */
     dnnl_format_tag_t act_tag;   /* the activations' layout: block_tag or dnnl_nhwc
                                   * (choose_layout) */
-    /* XNNPACK runs the convolutions, pooling and linear layers (float32, NHWC)
+    /* XNNPACK runs the convolutions, pooling and linear layers (float32 or fp16, NHWC)
      * where oneDNN has only reference kernels (vd_xnn_choose: @layers_why says
      * why, either way); NULL: oneDNN does */
     vd_xnn *xnn;
@@ -349,8 +374,8 @@ struct cpu_state {
 
     /* box-head workspace for up to box_capacity RoIs (grown on demand) */
     int box_capacity;
-    void *pooled;    /* [cap][P*P*C], f32 or bf16 */
-    void *h6, *h7;   /* [cap][rep], f32 or bf16 */
+    void *pooled;    /* [cap][P*P*C], f32, bf16 or fp16 */
+    void *h6, *h7;   /* [cap][rep], f32, bf16 or fp16 */
     float *head_out; /* [cap][5K] */
     cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
     int box_plan_next;
@@ -405,6 +430,8 @@ void *try_alloc(size_t n_floats, const char *what, GError **error);
 void *alloc_aligned(size_t bytes, const char *what, GError **error);
 size_t round64(size_t n);
 size_t tensor_bytes(int h, int w, int c, dnnl_data_type_t dt, int cb);
+/* The float layers' activation type: dnnl_f16, dnnl_bf16 or dnnl_f32. */
+dnnl_data_type_t act_dt(const cpu_state *st);
 size_t act_bytes(const cpu_state *st, int h, int w, int c, dnnl_data_type_t dt);
 size_t tensor_size(const cpu_tensor *t);
 cpu_tensor *plan_tensor_tag(cpu_state *st, cpu_plan *plan, int h, int w, int c, dnnl_data_type_t dt,

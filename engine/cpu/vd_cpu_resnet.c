@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's ResNet backbone (resnet_fpn_backbone's body: the stem, the
  * max-pool and the BasicBlock or Bottleneck stages up to the last one the FPN
- * takes), in fp32, bf16 or int8 (vd_cpu_backend.c says how int8 runs): its
+ * takes), in fp32, bf16, fp16 or int8 (vd_cpu_backend.c says how int8 runs): its
  * plan (tensors, convolutions and the steps that run them, with calibration's
  * records) and its kernels. */
 #include "vd_config.h"
@@ -12,7 +12,7 @@ static gboolean maxpool_init(cpu_state *st, cpu_plan *plan, GError **error)
     if (st->xnn != NULL) {
         const cpu_tensor *in = plan->resnet.stem_out;
         plan->resnet.maxpool_xnn =
-            vd_xnn_max_pool_new(st->xnn, in->c, in->h, in->w, 3, 2, 1, "max-pool", error);
+            vd_xnn_max_pool_new(st->xnn, in->c, in->h, in->w, 3, 2, 1, in->dt, "max-pool", error);
         return plan->resnet.maxpool_xnn != NULL;
     }
     dnnl_primitive_desc_t pd = NULL;
@@ -50,7 +50,7 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     gboolean bottleneck = cfg->resnet.block == VD_BLOCK_BOTTLENECK;
-    dnnl_data_type_t dt = st->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t dt = act_dt(st);
     dnnl_data_type_t qdt = st->int8 ? dnnl_u8 : dt; /* the blocks' activations */
     int stem_c = model->stem.out_channels;
     int sh =

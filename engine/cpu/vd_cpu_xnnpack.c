@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's layers on XNNPACK (see vd_cpu_xnnpack.h): its operator API
  * (create with the packed weights, reshape for the shapes, setup with the
- * pointers, run on a pthreadpool), float32 NHWC. XNNPACK fuses a clamp (ReLU)
- * into its convolutions and linear layers; a sum with dst's previous contents and
- * hardswish run after the layer, in one pass over its output on the same pool. */
+ * pointers, run on a pthreadpool), float32 or fp16 NHWC (the _f16 operators, given
+ * float32 weights with XNN_FLAG_FP32_STATIC_WEIGHTS, which XNNPACK packs as fp16).
+ * XNNPACK fuses a clamp (ReLU) into its convolutions and linear layers; a sum with
+ * dst's previous contents, hardswish and an fp16 layer's widening to a float32
+ * output run after the layer, in one pass over its output on the same pool (in
+ * float32 on the fp16 values, rounded back to fp16 where the output is fp16). */
 #include "cpu/vd_cpu_xnnpack.h"
+
+#include "cpu/vd_cpu_half.h"
 
 #include "vd_config.h"
 #include "vd_math.h"
@@ -113,7 +118,7 @@ struct vd_xnn {
     pthreadpool_t pool;
     void *workspace; /* the convolutions' (XNNPACK's indirection and packing) */
     size_t workspace_size;
-    float *tmp; /* a convolution's output before the sum */
+    void *tmp; /* a layer's output before the sum, or an fp16 one before widening */
     size_t tmp_size;
 };
 
@@ -122,7 +127,9 @@ struct vd_xnn_op {
     xnn_operator_t op;
     char *what;
     size_t workspace_size; /* a convolution's, from its reshape */
-    size_t dst_floats;     /* per run (a linear layer's per row) */
+    size_t dst_floats;     /* output values per run (a linear layer's per row) */
+    gboolean f16;          /* an _f16 operator: fp16 input and output */
+    gboolean widen;        /* f16, its output widened to float32 into dst (via tmp) */
     int out;               /* a linear layer's outputs */
     int rows;              /* the rows a linear layer was last reshaped for (0: none) */
     /* the pass after the layer: dst = act(dst + layer) with sum, else act(layer) */
@@ -210,8 +217,51 @@ void vd_xnn_op_free(vd_xnn_op *op)
 
 const char *vd_xnn_op_impl(const vd_xnn_op *op)
 {
-    (void)op;
-    return "xnnpack:f32";
+    return op->f16 ? "xnnpack:f16" : "xnnpack:f32";
+}
+
+/* Whether XNNPACK runs its fp16 operators on this processor: they exist where its
+ * hardware configuration has fp16 kernels (aarch64 with the FP16 arithmetic, x86
+ * with AVX2 and F16C); elsewhere their create calls answer "unsupported hardware".
+ * Probed once a process with a small convolution. */
+gboolean vd_xnn_f16_supported(const char **why)
+{
+    static gsize once;
+    static enum xnn_status status;
+    if (g_once_init_enter(&once)) {
+        enum xnn_status st = xnn_initialize(NULL);
+        if (st == xnn_status_success) {
+            const float w[8 * 8] = {0}, b[8] = {0};
+            xnn_operator_t op = NULL;
+            st = xnn_create_convolution2d_nhwc_f16(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, w,
+                                                   b, -INFINITY, INFINITY,
+                                                   XNN_FLAG_FP32_STATIC_WEIGHTS, NULL, NULL, &op);
+            if (op != NULL)
+                xnn_delete_operator(op);
+        }
+        status = st;
+        g_once_init_leave(&once, 1);
+    }
+    *why = status == xnn_status_success ? "XNNPACK runs fp16 operators here"
+           : status == xnn_status_unsupported_hardware
+               ? "XNNPACK has no fp16 kernels for this processor"
+               : "XNNPACK made no fp16 operator";
+    return status == xnn_status_success;
+}
+
+/* Whether @src and @dst (dnnl_f32 or dnnl_f16) make an operator XNNPACK runs here:
+ * float32, fp16, or fp16 widened to a float32 output; *@f16, *@widen say which. */
+static gboolean op_types(dnnl_data_type_t src, dnnl_data_type_t dst, gboolean *f16, gboolean *widen,
+                         const char *what, GError **error)
+{
+    *f16 = src == dnnl_f16;
+    *widen = *f16 && dst == dnnl_f32;
+    if ((src == dnnl_f32 && dst == dnnl_f32) || (*f16 && (dst == dnnl_f16 || *widen)))
+        return TRUE;
+    g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                "%s: XNNPACK's layers run float32 or fp16 here, not %s to %s", what,
+                src == dnnl_bf16 ? "bf16" : "this type", dst == dnnl_bf16 ? "bf16" : "this type");
+    return FALSE;
 }
 
 static vd_xnn_op *op_new(op_kind kind, const char *what)
@@ -262,17 +312,22 @@ static float *xnn_weights(const vd_conv_desc *d, const float *w)
 vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
                            const float *bias, const char *what, GError **error)
 {
-    if (desc->src_dt != dnnl_f32 || desc->dst_dt != dnnl_f32) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: XNNPACK's layers run float32 only here", what);
+    gboolean f16, widen;
+    if (!op_types(desc->src_dt, desc->dst_dt, &f16, &widen, what, error))
         return NULL;
-    }
     if (desc->deconv && (desc->groups != 1 || desc->sum)) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                     "%s: a grouped transposed convolution, or one with a sum", what);
         return NULL;
     }
+    if (widen && desc->sum) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "%s: a sum onto a float32 output of an fp16 layer", what);
+        return NULL;
+    }
     vd_xnn_op *op = op_new(desc->deconv ? OP_DECONV : OP_CONV, what);
+    op->f16 = f16;
+    op->widen = widen;
     /* ReLU is XNNPACK's clamp unless a sum comes first; hardswish is ours */
     op->sum = desc->sum;
     op->act = desc->act == VD_ACT_RELU && !desc->sum ? VD_ACT_NONE : desc->act;
@@ -284,19 +339,38 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     enum xnn_status st;
     gboolean ok;
 
-    if (desc->deconv) {
-        st = xnn_create_deconvolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og,
-                                                 (size_t)desc->in_c, (size_t)desc->out_c, w, bias,
-                                                 lo, INFINITY, 0, NULL, NULL, &op->op);
+    /* fp16: the float32 weights and bias, which XNNPACK rounds as it packs them */
+    uint32_t flags = f16 ? XNN_FLAG_FP32_STATIC_WEIGHTS : 0;
+    size_t ic = (size_t)desc->in_c, oc = (size_t)desc->out_c;
+    if (desc->deconv && f16) {
+        st = xnn_create_deconvolution2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og, ic, oc, w,
+                                                 bias, lo, INFINITY, flags, NULL, NULL, &op->op);
+        ok = check(st, "xnn_create_deconvolution2d_nhwc_f16", what, error) &&
+             check(xnn_reshape_deconvolution2d_nhwc_f16(op->op, (size_t)desc->n, (size_t)desc->in_h,
+                                                        (size_t)desc->in_w, 0, 0, &out_h, &out_w,
+                                                        x->pool),
+                   "xnn_reshape_deconvolution2d_nhwc_f16", what, error);
+    } else if (desc->deconv) {
+        st = xnn_create_deconvolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og, ic, oc, w,
+                                                 bias, lo, INFINITY, 0, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_deconvolution2d_nhwc_f32", what, error) &&
              check(xnn_reshape_deconvolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                         (size_t)desc->in_w, 0, 0, &out_h, &out_w,
                                                         x->pool),
                    "xnn_reshape_deconvolution2d_nhwc_f32", what, error);
+    } else if (f16) {
+        st = xnn_create_convolution2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups,
+                                               ig, og, ic, oc, w, bias, lo, INFINITY, flags, NULL,
+                                               NULL, &op->op);
+        ok = check(st, "xnn_create_convolution2d_nhwc_f16", what, error) &&
+             check(xnn_reshape_convolution2d_nhwc_f16(op->op, (size_t)desc->n, (size_t)desc->in_h,
+                                                      (size_t)desc->in_w, &op->workspace_size,
+                                                      &align, &out_h, &out_w, x->pool),
+                   "xnn_reshape_convolution2d_nhwc_f16", what, error);
     } else {
         st = xnn_create_convolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups,
-                                               ig, og, (size_t)desc->in_c, (size_t)desc->out_c, w,
-                                               bias, lo, INFINITY, 0, NULL, NULL, &op->op);
+                                               ig, og, ic, oc, w, bias, lo, INFINITY, 0, NULL, NULL,
+                                               &op->op);
         ok = check(st, "xnn_create_convolution2d_nhwc_f32", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                       (size_t)desc->in_w, &op->workspace_size,
@@ -320,8 +394,9 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     ok =
         ok &&
         grow(&x->workspace, &x->workspace_size, op->workspace_size, "XNNPACK's workspace", error) &&
-        (!op->sum || grow((void **)&x->tmp, &x->tmp_size, op->dst_floats * sizeof(float),
-                          "a convolution's output", error));
+        (!(op->sum || op->widen) ||
+         grow(&x->tmp, &x->tmp_size, op->dst_floats * (f16 ? 2 : sizeof(float)),
+              "a convolution's output", error));
     if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
@@ -330,16 +405,27 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
 }
 
 vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, const float *bias,
-                             gboolean relu, const char *what, GError **error)
+                             gboolean relu, dnnl_data_type_t src_dt, dnnl_data_type_t dst_dt,
+                             const char *what, GError **error)
 {
     (void)x;
+    gboolean f16, widen;
+    if (!op_types(src_dt, dst_dt, &f16, &widen, what, error))
+        return NULL;
     vd_xnn_op *op = op_new(OP_LINEAR, what);
     op->out = out;
     op->dst_floats = (size_t)out;
-    if (!check(xnn_create_fully_connected_nc_f32((size_t)in, (size_t)out, (size_t)in, (size_t)out,
-                                                 weight, bias, relu ? 0.0f : -INFINITY, INFINITY, 0,
-                                                 NULL, NULL, &op->op),
-               "xnn_create_fully_connected_nc_f32", what, error)) {
+    op->f16 = f16;
+    op->widen = widen;
+    float lo = relu ? 0.0f : -INFINITY;
+    if (f16 ? !check(xnn_create_fully_connected_nc_f16(
+                         (size_t)in, (size_t)out, (size_t)in, (size_t)out, weight, bias, lo,
+                         INFINITY, XNN_FLAG_FP32_STATIC_WEIGHTS, NULL, NULL, &op->op),
+                     "xnn_create_fully_connected_nc_f16", what, error)
+            : !check(xnn_create_fully_connected_nc_f32((size_t)in, (size_t)out, (size_t)in,
+                                                       (size_t)out, weight, bias, lo, INFINITY, 0,
+                                                       NULL, NULL, &op->op),
+                     "xnn_create_fully_connected_nc_f32", what, error)) {
         vd_xnn_op_free(op);
         return NULL;
     }
@@ -347,17 +433,31 @@ vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, co
 }
 
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
-                               int padding, const char *what, GError **error)
+                               int padding, dnnl_data_type_t dt, const char *what, GError **error)
 {
+    gboolean f16, widen;
+    if (!op_types(dt, dt, &f16, &widen, what, error))
+        return NULL;
     vd_xnn_op *op = op_new(OP_POOL, what);
+    op->f16 = f16;
     uint32_t p = (uint32_t)padding, k = (uint32_t)kernel, s = (uint32_t)stride;
     size_t out_h = 0, out_w = 0;
-    if (!check(xnn_create_max_pooling2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, -INFINITY, INFINITY,
-                                                 0, &op->op),
-               "xnn_create_max_pooling2d_nhwc_f32", what, error) ||
-        !check(xnn_reshape_max_pooling2d_nhwc_f32(op->op, 1, (size_t)in_h, (size_t)in_w, (size_t)c,
-                                                  (size_t)c, (size_t)c, &out_h, &out_w, x->pool),
-               "xnn_reshape_max_pooling2d_nhwc_f32", what, error)) {
+    gboolean ok =
+        f16 ? check(xnn_create_max_pooling2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, -INFINITY,
+                                                      INFINITY, 0, &op->op),
+                    "xnn_create_max_pooling2d_nhwc_f16", what, error) &&
+                  check(xnn_reshape_max_pooling2d_nhwc_f16(op->op, 1, (size_t)in_h, (size_t)in_w,
+                                                           (size_t)c, (size_t)c, (size_t)c, &out_h,
+                                                           &out_w, x->pool),
+                        "xnn_reshape_max_pooling2d_nhwc_f16", what, error)
+            : check(xnn_create_max_pooling2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, -INFINITY,
+                                                      INFINITY, 0, &op->op),
+                    "xnn_create_max_pooling2d_nhwc_f32", what, error) &&
+                  check(xnn_reshape_max_pooling2d_nhwc_f32(op->op, 1, (size_t)in_h, (size_t)in_w,
+                                                           (size_t)c, (size_t)c, (size_t)c, &out_h,
+                                                           &out_w, x->pool),
+                        "xnn_reshape_max_pooling2d_nhwc_f32", what, error);
+    if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
     }
@@ -365,25 +465,47 @@ vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel,
     return op;
 }
 
-/* The pass after a layer: dst = act(dst + add) (@add NULL: act(dst)). */
+/* The pass after a layer: dst = act(dst + add) (@add NULL: act(dst)), float32;
+ * fp16 (@f16): the same on the values widened, rounded back to fp16; @widen: dst
+ * (float32) = act(add) from the fp16 output in @add. */
 typedef struct {
-    float *dst;
-    const float *add;
+    void *dst;
+    const void *add;
     vd_activation act;
+    gboolean f16, widen;
 } epilogue;
+
+static inline float activate(float v, vd_activation act)
+{
+    if (act == VD_ACT_RELU)
+        return v > 0.0f ? v : 0.0f;
+    if (act == VD_ACT_HARDSWISH)
+        return vd_math_hardswish(v);
+    return v;
+}
 
 static void epilogue_tile(void *p, size_t start, size_t n)
 {
     const epilogue *e = p;
-    float *restrict d = e->dst + start;
-    const float *restrict a = e->add != NULL ? e->add + start : NULL;
-    for (size_t i = 0; i < n; i++) {
-        float v = a != NULL ? d[i] + a[i] : d[i];
-        if (e->act == VD_ACT_RELU)
-            v = v > 0.0f ? v : 0.0f;
-        else if (e->act == VD_ACT_HARDSWISH)
-            v = vd_math_hardswish(v);
-        d[i] = v;
+    if (e->widen) {
+        float *restrict d = (float *)e->dst + start;
+        const uint16_t *restrict a = (const uint16_t *)e->add + start;
+        for (size_t i = 0; i < n; i++)
+            d[i] = activate(vd_f16_to_f32(a[i]), e->act);
+    } else if (e->f16) {
+        uint16_t *restrict d = (uint16_t *)e->dst + start;
+        const uint16_t *restrict a = e->add != NULL ? (const uint16_t *)e->add + start : NULL;
+        for (size_t i = 0; i < n; i++) {
+            float v = vd_f16_to_f32(d[i]);
+            if (a != NULL)
+                v += vd_f16_to_f32(a[i]);
+            d[i] = vd_f32_to_f16(activate(v, e->act));
+        }
+    } else {
+        float *restrict d = (float *)e->dst + start;
+        const float *restrict a = e->add != NULL ? (const float *)e->add + start : NULL;
+        for (size_t i = 0; i < n; i++)
+            d[i] = activate(a != NULL ? d[i] + a[i] : d[i], e->act);
     }
 }
 
@@ -391,41 +513,53 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
 {
     const char *what = op->what;
     size_t n = op->dst_floats;
-    float *out = dst;
+    /* into tmp where the pass after it adds dst's contents or widens */
+    void *out = op->sum || op->widen ? x->tmp : dst;
+    enum xnn_status st;
     switch (op->kind) {
     case OP_CONV:
-        if (op->sum)
-            out = x->tmp; /* sized when the op was made */
-        if (!check(xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out),
-                   "xnn_setup_convolution2d_nhwc_f32", what, error))
+        st = op->f16 ? xnn_setup_convolution2d_nhwc_f16(op->op, x->workspace, src, out)
+                     : xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out);
+        if (!check(st, "xnn_setup_convolution2d_nhwc", what, error))
             return FALSE;
         break;
     case OP_DECONV:
-        if (!check(xnn_setup_deconvolution2d_nhwc_f32(op->op, src, out),
-                   "xnn_setup_deconvolution2d_nhwc_f32", what, error))
+        st = op->f16 ? xnn_setup_deconvolution2d_nhwc_f16(op->op, src, out)
+                     : xnn_setup_deconvolution2d_nhwc_f32(op->op, src, out);
+        if (!check(st, "xnn_setup_deconvolution2d_nhwc", what, error))
             return FALSE;
         break;
     case OP_LINEAR:
-        if (rows != op->rows &&
-            !check(xnn_reshape_fully_connected_nc_f32(op->op, (size_t)rows, x->pool),
-                   "xnn_reshape_fully_connected_nc_f32", what, error))
-            return FALSE;
+        if (rows != op->rows) {
+            st = op->f16 ? xnn_reshape_fully_connected_nc_f16(op->op, (size_t)rows, x->pool)
+                         : xnn_reshape_fully_connected_nc_f32(op->op, (size_t)rows, x->pool);
+            if (!check(st, "xnn_reshape_fully_connected_nc", what, error))
+                return FALSE;
+        }
         op->rows = rows;
         n *= (size_t)rows;
-        if (!check(xnn_setup_fully_connected_nc_f32(op->op, src, out),
-                   "xnn_setup_fully_connected_nc_f32", what, error))
+        if (op->widen) {
+            /* the rows vary: tmp grows to the largest seen */
+            if (!grow(&x->tmp, &x->tmp_size, n * 2, "a linear layer's output", error))
+                return FALSE;
+            out = x->tmp;
+        }
+        st = op->f16 ? xnn_setup_fully_connected_nc_f16(op->op, src, out)
+                     : xnn_setup_fully_connected_nc_f32(op->op, src, out);
+        if (!check(st, "xnn_setup_fully_connected_nc", what, error))
             return FALSE;
         break;
     case OP_POOL:
-        if (!check(xnn_setup_max_pooling2d_nhwc_f32(op->op, src, out),
-                   "xnn_setup_max_pooling2d_nhwc_f32", what, error))
+        st = op->f16 ? xnn_setup_max_pooling2d_nhwc_f16(op->op, src, out)
+                     : xnn_setup_max_pooling2d_nhwc_f32(op->op, src, out);
+        if (!check(st, "xnn_setup_max_pooling2d_nhwc", what, error))
             return FALSE;
         break;
     }
     if (!check(xnn_run_operator(op->op, x->pool), "xnn_run_operator", what, error))
         return FALSE;
-    if (op->sum || op->act != VD_ACT_NONE) {
-        epilogue e = {dst, op->sum ? x->tmp : NULL, op->act};
+    if (op->sum || op->widen || op->act != VD_ACT_NONE) {
+        epilogue e = {dst, op->sum || op->widen ? x->tmp : NULL, op->act, op->f16, op->widen};
         pthreadpool_parallelize_1d_tile_1d(x->pool, epilogue_tile, &e, n, 4096, 0);
     }
     return TRUE;
@@ -460,17 +594,18 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
 }
 
 vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, const float *bias,
-                             gboolean relu, const char *what, GError **error)
+                             gboolean relu, dnnl_data_type_t src_dt, dnnl_data_type_t dst_dt,
+                             const char *what, GError **error)
 {
-    (void)x, (void)in, (void)out, (void)weight, (void)bias, (void)relu;
+    (void)x, (void)in, (void)out, (void)weight, (void)bias, (void)relu, (void)src_dt, (void)dst_dt;
     not_built(what, error);
     return NULL;
 }
 
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
-                               int padding, const char *what, GError **error)
+                               int padding, dnnl_data_type_t dt, const char *what, GError **error)
 {
-    (void)x, (void)c, (void)in_h, (void)in_w, (void)kernel, (void)stride, (void)padding;
+    (void)x, (void)c, (void)in_h, (void)in_w, (void)kernel, (void)stride, (void)padding, (void)dt;
     not_built(what, error);
     return NULL;
 }
@@ -485,6 +620,12 @@ const char *vd_xnn_op_impl(const vd_xnn_op *op)
 {
     (void)op;
     return "none";
+}
+
+gboolean vd_xnn_f16_supported(const char **why)
+{
+    *why = "this build has no XNNPACK";
+    return FALSE;
 }
 
 void vd_xnn_op_free(vd_xnn_op *op)

@@ -3,8 +3,9 @@
  * has only its reference loops (aarch64 with Advanced SIMD alone, the Cortex-A76 /
  * Neoverse N1 class, where Debian builds oneDNN without Arm Compute Library),
  * every convolution, transposed convolution, max pooling and linear layer of the
- * float32 engine. Activations are NHWC float32, as XNNPACK's operators take them;
- * oneDNN keeps the reorders and the layers it runs fast.
+ * float32 or fp16 engine. Activations are NHWC, float32 or fp16 (dnnl_f16: XNNPACK's
+ * _f16 operators, float32 weights rounded as XNNPACK packs them), as XNNPACK's
+ * operators take them; oneDNN keeps the reorders and the layers it runs fast.
  *
  * vd_xnn_choose() decides per process: XNNPACK where oneDNN's float32 NHWC
  * convolution is a reference one here and this build has XNNPACK; VD_CPU_LAYERS
@@ -26,9 +27,9 @@ G_BEGIN_DECLS
 typedef struct vd_xnn vd_xnn;
 typedef struct vd_xnn_op vd_xnn_op;
 
-/* *@use: whether this process's contexts run their layers on XNNPACK (float32
- * only): where oneDNN has only a reference kernel for a float32 NHWC convolution
- * and the build has XNNPACK (probed once a process), or as VD_CPU_LAYERS says.
+/* *@use: whether this process's contexts run their layers on XNNPACK (float32,
+ * or fp16 where vd_xnn_f16_supported()): where oneDNN has only a reference kernel for a float32
+ * NHWC convolution and the build has XNNPACK (probed once a process), or as VD_CPU_LAYERS says.
  * *@why: a static phrase saying why, for the description and refusals. FALSE with
  * @error: VD_CPU_LAYERS asks for what cannot be. */
 gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error);
@@ -36,31 +37,39 @@ gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error);
 /* Whether the build has XNNPACK. */
 gboolean vd_xnn_built(void);
 
+/* Whether XNNPACK runs its fp16 operators on this processor (its hardware
+ * configuration: aarch64 with the FP16 arithmetic, x86 with AVX2 and F16C), probed
+ * once a process; *@why: a static phrase saying why, either way. */
+gboolean vd_xnn_f16_supported(const char **why);
+
 /* A context's XNNPACK state: a thread pool of @n_threads and the shared
  * workspace. */
 vd_xnn *vd_xnn_new(int n_threads, GError **error);
 void vd_xnn_free(vd_xnn *x); /* NULL: nothing */
 
-/* A convolution or transposed convolution (@desc: float32, NHWC src and dst of
- * desc->n images; desc->sum adds dst's previous contents before desc->act) with
+/* A convolution or transposed convolution (@desc: NHWC src and dst of desc->n
+ * images, float32, fp16, or fp16 to a float32 dst (widened after the layer, without
+ * a sum); desc->sum adds dst's previous contents before desc->act) with
  * torch's weights (@weight as vd_cpu_layers.h's vd_layers_conv_weights takes
  * them, @bias out_c values or NULL), packed now. */
 vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
                            const float *bias, const char *what, GError **error);
-/* A linear layer (torch's [out][in] @weight, @bias) with ReLU fused where @relu,
- * for any number of rows (vd_xnn_run's @rows). */
+/* A linear layer (torch's [out][in] @weight, @bias, float32) with ReLU fused where
+ * @relu, for any number of rows (vd_xnn_run's @rows), from @src_dt to @dst_dt as a
+ * convolution's. */
 vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, const float *bias,
-                             gboolean relu, const char *what, GError **error);
-/* Max pooling of @c channels of @in_h x @in_w, square window, stride and padding
- * (padding excluded, as torch's -inf). */
+                             gboolean relu, dnnl_data_type_t src_dt, dnnl_data_type_t dst_dt,
+                             const char *what, GError **error);
+/* Max pooling of @c channels of @in_h x @in_w in @dt (float32 or fp16), square
+ * window, stride and padding (padding excluded, as torch's -inf). */
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
-                               int padding, const char *what, GError **error);
+                               int padding, dnnl_data_type_t dt, const char *what, GError **error);
 
 /* Runs @op from @src into @dst (@rows rows for a linear layer, ignored
  * otherwise). XNNPACK may read up to 128 bytes past @src's end. */
 gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error);
 
-/* "xnnpack:f32", for the list of kernels. */
+/* "xnnpack:f32" or "xnnpack:f16", for the list of kernels. */
 const char *vd_xnn_op_impl(const vd_xnn_op *op);
 void vd_xnn_op_free(vd_xnn_op *op); /* NULL: nothing */
 
