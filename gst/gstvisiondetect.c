@@ -150,7 +150,9 @@ gst_vision_detect_precision_get_type (void)
     {GST_VISION_DETECT_PRECISION_FP32,
         "32-bit floats (reproduces torchvision on the CPU)", "fp32"},
     {GST_VISION_DETECT_PRECISION_FP16,
-        "16-bit floats with 32-bit accumulation (CUDA)", "fp16"},
+        "16-bit floats: CUDA (32-bit accumulation); the CPU where XNNPACK "
+          "runs its layers and the CPU has the FP16 arithmetic (Cortex-A76 "
+          "and later)", "fp16"},
     {GST_VISION_DETECT_PRECISION_BF16,
         "bfloat16 (CPUs with AVX512-BF16)", "bf16"},
     {GST_VISION_DETECT_PRECISION_INT8,

@@ -76,7 +76,19 @@
  *   bf16 where the processor has it natively, else fp32: these layers decide the
  *   scores and box coordinates directly, and cost a small share of the frame.
  *   Activations are NHWC (the VNNI and AMX int8 kernels' layout).
- *   fp16 is rejected on the CPU.
+ * - fp16 (VD_PRECISION_FP16, never AUTO): only where XNNPACK runs the layers
+ *   (vd_cpu_xnnpack.h) and has fp16 kernels for the processor (aarch64 with the
+ *   FP16 arithmetic; x86 with AVX2/F16C, where the tests force XNNPACK), refused
+ *   naming the cause elsewhere (refuse_fp16). As bf16: every convolution
+ *   (backbone, FPN, RPN, v2's conv box head), the max-pool and the box head's
+ *   linears are XNNPACK's _f16 operators with the float32 weights rounded as
+ *   XNNPACK packs them, reading and writing fp16 activations (dnnl_f16); the RPN
+ *   head and the predictor write float32 (widened after the layer, in the pass that
+ *   also adds residuals and applies hardswish on widened values); RoIAlign reads
+ *   the fp16 levels, interpolates in float32 and rounds its output to fp16; the
+ *   mask branch, all small ops and post-processing are float32. No oneDNN f16
+ *   reorder runs (reference loops on aarch64): the input's conversion and the RoI
+ *   stacks' transposes are loops (vd_cpu_half.h).
  *
  * Memory: buffers whose lifetimes do not overlap are shared (see cpu_plan), one
  * oneDNN scratchpad serves all primitives. */

@@ -11,6 +11,10 @@
  * with Advanced SIMD alone) every such layer runs XNNPACK's float32 operators
  * instead, and bf16 and int8 are refused naming it; VD_CPU_LAYERS=xnnpack (the
  * kernels-xnnpack run) makes that path run on any machine whose build has XNNPACK.
+ * fp16 runs there where XNNPACK has fp16 kernels for the CPU (aarch64 with the FP16
+ * arithmetic, x86 with AVX2 and F16C): every such layer is then XNNPACK's _f16
+ * operator ("xnnpack:f16"; the mask branch stays float32, as in bf16); elsewhere
+ * (oneDNN's layers, a build without XNNPACK) fp16 is refused naming the cause.
  *
  * meson runs this test natively and again with oneDNN capped (ONEDNN_MAX_CPU_ISA)
  * at AVX512_CORE, AVX2 and SSE41, so that one machine proves the paths of the
@@ -171,7 +175,9 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     if (precision == VD_PRECISION_INT8)
         g_assert_nonnull(strstr(describe, ", int8 + "));
     else
-        g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16 ? ", bf16," : ", fp32,"));
+        g_assert_nonnull(strstr(describe, precision == VD_PRECISION_BF16   ? ", bf16,"
+                                          : precision == VD_PRECISION_FP16 ? ", fp16,"
+                                                                           : ", fp32,"));
     g_assert_nonnull(strstr(describe, ", 2 threads,"));
     gboolean nhwc = strstr(describe, "layout nhwc,") != NULL;
     g_assert_true(nhwc || strstr(describe, caps.channel_block == 16 ? "layout nChw16c,"
@@ -242,6 +248,18 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         /* with XNNPACK every one of these layers is its operator */
         if (checked && xnn && !g_str_has_prefix(k->implementation, "xnnpack:")) {
             g_test_message("not XNNPACK's: %s %s: %s", k->kind, k->layer, k->implementation);
+            n_bad++;
+        }
+        /* fp16: its _f16 operator, but for the mask branch (float32, as in bf16)
+         * (VD_TEST_EXPECT_FP16_KERNEL names another, to see this check fail) */
+        const char *want_f16 = g_getenv("VD_TEST_EXPECT_FP16_KERNEL");
+        gboolean mask_layer = g_str_has_prefix(k->layer, "roi_heads.mask_");
+        if (checked && precision == VD_PRECISION_FP16 &&
+            g_strcmp0(k->implementation, mask_layer ? "xnnpack:f32"
+                                         : want_f16 ? want_f16
+                                                    : "xnnpack:f16") != 0) {
+            g_test_message("not the fp16 operator: %s %s: %s", k->kind, k->layer,
+                           k->implementation);
             n_bad++;
         }
         /* depthwise convolutions (oneDNN's "dw" and "brdgmm" kernels) have no
@@ -451,6 +469,68 @@ static void test_bf16(void)
     vd_model_unref(model);
 }
 
+/* fp16 where the layers run XNNPACK and it has fp16 kernels for this CPU (and, on
+ * aarch64, the CPU has the FP16 arithmetic), every layer then XNNPACK's _f16
+ * operator; AUTO stays fp32 there. Elsewhere a clear refusal naming the cause. */
+static void test_fp16(void)
+{
+    GError *error = NULL;
+    vd_model *model = bundled_model();
+    vd_cpu_caps caps = cpu_caps();
+    gboolean xnn = layers_xnnpack();
+    const char *f16_why = NULL;
+    gboolean f16_kernels = vd_xnn_f16_supported(&f16_why);
+    g_test_message("XNNPACK's fp16: %s", f16_why);
+    gboolean runs = xnn && f16_kernels && (caps.arch != VD_CPU_ARCH_AARCH64 || caps.fp16);
+    if (xnn) {
+        vd_context *ctx = cpu_context(model, VD_PRECISION_AUTO, &error);
+        g_assert_no_error(error);
+        g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_FP32);
+        vd_context_free(ctx);
+    }
+    if (runs) {
+        check_frame_kernels(model, VD_PRECISION_FP16);
+        vd_model *r50 = resnet50_fpn();
+        check_frame_kernels(r50, VD_PRECISION_FP16);
+        vd_model_unref(r50);
+        for (int low_res = 0; low_res <= 1; low_res++) {
+            vd_model *mnv3 = mobilenet_v3_fpn(low_res);
+            check_frame_kernels(mnv3, VD_PRECISION_FP16);
+            vd_model_unref(mnv3);
+        }
+        /* v2's conv box head: fp16 convolutions over the RoIs' fp16 features; Mask
+         * R-CNN: its mask branch in float32 */
+        const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn"};
+        for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
+            vd_model *m = exported_model(builders[i]);
+            if (m != NULL) {
+                check_frame_kernels(m, VD_PRECISION_FP16);
+                vd_model_unref(m);
+            } else {
+                g_test_message("%s not checked: " NO_TORCHVISION, builders[i]);
+            }
+        }
+    } else {
+        g_assert_null(cpu_context(model, VD_PRECISION_FP16, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_test_message("fp16 refused: %s", error->message);
+        g_assert_true(g_str_has_prefix(error->message, "precision fp16 needs XNNPACK's layers and "
+                                                       "the CPU's FP16 arithmetic"));
+        /* the cause: oneDNN's layers (and a build without XNNPACK), no FP16
+         * arithmetic, or XNNPACK without fp16 kernels for this CPU */
+        if (!xnn)
+            g_assert_nonnull(strstr(error->message, "the CPU backend's layers run oneDNN here"));
+        if (!vd_xnn_built())
+            g_assert_nonnull(strstr(error->message, "this build has no XNNPACK"));
+        if (xnn && caps.arch == VD_CPU_ARCH_AARCH64 && !caps.fp16)
+            g_assert_nonnull(strstr(error->message, "without the FP16 arithmetic"));
+        else if (xnn)
+            g_assert_nonnull(strstr(error->message, f16_why));
+        g_clear_error(&error);
+    }
+    vd_model_unref(model);
+}
+
 /* @model with an int8 calibration of the test frame (as vd-detect --calibrate
  * makes one, without the file). */
 static void calibrate(vd_model *model)
@@ -574,6 +654,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
+    g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);
     int result = g_test_run();
     g_rmdir(tmp_dir);

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Parity of the CPU engine's bf16 mode (vd-detect --precision bf16) with torchvision's
-float32 inference: at least 95 % of torchvision's detections must be matched by one of
-ours with the same label, IoU >= 0.9 and |score difference| <= 0.02 (greedy one-to-one
-matching in torchvision's score order, parity_common.match), over all images together.
+"""Parity of the CPU engine's bf16 mode (vd-detect --precision bf16), or with
+--precision fp16 its fp16 mode (XNNPACK's layers: VD_CPU_LAYERS=xnnpack, or an aarch64
+CPU with Advanced SIMD alone and the FP16 arithmetic), with torchvision's float32
+inference: at least 95 % of torchvision's detections must be matched by one of ours with
+the same label, IoU >= 0.9 and |score difference| <= 0.02 (greedy one-to-one matching in
+torchvision's score order, parity_common.match), over all images together. fp16 must
+also pass the issue's gate against the engine's own fp32 on the same images: at least
+95 % of fp32's detections matched the same way, and its mAP@0.5 against the scenes'
+ground truth (tools/eval_demo.mean_ap) within 0.005 of fp32's.
 
 Model and images: the bundled demo model (models/visiondetect-shapes.safetensors, a
 trained ResNet-18-FPN) on held-out synthetic scenes (tools/train_demo.make_scene on the
@@ -19,8 +24,13 @@ relative rounding of 2^-9 into feature errors of 15-30 % of max|ref| on ResNet-5
 (measured), so their detections say nothing about bf16 on real weights.
 
 The engine also runs in fp32 on the same images, and the report gives both sides'
-matched fractions and score differences, so a failure says whether bf16 or the
-engine as a whole moved.
+matched fractions and score differences, so a failure says whether the reduced
+precision or the engine as a whole moved.
+
+fp16 on x86 (XNNPACK's AVX2/F16C kernels) accumulates its products in float32 and
+rounds the outputs to fp16; on aarch64 XNNPACK's FP16-arithmetic kernels also
+accumulate in fp16, so a pass here covers the storage and the engine's code, and
+the run on an aarch64 machine with the FP16 arithmetic covers the arithmetic.
 
 Not covered here: the MobileNetV3-Large-FPN models and fasterrcnn_resnet50_fpn_v2.
 They run bf16 on the CPU (tests/engine/test_kernels.c, /kernels/bf16: every one of
@@ -48,6 +58,7 @@ SCENE_SEED = 7          # eval_demo's default seed is 0: another set of scenes
 IOU_MIN = 0.9
 SCORE_TOL = 0.02
 MIN_MATCHED = 0.95
+MAX_MAP_DIFF = 0.005     # fp16 against the engine's fp32
 
 
 def engine_detections(args, scenes, precision, workdir, threshold):
@@ -97,38 +108,59 @@ def compare(ref, ours):
     return matched, total, max_diff, max_any
 
 
-def bf16_available(args):
-    """None when the engine runs bf16 on this CPU; else why not (the engine's
-    VD_ERROR_UNSUPPORTED message: bf16 needs AVX512_BF16 or AMX, which oneDNN's
-    effective ISA, capped by ONEDNN_MAX_CPU_ISA where set, lacks). Any other failure
-    raises."""
+# the start of the engine's refusal where the CPU cannot run the precision
+REFUSALS = {
+    # bf16 needs AVX512_BF16 or AMX, which oneDNN's effective ISA (capped by
+    # ONEDNN_MAX_CPU_ISA where set) lacks
+    "bf16": "precision bf16 needs a CPU with AVX512_BF16",
+    # fp16 needs XNNPACK's layers and XNNPACK's fp16 kernels for this CPU
+    "fp16": "precision fp16 needs XNNPACK's layers",
+}
+
+
+def precision_available(args, precision):
+    """None when the engine runs @precision on this CPU; else why not (the engine's
+    VD_ERROR_UNSUPPORTED message, REFUSALS). Any other failure raises."""
     import subprocess
-    cmd = [args.vd_detect, "--info", "--model", MODEL, "--device", "cpu", "--precision", "bf16",
+    cmd = [args.vd_detect, "--info", "--model", MODEL, "--device", "cpu", "--precision", precision,
            "--threads", str(args.threads)]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     if p.returncode == 0:
-        if ", bf16," not in out:
-            raise RuntimeError(f"vd-detect --info with bf16 says: {out.strip()}")
+        if f", {precision}," not in out:
+            raise RuntimeError(f"vd-detect --info with {precision} says: {out.strip()}")
         pc.log(out.strip())
         return None
-    if "precision bf16 needs a CPU with AVX512_BF16" in err:
+    if REFUSALS[precision] in err:
         return err.strip()
     raise RuntimeError(f"vd-detect --info exited with {p.returncode}: {err.strip()}")
 
 
+def detections_for_map(dets):
+    """Our detections of every image as tools/eval_demo.mean_ap takes them."""
+    return [[(b.tolist(), float(s), int(l)) for b, s, l in zip(boxes, scores, labels)]
+            for boxes, scores, labels in dets]
+
+
+def add_arguments(p):
+    p.add_argument("--precision", choices=sorted(REFUSALS), default="bf16",
+                   help="the engine precision compared (bf16)")
+
+
 def main():
-    args = pc.start(__doc__)
+    args = pc.start(__doc__, add_arguments=add_arguments)
+    prec = args.precision
+    name = f"cpu-{prec}"
     if not os.path.exists(MODEL):
         pc.log(f"SKIP: {MODEL} is missing")
         return pc.SKIP
     try:
-        why_not = bf16_available(args)
+        why_not = precision_available(args, prec)
     except (RuntimeError, OSError) as exc:
         pc.log(f"FAIL: {exc}")
         return 1
     if why_not is not None:
-        pc.log(f"SKIP: bf16 does not run on this CPU: {why_not}")
+        pc.log(f"SKIP: {prec} does not run on this CPU: {why_not}")
         return pc.SKIP
     sys.path.insert(0, pc.TOOLSDIR)
     try:
@@ -160,24 +192,39 @@ def main():
         return 1
 
     results = {}
-    for precision in ("fp32", "bf16"):
+    runs = {}
+    for precision in ("fp32", prec):
         try:
             ours = engine_detections(args, scenes, precision, args.workdir, threshold)
         except (RuntimeError, OSError) as exc:
             pc.log(f"FAIL: vd-detect --precision {precision}: {exc}")
             return 1
+        runs[precision] = ours
         m, t, d, d_any = compare(ref, ours)
         n_ours = sum(len(s) for _, s, _ in ours)
         results[precision] = m / max(t, 1)
         pc.log(f"{precision}: {m}/{t} torchvision detections matched ({100.0 * m / max(t, 1):.2f} %; "
                f"IoU >= {IOU_MIN}, same label, |score diff| <= {SCORE_TOL}), ours {n_ours}, "
                f"max |score diff| {d:.3g} (matched), {d_any:.3g} (IoU and label only)")
-    pc.log(f"SUMMARY cpu-bf16: matched fp32 {100 * results['fp32']:.2f} %, bf16 {100 * results['bf16']:.2f} % "
+    pc.log(f"SUMMARY {name}: matched fp32 {100 * results['fp32']:.2f} %, {prec} {100 * results[prec]:.2f} % "
            f"(need >= {100 * MIN_MATCHED:.0f} %)")
-    if results["bf16"] < MIN_MATCHED:
-        pc.log("FAIL cpu-bf16")
+    ok = results[prec] >= MIN_MATCHED
+    if prec == "fp16":
+        # the issue's gate: fp16 against the engine's fp32
+        m, t, d, _ = compare(runs["fp32"], runs["fp16"])
+        gt = [(boxes, labels) for _, boxes, labels in scenes]
+        n_classes = config["num_classes"]
+        map32, _ = eval_demo.mean_ap(detections_for_map(runs["fp32"]), gt, n_classes)
+        map16, _ = eval_demo.mean_ap(detections_for_map(runs["fp16"]), gt, n_classes)
+        pc.log(f"SUMMARY {name} against fp32: {m}/{t} of fp32's detections matched "
+               f"({100.0 * m / max(t, 1):.2f} %, need >= {100 * MIN_MATCHED:.0f} %), max |score diff| "
+               f"{d:.3g}; mAP@0.5 fp32 {map32:.4f}, fp16 {map16:.4f}, |difference| "
+               f"{abs(map16 - map32):.4f} (need <= {MAX_MAP_DIFF})")
+        ok = ok and m >= MIN_MATCHED * t and abs(map16 - map32) <= MAX_MAP_DIFF
+    if not ok:
+        pc.log(f"FAIL {name}")
         return 1
-    pc.log("PASS cpu-bf16")
+    pc.log(f"PASS {name}")
     return 0
 
 

@@ -119,7 +119,9 @@ typedef enum {
     VD_PRECISION_AUTO = 0, /* fp16 on CUDA; on the CPU bf16 where it has AVX512-BF16
                             * or AMX natively, else fp32 */
     VD_PRECISION_FP32,
-    VD_PRECISION_FP16,
+    VD_PRECISION_FP16, /* CUDA; on the CPU where its layers run on XNNPACK (aarch64
+                        * with Advanced SIMD alone) and XNNPACK has fp16 kernels for
+                        * it (the FP16 arithmetic: Cortex-A76 and later) */
     VD_PRECISION_BF16,
     VD_PRECISION_INT8, /* CPU with VNNI (AVX512-VNNI, AVX-VNNI, AMX), ResNet backbones,
                         * a model calibrated with vd_model_save_calibrated(): the
