@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "cpu/vd_cpu_half.h"
 #include "cpu/vd_cpu_ops.h"
 #include "vd_math.h"
 
@@ -695,6 +696,47 @@ static void test_expf_sleef(void)
     g_assert_true(isnan(vd_math_expf(NAN)));
 }
 
+/* vd_cpu_half.h, the fp16 activations' conversions: every fp16 value widens to
+ * its exact value (from its fields) and narrows back to itself; float32 values
+ * between two neighbouring fp16 values round to the nearer, ties to the even one;
+ * overflow to infinity from 65520 (the tie above 65504) on; NaN stays NaN. */
+static void test_half(void)
+{
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+        float f = vd_f16_to_f32((uint16_t)h);
+        double want = exp == 0    ? ldexp((double)mant, -24)
+                      : exp == 31 ? (mant == 0 ? INFINITY : NAN)
+                                  : ldexp((double)(1024 + mant), (int)exp - 25);
+        if (h & 0x8000)
+            want = -want;
+        if (exp == 31 && mant != 0) {
+            g_assert_true(isnan(f));
+            g_assert_cmpuint(vd_f32_to_f16(f) & 0x7c00u, ==, 0x7c00u);
+            g_assert_cmpuint(vd_f32_to_f16(f) & 0x3ffu, !=, 0);
+            continue;
+        }
+        g_assert_true((double)f == want);
+        g_assert_cmpuint(vd_f32_to_f16(f), ==, h);
+        /* the float32 values between this one and the next fp16 up in magnitude */
+        if ((h & 0x7fff) >= 0x7bff)
+            continue;
+        float next = vd_f16_to_f32((uint16_t)(h + 1));
+        float mid = (f + next) / 2.0f; /* exact: 12 significant bits */
+        g_assert_cmpuint(vd_f32_to_f16(mid), ==, (h & 1) ? h + 1 : h);
+        g_assert_cmpuint(vd_f32_to_f16(nextafterf(mid, f)), ==, h);
+        g_assert_cmpuint(vd_f32_to_f16(nextafterf(mid, next)), ==, h + 1);
+    }
+    g_assert_cmpuint(vd_f32_to_f16(65504.0f), ==, 0x7bff);
+    g_assert_cmpuint(vd_f32_to_f16(nextafterf(65520.0f, 0.0f)), ==, 0x7bff);
+    g_assert_cmpuint(vd_f32_to_f16(65520.0f), ==, 0x7c00);
+    g_assert_cmpuint(vd_f32_to_f16(-1e10f), ==, 0xfc00);
+    g_assert_cmpuint(vd_f32_to_f16(INFINITY), ==, 0x7c00);
+    g_assert_cmpuint(vd_f32_to_f16(ldexpf(1.0f, -25)), ==, 0);
+    g_assert_cmpuint(vd_f32_to_f16(nextafterf(ldexpf(1.0f, -25), 1.0f)), ==, 1);
+    g_assert_cmpuint(vd_f32_to_f16(-FLT_MIN), ==, 0x8000);
+}
+
 static void test_sigmoid(void)
 {
     g_assert_cmpfloat(vd_math_sigmoid(0.0f), ==, 0.5f);
@@ -1191,6 +1233,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/softmax", test_softmax);
     g_test_add_func("/ops/expf-sleef", test_expf_sleef);
     g_test_add_func("/ops/sigmoid", test_sigmoid);
+    g_test_add_func("/ops/half", test_half);
     g_test_add_func("/ops/transform-sizes", test_transform_sizes);
     g_test_add_func("/ops/resize-source", test_resize_source);
     g_test_add_func("/ops/mask-deconv-as-1x1", test_mask_deconv_as_1x1);
