@@ -2,13 +2,32 @@
 /* IEEE 754 binary16 (fp16) <-> float32 in plain C, bit-exact on every compiler and
  * architecture: the CPU backend's fp16 activations (XNNPACK's layers) are
  * converted with these where a small op, RoIAlign or the network input meets them,
- * rather than with oneDNN's f16 reorders (reference loops on aarch64). */
+ * rather than with oneDNN's f16 reorders (reference loops on aarch64). On aarch64
+ * the compiler's __fp16 (the FCVT instructions), elsewhere plain C. */
 #ifndef VD_CPU_HALF_H
 #define VD_CPU_HALF_H
 
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__aarch64__) && defined(__ARM_FP16_FORMAT_IEEE)
+/* aarch64: the hardware's conversions (FCVT, which the compilers vectorise), the
+ * same results as the loops below in the default rounding mode */
+static inline uint16_t vd_f32_to_f16(float f)
+{
+    __fp16 h = (__fp16)f;
+    uint16_t u;
+    memcpy(&u, &h, sizeof(u));
+    return u;
+}
+
+static inline float vd_f16_to_f32(uint16_t u)
+{
+    __fp16 h;
+    memcpy(&h, &u, sizeof(h));
+    return (float)h;
+}
+#else
 /* float32 -> fp16, round to nearest even; overflow to infinity, NaN kept quiet
  * (what a hardware conversion does in the default rounding mode). */
 static inline uint16_t vd_f32_to_f16(float f)
@@ -55,5 +74,6 @@ static inline float vd_f16_to_f32(uint16_t h)
     memcpy(&f, &u, sizeof(f));
     return f;
 }
+#endif
 
 #endif /* VD_CPU_HALF_H */
