@@ -21,9 +21,9 @@
 #   --repeats N      processes per side, rotated (default 3)
 #   --runs N         timed runs per process after one warm-up (default 2)
 #   --layout L       the engine's activation layout, VD_CPU_LAYOUT (nhwc, blocked;
-#                    default: the engine's choice, blocked nChw8c on NEON today, where
-#                    14 of the bundled model's 34 primitives are oneDNN's ref:any, very
-#                    slow emulated; nhwc runs every convolution as gemm:ref)
+#                    default: the engine's choice, which on a NEON-only CPU is NHWC with
+#                    every convolution, pooling and linear layer on XNNPACK; blocked
+#                    there runs oneDNN's reference kernels, very slow emulated)
 #   --no-build       use the root's existing build (/build/visiondetect/build) as it is
 #   --workdir DIR    wheels, wrappers, model files, ONNX models and reports (default
 #                    /var/tmp/vd-armbench-detect; kept: the next run reuses them)
