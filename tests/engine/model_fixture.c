@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "model_fixture.h"
 
+#include "cpu/vd_cpu_isa.h"
+#include "cpu/vd_cpu_xnnpack.h"
+
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -727,4 +730,19 @@ fixture *fx_mnv3(const mnv3_arch *a)
     add_linear(fx, "roi_heads.box_predictor.cls_score", a->num_classes, a->representation);
     add_linear(fx, "roi_heads.box_predictor.bbox_pred", 4 * a->num_classes, a->representation);
     return fx;
+}
+
+gboolean fx_cpu_runs_fp16(const char **why)
+{
+    gboolean xnn = FALSE;
+    const char *layers_why = NULL, *f16_why = NULL;
+    GError *error = NULL;
+    g_assert_true(vd_xnn_choose(&xnn, &layers_why, &error));
+    g_assert_no_error(error);
+    gboolean f16_kernels = vd_xnn_f16_supported(&f16_why);
+    if (why != NULL)
+        *why = f16_why;
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    return xnn && f16_kernels && (caps.arch != VD_CPU_ARCH_AARCH64 || caps.fp16);
 }

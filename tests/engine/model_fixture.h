@@ -120,5 +120,9 @@ mnv3_arch mnv3_large(gboolean low_res);
 mnv3_arch mnv3_tiny(void);
 char *mnv3_config(const mnv3_arch *a);
 fixture *fx_mnv3(const mnv3_arch *a);
+/* Whether a CPU context runs fp16 on this machine and build: the layers on XNNPACK
+ * (vd_xnn_choose), XNNPACK with fp16 kernels for the processor, and on aarch64 the
+ * FP16 arithmetic; *@why (may be NULL) says XNNPACK's side of it. */
+gboolean fx_cpu_runs_fp16(const char **why);
 
 #endif

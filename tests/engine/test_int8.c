@@ -263,8 +263,9 @@ static void test_refusals(void)
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
         g_clear_error(&error);
     }
-    g_assert_null(context(model, VD_PRECISION_FP16, FALSE, &error));
+    g_assert_null(context(model, VD_PRECISION_FP16, TRUE, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "fp16"));
     g_clear_error(&error);
 
     /* MobileNetV3: int8 covers ResNet backbones */

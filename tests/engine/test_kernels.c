@@ -479,9 +479,8 @@ static void test_fp16(void)
     vd_cpu_caps caps = cpu_caps();
     gboolean xnn = layers_xnnpack();
     const char *f16_why = NULL;
-    gboolean f16_kernels = vd_xnn_f16_supported(&f16_why);
+    gboolean runs = fx_cpu_runs_fp16(&f16_why);
     g_test_message("XNNPACK's fp16: %s", f16_why);
-    gboolean runs = xnn && f16_kernels && (caps.arch != VD_CPU_ARCH_AARCH64 || caps.fp16);
     if (xnn) {
         vd_context *ctx = cpu_context(model, VD_PRECISION_AUTO, &error);
         g_assert_no_error(error);
