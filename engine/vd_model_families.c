@@ -51,7 +51,7 @@ gboolean vd_model_check_family(const char *path, JsonObject *config, const char 
             continue;
         builder = builder_name(config);
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "%s: %s (architecture \"%s\"): %s", path,
-                    builder ? builder : "a model with no \"builder\"",
+                    builder ? builder : "a model without a usable \"builder\"",
                     unsupported_families[i].architecture, unsupported_families[i].missing);
         return FALSE;
     }
