@@ -1,6 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Export a torchvision Faster R-CNN (ResNet-FPN backbone) to a visiondetect model file.
+"""Export a torchvision detector to a visiondetect model file.
+
+The engine runs the R-CNN family (Faster R-CNN with a ResNet-FPN or MobileNetV3-FPN
+backbone, Mask R-CNN); the one-stage detectors (RetinaNet, FCOS, SSD, SSDlite) and
+Keypoint R-CNN are exported too, with their whole configuration, and refused at load
+by this engine for now (engine/vd_model_families.c names the builder and what is
+missing).
 
 The output is one .safetensors file written by hand (struct + json, no safetensors
 package): an 8-byte little-endian header length, a JSON header, then the tensor data.
@@ -75,7 +81,68 @@ TwoMLPHead or FastRCNNConvFCHead box head and FastRCNNPredictor is supported;
 fasterrcnn_resnet50_fpn_v2 adds "fpn": {"norm": "batch_norm"}, "rpn": {"conv_depth": 2}
 and "roi_heads": {"box_head": {"type": "conv_fc", "conv_channels": [256, 256, 256, 256],
 "norm": "batch_norm"}} (representation_size: its one Linear's width). Anything else
-(ResNeXt/wide ResNets, dilated MobileNets, Keypoint R-CNN) raises ExportError.
+(ResNeXt/wide ResNets, dilated MobileNets) raises ExportError.
+
+torchvision's other builders (OTHER_BUILDERS: --builder retinanet_resnet50_fpn,
+retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, ssd300_vgg16, ssdlite320_mobilenet_v3_large,
+keypointrcnn_resnet50_fpn) write "architecture" (the family) and "builder" (the
+builder's name, or the one the model object implies when export() is given none), and
+the rest, as always read from the model object:
+
+    Keypoint R-CNN ("keypointrcnn"): the Faster R-CNN config above, plus
+      "roi_heads": {..., "keypoint_head": {"output_size": 14, "sampling_ratio": 2,
+                    "featmap_names": ["0", "1", "2", "3"], "conv_channels": [512, ...8],
+                    "deconv_kernel": 4, "deconv_stride": 2, "deconv_padding": 1,
+                    "up_scale": 2}},   # KeypointRCNNHeads (3x3 conv + ReLU each),
+                                       # KeypointRCNNPredictor (ConvTranspose2d, then
+                                       # bilinear up_scale)
+      "num_keypoints": 17,
+      + with --coco-names (then "class_names": ["__background__", "person"]):
+      "keypoint_names": ["nose", "left_eye", ...17], "keypoint_skeleton": [[15, 13], ...]
+                        # COCO's person skeleton, pairs of 0-based keypoint indices
+
+    RetinaNet ("retinanet") and FCOS ("fcos"):
+      "transform": as above,
+      "backbone": the ResNet description above (returned_layers [2, 3, 4]),
+      "fpn": {"in_channels": [512, 1024, 2048], "out_channels": 256,
+              "extra_block": "p6p7", "extra_in_channels": 256 (v2: 2048),
+              "extra_out_channels": 256, "use_P5": true (v2: false)},  # LastLevelP6P7
+      "anchors": {"sizes": [[32, 40, 50], ...], "aspect_ratios": [[0.5, 1.0, 2.0], ...]},
+      "head": {"type": "retinanet" or "fcos", "in_channels": 256, "num_anchors": 9,
+               "classification_convs": 4, "regression_convs": 4,
+               "norm": "none" or "group_norm", "num_groups": 32, "norm_eps": 1e-05,
+               # RetinaNet: "bbox_reg_weights": [1, 1, 1, 1], "bbox_xform_clip": log(1000/16)
+               # FCOS: "centerness": true, "box_coder": "linear", "normalize_by_size": true
+               "score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 300,
+               "topk_candidates": 1000},
+      "num_classes", "class_names"
+
+    SSD300 ("ssd") and SSDlite320 ("ssdlite"):
+      "transform": {..., "size_divisible": 1, "fixed_size": [300, 300]}
+                   # torchvision's (width, height); no "resize_scale" (no scale to round)
+      "backbone": {"type": "vgg16", "features": [ops], "l2_norm": {"channels": 512,
+                   "eps": 1e-12}, "extra": [[ops], ...one list per extra feature map]}
+                  # "scale_weight" is the L2 norm's per-channel scale
+                  or {"type": "mobilenet_v3", "arch": "mobilenet_v3_large",
+                      "stages": [[ops], [ops]], "extra": [[ops], ...], "norm_eps": 0.001}
+                  # ops, in order: {"op": "conv", "in_channels", "out_channels", "kernel",
+                  #   "stride", "padding", "dilation", "groups", "bias"}, {"op": "relu" |
+                  #   "relu6" | "hardswish" | "batch_norm"}, {"op": "maxpool", "kernel",
+                  #   "stride", "padding", "ceil_mode"}, {"op": "squeeze_excitation",
+                  #   "channels", "squeeze_channels"}, {"op": "inverted_residual",
+                  #   "residual": bool, "layers": [ops]}
+      "anchors": {"type": "default_boxes", "aspect_ratios": [[2.0], [2.0, 3.0], ...],
+                  "scales": [0.07, 0.15, ...one more than the levels], "steps": [8, 16, ...]
+                  or null (SSDlite), "clip": true},   # DefaultBoxGenerator
+      "head": {"type": "ssd" or "ssdlite", "in_channels": [512, 1024, ...],
+               "num_anchors": [4, 6, 6, 6, 4, 4], "kernel": 3 (SSD) or
+               "classification": [[ops], ...], "regression": [[ops], ...] (SSDlite),
+               "bbox_reg_weights": [10, 10, 5, 5], "bbox_xform_clip": log(1000/16),
+               "score_thresh", "nms_thresh", "detections_per_img", "topk_candidates"},
+      "num_classes", "class_names"
+
+A config may also hold "norm_eps_per_module" beside "norm_eps" wherever the batch-norms
+disagree, as for the R-CNN family.
 """
 
 import argparse
@@ -1506,8 +1573,9 @@ def _download_failed(exc):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export a torchvision Faster R-CNN (ResNet-FPN) to a visiondetect .safetensors "
-                    "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
+        description="Export a torchvision detector to a visiondetect .safetensors model (the "
+                    "one-stage detectors and Keypoint R-CNN are refused at load by this engine "
+                    "for now). Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
                         help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
                              "maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2, "
@@ -1524,7 +1592,8 @@ def main(argv=None):
                              "'model'); a COCO_V1 checkpoint also needs --norm-eps 0")
     parser.add_argument("--pretrained", action="store_true",
                         help="torchvision's pretrained weights (COCO_V1 for fasterrcnn_resnet50_fpn, "
-                             "ImageNet backbone for resnet_fpn); needs network or a cached download")
+                             "ImageNet backbone for resnet_fpn, the builder's DEFAULT weights for "
+                             "the others); needs network or a cached download")
     parser.add_argument("--min-size", type=int, help="transform min_size (default 800)")
     parser.add_argument("--max-size", type=int, help="transform max_size (default 1333)")
     parser.add_argument("--norm-eps", type=float,
