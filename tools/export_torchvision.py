@@ -1255,7 +1255,7 @@ def _one_stage_config(model, class_names, builder):
         head_cfg["type"] = family
         head_cfg["in_channels"] = int(fpn_cfg["out_channels"])
         head_cfg["num_anchors"] = int(cls.num_anchors)
-        if anchors_cfg and any(len(s) * len(r) != cls.num_anchors
+        if any(len(s) * len(r) != cls.num_anchors
                                for s, r in zip(anchors_cfg["sizes"], anchors_cfg["aspect_ratios"])):
             raise ExportError("the head's anchor count does not match the anchor generator's")
         for part, sub in (("classification", cls), ("regression", reg)):
