@@ -888,6 +888,8 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
 
     if (!(architecture = get_string(path, config, "", "architecture", error)))
         return FALSE;
+    if (!vd_model_check_family(path, config, architecture, error))
+        return FALSE;
     if (strcmp(architecture, "maskrcnn") == 0) {
         c->has_masks = TRUE;
     } else if (strcmp(architecture, "fasterrcnn") != 0) {

@@ -61,6 +61,10 @@ const char *get_string(const char *path, JsonObject *o, const char *section, con
                        GError **error);
 gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
                               GError **error);
+/* FALSE with VD_ERROR_UNSUPPORTED for a family the exporter writes and this engine
+ * does not run yet (vd_model_families.c), naming the config's "builder" */
+gboolean vd_model_check_family(const char *path, JsonObject *config, const char *architecture,
+                               GError **error);
 gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, int min, int max,
                                const char *meaning, GError **error);
 

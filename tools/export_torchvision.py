@@ -1,6 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Export a torchvision Faster R-CNN (ResNet-FPN backbone) to a visiondetect model file.
+"""Export a torchvision detector to a visiondetect model file.
+
+The engine runs the R-CNN family (Faster R-CNN with a ResNet-FPN or MobileNetV3-FPN
+backbone, Mask R-CNN); the one-stage detectors (RetinaNet, FCOS, SSD, SSDlite) and
+Keypoint R-CNN are exported too, with their whole configuration, and refused at load
+by this engine for now (engine/vd_model_families.c names the builder and what is
+missing).
 
 The output is one .safetensors file written by hand (struct + json, no safetensors
 package): an 8-byte little-endian header length, a JSON header, then the tensor data.
@@ -75,7 +81,68 @@ TwoMLPHead or FastRCNNConvFCHead box head and FastRCNNPredictor is supported;
 fasterrcnn_resnet50_fpn_v2 adds "fpn": {"norm": "batch_norm"}, "rpn": {"conv_depth": 2}
 and "roi_heads": {"box_head": {"type": "conv_fc", "conv_channels": [256, 256, 256, 256],
 "norm": "batch_norm"}} (representation_size: its one Linear's width). Anything else
-(ResNeXt/wide ResNets, dilated MobileNets, Keypoint R-CNN) raises ExportError.
+(ResNeXt/wide ResNets, dilated MobileNets) raises ExportError.
+
+torchvision's other builders (OTHER_BUILDERS: --builder retinanet_resnet50_fpn,
+retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, ssd300_vgg16, ssdlite320_mobilenet_v3_large,
+keypointrcnn_resnet50_fpn) write "architecture" (the family) and "builder" (the
+builder's name, or the one the model object implies when export() is given none), and
+the rest, as always read from the model object:
+
+    Keypoint R-CNN ("keypointrcnn"): the Faster R-CNN config above, plus
+      "roi_heads": {..., "keypoint_head": {"output_size": 14, "sampling_ratio": 2,
+                    "featmap_names": ["0", "1", "2", "3"], "conv_channels": [512, ...8],
+                    "deconv_kernel": 4, "deconv_stride": 2, "deconv_padding": 1,
+                    "up_scale": 2}},   # KeypointRCNNHeads (3x3 conv + ReLU each),
+                                       # KeypointRCNNPredictor (ConvTranspose2d, then
+                                       # bilinear up_scale)
+      "num_keypoints": 17,
+      + with --coco-names (then "class_names": ["__background__", "person"]):
+      "keypoint_names": ["nose", "left_eye", ...17], "keypoint_skeleton": [[15, 13], ...]
+                        # COCO's person skeleton, pairs of 0-based keypoint indices
+
+    RetinaNet ("retinanet") and FCOS ("fcos"):
+      "transform": as above,
+      "backbone": the ResNet description above (returned_layers [2, 3, 4]),
+      "fpn": {"in_channels": [512, 1024, 2048], "out_channels": 256,
+              "extra_block": "p6p7", "extra_in_channels": 256 (v2: 2048),
+              "extra_out_channels": 256, "use_P5": true (v2: false)},  # LastLevelP6P7
+      "anchors": {"sizes": [[32, 40, 50], ...], "aspect_ratios": [[0.5, 1.0, 2.0], ...]},
+      "head": {"type": "retinanet" or "fcos", "in_channels": 256, "num_anchors": 9,
+               "classification_convs": 4, "regression_convs": 4,
+               "norm": "none" or "group_norm", "num_groups": 32, "norm_eps": 1e-05,
+               # RetinaNet: "bbox_reg_weights": [1, 1, 1, 1], "bbox_xform_clip": log(1000/16)
+               # FCOS: "centerness": true, "box_coder": "linear", "normalize_by_size": true
+               "score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 300,
+               "topk_candidates": 1000},
+      "num_classes", "class_names"
+
+    SSD300 ("ssd") and SSDlite320 ("ssdlite"):
+      "transform": {..., "size_divisible": 1, "fixed_size": [300, 300]}
+                   # torchvision's (width, height); no "resize_scale" (no scale to round)
+      "backbone": {"type": "vgg16", "features": [ops], "l2_norm": {"channels": 512,
+                   "eps": 1e-12}, "extra": [[ops], ...one list per extra feature map]}
+                  # "scale_weight" is the L2 norm's per-channel scale
+                  or {"type": "mobilenet_v3", "arch": "mobilenet_v3_large",
+                      "stages": [[ops], [ops]], "extra": [[ops], ...], "norm_eps": 0.001}
+                  # ops, in order: {"op": "conv", "in_channels", "out_channels", "kernel",
+                  #   "stride", "padding", "dilation", "groups", "bias"}, {"op": "relu" |
+                  #   "relu6" | "hardswish" | "batch_norm"}, {"op": "maxpool", "kernel",
+                  #   "stride", "padding", "ceil_mode"}, {"op": "squeeze_excitation",
+                  #   "channels", "squeeze_channels"}, {"op": "inverted_residual",
+                  #   "residual": bool, "layers": [ops]}
+      "anchors": {"type": "default_boxes", "aspect_ratios": [[2.0], [2.0, 3.0], ...],
+                  "scales": [0.07, 0.15, ...one more than the levels], "steps": [8, 16, ...]
+                  or null (SSDlite), "clip": true},   # DefaultBoxGenerator
+      "head": {"type": "ssd" or "ssdlite", "in_channels": [512, 1024, ...],
+               "num_anchors": [4, 6, 6, 6, 4, 4], "kernel": 3 (SSD) or
+               "classification": [[ops], ...], "regression": [[ops], ...] (SSDlite),
+               "bbox_reg_weights": [10, 10, 5, 5], "bbox_xform_clip": log(1000/16),
+               "score_thresh", "nms_thresh", "detections_per_img", "topk_candidates"},
+      "num_classes", "class_names"
+
+A config may also hold "norm_eps_per_module" beside "norm_eps" wherever the batch-norms
+disagree, as for the R-CNN family.
 """
 
 import argparse
@@ -104,6 +171,18 @@ _RESNET_LAYERS = {
 _MOBILENET_BUILDERS = {
     "fasterrcnn_mobilenet_v3_large_fpn": "FasterRCNN_MobileNet_V3_Large_FPN_Weights",
     "fasterrcnn_mobilenet_v3_large_320_fpn": "FasterRCNN_MobileNet_V3_Large_320_FPN_Weights",
+}
+
+
+# torchvision's other detection builders and their weight enums: exported with their
+# configuration, refused at load by this engine for now (docs/models.md)
+OTHER_BUILDERS = {
+    "retinanet_resnet50_fpn": "RetinaNet_ResNet50_FPN_Weights",
+    "retinanet_resnet50_fpn_v2": "RetinaNet_ResNet50_FPN_V2_Weights",
+    "fcos_resnet50_fpn": "FCOS_ResNet50_FPN_Weights",
+    "ssd300_vgg16": "SSD300_VGG16_Weights",
+    "ssdlite320_mobilenet_v3_large": "SSDLite320_MobileNet_V3_Large_Weights",
+    "keypointrcnn_resnet50_fpn": "KeypointRCNN_ResNet50_FPN_Weights",
 }
 
 
@@ -184,7 +263,7 @@ def _sequence_conv(module, name, relu=False):
     raise ExportError(f"{name}: expected a convolution, found {type(module).__name__}")
 
 
-def _describe_backbone(model):
+def _describe_backbone(model, allow_p6p7=False):
     """Checks the ResNet body and returns the backbone config (without norm eps) and a
     list of (module name, batch-norm module)."""
     import torch.nn as nn
@@ -323,7 +402,7 @@ def _describe_backbone(model):
 
     expansion = 1 if block_type == "basic" else 4
     in_channels = [(64 << (s - 1)) * expansion for s in returned_layers]
-    fpn_cfg = _describe_fpn(backbone, in_channels, norms)
+    fpn_cfg = _describe_fpn(backbone, in_channels, norms, allow_p6p7)
     backbone_cfg = {
         "type": "resnet",
         "depth": depth,
@@ -344,7 +423,7 @@ def _is_conv_norm(module):
         isinstance(children[1], nn.modules.batchnorm._NormBase)
 
 
-def _describe_fpn(backbone, in_channels, norms):
+def _describe_fpn(backbone, in_channels, norms, allow_p6p7=False):
     """Checks BackboneWithFPN's FeaturePyramidNetwork (plain convolutions, or conv +
     batch-norm as in fasterrcnn_resnet50_fpn_v2, whose norms are appended to @norms)
     over backbone outputs of @in_channels; returns the fpn config."""
@@ -374,16 +453,32 @@ def _describe_fpn(backbone, in_channels, norms):
             raise ExportError(f"backbone.fpn level {i}: channel counts do not match the backbone "
                               f"({cin} -> {fpn_channels})")
 
-    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool
+    from torchvision.ops.feature_pyramid_network import LastLevelMaxPool, LastLevelP6P7
     extra = fpn.extra_blocks
+    p6p7 = None
     if extra is None:
         extra_block = "none"
     elif type(extra) is LastLevelMaxPool:
         extra_block = "maxpool"
+    elif type(extra) is LastLevelP6P7 and allow_p6p7:
+        # RetinaNet and FCOS: P6 = conv3x3/2(C5 or P5), P7 = conv3x3/2(relu(P6))
+        _check_conv(extra.p6, "backbone.fpn.extra_blocks.p6", 3, 2, 1, bias=True)
+        _check_conv(extra.p7, "backbone.fpn.extra_blocks.p7", 3, 2, 1, bias=True)
+        if extra.p7.in_channels != extra.p6.out_channels or extra.p7.out_channels != extra.p6.out_channels:
+            raise ExportError("backbone.fpn.extra_blocks: p7's channels do not follow p6's")
+        use_p5 = bool(extra.use_P5)
+        if extra.p6.in_channels != (fpn_channels if use_p5 else in_channels[-1]):
+            raise ExportError(f"backbone.fpn.extra_blocks.p6: {extra.p6.in_channels} input channels do "
+                              f"not match its input ({'P5' if use_p5 else 'C5'})")
+        extra_block = "p6p7"
+        p6p7 = {"extra_in_channels": int(extra.p6.in_channels),
+                "extra_out_channels": int(extra.p6.out_channels), "use_P5": use_p5}
     else:
         raise ExportError(f"FPN extra block {type(extra).__name__} is not supported (only LastLevelMaxPool "
-                          "or none)")
+                          f"{'LastLevelP6P7 ' if allow_p6p7 else ''}or none)")
     cfg = {"in_channels": list(in_channels), "out_channels": fpn_channels, "extra_block": extra_block}
+    if p6p7 is not None:
+        cfg.update(p6p7)
     if normed:
         cfg["norm"] = "batch_norm"
     return cfg
@@ -755,9 +850,31 @@ def resize_arithmetic_rule():
     return rules.pop()
 
 
-def model_config(model, class_names=None):
-    """The visiondetect config dict of a torchvision FasterRCNN; raises ExportError when
-    the model cannot be represented."""
+def model_config(model, class_names=None, builder=None, keypoint_names=None, keypoint_skeleton=None):
+    """The visiondetect config dict of a torchvision detector (FasterRCNN, MaskRCNN,
+    KeypointRCNN, RetinaNet, FCOS, SSD); raises ExportError when the model cannot be
+    represented. @builder: the builder's name recorded as "builder" (None: inferred from
+    the model for the families that write it). @keypoint_names (num_keypoints names) and
+    @keypoint_skeleton (pairs of 0-based keypoint indices): Keypoint R-CNN only."""
+    from torchvision.models.detection.keypoint_rcnn import KeypointRCNN
+    from torchvision.models.detection.fcos import FCOS
+    from torchvision.models.detection.retinanet import RetinaNet
+    from torchvision.models.detection.ssd import SSD
+    if isinstance(model, (RetinaNet, FCOS, SSD)):
+        if keypoint_names is not None or keypoint_skeleton is not None:
+            raise ExportError(f"{type(model).__name__} has no keypoints")
+        return _one_stage_config(model, class_names, builder)
+    if isinstance(model, KeypointRCNN):
+        config = _rcnn_config(model, class_names, keypoints=True)
+        return _add_keypoints(model, config, builder, keypoint_names, keypoint_skeleton)
+    if keypoint_names is not None or keypoint_skeleton is not None:
+        raise ExportError(f"{type(model).__name__} has no keypoints")
+    return _rcnn_config(model, class_names)
+
+
+def _rcnn_config(model, class_names=None, keypoints=False):
+    """The config of the R-CNN family (FasterRCNN, MaskRCNN; KeypointRCNN's box part
+    with @keypoints)."""
     from torchvision.models.detection.faster_rcnn import (FasterRCNN, FastRCNNConvFCHead,
                                                           FastRCNNPredictor, TwoMLPHead)
     from torchvision.models.detection.rpn import RPNHead
@@ -769,7 +886,7 @@ def model_config(model, class_names=None):
     if not isinstance(model, FasterRCNN):
         raise ExportError(f"{type(model).__name__} is not a torchvision FasterRCNN")
     roi = model.roi_heads
-    if roi.has_keypoint() or type(model).__name__ == "KeypointRCNN":
+    if not keypoints and (roi.has_keypoint() or type(model).__name__ == "KeypointRCNN"):
         raise ExportError(f"{type(model).__name__}: keypoint heads are not supported")
     masked = isinstance(model, MaskRCNN) or roi.has_mask()
     if masked and not (isinstance(model, MaskRCNN) and roi.has_mask()):
@@ -913,12 +1030,7 @@ def model_config(model, class_names=None):
 
     if class_names is None:
         class_names = _default_class_names(num_classes)
-    class_names = [str(n) for n in class_names]
-    if len(class_names) == num_classes - 1:
-        class_names = ["__background__"] + class_names
-    if len(class_names) != num_classes:
-        raise ExportError(f"{len(class_names)} class names given for {num_classes} classes "
-                          "(give num_classes names, or num_classes - 1 without the background)")
+    class_names = _check_class_names(class_names, num_classes)
 
     return {
         "architecture": "maskrcnn" if masked else "fasterrcnn",
@@ -931,6 +1043,352 @@ def model_config(model, class_names=None):
         "num_classes": int(num_classes),
         "class_names": class_names,
     }
+
+
+def _check_class_names(class_names, num_classes):
+    class_names = [str(n) for n in class_names]
+    if len(class_names) == num_classes - 1:
+        class_names = ["__background__"] + class_names
+    if len(class_names) != num_classes:
+        raise ExportError(f"{len(class_names)} class names given for {num_classes} classes "
+                          "(give num_classes names, or num_classes - 1 without the background)")
+    return class_names
+
+
+# COCO's person skeleton (person_keypoints annotations' "skeleton", made 0-based): pairs
+# of indices into the 17 keypoint names
+COCO_KEYPOINT_SKELETON = [
+    [15, 13], [13, 11], [16, 14], [14, 12], [11, 12], [5, 11], [6, 12], [5, 6], [5, 7],
+    [6, 8], [7, 9], [8, 10], [1, 2], [0, 1], [0, 2], [1, 3], [2, 4], [3, 5], [4, 6],
+]
+
+
+def coco_keypoint_names():
+    """COCO's 17 person keypoint names, in the order of torchvision's keypoint weights."""
+    from torchvision.models._meta import _COCO_PERSON_KEYPOINT_NAMES
+    return list(_COCO_PERSON_KEYPOINT_NAMES)
+
+
+def _add_keypoints(model, config, builder, names, skeleton):
+    """Keypoint R-CNN: the box part's @config plus roi_heads.keypoint_head and the
+    keypoint names/skeleton."""
+    import torch.nn as nn
+    from torchvision.models.detection.keypoint_rcnn import KeypointRCNNHeads, KeypointRCNNPredictor
+    from torchvision.ops.poolers import MultiScaleRoIAlign
+    roi = model.roi_heads
+    if not roi.has_keypoint():
+        raise ExportError("KeypointRCNN without its keypoint pooler, head and predictor")
+    pool, head, predictor = roi.keypoint_roi_pool, roi.keypoint_head, roi.keypoint_predictor
+    if type(pool) is not MultiScaleRoIAlign:
+        raise ExportError(f"keypoint RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
+    out_size = pool.output_size
+    if isinstance(out_size, int):
+        out_size = (out_size, out_size)
+    if len(out_size) != 2 or out_size[0] != out_size[1]:
+        raise ExportError(f"keypoint RoI output size {tuple(out_size)} is not square")
+    if type(head) is not KeypointRCNNHeads:
+        raise ExportError(f"keypoint head {type(head).__name__} is not KeypointRCNNHeads")
+    channels = []
+    prev = config["fpn"]["out_channels"]
+    children = list(head.children())
+    for j, m in enumerate(children):
+        name = f"roi_heads.keypoint_head.{j}"
+        if j % 2 == 1:
+            if type(m) is not nn.ReLU:
+                raise ExportError(f"{name}: expected ReLU after each convolution")
+            continue
+        _check_conv(m, name, 3, 1, 1, bias=True)
+        if m.in_channels != prev:
+            raise ExportError(f"{name}: expected {prev} input channels, found {m.in_channels}")
+        prev = m.out_channels
+        channels.append(int(prev))
+    if not channels or len(children) != 2 * len(channels):
+        raise ExportError("roi_heads.keypoint_head: expected 3x3 convolutions each followed by ReLU")
+    if type(predictor) is not KeypointRCNNPredictor:
+        raise ExportError(f"keypoint predictor {type(predictor).__name__} is not KeypointRCNNPredictor")
+    deconv = predictor.kps_score_lowres
+    if type(deconv) is not nn.ConvTranspose2d or deconv.in_channels != prev or deconv.groups != 1 \
+            or tuple(deconv.dilation) != (1, 1) or tuple(deconv.output_padding) != (0, 0) \
+            or deconv.bias is None:
+        raise ExportError("roi_heads.keypoint_predictor.kps_score_lowres: expected a ConvTranspose2d "
+                          f"with bias from {prev} channels")
+    num_keypoints = int(deconv.out_channels)
+    # "architecture" and "builder" first, as the other families write them
+    rest = {k: v for k, v in config.items() if k != "architecture"}
+    config.clear()
+    config.update({"architecture": "keypointrcnn", "builder": builder or "keypointrcnn_resnet50_fpn"})
+    config.update(rest)
+    config["roi_heads"]["keypoint_head"] = {
+        "output_size": int(out_size[0]),
+        "sampling_ratio": int(pool.sampling_ratio),
+        "featmap_names": [str(n) for n in pool.featmap_names],
+        "conv_channels": channels,
+        "deconv_kernel": int(deconv.kernel_size[0]),
+        "deconv_stride": int(deconv.stride[0]),
+        "deconv_padding": int(deconv.padding[0]),
+        "up_scale": int(predictor.up_scale),  # bilinear, align_corners=False
+    }
+    config["num_keypoints"] = num_keypoints
+    if names is not None:
+        names = [str(n) for n in names]
+        if len(names) != num_keypoints:
+            raise ExportError(f"{len(names)} keypoint names given for {num_keypoints} keypoints")
+        config["keypoint_names"] = names
+    if skeleton is not None:
+        for pair in skeleton:
+            if len(pair) != 2 or not all(0 <= int(i) < num_keypoints for i in pair):
+                raise ExportError(f"keypoint skeleton pair {pair} is not two keypoint indices")
+        config["keypoint_skeleton"] = [[int(a), int(b)] for a, b in skeleton]
+    return config
+
+
+def _transform_config(tr):
+    """The GeneralizedRCNNTransform of any family, fixed_size (SSD) included."""
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+    if type(tr) is not GeneralizedRCNNTransform:
+        raise ExportError(f"transform {type(tr).__name__} is not GeneralizedRCNNTransform")
+    min_size = tr.min_size
+    if isinstance(min_size, (list, tuple)):
+        min_size = min_size[-1]  # what eval() uses
+    cfg = {
+        "min_size": int(min_size),
+        "max_size": int(tr.max_size),
+        "image_mean": _floats(tr.image_mean),
+        "image_std": _floats(tr.image_std),
+        "size_divisible": int(tr.size_divisible),
+    }
+    fixed = getattr(tr, "fixed_size", None)
+    if fixed is not None:
+        cfg["fixed_size"] = [int(v) for v in fixed]  # torchvision's order: (width, height)
+    else:
+        cfg["resize_scale"] = resize_scale_rule(tr)
+    cfg["resize_arithmetic"] = resize_arithmetic_rule()
+    if len(cfg["image_mean"]) != 3 or len(cfg["image_std"]) != 3:
+        raise ExportError("image_mean and image_std must have 3 entries (RGB)")
+    return cfg
+
+
+def _norm_eps_config(cfg, norms):
+    """"norm_eps" (the most common eps) and, when they differ, "norm_eps_per_module"."""
+    if not norms:
+        return
+    eps_by_module = collections.OrderedDict((name, _norm_eps(bn, name)) for name, bn in norms)
+    counts = collections.Counter(eps_by_module.values())
+    cfg["norm_eps"] = counts.most_common(1)[0][0]
+    if len(counts) > 1:
+        cfg["norm_eps_per_module"] = dict(eps_by_module)
+
+
+def _describe_ops(module, name, norms):
+    """A plain list of the layers of @module (Sequential, Conv2dNormActivation,
+    InvertedResidual, SqueezeExcitation, Conv2d, activations, MaxPool2d) in order, for
+    the SSD backbones and SSDlite's heads; batch-norms go to @norms."""
+    import torch.nn as nn
+    from torchvision.models.mobilenetv3 import InvertedResidual
+    from torchvision.ops.misc import SqueezeExcitation
+    acts = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Hardswish: "hardswish"}
+    if type(module) is nn.Conv2d:
+        if module.padding_mode != "zeros":
+            raise ExportError(f"{name}: padding mode {module.padding_mode!r} is not supported")
+        return [{"op": "conv", "in_channels": int(module.in_channels),
+                 "out_channels": int(module.out_channels), "kernel": int(module.kernel_size[0]),
+                 "stride": int(module.stride[0]), "padding": int(module.padding[0]),
+                 "dilation": int(module.dilation[0]), "groups": int(module.groups),
+                 "bias": module.bias is not None}]
+    if type(module) in acts:
+        return [{"op": acts[type(module)]}]
+    if type(module) is nn.MaxPool2d:
+        def one(v):
+            return int(v[0] if isinstance(v, (tuple, list)) else v)
+        return [{"op": "maxpool", "kernel": one(module.kernel_size), "stride": one(module.stride),
+                 "padding": one(module.padding), "ceil_mode": bool(module.ceil_mode)}]
+    if isinstance(module, nn.modules.batchnorm._NormBase):
+        norms.append((name, module))
+        return [{"op": "batch_norm"}]
+    if type(module) is nn.GroupNorm:
+        if not module.affine:
+            raise ExportError(f"{name}: GroupNorm without affine parameters is not supported")
+        return [{"op": "group_norm", "num_groups": int(module.num_groups), "eps": float(module.eps)}]
+    if type(module) is SqueezeExcitation:
+        if type(module.activation) is not nn.ReLU or type(module.scale_activation) is not nn.Hardsigmoid:
+            raise ExportError(f"{name}: SE activations are not ReLU/Hardsigmoid")
+        return [{"op": "squeeze_excitation", "channels": int(module.fc1.in_channels),
+                 "squeeze_channels": int(module.fc1.out_channels)}]
+    if type(module) is InvertedResidual:
+        ops = _describe_ops(module.block, name + ".block", norms)
+        return [{"op": "inverted_residual", "residual": bool(module.use_res_connect), "layers": ops}]
+    if isinstance(module, nn.Sequential):
+        ops = []
+        for child_name, child in module.named_children():
+            ops += _describe_ops(child, f"{name}.{child_name}", norms)
+        return ops
+    raise ExportError(f"{name}: {type(module).__name__} is not supported")
+
+
+def _one_stage_config(model, class_names, builder):
+    """RetinaNet, FCOS, SSD (VGG16) and SSDlite (MobileNetV3): the config the loader
+    reads to name the family (the engine does not run them yet)."""
+    from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
+    from torchvision.models.detection.fcos import FCOS
+    from torchvision.models.detection.retinanet import RetinaNet
+    from torchvision.models.detection.ssd import SSD, SSDHead, SSDFeatureExtractorVGG
+    from torchvision.models.detection.ssdlite import SSDLiteHead, SSDLiteFeatureExtractorMobileNet
+
+    transform_cfg = _transform_config(model.transform)
+    norms = []
+    head = model.head
+    head_cfg = {}
+    if isinstance(model, (RetinaNet, FCOS)):
+        family = "retinanet" if isinstance(model, RetinaNet) else "fcos"
+        backbone_cfg, fpn_cfg, norms = _describe_backbone(model, allow_p6p7=True)
+        ag = model.anchor_generator
+        if type(ag) is not AnchorGenerator:
+            raise ExportError(f"anchor generator {type(ag).__name__} is not AnchorGenerator")
+        anchors_cfg = {"sizes": [_floats(s) for s in ag.sizes],
+                       "aspect_ratios": [_floats(r) for r in ag.aspect_ratios]}
+        n_levels = len(backbone_cfg["returned_layers"]) + (2 if fpn_cfg["extra_block"] == "p6p7" else
+                                                          1 if fpn_cfg["extra_block"] == "maxpool" else 0)
+        if len(anchors_cfg["sizes"]) != n_levels or len(anchors_cfg["aspect_ratios"]) != n_levels:
+            raise ExportError(f"the anchor generator has {len(anchors_cfg['sizes'])} levels but the FPN "
+                              f"gives {n_levels} feature maps")
+        cls, reg = head.classification_head, head.regression_head
+        head_cfg["type"] = family
+        head_cfg["in_channels"] = int(fpn_cfg["out_channels"])
+        head_cfg["num_anchors"] = int(cls.num_anchors)
+        if any(len(s) * len(r) != cls.num_anchors
+                               for s, r in zip(anchors_cfg["sizes"], anchors_cfg["aspect_ratios"])):
+            raise ExportError("the head's anchor count does not match the anchor generator's")
+        for part, sub in (("classification", cls), ("regression", reg)):
+            ops = _describe_ops(sub.conv, f"head.{part}_head.conv", [])
+            convs = [o for o in ops if o["op"] == "conv"]
+            gns = [o for o in ops if o["op"] == "group_norm"]
+            if any(o["op"] not in ("conv", "relu", "group_norm") for o in ops) \
+                    or (gns and len(gns) != len(convs)):
+                raise ExportError(f"head.{part}_head.conv: expected 3x3 convolutions with ReLU, each "
+                                  "with one GroupNorm or none")
+            if any(o["kernel"] != 3 or o["stride"] != 1 or o["in_channels"] != head_cfg["in_channels"]
+                   or o["out_channels"] != head_cfg["in_channels"] for o in convs):
+                raise ExportError(f"head.{part}_head.conv: expected 3x3 stride-1 convolutions of "
+                                  f"{head_cfg['in_channels']} channels")
+            head_cfg[f"{part}_convs"] = len(convs)
+            if gns:
+                head_cfg["norm"] = "group_norm"
+                head_cfg["num_groups"] = gns[0]["num_groups"]
+                head_cfg["norm_eps"] = gns[0]["eps"]
+        head_cfg.setdefault("norm", "none")
+        num_classes = int(cls.num_classes)
+        _check_conv(cls.cls_logits, "head.classification_head.cls_logits", 3, 1, 1, bias=True)
+        _check_conv(reg.bbox_reg, "head.regression_head.bbox_reg", 3, 1, 1, bias=True)
+        if cls.cls_logits.out_channels != cls.num_anchors * num_classes \
+                or reg.bbox_reg.out_channels != 4 * cls.num_anchors:
+            raise ExportError("the head's output channels do not match its anchors and classes")
+        if family == "fcos" and reg.bbox_ctrness.out_channels != cls.num_anchors:
+            raise ExportError("head.regression_head.bbox_ctrness: one output per anchor expected")
+        if family == "retinanet":
+            coder = model.box_coder
+            head_cfg["bbox_reg_weights"] = _floats(coder.weights)
+            head_cfg["bbox_xform_clip"] = float(coder.bbox_xform_clip)
+        else:
+            head_cfg["centerness"] = True
+            head_cfg["box_coder"] = "linear"
+            head_cfg["normalize_by_size"] = bool(model.box_coder.normalize_by_size)
+    elif isinstance(model, SSD):
+        bb = model.backbone
+        ag = model.anchor_generator
+        if type(ag) is not DefaultBoxGenerator:
+            raise ExportError(f"anchor generator {type(ag).__name__} is not DefaultBoxGenerator")
+        anchors_cfg = {"type": "default_boxes",
+                       "aspect_ratios": [_floats(r) for r in ag.aspect_ratios],
+                       "scales": _floats(ag.scales),
+                       "steps": None if ag.steps is None else [int(s) for s in ag.steps],
+                       "clip": bool(ag.clip)}
+        if type(bb) is SSDFeatureExtractorVGG:
+            family = "ssd"
+            backbone_cfg = {"type": "vgg16",
+                            "features": _describe_ops(bb.features, "backbone.features", norms),
+                            "l2_norm": {"channels": int(bb.scale_weight.numel()), "eps": 1e-12},
+                            "extra": [_describe_ops(m, f"backbone.extra.{i}", norms)
+                                      for i, m in enumerate(bb.extra)]}
+        elif type(bb) is SSDLiteFeatureExtractorMobileNet:
+            family = "ssdlite"
+            backbone_cfg = {"type": "mobilenet_v3", "arch": "mobilenet_v3_large",
+                            "stages": [_describe_ops(m, f"backbone.features.{i}", norms)
+                                       for i, m in enumerate(bb.features)],
+                            "extra": [_describe_ops(m, f"backbone.extra.{i}", norms)
+                                      for i, m in enumerate(bb.extra)]}
+        else:
+            raise ExportError(f"SSD backbone {type(bb).__name__} is not torchvision's VGG16 or "
+                              "MobileNetV3 feature extractor")
+        if type(head) not in (SSDHead, SSDLiteHead):
+            raise ExportError(f"SSD head {type(head).__name__} is not SSDHead or SSDLiteHead")
+        cls_list = list(head.classification_head.module_list)
+        reg_list = list(head.regression_head.module_list)
+        num_classes = int(head.classification_head.num_columns)
+        last_convs = [[m for m in c.modules() if type(m).__name__ == "Conv2d"][-1] for c in cls_list]
+        first_convs = [[m for m in c.modules() if type(m).__name__ == "Conv2d"][0] for c in cls_list]
+        head_cfg["type"] = family
+        head_cfg["in_channels"] = [int(c.in_channels) for c in first_convs]
+        head_cfg["num_anchors"] = [int(c.out_channels) // num_classes for c in last_convs]
+        if head_cfg["num_anchors"] != [int(n) for n in ag.num_anchors_per_location()]:
+            raise ExportError("the SSD head's anchor counts do not match the default box generator's")
+        if len(reg_list) != len(cls_list):
+            raise ExportError("the SSD classification and regression heads have different level counts")
+        if family == "ssdlite":
+            head_cfg["classification"] = [_describe_ops(m, f"head.classification_head.module_list.{i}",
+                                                        norms) for i, m in enumerate(cls_list)]
+            head_cfg["regression"] = [_describe_ops(m, f"head.regression_head.module_list.{i}", norms)
+                                      for i, m in enumerate(reg_list)]
+        else:
+            head_cfg["kernel"] = int(last_convs[0].kernel_size[0])
+        coder = model.box_coder
+        head_cfg["bbox_reg_weights"] = _floats(coder.weights)
+        head_cfg["bbox_xform_clip"] = float(coder.bbox_xform_clip)
+        fpn_cfg = None
+    else:
+        raise ExportError(f"{type(model).__name__} is not a torchvision one-stage detector")
+    head_cfg.update({
+        "score_thresh": float(model.score_thresh),
+        "nms_thresh": float(model.nms_thresh),
+        "detections_per_img": int(model.detections_per_img),
+        "topk_candidates": int(model.topk_candidates),
+    })
+    _norm_eps_config(backbone_cfg, norms)
+
+    if class_names is None:
+        class_names = _default_class_names(num_classes)
+    config = {
+        "architecture": family,
+        "builder": builder or _infer_builder(model, family, head_cfg),
+        "transform": transform_cfg,
+        "backbone": backbone_cfg,
+    }
+    if fpn_cfg is not None:
+        config["fpn"] = fpn_cfg
+    config.update({
+        "anchors": anchors_cfg,
+        "head": head_cfg,
+        "num_classes": num_classes,
+        "class_names": _check_class_names(class_names, num_classes),
+    })
+    return config
+
+
+def _infer_builder(model, family, head_cfg):
+    return {
+        "retinanet": "retinanet_resnet50_fpn_v2" if head_cfg.get("norm") == "group_norm"
+        else "retinanet_resnet50_fpn",
+        "fcos": "fcos_resnet50_fpn",
+        "ssd": "ssd300_vgg16",
+        "ssdlite": "ssdlite320_mobilenet_v3_large",
+    }[family]
+
+
+def num_classes_of(model):
+    """The class count of any supported torchvision detector."""
+    if hasattr(model, "roi_heads"):
+        return int(model.roi_heads.box_predictor.cls_score.out_features)
+    cls = model.head.classification_head
+    return int(getattr(cls, "num_classes", None) or cls.num_columns)
 
 
 def _tensor_bytes(torch, tensor, dtype):
@@ -951,16 +1409,18 @@ def _tensor_bytes(torch, tensor, dtype):
     return arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
-def export(model, path, class_names=None, dtype="f32"):
-    """Writes @model (a torchvision FasterRCNN with a ResNet-FPN backbone) to @path as a
+def export(model, path, class_names=None, dtype="f32", builder=None, keypoint_names=None,
+           keypoint_skeleton=None):
+    """Writes @model (a torchvision detector, see model_config) to @path as a
     visiondetect .safetensors file. @class_names: None ("__background__", "class1", ...)
     or a list of num_classes names (or num_classes - 1, background then added).
-    @dtype: "f32", "f16" or "bf16". Returns the config dict written."""
+    @dtype: "f32", "f16" or "bf16". @builder, @keypoint_names, @keypoint_skeleton: as
+    model_config's. Returns the config dict written."""
     torch = _import_torch()
     if dtype not in _DTYPES:
         raise ExportError(f"dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
     st_dtype = _DTYPES[dtype]
-    config = model_config(model, class_names)
+    config = model_config(model, class_names, builder, keypoint_names, keypoint_skeleton)
 
     tensors = []
     for name, value in model.state_dict().items():
@@ -1050,10 +1510,38 @@ def _build(args):
         # without weights the builder uses nn.BatchNorm2d (eps 1e-5), with them
         # FrozenBatchNorm2d (eps 1e-5): the same inference
         model = builder(weights=weights, weights_backbone=None, num_classes=num_classes, **kwargs)
+    elif args.builder in OTHER_BUILDERS:
+        from torchvision.models import detection
+        if args.pretrained:
+            default_classes = 2 if args.builder.startswith("keypointrcnn") else 91
+            if args.num_classes is not None and args.num_classes != default_classes:
+                raise ExportError(f"--pretrained COCO weights have {default_classes} classes; drop "
+                                  "--num-classes")
+            num_classes = default_classes
+            weights = getattr(detection, OTHER_BUILDERS[args.builder]).DEFAULT
+        else:
+            weights = None
+            if args.num_classes is None and args.builder.startswith("keypointrcnn"):
+                num_classes = 2  # the builder's default: background and person
+        if args.num_keypoints is not None:
+            if not args.builder.startswith("keypointrcnn"):
+                raise ExportError("--num-keypoints is for keypointrcnn_resnet50_fpn only")
+            kwargs["num_keypoints"] = args.num_keypoints
+        if args.builder.startswith("ssd"):
+            # SSD resizes to a fixed size: its builders take no min/max size
+            for key in ("min_size", "max_size"):
+                if key in kwargs:
+                    raise ExportError(f"--{key.replace('_', '-')}: {args.builder} resizes every frame "
+                                      "to its fixed size")
+        # random weights: nn.BatchNorm2d (eps 1e-5; SSDlite's 1e-3) where the pretrained
+        # builders freeze them, the same inference
+        model = getattr(detection, args.builder)(weights=weights, weights_backbone=None,
+                                                 num_classes=num_classes, **kwargs)
     else:
         raise ExportError(f"unknown builder {args.builder!r} (fasterrcnn_resnet50_fpn, "
                           "fasterrcnn_resnet50_fpn_v2, maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2, "
-                          f"{', '.join(_MOBILENET_BUILDERS)} or resnet_fpn:<depth>)")
+                          f"{', '.join(_MOBILENET_BUILDERS)}, {', '.join(OTHER_BUILDERS)} or "
+                          "resnet_fpn:<depth>)")
 
     if args.state_dict:
         sd = torch.load(args.state_dict, map_location="cpu")
@@ -1066,7 +1554,8 @@ def _build(args):
     if args.norm_eps is not None:
         import torch.nn as nn
         from torchvision.ops.misc import FrozenBatchNorm2d
-        for module in model.backbone.body.modules():
+        body = getattr(model.backbone, "body", model.backbone)
+        for module in body.modules():
             if isinstance(module, (FrozenBatchNorm2d, nn.BatchNorm2d)):
                 module.eps = args.norm_eps
     return model.eval()
@@ -1084,21 +1573,27 @@ def _download_failed(exc):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export a torchvision Faster R-CNN (ResNet-FPN) to a visiondetect .safetensors "
-                    "model. Run with /usr/bin/python3 (Debian's torch/torchvision).")
+        description="Export a torchvision detector to a visiondetect .safetensors model (the "
+                    "one-stage detectors and Keypoint R-CNN are refused at load by this engine "
+                    "for now). Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
                         help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
                              "maskrcnn_resnet50_fpn, maskrcnn_resnet50_fpn_v2, "
                              "fasterrcnn_mobilenet_v3_large_fpn, "
-                             "fasterrcnn_mobilenet_v3_large_320_fpn, or resnet_fpn:<depth> "
-                             "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN)")
+                             "fasterrcnn_mobilenet_v3_large_320_fpn, resnet_fpn:<depth> "
+                             "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN), or one "
+                             "that this engine refuses at load for now: "
+                             + ", ".join(OTHER_BUILDERS))
+    parser.add_argument("--num-keypoints", type=int,
+                        help="keypoints of keypointrcnn_resnet50_fpn (default 17)")
     parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")
     parser.add_argument("--state-dict", metavar="FILE",
                         help="weights to load (torch.save'd state dict, or a checkpoint dict with "
                              "'model'); a COCO_V1 checkpoint also needs --norm-eps 0")
     parser.add_argument("--pretrained", action="store_true",
                         help="torchvision's pretrained weights (COCO_V1 for fasterrcnn_resnet50_fpn, "
-                             "ImageNet backbone for resnet_fpn); needs network or a cached download")
+                             "ImageNet backbone for resnet_fpn, the builder's DEFAULT weights for "
+                             "the others); needs network or a cached download")
     parser.add_argument("--min-size", type=int, help="transform min_size (default 800)")
     parser.add_argument("--max-size", type=int, help="transform max_size (default 1333)")
     parser.add_argument("--norm-eps", type=float,
@@ -1107,7 +1602,9 @@ def main(argv=None):
                         help="one class name per line: num_classes lines, or num_classes - 1 "
                              "without the background")
     parser.add_argument("--coco-names", action="store_true",
-                        help="use COCO's 91 category names (needs 91 classes)")
+                        help="use COCO's 91 category names (needs 91 classes); for "
+                             "keypointrcnn_resnet50_fpn COCO's person with its 17 keypoint "
+                             "names and skeleton")
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="f32",
                         help="storage type of the tensors (default f32)")
     parser.add_argument("output", help="the .safetensors file to write")
@@ -1127,22 +1624,40 @@ def main(argv=None):
                                   "checkpoints), or pass --state-dict") from e
             raise
         names = None
-        num_classes = model.roi_heads.box_predictor.cls_score.out_features
-        if args.coco_names:
+        kp_names = kp_skeleton = None
+        num_classes = num_classes_of(model)
+        keypoints = args.builder.startswith("keypointrcnn")
+        if args.coco_names and keypoints:
+            # COCO's person category and its 17 keypoints with the skeleton
+            if num_classes != 2:
+                raise ExportError(f"--coco-names needs 2 classes (background, person) for "
+                                  f"{args.builder}, the model has {num_classes}")
+            names = ["__background__", "person"]
+            kp_names = coco_keypoint_names()
+            if len(kp_names) != model.roi_heads.keypoint_predictor.out_channels:
+                raise ExportError(f"--coco-names needs 17 keypoints, the model has "
+                                  f"{model.roi_heads.keypoint_predictor.out_channels}")
+            kp_skeleton = COCO_KEYPOINT_SKELETON
+        elif args.coco_names:
             if num_classes != 91:
                 raise ExportError(f"--coco-names needs 91 classes, the model has {num_classes}")
             names = coco_class_names()
         elif args.class_names:
             with open(args.class_names, encoding="utf-8") as f:
                 names = [line.strip() for line in f if line.strip()]
-        config = export(model, args.output, class_names=names, dtype=args.dtype)
+        builder = args.builder if args.builder in OTHER_BUILDERS else None
+        config = export(model, args.output, class_names=names, dtype=args.dtype, builder=builder,
+                        keypoint_names=kp_names, keypoint_skeleton=kp_skeleton)
     except (ExportError, OSError, RuntimeError) as e:
         print(f"export_torchvision: error: {e}", file=sys.stderr)
         return 1
     bb = config["backbone"]
-    name = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
-    print(f"wrote {args.output}: {config['architecture']} {name}-fpn, {config['num_classes']} classes, "
-          f"{args.dtype}")
+    name = bb["arch"] if bb["type"] == "mobilenet_v3" else bb["type"] if bb["type"] == "vgg16" \
+        else f"resnet{bb['depth']}"
+    if "fpn" in config:
+        name += "-fpn"
+    print(f"wrote {args.output}: {config.get('builder', config['architecture'])} {name}, "
+          f"{config['num_classes']} classes, {args.dtype}")
     return 0
 
 

@@ -172,6 +172,15 @@ def _dilated_mask_head():
     return model
 
 
+def _resnext_retinanet():
+    """RetinaNet (exported, refused at load) on a ResNeXt body, which the exporter refuses."""
+    from torchvision.models.detection.retinanet import RetinaNet
+    from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+    backbone = resnet_fpn_backbone(backbone_name="resnext50_32x4d", weights=None,
+                                   returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256))
+    return RetinaNet(backbone, 3)
+
+
 def reject():
     import torchvision.models.detection as detection
     cases = [
@@ -181,11 +190,13 @@ def reject():
          lambda: FasterRCNN(resnet_fpn_backbone(backbone_name="resnext50_32x4d", weights=None), 3)),
         ("wide ResNet", "width_per_group",
          lambda: FasterRCNN(resnet_fpn_backbone(backbone_name="wide_resnet50_2", weights=None), 3)),
-        ("Keypoint R-CNN", "keypoint",
-         lambda: detection.keypointrcnn_resnet50_fpn(weights=None, weights_backbone=None)),
+        ("Keypoint R-CNN on ResNeXt", "groups",
+         lambda: detection.KeypointRCNN(resnet_fpn_backbone(backbone_name="resnext50_32x4d",
+                                                            weights=None), 2)),
         ("Mask R-CNN with a dilated mask head", "dilated", _dilated_mask_head),
-        ("RetinaNet", "not a torchvision FasterRCNN",
-         lambda: detection.retinanet_resnet50_fpn(weights=None, weights_backbone=None)),
+        ("RetinaNet on ResNeXt", "groups", _resnext_retinanet),
+        ("a classifier", "not a torchvision FasterRCNN",
+         lambda: __import__("torchvision").models.resnet18(weights=None)),
     ]
     failed = 0
     for label, needle, build in cases:

@@ -454,8 +454,26 @@ static void test_unsupported_metadata(void)
 {
     fixture *fx;
     static const config_case cases[] = {
+        {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"yolov8\"", VD_ERROR_UNSUPPORTED,
+         "architecture 'yolov8' is not supported", NULL},
+        /* the families the exporter writes and the engine does not run yet */
+        {"\"architecture\":\"fasterrcnn\"",
+         "\"architecture\":\"fcos\",\"builder\":\"fcos_resnet50_fpn\"", VD_ERROR_UNSUPPORTED,
+         "fcos_resnet50_fpn (architecture \"fcos\"): this engine does not run one-stage",
+         "centerness"},
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_UNSUPPORTED,
-         "architecture 'retinanet'", NULL},
+         "a model without a usable \"builder\" (architecture \"retinanet\")", "RetinaNet's"},
+        {"\"architecture\":\"fasterrcnn\"",
+         "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
+         "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},
+        {"\"architecture\":\"fasterrcnn\"",
+         "\"architecture\":\"keypointrcnn\",\"builder\":[1]", VD_ERROR_UNSUPPORTED,
+         "(architecture \"keypointrcnn\"): this engine does not run Keypoint R-CNN yet",
+         "heatmap-to-point"},
+        {"\"architecture\":\"fasterrcnn\"",
+         "\"architecture\":\"ssdlite\",\"builder\":\"ssdlite320_mobilenet_v3_large\"",
+         VD_ERROR_UNSUPPORTED, "ssdlite320_mobilenet_v3_large (architecture \"ssdlite\")",
+         "depthwise-separable heads"},
         {"\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"", VD_ERROR_UNSUPPORTED,
          "backbone type 'mobilenet_v2'", NULL},
         {"\"block\":\"basic\"", "\"block\":\"inverted_residual\"", VD_ERROR_UNSUPPORTED,

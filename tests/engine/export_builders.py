@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""torchvision's one-stage detectors and Keypoint R-CNN through the exporter and the loader.
+
+For each of retinanet_resnet50_fpn, retinanet_resnet50_fpn_v2, fcos_resnet50_fpn,
+ssd300_vgg16, ssdlite320_mobilenet_v3_large and keypointrcnn_resnet50_fpn: builds the
+model with constructor arguments other than the builder's defaults (classes, sizes,
+thresholds, detections per image, top-k candidates, anchors or default boxes, keypoint
+count), exports it with tools/export_torchvision.py (random weights, f16, small sizes),
+checks every configuration value against the model object, and checks that vd-detect
+refuses the file with a message naming the builder and what the engine lacks. The
+command line (--builder, --coco-names) is checked on Keypoint R-CNN and SSDlite.
+
+Usage: export_builders.py VD_DETECT. Exit 77 (skip) without torch/torchvision.
+"""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import warnings
+
+try:
+    import torch
+    import torchvision  # noqa: F401
+    from torchvision.models import detection
+    from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
+except ImportError as e:
+    print(f"SKIP: no torch/torchvision ({e})")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+import export_torchvision  # noqa: E402
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(1)
+FAILURES = []
+
+# What vd-detect's message must say besides the builder and the architecture
+MISSING = {
+    "retinanet": "one-stage detectors yet (RetinaNet's classification and regression heads",
+    "fcos": "one-stage detectors yet (FCOS's classification, regression and centerness heads",
+    "ssd": "one-stage detectors yet (SSD's VGG16 backbone with its L2 norm",
+    "ssdlite": "one-stage detectors yet (SSDlite's MobileNetV3 feature extractor",
+    "keypointrcnn": "Keypoint R-CNN yet (the keypoint head and its heatmap-to-point decoding)",
+}
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print(f"FAIL: {what}")
+
+
+def equal(got, want, what):
+    check(got == want, f"{what}: {got!r} != {want!r}")
+
+
+def read_config(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    return json.loads(header["__metadata__"]["config"])
+
+
+def floats(values):
+    return [float(v) for v in values]
+
+
+# builder -> (architecture, constructor arguments other than its defaults)
+def one_stage_kwargs():
+    retina_anchors = AnchorGenerator(tuple((s, s * 2) for s in (16, 32, 64, 128, 256)),
+                                     ((0.5, 1.0),) * 5)
+    fcos_anchors = AnchorGenerator(tuple((s,) for s in (4, 8, 16, 32, 64)), ((1.0,),) * 5)
+    common = dict(num_classes=4, score_thresh=0.125, nms_thresh=0.375, detections_per_img=37,
+                  topk_candidates=123)
+    sized = dict(common, min_size=96, max_size=128)
+    return {
+        "retinanet_resnet50_fpn": ("retinanet", dict(sized, anchor_generator=retina_anchors)),
+        # v2's builder makes its own anchor generator (read from the model all the same)
+        "retinanet_resnet50_fpn_v2": ("retinanet", dict(sized)),
+        "fcos_resnet50_fpn": ("fcos", dict(sized, anchor_generator=fcos_anchors)),
+        "ssd300_vgg16": ("ssd", dict(common)),
+        # SSD's builders make their own DefaultBoxGenerator and take no sizes
+        "ssdlite320_mobilenet_v3_large": ("ssdlite", dict(common)),
+        "keypointrcnn_resnet50_fpn": ("keypointrcnn", dict(num_classes=3, num_keypoints=5,
+                                                           min_size=96, max_size=128,
+                                                           box_score_thresh=0.125,
+                                                           box_nms_thresh=0.375,
+                                                           box_detections_per_img=37)),
+    }
+
+
+def check_transform(cfg, tr, name):
+    t = cfg["transform"]
+    equal(t["min_size"], tr.min_size[-1], f"{name}: transform.min_size")
+    equal(t["max_size"], tr.max_size, f"{name}: transform.max_size")
+    equal(t["image_mean"], floats(tr.image_mean), f"{name}: transform.image_mean")
+    equal(t["image_std"], floats(tr.image_std), f"{name}: transform.image_std")
+    equal(t["size_divisible"], tr.size_divisible, f"{name}: transform.size_divisible")
+    if tr.fixed_size is not None:
+        equal(t.get("fixed_size"), list(tr.fixed_size), f"{name}: transform.fixed_size")
+    else:
+        check("fixed_size" not in t and "resize_scale" in t, f"{name}: transform without fixed_size")
+    check(t.get("resize_arithmetic") in ("torch1", "torch2"), f"{name}: transform.resize_arithmetic")
+
+
+def check_resnet_fpn(cfg, model, name, extra):
+    bb, fpn = cfg["backbone"], cfg["fpn"]
+    equal((bb["type"], bb["depth"], bb["layers"]), ("resnet", 50, [3, 4, 6, 3]), f"{name}: backbone")
+    body = model.backbone.body
+    equal(bb["returned_layers"], sorted(int(k[5:]) for k in body.return_layers),
+          f"{name}: backbone.returned_layers")
+    equal(fpn["out_channels"], model.backbone.out_channels, f"{name}: fpn.out_channels")
+    equal(fpn["extra_block"], extra, f"{name}: fpn.extra_block")
+    if extra == "p6p7":
+        eb = model.backbone.fpn.extra_blocks
+        equal((fpn["extra_in_channels"], fpn["extra_out_channels"], fpn["use_P5"]),
+              (eb.p6.in_channels, eb.p6.out_channels, eb.use_P5), f"{name}: fpn P6/P7")
+    bn = next(m for m in body.modules() if isinstance(m, torch.nn.modules.batchnorm._NormBase)
+              or type(m).__name__ == "FrozenBatchNorm2d")
+    equal(bb["norm_eps"], float(bn.eps), f"{name}: backbone.norm_eps")
+
+
+def check_one_stage(cfg, model, name, arch):
+    head = cfg["head"]
+    for key in ("score_thresh", "nms_thresh", "detections_per_img", "topk_candidates"):
+        equal(head[key], getattr(model, key), f"{name}: head.{key}")
+    equal((head["score_thresh"], head["nms_thresh"], head["detections_per_img"],
+           head["topk_candidates"]), (0.125, 0.375, 37, 123), f"{name}: the arguments given")
+    equal(cfg["num_classes"], 4, f"{name}: num_classes")
+    ag = model.anchor_generator
+    if arch in ("retinanet", "fcos"):
+        check_resnet_fpn(cfg, model, name, "p6p7")
+        equal(cfg["anchors"]["sizes"], [floats(s) for s in ag.sizes], f"{name}: anchors.sizes")
+        equal(cfg["anchors"]["aspect_ratios"], [floats(r) for r in ag.aspect_ratios],
+              f"{name}: anchors.aspect_ratios")
+        equal(head["num_anchors"], model.head.classification_head.num_anchors, f"{name}: num_anchors")
+        gn = [m for m in model.head.classification_head.conv.modules()
+              if isinstance(m, torch.nn.GroupNorm)]
+        equal(head["norm"], "group_norm" if gn else "none", f"{name}: head.norm")
+        if gn:
+            equal((head["num_groups"], head["norm_eps"]), (gn[0].num_groups, gn[0].eps),
+                  f"{name}: head GroupNorm")
+        convs = [m for m in model.head.classification_head.conv.modules()
+                 if isinstance(m, torch.nn.Conv2d)]
+        equal(head["classification_convs"], len(convs), f"{name}: head.classification_convs")
+        if arch == "retinanet":
+            equal(head["bbox_reg_weights"], floats(model.box_coder.weights), f"{name}: box coder")
+        else:
+            check(head["centerness"] and head["box_coder"] == "linear", f"{name}: FCOS head")
+    else:
+        check(isinstance(ag, DefaultBoxGenerator), f"{name}: DefaultBoxGenerator")
+        a = cfg["anchors"]
+        equal(a["type"], "default_boxes", f"{name}: anchors.type")
+        equal(a["aspect_ratios"], [floats(r) for r in ag.aspect_ratios], f"{name}: aspect_ratios")
+        equal(a["scales"], floats(ag.scales), f"{name}: anchors.scales")
+        equal(a["steps"], None if ag.steps is None else list(ag.steps), f"{name}: anchors.steps")
+        equal(a["clip"], ag.clip, f"{name}: anchors.clip")
+        equal(head["num_anchors"], ag.num_anchors_per_location(), f"{name}: head.num_anchors")
+        equal(head["bbox_reg_weights"], floats(model.box_coder.weights), f"{name}: box coder")
+        bb = cfg["backbone"]
+        if arch == "ssd":
+            equal(bb["type"], "vgg16", f"{name}: backbone.type")
+            equal(bb["l2_norm"]["channels"], model.backbone.scale_weight.numel(), f"{name}: L2 norm")
+            convs = [o for o in bb["features"] if o["op"] == "conv"]
+            equal(len(convs), 10, f"{name}: VGG16 convolutions up to conv4_3")
+            equal(len(bb["extra"]), len(model.backbone.extra), f"{name}: backbone.extra")
+        else:
+            equal((bb["type"], bb["arch"]), ("mobilenet_v3", "mobilenet_v3_large"), f"{name}: backbone")
+            equal(len(bb["stages"]), 2, f"{name}: backbone.stages")
+            bn = next(m for m in model.backbone.modules() if isinstance(m, torch.nn.BatchNorm2d))
+            equal(bb["norm_eps"], bn.eps, f"{name}: backbone.norm_eps")
+            equal(len(head["classification"]), len(ag.aspect_ratios), f"{name}: head levels")
+
+
+def check_keypoints(cfg, model, name):
+    roi = model.roi_heads
+    check_resnet_fpn(cfg, model, name, "maxpool")
+    equal((cfg["roi_heads"]["score_thresh"], cfg["roi_heads"]["nms_thresh"],
+           cfg["roi_heads"]["detections_per_img"]),
+          (roi.score_thresh, roi.nms_thresh, roi.detections_per_img), f"{name}: roi_heads")
+    equal((roi.score_thresh, roi.nms_thresh, roi.detections_per_img), (0.125, 0.375, 37),
+          f"{name}: the arguments given")
+    equal(cfg["num_classes"], 3, f"{name}: num_classes")
+    equal(cfg["num_keypoints"], roi.keypoint_predictor.out_channels, f"{name}: num_keypoints")
+    equal(cfg["num_keypoints"], 5, f"{name}: the keypoint count given")
+    kh = cfg["roi_heads"]["keypoint_head"]
+    equal(kh["output_size"], roi.keypoint_roi_pool.output_size[0], f"{name}: keypoint output_size")
+    equal(len(kh["conv_channels"]), 8, f"{name}: keypoint head convolutions")
+    equal(cfg["anchors"]["sizes"], [floats(s) for s in model.rpn.anchor_generator.sizes],
+          f"{name}: anchors.sizes")
+
+
+def refused(vd_detect, path, builder, arch):
+    r = subprocess.run([vd_detect, "--info", "--model", path], capture_output=True, text=True,
+                       timeout=60)
+    message = r.stderr.strip()
+    check(r.returncode != 0, f"{builder}: vd-detect accepted the file")
+    want = f"{builder} (architecture \"{arch}\"): this engine does not run {MISSING[arch]}"
+    check(want in message, f"{builder}: vd-detect's message {message!r} does not say {want!r}")
+    if r.returncode != 0 and want in message:
+        print(f"ok {builder}: {message.split(': ', 1)[1]}")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    vd_detect = sys.argv[1]
+    with tempfile.TemporaryDirectory(prefix="vd-builders-") as tmp:
+        for builder, (arch, kwargs) in one_stage_kwargs().items():
+            torch.manual_seed(0)
+            model = getattr(detection, builder)(weights=None, weights_backbone=None, **kwargs).eval()
+            path = os.path.join(tmp, builder + ".safetensors")
+            try:
+                export_torchvision.export(model, path, dtype="f16", builder=builder)
+            except export_torchvision.ExportError as e:
+                check(False, f"{builder}: export failed: {e}")
+                continue
+            cfg = read_config(path)
+            equal((cfg.get("architecture"), cfg.get("builder")), (arch, builder), f"{builder}: names")
+            check_transform(cfg, model.transform, builder)
+            if arch == "keypointrcnn":
+                check_keypoints(cfg, model, builder)
+            else:
+                check_one_stage(cfg, model, builder, arch)
+            refused(vd_detect, path, builder, arch)
+            os.unlink(path)
+
+        # the command line: Keypoint R-CNN with COCO's names and skeleton, SSDlite
+        path = os.path.join(tmp, "kp.safetensors")
+        rc = export_torchvision.main(["--builder", "keypointrcnn_resnet50_fpn", "--coco-names",
+                                      "--min-size", "96", "--max-size", "128", "--dtype", "f16", path])
+        equal(rc, 0, "keypointrcnn_resnet50_fpn --coco-names: exit status")
+        if rc == 0:
+            cfg = read_config(path)
+            equal(cfg["class_names"], ["__background__", "person"], "--coco-names: class names")
+            equal(cfg["keypoint_names"], export_torchvision.coco_keypoint_names(),
+                  "--coco-names: keypoint names")
+            equal(len(cfg["keypoint_names"]), 17, "--coco-names: 17 keypoints")
+            equal(cfg["keypoint_skeleton"], export_torchvision.COCO_KEYPOINT_SKELETON,
+                  "--coco-names: skeleton")
+            equal((cfg["transform"]["min_size"], cfg["builder"]), (96, "keypointrcnn_resnet50_fpn"),
+                  "--builder keypointrcnn_resnet50_fpn --min-size 96")
+            refused(vd_detect, path, "keypointrcnn_resnet50_fpn", "keypointrcnn")
+            os.unlink(path)
+        path = os.path.join(tmp, "ssdlite.safetensors")
+        rc = export_torchvision.main(["--builder", "ssdlite320_mobilenet_v3_large", "--num-classes",
+                                      "3", "--dtype", "f16", path])
+        equal(rc, 0, "ssdlite320_mobilenet_v3_large: exit status")
+        if rc == 0:
+            cfg = read_config(path)
+            equal((cfg["architecture"], cfg["builder"], cfg["num_classes"], cfg["transform"]["fixed_size"]),
+                  ("ssdlite", "ssdlite320_mobilenet_v3_large", 3, [320, 320]),
+                  "--builder ssdlite320_mobilenet_v3_large")
+            # the builder's defaults, read from the model object
+            equal((cfg["head"]["score_thresh"], cfg["head"]["detections_per_img"],
+                   cfg["head"]["topk_candidates"]), (0.001, 300, 300), "ssdlite's thresholds")
+            equal(cfg["anchors"]["scales"], [0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.0], "ssdlite's scales")
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)")
+        return 1
+    print("all builders exported and refused as expected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
