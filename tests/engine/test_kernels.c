@@ -92,22 +92,7 @@ static vd_model *bundled_model(void)
  * RoIs, a 1024-wide box head, 91 classes, 800/1333 resize. */
 static vd_model *resnet50_fpn(void)
 {
-    tiny_arch a = tiny_basic();
-    a.bottleneck = TRUE;
-    a.depth = 50;
-    a.layers[0] = 3;
-    a.layers[1] = 4;
-    a.layers[2] = 6;
-    a.layers[3] = 3;
-    a.n_returned = 4;
-    for (int i = 0; i < 4; i++)
-        a.returned[i] = i + 1;
-    a.fpn_channels = 256;
-    a.n_sizes = 1;
-    a.n_ratios = 3;
-    a.roi_size = 7;
-    a.representation = 1024;
-    a.num_classes = 91;
+    tiny_arch a = resnet50_fpn_arch();
     fixture *fx = fx_tiny(&a);
     fx_config_replace(fx, "\"min_size\":96,\"max_size\":160", "\"min_size\":800,\"max_size\":1333");
     fx_randomize(fx, 50);
