@@ -2444,6 +2444,9 @@ static char *cpu_describe(void *p, const vd_context *ctx)
     char *version = vd_layers_version();
     char block[16];
     g_snprintf(block, sizeof(block), "nChw%dc", st->cb);
+    /* which library runs the layers, and why: where XNNPACK does, and where oneDNN
+     * runs its reference kernels (XNNPACK absent or not starting) */
+    gboolean layers = st->xnn != NULL || strstr(st->layers_why, "reference") != NULL;
     char *s = g_strdup_printf("cpu: oneDNN %s, ISA %s, %s%s, %d threads, layout %s, "
                               "Winograd %s%s%s%s",
                               version, st->caps.description, st->int8 ? "int8 + " : "",
@@ -2454,8 +2457,10 @@ static char *cpu_describe(void *p, const vd_context *ctx)
                               st->winograd       ? "oneDNN"
                               : st->own_winograd ? "own"
                                                  : "off",
-                              st->xnn != NULL ? ", layers XNNPACK (" : "",
-                              st->xnn != NULL ? st->layers_why : "", st->xnn != NULL ? ")" : "");
+                              !layers           ? ""
+                              : st->xnn != NULL ? ", layers XNNPACK ("
+                                                : ", layers oneDNN (",
+                              layers ? st->layers_why : "", layers ? ")" : "");
     g_free(version);
     return s;
 }

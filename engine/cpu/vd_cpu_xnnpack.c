@@ -46,6 +46,10 @@ typedef struct {
     const char *why;
 } choice;
 
+/* Whether XNNPACK initialises in this process (it reads the processor from the
+ * kernel: its cpuinfo needs /sys/devices/system/cpu) */
+static gboolean starts(void);
+
 static choice probe(void)
 {
     /* a 3x3 float32 convolution of 64 channels in NHWC, as the layers run it */
@@ -62,10 +66,14 @@ static choice probe(void)
         return c;
     }
     if (is_reference(vd_layers_pd_impl(pd))) {
-        c.use = vd_xnn_built();
+        c.use = vd_xnn_built() && starts();
         c.why = c.use ? "oneDNN has only reference kernels for this CPU"
-                      : "oneDNN has only reference kernels for this CPU, and this build has no "
-                        "XNNPACK";
+                : !vd_xnn_built()
+                    ? "oneDNN has only reference kernels for this CPU, and this build has no "
+                      "XNNPACK"
+                    : "oneDNN has only reference kernels for this CPU, and XNNPACK did not "
+                      "initialise here (xnn_initialize failed: it reads the processor from "
+                      "/sys/devices/system/cpu, which a container or chroot may lack)";
     }
     vd_layers_pd_free(pd);
     vd_layers_engine_free(engine, stream);
@@ -178,6 +186,11 @@ static gboolean initialize(GError **error)
         g_once_init_leave(&once, 1);
     }
     return check(status, "xnn_initialize", "the library", error);
+}
+
+static gboolean starts(void)
+{
+    return initialize(NULL);
 }
 
 vd_xnn *vd_xnn_new(int n_threads, GError **error)
@@ -625,6 +638,11 @@ const char *vd_xnn_op_impl(const vd_xnn_op *op)
 gboolean vd_xnn_f16_supported(const char **why)
 {
     *why = "this build has no XNNPACK";
+    return FALSE;
+}
+
+static gboolean starts(void)
+{
     return FALSE;
 }
 
