@@ -433,6 +433,19 @@ for c in "${cpus[@]}"; do
   }
   printf 'QEMU_CPU=%s:\n%s\n' "$c" "$out" | sed 's/^/  /' >&2
   info_note+="${info_note:+; }$c: $(printf '%s\n' "$out" | sed -n 's/^engine: cpu: //p' | cut -d, -f1-3)"
+  # where XNNPACK runs the layers: without /sys (a chroot or container without
+  # sysfs) it cannot initialise, and the engine must keep oneDNN's, saying why
+  if [ "$c" = "$cpu" ] && grep -q 'layers XNNPACK' <<< "$out"; then
+    out="$(in_root_cpu "$c" unshare -m sh -c 'umount -l /sys && exec build/tools/vd-detect --info' 2>&1)" || {
+      printf '%s\n' "$out" >&2
+      die "vd-detect --info fails without /sys under QEMU_CPU=$c"
+    }
+    grep -q 'layers oneDNN (.*XNNPACK did not initialise' <<< "$out" || {
+      printf '%s\n' "$out" >&2
+      die "without /sys, vd-detect --info does not say that XNNPACK did not initialise"
+    }
+    info_note+=" (without /sys: layers oneDNN, saying why)"
+  fi
 done
 finish "$info_note"
 
