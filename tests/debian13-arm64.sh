@@ -435,8 +435,10 @@ for c in "${cpus[@]}"; do
   info_note+="${info_note:+; }$c: $(printf '%s\n' "$out" | sed -n 's/^engine: cpu: //p' | cut -d, -f1-3)"
   # where XNNPACK runs the layers: without /sys (a chroot or container without
   # sysfs) it cannot initialise, and the engine must keep oneDNN's, saying why
+  # (--propagation unchanged: this run's namespace is private already, and qemu-user
+  # refuses unshare's own change of the root's propagation)
   if [ "$c" = "$cpu" ] && grep -q 'layers XNNPACK' <<< "$out"; then
-    out="$(in_root_cpu "$c" unshare -m sh -c 'umount -l /sys && exec build/tools/vd-detect --info' 2>&1)" || {
+    out="$(in_root_cpu "$c" unshare -m --propagation unchanged sh -c 'umount -l /sys && exec build/tools/vd-detect --info' 2>&1)" || {
       printf '%s\n' "$out" >&2
       die "vd-detect --info fails without /sys under QEMU_CPU=$c"
     }
