@@ -657,16 +657,9 @@ def _describe_mask_head(roi, in_c, fpn_names, num_classes, norms):
     (ConvTranspose2d 2x2 stride 2 + ReLU, 1x1 conv to the classes). Returns its config."""
     import torch.nn as nn
     from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
-    from torchvision.ops.poolers import MultiScaleRoIAlign
 
     pool, head, predictor = roi.mask_roi_pool, roi.mask_head, roi.mask_predictor
-    if type(pool) is not MultiScaleRoIAlign:
-        raise ExportError(f"mask RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
-    out_size = pool.output_size
-    if isinstance(out_size, int):
-        out_size = (out_size, out_size)
-    if len(out_size) != 2 or out_size[0] != out_size[1]:
-        raise ExportError(f"mask RoI output size {tuple(out_size)} is not square")
+    out_size = _square_roi_pool(pool, "mask")
     if getattr(pool, "canonical_scale", 224) != 224 or getattr(pool, "canonical_level", 4) != 4:
         raise ExportError("a mask pooler with a canonical scale/level other than 224/4 is not supported")
     if int(pool.sampling_ratio) < 1:
@@ -732,6 +725,20 @@ def _describe_mask_head(roi, in_c, fpn_names, num_classes, norms):
         "norm": "batch_norm" if normed else "none",
         "dim_reduced": int(deconv.out_channels),
     }
+
+
+def _square_roi_pool(pool, what):
+    """@pool's output size as (n, n), checked: a MultiScaleRoIAlign with a square output
+    (@what names the head in the messages)."""
+    from torchvision.ops.poolers import MultiScaleRoIAlign
+    if type(pool) is not MultiScaleRoIAlign:
+        raise ExportError(f"{what} RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
+    out_size = pool.output_size
+    if isinstance(out_size, int):
+        out_size = (out_size, out_size)
+    if len(out_size) != 2 or out_size[0] != out_size[1]:
+        raise ExportError(f"{what} RoI output size {tuple(out_size)} is not square")
+    return out_size
 
 
 def _floats(values):
@@ -879,7 +886,6 @@ def _rcnn_config(model, class_names=None, keypoints=False):
                                                           FastRCNNPredictor, TwoMLPHead)
     from torchvision.models.detection.rpn import RPNHead
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
-    from torchvision.ops.poolers import MultiScaleRoIAlign
 
     from torchvision.models.detection.mask_rcnn import MaskRCNN
 
@@ -971,13 +977,7 @@ def _rcnn_config(model, class_names=None, keypoints=False):
 
     # RoI heads
     pool = roi.box_roi_pool
-    if type(pool) is not MultiScaleRoIAlign:
-        raise ExportError(f"box RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
-    out_size = pool.output_size
-    if isinstance(out_size, int):
-        out_size = (out_size, out_size)
-    if len(out_size) != 2 or out_size[0] != out_size[1]:
-        raise ExportError(f"RoI output size {tuple(out_size)} is not square")
+    out_size = _square_roi_pool(pool, "box")
     if getattr(pool, "canonical_scale", 224) != 224 or getattr(pool, "canonical_level", 4) != 4:
         raise ExportError("MultiScaleRoIAlign with a canonical scale/level other than 224/4 is not supported")
     featmap_names = [str(n) for n in pool.featmap_names]
@@ -1074,18 +1074,11 @@ def _add_keypoints(model, config, builder, names, skeleton):
     keypoint names/skeleton."""
     import torch.nn as nn
     from torchvision.models.detection.keypoint_rcnn import KeypointRCNNHeads, KeypointRCNNPredictor
-    from torchvision.ops.poolers import MultiScaleRoIAlign
     roi = model.roi_heads
     if not roi.has_keypoint():
         raise ExportError("KeypointRCNN without its keypoint pooler, head and predictor")
     pool, head, predictor = roi.keypoint_roi_pool, roi.keypoint_head, roi.keypoint_predictor
-    if type(pool) is not MultiScaleRoIAlign:
-        raise ExportError(f"keypoint RoI pooler {type(pool).__name__} is not MultiScaleRoIAlign")
-    out_size = pool.output_size
-    if isinstance(out_size, int):
-        out_size = (out_size, out_size)
-    if len(out_size) != 2 or out_size[0] != out_size[1]:
-        raise ExportError(f"keypoint RoI output size {tuple(out_size)} is not square")
+    out_size = _square_roi_pool(pool, "keypoint")
     if type(head) is not KeypointRCNNHeads:
         raise ExportError(f"keypoint head {type(head).__name__} is not KeypointRCNNHeads")
     channels = []
