@@ -16,10 +16,12 @@
 # and the arm64 -dev packages, vd_engine_cross_packages and vd_gst_cross_packages) in
 # an amd64 build root of the same release kept inside the arm64 root (x86-build/
 # there), where the clone is bound at the same path: native speed, the same objects
-# as the emulated gcc's, byte for byte. The arm64 root has vd_engine_packages (meson,
-# python3 and gcc too: `--build native` and --run build there, emulated) and
-# vd_gst_run_packages (GStreamer's tools and the main job's elements; with --build
-# native vd_gst_dev_packages too); the tests and the main job run there. The plugin
+# as the emulated gcc's, byte for byte. The arm64 root has vd_engine_run_packages
+# (meson, python3 and the engine's libraries: no compiler, no -dev package; with
+# `--build native`, or --run on a native build/, vd_engine_packages, gcc and the -dev
+# packages, to build there, emulated) and vd_gst_run_packages (GStreamer's tools and
+# the main job's elements; with --build native vd_gst_dev_packages too); the tests and
+# the main job run there. The plugin
 # is built without GStreamer's analytics library (-Danalytics=disabled: its arm64
 # -dev package pulls in OpenCV's, and the analytics code is the same C that the
 # Debian 13 amd64 run checks) and without introspection data.
@@ -343,24 +345,34 @@ else
   vdr_clone_phase "$worktree"
 fi
 
-# the arm64 root's packages: the engine's, and the main job's (to run it; to build it
-# too in a native build)
+# the arm64 root's packages: the engine's (to run its suite, or with a native build to
+# build it too), and the main job's (to run it; to build it too in a native build). A
+# --run on a clone whose build/ is native builds there: the native lists.
+pkg_build=$build
+if [ -n "$run_cmd$([ $shell -eq 1 ] && echo shell)" ] && [ -f "$clone/build/build.ninja" ] &&
+   ! grep -q '^cross_file' "$clone/build/meson-private/cmd_line.txt" 2>/dev/null; then
+  pkg_build=native
+fi
 gst_packages=none
-[ $gst -eq 0 ] || gst_packages=$build
-begin packages "tools/debian-packages.sh's vd_engine_packages$(case $gst_packages in
+[ $gst -eq 0 ] || gst_packages=$pkg_build
+begin packages "tools/debian-packages.sh's $(case $pkg_build in
+  cross) echo vd_engine_run_packages ;; *) echo vd_engine_packages ;; esac)$(case $gst_packages in
   cross) echo ", vd_gst_run_packages" ;; native) echo ", vd_gst_run_packages, vd_gst_dev_packages" ;;
   esac) (emulated apt)"
 # shellcheck disable=SC2016  # expanded in the root
 # (dpkg --configure -a first: finishes an installation a killed run interrupted)
 in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
-  pkgs=("${vd_engine_packages[@]}") &&
   case "$1" in
+    cross) pkgs=("${vd_engine_run_packages[@]}") ;;
+    *) pkgs=("${vd_engine_packages[@]}") ;;
+  esac &&
+  case "$2" in
     cross) pkgs+=("${vd_gst_run_packages[@]}") ;;
     native) pkgs+=("${vd_gst_run_packages[@]}" "${vd_gst_dev_packages[@]}") ;;
   esac && vd_install_missing_packages "${pkgs[@]}" &&
-  { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" gcc libdnnl-dev meson \
+  { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" "libdnnl[0-9]*" meson gcc \
       gstreamer1.0-tools 2>/dev/null || true; }' \
-  debian13-arm64.sh "$gst_packages" \
+  debian13-arm64.sh "$pkg_build" "$gst_packages" \
   || exit
 finish
 

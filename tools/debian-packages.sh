@@ -14,6 +14,12 @@
 #                      python3 runs the suite's Python tests and makes its frames,
 #                      python3-numpy reads the .npy dumps the parity with the x86
 #                      engine compares)
+#   vd_engine_run_packages
+#                      the engine suite run from an engine built elsewhere (the
+#                      arm64 root of a cross build: meson runs the suite, python3
+#                      and python3-numpy as above, and the libraries the engine
+#                      links, named per release; no compiler and no -dev package,
+#                      which under emulation took most of the packages' minutes)
 #   vd_engine_cross_packages
 #                      the same build cross-compiled for arm64 on amd64 (Debian's
 #                      cross toolchain and the arm64 -dev packages, multiarch: the
@@ -99,6 +105,9 @@ vd_engine_packages=(
 )
 
 # shellcheck disable=SC2034
+vd_engine_run_packages=(meson python3 python3-numpy libjson-glib-1.0-0)
+
+# shellcheck disable=SC2034
 vd_engine_cross_packages=(
   meson ninja-build pkgconf python3 gcc-aarch64-linux-gnu
   libc6-dev:arm64 libglib2.0-dev:arm64 libjson-glib-dev:arm64 libdnnl-dev:arm64
@@ -142,8 +151,10 @@ vd_debian_version="$(. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && 
 # GNU indent 2.2.12 (other releases format differently; it skips with them):
 # installed there only.
 case "$vd_debian_version" in
-  ""|[0-9]|1[0-2]) vd_test_packages+=(clang-format indent) ;;   # not Debian, or Debian 12 and older
+  ""|[0-9]|1[0-2]) vd_test_packages+=(clang-format indent)
+     vd_engine_run_packages+=(libglib2.0-0 libdnnl2) ;;   # not Debian, or Debian 12 and older
   *) vd_main_packages+=(libgstreamer-plugins-bad1.0-dev)
+     vd_engine_run_packages+=(libglib2.0-0t64 libdnnl3.6)
      vd_test_packages+=(libgstreamer-plugins-bad1.0-dev gir1.2-gst-plugins-bad-1.0) ;;
 esac
 # XNNPACK runs the CPU layers where oneDNN has only reference kernels (aarch64 with
@@ -156,6 +167,7 @@ case "$vd_debian_version" in
   *) vd_main_packages+=(libxnnpack-dev libpthreadpool-dev)
      vd_test_packages+=(libxnnpack-dev libpthreadpool-dev)
      vd_engine_packages+=(libxnnpack-dev libpthreadpool-dev)
+     vd_engine_run_packages+=(libxnnpack0.20241108 libpthreadpool0)
      vd_engine_cross_packages+=(libxnnpack-dev:arm64 libpthreadpool-dev:arm64) ;;
 esac
 unset vd_debian_version
