@@ -42,7 +42,8 @@ gboolean run_keypoint_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
                        resized_h, P, cfg->kp_sampling_ratio, hp, "keypoint RoI levels", error))
         goto out_free;
     if (observe) {
-        int64_t shape[4] = {n, C, P, P};
+        int64_t shape[4] = {n, C, P, P}, box_shape[2] = {n, 4};
+        vd_context_observe(ctx, "keypoint_rois", resized_boxes, box_shape, 2);
         vd_context_observe(ctx, "keypoint_features", hp->pooled, shape, 4);
     }
     if (!roi_head_run(st, hp, "keypoint head", error))

@@ -361,6 +361,8 @@ VD_API void vd_result_clear(vd_result *result);
  *   "mask_logits"  [D,M,M] (CPU): the mask head's output, its label's channel
  *   "mask_probs"   [D,M,M] models with masks: each detection's mask before the
  *                  paste (sigmoid of its label's channel, M = 2 * the pooler's size)
+ *   "keypoint_rois" [D,4] models with keypoints (CPU): the detections' boxes in
+ *                  the resized image (the keypoint pooler's RoIs)
  *   "keypoint_features" [D,C,P,P] models with keypoints (CPU): each detection's
  *                  RoIAlign output, the keypoint head's input
  *   "keypoint_heatmaps" [D,K,S,S] models with keypoints (CPU): the keypoint
