@@ -28,12 +28,12 @@ gboolean parse_keypoint_head(const char *path, JsonObject *roi, vd_config *c, GE
         !get_int(path, o, section, "up_scale", 1, 16, &c->kp_up_scale, error) ||
         !parse_featmap_names(path, o, section, c, &c->n_kp_roi_levels, error))
         return FALSE;
-    if (2 * c->kp_deconv_padding >= c->kp_deconv_kernel)
+    if (vd_config_heatmap_size(c) < 1)
         return config_error(error, path,
-                            "'%s.deconv_padding' %d leaves nothing of the %dx%d transposed "
-                            "convolution's kernel (it must be below half the kernel)",
-                            section, c->kp_deconv_padding, c->kp_deconv_kernel,
-                            c->kp_deconv_kernel);
+                            "'%s' gives an empty heatmap: the %dx%d transposed convolution of "
+                            "stride %d with padding %d on %dx%d RoI features",
+                            section, c->kp_deconv_kernel, c->kp_deconv_kernel, c->kp_deconv_stride,
+                            c->kp_deconv_padding, c->kp_output_size, c->kp_output_size);
     if (vd_config_heatmap_size(c) > 1024)
         return config_error(error, path, "'%s' gives %dx%d heatmaps (at most 1024x1024)", section,
                             vd_config_heatmap_size(c), vd_config_heatmap_size(c));
