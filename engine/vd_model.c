@@ -224,8 +224,7 @@ gboolean check_keys(const char *path, JsonObject *object, const char *section,
     return ok;
 }
 
-JsonObject *get_section(const char *path, JsonObject *config, const char *name,
-                        GError **error)
+JsonObject *get_section(const char *path, JsonObject *config, const char *name, GError **error)
 {
     JsonNode *node = json_object_get_member(config, name);
 
@@ -758,11 +757,19 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
 
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "output_size",  "sampling_ratio", "featmap_names",      "representation_size",
-        "score_thresh", "nms_thresh",     "detections_per_img", "bbox_reg_weights",
-        "min_size",     "box_head",       "mask_head",          "keypoint_head",
-        NULL};
+    static const char *const keys[] = {"output_size",
+                                       "sampling_ratio",
+                                       "featmap_names",
+                                       "representation_size",
+                                       "score_thresh",
+                                       "nms_thresh",
+                                       "detections_per_img",
+                                       "bbox_reg_weights",
+                                       "min_size",
+                                       "box_head",
+                                       "mask_head",
+                                       "keypoint_head",
+                                       NULL};
     JsonObject *o = get_section(path, config, "roi_heads", error);
     JsonArray *weights;
 
@@ -877,7 +884,7 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
                              GError **error)
 {
     static const char *const keys[] = {
-        "architecture",  "transform",      "backbone",          "fpn",       "anchors",
+        "architecture",  "transform",      "backbone",          "fpn",         "anchors",
         "rpn",           "roi_heads",      "num_classes",       "class_names", "builder",
         "num_keypoints", "keypoint_names", "keypoint_skeleton", NULL};
     JsonNode *node = json_object_get_member(metadata, "config");

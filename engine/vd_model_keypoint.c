@@ -74,9 +74,9 @@ gboolean parse_keypoints(const char *path, JsonObject *config, vd_config *c, GEr
             if (!node_is_string(name))
                 return config_error(error, path, "'keypoint_names[%d]' is not a string", i);
             if (!vd_class_name_validate(json_node_get_string(name), -1, &invalid)) {
-                gboolean ok = config_error(error, path,
-                                           "'keypoint_names[%d]' is not a usable name: %s", i,
-                                           invalid->message);
+                gboolean ok =
+                    config_error(error, path, "'keypoint_names[%d]' is not a usable name: %s", i,
+                                 invalid->message);
                 g_error_free(invalid);
                 return ok;
             }
@@ -141,8 +141,8 @@ gboolean load_keypoint_head(loader *ld, vd_model *model, GError **error)
     d->groups = 1;
     return (d->weight = read_tensor(ld, "roi_heads.keypoint_predictor.kps_score_lowres.weight",
                                     NULL, 4, wshape, error)) != NULL &&
-           (d->bias = read_tensor(ld, "roi_heads.keypoint_predictor.kps_score_lowres.bias", NULL,
-                                  1, bshape, error)) != NULL;
+           (d->bias = read_tensor(ld, "roi_heads.keypoint_predictor.kps_score_lowres.bias", NULL, 1,
+                                  bshape, error)) != NULL;
 }
 
 void keypoint_head_free(vd_model *model)

@@ -11,10 +11,10 @@ G_BEGIN_DECLS
 #define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
-#define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
-#define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
-#define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
-#define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_SE_CHANNELS 4096  /* squeeze width of a MobileNetV3 SE block */
+#define VD_MAX_RPN_CONVS 4       /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
+#define VD_MAX_BOX_CONVS 8       /* FastRCNNConvFCHead conv layers (v2: 4) */
+#define VD_MAX_MASK_CONVS 8      /* MaskRCNNHeads conv layers (4) */
 #define VD_MAX_KEYPOINT_CONVS 16 /* KeypointRCNNHeads conv layers (8) */
 #define VD_MAX_KEYPOINTS 256     /* KeypointRCNNPredictor's keypoints (COCO: 17) */
 
@@ -266,8 +266,8 @@ struct vd_model {
     vd_conv mask_logits;                   /* 1x1 -> num_classes */
 
     vd_conv kp_convs[VD_MAX_KEYPOINT_CONVS]; /* 3x3 pad 1, bias, ReLU */
-    vd_conv kp_deconv; /* ConvTranspose2d -> num_keypoints: weight in torch's
-                        * [in_channels][out_channels][k][k] order */
+    vd_conv kp_deconv;                       /* ConvTranspose2d -> num_keypoints: weight in torch's
+                                              * [in_channels][out_channels][k][k] order */
 
     /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
      * name -> largest |value| (float *); NULL when the file has none */

@@ -1827,16 +1827,14 @@ void roi_head_kernels(GArray *out, GStringChunk *strings, const cpu_roi_head_pla
         const cpu_roi_head_plan *hp = &plans->plans[i];
         if (hp->rows == 0)
             continue;
-        kernel_add(out, strings, hp->convs.to_blocked, "reorder", "%s.in[%d rows]", head,
-                   hp->rows);
+        kernel_add(out, strings, hp->convs.to_blocked, "reorder", "%s.in[%d rows]", head, hp->rows);
         for (int j = 0; j < hp->convs.n_layers; j++)
             kernel_add(out, strings, hp->convs.relayout[j], "reorder", "%s.relayout%d[%d rows]",
                        head, j, hp->rows);
         for (int j = 0; j < hp->convs.n_layers; j++)
-            kernel_add_op(out, strings, hp->convs.layers[j].prim, hp->convs.layers[j].xnn,
-                          kinds[j], "%s[%d rows]", names[j], hp->rows);
-        kernel_add(out, strings, hp->convs.to_plain, "reorder", "%s.out[%d rows]", head,
-                   hp->rows);
+            kernel_add_op(out, strings, hp->convs.layers[j].prim, hp->convs.layers[j].xnn, kinds[j],
+                          "%s[%d rows]", names[j], hp->rows);
+        kernel_add(out, strings, hp->convs.to_plain, "reorder", "%s.out[%d rows]", head, hp->rows);
     }
 }
 

@@ -30,9 +30,9 @@ gboolean run_keypoint_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
 
     if (n == 0)
         return TRUE;
-    cpu_roi_head_plan *hp = roi_head_plan(st, &st->keypoint_plans, specs,
-                                          keypoint_specs(st->model, specs), n, P, "keypoint head",
-                                          error);
+    cpu_roi_head_plan *hp =
+        roi_head_plan(st, &st->keypoint_plans, specs, keypoint_specs(st->model, specs), n, P,
+                      "keypoint head", error);
     if (hp == NULL)
         return FALSE;
     heatmaps = try_alloc((size_t)n * K * S * S, "keypoint heatmaps", error);
