@@ -518,8 +518,10 @@ void vd_result_clear(vd_result *result)
 {
     if (result == NULL)
         return;
-    for (int i = 0; result->detections != NULL && i < result->n_detections; i++)
+    for (int i = 0; result->detections != NULL && i < result->n_detections; i++) {
         g_free(result->detections[i].mask);
+        g_free(result->detections[i].keypoints);
+    }
     g_clear_pointer(&result->detections, g_free);
     result->n_detections = 0;
 }
@@ -549,6 +551,8 @@ const char *const vd_stage_names[VD_N_STAGES] = {
     [VD_STAGE_POSTPROCESS] = "postprocess",
     [VD_STAGE_MASK_HEAD] = "mask_head",
     [VD_STAGE_PASTE_MASKS] = "paste_masks",
+    [VD_STAGE_KEYPOINT_HEAD] = "keypoint_head",
+    [VD_STAGE_KEYPOINTS] = "keypoints",
 };
 
 void vd_context_stages_begin(vd_context *ctx)

@@ -186,7 +186,7 @@ static gboolean node_is_number(JsonNode *node)
             json_node_get_value_type(node) == G_TYPE_DOUBLE);
 }
 
-static gboolean node_is_string(JsonNode *node)
+gboolean node_is_string(JsonNode *node)
 {
     return node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING;
 }
@@ -224,8 +224,7 @@ gboolean check_keys(const char *path, JsonObject *object, const char *section,
     return ok;
 }
 
-static JsonObject *get_section(const char *path, JsonObject *config, const char *name,
-                               GError **error)
+JsonObject *get_section(const char *path, JsonObject *config, const char *name, GError **error)
 {
     JsonNode *node = json_object_get_member(config, name);
 
@@ -670,8 +669,8 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
 /* MultiScaleRoIAlign keeps the FPN maps whose name is in featmap_names, in the FPN's
  * order ('0', '1', ..., 'pool'); the engine needs them to be the first levels.
  * @section names the pooler's section in errors. */
-static gboolean parse_featmap_names(const char *path, JsonObject *o, const char *section,
-                                    const vd_config *c, int *n_levels, GError **error)
+gboolean parse_featmap_names(const char *path, JsonObject *o, const char *section,
+                             const vd_config *c, int *n_levels, GError **error)
 {
     JsonArray *names = get_array(path, o, section, "featmap_names", 1, 64, error);
     if (!names)
@@ -758,10 +757,19 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
 
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "output_size",  "sampling_ratio", "featmap_names",      "representation_size",
-        "score_thresh", "nms_thresh",     "detections_per_img", "bbox_reg_weights",
-        "min_size",     "box_head",       "mask_head",          NULL};
+    static const char *const keys[] = {"output_size",
+                                       "sampling_ratio",
+                                       "featmap_names",
+                                       "representation_size",
+                                       "score_thresh",
+                                       "nms_thresh",
+                                       "detections_per_img",
+                                       "bbox_reg_weights",
+                                       "min_size",
+                                       "box_head",
+                                       "mask_head",
+                                       "keypoint_head",
+                                       NULL};
     JsonObject *o = get_section(path, config, "roi_heads", error);
     JsonArray *weights;
 
@@ -793,7 +801,14 @@ static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config 
                             c->has_masks ? "architecture 'maskrcnn' needs 'roi_heads.mask_head'"
                                          : "'roi_heads.mask_head' is only valid with "
                                            "architecture 'maskrcnn'");
-    return !c->has_masks || parse_mask_head(path, o, c, error);
+    if (json_object_has_member(o, "keypoint_head") != c->has_keypoints)
+        return config_error(error, path,
+                            c->has_keypoints
+                                ? "architecture 'keypointrcnn' needs 'roi_heads.keypoint_head'"
+                                : "'roi_heads.keypoint_head' is only valid with "
+                                  "architecture 'keypointrcnn'");
+    return (!c->has_masks || parse_mask_head(path, o, c, error)) &&
+           (!c->has_keypoints || parse_keypoint_head(path, o, c, error));
 }
 
 gboolean vd_class_name_validate(const char *name, gssize length, GError **error)
@@ -868,9 +883,10 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
                              JsonNode **config_root, JsonObject **eps_per_module, int *n_computed,
                              GError **error)
 {
-    static const char *const keys[] = {"architecture", "transform", "backbone",  "fpn",
-                                       "anchors",      "rpn",       "roi_heads", "num_classes",
-                                       "class_names",  NULL};
+    static const char *const keys[] = {
+        "architecture",  "transform",      "backbone",          "fpn",         "anchors",
+        "rpn",           "roi_heads",      "num_classes",       "class_names", "builder",
+        "num_keypoints", "keypoint_names", "keypoint_skeleton", NULL};
     JsonNode *node = json_object_get_member(metadata, "config");
     JsonObject *config;
     const char *architecture;
@@ -892,17 +908,27 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         return FALSE;
     if (strcmp(architecture, "maskrcnn") == 0) {
         c->has_masks = TRUE;
+    } else if (strcmp(architecture, "keypointrcnn") == 0) {
+        c->has_keypoints = TRUE;
     } else if (strcmp(architecture, "fasterrcnn") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: architecture '%s' is not supported ('fasterrcnn' or 'maskrcnn')", path,
-                    architecture);
+                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn' or "
+                    "'keypointrcnn')",
+                    path, architecture);
         return FALSE;
     }
+    if (!c->has_keypoints && (json_object_has_member(config, "num_keypoints") ||
+                              json_object_has_member(config, "keypoint_names") ||
+                              json_object_has_member(config, "keypoint_skeleton")))
+        return config_error(error, path,
+                            "'num_keypoints', 'keypoint_names' and 'keypoint_skeleton' are only "
+                            "valid with architecture 'keypointrcnn'");
     return check_keys(path, config, "", keys, error) && parse_transform(path, config, c, error) &&
            parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
            parse_fpn(path, config, c, error) && parse_anchors(path, config, c, error) &&
            parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error) &&
-           parse_classes(path, config, c, error);
+           parse_classes(path, config, c, error) &&
+           (!c->has_keypoints || parse_keypoints(path, config, c, error));
 }
 
 static gboolean parse_metadata(const char *path, JsonObject *header, JsonObject **metadata,
@@ -1312,9 +1338,8 @@ gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix
 }
 
 /* A convolution with its own bias; @alt_prefix is the older torchvision name. */
-static gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix,
-                               vd_conv *conv, int out, int in, int kernel, int stride, int padding,
-                               GError **error)
+gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix, vd_conv *conv,
+                        int out, int in, int kernel, int stride, int padding, GError **error)
 {
     const gint64 wshape[4] = {out, in, kernel, kernel}, bshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", prefix);
@@ -1535,6 +1560,7 @@ static void model_free(vd_model *model)
         vd_conv_free(&model->mask_convs[j]);
     vd_conv_free(&model->mask_deconv);
     vd_conv_free(&model->mask_logits);
+    keypoint_head_free(model);
     g_strfreev(model->config.class_names);
     g_free(model->description);
     if (model->int8_ranges != NULL)
@@ -1596,11 +1622,14 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     const vd_backbone_loader *backbone = backbone_loader_of(model->config.backbone_type);
     if (!backbone->load(&ld, model, n_computed, error) || !load_heads(&ld, model, error) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
+        (model->config.has_keypoints && !load_keypoint_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;
 
     {
-        const char *arch = model->config.has_masks ? "maskrcnn" : "fasterrcnn";
+        const char *arch = model->config.has_masks       ? "maskrcnn"
+                           : model->config.has_keypoints ? "keypointrcnn"
+                                                         : "fasterrcnn";
         backbone->name(&model->config, model->backbone_name, sizeof model->backbone_name);
         model->description = g_strdup_printf("%s %s-fpn, %d classes", arch, model->backbone_name,
                                              model->config.num_classes);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The families tools/export_torchvision.py exports that this engine does not run yet
- * (torchvision's one-stage detectors and Keypoint R-CNN): the loader refuses them with
+ * (torchvision's one-stage detectors): the loader refuses them with
  * VD_ERROR_UNSUPPORTED, naming the builder the file records and what is missing. */
 #include "vd_model_loader.h"
 
@@ -23,8 +23,6 @@ static const struct {
     {"ssdlite", "this engine does not run one-stage detectors yet (SSDlite's MobileNetV3 "
                 "feature extractor with its extra layers, its default boxes, its "
                 "depthwise-separable heads and their decoding)"},
-    {"keypointrcnn", "this engine does not run Keypoint R-CNN yet (the keypoint head and its "
-                     "heatmap-to-point decoding)"},
 };
 
 /* The config's "builder" when it is a short printable string, else NULL */

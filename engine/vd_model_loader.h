@@ -79,6 +79,25 @@ gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn
 gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix, vd_conv *conv,
                       int out, int in, int kernel, int stride, int padding, GError **error);
 
+/* More of vd_model.c's configuration reads: a string value, a section (an object
+ * member, VD_ERROR_FORMAT naming it when missing or not an object), a pooler's
+ * "featmap_names" (the first FPN levels, their count in *@n_levels) */
+gboolean node_is_string(JsonNode *node);
+JsonObject *get_section(const char *path, JsonObject *config, const char *name, GError **error);
+gboolean parse_featmap_names(const char *path, JsonObject *o, const char *section,
+                             const vd_config *c, int *n_levels, GError **error);
+/* A convolution with its own bias (@alt_prefix: an older name, or NULL). */
+gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix, vd_conv *conv,
+                        int out, int in, int kernel, int stride, int padding, GError **error);
+
+/* Keypoint R-CNN (vd_model_keypoint.c): "roi_heads.keypoint_head" of @roi; the
+ * configuration's "num_keypoints", "keypoint_names", "keypoint_skeleton"; the
+ * keypoint head's weights; what they allocated. */
+gboolean parse_keypoint_head(const char *path, JsonObject *roi, vd_config *c, GError **error);
+gboolean parse_keypoints(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean load_keypoint_head(loader *ld, vd_model *model, GError **error);
+void keypoint_head_free(vd_model *model);
+
 G_END_DECLS
 
 #endif /* VD_MODEL_LOADER_H */

@@ -11,10 +11,12 @@ G_BEGIN_DECLS
 #define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
-#define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
-#define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
-#define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
-#define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_SE_CHANNELS 4096  /* squeeze width of a MobileNetV3 SE block */
+#define VD_MAX_RPN_CONVS 4       /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
+#define VD_MAX_BOX_CONVS 8       /* FastRCNNConvFCHead conv layers (v2: 4) */
+#define VD_MAX_MASK_CONVS 8      /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_KEYPOINT_CONVS 16 /* KeypointRCNNHeads conv layers (8) */
+#define VD_MAX_KEYPOINTS 256     /* KeypointRCNNPredictor's keypoints (COCO: 17) */
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
@@ -209,6 +211,23 @@ typedef struct {
     gboolean mask_norm;   /* v2: batch-norm after each conv (no bias) */
     int mask_dim_reduced; /* the transposed convolution's output channels */
 
+    /* Keypoint R-CNN (architecture "keypointrcnn", engine/KEYPOINTRCNN.md): a
+     * MultiScaleRoIAlign on the final boxes, n_kp_convs 3x3 conv + ReLU,
+     * ConvTranspose2d (kp_deconv_*) to num_keypoints heatmaps, bilinear
+     * upsampling by kp_up_scale, heatmaps_to_keypoints */
+    gboolean has_keypoints;
+    int kp_output_size;    /* 14 */
+    int kp_sampling_ratio; /* 2 */
+    int n_kp_roi_levels;   /* the first FPN levels the keypoint pooler uses */
+    int n_kp_convs;
+    int kp_conv_channels[VD_MAX_KEYPOINT_CONVS];
+    int kp_deconv_kernel, kp_deconv_stride, kp_deconv_padding; /* 4, 2, 1 */
+    int kp_up_scale;                                           /* 2 */
+    int num_keypoints;                                         /* 17 */
+    char **keypoint_names; /* num_keypoints names, or NULL when the file has none */
+    int n_skeleton;        /* pairs in skeleton */
+    int *skeleton;         /* [n_skeleton][2] 0-based keypoint indices, or NULL */
+
     int num_classes;    /* including background */
     char **class_names; /* num_classes entries */
 } vd_config;
@@ -245,6 +264,10 @@ struct vd_model {
     vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's
                                             * [in_channels][out_channels][2][2] order */
     vd_conv mask_logits;                   /* 1x1 -> num_classes */
+
+    vd_conv kp_convs[VD_MAX_KEYPOINT_CONVS]; /* 3x3 pad 1, bias, ReLU */
+    vd_conv kp_deconv;                       /* ConvTranspose2d -> num_keypoints: weight in torch's
+                                              * [in_channels][out_channels][k][k] order */
 
     /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
      * name -> largest |value| (float *); NULL when the file has none */
@@ -285,6 +308,23 @@ static inline const char *vd_config_v2_parts(const vd_config *config)
 static inline const char *vd_config_mask_parts(const vd_config *config)
 {
     return config->has_masks ? "the Mask R-CNN mask head (maskrcnn)" : NULL;
+}
+
+/* What a backend without the keypoint branch must refuse, or NULL. */
+static inline const char *vd_config_keypoint_parts(const vd_config *config)
+{
+    return config->has_keypoints
+               ? "the Keypoint R-CNN keypoint head and its heatmap decoding (keypointrcnn)"
+               : NULL;
+}
+
+/* The size of the keypoint heatmaps: the transposed convolution's output times
+ * kp_up_scale (56 for torchvision's 14x14 pooler). */
+static inline int vd_config_heatmap_size(const vd_config *c)
+{
+    int deconv = (c->kp_output_size - 1) * c->kp_deconv_stride - 2 * c->kp_deconv_padding +
+                 c->kp_deconv_kernel;
+    return deconv * c->kp_up_scale;
 }
 
 /* Number of channels of ResNet stage @stage (1..4) output. */

@@ -8,7 +8,8 @@
 
 G_BEGIN_DECLS
 
-/* In running order: a model without masks stops after VD_STAGE_POSTPROCESS.
+/* In running order: a model without masks or keypoints stops after
+ * VD_STAGE_POSTPROCESS; one with keypoints goes on with VD_STAGE_KEYPOINT_HEAD.
  * The names (vd_stage_name()) are part of the interface: vd-detect --stages
  * prints them and the element tests and the tools parse them. */
 typedef enum {
@@ -21,6 +22,8 @@ typedef enum {
     VD_STAGE_POSTPROCESS,
     VD_STAGE_MASK_HEAD, /* its RoIAlign included */
     VD_STAGE_PASTE_MASKS,
+    VD_STAGE_KEYPOINT_HEAD, /* Keypoint R-CNN (no masks): its RoIAlign included */
+    VD_STAGE_KEYPOINTS,     /* heatmaps_to_keypoints and the rescale */
     VD_N_STAGES
 } vd_stage;
 

@@ -559,6 +559,7 @@ release_engine (GstVisionDetect * self)
   g_clear_pointer (&self->ctx, vd_context_free);
   g_clear_pointer (&self->model, gst_vision_model_cache_release);
   g_clear_pointer (&self->class_names, g_strfreev);
+  g_clear_pointer (&self->keypoint_names, g_strfreev);
   g_clear_pointer (&self->keep_class, g_rc_box_release);
   self->num_classes = 0;
 }
@@ -679,6 +680,17 @@ gst_vision_detect_start (GstBaseTransform * trans)
       self->class_names[c] = name != NULL && *name != '\0' ?
           g_strdup (name) : g_strdup_printf ("class%d", c);
     }
+  }
+
+  /* Keypoint R-CNN: the names its keypoints' ROI params carry, when the
+   * model file has them */
+  if (vd_model_keypoint_name (self->model, 0) != NULL) {
+    gint k, n_keypoints = vd_model_num_keypoints (self->model);
+
+    self->keypoint_names = g_new0 (gchar *, n_keypoints + 1);
+    for (k = 0; k < n_keypoints; k++)
+      self->keypoint_names[k] =
+          g_strdup (vd_model_keypoint_name (self->model, k));
   }
 
   if (batch_size > 1) {

@@ -67,6 +67,7 @@ struct _GstVisionDetect
    * cancelling threads may read it) */
   GstVisionBatcherClient *batch_client;
   gchar **class_names;          /* num_classes names: the model's or the labels file's */
+  gchar **keypoint_names;       /* the model's keypoint names, or NULL */
   gint num_classes;
   gboolean *keep_class;         /* num_classes flags (g_rc_box); NULL keeps every class */
   GstVideoInfo info;

@@ -111,6 +111,12 @@ attach_detections (GstVisionDetect * self, const GstVisionDetectFrame * f,
     e->mask_y = det->mask_y;
     e->mask_width = det->mask_width;
     e->mask_height = det->mask_height;
+    /* vd_keypoint is three floats: x, y, score */
+    G_STATIC_ASSERT (sizeof (vd_keypoint) == 3 * sizeof (gfloat));
+    e->keypoints = (const gfloat *) det->keypoints;
+    e->n_keypoints = det->n_keypoints;
+    e->keypoint_names = (const gchar * const *) self->keypoint_names;
+    e->n_skeleton = vd_model_keypoint_skeleton (self->model, &e->skeleton);
     n++;
   }
   gst_vision_detections_attach (GST_ELEMENT (self), f->frame.buffer, meta,

@@ -248,6 +248,19 @@ static void print_json(const vd_model *model, const vd_result *r)
             json_builder_add_string_value(b, data);
             json_builder_end_object(b);
         }
+        if (d->keypoints != NULL) {
+            /* [[x, y, score], ...] in frame pixels, the model's keypoint order */
+            json_builder_set_member_name(b, "keypoints");
+            json_builder_begin_array(b);
+            for (int k = 0; k < d->n_keypoints; k++) {
+                json_builder_begin_array(b);
+                json_builder_add_double_value(b, d->keypoints[k].x);
+                json_builder_add_double_value(b, d->keypoints[k].y);
+                json_builder_add_double_value(b, d->keypoints[k].score);
+                json_builder_end_array(b);
+            }
+            json_builder_end_array(b);
+        }
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -267,6 +280,16 @@ static void print_text(const char *path, const vd_model *model, const vd_result 
         const char *name = vd_model_class_name(model, d->label);
         printf("  %-16s %.3f  [%.1f, %.1f, %.1f, %.1f]\n", name != NULL ? name : "?", d->score,
                d->x1, d->y1, d->x2, d->y2);
+        for (int k = 0; k < d->n_keypoints; k++) {
+            const char *kp = vd_model_keypoint_name(model, k);
+            char number[16];
+            if (kp == NULL) {
+                g_snprintf(number, sizeof number, "%d", k);
+                kp = number;
+            }
+            printf("    %-18s (%.1f, %.1f)  %.3f\n", kp, d->keypoints[k].x, d->keypoints[k].y,
+                   d->keypoints[k].score);
+        }
     }
 }
 
@@ -421,6 +444,26 @@ int main(int argc, char **argv)
         gboolean alone = images == NULL || images[0] == NULL;
         fprintf(alone ? stdout : stderr, "engine: %s\n", vd_context_describe(ctx));
         fprintf(alone ? stdout : stderr, "model: %s\n", vd_model_description(model));
+        if (vd_model_num_keypoints(model) > 0) {
+            const int *pairs = NULL;
+            int n_pairs = vd_model_keypoint_skeleton(model, &pairs);
+            GString *line = g_string_new(NULL);
+            g_string_printf(line, "keypoints: %d", vd_model_num_keypoints(model));
+            for (int k = 0; k < vd_model_num_keypoints(model); k++) {
+                const char *kp = vd_model_keypoint_name(model, k);
+                if (kp != NULL)
+                    g_string_append_printf(line, "%s%s", k == 0 ? " (" : ", ", kp);
+            }
+            if (vd_model_keypoint_name(model, 0) != NULL)
+                g_string_append(line, ")");
+            if (n_pairs > 0) {
+                g_string_append_printf(line, "; skeleton:");
+                for (int k = 0; k < n_pairs; k++)
+                    g_string_append_printf(line, " %d-%d", pairs[2 * k], pairs[2 * k + 1]);
+            }
+            fprintf(alone ? stdout : stderr, "%s\n", line->str);
+            g_string_free(line, TRUE);
+        }
         if (alone) {
             status = 0;
             goto out;

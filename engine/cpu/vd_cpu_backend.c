@@ -898,6 +898,7 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->wino_weights = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)vd_wino_unref);
     plan->pooler.resized_h = -1;
     plan->mask_pooler.resized_h = -1;
+    plan->keypoint_pooler.resized_h = -1;
 
     plan->steps = g_array_new(FALSE, FALSE, sizeof(cpu_step));
     plan->names = g_string_chunk_new(256);
@@ -1716,64 +1717,137 @@ out_free:
 }
 
 /* ------------------------------------------------------------------------ */
-/* Mask branch (Mask R-CNN): convolutions over all detections at once          */
+/* RoI heads over the final detections (Mask R-CNN's mask branch, Keypoint
+ * R-CNN's keypoint branch): convolutions over all detections at once          */
 
-static void mask_plan_clear(cpu_mask_plan *mp)
+static void roi_head_plan_clear(cpu_roi_head_plan *hp)
 {
-    roi_convs_clear(&mp->convs);
-    free(mp->pooled);
-    free(mp->logits);
-    memset(mp, 0, sizeof(*mp));
+    roi_convs_clear(&hp->convs);
+    free(hp->pooled);
+    free(hp->out);
+    memset(hp, 0, sizeof(*hp));
 }
 
-static void mask_plans_clear(cpu_state *st)
+void roi_head_plans_clear(cpu_roi_head_plans *plans)
 {
-    for (int i = 0; i < MASK_PLAN_CACHE; i++)
-        mask_plan_clear(&st->mask_plans[i]);
+    for (int i = 0; i < ROI_HEAD_PLAN_CACHE; i++)
+        roi_head_plan_clear(&plans->plans[i]);
 }
 
-static gboolean mask_plan_init(cpu_state *st, cpu_mask_plan *mp, int rows, GError **error)
+static gboolean roi_head_plan_init(cpu_state *st, cpu_roi_head_plan *hp,
+                                   const cpu_roi_layer_spec *specs, int n_specs, int rows, int P,
+                                   const char *what, GError **error)
 {
-    const vd_model *m = st->model;
-    const vd_config *cfg = &m->config;
-    int P = cfg->mask_output_size, M = 2 * P, C = cfg->fpn_channels, K = cfg->num_classes;
-    cpu_roi_layer_spec specs[VD_MAX_MASK_CONVS + 2];
-    int n = 0;
-
+    int C = specs[0].conv->in_channels, S = P;
+    for (int j = 0; j < n_specs; j++) {
+        const vd_conv *w = specs[j].conv;
+        S = specs[j].deconv ? (S - 1) * w->stride - 2 * w->padding + w->kernel
+                            : (S + 2 * w->padding - w->kernel) / w->stride + 1;
+    }
+    hp->out_c = specs[n_specs - 1].conv->out_channels;
+    hp->out_size = S;
     /* every layer takes the src layout oneDNN prefers for it */
-    for (int j = 0; j < cfg->n_mask_convs; j++)
-        specs[n++] = (cpu_roi_layer_spec){&m->mask_convs[j], FALSE, TRUE};
-    specs[n++] = (cpu_roi_layer_spec){&m->mask_deconv, TRUE, TRUE};
-    specs[n++] = (cpu_roi_layer_spec){&m->mask_logits, FALSE, FALSE};
-    if (!roi_convs_init(st, &mp->convs, specs, n, rows, P, dnnl_f32, FALSE, "mask head", error) ||
-        !(mp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), "mask RoI features",
-                                     error)) ||
-        !(mp->logits =
-              alloc_aligned((size_t)rows * K * M * M * sizeof(float), "mask logits", error)))
+    if (!roi_convs_init(st, &hp->convs, specs, n_specs, rows, P, dnnl_f32, FALSE, what, error) ||
+        !(hp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), what, error)) ||
+        !(hp->out = alloc_aligned((size_t)rows * hp->out_c * S * S * sizeof(float), what, error)))
         return FALSE;
     /* the rows past the detections compute on these (finite) zeros */
-    memset(mp->pooled, 0, (size_t)rows * C * P * P * sizeof(float));
+    memset(hp->pooled, 0, (size_t)rows * C * P * P * sizeof(float));
     return TRUE;
 }
 
-/* The mask branch's primitives for @n detections (rounded up as the box head's
- * rows; a few counts cached). */
-static cpu_mask_plan *mask_plan(cpu_state *st, int n, GError **error)
+cpu_roi_head_plan *roi_head_plan(cpu_state *st, cpu_roi_head_plans *plans,
+                                 const cpu_roi_layer_spec *specs, int n_specs, int n, int pool_size,
+                                 const char *what, GError **error)
 {
     int rows =
         MAX((n + BOX_ROWS_QUANTUM - 1) / BOX_ROWS_QUANTUM * BOX_ROWS_QUANTUM, BOX_ROWS_QUANTUM);
-    for (int i = 0; i < MASK_PLAN_CACHE; i++)
-        if (st->mask_plans[i].rows == rows)
-            return &st->mask_plans[i];
-    cpu_mask_plan *mp = &st->mask_plans[st->mask_plan_next];
-    st->mask_plan_next = (st->mask_plan_next + 1) % MASK_PLAN_CACHE;
-    mask_plan_clear(mp);
-    if (!mask_plan_init(st, mp, rows, error) || !ensure_scratchpad(st, error)) {
-        mask_plan_clear(mp);
+    for (int i = 0; i < ROI_HEAD_PLAN_CACHE; i++)
+        if (plans->plans[i].rows == rows)
+            return &plans->plans[i];
+    cpu_roi_head_plan *hp = &plans->plans[plans->next];
+    plans->next = (plans->next + 1) % ROI_HEAD_PLAN_CACHE;
+    roi_head_plan_clear(hp);
+    if (!roi_head_plan_init(st, hp, specs, n_specs, rows, pool_size, what, error) ||
+        !ensure_scratchpad(st, error)) {
+        roi_head_plan_clear(hp);
         return NULL;
     }
-    mp->rows = rows;
-    return mp;
+    hp->rows = rows;
+    return hp;
+}
+
+gboolean roi_head_pool(cpu_plan *plan, vd_pooler_levels *pooler, int n_levels, const float *boxes,
+                       int n, int resized_h, int pool_size, int sampling_ratio,
+                       cpu_roi_head_plan *hp, const char *what, GError **error)
+{
+    int P = pool_size, C = plan->fpn_out[0]->c;
+    int *level_of = try_alloc((size_t)n, what, error);
+    int *index = level_of ? try_alloc((size_t)n, what, error) : NULL;
+    float *rois = index ? try_alloc((size_t)n * 4, what, error) : NULL;
+    if (rois == NULL) {
+        g_free(level_of);
+        g_free(index);
+        return FALSE;
+    }
+    int heights[VD_MAX_FPN_LEVELS];
+    for (int l = 0; l < n_levels; l++)
+        heights[l] = plan->fpn_out[l]->h;
+    vd_pooler_levels_update(pooler, heights, n_levels, resized_h);
+    for (int i = 0; i < n; i++)
+        level_of[i] = vd_roi_level(boxes + 4 * (size_t)i, pooler->k_min, pooler->k_max);
+    for (int l = 0; l < n_levels; l++) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (level_of[i] != l)
+                continue;
+            memcpy(rois + 4 * (size_t)m, boxes + 4 * (size_t)i, 4 * sizeof(float));
+            index[m++] = i;
+        }
+        if (m > 0)
+            roi_align_features(plan->fpn_out[l], rois, index, m, pooler->scales[l], P,
+                               sampling_ratio, hp->pooled, dnnl_f32, (size_t)C * P * P);
+    }
+    g_free(level_of);
+    g_free(index);
+    g_free(rois);
+    return TRUE;
+}
+
+gboolean roi_head_run(cpu_state *st, cpu_roi_head_plan *hp, const char *what, GError **error)
+{
+    return roi_convs_run(st, &hp->convs, hp->pooled, hp->out, what, error) &&
+           vd_layers_wait(st->stream, error);
+}
+
+void roi_head_kernels(GArray *out, GStringChunk *strings, const cpu_roi_head_plans *plans,
+                      const char *head, const char *const *kinds, const char *const *names)
+{
+    for (int i = 0; i < ROI_HEAD_PLAN_CACHE; i++) {
+        const cpu_roi_head_plan *hp = &plans->plans[i];
+        if (hp->rows == 0)
+            continue;
+        kernel_add(out, strings, hp->convs.to_blocked, "reorder", "%s.in[%d rows]", head, hp->rows);
+        for (int j = 0; j < hp->convs.n_layers; j++)
+            kernel_add(out, strings, hp->convs.relayout[j], "reorder", "%s.relayout%d[%d rows]",
+                       head, j, hp->rows);
+        for (int j = 0; j < hp->convs.n_layers; j++)
+            kernel_add_op(out, strings, hp->convs.layers[j].prim, hp->convs.layers[j].xnn, kinds[j],
+                          "%s[%d rows]", names[j], hp->rows);
+        kernel_add(out, strings, hp->convs.to_plain, "reorder", "%s.out[%d rows]", head, hp->rows);
+    }
+}
+
+/* The mask branch's layers: the 3x3 convolutions (ReLU), the transposed
+ * convolution (ReLU), the 1x1 logits convolution. */
+static int mask_specs(const vd_model *m, cpu_roi_layer_spec *specs)
+{
+    int n = 0;
+    for (int j = 0; j < m->config.n_mask_convs; j++)
+        specs[n++] = (cpu_roi_layer_spec){&m->mask_convs[j], FALSE, TRUE};
+    specs[n++] = (cpu_roi_layer_spec){&m->mask_deconv, TRUE, TRUE};
+    specs[n++] = (cpu_roi_layer_spec){&m->mask_logits, FALSE, FALSE};
+    return n;
 }
 
 /* maskrcnn_inference and paste_masks_in_image (engine/MASKRCNN.md) for the @n
@@ -1788,46 +1862,25 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     int n = result->n_detections;
     int P = cfg->mask_output_size, M = 2 * P, C = cfg->fpn_channels, K = cfg->num_classes;
     gboolean ok = FALSE;
-    int *level_of = NULL, *index = NULL;
-    float *rois = NULL, *probs = NULL;
+    float *probs = NULL;
+    cpu_roi_layer_spec specs[CPU_MAX_ROI_LAYERS];
 
     if (n == 0)
         return TRUE;
-    cpu_mask_plan *mp = mask_plan(st, n, error);
+    cpu_roi_head_plan *mp = roi_head_plan(st, &st->mask_plans, specs, mask_specs(st->model, specs),
+                                          n, P, "mask head", error);
     if (mp == NULL)
         return FALSE;
-    level_of = try_alloc((size_t)n, "mask RoI levels", error);
-    index = level_of ? try_alloc((size_t)n, "mask RoI levels", error) : NULL;
-    rois = index ? try_alloc((size_t)n * 4, "mask RoI levels", error) : NULL;
-    probs = rois ? try_alloc((size_t)n * M * M, "mask probabilities", error) : NULL;
-    if (probs == NULL)
+    probs = try_alloc((size_t)n * M * M, "mask probabilities", error);
+    if (probs == NULL ||
+        !roi_head_pool(plan, &plan->mask_pooler, cfg->n_mask_roi_levels, resized_boxes, n,
+                       resized_h, P, cfg->mask_sampling_ratio, mp, "mask RoI levels", error))
         goto out_free;
-
-    int heights[VD_MAX_FPN_LEVELS];
-    for (int l = 0; l < cfg->n_mask_roi_levels; l++)
-        heights[l] = plan->fpn_out[l]->h;
-    vd_pooler_levels_update(&plan->mask_pooler, heights, cfg->n_mask_roi_levels, resized_h);
-    for (int i = 0; i < n; i++)
-        level_of[i] = vd_roi_level(resized_boxes + 4 * (size_t)i, plan->mask_pooler.k_min,
-                                   plan->mask_pooler.k_max);
-    for (int l = 0; l < cfg->n_mask_roi_levels; l++) {
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            if (level_of[i] != l)
-                continue;
-            memcpy(rois + 4 * (size_t)m, resized_boxes + 4 * (size_t)i, 4 * sizeof(float));
-            index[m++] = i;
-        }
-        if (m > 0)
-            roi_align_features(plan->fpn_out[l], rois, index, m, plan->mask_pooler.scales[l], P,
-                               cfg->mask_sampling_ratio, mp->pooled, dnnl_f32, (size_t)C * P * P);
-    }
     if (observe) {
         int64_t shape[4] = {n, C, P, P};
         vd_context_observe(ctx, "mask_features", mp->pooled, shape, 4);
     }
-    if (!roi_convs_run(st, &mp->convs, mp->pooled, mp->logits, "mask head", error) ||
-        !vd_layers_wait(st->stream, error))
+    if (!roi_head_run(st, mp, "mask head", error))
         goto out_free;
     vd_context_stage_mark(ctx, VD_STAGE_MASK_HEAD);
 
@@ -1835,7 +1888,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
      * every channel followed by the selection) */
     for (int i = 0; i < n; i++) {
         float *p = probs + (size_t)i * M * M;
-        memcpy(p, mp->logits + ((size_t)i * K + result->detections[i].label) * M * M,
+        memcpy(p, mp->out + ((size_t)i * K + result->detections[i].label) * M * M,
                (size_t)M * M * sizeof(float));
     }
     if (observe) {
@@ -1853,9 +1906,6 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     ok = TRUE;
 
 out_free:
-    g_free(level_of);
-    g_free(index);
-    g_free(rois);
     g_free(probs);
     return ok;
 }
@@ -2033,11 +2083,16 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     n_nonfinite += count_nonfinite(head, (size_t)n_props * 5 * cfg->num_classes);
     float *resized_boxes = NULL;
     ok = postprocess(st, ctx, props, n_props, head, rh, rw, image, result,
-                     cfg->has_masks ? &resized_boxes : NULL, error);
+                     cfg->has_masks || cfg->has_keypoints ? &resized_boxes : NULL, error);
     result->n_nonfinite = n_nonfinite;
     vd_context_stage_mark(ctx, VD_STAGE_POSTPROCESS);
     if (ok && cfg->has_masks) {
         ok = run_mask_head(st, ctx, plan, resized_boxes, rh, observe, result, error);
+        if (!ok)
+            vd_result_clear(result);
+    }
+    if (ok && cfg->has_keypoints) {
+        ok = run_keypoint_head(st, ctx, plan, resized_boxes, rh, rw, observe, result, error);
         if (!ok)
             vd_result_clear(result);
     }
@@ -2059,7 +2114,8 @@ static void cpu_destroy(void *p)
         return;
     plan_free(st->plan);
     box_plans_clear(st);
-    mask_plans_clear(st);
+    roi_head_plans_clear(&st->mask_plans);
+    roi_head_plans_clear(&st->keypoint_plans);
     packed_linear_clear(&st->fc6);
     packed_linear_clear(&st->fc7);
     packed_linear_clear(&st->predictor);
@@ -2563,27 +2619,24 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
         kernel_add_op(out, strings, bp->predictor.prim, bp->predictor.xnn, "matmul",
                       "roi_heads.box_predictor[%d rows]", bp->rows);
     }
-    for (int i = 0; i < MASK_PLAN_CACHE; i++) {
-        const cpu_mask_plan *mp = &st->mask_plans[i];
-        if (mp->rows == 0)
-            continue;
-        kernel_add(out, strings, mp->convs.to_blocked, "reorder", "roi_heads.mask_head.in[%d rows]",
-                   mp->rows);
-        for (int j = 0; j < mp->convs.n_layers; j++)
-            kernel_add(out, strings, mp->convs.relayout[j], "reorder",
-                       "roi_heads.mask_head.relayout%d[%d rows]", j, mp->rows);
-        const cpu_roi_layer *ml = mp->convs.layers;
-        int nl = mp->convs.n_layers;
-        for (int j = 0; j < nl - 2; j++)
-            kernel_add_op(out, strings, ml[j].prim, ml[j].xnn, "convolution",
-                          "roi_heads.mask_head.%d[%d rows]", j, mp->rows);
-        kernel_add_op(out, strings, ml[nl - 2].prim, ml[nl - 2].xnn, "deconvolution",
-                      "roi_heads.mask_predictor.conv5_mask[%d rows]", mp->rows);
-        kernel_add_op(out, strings, ml[nl - 1].prim, ml[nl - 1].xnn, "convolution",
-                      "roi_heads.mask_predictor.mask_fcn_logits[%d rows]", mp->rows);
-        kernel_add(out, strings, mp->convs.to_plain, "reorder", "roi_heads.mask_head.out[%d rows]",
-                   mp->rows);
+    if (st->model->config.has_masks) {
+        const char *kinds[CPU_MAX_ROI_LAYERS], *names[CPU_MAX_ROI_LAYERS];
+        char *owned[VD_MAX_MASK_CONVS];
+        int nc = st->model->config.n_mask_convs;
+        for (int j = 0; j < nc; j++) {
+            kinds[j] = "convolution";
+            names[j] = owned[j] = g_strdup_printf("roi_heads.mask_head.%d", j);
+        }
+        kinds[nc] = "deconvolution";
+        names[nc] = "roi_heads.mask_predictor.conv5_mask";
+        kinds[nc + 1] = "convolution";
+        names[nc + 1] = "roi_heads.mask_predictor.mask_fcn_logits";
+        roi_head_kernels(out, strings, &st->mask_plans, "roi_heads.mask_head", kinds, names);
+        for (int j = 0; j < nc; j++)
+            g_free(owned[j]);
     }
+    if (st->model->config.has_keypoints)
+        keypoint_kernels(st, out, strings);
 }
 
 static char *cpu_calibration(void *p, GError **error)

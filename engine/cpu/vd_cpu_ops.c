@@ -740,3 +740,125 @@ void vd_fc6_weight_to_nhwc(const float *weight, int out, int channels, int posit
                 row[(size_t)p * padded_channels + c] = src[(size_t)c * positions + p];
     }
 }
+
+void vd_upsample_bilinear(const float *in, int planes, int size, int scale, float *out)
+{
+    int os = size * scale;
+    float ratio = vd_math_resize_ratio(size, os);
+#pragma omp parallel for
+    for (int p = 0; p < planes; p++) {
+        const float *m = in + (size_t)p * size * size;
+        float *o = out + (size_t)p * os * os;
+        for (int y = 0; y < os; y++) {
+            int i0h, i1h;
+            float l0h, l1h;
+            vd_math_resize_source(ratio, y, size, os, &i0h, &i1h, &l0h, &l1h);
+            for (int x = 0; x < os; x++) {
+                int i0w, i1w;
+                float l0w, l1w;
+                vd_math_resize_source(ratio, x, size, os, &i0w, &i1w, &l0w, &l1w);
+                o[(size_t)y * os + x] = vd_math_resize_blend(
+                    l0h, l1h, l0w, l1w, m[i0h * size + i0w], m[i0h * size + i1w],
+                    m[i1h * size + i0w], m[i1h * size + i1w]);
+            }
+        }
+    }
+}
+
+/* torch's cubic convolution coefficients (A = -0.75) of fraction @t, float32,
+ * evaluated left to right as upsample_bicubic2d's get_cubic_upsample_coefficients
+ * writes them (the engine is built without FMA contraction) */
+static float cubic1(float x)
+{
+    const float A = -0.75f;
+    return ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f;
+}
+
+static float cubic2(float x)
+{
+    const float A = -0.75f;
+    return ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A;
+}
+
+/* Output index @d's four source indices (clamped to [0, @in - 1]) and weights
+ * along an axis of @in resized to @out (align_corners=False): src = scale * (d +
+ * 0.5) - 0.5 with scale = f32(in / out), not clamped at 0, i = floor(src), t =
+ * src - i. */
+static void cubic_axis(int in, int out, int d, int idx[4], float w[4])
+{
+    float scale = vd_math_resize_ratio(in, out);
+    float src = (float)((double)scale * ((double)d + 0.5) - 0.5);
+    int i = (int)floorf(src);
+    float t = src - (float)i;
+    float t2 = (float)(1.0 - (double)t);
+    w[0] = cubic2((float)((double)t + 1.0));
+    w[1] = cubic1(t);
+    w[2] = cubic1(t2);
+    w[3] = cubic2((float)((double)t2 + 1.0));
+    for (int j = 0; j < 4; j++)
+        idx[j] = CLAMP(i - 1 + j, 0, in - 1);
+}
+
+gboolean vd_heatmaps_to_keypoints(const float *maps, int k, int s, const float box[4], float *out,
+                                  GError **error)
+{
+    float width = MAX(box[2] - box[0], 1.0f), height = MAX(box[3] - box[1], 1.0f);
+    int w = (int)ceilf(width), h = (int)ceilf(height);
+    float width_correction = width / (float)w, height_correction = height / (float)h;
+    /* the horizontal pass's rows [s][w], the per-column and per-row taps */
+    float *rows = g_try_malloc(((size_t)s * w + 4 * (size_t)(w + h)) * sizeof(float));
+    int *idx = g_try_malloc(4 * (size_t)(w + h) * sizeof(int));
+    if (rows == NULL || idx == NULL) {
+        g_free(rows);
+        g_free(idx);
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
+                    "out of memory for a %dx%d keypoint heatmap", w, h);
+        return FALSE;
+    }
+    float *wx = rows + (size_t)s * w, *wy = wx + 4 * (size_t)w;
+    int *ix = idx, *iy = idx + 4 * (size_t)w;
+    for (int x = 0; x < w; x++)
+        cubic_axis(s, w, x, ix + 4 * x, wx + 4 * x);
+    for (int y = 0; y < h; y++)
+        cubic_axis(s, h, y, iy + 4 * y, wy + 4 * y);
+    for (int c = 0; c < k; c++) {
+        const float *m = maps + (size_t)c * s * s;
+        /* each source row interpolated along x: sum_i wx[i] m[r][ix[i]], then each
+         * output pixel along y over four of those: the separable order of torch's
+         * kernel (x innermost) */
+        for (int r = 0; r < s; r++)
+            for (int x = 0; x < w; x++) {
+                const int *xi = ix + 4 * x;
+                const float *xw = wx + 4 * x;
+                float v = m[r * s + xi[0]] * xw[0];
+                for (int j = 1; j < 4; j++)
+                    v = fmaf(m[r * s + xi[j]], xw[j], v);
+                rows[(size_t)r * w + x] = v;
+            }
+        float best = -INFINITY;
+        int best_x = 0, best_y = 0;
+        gboolean found = FALSE;
+        for (int y = 0; y < h; y++) {
+            const int *yi = iy + 4 * y;
+            const float *yw = wy + 4 * y;
+            for (int x = 0; x < w; x++) {
+                float v = rows[(size_t)yi[0] * w + x] * yw[0];
+                for (int j = 1; j < 4; j++)
+                    v = fmaf(rows[(size_t)yi[j] * w + x], yw[j], v);
+                /* torch's argmax: the first maximum; a NaN is the maximum */
+                if (!found || v > best || (isnan(v) && !isnan(best))) {
+                    best = v;
+                    best_x = x;
+                    best_y = y;
+                    found = TRUE;
+                }
+            }
+        }
+        out[3 * c + 0] = ((float)best_x + 0.5f) * width_correction + box[0];
+        out[3 * c + 1] = ((float)best_y + 0.5f) * height_correction + box[1];
+        out[3 * c + 2] = best;
+    }
+    g_free(rows);
+    g_free(idx);
+    return TRUE;
+}

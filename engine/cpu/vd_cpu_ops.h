@@ -215,6 +215,23 @@ void vd_paste_mask(const float *mask, int m, const float box[4], int frame_width
  * be allocated. */
 gboolean vd_paste_masks(const float *probs, int m, vd_result *result, GError **error);
 
+/* Keypoint R-CNN's heatmap upsampling (KeypointRCNNPredictor: F.interpolate
+ * scale_factor @scale, bilinear, align_corners=False, recompute_scale_factor=False):
+ * @planes planes of @size x @size floats @in to (@size * @scale)^2 @out, with
+ * torch 1.13's upsample_bilinear2d arithmetic (vd_math_resize_source/_blend; the
+ * ratio 1 / @scale is in / out exactly). */
+void vd_upsample_bilinear(const float *in, int planes, int size, int scale, float *out);
+
+/* heatmaps_to_keypoints for one detection (engine/KEYPOINTRCNN.md): its @k heatmaps
+ * of @s x @s (@maps), its @box in the resized image. Each map resized by torch's
+ * bicubic interpolation (A = -0.75, align_corners=False, border indices clamped) to
+ * ceil(max(box height, 1)) x ceil(max(box width, 1)); its first maximum (row-major)
+ * gives the point ((x + 0.5) * width / ceil(width) + x1, likewise y) and the score
+ * (the resized map's value there). Writes @out [k][3] (x, y, score, resized-image
+ * coordinates). FALSE with @error set when its work buffer cannot be allocated. */
+gboolean vd_heatmaps_to_keypoints(const float *maps, int k, int s, const float box[4], float *out,
+                                  GError **error);
+
 /* Mask R-CNN's ConvTranspose2d (2x2, stride 2, no padding: torch's @weight
  * [in][out][2][2], no kernel flip, @bias [out]) as the 1x1 convolution of
  * vd_math_mask_tap_pixel: @w1 [4 * out_stride][in] (OIHW with 1x1), row

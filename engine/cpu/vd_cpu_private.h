@@ -234,7 +234,8 @@ typedef struct {
 
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
     vd_pooler_levels pooler;
-    vd_pooler_levels mask_pooler; /* Mask R-CNN's second pooler (its own levels) */
+    vd_pooler_levels mask_pooler;     /* Mask R-CNN's second pooler (its own levels) */
+    vd_pooler_levels keypoint_pooler; /* Keypoint R-CNN's (its own levels) */
 
     /* our Winograd weights by the model weights they transform: the RPN's 3x3
      * convolution runs on every level with one set */
@@ -280,7 +281,8 @@ typedef struct {
     gboolean relu;
 } cpu_roi_layer_spec;
 
-#define CPU_MAX_ROI_LAYERS MAX(VD_MAX_BOX_CONVS, VD_MAX_MASK_CONVS + 2)
+#define CPU_MAX_ROI_LAYERS                                                                         \
+    MAX(MAX(VD_MAX_BOX_CONVS, VD_MAX_MASK_CONVS + 2), VD_MAX_KEYPOINT_CONVS + 1)
 
 /* A convolution stack over @rows RoIs (FastRCNNConvFCHead of v2's box head, the
  * mask branch): the RoI features (torch's NCHW per RoI) reordered into the first
@@ -311,18 +313,26 @@ typedef struct {
     cpu_roi_convs convs;
 } cpu_box_head_plan;
 
-/* The mask branch (engine/MASKRCNN.md) for @rows detections, float32 whatever the
- * context's precision: the 3x3 convolutions (bias, ReLU fused), the transposed
- * convolution (ReLU fused) and the 1x1 logits convolution as one stack from the
- * RoI features to the logits [rows][K][2P][2P]. */
+/* A RoI head over the final detections (the mask branch, engine/MASKRCNN.md; the
+ * keypoint branch, engine/KEYPOINTRCNN.md) for @rows detections, float32 whatever
+ * the context's precision: its convolution stack (3x3 convolutions with bias and
+ * ReLU fused, the transposed convolution, the mask's 1x1 logits convolution) from
+ * the RoI features to its output [rows][out_c][out_size][out_size]. */
 typedef struct {
     int rows; /* 0: unused */
     cpu_roi_convs convs;
     float *pooled; /* [rows][C][P][P] */
-    float *logits; /* [rows][K][2P][2P] */
-} cpu_mask_plan;
+    float *out;    /* [rows][out_c][out_size][out_size] */
+    int out_c, out_size;
+} cpu_roi_head_plan;
 
-#define MASK_PLAN_CACHE 2
+#define ROI_HEAD_PLAN_CACHE 2
+
+/* A few row counts' plans of one head (round robin) */
+typedef struct {
+    cpu_roi_head_plan plans[ROI_HEAD_PLAN_CACHE];
+    int next;
+} cpu_roi_head_plans;
 
 /* A box-head layer's weights, packed once in the layout the matmul primitive
  * wants; the layout does not depend on the number of rows, so primitives for
@@ -379,8 +389,8 @@ struct cpu_state {
     float *head_out; /* [cap][5K] */
     cpu_box_head_plan box_plans[BOX_HEAD_CACHE];
     int box_plan_next;
-    cpu_mask_plan mask_plans[MASK_PLAN_CACHE];
-    int mask_plan_next;
+    cpu_roi_head_plans mask_plans;
+    cpu_roi_head_plans keypoint_plans;
 
     /* One scratchpad for all convolutions and matmuls (they run one at a time),
      * sized for the largest: oneDNN's default allocates it at every execution,
@@ -482,6 +492,33 @@ gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GErr
 /* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); the same for
  * XNNPACK's @op where @prim is NULL; for a convolution (its primitive, our
  * Winograd or XNNPACK's) */
+/* RoI heads over the final detections (vd_cpu_backend.c): the plan of @plans for
+ * @n detections (rows rounded up as the box head's; created on first use) of the
+ * stack @specs (@n_specs layers) over @pool_size x @pool_size RoI features; the
+ * RoIAlign of @n boxes @boxes (resized image) into @hp->pooled with @pooler over
+ * the first @n_levels FPN levels; the stack's run into @hp->out; the kernels of
+ * every plan of @plans, layer j named @names[j] (kind @kinds[j]) and the reorders
+ * @head.in/.out/.relayout<j>. @what names the head in errors. */
+cpu_roi_head_plan *roi_head_plan(cpu_state *st, cpu_roi_head_plans *plans,
+                                 const cpu_roi_layer_spec *specs, int n_specs, int n, int pool_size,
+                                 const char *what, GError **error);
+gboolean roi_head_pool(cpu_plan *plan, vd_pooler_levels *pooler, int n_levels, const float *boxes,
+                       int n, int resized_h, int pool_size, int sampling_ratio,
+                       cpu_roi_head_plan *hp, const char *what, GError **error);
+gboolean roi_head_run(cpu_state *st, cpu_roi_head_plan *hp, const char *what, GError **error);
+void roi_head_plans_clear(cpu_roi_head_plans *plans);
+void roi_head_kernels(GArray *out, GStringChunk *strings, const cpu_roi_head_plans *plans,
+                      const char *head, const char *const *kinds, const char *const *names);
+
+/* The keypoint branch (vd_cpu_keypoint.c, engine/KEYPOINTRCNN.md) for the @n
+ * detections of @result, whose boxes in the resized image are @resized_boxes:
+ * RoIAlign, the keypoint head, the heatmaps' upsampling and decoding, each
+ * detection's keypoints in the frame; its kernels. */
+gboolean run_keypoint_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
+                           const float *resized_boxes, int resized_h, int resized_w,
+                           gboolean observe, vd_result *result, GError **error);
+void keypoint_kernels(const cpu_state *st, GArray *out, GStringChunk *strings);
+
 void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
                 const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
 void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,

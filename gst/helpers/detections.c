@@ -87,6 +87,127 @@ mask_param (const GstVisionDetectionEntry * e, guint rx, guint ry, guint rw,
   return s;
 }
 
+static void
+take_strings (GstStructure * s, const gchar * field, const gchar * const *v,
+    guint n)
+{
+  GValue array = G_VALUE_INIT, str = G_VALUE_INIT;
+  guint i;
+
+  gst_value_array_init (&array, n);
+  g_value_init (&str, G_TYPE_STRING);
+  for (i = 0; i < n; i++) {
+    g_value_set_string (&str, v[i]);
+    gst_value_array_append_value (&array, &str);
+  }
+  g_value_unset (&str);
+  gst_structure_take_value (s, field, &array);
+}
+
+GstStructure *
+gst_vision_keypoints_param (const GstVisionDetectionEntry * e, guint rx,
+    guint ry, guint rw, guint rh)
+{
+  guint n = (guint) e->n_keypoints, i;
+  gfloat *xy = g_new (gfloat, 2 * (gsize) n);
+  gfloat *scores = g_new (gfloat, n);
+  GValue dims = G_VALUE_INIT, dim = G_VALUE_INIT;
+  GstStructure *s;
+
+  for (i = 0; i < n; i++) {
+    xy[2 * i] = (gfloat) ((e->keypoints[3 * i] - (gdouble) rx) / rw);
+    xy[2 * i + 1] = (gfloat) ((e->keypoints[3 * i + 1] - (gdouble) ry) / rh);
+    scores[i] = e->keypoints[3 * i + 2];
+  }
+  s = gst_structure_new ("keypoints",
+      "format", G_TYPE_STRING, "keypoints",
+      "precision", G_TYPE_INT, DLSTREAMER_PRECISION_FP32,
+      "data_buffer", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, xy,
+          2 * (gsize) n * sizeof (gfloat), 1),
+      "confidence", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, scores,
+          (gsize) n * sizeof (gfloat), 1), NULL);
+  g_free (xy);
+  g_free (scores);
+  gst_value_array_init (&dims, 2);
+  g_value_init (&dim, G_TYPE_UINT);
+  g_value_set_uint (&dim, n);
+  gst_value_array_append_value (&dims, &dim);
+  g_value_set_uint (&dim, 2);
+  gst_value_array_append_value (&dims, &dim);
+  g_value_unset (&dim);
+  gst_structure_take_value (s, "dims", &dims);
+  if (e->keypoint_names != NULL) {
+    take_strings (s, "point_names", e->keypoint_names, n);
+    if (e->skeleton != NULL && e->n_skeleton > 0) {
+      const gchar **ends = g_new (const gchar *, 2 * (gsize) e->n_skeleton);
+      gint k;
+
+      for (k = 0; k < 2 * e->n_skeleton; k++)
+        ends[k] = e->keypoint_names[e->skeleton[k]];
+      take_strings (s, "point_connections", ends, 2 * (guint) e->n_skeleton);
+      g_free (ends);
+    }
+  }
+  return s;
+}
+
+/* @n float32 values of the byte GVariant @field of @s, or NULL. */
+static const gfloat *
+float_bytes (const GstStructure * s, const gchar * field, gsize n)
+{
+  const GValue *v = gst_structure_get_value (s, field);
+  GVariant *data;
+  gsize size = 0;
+  gconstpointer p;
+
+  if (v == NULL || !G_VALUE_HOLDS_VARIANT (v))
+    return NULL;
+  data = g_value_get_variant (v);
+  if (data == NULL || !g_variant_is_of_type (data, G_VARIANT_TYPE_BYTESTRING))
+    return NULL;
+  p = g_variant_get_fixed_array (data, &size, 1);
+  return size == n * sizeof (gfloat) && n > 0 ? p : NULL;
+}
+
+gfloat *
+gst_vision_keypoints_from_param (const GstStructure * s, guint rx, guint ry,
+    guint rw, guint rh, guint * n)
+{
+  const GValue *dims = gst_structure_get_value (s, "dims");
+  const gfloat *xy, *scores;
+  guint k, i;
+  gfloat *out;
+
+  if (!gst_structure_has_name (s, "keypoints") || dims == NULL
+      || !GST_VALUE_HOLDS_ARRAY (dims) || gst_value_array_get_size (dims) != 2
+      || !G_VALUE_HOLDS_UINT (gst_value_array_get_value (dims, 0))
+      || !G_VALUE_HOLDS_UINT (gst_value_array_get_value (dims, 1))
+      || g_value_get_uint (gst_value_array_get_value (dims, 1)) != 2)
+    return NULL;
+  k = g_value_get_uint (gst_value_array_get_value (dims, 0));
+  if (k == 0 || k > 65536
+      || (xy = float_bytes (s, "data_buffer", 2 * (gsize) k)) == NULL)
+    return NULL;
+  scores = float_bytes (s, "confidence", k);
+  out = g_new (gfloat, 3 * (gsize) k);
+  for (i = 0; i < k; i++) {
+    /* unaligned bytes: copied */
+    gfloat x, y, c = NAN;
+
+    memcpy (&x, xy + 2 * i, sizeof x);
+    memcpy (&y, xy + 2 * i + 1, sizeof y);
+    if (scores != NULL)
+      memcpy (&c, scores + i, sizeof c);
+    out[3 * i] = (gfloat) (rx + (gdouble) x * rw);
+    out[3 * i + 1] = (gfloat) (ry + (gdouble) y * rh);
+    out[3 * i + 2] = c;
+  }
+  *n = k;
+  return out;
+}
+
 static gboolean
 has_mask (const GstVisionDetectionEntry * e)
 {
@@ -260,6 +381,9 @@ gst_vision_detections_attach (GstElement * element, GstBuffer * buffer,
     if (has_mask (e) && ix2 > ix1 && iy2 > iy1)
       gst_video_region_of_interest_meta_add_param (roi,
           mask_param (e, ix1, iy1, ix2 - ix1, iy2 - iy1));
+    if (e->keypoints != NULL && e->n_keypoints > 0 && ix2 > ix1 && iy2 > iy1)
+      gst_video_region_of_interest_meta_add_param (roi,
+          gst_vision_keypoints_param (e, ix1, iy1, ix2 - ix1, iy2 - iy1));
     ids[i].roi_id = roi_id;
 
     if (companion != NULL) {

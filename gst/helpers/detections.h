@@ -22,7 +22,12 @@ G_BEGIN_DECLS
  *
  * @mask, when not NULL, is an instance mask over the rectangle @mask_x,
  * @mask_y, @mask_width x @mask_height of the frame, one byte a pixel,
- * round(255 p) (the engine's vd_detection mask); it is copied. */
+ * round(255 p) (the engine's vd_detection mask); it is copied.
+ *
+ * @keypoints, when not NULL, are @n_keypoints points of a Keypoint R-CNN
+ * detection, x, y (frame pixels) and score each (the engine's vd_keypoint);
+ * @keypoint_names (@n_keypoints names, or NULL) and @skeleton (@n_skeleton
+ * pairs of 0-based keypoint indices, or NULL) are the model's; all copied. */
 typedef struct
 {
   gdouble x1, y1, x2, y2;
@@ -33,6 +38,11 @@ typedef struct
   gboolean tracked;
   const guint8 *mask;
   gint mask_x, mask_y, mask_width, mask_height;
+  const gfloat *keypoints;      /* [n_keypoints][3] */
+  gint n_keypoints;
+  const gchar *const *keypoint_names;
+  const gint *skeleton;         /* [n_skeleton][2] */
+  gint n_skeleton;
 } GstVisionDetectionEntry;
 
 /* What gst_vision_detections_attach() gave one entry: the id of its ROI meta
@@ -60,7 +70,8 @@ typedef struct
  *   class name, whenever the class has one), and object_id (int) with an
  *   "object_id" structure {id} (DL Streamer's gvatrack) when @object_id > 0,
  *   tracked=TRUE for a predicted box; with a mask, DL Streamer's "mask_rcnn"
- *   structure over the ROI's rectangle;
+ *   structure over the ROI's rectangle; with keypoints, DL Streamer's
+ *   "keypoints" structure (gst_vision_keypoints_param());
  * - an entry of @companion (which may describe another frame size: the box
  *   is rescaled to it) with the mask beside it;
  * - built against GStreamer >= 1.26, for each mask, after every entry's
@@ -73,6 +84,24 @@ void gst_vision_detections_attach (GstElement * element, GstBuffer * buffer,
     GstVisionDetectMeta * companion, gint width, gint height,
     const GstVisionDetectionEntry * entries, guint n_entries,
     GstVisionDetectionIds * ids);
+
+/* The "keypoints" ROI param of @e's keypoints on a ROI of @rx, @ry, @rw x
+ * @rh frame pixels (@rw, @rh > 0), as DL Streamer's pose estimation attaches
+ * one: format "keypoints", precision FP32, dims [n, 2] (guint), data_buffer
+ * (a GVariant of bytes) the n (x, y) float32 pairs normalised to the ROI
+ * ((x - rx) / rw), confidence (a GVariant of bytes) the n float32 scores,
+ * and, when the model names them, point_names (strings) and
+ * point_connections (strings: the skeleton's pairs of names, one after the
+ * other). */
+GstStructure *gst_vision_keypoints_param (const GstVisionDetectionEntry * e,
+    guint rx, guint ry, guint rw, guint rh);
+
+/* Reads a "keypoints" ROI param @s (gst_vision_keypoints_param()'s form)
+ * on a ROI of @rx, @ry, @rw x @rh: a new array of n [x, y, score] triples in
+ * frame pixels (score NaN without "confidence") and *@n, or NULL when @s is
+ * not such a structure or is malformed. */
+gfloat *gst_vision_keypoints_from_param (const GstStructure * s, guint rx,
+    guint ry, guint rw, guint rh, guint * n);
 
 G_END_DECLS
 

@@ -4,6 +4,7 @@
  * runs without GStreamer. */
 #include "jsonframe.h"
 #include "gstvisiondetectmeta.h"
+#include "detections.h"
 #include "jsonformat.h"
 #include "mask.h"
 
@@ -139,6 +140,40 @@ dlstreamer_line (GstBuffer * buffer, const GstSegment * segment, gint width,
   return g_string_free (json, FALSE);
 }
 
+/* The "keypoints" param of ROI meta @roi_id, if any, as "keypoints": [[x, y,
+ * score], ...] (frame pixels; score null where the param has none). */
+static void
+append_keypoints (GString * json, GstBuffer * buffer, gint roi_id)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, roi_id);
+  GstStructure *s;
+  gfloat *points;
+  guint n = 0, i;
+
+  if (roi == NULL || roi->w == 0 || roi->h == 0
+      || (s = gst_video_region_of_interest_meta_get_param (roi,
+              "keypoints")) == NULL
+      || (points = gst_vision_keypoints_from_param (s, roi->x, roi->y, roi->w,
+              roi->h, &n)) == NULL)
+    return;
+  g_string_append (json, ",\"keypoints\":[");
+  for (i = 0; i < n; i++) {
+    g_string_append (json, i ? ",[" : "[");
+    gst_vision_json_append_number (json, points[3 * i], 2);
+    g_string_append_c (json, ',');
+    gst_vision_json_append_number (json, points[3 * i + 1], 2);
+    g_string_append_c (json, ',');
+    if (isfinite (points[3 * i + 2]))
+      gst_vision_json_append_number (json, points[3 * i + 2], 4);
+    else
+      g_string_append (json, "null");
+    g_string_append_c (json, ']');
+  }
+  g_string_append_c (json, ']');
+  g_free (points);
+}
+
 gchar *
 gst_vision_json_frame_to_string (GstBuffer * buffer,
     const GstSegment * segment, gint width, gint height, guint64 frame_index,
@@ -233,6 +268,9 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
         gst_vision_mask_clear (&mask);
       }
     }
+    /* only for keypoints (a Keypoint R-CNN's, on the ROI meta): [x, y, score]
+     * in frame pixels */
+    append_keypoints (json, buffer, d->roi_id);
     /* only for tracked objects, so that untracked streams keep their schema */
     if (d->object_id > 0)
       g_string_append_printf (json, ",\"object_id\":%d,\"tracked\":%s",

@@ -8,8 +8,10 @@ model with constructor arguments other than the builder's defaults (classes, siz
 thresholds, detections per image, top-k candidates, anchors or default boxes, keypoint
 count), exports it with tools/export_torchvision.py (random weights, f16, small sizes),
 checks every configuration value against the model object, and checks that vd-detect
-refuses the file with a message naming the builder and what the engine lacks. The
-command line (--builder, --coco-names) is checked on Keypoint R-CNN and SSDlite.
+refuses the one-stage files with a message naming the builder and what the engine
+lacks, and loads the Keypoint R-CNN ones (vd-detect --info: the keypoint count, and
+COCO's names and skeleton with --coco-names). The command line (--builder,
+--coco-names) is checked on Keypoint R-CNN and SSDlite.
 
 Usage: export_builders.py VD_DETECT. Exit 77 (skip) without torch/torchvision.
 """
@@ -45,7 +47,6 @@ MISSING = {
     "fcos": "one-stage detectors yet (FCOS's classification, regression and centerness heads",
     "ssd": "one-stage detectors yet (SSD's VGG16 backbone with its L2 norm",
     "ssdlite": "one-stage detectors yet (SSDlite's MobileNetV3 feature extractor",
-    "keypointrcnn": "Keypoint R-CNN yet (the keypoint head and its heatmap-to-point decoding)",
 }
 
 
@@ -206,6 +207,20 @@ def refused(vd_detect, path, builder, arch):
         print(f"ok {builder}: {message.split(': ', 1)[1]}")
 
 
+def loaded(vd_detect, path, builder, want):
+    """vd-detect --info loads a Keypoint R-CNN file and names its keypoints: @want
+    is the line it must print."""
+    r = subprocess.run([vd_detect, "--info", "--device", "cpu", "--model", path],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"{builder}: vd-detect refused the file: {r.stderr.strip()!r}")
+    lines = r.stdout.splitlines()
+    check(f"model: keypointrcnn resnet50-fpn, {want[0]} classes" in lines,
+          f"{builder}: vd-detect --info's model line in {lines!r}")
+    check(want[1] in lines, f"{builder}: vd-detect --info does not print {want[1]!r}: {lines!r}")
+    if r.returncode == 0 and want[1] in lines:
+        print(f"ok {builder}: loaded, {want[1]}")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -226,9 +241,10 @@ def main():
             check_transform(cfg, model.transform, builder)
             if arch == "keypointrcnn":
                 check_keypoints(cfg, model, builder)
+                loaded(vd_detect, path, builder, (kwargs["num_classes"], "keypoints: 5"))
             else:
                 check_one_stage(cfg, model, builder, arch)
-            refused(vd_detect, path, builder, arch)
+                refused(vd_detect, path, builder, arch)
             os.unlink(path)
 
         # the command line: Keypoint R-CNN with COCO's names and skeleton, SSDlite
@@ -246,7 +262,10 @@ def main():
                   "--coco-names: skeleton")
             equal((cfg["transform"]["min_size"], cfg["builder"]), (96, "keypointrcnn_resnet50_fpn"),
                   "--builder keypointrcnn_resnet50_fpn --min-size 96")
-            refused(vd_detect, path, "keypointrcnn_resnet50_fpn", "keypointrcnn")
+            names = ", ".join(export_torchvision.coco_keypoint_names())
+            skeleton = " ".join(f"{a}-{b}" for a, b in export_torchvision.COCO_KEYPOINT_SKELETON)
+            loaded(vd_detect, path, "keypointrcnn_resnet50_fpn --coco-names",
+                   (2, f"keypoints: 17 ({names}); skeleton: {skeleton}"))
             os.unlink(path)
         path = os.path.join(tmp, "ssdlite.safetensors")
         rc = export_torchvision.main(["--builder", "ssdlite320_mobilenet_v3_large", "--num-classes",
@@ -264,7 +283,7 @@ def main():
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
         return 1
-    print("all builders exported and refused as expected")
+    print("all builders exported, refused or loaded as expected")
     return 0
 
 

@@ -746,3 +746,72 @@ gboolean fx_cpu_runs_fp16(const char **why)
     vd_cpu_caps_get(&caps);
     return xnn && f16_kernels && (caps.arch != VD_CPU_ARCH_AARCH64 || caps.fp16);
 }
+
+keypoint_arch keypoint_tiny(void)
+{
+    keypoint_arch k = {
+        .output_size = 4,
+        .n_convs = 2,
+        .conv_channels = {6, 5},
+        .num_keypoints = 3,
+        .deconv_kernel = 4,
+        .deconv_stride = 2,
+        .deconv_padding = 1,
+        .up_scale = 2,
+    };
+    return k;
+}
+
+keypoint_arch keypoint_torchvision(void)
+{
+    keypoint_arch k = {
+        .output_size = 14,
+        .n_convs = 8,
+        .conv_channels = {512, 512, 512, 512, 512, 512, 512, 512},
+        .num_keypoints = 17,
+        .deconv_kernel = 4,
+        .deconv_stride = 2,
+        .deconv_padding = 1,
+        .up_scale = 2,
+    };
+    return k;
+}
+
+/* fx_tiny(@a) as a Keypoint R-CNN (engine/KEYPOINTRCNN.md): the keypoint head's 3x3
+ * convolutions with bias (nn.Sequential indices 0, 2, ..., the ReLUs between),
+ * the predictor's transposed convolution to the keypoints. */
+fixture *fx_keypoint(const tiny_arch *a, const keypoint_arch *k)
+{
+    fixture *fx = fx_tiny(a);
+    int in = a->fpn_channels;
+    char conv[64];
+    GString *head = g_string_new(NULL);
+
+    fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"",
+                      "\"architecture\":\"keypointrcnn\",\"builder\":\"keypointrcnn_resnet50_fpn\"");
+    g_string_printf(head,
+                    "\"min_size\":0.01,\"keypoint_head\":{\"output_size\":%d,"
+                    "\"sampling_ratio\":2,\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],"
+                    "\"conv_channels\":[",
+                    k->output_size);
+    for (int j = 0; j < k->n_convs; j++)
+        g_string_append_printf(head, "%s%d", j ? "," : "", k->conv_channels[j]);
+    g_string_append_printf(head,
+                           "],\"deconv_kernel\":%d,\"deconv_stride\":%d,\"deconv_padding\":%d,"
+                           "\"up_scale\":%d}},\"num_keypoints\":%d",
+                           k->deconv_kernel, k->deconv_stride, k->deconv_padding, k->up_scale,
+                           k->num_keypoints);
+    fx_config_replace(fx, "\"min_size\":0.01}", head->str);
+    g_string_free(head, TRUE);
+    for (int j = 0; j < k->n_convs; j++) {
+        g_snprintf(conv, sizeof conv, "roi_heads.keypoint_head.%d", 2 * j);
+        add_conv_bias(fx, conv, k->conv_channels[j], in, 3);
+        in = k->conv_channels[j];
+    }
+    /* ConvTranspose2d's weight: [in][out][k][k] */
+    const gint64 wshape[4] = {in, k->num_keypoints, k->deconv_kernel, k->deconv_kernel},
+                 bshape[1] = {k->num_keypoints};
+    fx_add(fx, "roi_heads.keypoint_predictor.kps_score_lowres.weight", 4, wshape);
+    fx_add(fx, "roi_heads.keypoint_predictor.kps_score_lowres.bias", 1, bshape);
+    return fx;
+}

@@ -90,6 +90,24 @@ mask_arch mask_tiny(gboolean norm);
 mask_arch mask_torchvision(void);
 /* fx_tiny(@a) with the mask branch @m (the logits to @a's classes) */
 fixture *fx_mask(const tiny_arch *a, const mask_arch *m);
+
+/* A Keypoint R-CNN's keypoint branch (KeypointRCNNHeads, KeypointRCNNPredictor). */
+typedef struct {
+    int output_size; /* the keypoint pooler's */
+    int n_convs;     /* 3x3 convolutions (+ ReLU) of the keypoint head */
+    int conv_channels[16];
+    int num_keypoints;
+    int deconv_kernel, deconv_stride, deconv_padding, up_scale;
+} keypoint_arch;
+
+/* a 4x4 pooler, two convolutions of 6 and 5 channels, 3 keypoints, torchvision's
+ * 4x4 stride-2 transposed convolution (padding 1) and x2 upsampling */
+keypoint_arch keypoint_tiny(void);
+/* keypointrcnn_resnet50_fpn's: 14x14, eight convolutions of 512, 17 keypoints */
+keypoint_arch keypoint_torchvision(void);
+/* fx_tiny(@a) as a Keypoint R-CNN with the keypoint branch @k on the four levels
+ * "0".."3" (no keypoint names or skeleton) */
+fixture *fx_keypoint(const tiny_arch *a, const keypoint_arch *k);
 void fx_tensor_free(gpointer data);
 void fx_free(fixture *fx);
 float fill_value(guint salt, gsize i);

@@ -1050,6 +1050,133 @@ static void test_masks(void)
     vd_model_unref(plain);
 }
 
+/* Keypoint R-CNN (engine/KEYPOINTRCNN.md) on the CPU: every detection carries the
+ * model's keypoints, the observed resized-image points rescaled to the frame as
+ * resize_keypoints does, the same on a second run and through submit/collect.
+ * CUDA refuses the family (VD_ERROR_UNSUPPORTED naming it; the supports hook needs
+ * no GPU) and device=auto falls back to the CPU for that reason. */
+static float *kp_points_copy;
+static int kp_points_seen, kp_heatmaps_seen, kp_features_seen;
+
+static void count_keypoints(const char *name, const float *data, const int64_t *shape, int ndim,
+                            void *user_data)
+{
+    (void)user_data;
+    if (strcmp(name, "keypoint_features") == 0) {
+        g_assert_cmpint(ndim, ==, 4);
+        g_assert_cmpint(shape[2], ==, 4);
+        kp_features_seen = (int)shape[0];
+    } else if (strcmp(name, "keypoint_heatmaps") == 0) {
+        g_assert_cmpint(ndim, ==, 4);
+        g_assert_cmpint(shape[1], ==, 3);
+        g_assert_cmpint(shape[2], ==, 16);
+        g_assert_cmpint(shape[3], ==, 16);
+        kp_heatmaps_seen = (int)shape[0];
+    } else if (strcmp(name, "keypoints") == 0) {
+        g_assert_cmpint(ndim, ==, 3);
+        g_assert_cmpint(shape[1], ==, 3);
+        g_assert_cmpint(shape[2], ==, 3);
+        kp_points_seen = (int)shape[0];
+        g_free(kp_points_copy);
+        kp_points_copy = g_memdup2(data, (gsize)shape[0] * 9 * sizeof(float));
+    }
+}
+
+static void test_keypoints(void)
+{
+    tiny_arch a = tiny_basic();
+    keypoint_arch k = keypoint_tiny();
+    fixture *fx = fx_keypoint(&a, &k);
+    fx_randomize(fx, 7);
+    vd_model *model = fx_load_ok(fx);
+    GError *error = NULL;
+    g_assert_cmpint(vd_model_num_keypoints(model), ==, 3);
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = g_malloc0(120 * 90 * 3);
+    for (int i = 0; i < 120 * 90 * 3; i++)
+        pixels[i] = (guint8)(i * 37 % 251);
+    vd_image image = vd_image_rgb(pixels, 120, 90);
+    kp_points_seen = kp_heatmaps_seen = kp_features_seen = 0;
+    vd_context_set_observer(ctx, count_keypoints, NULL);
+    vd_result r = detect_ok(ctx, &image);
+    vd_context_set_observer(ctx, NULL, NULL);
+    g_assert_cmpint(r.n_detections, >, 0);
+    g_assert_cmpint(kp_points_seen, ==, r.n_detections);
+    g_assert_cmpint(kp_heatmaps_seen, ==, r.n_detections);
+    g_assert_cmpint(kp_features_seen, ==, r.n_detections);
+    /* the fixture's transform: 90x120 resized to 96x128 */
+    float rx = 120.0f / 128.0f, ry = 90.0f / 96.0f;
+    for (int i = 0; i < r.n_detections; i++) {
+        const vd_detection *d = &r.detections[i];
+        g_assert_null(d->mask);
+        g_assert_nonnull(d->keypoints);
+        g_assert_cmpint(d->n_keypoints, ==, 3);
+        for (int j = 0; j < 3; j++) {
+            const float *p = kp_points_copy + ((gsize)i * 3 + j) * 3;
+            g_assert_true(d->keypoints[j].x == p[0] * rx);
+            g_assert_true(d->keypoints[j].y == p[1] * ry);
+            g_assert_true(d->keypoints[j].score == p[2]);
+            /* the heatmap's pixel centres lie inside the box */
+            g_assert_cmpfloat(d->keypoints[j].x, >=, d->x1 - 1e-3f);
+            g_assert_cmpfloat(d->keypoints[j].x, <=, MAX(d->x2, d->x1 + rx) + 1e-3f);
+            g_assert_cmpfloat(d->keypoints[j].y, >=, d->y1 - 1e-3f);
+            g_assert_cmpfloat(d->keypoints[j].y, <=, MAX(d->y2, d->y1 + ry) + 1e-3f);
+        }
+    }
+    g_clear_pointer(&kp_points_copy, g_free);
+    vd_result again = detect_ok(ctx, &image);
+    g_assert_true(vd_submit(ctx, &image, 1, &error));
+    g_assert_no_error(error);
+    vd_result async;
+    g_assert_true(vd_collect(ctx, &async, 1, &error));
+    g_assert_no_error(error);
+    const vd_result *others[] = {&again, &async};
+    for (int o = 0; o < 2; o++) {
+        g_assert_cmpint(others[o]->n_detections, ==, r.n_detections);
+        for (int i = 0; i < r.n_detections; i++)
+            g_assert_cmpmem(r.detections[i].keypoints, 3 * sizeof(vd_keypoint),
+                            others[o]->detections[i].keypoints, 3 * sizeof(vd_keypoint));
+    }
+    vd_result_clear(&r);
+    vd_result_clear(&again);
+    vd_result_clear(&async);
+    vd_context_free(ctx);
+
+    /* CUDA: refused as a family, before any device question */
+    vd_context_params params = vd_context_default_params();
+#ifdef HAVE_CUDA
+    g_assert_false(vd_cuda_backend.supports(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "keypointrcnn"));
+    g_assert_nonnull(strstr(error->message, "Keypoint R-CNN"));
+    g_clear_error(&error);
+#endif
+    params.device = VD_DEVICE_CUDA;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+#ifdef HAVE_CUDA
+    g_assert_nonnull(strstr(error->message, "keypointrcnn"));
+#endif
+    g_clear_error(&error);
+    params = vd_context_default_params();
+    ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+    /* with a GPU the reason is the family; without one, the missing device */
+    g_assert_nonnull(vd_context_fallback_reason(ctx));
+#ifdef HAVE_CUDA
+    if (vd_cuda_available(0, NULL))
+        g_assert_nonnull(strstr(vd_context_fallback_reason(ctx), "keypointrcnn"));
+#endif
+    r = detect_ok(ctx, &image);
+    g_assert_cmpint(r.n_detections, >, 0);
+    g_assert_nonnull(r.detections[0].keypoints);
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    g_free(pixels);
+    vd_model_unref(model);
+}
+
 static void test_default_model_path(void)
 {
     char *searched = NULL;
@@ -1108,6 +1235,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/cuda-mobilenet-v3", test_mobilenet_v3_devices);
     g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);
+    g_test_add_func("/context/detect/keypoints", test_keypoints);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

@@ -3,8 +3,9 @@
  * its reference loops (hundreds to thousands of times slower): every convolution,
  * pooling, matrix product and eltwise primitive of a frame of the bundled model and
  * of a ResNet-50-FPN (the tiny fixture's generator at torchvision's real sizes,
- * random weights), of both MobileNetV3-Large-FPN variants, of fasterrcnn_resnet50_fpn_v2
- * and of maskrcnn_resnet50_fpn (with its mask branch) is checked by the
+ * random weights), of both MobileNetV3-Large-FPN variants, of fasterrcnn_resnet50_fpn_v2,
+ * of maskrcnn_resnet50_fpn (with its mask branch) and of keypointrcnn_resnet50_fpn
+ * (with its keypoint branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
  * is refused clearly elsewhere. Where oneDNN has only reference loops (aarch64
@@ -13,7 +14,7 @@
  * kernels-xnnpack run) makes that path run on any machine whose build has XNNPACK.
  * fp16 runs there where XNNPACK has fp16 kernels for the CPU (aarch64 with the FP16
  * arithmetic, x86 with AVX2 and F16C): every such layer is then XNNPACK's _f16
- * operator ("xnnpack:f16"; the mask branch stays float32, as in bf16); elsewhere
+ * operator ("xnnpack:f16"; the mask and keypoint branches stay float32, as in bf16); elsewhere
  * (oneDNN's layers, a build without XNNPACK) fp16 is refused naming the cause.
  *
  * meson runs this test natively and again with oneDNN capped (ONEDNN_MAX_CPU_ISA)
@@ -145,6 +146,12 @@ static vd_context *cpu_context(vd_model *model, vd_precision precision, GError *
      * detections */
     if (vd_model_has_masks(model))
         params.score_threshold = 0.0f;
+    /* Keypoint R-CNN: the keypoint branch on 16 detections (one batch of rows; its
+     * eight 512-channel convolutions over 100 would take seconds per frame) */
+    if (vd_model_num_keypoints(model) > 0) {
+        params.score_threshold = 0.0f;
+        params.max_detections = 16;
+    }
     return vd_context_new(model, &params, error);
 }
 
@@ -204,6 +211,11 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         for (int i = 0; i < result.n_detections; i++)
             g_assert_nonnull(result.detections[i].mask);
     }
+    if (vd_model_num_keypoints(model) > 0) {
+        g_assert_cmpint(result.n_detections, >, 0);
+        for (int i = 0; i < result.n_detections; i++)
+            g_assert_nonnull(result.detections[i].keypoints);
+    }
     vd_result_clear(&result);
 
     int n = vd_context_kernels(ctx, &kernels);
@@ -243,7 +255,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         /* fp16: its _f16 operator, but for the mask branch (float32, as in bf16)
          * (VD_TEST_EXPECT_FP16_KERNEL names another, to see this check fail) */
         const char *want_f16 = g_getenv("VD_TEST_EXPECT_FP16_KERNEL");
-        gboolean mask_layer = g_str_has_prefix(k->layer, "roi_heads.mask_");
+        gboolean mask_layer = g_str_has_prefix(k->layer, "roi_heads.mask_") ||
+                              g_str_has_prefix(k->layer, "roi_heads.keypoint_");
         if (checked && precision == VD_PRECISION_FP16 &&
             g_strcmp0(k->implementation, mask_layer ? "xnnpack:f32"
                                          : want_f16 ? want_f16
@@ -319,7 +332,10 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     /* Mask R-CNN: the mask head's convolutions and the logits, the deconvolution */
     if (cfg->has_masks)
         expected_conv += cfg->n_mask_convs + 1;
-    g_assert_cmpint(n_deconv, ==, cfg->has_masks ? 1 : 0);
+    /* Keypoint R-CNN: the keypoint head's convolutions, the deconvolution */
+    if (cfg->has_keypoints)
+        expected_conv += cfg->n_kp_convs;
+    g_assert_cmpint(n_deconv, ==, cfg->has_masks || cfg->has_keypoints ? 1 : 0);
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
     g_assert_cmpint(n_pool, ==, mnv3 ? 0 : 1);
     g_assert_cmpint(n_matmul, ==, model->fc7.out_features > 0 ? 3 : 2);
@@ -415,6 +431,14 @@ static void test_maskrcnn_fp32(void)
     check_exported("maskrcnn_resnet50_fpn");
 }
 
+/* keypointrcnn_resnet50_fpn (engine/KEYPOINTRCNN.md): the keypoint head's batched
+ * 3x3 convolutions and its 4x4 stride-2 transposed convolution to the 17 keypoints
+ * over the detections are optimised kernels. */
+static void test_keypointrcnn_fp32(void)
+{
+    check_exported("keypointrcnn_resnet50_fpn");
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -445,6 +469,15 @@ static void test_bf16(void)
             vd_model_unref(v2);
         } else {
             g_test_message("fasterrcnn_resnet50_fpn_v2 not checked: " NO_TORCHVISION);
+        }
+        /* Keypoint R-CNN: bf16 body, FPN, RPN and box head, its keypoint branch in
+         * float32 on the bf16 features */
+        vd_model *kp = exported_model("keypointrcnn_resnet50_fpn");
+        if (kp != NULL) {
+            check_frame_kernels(kp, VD_PRECISION_BF16);
+            vd_model_unref(kp);
+        } else {
+            g_test_message("keypointrcnn_resnet50_fpn not checked: " NO_TORCHVISION);
         }
     } else {
         g_assert_null(cpu_context(model, VD_PRECISION_BF16, &error));
@@ -494,7 +527,8 @@ static void test_fp16(void)
         }
         /* v2's conv box head: fp16 convolutions over the RoIs' fp16 features; Mask
          * R-CNN: its mask branch in float32 */
-        const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn"};
+        const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn",
+                                  "keypointrcnn_resnet50_fpn"};
         for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
             vd_model *m = exported_model(builders[i]);
             if (m != NULL) {
@@ -576,8 +610,10 @@ static void test_int8(void)
     calibrate(r50);
     check_frame_kernels(r50, VD_PRECISION_INT8);
     vd_model_unref(r50);
-    /* v2 and Mask R-CNN: int8 backbone, FPN and RPN, their float heads */
-    const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn"};
+    /* v2, Mask R-CNN and Keypoint R-CNN: int8 backbone, FPN and RPN, their float
+     * heads */
+    const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn",
+                              "keypointrcnn_resnet50_fpn"};
     for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
         vd_model *m = exported_model(builders[i]);
         if (m == NULL) {
@@ -647,6 +683,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/mobilenet-v3-large-fpn/fp32", test_mobilenet_v3_fp32);
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
+    g_test_add_func("/kernels/keypointrcnn-resnet50-fpn/fp32", test_keypointrcnn_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);

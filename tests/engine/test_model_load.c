@@ -466,10 +466,10 @@ static void test_unsupported_metadata(void)
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
          "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},
+        /* Keypoint R-CNN runs: a file without its keypoint head is malformed */
         {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"keypointrcnn\",\"builder\":[1]", VD_ERROR_UNSUPPORTED,
-         "(architecture \"keypointrcnn\"): this engine does not run Keypoint R-CNN yet",
-         "heatmap-to-point"},
+         "\"architecture\":\"keypointrcnn\",\"builder\":[1]", VD_ERROR_FORMAT,
+         "architecture 'keypointrcnn' needs 'roi_heads.keypoint_head'", NULL},
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssdlite\",\"builder\":\"ssdlite320_mobilenet_v3_large\"",
          VD_ERROR_UNSUPPORTED, "ssdlite320_mobilenet_v3_large (architecture \"ssdlite\")",
@@ -1390,6 +1390,166 @@ static void test_mask_valid(void)
     g_assert_false(vd_model_has_masks(NULL));
 }
 
+static fixture *fx_tiny_keypoint(void)
+{
+    tiny_arch a = tiny_basic();
+    keypoint_arch k = keypoint_tiny();
+    return fx_keypoint(&a, &k);
+}
+
+static void test_keypoint_valid(void)
+{
+    fixture *fx = fx_tiny_keypoint();
+    fx_config_replace(fx, "\"num_keypoints\":3",
+                      "\"num_keypoints\":3,\"keypoint_names\":[\"nose\",\"left_eye\",\"right_eye\"],"
+                      "\"keypoint_skeleton\":[[0,1],[0,2]]");
+    GError *error = NULL;
+    vd_model *model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(model);
+    const vd_config *c = &model->config;
+    g_assert_cmpstr(vd_model_description(model), ==, "keypointrcnn resnet10-fpn, 3 classes");
+    g_assert_false(vd_model_has_masks(model));
+    g_assert_nonnull(vd_config_keypoint_parts(c));
+    g_assert_cmpint(vd_model_num_keypoints(model), ==, 3);
+    g_assert_cmpstr(vd_model_keypoint_name(model, 0), ==, "nose");
+    g_assert_cmpstr(vd_model_keypoint_name(model, 2), ==, "right_eye");
+    g_assert_null(vd_model_keypoint_name(model, 3));
+    g_assert_null(vd_model_keypoint_name(model, -1));
+    const int *pairs = NULL;
+    g_assert_cmpint(vd_model_keypoint_skeleton(model, &pairs), ==, 2);
+    g_assert_nonnull(pairs);
+    g_assert_cmpint(pairs[0], ==, 0);
+    g_assert_cmpint(pairs[1], ==, 1);
+    g_assert_cmpint(pairs[2], ==, 0);
+    g_assert_cmpint(pairs[3], ==, 2);
+    g_assert_cmpint(c->kp_output_size, ==, 4);
+    g_assert_cmpint(c->kp_sampling_ratio, ==, 2);
+    g_assert_cmpint(c->n_kp_roi_levels, ==, 1); /* the fixture's FPN: '0' and 'pool' */
+    g_assert_cmpint(c->n_kp_convs, ==, 2);
+    g_assert_cmpint(vd_config_heatmap_size(c), ==, 16); /* (4 - 1) * 2 - 2 + 4 = 8, x2 */
+    assert_conv(&model->kp_convs[0], 6, 8, 3, 1, 1);
+    assert_conv(&model->kp_convs[1], 5, 6, 3, 1, 1);
+    g_assert_cmpint(model->kp_deconv.in_channels, ==, 5);
+    g_assert_cmpint(model->kp_deconv.out_channels, ==, 3);
+    g_assert_cmpint(model->kp_deconv.kernel, ==, 4);
+    g_assert_cmpint(model->kp_deconv.stride, ==, 2);
+    g_assert_cmpint(model->kp_deconv.padding, ==, 1);
+    const fx_tensor *w = fx_find(fx, "roi_heads.keypoint_predictor.kps_score_lowres.weight");
+    for (gsize i = 0; i < w->n; i++)
+        g_assert_true(model->kp_deconv.weight[i] == w->values[i]);
+    vd_model_unref(model);
+    fx_free(fx);
+
+    /* names and skeleton are optional */
+    fx = fx_tiny_keypoint();
+    model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_model_num_keypoints(model), ==, 3);
+    g_assert_null(vd_model_keypoint_name(model, 0));
+    g_assert_cmpint(vd_model_keypoint_skeleton(model, &pairs), ==, 0);
+    g_assert_null(pairs);
+    vd_model_unref(model);
+    fx_free(fx);
+
+    /* a Faster R-CNN has none */
+    fx = fx_tiny_default();
+    model = fx_load(fx, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_model_num_keypoints(model), ==, 0);
+    g_assert_null(vd_model_keypoint_name(model, 0));
+    g_assert_cmpint(vd_model_keypoint_skeleton(model, NULL), ==, 0);
+    g_assert_null(vd_config_keypoint_parts(&model->config));
+    vd_model_unref(model);
+    fx_free(fx);
+    g_assert_cmpint(vd_model_num_keypoints(NULL), ==, 0);
+}
+
+/* Every keypoint tensor is checked (name, shape, dtype), and every keypoint value
+ * of the configuration: a clear VD_ERROR_FORMAT naming it. */
+static void test_keypoint_invalid(void)
+{
+    static const char *const tensors[] = {"roi_heads.keypoint_head.0.weight",
+                                          "roi_heads.keypoint_head.0.bias",
+                                          "roi_heads.keypoint_head.2.weight",
+                                          "roi_heads.keypoint_head.2.bias",
+                                          "roi_heads.keypoint_predictor.kps_score_lowres.weight",
+                                          "roi_heads.keypoint_predictor.kps_score_lowres.bias",
+                                          NULL};
+    static const config_case cases[] = {
+        {"\"up_scale\":2", "\"up_scale\":0", VD_ERROR_FORMAT, "up_scale", NULL},
+        {"\"up_scale\":2", "\"up_scale\":\"2\"", VD_ERROR_FORMAT, "up_scale", NULL},
+        {"\"deconv_padding\":1", "\"deconv_padding\":5", VD_ERROR_FORMAT, "empty heatmap",
+         "stride 2 with padding 5"},
+        {"\"deconv_kernel\":4", "\"deconv_kernel\":0", VD_ERROR_FORMAT, "deconv_kernel", NULL},
+        {"\"keypoint_head\":{\"output_size\":4,\"sampling_ratio\":2,"
+         "\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv_channels\":[6,5],"
+         "\"deconv_kernel\":4,\"deconv_stride\":2,\"deconv_padding\":1,\"up_scale\":2}",
+         "\"keypoint_head\":{\"output_size\":64,\"sampling_ratio\":2,"
+         "\"featmap_names\":[\"0\",\"1\",\"2\",\"3\"],\"conv_channels\":[6,5],"
+         "\"deconv_kernel\":4,\"deconv_stride\":2,\"deconv_padding\":1,\"up_scale\":16}",
+         VD_ERROR_FORMAT, "2048x2048 heatmaps", "at most 1024x1024"},
+        {"\"conv_channels\":[6,5]", "\"conv_channels\":[]", VD_ERROR_FORMAT,
+         "roi_heads.keypoint_head.conv_channels", NULL},
+        {"\"conv_channels\":[6,5]", "\"conv_channels\":[6,-5]", VD_ERROR_FORMAT,
+         "roi_heads.keypoint_head.conv_channels[1]", NULL},
+        {"\"up_scale\":2", "\"up_scale\":2,\"dilation\":1", VD_ERROR_FORMAT,
+         "unknown key 'roi_heads.keypoint_head.dilation'", NULL},
+        {"\"keypoint_head\":{", "\"keypoint_headz\":{", VD_ERROR_FORMAT,
+         "unknown key 'roi_heads.keypoint_headz'", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":0", VD_ERROR_FORMAT, "num_keypoints", NULL},
+        {"\"num_keypoints\":3,", "", VD_ERROR_FORMAT, "num_keypoints", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_names\":[\"a\",\"b\"]",
+         VD_ERROR_FORMAT, "2 keypoint names for 3 keypoints", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_names\":[\"a\",\"b\",7]",
+         VD_ERROR_FORMAT, "'keypoint_names[2]' is not a string", NULL},
+        {"\"num_keypoints\":3",
+         "\"num_keypoints\":3,\"keypoint_names\":[\"a\",\"b\",\"c\\u0001\"]", VD_ERROR_FORMAT,
+         "'keypoint_names[2]' is not a usable name", "control character"},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_names\":\"abc\"",
+         VD_ERROR_FORMAT, "'keypoint_names' is not an array", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_skeleton\":[[0,3]]",
+         VD_ERROR_FORMAT, "'keypoint_skeleton[0][1]' must be a keypoint index in [0, 2]", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_skeleton\":[[0,1],[2]]",
+         VD_ERROR_FORMAT, "'keypoint_skeleton[1]' is not a pair", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_skeleton\":{}",
+         VD_ERROR_FORMAT, "'keypoint_skeleton' is not an array", NULL},
+        {"\"num_keypoints\":3", "\"num_keypoints\":3,\"keypoint_skeleton\":[[0,\"1\"]]",
+         VD_ERROR_FORMAT, "'keypoint_skeleton[0][1]'", NULL},
+        /* the keypoint fields belong to Keypoint R-CNN */
+        {"\"architecture\":\"keypointrcnn\"", "\"architecture\":\"fasterrcnn\"", VD_ERROR_FORMAT,
+         "only valid with architecture 'keypointrcnn'", NULL},
+    };
+    expect_config_errors(fx_tiny_keypoint, cases, G_N_ELEMENTS(cases));
+
+    for (int i = 0; tensors[i]; i++) {
+        /* missing */
+        fixture *fx = fx_tiny_keypoint();
+        fx_remove(fx, tensors[i]);
+        expect_error(fx, VD_ERROR_FORMAT, "missing tensor", tensors[i]);
+        /* wrong shape: one more in its first dimension */
+        fx = fx_tiny_keypoint();
+        fx_tensor *t = fx_find(fx, tensors[i]);
+        gint64 shape[4];
+        memcpy(shape, t->shape, sizeof shape);
+        shape[0] += 1;
+        int ndim = t->ndim;
+        fx_remove(fx, tensors[i]);
+        fx_add(fx, tensors[i], ndim, shape);
+        expect_error(fx, VD_ERROR_FORMAT, tensors[i], "the model config implies");
+        /* an integer dtype */
+        fx = fx_tiny_keypoint();
+        g_free(fx_find(fx, tensors[i])->dtype);
+        fx_find(fx, tensors[i])->dtype = g_strdup("I32");
+        expect_error(fx, VD_ERROR_UNSUPPORTED, tensors[i], NULL);
+    }
+    /* a tensor of a third convolution the configuration does not have */
+    fixture *fx = fx_tiny_keypoint();
+    const gint64 wshape[4] = {5, 5, 3, 3};
+    fx_add(fx, "roi_heads.keypoint_head.4.weight", 4, wshape);
+    expect_error(fx, VD_ERROR_FORMAT, "unexpected tensor 'roi_heads.keypoint_head.4.weight'", NULL);
+}
+
 static fixture *fx_tiny_mask_v1(void)
 {
     return fx_tiny_mask(FALSE);
@@ -1551,6 +1711,8 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/mask/valid", test_mask_valid);
     g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
     g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
+    g_test_add_func("/model-load/keypoint/valid", test_keypoint_valid);
+    g_test_add_func("/model-load/keypoint/invalid", test_keypoint_invalid);
     g_test_add_func("/model-load/valid/bottleneck", test_valid_bottleneck);
     g_test_add_func("/model-load/error/missing-file", test_missing_file);
     g_test_add_func("/model-load/error/truncated-length", test_truncated_length);

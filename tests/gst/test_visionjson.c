@@ -530,6 +530,114 @@ GST_START_TEST (test_segmentation_rle)
 
 GST_END_TEST;
 
+/* A "keypoints" ROI param as visiondetect writes a Keypoint R-CNN's (DL
+ * Streamer's pose convention): @n (x, y) positions normalised to the ROI,
+ * dims [n, 2], and @scores as "confidence" unless NULL. */
+static GstStructure *
+keypoints_param (const gfloat * xy, const gfloat * scores, guint n, guint dim1)
+{
+  GstStructure *s = gst_structure_new ("keypoints",
+      "format", G_TYPE_STRING, "keypoints",
+      "precision", G_TYPE_INT, 10,
+      "data_buffer", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, xy,
+          2 * (gsize) n * sizeof (gfloat), 1), NULL);
+  GValue dims = G_VALUE_INIT, v = G_VALUE_INIT;
+
+  if (scores != NULL)
+    gst_structure_set (s, "confidence", G_TYPE_VARIANT,
+        g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, scores,
+            (gsize) n * sizeof (gfloat), 1), NULL);
+  gst_value_array_init (&dims, 2);
+  g_value_init (&v, G_TYPE_UINT);
+  g_value_set_uint (&v, n);
+  gst_value_array_append_value (&dims, &v);
+  g_value_set_uint (&v, dim1);
+  gst_value_array_append_value (&dims, &v);
+  gst_structure_take_value (s, "dims", &dims);
+  g_value_unset (&v);
+  return s;
+}
+
+/* Keypoints on the ROI metas are written as "keypoints": [[x, y, score], ...]
+ * in frame pixels (the ROI's rectangle times the normalised position), the
+ * score null where the param has none; a ROI without keypoints, or with a
+ * malformed param (dims not [n, 2]), has no "keypoints". */
+GST_START_TEST (test_keypoints)
+{
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "");
+  GstBuffer *b = new_frame (0);
+  GstVideoRegionOfInterestMeta *roi;
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects, *points;
+  JsonObject *line;
+  gchar *contents = NULL;
+  const gfloat xy[6] = { 0.25f, 0.5f, 0.0f, 1.0f, 1.25f, -0.1f };
+  const gfloat scores[3] = { 7.5f, -1.25f, 0.0625f };
+  const gdouble want[3][3] = { {110.0, 70.0, 7.5}, {100.0, 80.0, -1.25},
+  {150.0, 58.0, 0.0625}
+  };
+
+  gst_harness_set_src_caps_str (h, caps);
+  /* 40x20 at (100, 60) */
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 100, 60, 40,
+      20);
+  roi->id = 0;
+  gst_video_region_of_interest_meta_add_param (roi,
+      keypoints_param (xy, scores, 3, 2));
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 10, 10, 8,
+      8);
+  roi->id = 1;
+  gst_video_region_of_interest_meta_add_param (roi,
+      keypoints_param (xy, NULL, 2, 2));
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 20, 20, 8,
+      8);
+  roi->id = 2;
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 30, 30, 8,
+      8);
+  roi->id = 3;
+  gst_video_region_of_interest_meta_add_param (roi,
+      keypoints_param (xy, scores, 2, 3));
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  line = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (line, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 4);
+  points = json_object_get_array_member (json_array_get_object_element
+      (objects, 0), "keypoints");
+  fail_unless_equals_int (json_array_get_length (points), 3);
+  for (guint i = 0; i < 3; i++) {
+    JsonArray *p = json_array_get_array_element (points, i);
+
+    fail_unless_equals_int (json_array_get_length (p), 3);
+    for (guint k = 0; k < 3; k++)
+      fail_unless (fabs (json_array_get_double_element (p, k) - want[i][k])
+          <= 5e-3, "keypoint %u value %u: %g, want %g", i, k,
+          json_array_get_double_element (p, k), want[i][k]);
+  }
+  points = json_object_get_array_member (json_array_get_object_element
+      (objects, 1), "keypoints");
+  fail_unless_equals_int (json_array_get_length (points), 2);
+  fail_unless (fabs (json_array_get_double_element
+          (json_array_get_array_element (points, 0), 0) - 12.0) <= 5e-3);
+  fail_unless (json_node_is_null (json_array_get_element
+          (json_array_get_array_element (points, 0), 2)));
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 2),
+          "keypoints"));
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 3),
+          "keypoints"));
+
+  g_object_unref (parser);
+  g_free (contents);
+  remove_output (dir, path);
+}
+
+GST_END_TEST;
+
 /* Two visionjson elements of one process writing one file (a tee) would mix
  * their lines: the second is refused with an error naming the file and the
  * first writer, whatever path it is given; the file stays the first one's,
@@ -953,6 +1061,7 @@ visionjson_suite (void)
   tcase_add_test (tc, test_one_writer_per_file);
   tcase_add_test (tc, test_foreign_labels_and_numbers);
   tcase_add_test (tc, test_segmentation_rle);
+  tcase_add_test (tc, test_keypoints);
   tcase_add_test (tc, test_properties);
   tcase_add_test (tc, test_flushing_seek);
   return s;

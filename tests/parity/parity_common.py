@@ -474,6 +474,19 @@ def reference(model, img_u8, cached=None):
                 features, [dboxes[0]], images.image_sizes)))
             found["masks"] = maskrcnn_inference(mask_logits, [dlabels[0]])[0]
             mask_probs = found["masks"][:, 0].numpy().copy()
+        kp = None
+        if roi.has_keypoint():
+            # RoIHeads.forward's keypoint branch on the final boxes (resized coordinates)
+            from torchvision.models.detection.roi_heads import keypointrcnn_inference
+            kp_features = roi.keypoint_roi_pool(features, [dboxes[0]], images.image_sizes)
+            kp_heatmaps = roi.keypoint_predictor(roi.keypoint_head(kp_features))
+            kp_probs, kp_scores = keypointrcnn_inference(kp_heatmaps, [dboxes[0]])
+            found["keypoints"], found["keypoints_scores"] = kp_probs[0], kp_scores[0]
+            kp = {"keypoint_rois": dboxes[0].numpy().copy(),
+                  "keypoint_features": kp_features.numpy(),
+                  "keypoint_heatmaps": kp_heatmaps.numpy(),
+                  "keypoints_resized": kp_probs[0].numpy().copy(),
+                  "keypoint_scores": kp_scores[0].numpy()}
         dets = model.transform.postprocess([found], images.image_sizes, [(h0, w0)])[0]
     out = {
         "image_size": np.array(images.image_sizes[0], np.float32),
@@ -493,6 +506,9 @@ def reference(model, img_u8, cached=None):
     }
     for name, f in features.items():
         out["fpn." + name] = f.numpy()
+    if kp is not None:
+        out.update(kp)
+        out["keypoints"] = dets["keypoints"].numpy()   # [D, K, 3] frame pixels (x, y, 1)
     if mask_probs is not None:
         out["mask_probs"] = mask_probs                 # [D, 28, 28] before the paste
         out["masks"] = dets["masks"][:, 0].numpy()     # [D, H0, W0] pasted probabilities
@@ -752,6 +768,39 @@ def calibrate_masks(model, img_u8, logit_std=3.0, cached=None):
             f"shift {-mu:.3g}")
 
 
+@torch.no_grad()
+def describe_keypoints(model, img_u8, cached=None):
+    """Keypoint R-CNN: the statistics of the heatmaps of the first image's detections
+    under torchvision's own initialisation of the keypoint head, which the tests keep
+    (no calibration: argmax and score need no spread around a threshold, unlike the
+    masks' 0.5). The log gives the heatmaps' mean and std, how far each map's peak
+    rises above its mean, and the softmax probability at the peak (what the keypoint
+    loss trains: a trained model's is larger; see KEYPOINT_SCORE_TOL for what a larger
+    scale does to the scores' agreement). cached: calibrate()'s cache entry."""
+    roi = model.roi_heads
+    with box_head_linears_on_onednn(model):
+        if cached is not None:
+            batch, feats, proposals, box_features = cached
+        else:
+            batch, _ = model.transform([to_tensor(img_u8)])
+            feats = model.backbone(batch.tensors)
+            proposals, _ = model.rpn(batch, feats)
+            box_features = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+        class_logits, box_regression = roi.box_predictor(box_features)
+        det_boxes, _, _ = roi.postprocess_detections(class_logits, box_regression, proposals,
+                                                     batch.image_sizes)
+        heatmaps = roi.keypoint_predictor(roi.keypoint_head(
+            roi.keypoint_roi_pool(feats, [det_boxes[0]], batch.image_sizes)))
+        flat = heatmaps.flatten(2)
+        peak = torch.softmax(flat, dim=2).max(dim=2).values
+        gap = flat.max(dim=2).values - flat.mean(dim=2)
+    return (f"keypoint heatmaps of {len(det_boxes[0])} detections (torchvision's initialisation): "
+            f"mean {heatmaps.mean().item():.3g}, std {heatmaps.std().item():.3g}, peak above the "
+            f"map's mean: median {gap.median().item():.3g}; softmax probability at the peak: "
+            f"median {peak.median().item():.3g}, range [{peak.min().item():.3g}, "
+            f"{peak.max().item():.3g}]")
+
+
 # Mask probabilities before the paste ([D, 28, 28], matched detections): max|ours -
 # torchvision|. They come from RoIAlign on features within FEATURE_REL_TOL_RESNET50
 # of each other, five convolutions and the sigmoid (slope <= 1/4). Measured on the
@@ -865,6 +914,130 @@ def compare_masks(report, ref, result, dump, pairs, size_hw, stats):
     if worst_at is not None:
         msg += f" at torchvision #{worst_at[0]} (ours #{worst_at[1]}: {worst_at[2]} vs {worst_at[3]} pixels)"
     report.check("masks", n_low <= allowed and n_pix > 0, msg)
+
+
+# Keypoint R-CNN (engine/KEYPOINTRCNN.md), matched detections only.
+# Keypoint features (RoIAlign 14x14 of the keypoint pooler) and heatmaps (the
+# keypoint head's 8 convolutions, the transposed convolution, the bilinear
+# upsampling): max|ours - torchvision| over max|torchvision|, as the box head's
+# outputs (HEAD_REL_TOL): the same boxes within IoU 0.99 sample the same features
+# up to the boxes' own float32 differences (see MASK_PROB_TOL's account of how
+# proposals and boxes differ), which the convolutions carry; a wrong layout, a
+# flipped kernel or a misplaced RoI moves them by O(0.1..1) of max|ref|.
+KEYPOINT_FEATURE_REL_TOL = HEAD_REL_TOL
+KEYPOINT_HEATMAP_REL_TOL = HEAD_REL_TOL
+# The brief's criteria: every matched detection's keypoints within 1 frame pixel
+# of torchvision's (in x and in y) and the same keypoint scores within 1e-3.
+# Measured (test_keypointrcnn.py, 384x512 and 300x451, 105 matched detections):
+# positions 1.6e-3 px, scores 8.3e-4 on heatmaps of std 1.29 (torchvision's
+# initialisation, max 9.1). The scores are heatmap values and move with the boxes:
+# our keypoint head on our RoI features is within 6e-5 of torchvision's on the same
+# features, torchvision's pooler on our boxes gives 8e-4 from the FPN features'
+# differences, and the rest is the boxes themselves (ours 2.9e-3 resized-image px
+# from torchvision's, inside IoU 0.9998): torchvision's own keypoint branch on our
+# boxes differs from itself on its boxes by 3.5e-3 of heatmap. Heatmaps scaled to
+# std 3 (max 20) scale that to 1.9e-3 of score: over the criterion, while every
+# stage before stays within its tolerance and the decoding is exact.
+KEYPOINT_POS_TOL = 1.0
+KEYPOINT_SCORE_TOL = 1e-3
+# The decoding alone (heatmaps_to_keypoints on our own heatmaps and boxes, run by
+# torchvision): our point must be a maximum of torchvision's bicubic map up to its
+# rounding (the map's value there within KEYPOINT_DECODE_TIE of the map's max,
+# float32 values of magnitude 10..50: a few ulps), and our score that value within
+# the same.
+KEYPOINT_DECODE_TIE = 1e-4
+
+
+def compare_keypoints(report, ref, result, dump, pairs, stats):
+    """Keypoints of the matched detections: every detection of ours has its
+    num_keypoints points; the keypoint features and heatmaps (KEYPOINT_*_REL_TOL),
+    the points in frame pixels (KEYPOINT_POS_TOL) and their scores
+    (KEYPOINT_SCORE_TOL) against torchvision's; and torchvision's
+    heatmaps_to_keypoints on our heatmaps and RoIs against our points
+    (KEYPOINT_DECODE_TIE): the decoding stage alone."""
+    from torchvision.models.detection.roi_heads import heatmaps_to_keypoints
+    dets = result.get("detections", [])
+    K = ref["keypoints"].shape[1]
+    bad = [k for k, d in enumerate(dets) if len(d.get("keypoints", [])) != K]
+    report.check("keypoints present", not bad, f"{len(dets) - len(bad)} of {len(dets)} detections "
+                 f"carry {K} keypoints")
+    matched = [(i, j) for i, j in pairs if j >= 0 and j not in bad]
+    stats["kp_matched"] = stats.get("kp_matched", 0) + len(matched)
+    ii = np.array([i for i, _ in matched], np.int64)
+    jj = np.array([j for _, j in matched], np.int64)
+    for name, stat, tol in (("keypoint_features", "kp_feature_rel", KEYPOINT_FEATURE_REL_TOL),
+                            ("keypoint_heatmaps", "kp_heatmap_rel", KEYPOINT_HEATMAP_REL_TOL)):
+        a = dump.get(name)
+        if a is None or a.shape[0] != len(dets) or a.shape[1:] != ref[name].shape[1:]:
+            report.check(name, False, f"missing from the dump or not one per detection: "
+                         f"{None if a is None else list(a.shape)}, torchvision "
+                         f"{list(ref[name].shape)} for {len(dets)} detections")
+            continue
+        if not matched:
+            continue
+        diff = np.abs(a[jj].astype(np.float64) - ref[name][ii])
+        d = float(diff.max())
+        scale = float(np.abs(ref[name][ii]).max())
+        rel = d / scale if scale > 0 else d
+        stats[stat] = max(stats.get(stat, 0.0), rel)
+        where = np.unravel_index(int(diff.argmax()), diff.shape)
+        report.check(name, rel <= tol,
+                     f"max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} over {len(matched)} "
+                     f"matched detections (tol {tol:g}); worst at {list(map(int, where))}")
+
+    # the decoding alone: torchvision's heatmaps_to_keypoints on our heatmaps and RoIs
+    maps, rois, pts = dump.get("keypoint_heatmaps"), dump.get("keypoint_rois"), dump.get("keypoints")
+    if maps is None or rois is None or pts is None or len(rois) != len(dets) \
+            or pts.shape != (len(dets), K, 3):
+        report.check("keypoint decoding", False, "keypoint_heatmaps, keypoint_rois or keypoints "
+                     "missing from the dump or not one per detection")
+    elif len(dets):
+        off, sd = 0, 0.0
+        with torch.no_grad():
+            tv_xy, tv_scores = heatmaps_to_keypoints(torch.from_numpy(maps), torch.from_numpy(rois))
+            for n in range(len(dets)):
+                x1, y1, x2, y2 = (torch.tensor(v, dtype=torch.float32) for v in rois[n])
+                w = int(torch.clamp(x2 - x1, min=1).ceil().item())
+                h = int(torch.clamp(y2 - y1, min=1).ceil().item())
+                m = F.interpolate(torch.from_numpy(maps[n])[:, None], size=(h, w), mode="bicubic",
+                                  align_corners=False)[:, 0].numpy()
+                # our point back to the map's pixel (the inverse of (p + 0.5) * w / ceil(w) + x1)
+                px = np.rint((pts[n, :, 0].astype(np.float64) - float(x1)) * w
+                             / max(float(x2 - x1), 1.0) - 0.5).astype(np.int64).clip(0, w - 1)
+                py = np.rint((pts[n, :, 1].astype(np.float64) - float(y1)) * h
+                             / max(float(y2 - y1), 1.0) - 0.5).astype(np.int64).clip(0, h - 1)
+                at = m[np.arange(K), py, px]
+                top = m.reshape(K, -1).max(axis=1)
+                off += int(np.count_nonzero(top - at > KEYPOINT_DECODE_TIE))
+                sd = max(sd, float(np.abs(pts[n, :, 2].astype(np.float64) - at).max()))
+        exact = int(np.count_nonzero(np.all(tv_xy[:, :, :2].numpy() == pts[:, :, :2], axis=2)))
+        stats["kp_decode_pos"] = stats.get("kp_decode_pos", 0) + off
+        stats["kp_decode_score"] = max(stats.get("kp_decode_score", 0.0), sd)
+        report.check("keypoint decoding", off == 0 and sd <= KEYPOINT_DECODE_TIE,
+                     f"torchvision's heatmaps_to_keypoints on our {len(dets)} detections' heatmaps: "
+                     f"{exact} of {len(dets) * K} points the same, {off} not a maximum of its map "
+                     f"(within {KEYPOINT_DECODE_TIE:g}); max|score diff| {sd:.3g} (tol "
+                     f"{KEYPOINT_DECODE_TIE:g})")
+
+    if not matched:
+        report.check("keypoints", False, "no matched detection to compare keypoints of")
+        return
+    ours = np.array([dets[j]["keypoints"] for j in jj], np.float64)      # [M, K, 3]
+    theirs_xy = ref["keypoints"][ii][:, :, :2].astype(np.float64)
+    theirs_s = ref["keypoint_scores"][ii].astype(np.float64)
+    dpos = np.abs(ours[:, :, :2] - theirs_xy).max(axis=2)                 # [M, K]
+    dscore = np.abs(ours[:, :, 2] - theirs_s)
+    stats["kp_pos"] = max(stats.get("kp_pos", 0.0), float(dpos.max()))
+    stats["kp_score"] = max(stats.get("kp_score", 0.0), float(dscore.max()))
+    far = int(np.count_nonzero(dpos > KEYPOINT_POS_TOL))
+    msg = (f"{len(matched)} matched detections x {K} keypoints: max|position diff| "
+           f"{dpos.max():.3g} px (tol {KEYPOINT_POS_TOL:g}, {far} over), max|score diff| "
+           f"{dscore.max():.3g} (tol {KEYPOINT_SCORE_TOL:g})")
+    if far:
+        m, k = np.unravel_index(int(dpos.argmax()), dpos.shape)
+        msg += (f"; worst torchvision #{ii[m]} keypoint {k}: ours {ours[m, k].round(3).tolist()}, "
+                f"torchvision {theirs_xy[m, k].round(3).tolist()} score {theirs_s[m, k]:.4f}")
+    report.check("keypoints", far == 0 and float(dscore.max()) <= KEYPOINT_SCORE_TOL, msg)
 
 
 # ---------------------------------------------------------------------------------
@@ -1216,6 +1389,10 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         t = time.monotonic()
         desc = calibrate_masks(model, imgs[0], cached=cache[0])
         log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
+    if model.roi_heads.has_keypoint():
+        t = time.monotonic()
+        desc = describe_keypoints(model, imgs[0], cached=cache[0])
+        log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
 
     model_path = os.path.join(work, f"{name}.safetensors")
     t = time.monotonic()
@@ -1280,6 +1457,8 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
                                   feature_rel_tol)
             if "masks" in ref:
                 compare_masks(report, ref, results[i], dump, pairs, (h, w), stats)
+            if "keypoints" in ref:
+                compare_keypoints(report, ref, results[i], dump, pairs, stats)
         first = report.first_failure()
         if first:
             failed.append((i, h, w, first))
@@ -1294,7 +1473,13 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         f"max head diff {stats.get('head_rel', float('nan')):.3g} of max|ref|, "
         f"max input diff {stats.get('input', float('nan')):.3g}"
         + (f", max mask prob diff {stats['mask_prob']:.3g}, min mask IoU {stats['mask_iou']:.5f}"
-           if "mask_iou" in stats else "") + "; "
+           if "mask_iou" in stats else "")
+        + (f", keypoints of {stats['kp_matched']} matched detections: max|position diff| "
+           f"{stats['kp_pos']:.3g} px, max|score diff| {stats['kp_score']:.3g}, heatmaps "
+           f"{stats['kp_heatmap_rel']:.3g} of max|ref|, features {stats['kp_feature_rel']:.3g}; "
+           f"decoding on our heatmaps: {stats['kp_decode_pos']} positions off torchvision's "
+           f"argmax, max|score diff| {stats['kp_decode_score']:.3g}"
+           if "kp_pos" in stats else "") + "; "
         f"{time.monotonic() - t_start:.0f} s")
     log(f"reference tensors in {ref_dir}/<i>/, ours in {dump_dir}/<i>/")
     if engine_error is not None:

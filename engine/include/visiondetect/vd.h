@@ -103,6 +103,21 @@ VD_API const char *vd_model_description(const vd_model *model);
  * its instance mask (see vd_detection). Thread-safe. */
 VD_API gboolean vd_model_has_masks(const vd_model *model);
 
+/* The keypoints of each detection (Keypoint R-CNN: COCO's 17 for
+ * keypointrcnn_resnet50_fpn), 0 for a model without a keypoint branch. Thread-safe. */
+VD_API int vd_model_num_keypoints(const vd_model *model);
+
+/* The name of keypoint @index (0 .. vd_model_num_keypoints() - 1) as the model
+ * file gives it ("nose", ...), or NULL when the file names none (or @index is out
+ * of range). Owned by the model. */
+VD_API const char *vd_model_keypoint_name(const vd_model *model, int index);
+
+/* The skeleton the model file records: the number of connections, and in *@pairs
+ * (when not NULL) the connections as 2 x that many 0-based keypoint indices
+ * (first, second, first, second, ...), owned by the model; 0 and NULL when the
+ * file has none. */
+VD_API int vd_model_keypoint_skeleton(const vd_model *model, const int **pairs);
+
 /* Default score threshold of the box head (torchvision's box_score_thresh). */
 VD_API float vd_model_score_threshold(const vd_model *model);
 
@@ -243,6 +258,12 @@ VD_API vd_image vd_image_rgb(const uint8_t *pixels, int width, int height);
 /* ------------------------------------------------------------------------ */
 /* Detection                                                                 */
 
+/* A keypoint of a detection (see vd_detection). */
+typedef struct {
+    float x, y;
+    float score;
+} vd_keypoint;
+
 typedef struct {
     float x1, y1, x2, y2; /* original-frame pixels, continuous coordinates */
     float score;
@@ -266,6 +287,16 @@ typedef struct {
      * vd_detection only with the mask pointer cleared or the bytes duplicated. */
     uint8_t *mask;
     int mask_x, mask_y, mask_width, mask_height;
+
+    /* Keypoints, for models with a keypoint branch (vd_model_num_keypoints() > 0):
+     * n_keypoints (that count) points in the model's keypoint order; NULL with 0
+     * otherwise. Each is torchvision's keypointrcnn_inference output rescaled to
+     * the frame (engine/KEYPOINTRCNN.md): x, y in original-frame pixels (continuous
+     * coordinates; not clipped to the box or the frame) and score, the
+     * keypoint's heatmap value there (a logit: not a probability, any sign).
+     * Owned by the vd_result holding the detection, like @mask. */
+    vd_keypoint *keypoints;
+    int n_keypoints;
 } vd_detection;
 
 typedef struct {
@@ -312,7 +343,8 @@ VD_API gboolean vd_collect(vd_context *ctx, vd_result *results, int n_results, G
 /* Batches submitted and not yet collected. */
 VD_API int vd_context_in_flight(const vd_context *ctx);
 
-/* Frees the detections and their masks; the result then has none. NULL is a no-op. */
+/* Frees the detections, their masks and keypoints; the result then has none. NULL
+ * is a no-op. */
 VD_API void vd_result_clear(vd_result *result);
 
 /* ------------------------------------------------------------------------ */
@@ -329,6 +361,15 @@ VD_API void vd_result_clear(vd_result *result);
  *   "mask_logits"  [D,M,M] (CPU): the mask head's output, its label's channel
  *   "mask_probs"   [D,M,M] models with masks: each detection's mask before the
  *                  paste (sigmoid of its label's channel, M = 2 * the pooler's size)
+ *   "keypoint_rois" [D,4] models with keypoints (CPU): the detections' boxes in
+ *                  the resized image (the keypoint pooler's RoIs)
+ *   "keypoint_features" [D,C,P,P] models with keypoints (CPU): each detection's
+ *                  RoIAlign output, the keypoint head's input
+ *   "keypoint_heatmaps" [D,K,S,S] models with keypoints (CPU): the keypoint
+ *                  predictor's output (after its bilinear upsampling; S = 56)
+ *   "keypoints"    [D,K,3] models with keypoints (CPU): x, y in the resized
+ *                  image and score, heatmaps_to_keypoints' output before the
+ *                  rescale to the frame
  * @data and @shape are valid only during the call. */
 typedef void (*vd_tensor_observer)(const char *name, const float *data, const int64_t *shape,
                                    int ndim, void *user_data);
@@ -342,7 +383,8 @@ VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer
  * vd_collect()) in milliseconds, for
  * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
  * postprocess; models with masks add mask_head (its RoIAlign included) and
- * paste_masks. Returns the number of stages written (at most @max). */
+ * paste_masks, models with keypoints keypoint_head (its RoIAlign included) and
+ * keypoints (the heatmaps' decoding). Returns the number of stages written (at most @max). */
 typedef struct {
     const char *name;
     double ms;
