@@ -16,10 +16,13 @@
 #                      engine compares)
 #   vd_engine_run_packages
 #                      the engine suite run from an engine built elsewhere (the
-#                      arm64 root of a cross build: meson runs the suite, python3
-#                      and python3-numpy as above, and the libraries the engine
-#                      links, named per release; no compiler and no -dev package,
-#                      which under emulation took most of the packages' minutes)
+#                      arm64 root of a cross build: meson runs the suite and
+#                      python3 its Python tests, and the libraries the engine
+#                      links, named per release; no compiler, no -dev package and
+#                      no numpy: the parity's comparison runs in the amd64 build
+#                      root, and the suite's numpy tests need torch, which the root
+#                      has not. Under emulation apt's time goes mostly to Python's
+#                      byte-compilation in the packages' postinst scripts)
 #   vd_engine_cross_packages
 #                      the same build cross-compiled for arm64 on amd64 (Debian's
 #                      cross toolchain and the arm64 -dev packages, multiarch: the
@@ -105,7 +108,7 @@ vd_engine_packages=(
 )
 
 # shellcheck disable=SC2034
-vd_engine_run_packages=(meson python3 python3-numpy libjson-glib-1.0-0)
+vd_engine_run_packages=(meson python3 libjson-glib-1.0-0)
 
 # shellcheck disable=SC2034
 vd_engine_cross_packages=(
