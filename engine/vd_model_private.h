@@ -15,6 +15,26 @@ G_BEGIN_DECLS
 #define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
 #define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
 #define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_HEAD_CONVS 8     /* a one-stage head branch's 3x3 conv layers (4) */
+
+/* The two kinds of detector over the shared backbone, FPN and anchors: torchvision's
+ * GeneralizedRCNN (RPN, RoI heads) and its one-stage detectors (a dense head on
+ * every FPN level, decoded directly; engine/RETINANET.md). */
+typedef enum {
+    VD_DETECTOR_TWO_STAGE = 0, /* "fasterrcnn", "maskrcnn" */
+    VD_DETECTOR_ONE_STAGE,     /* "retinanet" (and "fcos", SSD to come) */
+} vd_detector_kind;
+
+/* A one-stage detector's head (vd_config.head) */
+typedef enum {
+    VD_HEAD_RETINANET = 0, /* RetinaNetHead: sigmoid classes, BoxCoder deltas */
+} vd_head_type;
+
+typedef struct {
+    vd_head_type type;
+    int n_cls_convs, n_reg_convs; /* 3x3 conv + ReLU layers of each branch (4) */
+    int topk_candidates;          /* per level, after the score threshold (1000) */
+} vd_head_config;
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
@@ -160,11 +180,17 @@ typedef struct {
         vd_mnv3_config mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
     };
 
+    vd_detector_kind detector;
+
     /* FPN */
     int fpn_channels;        /* out_channels, 256 */
     gboolean fpn_pool_level; /* LastLevelMaxPool present ('pool' level) */
+    /* LastLevelP6P7 (one-stage detectors: levels 'p6', 'p7'): P6 = conv3x3/2 of P5
+     * (fpn_p6_from_p5) or of C5, P7 = conv3x3/2 of relu(P6) */
+    gboolean fpn_p6p7;
+    gboolean fpn_p6_from_p5;
     gboolean fpn_norm;       /* batch-norm after every FPN conv (v2; folded, no bias) */
-    int n_fpn_levels;        /* n_returned_layers + (pool ? 1 : 0) */
+    int n_fpn_levels;        /* n_returned_layers + (pool ? 1 : 0) + (p6p7 ? 2 : 0) */
 
     /* anchors: per FPN level (same count of anchors per location on every level) */
     int n_anchor_sizes[VD_MAX_FPN_LEVELS];
@@ -190,10 +216,11 @@ typedef struct {
      * 3x3 conv + batch-norm + ReLU on the pooled features, flatten, one Linear + ReLU */
     int n_box_convs;
     int box_conv_channels[VD_MAX_BOX_CONVS];
+    /* the final detections' (both kinds; a one-stage head's own values) */
     float box_score_thresh;    /* 0.05, strict */
     float box_nms_thresh;      /* 0.5 */
     int detections_per_img;    /* 100 */
-    float bbox_reg_weights[4]; /* 10, 10, 5, 5 */
+    float bbox_reg_weights[4]; /* 10, 10, 5, 5 (RetinaNet: 1, 1, 1, 1) */
     float box_min_size;        /* torchvision hard-codes 1e-2 */
 
     /* Mask R-CNN (architecture "maskrcnn", engine/MASKRCNN.md): a second
@@ -208,6 +235,9 @@ typedef struct {
     int mask_conv_channels[VD_MAX_MASK_CONVS];
     gboolean mask_norm;   /* v2: batch-norm after each conv (no bias) */
     int mask_dim_reduced; /* the transposed convolution's output channels */
+
+    /* one-stage detectors (detector VD_DETECTOR_ONE_STAGE) */
+    vd_head_config head;
 
     int num_classes;    /* including background */
     char **class_names; /* num_classes entries */
@@ -245,6 +275,14 @@ struct vd_model {
     vd_conv mask_deconv;                   /* ConvTranspose2d 2x2 stride 2: weight in torch's
                                             * [in_channels][out_channels][2][2] order */
     vd_conv mask_logits;                   /* 1x1 -> num_classes */
+
+    /* one-stage detectors: LastLevelP6P7's convolutions; the head's branches
+     * (3x3 conv + ReLU each, shared by every level) and their last convolutions */
+    vd_conv fpn_p6, fpn_p7;
+    vd_conv head_cls_convs[VD_MAX_HEAD_CONVS];
+    vd_conv head_reg_convs[VD_MAX_HEAD_CONVS];
+    vd_conv head_cls_logits; /* 3x3 -> A * num_classes, channel a * K + k */
+    vd_conv head_bbox_reg;   /* 3x3 -> 4A, channel a * 4 + q */
 
     /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
      * name -> largest |value| (float *); NULL when the file has none */

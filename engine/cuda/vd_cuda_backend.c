@@ -1915,6 +1915,14 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
 {
     const vd_config *cfg = &model->config;
     const cuda_backbone *backbone = backbone_of(model);
+    if (cfg->detector != VD_DETECTOR_TWO_STAGE) {
+        /* no new CUDA features before the backend has run on a GPU (issue 47) */
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not run the one-stage detectors (%s): use the CPU "
+                    "backend",
+                    vd_model_description(model));
+        return FALSE;
+    }
     if (backbone != NULL && !backbone->supports(model, error))
         return FALSE;
     if (backbone == NULL) {

@@ -124,7 +124,7 @@ static gboolean refused_seed(gconstpointer data)
 }
 
 /* Makes the tiny model of @data ("resnet", "mobilenet-v3", or "retinanet": the
- * ResNet one whose config says RetinaNet, refused at load) the file the mutations
+ * ResNet one whose config says RetinaNet v2, refused at load) the file the mutations
  * start from. */
 static void use_seed(gconstpointer data)
 {
@@ -138,7 +138,8 @@ static void use_seed(gconstpointer data)
         if (refused_seed(data))
             fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"",
                               "\"architecture\":\"retinanet\",\"builder\":"
-                              "\"retinanet_resnet50_fpn\"");
+                              "\"retinanet_resnet50_fpn_v2\",\"head\":{\"norm\":"
+                              "\"group_norm\"}");
     }
     char *path = fx_write(fx, "valid.safetensors");
     for (guint k = 0; k < G_N_ELEMENTS(heads); k++) {
@@ -401,7 +402,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/header-mutations/resnet", "resnet", test_header_mutations);
     g_test_add_data_func("/fuzz/header-mutations/mobilenet-v3", "mobilenet-v3",
                          test_header_mutations);
-    /* and a file of a family the engine refuses (RetinaNet, with its builder) */
+    /* and a file of a family the engine refuses (RetinaNet v2, with its builder) */
     g_test_add_data_func("/fuzz/header-mutations/retinanet-refused", "retinanet",
                          test_header_mutations);
     g_test_add_data_func("/fuzz/poisoned-weights/resnet", "resnet", test_poisoned_weights);

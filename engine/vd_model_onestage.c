@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The model loader's part for torchvision's one-stage detectors (the second kind of
+ * detector, engine/RETINANET.md): the configuration's "head" section and the
+ * weights of LastLevelP6P7 and of the head. The backbone, the FPN and the anchors
+ * are the two-stage detectors' (vd_model.c). */
+#include "vd_model_loader.h"
+
+#include <math.h>
+#include <string.h>
+
+/* torchvision's BoxCoder clip, log(1000 / 16), which vd_decode_boxes() applies */
+#define VD_BBOX_XFORM_CLIP 4.135166556742356
+
+gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c, GError **error)
+{
+    static const char *const keys[] = {
+        "type",         "in_channels",      "num_anchors",        "classification_convs",
+        "regression_convs", "norm",         "num_groups",         "norm_eps",
+        "bbox_reg_weights", "bbox_xform_clip", "score_thresh",    "nms_thresh",
+        "detections_per_img", "topk_candidates", NULL};
+    JsonNode *node = json_object_get_member(config, "head");
+    JsonObject *o;
+    const char *type, *norm = "none";
+    int in_channels, num_anchors;
+    float clip;
+    JsonArray *weights;
+
+    if (node == NULL || !JSON_NODE_HOLDS_OBJECT(node))
+        return config_error(error, path, "the one-stage model has no 'head' object");
+    o = json_node_get_object(node);
+    if (!check_keys(path, o, "head", keys, error) ||
+        !(type = get_string(path, o, "head", "type", error)))
+        return FALSE;
+    if (strcmp(type, "retinanet") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: one-stage head type '%.64s' is not supported ('retinanet')", path, type);
+        return FALSE;
+    }
+    c->head.type = VD_HEAD_RETINANET;
+    if (json_object_has_member(o, "norm") && !(norm = get_string(path, o, "head", "norm", error)))
+        return FALSE;
+    if (strcmp(norm, "none") != 0) {
+        /* vd_model_check_family() names the builder first; this is for other writers */
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: a one-stage head with norm '%.64s' is not supported (this engine runs "
+                    "the heads without normalisation, retinanet_resnet50_fpn's)",
+                    path, norm);
+        return FALSE;
+    }
+    if (!get_int(path, o, "head", "in_channels", 1, 65536, &in_channels, error) ||
+        !get_int(path, o, "head", "num_anchors", 1, VD_MAX_ANCHORS_PER_LEVEL, &num_anchors,
+                 error) ||
+        !get_int(path, o, "head", "classification_convs", 0, VD_MAX_HEAD_CONVS,
+                 &c->head.n_cls_convs, error) ||
+        !get_int(path, o, "head", "regression_convs", 0, VD_MAX_HEAD_CONVS, &c->head.n_reg_convs,
+                 error) ||
+        !get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error) ||
+        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
+                   error) ||
+        !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
+        !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
+                 error) ||
+        !get_int(path, o, "head", "topk_candidates", 1, 1000000, &c->head.topk_candidates, error))
+        return FALSE;
+    if (in_channels != c->fpn_channels)
+        return config_error(error, path, "'head.in_channels' is %d; the FPN gives %d", in_channels,
+                            c->fpn_channels);
+    if (num_anchors != c->anchors_per_location)
+        return config_error(error, path,
+                            "'head.num_anchors' is %d; the anchors give %d per location",
+                            num_anchors, c->anchors_per_location);
+    if (fabs(clip - VD_BBOX_XFORM_CLIP) > 1e-6) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: 'head.bbox_xform_clip' %g is not supported (torchvision's log(1000/16))",
+                    path, clip);
+        return FALSE;
+    }
+    weights = get_array(path, o, "head", "bbox_reg_weights", 4, 4, error);
+    return weights != NULL && get_float_array(path, weights, "head.bbox_reg_weights", 0.0, 1e6,
+                                              TRUE, c->bbox_reg_weights, error);
+}
+
+/* One branch of the head: @n 3x3 conv (+ bias, ReLU) layers, torchvision's
+ * Conv2dNormActivation without a norm ('<prefix>.conv.<j>.0'). */
+static gboolean load_branch(loader *ld, const char *prefix, int n, vd_conv *convs, int C,
+                            GError **error)
+{
+    char name[96];
+    for (int j = 0; j < n; j++) {
+        g_snprintf(name, sizeof name, "%s.conv.%d.0", prefix, j);
+        if (!load_conv_bias(ld, name, NULL, &convs[j], C, C, 3, 1, 1, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean load_one_stage(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    int C = c->fpn_channels, A = c->anchors_per_location, K = c->num_classes;
+    int p6_in = c->fpn_p6_from_p5 ? C : c->fpn_in_channels[c->n_returned_layers - 1];
+
+    return load_conv_bias(ld, "backbone.fpn.extra_blocks.p6", NULL, &model->fpn_p6, C, p6_in, 3,
+                          2, 1, error) &&
+           load_conv_bias(ld, "backbone.fpn.extra_blocks.p7", NULL, &model->fpn_p7, C, C, 3, 2, 1,
+                          error) &&
+           load_branch(ld, "head.classification_head", c->head.n_cls_convs,
+                       model->head_cls_convs, C, error) &&
+           load_branch(ld, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs, C,
+                       error) &&
+           load_conv_bias(ld, "head.classification_head.cls_logits", NULL, &model->head_cls_logits,
+                          A * K, C, 3, 1, 1, error) &&
+           load_conv_bias(ld, "head.regression_head.bbox_reg", NULL, &model->head_bbox_reg, 4 * A,
+                          C, 3, 1, 1, error);
+}
+
+void vd_one_stage_clear(vd_model *model)
+{
+    vd_conv_free(&model->fpn_p6);
+    vd_conv_free(&model->fpn_p7);
+    for (int j = 0; j < VD_MAX_HEAD_CONVS; j++) {
+        vd_conv_free(&model->head_cls_convs[j]);
+        vd_conv_free(&model->head_reg_convs[j]);
+    }
+    vd_conv_free(&model->head_cls_logits);
+    vd_conv_free(&model->head_bbox_reg);
+}
+
+const char *vd_one_stage_name(const vd_config *c)
+{
+    (void)c;
+    return "retinanet";
+}
