@@ -358,6 +358,61 @@ fixture *fx_tiny_mask(gboolean norm)
     return fx_mask(&a, &m);
 }
 
+/* A tiny retinanet_resnet50_fpn (engine/RETINANET.md): tiny_basic()'s ResNet
+ * returning stages 2-4 into an 8-channel FPN with LastLevelP6P7 from P5, 2 anchors
+ * per location (2 sizes, 1 ratio) on the five levels, RetinaNetHead with
+ * @n_convs 3x3 convolutions per branch and 3 classes. */
+fixture *fx_tiny_retinanet(int n_convs)
+{
+    tiny_arch a = tiny_basic();
+    a.n_returned = 3;
+    for (int i = 0; i < 3; i++)
+        a.returned[i] = i + 2;
+    a.pool = FALSE;
+    a.n_sizes = 2;
+    fixture *fx = fx_tiny(&a);
+    int C = a.fpn_channels, A = 2, K = a.num_classes;
+    char name[96];
+
+    for (guint i = fx->tensors->len; i-- > 0;) {
+        const fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        if (g_str_has_prefix(t->name, "rpn.") || g_str_has_prefix(t->name, "roi_heads."))
+            g_ptr_array_remove_index(fx->tensors, i);
+    }
+    g_free(fx->config);
+    fx->config = g_strdup_printf(
+        "{\"architecture\":\"retinanet\",\"builder\":\"retinanet_resnet50_fpn\","
+        "\"transform\":{\"min_size\":96,\"max_size\":160,\"image_mean\":[0.485,0.456,0.406],"
+        "\"image_std\":[0.229,0.224,0.225],\"size_divisible\":32},"
+        "\"backbone\":{\"type\":\"resnet\",\"depth\":10,\"block\":\"basic\","
+        "\"layers\":[1,1,1,1],\"stem_channels\":64,\"width_per_group\":64,\"groups\":1,"
+        "\"returned_layers\":[2,3,4],\"norm_eps\":1e-05},"
+        "\"fpn\":{\"in_channels\":[128,256,512],\"out_channels\":%d,\"extra_block\":\"p6p7\","
+        "\"extra_in_channels\":%d,\"extra_out_channels\":%d,\"use_P5\":true},"
+        "\"anchors\":{\"sizes\":[[32,40],[64,80],[128,160],[256,320],[512,640]],"
+        "\"aspect_ratios\":[[1.0],[1.0],[1.0],[1.0],[1.0]]},"
+        "\"head\":{\"type\":\"retinanet\",\"in_channels\":%d,\"num_anchors\":%d,"
+        "\"classification_convs\":%d,\"regression_convs\":%d,\"norm\":\"none\","
+        "\"bbox_reg_weights\":[1.0,1.0,1.0,1.0],\"bbox_xform_clip\":4.135166556742356,"
+        "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
+        "\"topk_candidates\":1000},"
+        "\"num_classes\":%d,\"class_names\":[\"__background__\",\"thing1\",\"thing2\"]}",
+        C, C, C, C, A, n_convs, n_convs, K);
+    add_conv_bias(fx, "backbone.fpn.extra_blocks.p6", C, C, 3);
+    add_conv_bias(fx, "backbone.fpn.extra_blocks.p7", C, C, 3);
+    for (int j = 0; j < n_convs; j++) {
+        g_snprintf(name, sizeof name, "head.classification_head.conv.%d.0", j);
+        add_conv_bias(fx, name, C, C, 3);
+    }
+    add_conv_bias(fx, "head.classification_head.cls_logits", A * K, C, 3);
+    for (int j = 0; j < n_convs; j++) {
+        g_snprintf(name, sizeof name, "head.regression_head.conv.%d.0", j);
+        add_conv_bias(fx, name, C, C, 3);
+    }
+    add_conv_bias(fx, "head.regression_head.bbox_reg", 4 * A, C, 3);
+    return fx;
+}
+
 /* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
  * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
  * RoIs, a 1024-wide box head, 91 classes (the transform is fx_tiny's 96/160). */

@@ -450,6 +450,77 @@ static void test_unsupported_dtype(void)
     expect_error(fx, VD_ERROR_UNSUPPORTED, "'rpn.head.cls_logits.bias'", "unknown dtype 'F4'");
 }
 
+static fixture *fx_retinanet(void)
+{
+    return fx_tiny_retinanet(2);
+}
+
+/* retinanet_resnet50_fpn (engine/RETINANET.md): the tiny fixture loads with its
+ * one-stage parts (P6 and P7, the head's branches, the thresholds of its "head");
+ * malformed one-stage configurations and weights are refused naming the cause. */
+static void test_retinanet(void)
+{
+    fixture *fx = fx_retinanet();
+    vd_model *model = fx_load_ok(fx);
+    const vd_config *c = &model->config;
+    g_assert_cmpint(c->detector, ==, VD_DETECTOR_ONE_STAGE);
+    g_assert_true(c->fpn_p6p7 && c->fpn_p6_from_p5);
+    g_assert_cmpint(c->n_fpn_levels, ==, 5);
+    g_assert_cmpint(c->anchors_per_location, ==, 2);
+    g_assert_cmpint(c->head.n_cls_convs, ==, 2);
+    g_assert_cmpint(c->head.n_reg_convs, ==, 2);
+    g_assert_cmpint(c->head.topk_candidates, ==, 1000);
+    g_assert_cmpint(c->detections_per_img, ==, 100);
+    g_assert_cmpfloat(c->box_nms_thresh, ==, 0.5f);
+    g_assert_cmpfloat(c->bbox_reg_weights[0], ==, 1.0f);
+    g_assert_cmpfloat(vd_model_score_threshold(model), ==, 0.05f);
+    assert_conv(&model->fpn_p6, 8, 8, 3, 2, 1);
+    assert_conv(&model->fpn_p7, 8, 8, 3, 2, 1);
+    assert_conv(&model->head_cls_convs[1], 8, 8, 3, 1, 1);
+    assert_conv(&model->head_cls_logits, 2 * 3, 8, 3, 1, 1);
+    assert_conv(&model->head_bbox_reg, 4 * 2, 8, 3, 1, 1);
+    vd_model_unref(model);
+
+    static const config_case cases[] = {
+        {"\"use_P5\":true", "\"use_P5\":false", VD_ERROR_FORMAT,
+         "'fpn.extra_in_channels' is 8; P6's input (C5) has 512 channels", NULL},
+        {"\"use_P5\":true", "\"use_P5\":1", VD_ERROR_FORMAT, "'fpn.use_P5'", NULL},
+        {"\"extra_out_channels\":8", "\"extra_out_channels\":16", VD_ERROR_FORMAT,
+         "'fpn.extra_out_channels' is 16", NULL},
+        {"\"num_anchors\":2", "\"num_anchors\":3", VD_ERROR_FORMAT,
+         "'head.num_anchors' is 3; the anchors give 2", NULL},
+        {"\"in_channels\":8", "\"in_channels\":16", VD_ERROR_FORMAT,
+         "'head.in_channels' is 16", NULL},
+        {"\"type\":\"retinanet\"", "\"type\":\"fcos\"", VD_ERROR_UNSUPPORTED,
+         "one-stage head type 'fcos'", NULL},
+        {"\"bbox_xform_clip\":4.135166556742356", "\"bbox_xform_clip\":3", VD_ERROR_UNSUPPORTED,
+         "'head.bbox_xform_clip' 3", NULL},
+        {"\"norm\":\"none\"", "\"norm\":\"batch_norm\"", VD_ERROR_UNSUPPORTED,
+         "norm 'batch_norm'", NULL},
+        {"\"norm\":\"none\"", "\"norm\":\"none\",\"anchor_free\":1", VD_ERROR_FORMAT,
+         "anchor_free", NULL},
+        {"\"topk_candidates\":1000", "\"topk_candidates\":0", VD_ERROR_FORMAT,
+         "topk_candidates", NULL},
+        {"\"classification_convs\":2", "\"classification_convs\":3", VD_ERROR_FORMAT,
+         "head.classification_head.conv.2.0.weight", NULL},
+        {"\"classification_convs\":2", "\"classification_convs\":1", VD_ERROR_FORMAT,
+         "unexpected tensor 'head.classification_head.conv.1.0.weight'", NULL},
+        {"\"head\":{", "\"heads\":{", VD_ERROR_FORMAT, "heads", NULL},
+        {"\"extra_block\":\"p6p7\"", "\"extra_block\":\"maxpool\"", VD_ERROR_FORMAT,
+         "anchors", NULL},
+        {"\"builder\":\"retinanet_resnet50_fpn\"", "\"rpn\":{}", VD_ERROR_FORMAT, "rpn",
+         NULL},
+    };
+    expect_config_errors(fx_retinanet, cases, G_N_ELEMENTS(cases));
+
+    fx = fx_retinanet();
+    fx_remove(fx, "head.regression_head.bbox_reg.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.bbox_reg.bias", NULL);
+    fx = fx_retinanet();
+    fx_remove(fx, "backbone.fpn.extra_blocks.p7.weight");
+    expect_error(fx, VD_ERROR_FORMAT, "backbone.fpn.extra_blocks.p7.weight", NULL);
+}
+
 static void test_unsupported_metadata(void)
 {
     fixture *fx;
@@ -1553,6 +1624,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/valid/basic", test_valid_basic);
     g_test_add_func("/model-load/mask/valid", test_mask_valid);
     g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
+    g_test_add_func("/model-load/retinanet", test_retinanet);
     g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
     g_test_add_func("/model-load/valid/bottleneck", test_valid_bottleneck);
     g_test_add_func("/model-load/error/missing-file", test_missing_file);
