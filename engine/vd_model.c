@@ -320,7 +320,7 @@ JsonArray *get_array(const char *path, JsonObject *o, const char *section, const
 }
 
 gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
-                                double max, gboolean min_exclusive, float *out, GError **error)
+                         double max, gboolean min_exclusive, float *out, GError **error)
 {
     for (guint i = 0; i < json_array_get_length(array); i++) {
         char *item = g_strdup_printf("%s[%u]", what, i);
@@ -511,7 +511,8 @@ static gboolean parse_fpn_p6p7(const char *path, JsonObject *o, vd_config *c, GE
         return config_error(error, path, "'fpn.use_P5' is missing or not a boolean");
     c->fpn_p6p7 = TRUE;
     c->fpn_p6_from_p5 = json_node_get_boolean(use_p5);
-    int expected = c->fpn_p6_from_p5 ? c->fpn_channels : c->fpn_in_channels[c->n_returned_layers - 1];
+    int expected =
+        c->fpn_p6_from_p5 ? c->fpn_channels : c->fpn_in_channels[c->n_returned_layers - 1];
     if (in_c != expected)
         return config_error(error, path,
                             "'fpn.extra_in_channels' is %d; P6's input (%s) has %d channels", in_c,
@@ -526,10 +527,9 @@ static gboolean parse_fpn_p6p7(const char *path, JsonObject *o, vd_config *c, GE
 
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {"in_channels",        "out_channels",
-                                       "extra_block",        "norm",
-                                       "extra_in_channels",  "extra_out_channels",
-                                       "use_P5",             NULL};
+    static const char *const keys[] = {
+        "in_channels",       "out_channels",       "extra_block", "norm",
+        "extra_in_channels", "extra_out_channels", "use_P5",      NULL};
     JsonObject *o = get_section(path, config, "fpn", error);
     JsonArray *in_channels;
     const char *extra;
@@ -946,9 +946,9 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
            parse_transform(path, config, c, error) &&
            parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
            parse_fpn(path, config, c, error) && parse_anchors(path, config, c, error) &&
-           (one_stage ? parse_one_stage_head(path, config, c, error)
-                      : parse_rpn(path, config, c, error) &&
-                            parse_roi_heads(path, config, c, error)) &&
+           (one_stage
+                ? parse_one_stage_head(path, config, c, error)
+                : parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error)) &&
            parse_classes(path, config, c, error);
 }
 

@@ -13,11 +13,21 @@
 
 gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "type",         "in_channels",      "num_anchors",        "classification_convs",
-        "regression_convs", "norm",         "num_groups",         "norm_eps",
-        "bbox_reg_weights", "bbox_xform_clip", "score_thresh",    "nms_thresh",
-        "detections_per_img", "topk_candidates", NULL};
+    static const char *const keys[] = {"type",
+                                       "in_channels",
+                                       "num_anchors",
+                                       "classification_convs",
+                                       "regression_convs",
+                                       "norm",
+                                       "num_groups",
+                                       "norm_eps",
+                                       "bbox_reg_weights",
+                                       "bbox_xform_clip",
+                                       "score_thresh",
+                                       "nms_thresh",
+                                       "detections_per_img",
+                                       "topk_candidates",
+                                       NULL};
     JsonNode *node = json_object_get_member(config, "head");
     JsonObject *o;
     const char *type, *norm = "none";
@@ -55,8 +65,7 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
         !get_int(path, o, "head", "regression_convs", 0, VD_MAX_HEAD_CONVS, &c->head.n_reg_convs,
                  error) ||
         !get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error) ||
-        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
-                   error) ||
+        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh, error) ||
         !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
         !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
                  error) ||
@@ -100,12 +109,12 @@ gboolean load_one_stage(loader *ld, vd_model *model, GError **error)
     int C = c->fpn_channels, A = c->anchors_per_location, K = c->num_classes;
     int p6_in = c->fpn_p6_from_p5 ? C : c->fpn_in_channels[c->n_returned_layers - 1];
 
-    return load_conv_bias(ld, "backbone.fpn.extra_blocks.p6", NULL, &model->fpn_p6, C, p6_in, 3,
-                          2, 1, error) &&
+    return load_conv_bias(ld, "backbone.fpn.extra_blocks.p6", NULL, &model->fpn_p6, C, p6_in, 3, 2,
+                          1, error) &&
            load_conv_bias(ld, "backbone.fpn.extra_blocks.p7", NULL, &model->fpn_p7, C, C, 3, 2, 1,
                           error) &&
-           load_branch(ld, "head.classification_head", c->head.n_cls_convs,
-                       model->head_cls_convs, C, error) &&
+           load_branch(ld, "head.classification_head", c->head.n_cls_convs, model->head_cls_convs,
+                       C, error) &&
            load_branch(ld, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs, C,
                        error) &&
            load_conv_bias(ld, "head.classification_head.cls_logits", NULL, &model->head_cls_logits,

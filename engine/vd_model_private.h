@@ -189,8 +189,8 @@ typedef struct {
      * (fpn_p6_from_p5) or of C5, P7 = conv3x3/2 of relu(P6) */
     gboolean fpn_p6p7;
     gboolean fpn_p6_from_p5;
-    gboolean fpn_norm;       /* batch-norm after every FPN conv (v2; folded, no bias) */
-    int n_fpn_levels;        /* n_returned_layers + (pool ? 1 : 0) + (p6p7 ? 2 : 0) */
+    gboolean fpn_norm; /* batch-norm after every FPN conv (v2; folded, no bias) */
+    int n_fpn_levels;  /* n_returned_layers + (pool ? 1 : 0) + (p6p7 ? 2 : 0) */
 
     /* anchors: per FPN level (same count of anchors per location on every level) */
     int n_anchor_sizes[VD_MAX_FPN_LEVELS];

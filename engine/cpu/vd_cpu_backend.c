@@ -760,14 +760,15 @@ static gboolean plan_p6p7(cpu_state *st, cpu_plan *plan, GError **error)
     const vd_config *cfg = &model->config;
     int n_ret = cfg->n_returned_layers, fc = cfg->fpn_channels;
     dnnl_data_type_t dt = act_dt(st);
-    cpu_tensor *src = cfg->fpn_p6_from_p5 ? plan->fpn_out[n_ret - 1] : plan->returned_out[n_ret - 1];
+    cpu_tensor *src =
+        cfg->fpn_p6_from_p5 ? plan->fpn_out[n_ret - 1] : plan->returned_out[n_ret - 1];
     int h6 = conv_out_size(src->h, 3, 2, 1), w6 = conv_out_size(src->w, 3, 2, 1);
     cpu_tensor *p6 = plan_tensor(st, plan, h6, w6, fc, dt, TRUE, NULL, error);
     plan->p6_relu = p6 ? plan_tensor(st, plan, h6, w6, fc, dt, TRUE, NULL, error) : NULL;
-    cpu_tensor *p7 = plan->p6_relu ? plan_tensor(st, plan, conv_out_size(h6, 3, 2, 1),
-                                                 conv_out_size(w6, 3, 2, 1), fc, dt, TRUE, NULL,
-                                                 error)
-                                   : NULL;
+    cpu_tensor *p7 = plan->p6_relu
+                         ? plan_tensor(st, plan, conv_out_size(h6, 3, 2, 1),
+                                       conv_out_size(w6, 3, 2, 1), fc, dt, TRUE, NULL, error)
+                         : NULL;
     if (p7 == NULL ||
         !conv_init_model(st, &plan->fpn_p6, &model->fpn_p6, src, p6, FALSE, VD_ACT_NONE, error) ||
         !conv_init_model(st, &plan->fpn_p7, &model->fpn_p7, plan->p6_relu, p7, FALSE, VD_ACT_NONE,
@@ -2161,7 +2162,6 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
         return FALSE;
     return st->detector->detect(st, ctx, plan, rh, rw, image, result, observe, error);
 }
-
 
 /* ------------------------------------------------------------------------ */
 /* Backend interface                                                         */

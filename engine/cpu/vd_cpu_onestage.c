@@ -106,10 +106,10 @@ static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
                 return FALSE;
         os->cls_out[l] = plan_tensor(st, plan, p->h, p->w, st->one_stage.cls_logits.out_channels,
                                      dnnl_f32, TRUE, NULL, error);
-        os->reg_out[l] = os->cls_out[l] ? plan_tensor(st, plan, p->h, p->w,
-                                                      st->one_stage.bbox_reg.out_channels,
-                                                      dnnl_f32, TRUE, NULL, error)
-                                        : NULL;
+        os->reg_out[l] =
+            os->cls_out[l] ? plan_tensor(st, plan, p->h, p->w, st->one_stage.bbox_reg.out_channels,
+                                         dnnl_f32, TRUE, NULL, error)
+                           : NULL;
         if (os->reg_out[l] == NULL ||
             !plan_branch(st, plan, p, hidden, m->head_cls_convs, cfg->head.n_cls_convs,
                          os->cls_convs[l], &st->one_stage.cls_logits, &os->cls_logits[l],

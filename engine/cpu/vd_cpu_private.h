@@ -424,7 +424,7 @@ struct cpu_state {
     size_t wino_ws_size;
     void *wino_ws;
 
-    const cpu_detector *detector;     /* the model's kind (cpu_detectors[]) */
+    const cpu_detector *detector;    /* the model's kind (cpu_detectors[]) */
     cpu_one_stage_weights one_stage; /* a one-stage detector's (vd_cpu_onestage.c) */
 
     cpu_plan *plan;
@@ -479,10 +479,8 @@ struct cpu_detector {
     gboolean (*plan)(cpu_state *st, cpu_plan *plan, GError **error);
     void (*plan_clear)(cpu_plan *plan);
     gboolean (*detect)(cpu_state *st, vd_context *ctx, cpu_plan *plan, int rh, int rw,
-                       const vd_image *image, vd_result *result, gboolean observe,
-                       GError **error);
-    void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out,
-                    GStringChunk *strings);
+                       const vd_image *image, vd_result *result, gboolean observe, GError **error);
+    void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out, GStringChunk *strings);
 };
 
 extern const cpu_detector vd_cpu_one_stage;
