@@ -49,11 +49,20 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
     c->head.type = VD_HEAD_RETINANET;
     if (json_object_has_member(o, "norm") && !(norm = get_string(path, o, "head", "norm", error)))
         return FALSE;
-    if (strcmp(norm, "none") != 0) {
-        /* vd_model_check_family() names the builder first; this is for other writers */
+    c->head.norm_groups = 0;
+    if (strcmp(norm, "group_norm") == 0) {
+        /* retinanet_resnet50_fpn_v2: GroupNorm(num_groups, C) after each convolution */
+        if (!get_int(path, o, "head", "num_groups", 1, 65536, &c->head.norm_groups, error) ||
+            !get_float(path, o, "head", "norm_eps", 0.0, 1.0, FALSE, &c->head.norm_eps, error))
+            return FALSE;
+        if (c->fpn_channels % c->head.norm_groups != 0)
+            return config_error(error, path,
+                                "'head.num_groups' %d does not divide the head's %d channels",
+                                c->head.norm_groups, c->fpn_channels);
+    } else if (strcmp(norm, "none") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: a one-stage head with norm '%.64s' is not supported (this engine runs "
-                    "the heads without normalisation, retinanet_resnet50_fpn's)",
+                    "%s: a one-stage head with norm '%.64s' is not supported ('none' or "
+                    "'group_norm')",
                     path, norm);
         return FALSE;
     }
@@ -89,15 +98,58 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
                                               TRUE, c->bbox_reg_weights, error);
 }
 
-/* One branch of the head: @n 3x3 conv (+ bias, ReLU) layers, torchvision's
- * Conv2dNormActivation without a norm ('<prefix>.conv.<j>.0'). */
-static gboolean load_branch(loader *ld, const char *prefix, int n, vd_conv *convs, int C,
-                            GError **error)
+/* A convolution without bias (its bias zeros: the GroupNorm after it subtracts the
+ * mean anyway, and torchvision's has none) */
+static gboolean load_conv_no_bias(loader *ld, const char *prefix, vd_conv *conv, int C,
+                                  GError **error)
+{
+    const gint64 wshape[4] = {C, C, 3, 3};
+    char *name = g_strdup_printf("%s.weight", prefix);
+    *conv = (vd_conv){
+        .out_channels = C, .in_channels = C, .kernel = 3, .stride = 1, .padding = 1, .groups = 1};
+    conv->weight = read_tensor(ld, name, NULL, 4, wshape, error);
+    g_free(name);
+    if (conv->weight == NULL)
+        return FALSE;
+    conv->bias = g_try_new0(float, C);
+    if (conv->bias == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* A GroupNorm's affine parameters '<prefix>.weight', '<prefix>.bias' */
+static gboolean load_norm(loader *ld, const char *prefix, vd_norm *norm, int C, GError **error)
+{
+    const gint64 shape[1] = {C};
+    char *name = g_strdup_printf("%s.weight", prefix);
+    norm->channels = C;
+    norm->weight = read_tensor(ld, name, NULL, 1, shape, error);
+    g_free(name);
+    if (norm->weight == NULL)
+        return FALSE;
+    name = g_strdup_printf("%s.bias", prefix);
+    norm->bias = read_tensor(ld, name, NULL, 1, shape, error);
+    g_free(name);
+    return norm->bias != NULL;
+}
+
+/* One branch of the head: @n 3x3 conv layers, each torchvision's
+ * Conv2dNormActivation ('<prefix>.conv.<j>'): without a norm the convolution with
+ * bias ('.0') and ReLU; with GroupNorm (@norms non-NULL) the convolution without
+ * bias ('.0'), the norm ('.1') and ReLU. */
+static gboolean load_branch(loader *ld, const char *prefix, int n, vd_conv *convs, vd_norm *norms,
+                            int C, GError **error)
 {
     char name[96];
     for (int j = 0; j < n; j++) {
         g_snprintf(name, sizeof name, "%s.conv.%d.0", prefix, j);
-        if (!load_conv_bias(ld, name, NULL, &convs[j], C, C, 3, 1, 1, error))
+        if (norms == NULL ? !load_conv_bias(ld, name, NULL, &convs[j], C, C, 3, 1, 1, error)
+                          : !load_conv_no_bias(ld, name, &convs[j], C, error))
+            return FALSE;
+        g_snprintf(name, sizeof name, "%s.conv.%d.1", prefix, j);
+        if (norms != NULL && !load_norm(ld, name, &norms[j], C, error))
             return FALSE;
     }
     return TRUE;
@@ -108,15 +160,16 @@ gboolean load_one_stage(loader *ld, vd_model *model, GError **error)
     const vd_config *c = &model->config;
     int C = c->fpn_channels, A = c->anchors_per_location, K = c->num_classes;
     int p6_in = c->fpn_p6_from_p5 ? C : c->fpn_in_channels[c->n_returned_layers - 1];
+    gboolean gn = c->head.norm_groups > 0;
 
     return load_conv_bias(ld, "backbone.fpn.extra_blocks.p6", NULL, &model->fpn_p6, C, p6_in, 3, 2,
                           1, error) &&
            load_conv_bias(ld, "backbone.fpn.extra_blocks.p7", NULL, &model->fpn_p7, C, C, 3, 2, 1,
                           error) &&
            load_branch(ld, "head.classification_head", c->head.n_cls_convs, model->head_cls_convs,
-                       C, error) &&
-           load_branch(ld, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs, C,
-                       error) &&
+                       gn ? model->head_cls_norms : NULL, C, error) &&
+           load_branch(ld, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs,
+                       gn ? model->head_reg_norms : NULL, C, error) &&
            load_conv_bias(ld, "head.classification_head.cls_logits", NULL, &model->head_cls_logits,
                           A * K, C, 3, 1, 1, error) &&
            load_conv_bias(ld, "head.regression_head.bbox_reg", NULL, &model->head_bbox_reg, 4 * A,
@@ -130,6 +183,11 @@ void vd_one_stage_clear(vd_model *model)
     for (int j = 0; j < VD_MAX_HEAD_CONVS; j++) {
         vd_conv_free(&model->head_cls_convs[j]);
         vd_conv_free(&model->head_reg_convs[j]);
+        vd_norm *norms[2] = {&model->head_cls_norms[j], &model->head_reg_norms[j]};
+        for (int i = 0; i < 2; i++) {
+            g_free(norms[i]->weight);
+            g_free(norms[i]->bias);
+        }
     }
     vd_conv_free(&model->head_cls_logits);
     vd_conv_free(&model->head_bbox_reg);

@@ -34,6 +34,10 @@ typedef struct {
     vd_head_type type;
     int n_cls_convs, n_reg_convs; /* 3x3 conv + ReLU layers of each branch (4) */
     int topk_candidates;          /* per level, after the score threshold (1000) */
+    /* GroupNorm between each convolution (then without bias) and its ReLU
+     * (retinanet_resnet50_fpn_v2): 0 groups when the head has none */
+    int norm_groups;
+    float norm_eps;
 } vd_head_config;
 
 typedef enum {
@@ -78,6 +82,14 @@ typedef struct {
     float *weight; /* [out][in / groups][kernel][kernel] */
     float *bias;   /* [out] */
 } vd_conv;
+
+/* A GroupNorm's affine parameters: gamma [channels], beta [channels] (its groups and
+ * eps are the configuration's). */
+typedef struct {
+    int channels;
+    float *weight;
+    float *bias;
+} vd_norm;
 
 /* A linear layer: weight [out][in] as torchvision stores it, bias [out]. */
 typedef struct {
@@ -281,6 +293,8 @@ struct vd_model {
     vd_conv fpn_p6, fpn_p7;
     vd_conv head_cls_convs[VD_MAX_HEAD_CONVS];
     vd_conv head_reg_convs[VD_MAX_HEAD_CONVS];
+    vd_norm head_cls_norms[VD_MAX_HEAD_CONVS]; /* with config.head.norm_groups */
+    vd_norm head_reg_norms[VD_MAX_HEAD_CONVS];
     vd_conv head_cls_logits; /* 3x3 -> A * num_classes, channel a * K + k */
     vd_conv head_bbox_reg;   /* 3x3 -> 4A, channel a * 4 + q */
 

@@ -777,6 +777,7 @@ static gboolean plan_p6p7(cpu_state *st, cpu_plan *plan, GError **error)
     plan->fpn_out[n_ret] = p6;
     plan->fpn_out[n_ret + 1] = p7;
     plan_step_conv(plan, &plan->fpn_p6);
+    plan_step(plan, step_wait, "FPN P6");
     cpu_step *relu = plan_step(plan, step_relu, "FPN P6's ReLU");
     relu->src = p6;
     relu->dst = plan->p6_relu;

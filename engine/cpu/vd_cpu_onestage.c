@@ -61,18 +61,67 @@ static gboolean one_stage_prepare(cpu_state *st, GError **error)
                     &st->one_stage.bbox_reg, error);
 }
 
-/* One branch on level @p: @n 3x3 conv + ReLU layers @convs (weights @w)
- * alternating between @hidden[0] and [1], then @last (weights @last_w) into @out. */
+/* torch's GroupNorm, then ReLU, in place on @step->dst with the affine parameters
+ * @step->data (a vd_norm): per group of C / G channels, the mean and the biased
+ * variance over its channels and pixels (accumulated in double), rstd =
+ * 1 / sqrt(var + eps), then per channel y = x * (rstd * gamma) + (beta - mean *
+ * rstd * gamma), as torch's CPU kernel computes it. */
+static gboolean step_group_norm_relu(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)error;
+    const vd_norm *norm = step->data;
+    cpu_tensor *t = step->dst;
+    int G = st->model->config.head.norm_groups, per_group = t->c / G;
+    float eps = st->model->config.head.norm_eps;
+    size_t hw = (size_t)t->h * t->w;
+    const int CB = t->cb;
+#define GN_AT(c, p) (((size_t)((c) / CB) * hw + (p)) * CB + (c) % CB)
+#pragma omp parallel for
+    for (int g = 0; g < G; g++) {
+        double sum = 0.0, squares = 0.0;
+        for (int c = g * per_group; c < (g + 1) * per_group; c++)
+            for (size_t p = 0; p < hw; p++) {
+                double v = load_f32(t->data, t->dt, GN_AT(c, p));
+                sum += v;
+                squares += v * v;
+            }
+        double n = (double)per_group * (double)hw;
+        double mean = sum / n, var = MAX(squares / n - mean * mean, 0.0);
+        float rstd = 1.0f / sqrtf((float)var + eps);
+        for (int c = g * per_group; c < (g + 1) * per_group; c++) {
+            float scale = rstd * norm->weight[c];
+            float shift = norm->bias[c] - (float)mean * scale;
+            for (size_t p = 0; p < hw; p++) {
+                size_t at = GN_AT(c, p);
+                float y = load_f32(t->data, t->dt, at) * scale + shift;
+                store_f32(t->data, t->dt, at, y > 0.0f ? y : 0.0f);
+            }
+        }
+    }
+#undef GN_AT
+    return TRUE;
+}
+
+/* One branch on level @p: @n 3x3 conv + ReLU layers @convs (weights @w; with
+ * @norms, GroupNorm between each convolution and its ReLU) alternating between
+ * @hidden[0] and [1], then @last (weights @last_w) into @out. */
 static gboolean plan_branch(cpu_state *st, cpu_plan *plan, cpu_tensor *p, cpu_tensor *hidden[2],
-                            const vd_conv *w, int n, cpu_conv *convs, const vd_conv *last_w,
-                            cpu_conv *last, cpu_tensor *out, GError **error)
+                            const vd_conv *w, const vd_norm *norms, int n, cpu_conv *convs,
+                            const vd_conv *last_w, cpu_conv *last, cpu_tensor *out, GError **error)
 {
     cpu_tensor *src = p;
     for (int j = 0; j < n; j++) {
         cpu_tensor *dst = hidden[j % 2];
-        if (!conv_init_model(st, &convs[j], &w[j], src, dst, FALSE, VD_ACT_RELU, error))
+        if (!conv_init_model(st, &convs[j], &w[j], src, dst, FALSE,
+                             norms != NULL ? VD_ACT_NONE : VD_ACT_RELU, error))
             return FALSE;
         plan_step_conv(plan, &convs[j]);
+        if (norms != NULL) {
+            plan_step(plan, step_wait, "the one-stage head");
+            cpu_step *gn = plan_step(plan, step_group_norm_relu, "GroupNorm");
+            gn->dst = dst;
+            gn->data = &norms[j];
+        }
         src = dst;
     }
     if (!conv_init_model(st, last, last_w, src, out, FALSE, VD_ACT_NONE, error))
@@ -88,6 +137,7 @@ static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
     cpu_one_stage_plan *os = &plan->one_stage;
     int C = cfg->fpn_channels;
     dnnl_data_type_t dt = act_dt(st);
+    gboolean gn = cfg->head.norm_groups > 0;
     size_t bytes = 0;
     for (int l = 0; l < plan->n_levels; l++)
         bytes = MAX(bytes, act_bytes(st, plan->fpn_out[l]->h, plan->fpn_out[l]->w, C, dt));
@@ -111,12 +161,12 @@ static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
                                          dnnl_f32, TRUE, NULL, error)
                            : NULL;
         if (os->reg_out[l] == NULL ||
-            !plan_branch(st, plan, p, hidden, m->head_cls_convs, cfg->head.n_cls_convs,
-                         os->cls_convs[l], &st->one_stage.cls_logits, &os->cls_logits[l],
-                         os->cls_out[l], error) ||
-            !plan_branch(st, plan, p, hidden, m->head_reg_convs, cfg->head.n_reg_convs,
-                         os->reg_convs[l], &st->one_stage.bbox_reg, &os->bbox_reg[l],
-                         os->reg_out[l], error))
+            !plan_branch(st, plan, p, hidden, m->head_cls_convs, gn ? m->head_cls_norms : NULL,
+                         cfg->head.n_cls_convs, os->cls_convs[l], &st->one_stage.cls_logits,
+                         &os->cls_logits[l], os->cls_out[l], error) ||
+            !plan_branch(st, plan, p, hidden, m->head_reg_convs, gn ? m->head_reg_norms : NULL,
+                         cfg->head.n_reg_convs, os->reg_convs[l], &st->one_stage.bbox_reg,
+                         &os->bbox_reg[l], os->reg_out[l], error))
             return FALSE;
     }
     plan_step(plan, step_wait, "the one-stage head");

@@ -361,8 +361,10 @@ fixture *fx_tiny_mask(gboolean norm)
 /* A tiny retinanet_resnet50_fpn (engine/RETINANET.md): tiny_basic()'s ResNet
  * returning stages 2-4 into an 8-channel FPN with LastLevelP6P7 from P5, 2 anchors
  * per location (2 sizes, 1 ratio) on the five levels, RetinaNetHead with
- * @n_convs 3x3 convolutions per branch and 3 classes. */
-fixture *fx_tiny_retinanet(int n_convs)
+ * @n_convs 3x3 convolutions per branch and 3 classes; @v2: as
+ * retinanet_resnet50_fpn_v2, P6 from C5 and GroupNorm (2 groups) after each of
+ * the head's convolutions, which then have no bias. */
+fixture *fx_tiny_retinanet(int n_convs, gboolean v2)
 {
     tiny_arch a = tiny_basic();
     a.n_returned = 3;
@@ -388,27 +390,37 @@ fixture *fx_tiny_retinanet(int n_convs)
         "\"layers\":[1,1,1,1],\"stem_channels\":64,\"width_per_group\":64,\"groups\":1,"
         "\"returned_layers\":[2,3,4],\"norm_eps\":1e-05},"
         "\"fpn\":{\"in_channels\":[128,256,512],\"out_channels\":%d,\"extra_block\":\"p6p7\","
-        "\"extra_in_channels\":%d,\"extra_out_channels\":%d,\"use_P5\":true},"
+        "\"extra_in_channels\":%d,\"extra_out_channels\":%d,\"use_P5\":%s},"
         "\"anchors\":{\"sizes\":[[32,40],[64,80],[128,160],[256,320],[512,640]],"
         "\"aspect_ratios\":[[1.0],[1.0],[1.0],[1.0],[1.0]]},"
         "\"head\":{\"type\":\"retinanet\",\"in_channels\":%d,\"num_anchors\":%d,"
-        "\"classification_convs\":%d,\"regression_convs\":%d,\"norm\":\"none\","
+        "\"classification_convs\":%d,\"regression_convs\":%d,%s"
         "\"bbox_reg_weights\":[1.0,1.0,1.0,1.0],\"bbox_xform_clip\":4.135166556742356,"
         "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
         "\"topk_candidates\":1000},"
         "\"num_classes\":%d,\"class_names\":[\"__background__\",\"thing1\",\"thing2\"]}",
-        C, C, C, C, A, n_convs, n_convs, K);
-    add_conv_bias(fx, "backbone.fpn.extra_blocks.p6", C, C, 3);
+        C, v2 ? 512 : C, C, v2 ? "false" : "true", C, A, n_convs, n_convs,
+        v2 ? "\"norm\":\"group_norm\",\"num_groups\":2,\"norm_eps\":1e-05," : "\"norm\":\"none\",",
+        K);
+    add_conv_bias(fx, "backbone.fpn.extra_blocks.p6", C, v2 ? 512 : C, 3);
     add_conv_bias(fx, "backbone.fpn.extra_blocks.p7", C, C, 3);
-    for (int j = 0; j < n_convs; j++) {
-        g_snprintf(name, sizeof name, "head.classification_head.conv.%d.0", j);
-        add_conv_bias(fx, name, C, C, 3);
-    }
+    static const char *const branches[2] = {"head.classification_head", "head.regression_head"};
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < n_convs; j++) {
+            g_snprintf(name, sizeof name, "%s.conv.%d.0", branches[b], j);
+            if (!v2) {
+                add_conv_bias(fx, name, C, C, 3);
+                continue;
+            }
+            const gint64 wshape[4] = {C, C, 3, 3}, nshape[1] = {C};
+            g_snprintf(name, sizeof name, "%s.conv.%d.0.weight", branches[b], j);
+            fx_add(fx, name, 4, wshape);
+            g_snprintf(name, sizeof name, "%s.conv.%d.1.weight", branches[b], j);
+            fx_add(fx, name, 1, nshape);
+            g_snprintf(name, sizeof name, "%s.conv.%d.1.bias", branches[b], j);
+            fx_add(fx, name, 1, nshape);
+        }
     add_conv_bias(fx, "head.classification_head.cls_logits", A * K, C, 3);
-    for (int j = 0; j < n_convs; j++) {
-        g_snprintf(name, sizeof name, "head.regression_head.conv.%d.0", j);
-        add_conv_bias(fx, name, C, C, 3);
-    }
     add_conv_bias(fx, "head.regression_head.bbox_reg", 4 * A, C, 3);
     return fx;
 }

@@ -883,15 +883,17 @@ static void test_cuda_resize_arithmetic(void)
 }
 
 /* retinanet_resnet50_fpn (engine/RETINANET.md), the one-stage path, on the tiny
- * fixture: the CPU runs it (threshold 0: every candidate the per-level top-k keeps,
+ * fixture (and v2's, @data: P6 from C5, GroupNorm heads): the CPU runs it
+ * (threshold 0: every candidate the per-level top-k keeps,
  * then the cap of 100), scores sorted, labels in 0..K-1 (RetinaNet's classes have
  * no background column), boxes in the frame, the same frame twice the same result;
  * int8 and calibration are refused naming the one-stage detector; the CUDA backend
  * refuses it as unsupported naming it (no CUDA feature before the backend has run
  * on a GPU), and device=auto runs it on the CPU. */
-static void test_retinanet(void)
+static void test_retinanet(gconstpointer data)
 {
-    fixture *fx = fx_tiny_retinanet(2);
+    gboolean v2 = GPOINTER_TO_INT(data);
+    fixture *fx = fx_tiny_retinanet(2, v2);
     fx_randomize(fx, 11);
     vd_model *model = fx_load_ok(fx);
     g_assert_nonnull(strstr(vd_model_description(model), "retinanet"));
@@ -1178,7 +1180,8 @@ int main(int argc, char **argv)
     g_test_add_func("/context/cuda-mobilenet-v3", test_mobilenet_v3_devices);
     g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);
-    g_test_add_func("/context/detect/retinanet", test_retinanet);
+    g_test_add_data_func("/context/detect/retinanet", GINT_TO_POINTER(FALSE), test_retinanet);
+    g_test_add_data_func("/context/detect/retinanet-v2", GINT_TO_POINTER(TRUE), test_retinanet);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

@@ -432,6 +432,13 @@ static void test_retinanet_fp32(void)
     check_exported("retinanet_resnet50_fpn");
 }
 
+/* retinanet_resnet50_fpn_v2: P6 from C5 (2048 input channels) and the head's
+ * convolutions without bias (its GroupNorm is a plain-C step, no primitive). */
+static void test_retinanet_v2_fp32(void)
+{
+    check_exported("retinanet_resnet50_fpn_v2");
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -455,10 +462,14 @@ static void test_bf16(void)
             check_frame_kernels(mnv3, VD_PRECISION_BF16);
             vd_model_unref(mnv3);
         }
-        vd_model *retinanet = exported_model("retinanet_resnet50_fpn");
-        if (retinanet != NULL) {
-            check_frame_kernels(retinanet, VD_PRECISION_BF16);
-            vd_model_unref(retinanet);
+        static const char *const one_stage[] = {"retinanet_resnet50_fpn",
+                                                "retinanet_resnet50_fpn_v2"};
+        for (size_t i = 0; i < G_N_ELEMENTS(one_stage); i++) {
+            vd_model *retinanet = exported_model(one_stage[i]);
+            if (retinanet != NULL) {
+                check_frame_kernels(retinanet, VD_PRECISION_BF16);
+                vd_model_unref(retinanet);
+            }
         }
         /* v2's conv box head runs bf16 convolutions over the RoIs' bf16 features */
         vd_model *v2 = resnet50_fpn_v2();
@@ -670,6 +681,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/retinanet-resnet50-fpn/fp32", test_retinanet_fp32);
+    g_test_add_func("/kernels/retinanet-resnet50-fpn-v2/fp32", test_retinanet_v2_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);

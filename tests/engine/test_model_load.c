@@ -452,7 +452,12 @@ static void test_unsupported_dtype(void)
 
 static fixture *fx_retinanet(void)
 {
-    return fx_tiny_retinanet(2);
+    return fx_tiny_retinanet(2, FALSE);
+}
+
+static fixture *fx_retinanet_v2(void)
+{
+    return fx_tiny_retinanet(2, TRUE);
 }
 
 /* retinanet_resnet50_fpn (engine/RETINANET.md): the tiny fixture loads with its
@@ -519,6 +524,32 @@ static void test_retinanet(void)
     fx = fx_retinanet();
     fx_remove(fx, "backbone.fpn.extra_blocks.p7.weight");
     expect_error(fx, VD_ERROR_FORMAT, "backbone.fpn.extra_blocks.p7.weight", NULL);
+
+    /* v2: P6 from C5, GroupNorm in the head (convolutions without bias) */
+    model = fx_load_ok(fx_retinanet_v2());
+    c = &model->config;
+    g_assert_false(c->fpn_p6_from_p5);
+    g_assert_cmpint(c->head.norm_groups, ==, 2);
+    g_assert_cmpfloat(c->head.norm_eps, ==, 1e-5f);
+    assert_conv(&model->fpn_p6, 8, 512, 3, 2, 1);
+    assert_conv(&model->head_reg_convs[1], 8, 8, 3, 1, 1);
+    g_assert_cmpfloat(model->head_reg_convs[1].bias[0], ==, 0.0f);
+    g_assert_cmpint(model->head_cls_norms[0].channels, ==, 8);
+    g_assert_nonnull(model->head_cls_norms[1].bias);
+    vd_model_unref(model);
+    static const config_case v2_cases[] = {
+        {"\"num_groups\":2", "\"num_groups\":3", VD_ERROR_FORMAT,
+         "'head.num_groups' 3 does not divide the head's 8 channels", NULL},
+        {"\"num_groups\":2,", "", VD_ERROR_FORMAT, "num_groups", NULL},
+        {"\"norm_eps\":1e-05", "\"norm_eps\":-1", VD_ERROR_FORMAT, "norm_eps", NULL},
+        {"\"use_P5\":false", "\"use_P5\":true", VD_ERROR_FORMAT,
+         "'fpn.extra_in_channels' is 512; P6's input (P5) has 8 channels", NULL},
+        {"\"group_norm\"", "\"none\"", VD_ERROR_FORMAT, "conv.0.0.bias", NULL},
+    };
+    expect_config_errors(fx_retinanet_v2, v2_cases, G_N_ELEMENTS(v2_cases));
+    fx = fx_retinanet_v2();
+    fx_remove(fx, "head.regression_head.conv.1.1.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.conv.1.1.bias", NULL);
 }
 
 static void test_unsupported_metadata(void)
@@ -532,11 +563,9 @@ static void test_unsupported_metadata(void)
          "\"architecture\":\"fcos\",\"builder\":\"fcos_resnet50_fpn\"", VD_ERROR_UNSUPPORTED,
          "fcos_resnet50_fpn (architecture \"fcos\"): this engine does not run FCOS yet",
          "centerness"},
-        /* RetinaNet runs without normalisation in its head; v2's GroupNorm heads do not */
-        {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"retinanet\",\"head\":{\"norm\":\"group_norm\"}",
-         VD_ERROR_UNSUPPORTED, "a model without a usable \"builder\" (architecture \"retinanet\")",
-         "GroupNorm heads"},
+        /* a two-stage configuration under a one-stage architecture */
+        {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_FORMAT,
+         "unknown key 'rpn'", NULL},
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
          "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},

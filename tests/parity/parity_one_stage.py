@@ -71,7 +71,8 @@ def _standardise_on_first_call(conv):
             return None
         sd = float(output.std())
         module.weight.div_(sd)
-        module.bias.div_(sd)
+        if module.bias is not None:
+            module.bias.div_(sd)
         module._vd_standardised = True
         return output / sd
     return conv.register_forward_hook(hook)
@@ -83,7 +84,8 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
 
     1. The body's norm layers as parity_common.calibrate_body() sets them.
     2. The head's hidden convolutions standardised layer by layer
-       (_standardise_on_first_call).
+       (_standardise_on_first_call); v2's GroupNorm layers given random affine
+       parameters.
     3. bbox_reg scaled so that the deltas have std @delta_std.
     4. cls_logits standardised per output channel (anchor and class) over the
        locations of every level and image, then logits = a * z + b with a searched
@@ -99,6 +101,12 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
 
     head = model.head
     cls, reg = head.classification_head, head.regression_head
+    # v2's GroupNorm layers: random affine parameters, as calibrate_body() gives the
+    # body's norms
+    group_norms = [m for m in head.modules() if isinstance(m, torch.nn.GroupNorm)]
+    for m in group_norms:
+        m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+        m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
     hidden = [m for branch in (cls.conv, reg.conv) for m in branch.modules()
               if isinstance(m, torch.nn.Conv2d)]
     handles = [_standardise_on_first_call(m) for m in hidden]
@@ -166,7 +174,8 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
     model.detections_per_img = cap
     cls.cls_logits.weight.mul_(a)
     cls.cls_logits.bias.mul_(a).add_(b)
-    return (f"calibrated: {len(norms)} norm layers, {len(hidden)} head convolutions; deltas "
+    return (f"calibrated: {len(norms)} norm layers, {len(hidden)} head convolutions, "
+            f"{len(group_norms)} GroupNorm layers; deltas "
             f"x{gain:.3g}; cls_logits gain {a}, shift {b:.3g}; detections before the cap of "
             f"{cap} (total, <0.5, >=0.5) per image {counts}")
 
