@@ -932,12 +932,12 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         return FALSE;
     if (strcmp(architecture, "maskrcnn") == 0) {
         c->has_masks = TRUE;
-    } else if (strcmp(architecture, "retinanet") == 0) {
+    } else if (strcmp(architecture, "retinanet") == 0 || strcmp(architecture, "fcos") == 0) {
         c->detector = VD_DETECTOR_ONE_STAGE;
     } else if (strcmp(architecture, "fasterrcnn") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn' or "
-                    "'retinanet')",
+                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn', "
+                    "'retinanet' or 'fcos')",
                     path, architecture);
         return FALSE;
     }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The families tools/export_torchvision.py exports that this engine does not run yet
- * (torchvision's one-stage detectors but RetinaNet, and Keypoint R-CNN):
+ * (SSD, SSDlite and Keypoint R-CNN):
  * the loader refuses them with VD_ERROR_UNSUPPORTED, naming the builder the file
  * records and what is missing. */
 #include "vd_model_loader.h"
@@ -14,9 +14,6 @@ static const struct {
     const char *architecture;
     const char *missing;
 } unsupported_families[] = {
-    {"fcos",
-     "this engine does not run FCOS yet (its classification, regression and centerness heads "
-     "with GroupNorm, and its point-based box decoding)"},
     {"ssd",
      "this engine does not run SSD yet (its VGG16 backbone with its L2 norm and extra layers, "
      "its default boxes, its classification and regression heads and their decoding)"},

@@ -11,6 +11,60 @@
 /* torchvision's BoxCoder clip, log(1000 / 16), which vd_decode_boxes() applies */
 #define VD_BBOX_XFORM_CLIP 4.135166556742356
 
+/* RetinaNet's BoxCoder: its weights and clip (the clip vd_decode_boxes() applies) */
+static gboolean parse_box_coder(const char *path, JsonObject *o, vd_config *c, GError **error)
+{
+    float clip;
+    JsonArray *weights;
+    if (!get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error))
+        return FALSE;
+    if (fabs(clip - VD_BBOX_XFORM_CLIP) > 1e-6) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: 'head.bbox_xform_clip' %g is not supported (torchvision's log(1000/16))",
+                    path, clip);
+        return FALSE;
+    }
+    weights = get_array(path, o, "head", "bbox_reg_weights", 4, 4, error);
+    return weights != NULL && get_float_array(path, weights, "head.bbox_reg_weights", 0.0, 1e6,
+                                              TRUE, c->bbox_reg_weights, error);
+}
+
+/* A boolean member @key of section "head" into *@out (FALSE when absent and
+ * @optional) */
+static gboolean get_bool(const char *path, JsonObject *o, const char *key, gboolean optional,
+                         gboolean *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(o, key);
+    if (node == NULL && optional) {
+        *out = FALSE;
+        return TRUE;
+    }
+    if (node == NULL || !JSON_NODE_HOLDS_VALUE(node) ||
+        json_node_get_value_type(node) != G_TYPE_BOOLEAN)
+        return config_error(error, path, "'head.%s' is missing or not a boolean", key);
+    *out = json_node_get_boolean(node);
+    return TRUE;
+}
+
+/* FCOS's BoxLinearCoder and centerness */
+static gboolean parse_linear_coder(const char *path, JsonObject *o, vd_config *c, GError **error)
+{
+    gboolean centerness;
+    const char *coder;
+    if (!get_bool(path, o, "centerness", FALSE, &centerness, error) ||
+        !get_bool(path, o, "normalize_by_size", FALSE, &c->head.normalize_by_size, error) ||
+        !(coder = get_string(path, o, "head", "box_coder", error)))
+        return FALSE;
+    if (!centerness || strcmp(coder, "linear") != 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: an FCOS head without centerness or with box coder '%.64s' is not "
+                    "supported (FCOSHead's: centerness and 'linear')",
+                    path, coder);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = {"type",
@@ -23,6 +77,9 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
                                        "norm_eps",
                                        "bbox_reg_weights",
                                        "bbox_xform_clip",
+                                       "centerness",
+                                       "box_coder",
+                                       "normalize_by_size",
                                        "score_thresh",
                                        "nms_thresh",
                                        "detections_per_img",
@@ -32,8 +89,6 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
     JsonObject *o;
     const char *type, *norm = "none";
     int in_channels, num_anchors;
-    float clip;
-    JsonArray *weights;
 
     if (node == NULL || !JSON_NODE_HOLDS_OBJECT(node))
         return config_error(error, path, "the one-stage model has no 'head' object");
@@ -41,17 +96,25 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
     if (!check_keys(path, o, "head", keys, error) ||
         !(type = get_string(path, o, "head", "type", error)))
         return FALSE;
-    if (strcmp(type, "retinanet") != 0) {
+    JsonNode *arch = json_object_get_member(config, "architecture");
+    if (g_strcmp0(type, json_node_get_string(arch)) != 0)
+        return config_error(error, path, "'head.type' '%.64s' is not the architecture '%.64s'",
+                            type, json_node_get_string(arch));
+    if (strcmp(type, "retinanet") == 0) {
+        c->head.type = VD_HEAD_RETINANET;
+    } else if (strcmp(type, "fcos") == 0) {
+        c->head.type = VD_HEAD_FCOS;
+    } else {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: one-stage head type '%.64s' is not supported ('retinanet')", path, type);
+                    "%s: one-stage head type '%.64s' is not supported ('retinanet' or 'fcos')",
+                    path, type);
         return FALSE;
     }
-    c->head.type = VD_HEAD_RETINANET;
     if (json_object_has_member(o, "norm") && !(norm = get_string(path, o, "head", "norm", error)))
         return FALSE;
     c->head.norm_groups = 0;
     if (strcmp(norm, "group_norm") == 0) {
-        /* retinanet_resnet50_fpn_v2: GroupNorm(num_groups, C) after each convolution */
+        /* retinanet_resnet50_fpn_v2, FCOS: GroupNorm(num_groups, C) after each convolution */
         if (!get_int(path, o, "head", "num_groups", 1, 65536, &c->head.norm_groups, error) ||
             !get_float(path, o, "head", "norm_eps", 0.0, 1.0, FALSE, &c->head.norm_eps, error))
             return FALSE;
@@ -73,7 +136,6 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
                  &c->head.n_cls_convs, error) ||
         !get_int(path, o, "head", "regression_convs", 0, VD_MAX_HEAD_CONVS, &c->head.n_reg_convs,
                  error) ||
-        !get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error) ||
         !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh, error) ||
         !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
         !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
@@ -87,15 +149,8 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
         return config_error(error, path,
                             "'head.num_anchors' is %d; the anchors give %d per location",
                             num_anchors, c->anchors_per_location);
-    if (fabs(clip - VD_BBOX_XFORM_CLIP) > 1e-6) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: 'head.bbox_xform_clip' %g is not supported (torchvision's log(1000/16))",
-                    path, clip);
-        return FALSE;
-    }
-    weights = get_array(path, o, "head", "bbox_reg_weights", 4, 4, error);
-    return weights != NULL && get_float_array(path, weights, "head.bbox_reg_weights", 0.0, 1e6,
-                                              TRUE, c->bbox_reg_weights, error);
+    return c->head.type == VD_HEAD_FCOS ? parse_linear_coder(path, o, c, error)
+                                        : parse_box_coder(path, o, c, error);
 }
 
 /* A convolution without bias (its bias zeros: the GroupNorm after it subtracts the
@@ -135,21 +190,29 @@ static gboolean load_norm(loader *ld, const char *prefix, vd_norm *norm, int C, 
     return norm->bias != NULL;
 }
 
-/* One branch of the head: @n 3x3 conv layers, each torchvision's
- * Conv2dNormActivation ('<prefix>.conv.<j>'): without a norm the convolution with
- * bias ('.0') and ReLU; with GroupNorm (@norms non-NULL) the convolution without
- * bias ('.0'), the norm ('.1') and ReLU. */
-static gboolean load_branch(loader *ld, const char *prefix, int n, vd_conv *convs, vd_norm *norms,
-                            int C, GError **error)
+/* One branch of the head: @n 3x3 conv layers, then ReLU. RetinaNet: torchvision's
+ * Conv2dNormActivation ('<prefix>.conv.<j>'), without a norm the convolution with
+ * bias ('.0'), with GroupNorm (@norms non-NULL: v2) the convolution without bias
+ * ('.0') and the norm ('.1'). FCOS: a flat Sequential of Conv2d with bias
+ * ('<prefix>.conv.<3j>'), GroupNorm ('.<3j + 1>') and ReLU. */
+static gboolean load_branch(loader *ld, const vd_config *c, const char *prefix, int n,
+                            vd_conv *convs, vd_norm *norms, GError **error)
 {
-    char name[96];
+    int C = c->fpn_channels;
+    gboolean fcos = c->head.type == VD_HEAD_FCOS;
+    char name[96], norm_name[96];
     for (int j = 0; j < n; j++) {
-        g_snprintf(name, sizeof name, "%s.conv.%d.0", prefix, j);
-        if (norms == NULL ? !load_conv_bias(ld, name, NULL, &convs[j], C, C, 3, 1, 1, error)
-                          : !load_conv_no_bias(ld, name, &convs[j], C, error))
+        if (fcos) {
+            g_snprintf(name, sizeof name, "%s.conv.%d", prefix, 3 * j);
+            g_snprintf(norm_name, sizeof norm_name, "%s.conv.%d", prefix, 3 * j + 1);
+        } else {
+            g_snprintf(name, sizeof name, "%s.conv.%d.0", prefix, j);
+            g_snprintf(norm_name, sizeof norm_name, "%s.conv.%d.1", prefix, j);
+        }
+        if (norms == NULL || fcos ? !load_conv_bias(ld, name, NULL, &convs[j], C, C, 3, 1, 1, error)
+                                  : !load_conv_no_bias(ld, name, &convs[j], C, error))
             return FALSE;
-        g_snprintf(name, sizeof name, "%s.conv.%d.1", prefix, j);
-        if (norms != NULL && !load_norm(ld, name, &norms[j], C, error))
+        if (norms != NULL && !load_norm(ld, norm_name, &norms[j], C, error))
             return FALSE;
     }
     return TRUE;
@@ -166,14 +229,17 @@ gboolean load_one_stage(loader *ld, vd_model *model, GError **error)
                           1, error) &&
            load_conv_bias(ld, "backbone.fpn.extra_blocks.p7", NULL, &model->fpn_p7, C, C, 3, 2, 1,
                           error) &&
-           load_branch(ld, "head.classification_head", c->head.n_cls_convs, model->head_cls_convs,
-                       gn ? model->head_cls_norms : NULL, C, error) &&
-           load_branch(ld, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs,
-                       gn ? model->head_reg_norms : NULL, C, error) &&
+           load_branch(ld, c, "head.classification_head", c->head.n_cls_convs,
+                       model->head_cls_convs, gn ? model->head_cls_norms : NULL, error) &&
+           load_branch(ld, c, "head.regression_head", c->head.n_reg_convs, model->head_reg_convs,
+                       gn ? model->head_reg_norms : NULL, error) &&
            load_conv_bias(ld, "head.classification_head.cls_logits", NULL, &model->head_cls_logits,
                           A * K, C, 3, 1, 1, error) &&
            load_conv_bias(ld, "head.regression_head.bbox_reg", NULL, &model->head_bbox_reg, 4 * A,
-                          C, 3, 1, 1, error);
+                          C, 3, 1, 1, error) &&
+           (c->head.type != VD_HEAD_FCOS ||
+            load_conv_bias(ld, "head.regression_head.bbox_ctrness", NULL, &model->head_bbox_ctrness,
+                           A, C, 3, 1, 1, error));
 }
 
 void vd_one_stage_clear(vd_model *model)
@@ -191,10 +257,10 @@ void vd_one_stage_clear(vd_model *model)
     }
     vd_conv_free(&model->head_cls_logits);
     vd_conv_free(&model->head_bbox_reg);
+    vd_conv_free(&model->head_bbox_ctrness);
 }
 
 const char *vd_one_stage_name(const vd_config *c)
 {
-    (void)c;
-    return "retinanet";
+    return c->head.type == VD_HEAD_FCOS ? "fcos" : "retinanet";
 }

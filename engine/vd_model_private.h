@@ -22,12 +22,14 @@ G_BEGIN_DECLS
  * every FPN level, decoded directly; engine/RETINANET.md). */
 typedef enum {
     VD_DETECTOR_TWO_STAGE = 0, /* "fasterrcnn", "maskrcnn" */
-    VD_DETECTOR_ONE_STAGE,     /* "retinanet" (and "fcos", SSD to come) */
+    VD_DETECTOR_ONE_STAGE,     /* "retinanet", "fcos" (SSD to come) */
 } vd_detector_kind;
 
 /* A one-stage detector's head (vd_config.head) */
 typedef enum {
     VD_HEAD_RETINANET = 0, /* RetinaNetHead: sigmoid classes, BoxCoder deltas */
+    VD_HEAD_FCOS,          /* FCOSHead: sigmoid classes and centerness, distances
+                            * (BoxLinearCoder) after a ReLU */
 } vd_head_type;
 
 typedef struct {
@@ -38,6 +40,7 @@ typedef struct {
      * (retinanet_resnet50_fpn_v2): 0 groups when the head has none */
     int norm_groups;
     float norm_eps;
+    gboolean normalize_by_size; /* FCOS's BoxLinearCoder */
 } vd_head_config;
 
 typedef enum {
@@ -295,8 +298,9 @@ struct vd_model {
     vd_conv head_reg_convs[VD_MAX_HEAD_CONVS];
     vd_norm head_cls_norms[VD_MAX_HEAD_CONVS]; /* with config.head.norm_groups */
     vd_norm head_reg_norms[VD_MAX_HEAD_CONVS];
-    vd_conv head_cls_logits; /* 3x3 -> A * num_classes, channel a * K + k */
-    vd_conv head_bbox_reg;   /* 3x3 -> 4A, channel a * 4 + q */
+    vd_conv head_cls_logits;   /* 3x3 -> A * num_classes, channel a * K + k */
+    vd_conv head_bbox_reg;     /* 3x3 -> 4A, channel a * 4 + q */
+    vd_conv head_bbox_ctrness; /* FCOS: 3x3 -> A (out_channels 0 otherwise) */
 
     /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
      * name -> largest |value| (float *); NULL when the file has none */

@@ -2,10 +2,12 @@
 /* The CPU backend's one-stage detectors (the second kind of detector beside the
  * two-stage one of vd_cpu_backend.c; engine/RETINANET.md): after the shared
  * backbone, FPN (with LastLevelP6P7) and anchors, a dense head on every level
- * with the same weights, then torchvision's RetinaNet.postprocess_detections:
- * per level, sigmoid scores over the threshold, the topk_candidates best, their
- * boxes decoded and clipped; then batched NMS over every level's candidates and
- * the detections_per_img cap. */
+ * with the same weights (GroupNorm between its convolutions where it has it),
+ * then torchvision's postprocess_detections of RetinaNet or FCOS: per level, the
+ * scores over the threshold (sigmoid; FCOS: the square root of its product with
+ * the centerness's), the topk_candidates best, their boxes decoded (BoxCoder;
+ * FCOS: BoxLinearCoder) and clipped; then batched NMS over every level's
+ * candidates and the detections_per_img cap. */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
 #include "vd_math.h"
@@ -27,10 +29,13 @@ static gboolean one_stage_supports(const vd_model *model, vd_precision precision
     return TRUE;
 }
 
-/* @w's weights with their output channels padded with zeros to @padded_out */
-static gboolean pad_conv(const vd_conv *w, int padded_out, vd_conv *out, GError **error)
+/* @w's weights followed by @w2's (NULL: none; the same input and kernel), their
+ * output channels padded with zeros to a multiple of @cb */
+static gboolean pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv *out, GError **error)
 {
     size_t per_out = (size_t)w->in_channels * w->kernel * w->kernel;
+    int n = w->out_channels + (w2 != NULL ? w2->out_channels : 0);
+    int padded_out = (n + cb - 1) / cb * cb;
     *out = *w;
     out->out_channels = padded_out;
     out->weight = try_alloc((size_t)padded_out * per_out, "the one-stage head", error);
@@ -39,6 +44,11 @@ static gboolean pad_conv(const vd_conv *w, int padded_out, vd_conv *out, GError 
         return FALSE;
     memcpy(out->weight, w->weight, sizeof(float) * w->out_channels * per_out);
     memcpy(out->bias, w->bias, sizeof(float) * w->out_channels);
+    if (w2 != NULL) {
+        memcpy(out->weight + (size_t)w->out_channels * per_out, w2->weight,
+               sizeof(float) * w2->out_channels * per_out);
+        memcpy(out->bias + w->out_channels, w2->bias, sizeof(float) * w2->out_channels);
+    }
     return TRUE;
 }
 
@@ -54,11 +64,10 @@ static void one_stage_clear(cpu_state *st)
 static gboolean one_stage_prepare(cpu_state *st, GError **error)
 {
     const vd_model *m = st->model;
-    int cb = st->cb;
-    return pad_conv(&m->head_cls_logits, (m->head_cls_logits.out_channels + cb - 1) / cb * cb,
-                    &st->one_stage.cls_logits, error) &&
-           pad_conv(&m->head_bbox_reg, (m->head_bbox_reg.out_channels + cb - 1) / cb * cb,
-                    &st->one_stage.bbox_reg, error);
+    /* FCOS: bbox_reg and bbox_ctrness read the same features: one convolution */
+    const vd_conv *ctrness = m->config.head.type == VD_HEAD_FCOS ? &m->head_bbox_ctrness : NULL;
+    return pad_conv(&m->head_cls_logits, NULL, st->cb, &st->one_stage.cls_logits, error) &&
+           pad_conv(&m->head_bbox_reg, ctrness, st->cb, &st->one_stage.bbox_reg, error);
 }
 
 /* torch's GroupNorm, then ReLU, in place on @step->dst with the affine parameters
@@ -193,18 +202,28 @@ static inline float head_at(const cpu_tensor *t, size_t p, int ch)
     return ((const float *)t->data)[((size_t)(ch / t->cb) * hw + p) * t->cb + ch % t->cb];
 }
 
+/* FCOS's regression: the distances after the head's ReLU (NaN stays) */
+static inline float relu(float v)
+{
+    return v < 0.0f ? 0.0f : v;
+}
+
 /* The head's outputs as torchvision's head returns them, every level in turn:
- * "cls_logits" [anchors][K], "bbox_regression" [anchors][4]; and the count of
- * non-finite values among them. */
-static int observe_head(vd_context *ctx, const cpu_plan *plan, int A, int K, gboolean observe)
+ * "cls_logits" [anchors][K], "bbox_regression" [anchors][4] (FCOS: after its ReLU)
+ * and FCOS's "bbox_ctrness" [anchors][1]; and the count of non-finite values among
+ * them. */
+static int observe_head(vd_context *ctx, const cpu_plan *plan, int A, int K, gboolean fcos,
+                        gboolean observe)
 {
     const cpu_one_stage_plan *os = &plan->one_stage;
     int n_nonfinite = 0;
-    float *cls = NULL, *reg = NULL;
+    float *cls = NULL, *reg = NULL, *ctr = NULL;
     if (observe) {
         cls = g_try_malloc(MAX((size_t)plan->n_anchors * K, 1) * sizeof(float));
         reg = g_try_malloc(MAX((size_t)plan->n_anchors * 4, 1) * sizeof(float));
+        ctr = g_try_malloc(MAX((size_t)plan->n_anchors, 1) * sizeof(float));
     }
+    int n_reg = fcos ? 5 * A : 4 * A;
     for (int l = 0; l < plan->n_levels; l++) {
         size_t hw = (size_t)os->cls_out[l]->h * os->cls_out[l]->w;
         size_t at = (size_t)plan->level_anchor_offset[l];
@@ -215,22 +234,40 @@ static int observe_head(vd_context *ctx, const cpu_plan *plan, int A, int K, gbo
                 if (cls != NULL)
                     cls[(at + p * A) * K + ch] = v;
             }
-            for (int ch = 0; ch < 4 * A; ch++) {
+            for (int ch = 0; ch < n_reg; ch++) {
                 float v = head_at(os->reg_out[l], p, ch);
                 n_nonfinite += !isfinite(v);
-                if (reg != NULL)
-                    reg[(at + p * A) * 4 + ch] = v;
+                if (reg != NULL && ch < 4 * A)
+                    reg[(at + p * A) * 4 + ch] = fcos ? relu(v) : v;
+                else if (ctr != NULL && ch >= 4 * A)
+                    ctr[at + p * A + ch - 4 * A] = v;
             }
         }
     }
-    if (cls != NULL && reg != NULL) {
-        int64_t s1[2] = {plan->n_anchors, K}, s2[2] = {plan->n_anchors, 4};
+    if (cls != NULL && reg != NULL && ctr != NULL) {
+        int64_t s1[2] = {plan->n_anchors, K}, s2[2] = {plan->n_anchors, 4},
+                s3[2] = {plan->n_anchors, 1};
         vd_context_observe(ctx, "cls_logits", cls, s1, 2);
         vd_context_observe(ctx, "bbox_regression", reg, s2, 2);
+        if (fcos)
+            vd_context_observe(ctx, "bbox_ctrness", ctr, s3, 2);
     }
     g_free(cls);
     g_free(reg);
+    g_free(ctr);
     return n_nonfinite;
+}
+
+/* The score of class channel @ch (a * K + k) at pixel @p of level outputs @cls
+ * and @reg: RetinaNet's sigmoid(logit), FCOS's sqrt(sigmoid(logit) *
+ * sigmoid(centerness of anchor a)), float32 as torch computes them. */
+static inline float score_at(const cpu_tensor *cls, const cpu_tensor *reg, size_t p, int ch, int A,
+                             int K, gboolean fcos)
+{
+    float s = vd_math_sigmoid(head_at(cls, p, ch));
+    if (!fcos)
+        return s;
+    return sqrtf(s * vd_math_sigmoid(head_at(reg, p, 4 * A + ch / K)));
 }
 
 static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan, int rh, int rw,
@@ -241,11 +278,12 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     const cpu_one_stage_plan *os = &plan->one_stage;
     int K = cfg->num_classes, A = cfg->anchors_per_location;
     int topk = cfg->head.topk_candidates;
+    gboolean fcos = cfg->head.type == VD_HEAD_FCOS;
     float thr = ctx->params.score_threshold;
     gboolean ok = FALSE;
 
     vd_context_stage_mark(ctx, VD_STAGE_BOX_HEAD);
-    int n_nonfinite = observe_head(ctx, plan, A, K, observe);
+    int n_nonfinite = observe_head(ctx, plan, A, K, fcos, observe);
 
     size_t max_level = 0, n_cand = 0;
     for (int l = 0; l < plan->n_levels; l++) {
@@ -270,12 +308,12 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         const cpu_tensor *cls = os->cls_out[l], *reg = os->reg_out[l];
         size_t hw = (size_t)cls->h * cls->w;
         const float *anchors = plan->anchors + (size_t)plan->level_anchor_offset[l] * 4;
-        /* sigmoid scores over the threshold (strict), in torchvision's order:
-         * anchor (pixel, then anchor of the pixel), then class */
+        /* scores over the threshold (strict), in torchvision's order: anchor
+         * (pixel, then anchor of the pixel), then class */
         int n = 0;
         for (size_t p = 0; p < hw; p++)
             for (int ch = 0; ch < A * K; ch++) {
-                float s = vd_math_sigmoid(head_at(cls, p, ch));
+                float s = score_at(cls, reg, p, ch, A, K, fcos);
                 if (s > thr) {
                     level_scores[n] = s;
                     level_index[n] = (int)(p * A * K) + ch;
@@ -286,13 +324,19 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         for (int j = 0; j < k; j++) {
             int flat = level_index[top[j]];
             int anchor = flat / K;
-            for (int q = 0; q < 4; q++)
-                deltas[4 * j + q] = head_at(reg, (size_t)(anchor / A), (anchor % A) * 4 + q);
+            for (int q = 0; q < 4; q++) {
+                float v = head_at(reg, (size_t)(anchor / A), (anchor % A) * 4 + q);
+                deltas[4 * j + q] = fcos ? relu(v) : v;
+            }
             memcpy(refs + 4 * j, anchors + 4 * (size_t)anchor, 4 * sizeof(float));
             scores[m + j] = level_scores[top[j]];
             labels[m + j] = flat % K;
         }
-        vd_decode_boxes(refs, deltas, k, cfg->bbox_reg_weights, boxes + 4 * (size_t)m);
+        if (fcos)
+            vd_decode_linear_boxes(refs, deltas, k, cfg->head.normalize_by_size,
+                                   boxes + 4 * (size_t)m);
+        else
+            vd_decode_boxes(refs, deltas, k, cfg->bbox_reg_weights, boxes + 4 * (size_t)m);
         m += k;
     }
     vd_clip_boxes(boxes, m, (float)rh, (float)rw);
@@ -335,7 +379,8 @@ static void one_stage_kernels(const cpu_state *st, const cpu_plan *plan, GArray 
             g_snprintf(name, sizeof(name), "head.regression_head.conv.%d[level %d]", j, l);
             conv_kernels(out, strings, &os->reg_convs[l][j], name);
         }
-        g_snprintf(name, sizeof(name), "head.regression_head.bbox_reg[level %d]", l);
+        g_snprintf(name, sizeof(name), "head.regression_head.bbox_reg%s[level %d]",
+                   cfg->head.type == VD_HEAD_FCOS ? "+bbox_ctrness" : "", l);
         conv_kernels(out, strings, &os->bbox_reg[l], name);
     }
 }

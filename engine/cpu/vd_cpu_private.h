@@ -159,7 +159,7 @@ typedef struct {
     cpu_conv cls_logits[VD_MAX_FPN_LEVELS];
     cpu_conv bbox_reg[VD_MAX_FPN_LEVELS];
     cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
-    cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A], float32 */
+    cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A (FCOS: + A centerness)], float32 */
 } cpu_one_stage_plan;
 
 /* A one-stage head's last convolutions with their output channels padded with
@@ -167,7 +167,8 @@ typedef struct {
  * kernels take no partial block), prepared once per context. */
 typedef struct {
     vd_conv cls_logits; /* [A * K padded][C][3][3] */
-    vd_conv bbox_reg;   /* [4A padded][C][3][3] */
+    vd_conv bbox_reg;   /* [4A padded][C][3][3]; FCOS: bbox_reg and bbox_ctrness, [4A + A
+                         * padded] */
 } cpu_one_stage_weights;
 
 /* What a step runs: step_conv(), step_primitive(), step_wait()

@@ -9,7 +9,7 @@ thresholds, detections per image, top-k candidates, anchors or default boxes, ke
 count), exports it with tools/export_torchvision.py (random weights, f16, small sizes),
 checks every configuration value against the model object, and checks that vd-detect
 refuses the file with a message naming the builder and what the engine lacks (or, for
-the RetinaNets, which it runs, loads it). The
+the RetinaNets and FCOS, which it runs, loads it). The
 command line (--builder, --coco-names) is checked on Keypoint R-CNN and SSDlite.
 
 Usage: export_builders.py VD_DETECT. Exit 77 (skip) without torch/torchvision.
@@ -41,9 +41,8 @@ torch.set_num_threads(1)
 FAILURES = []
 
 # What vd-detect's message must say besides the builder and the architecture, for the
-# builders it refuses (the RetinaNets run: accepted() checks they load)
+# builders it refuses (the RetinaNets and FCOS run: accepted() checks they load)
 MISSING = {
-    "fcos_resnet50_fpn": "FCOS yet (its classification, regression and centerness heads",
     "ssd300_vgg16": "SSD yet (its VGG16 backbone with its L2 norm",
     "ssdlite320_mobilenet_v3_large": "SSDlite yet (its MobileNetV3 feature extractor",
     "keypointrcnn_resnet50_fpn": "Keypoint R-CNN yet (the keypoint head and its heatmap-to-point "

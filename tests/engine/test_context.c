@@ -883,7 +883,7 @@ static void test_cuda_resize_arithmetic(void)
 }
 
 /* retinanet_resnet50_fpn (engine/RETINANET.md), the one-stage path, on the tiny
- * fixture (and v2's, @data: P6 from C5, GroupNorm heads): the CPU runs it
+ * fixture (@data: 0; 1: v2's, P6 from C5, GroupNorm heads; 2: FCOS's): the CPU runs it
  * (threshold 0: every candidate the per-level top-k keeps,
  * then the cap of 100), scores sorted, labels in 0..K-1 (RetinaNet's classes have
  * no background column), boxes in the frame, the same frame twice the same result;
@@ -892,11 +892,12 @@ static void test_cuda_resize_arithmetic(void)
  * on a GPU), and device=auto runs it on the CPU. */
 static void test_retinanet(gconstpointer data)
 {
-    gboolean v2 = GPOINTER_TO_INT(data);
-    fixture *fx = fx_tiny_retinanet(2, v2);
+    int kind = GPOINTER_TO_INT(data); /* 0 v1, 1 v2, 2 FCOS */
+    fixture *fx = kind == 2 ? fx_tiny_fcos(2) : fx_tiny_retinanet(2, kind == 1);
+    const char *family = kind == 2 ? "fcos" : "retinanet";
     fx_randomize(fx, 11);
     vd_model *model = fx_load_ok(fx);
-    g_assert_nonnull(strstr(vd_model_description(model), "retinanet"));
+    g_assert_nonnull(strstr(vd_model_description(model), family));
     g_assert_cmpint(model->config.detector, ==, VD_DETECTOR_ONE_STAGE);
     g_assert_cmpint(model->config.n_fpn_levels, ==, 5);
 
@@ -929,20 +930,23 @@ static void test_retinanet(gconstpointer data)
     params.precision = VD_PRECISION_INT8;
     g_assert_null(vd_context_new(model, &params, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "one-stage retinanet"));
+    g_assert_nonnull(strstr(error->message, "one-stage"));
+    g_assert_nonnull(strstr(error->message, family));
     g_clear_error(&error);
     params.precision = VD_PRECISION_FP32;
     params.calibrate = TRUE;
     g_assert_null(vd_context_new(model, &params, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "one-stage retinanet"));
+    g_assert_nonnull(strstr(error->message, "one-stage"));
+    g_assert_nonnull(strstr(error->message, family));
     g_clear_error(&error);
 
 #ifdef HAVE_CUDA
     params = vd_context_default_params();
     g_assert_false(vd_cuda_backend.supports(model, &params, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "one-stage detectors (retinanet"));
+    g_assert_nonnull(strstr(error->message, "one-stage detectors ("));
+    g_assert_nonnull(strstr(error->message, family));
     g_clear_error(&error);
 #endif
     params = vd_context_default_params();
@@ -1181,7 +1185,8 @@ int main(int argc, char **argv)
     g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);
     g_test_add_data_func("/context/detect/retinanet", GINT_TO_POINTER(FALSE), test_retinanet);
-    g_test_add_data_func("/context/detect/retinanet-v2", GINT_TO_POINTER(TRUE), test_retinanet);
+    g_test_add_data_func("/context/detect/retinanet-v2", GINT_TO_POINTER(1), test_retinanet);
+    g_test_add_data_func("/context/detect/fcos", GINT_TO_POINTER(2), test_retinanet);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

@@ -120,11 +120,11 @@ static gsize find_digit_runs(const guint8 *h, gsize len, gsize *starts, gsize *l
 /* The seed that names a family the engine refuses (engine/vd_model_families.c) */
 static gboolean refused_seed(gconstpointer data)
 {
-    return g_str_equal(data, "fcos");
+    return g_str_equal(data, "ssd");
 }
 
-/* Makes the tiny model of @data ("resnet", "mobilenet-v3", or "fcos": the ResNet
- * one whose config says FCOS, refused at load) the file the mutations
+/* Makes the tiny model of @data ("resnet", "mobilenet-v3", or "ssd": the ResNet
+ * one whose config says SSD, refused at load) the file the mutations
  * start from. */
 static void use_seed(gconstpointer data)
 {
@@ -137,8 +137,8 @@ static void use_seed(gconstpointer data)
         fx = fx_tiny(&a);
         if (refused_seed(data))
             fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"",
-                              "\"architecture\":\"fcos\",\"builder\":"
-                              "\"fcos_resnet50_fpn\"");
+                              "\"architecture\":\"ssd\",\"builder\":"
+                              "\"ssd300_vgg16\"");
     }
     char *path = fx_write(fx, "valid.safetensors");
     for (guint k = 0; k < G_N_ELEMENTS(heads); k++) {
@@ -401,8 +401,8 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/header-mutations/resnet", "resnet", test_header_mutations);
     g_test_add_data_func("/fuzz/header-mutations/mobilenet-v3", "mobilenet-v3",
                          test_header_mutations);
-    /* and a file of a family the engine refuses (FCOS, with its builder) */
-    g_test_add_data_func("/fuzz/header-mutations/fcos-refused", "fcos",
+    /* and a file of a family the engine refuses (SSD, with its builder) */
+    g_test_add_data_func("/fuzz/header-mutations/ssd-refused", "ssd",
                          test_header_mutations);
     g_test_add_data_func("/fuzz/poisoned-weights/resnet", "resnet", test_poisoned_weights);
     g_test_add_data_func("/fuzz/poisoned-weights/mobilenet-v3", "mobilenet-v3",

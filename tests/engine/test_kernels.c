@@ -439,6 +439,13 @@ static void test_retinanet_v2_fp32(void)
     check_exported("retinanet_resnet50_fpn_v2");
 }
 
+/* fcos_resnet50_fpn: the regression's last convolution has bbox_reg's and
+ * bbox_ctrness's outputs (4 + 1, padded to the channel block). */
+static void test_fcos_fp32(void)
+{
+    check_exported("fcos_resnet50_fpn");
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -463,7 +470,7 @@ static void test_bf16(void)
             vd_model_unref(mnv3);
         }
         static const char *const one_stage[] = {"retinanet_resnet50_fpn",
-                                                "retinanet_resnet50_fpn_v2"};
+                                                "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn"};
         for (size_t i = 0; i < G_N_ELEMENTS(one_stage); i++) {
             vd_model *retinanet = exported_model(one_stage[i]);
             if (retinanet != NULL) {
@@ -682,6 +689,7 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/retinanet-resnet50-fpn/fp32", test_retinanet_fp32);
     g_test_add_func("/kernels/retinanet-resnet50-fpn-v2/fp32", test_retinanet_v2_fp32);
+    g_test_add_func("/kernels/fcos-resnet50-fpn/fp32", test_fcos_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);

@@ -496,8 +496,8 @@ static void test_retinanet(void)
          "'head.num_anchors' is 3; the anchors give 2", NULL},
         {"\"in_channels\":8", "\"in_channels\":16", VD_ERROR_FORMAT,
          "'head.in_channels' is 16", NULL},
-        {"\"type\":\"retinanet\"", "\"type\":\"fcos\"", VD_ERROR_UNSUPPORTED,
-         "one-stage head type 'fcos'", NULL},
+        {"\"type\":\"retinanet\"", "\"type\":\"fcos\"", VD_ERROR_FORMAT,
+         "'head.type' 'fcos' is not the architecture 'retinanet'", NULL},
         {"\"bbox_xform_clip\":4.135166556742356", "\"bbox_xform_clip\":3", VD_ERROR_UNSUPPORTED,
          "'head.bbox_xform_clip' 3", NULL},
         {"\"norm\":\"none\"", "\"norm\":\"batch_norm\"", VD_ERROR_UNSUPPORTED,
@@ -552,6 +552,50 @@ static void test_retinanet(void)
     expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.conv.1.1.bias", NULL);
 }
 
+static fixture *fx_fcos(void)
+{
+    return fx_tiny_fcos(2);
+}
+
+/* fcos_resnet50_fpn: its head's names (flat Sequential: conv.0, conv.1 the norm,
+ * conv.3, ...), the centerness, the linear box coder; malformed cases. */
+static void test_fcos(void)
+{
+    vd_model *model = fx_load_ok(fx_fcos());
+    const vd_config *c = &model->config;
+    g_assert_cmpint(c->detector, ==, VD_DETECTOR_ONE_STAGE);
+    g_assert_cmpint(c->head.type, ==, VD_HEAD_FCOS);
+    g_assert_true(c->head.normalize_by_size);
+    g_assert_cmpint(c->head.norm_groups, ==, 2);
+    g_assert_cmpint(c->anchors_per_location, ==, 1);
+    g_assert_nonnull(strstr(vd_model_description(model), "fcos"));
+    assert_conv(&model->head_cls_convs[1], 8, 8, 3, 1, 1);
+    g_assert_cmpfloat(model->head_cls_convs[1].bias[0], !=, 0.0f); /* its own bias */
+    assert_conv(&model->head_bbox_ctrness, 1, 8, 3, 1, 1);
+    g_assert_nonnull(model->head_reg_norms[1].weight);
+    vd_model_unref(model);
+    static const config_case cases[] = {
+        {"\"centerness\":true", "\"centerness\":false", VD_ERROR_UNSUPPORTED,
+         "without centerness", NULL},
+        {"\"centerness\":true,", "", VD_ERROR_FORMAT, "'head.centerness'", NULL},
+        {"\"box_coder\":\"linear\"", "\"box_coder\":\"delta\"", VD_ERROR_UNSUPPORTED,
+         "box coder 'delta'", NULL},
+        {"\"normalize_by_size\":true", "\"normalize_by_size\":\"yes\"", VD_ERROR_FORMAT,
+         "'head.normalize_by_size'", NULL},
+        {"\"type\":\"fcos\"", "\"type\":\"retinanet\"", VD_ERROR_FORMAT,
+         "'head.type' 'retinanet' is not the architecture 'fcos'", NULL},
+        {"\"num_anchors\":1", "\"num_anchors\":2", VD_ERROR_FORMAT, "'head.num_anchors' is 2",
+         NULL},
+    };
+    expect_config_errors(fx_fcos, cases, G_N_ELEMENTS(cases));
+    fixture *fx = fx_fcos();
+    fx_remove(fx, "head.regression_head.bbox_ctrness.weight");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.bbox_ctrness.weight", NULL);
+    fx = fx_fcos();
+    fx_remove(fx, "head.classification_head.conv.4.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.classification_head.conv.4.bias", NULL);
+}
+
 static void test_unsupported_metadata(void)
 {
     fixture *fx;
@@ -560,9 +604,8 @@ static void test_unsupported_metadata(void)
          "architecture 'yolov8' is not supported", NULL},
         /* the families the exporter writes and the engine does not run yet */
         {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"fcos\",\"builder\":\"fcos_resnet50_fpn\"", VD_ERROR_UNSUPPORTED,
-         "fcos_resnet50_fpn (architecture \"fcos\"): this engine does not run FCOS yet",
-         "centerness"},
+         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_UNSUPPORTED,
+         "ssd300_vgg16 (architecture \"ssd\"): this engine does not run SSD yet", "L2 norm"},
         /* a two-stage configuration under a one-stage architecture */
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_FORMAT,
          "unknown key 'rpn'", NULL},
@@ -1654,6 +1697,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/mask/valid", test_mask_valid);
     g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
     g_test_add_func("/model-load/retinanet", test_retinanet);
+    g_test_add_func("/model-load/fcos", test_fcos);
     g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
     g_test_add_func("/model-load/valid/bottleneck", test_valid_bottleneck);
     g_test_add_func("/model-load/error/missing-file", test_missing_file);

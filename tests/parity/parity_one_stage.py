@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Parity of the one-stage detectors (RetinaNet) against torchvision: their
+"""Parity of the one-stage detectors (RetinaNet, FCOS) against torchvision: their
 reference step by step, their calibration and a whole test, over parity_common's
 images, engine run and stage comparisons (the front stages and the detections are
 every kind's; the dense head's outputs are compared here instead of the RPN's
@@ -8,8 +8,8 @@ proposals and the box head's).
 Stages compared: resized size, input, anchors (exact), every FPN level with P6 and
 P7 ('fpn.0', 'fpn.1', 'fpn.2', 'fpn.p6', 'fpn.p7'), the head's outputs over every
 anchor of every level ('cls_logits' [anchors][K], 'bbox_regression' [anchors][4],
-parity_common.HEAD_REL_TOL of max|ref|), then the detections with the two-stage
-detectors' criterion."""
+FCOS's 'bbox_ctrness' [anchors][1], parity_common.HEAD_REL_TOL of max|ref|), then
+the detections with the two-stage detectors' criterion."""
 
 import os
 import time
@@ -19,7 +19,7 @@ from parity_common import np, torch, log
 
 
 def reference(model, img_u8):
-    """RetinaNet.forward in eval mode, step by step: a dict of numpy arrays named as
+    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
     vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
     the image's pixels, torchvision's order)."""
     h0, w0 = img_u8.shape[:2]
@@ -43,6 +43,8 @@ def reference(model, img_u8):
         "anchors": anchors[0].numpy(),
         "cls_logits": head_outputs["cls_logits"][0].numpy(),
         "bbox_regression": head_outputs["bbox_regression"][0].numpy(),
+        **({"bbox_ctrness": head_outputs["bbox_ctrness"][0].numpy()}
+           if "bbox_ctrness" in head_outputs else {}),
         "boxes": dets["boxes"].numpy(),
         "scores": dets["scores"].numpy(),
         "labels": dets["labels"].numpy(),
@@ -80,13 +82,16 @@ def _standardise_on_first_call(conv):
 
 @torch.no_grad()
 def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
-    """Makes a random-weight RetinaNet produce non-degenerate detections on images_u8.
+    """Makes a random-weight RetinaNet or FCOS produce non-degenerate detections on
+    images_u8.
 
     1. The body's norm layers as parity_common.calibrate_body() sets them.
     2. The head's hidden convolutions standardised layer by layer
        (_standardise_on_first_call); v2's GroupNorm layers given random affine
        parameters.
-    3. bbox_reg scaled so that the deltas have std @delta_std.
+    3. bbox_reg scaled so that the deltas have std @delta_std (FCOS: and shifted to
+       mean 1, distances of about the anchor's size, seldom cut by its ReLU; its
+       centerness logits standardised).
     4. cls_logits standardised per output channel (anchor and class) over the
        locations of every level and image, then logits = a * z + b with a searched
        gain a and shift b, so that the detections before the detections_per_img cap
@@ -117,10 +122,22 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
             h.remove()
 
     feats = [list(f.values()) for _, f in per_image]
-    deltas = torch.cat([reg(f).flatten() for f in feats])
+    fcos = hasattr(reg, "bbox_ctrness")
+    if fcos:
+        # the convolutions' raw outputs, before FCOSRegressionHead's ReLU
+        hidden_out = [reg.conv(x) for f in feats for x in f]
+        deltas = torch.cat([reg.bbox_reg(x).flatten() for x in hidden_out])
+        ctr = torch.cat([reg.bbox_ctrness(x).flatten() for x in hidden_out])
+        c_mu, c_sd = float(ctr.mean()), float(ctr.std())
+        reg.bbox_ctrness.weight.div_(c_sd)
+        reg.bbox_ctrness.bias.sub_(c_mu).div_(c_sd)
+    else:
+        deltas = torch.cat([reg(f).flatten() for f in feats])
     gain = delta_std / float(deltas.std())
     reg.bbox_reg.weight.mul_(gain)
     reg.bbox_reg.bias.mul_(gain)
+    if fcos:
+        reg.bbox_reg.bias.add_(1.0 - float(deltas.mean()) * gain)
 
     K, A = cls.num_classes, cls.num_anchors
     raw = torch.cat([cls(f)[0] for f in feats])  # [anchors of every image][K]
@@ -182,7 +199,7 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
 
 def compare_head(report, ref, dump, stats):
     """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
-    for name in ("cls_logits", "bbox_regression"):
+    for name in [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]:
         a = dump.get(name)
         r = ref[name]
         if a is None or a.shape != r.shape:
