@@ -6,14 +6,18 @@
  *
  * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x). Each
  * backbone has its own file (vd_cpu_resnet.c, vd_cpu_mnv3.c) that plans it,
- * registered in cpu_backbones[] by the model's backbone type; this file plans
- * the rest (the FPN, the RPN, the heads), runs the whole and holds what they
- * share (vd_cpu_private.h). A plan (one per padded input size) holds its run
- * from the input conversion to the RPN's convolutions as a list of steps
+ * registered in cpu_backbones[] by the model's backbone type; each kind of
+ * detector a cpu_detector, registered in cpu_detectors[]: the two-stage one (the
+ * RPN, the RoI heads) is in this file, the one-stage one (RetinaNet, FCOS:
+ * engine/RETINANET.md) in vd_cpu_onestage.c. This file plans the FPN and the
+ * anchors that every kind shares, runs the whole and holds what they share
+ * (vd_cpu_private.h). A plan (one per padded input size) holds its run
+ * from the input conversion to the heads' convolutions (the RPN's, a one-stage
+ * head's) as a list of steps
  * (cpu_step: a convolution, a oneDNN primitive with its arguments, a
  * hand-written op such as the FPN's upsampling, the stream's wait), each with
  * its calibration record, which detect_one() runs in order between the
- * stages' marks and the observer's points; the heads run per frame on the
+ * stages' marks and the observer's points; the RoI heads run per frame on the
  * proposals.
  *
  * Layout: activations are in oneDNN's blocked layout from the first convolution to

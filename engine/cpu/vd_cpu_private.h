@@ -271,8 +271,9 @@ typedef struct {
     GHashTable *wino_weights;
 
     /* The run: the backbone's steps (to steps_backbone: from the input
-     * conversion to the FPN's inputs), the FPN's (to steps_fpn), the RPN's
-     * convolutions (to the end), each part ending with the stream's wait. */
+     * conversion to the FPN's inputs), the FPN's (to steps_fpn), the
+     * detector's heads' convolutions (to the end: the RPN's, a one-stage head's),
+     * each part ending with the stream's wait. */
     GArray *steps; /* cpu_step */
     guint steps_backbone, steps_fpn;
     GStringChunk *names; /* the steps' calibration names */
@@ -443,7 +444,7 @@ struct cpu_state {
  *   plan->returned_scale[] for int8) and the steps that compute them from
  *   plan->input, in order (plan_step_conv(), plan_step_primitive(),
  *   plan_step(), with their calibration records: step_record()); plan_new()
- *   ends them with the stream's wait, and plan_fpn_rpn() follows.
+ *   ends them with the stream's wait, and plan_fpn() follows.
  * @clear: frees what @plan created beyond the plan's tensors, buffers and steps
  *   (also on a plan that failed half-way).
  * @kernels: appends its primitives (cpu_kernels()) under their layers' names.
