@@ -340,6 +340,19 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         m += k;
     }
     vd_clip_boxes(boxes, m, (float)rh, (float)rw);
+    /* a box with a non-finite coordinate (non-finite head outputs, which
+     * n_nonfinite counts) is dropped: torchvision would return it as it is */
+    int finite = 0;
+    for (int i = 0; i < m; i++) {
+        const float *b = boxes + 4 * (size_t)i;
+        if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3])))
+            continue;
+        memmove(boxes + 4 * (size_t)finite, b, 4 * sizeof(float));
+        scores[finite] = scores[i];
+        labels[finite] = labels[i];
+        finite++;
+    }
+    m = finite;
     int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
     kept = MIN(kept, ctx->params.max_detections);
     write_detections(image, rh, rw, boxes, scores, labels, keep, kept, result);
