@@ -318,8 +318,8 @@ JsonArray *get_array(const char *path, JsonObject *o, const char *section, const
     return array;
 }
 
-static gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
-                                double max, gboolean min_exclusive, float *out, GError **error)
+gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
+                         double max, gboolean min_exclusive, float *out, GError **error)
 {
     for (guint i = 0; i < json_array_get_length(array); i++) {
         char *item = g_strdup_printf("%s[%u]", what, i);
@@ -493,9 +493,42 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
     return FALSE;
 }
 
+/* LastLevelP6P7 (one-stage detectors): P6 from P5 when its input has the FPN's
+ * channels ("use_P5", torchvision's in_channels == out_channels), else from C5;
+ * the head runs on P6 and P7 as on the other levels, so they have the FPN's
+ * channels. Keys other than "extra_block" are checked by parse_fpn(). */
+static gboolean parse_fpn_p6p7(const char *path, JsonObject *o, vd_config *c, GError **error)
+{
+    int in_c, out_c;
+    JsonNode *use_p5 = json_object_get_member(o, "use_P5");
+
+    if (!get_int(path, o, "fpn", "extra_in_channels", 1, 65536, &in_c, error) ||
+        !get_int(path, o, "fpn", "extra_out_channels", 1, 65536, &out_c, error))
+        return FALSE;
+    if (use_p5 == NULL || !JSON_NODE_HOLDS_VALUE(use_p5) ||
+        json_node_get_value_type(use_p5) != G_TYPE_BOOLEAN)
+        return config_error(error, path, "'fpn.use_P5' is missing or not a boolean");
+    c->fpn_p6p7 = TRUE;
+    c->fpn_p6_from_p5 = json_node_get_boolean(use_p5);
+    int expected =
+        c->fpn_p6_from_p5 ? c->fpn_channels : c->fpn_in_channels[c->n_returned_layers - 1];
+    if (in_c != expected)
+        return config_error(error, path,
+                            "'fpn.extra_in_channels' is %d; P6's input (%s) has %d channels", in_c,
+                            c->fpn_p6_from_p5 ? "P5" : "C5", expected);
+    if (out_c != c->fpn_channels)
+        return config_error(error, path,
+                            "'fpn.extra_out_channels' is %d; the head shared by every level takes "
+                            "the FPN's %d",
+                            out_c, c->fpn_channels);
+    return TRUE;
+}
+
 static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {"in_channels", "out_channels", "extra_block", "norm", NULL};
+    static const char *const keys[] = {
+        "in_channels",       "out_channels",       "extra_block", "norm",
+        "extra_in_channels", "extra_out_channels", "use_P5",      NULL};
     JsonObject *o = get_section(path, config, "fpn", error);
     JsonArray *in_channels;
     const char *extra;
@@ -520,12 +553,16 @@ static gboolean parse_fpn(const char *path, JsonObject *config, vd_config *c, GE
         c->fpn_pool_level = TRUE;
     } else if (strcmp(extra, "none") == 0) {
         c->fpn_pool_level = FALSE;
+    } else if (strcmp(extra, "p6p7") == 0 && c->detector == VD_DETECTOR_ONE_STAGE) {
+        if (!parse_fpn_p6p7(path, o, c, error))
+            return FALSE;
     } else {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: FPN extra block '%s' is not supported ('maxpool' or 'none')", path, extra);
+                    "%s: FPN extra block '%s' is not supported ('maxpool' or 'none'%s)", path,
+                    extra, c->detector == VD_DETECTOR_ONE_STAGE ? ", or 'p6p7'" : "");
         return FALSE;
     }
-    c->n_fpn_levels = c->n_returned_layers + (c->fpn_pool_level ? 1 : 0);
+    c->n_fpn_levels = c->n_returned_layers + (c->fpn_pool_level ? 1 : 0) + (c->fpn_p6p7 ? 2 : 0);
 
     /* redundant with the backbone, but a mismatch means a broken writer */
     in_channels =
@@ -887,6 +924,9 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         "architecture",  "transform",      "backbone",          "fpn",         "anchors",
         "rpn",           "roi_heads",      "num_classes",       "class_names", "builder",
         "num_keypoints", "keypoint_names", "keypoint_skeleton", NULL};
+    static const char *const one_stage_keys[] = {
+        "architecture", "builder", "transform",   "backbone",    "fpn",
+        "anchors",      "head",    "num_classes", "class_names", NULL};
     JsonNode *node = json_object_get_member(metadata, "config");
     JsonObject *config;
     const char *architecture;
@@ -910,10 +950,12 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         c->has_masks = TRUE;
     } else if (strcmp(architecture, "keypointrcnn") == 0) {
         c->has_keypoints = TRUE;
+    } else if (strcmp(architecture, "retinanet") == 0 || strcmp(architecture, "fcos") == 0) {
+        c->detector = VD_DETECTOR_ONE_STAGE;
     } else if (strcmp(architecture, "fasterrcnn") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn' or "
-                    "'keypointrcnn')",
+                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn', "
+                    "'keypointrcnn', 'retinanet' or 'fcos')",
                     path, architecture);
         return FALSE;
     }
@@ -923,10 +965,14 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         return config_error(error, path,
                             "'num_keypoints', 'keypoint_names' and 'keypoint_skeleton' are only "
                             "valid with architecture 'keypointrcnn'");
-    return check_keys(path, config, "", keys, error) && parse_transform(path, config, c, error) &&
+    gboolean one_stage = c->detector == VD_DETECTOR_ONE_STAGE;
+    return check_keys(path, config, "", one_stage ? one_stage_keys : keys, error) &&
+           parse_transform(path, config, c, error) &&
            parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
            parse_fpn(path, config, c, error) && parse_anchors(path, config, c, error) &&
-           parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error) &&
+           (one_stage
+                ? parse_one_stage_head(path, config, c, error)
+                : parse_rpn(path, config, c, error) && parse_roi_heads(path, config, c, error)) &&
            parse_classes(path, config, c, error) &&
            (!c->has_keypoints || parse_keypoints(path, config, c, error));
 }
@@ -1380,11 +1426,12 @@ static gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, i
     return ok;
 }
 
-static gboolean load_heads(loader *ld, vd_model *model, GError **error)
+/* The FPN's convolutions (both kinds of detector; LastLevelP6P7's are the one-stage
+ * loader's). */
+static gboolean load_fpn(loader *ld, vd_model *model, GError **error)
 {
     const vd_config *c = &model->config;
-    int C = c->fpn_channels, A = c->anchors_per_location;
-    int P = c->roi_output_size;
+    int C = c->fpn_channels;
     char name[64], alt[64];
 
     for (int i = 0; i < c->n_returned_layers; i++) {
@@ -1410,6 +1457,17 @@ static gboolean load_heads(loader *ld, vd_model *model, GError **error)
             return FALSE;
         }
     }
+    return TRUE;
+}
+
+/* The RPN and the RoI heads' box branch (two-stage detectors). */
+static gboolean load_heads(loader *ld, vd_model *model, GError **error)
+{
+    const vd_config *c = &model->config;
+    int C = c->fpn_channels, A = c->anchors_per_location;
+    int P = c->roi_output_size;
+    char name[64], alt[64];
+
     if (!load_conv_bias(ld, "rpn.head.conv.0.0", "rpn.head.conv", &model->rpn_conv, C, C, 3, 1, 1,
                         error))
         return FALSE;
@@ -1561,6 +1619,7 @@ static void model_free(vd_model *model)
     vd_conv_free(&model->mask_deconv);
     vd_conv_free(&model->mask_logits);
     keypoint_head_free(model);
+    vd_one_stage_clear(model);
     g_strfreev(model->config.class_names);
     g_free(model->description);
     if (model->int8_ranges != NULL)
@@ -1620,14 +1679,17 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
         goto out_free_loader;
     ld.norm_eps = model->config.norm_eps;
     const vd_backbone_loader *backbone = backbone_loader_of(model->config.backbone_type);
-    if (!backbone->load(&ld, model, n_computed, error) || !load_heads(&ld, model, error) ||
+    gboolean one_stage = model->config.detector == VD_DETECTOR_ONE_STAGE;
+    if (!backbone->load(&ld, model, n_computed, error) || !load_fpn(&ld, model, error) ||
+        !(one_stage ? load_one_stage(&ld, model, error) : load_heads(&ld, model, error)) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         (model->config.has_keypoints && !load_keypoint_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;
 
     {
-        const char *arch = model->config.has_masks       ? "maskrcnn"
+        const char *arch = one_stage                     ? vd_one_stage_name(&model->config)
+                           : model->config.has_masks     ? "maskrcnn"
                            : model->config.has_keypoints ? "keypointrcnn"
                                                          : "fasterrcnn";
         backbone->name(&model->config, model->backbone_name, sizeof model->backbone_name);

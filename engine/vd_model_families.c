@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The families tools/export_torchvision.py exports that this engine does not run yet
- * (torchvision's one-stage detectors): the loader refuses them with
- * VD_ERROR_UNSUPPORTED, naming the builder the file records and what is missing. */
+ * (SSD and SSDlite): the loader refuses them with VD_ERROR_UNSUPPORTED, naming the
+ * builder the file records and what is missing. */
 #include "vd_model_loader.h"
 
 #include <string.h>
@@ -13,16 +13,12 @@ static const struct {
     const char *architecture;
     const char *missing;
 } unsupported_families[] = {
-    {"retinanet", "this engine does not run one-stage detectors yet (RetinaNet's "
-                  "classification and regression heads, GroupNorm in v2's, and their decoding)"},
-    {"fcos", "this engine does not run one-stage detectors yet (FCOS's classification, "
-             "regression and centerness heads with GroupNorm, and its point-based box decoding)"},
-    {"ssd", "this engine does not run one-stage detectors yet (SSD's VGG16 backbone with "
-            "its L2 norm and extra layers, its default boxes, its classification and "
-            "regression heads and their decoding)"},
-    {"ssdlite", "this engine does not run one-stage detectors yet (SSDlite's MobileNetV3 "
-                "feature extractor with its extra layers, its default boxes, its "
-                "depthwise-separable heads and their decoding)"},
+    {"ssd",
+     "this engine does not run SSD yet (its VGG16 backbone with its L2 norm and extra layers, "
+     "its default boxes, its classification and regression heads and their decoding)"},
+    {"ssdlite",
+     "this engine does not run SSDlite yet (its MobileNetV3 feature extractor with its extra "
+     "layers, its default boxes, its depthwise-separable heads and their decoding)"},
 };
 
 /* The config's "builder" when it is a short printable string, else NULL */

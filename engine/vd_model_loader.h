@@ -57,6 +57,8 @@ gboolean get_float(const char *path, JsonObject *o, const char *section, const c
                    double min, double max, gboolean min_exclusive, float *out, GError **error);
 JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
                      guint min_len, guint max_len, GError **error);
+gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
+                         double max, gboolean min_exclusive, float *out, GError **error);
 const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,
                        GError **error);
 gboolean parse_eps_per_module(const char *path, JsonObject *o, JsonObject **eps_per_module,
@@ -78,6 +80,18 @@ gboolean load_conv_bn_groups(loader *ld, const char *conv_prefix, const char *bn
                              int groups, GError **error);
 gboolean load_conv_bn(loader *ld, const char *conv_prefix, const char *bn_prefix, vd_conv *conv,
                       int out, int in, int kernel, int stride, int padding, GError **error);
+/* A convolution with its own bias; @alt_prefix (or NULL) is an older torchvision name. */
+gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix, vd_conv *conv,
+                        int out, int in, int kernel, int stride, int padding, GError **error);
+
+/* One-stage detectors (vd_model_onestage.c): the "head" section into @c (its
+ * final thresholds into c->box_score_thresh, box_nms_thresh, detections_per_img,
+ * bbox_reg_weights); the weights of LastLevelP6P7 and of the head; freeing them;
+ * the architecture's name in the model's description. */
+gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean load_one_stage(loader *ld, vd_model *model, GError **error);
+void vd_one_stage_clear(vd_model *model);
+const char *vd_one_stage_name(const vd_config *c);
 
 /* More of vd_model.c's configuration reads: a string value, a section (an object
  * member, VD_ERROR_FORMAT naming it when missing or not an object), a pooler's

@@ -11,12 +11,39 @@ G_BEGIN_DECLS
 #define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
-#define VD_MAX_SE_CHANNELS 4096  /* squeeze width of a MobileNetV3 SE block */
-#define VD_MAX_RPN_CONVS 4       /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
-#define VD_MAX_BOX_CONVS 8       /* FastRCNNConvFCHead conv layers (v2: 4) */
-#define VD_MAX_MASK_CONVS 8      /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
+#define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
+#define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
+#define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_HEAD_CONVS 8     /* a one-stage head branch's 3x3 conv layers (4) */
 #define VD_MAX_KEYPOINT_CONVS 16 /* KeypointRCNNHeads conv layers (8) */
 #define VD_MAX_KEYPOINTS 256     /* KeypointRCNNPredictor's keypoints (COCO: 17) */
+
+/* The two kinds of detector over the shared backbone, FPN and anchors: torchvision's
+ * GeneralizedRCNN (RPN, RoI heads) and its one-stage detectors (a dense head on
+ * every FPN level, decoded directly; engine/RETINANET.md). */
+typedef enum {
+    VD_DETECTOR_TWO_STAGE = 0, /* "fasterrcnn", "maskrcnn", "keypointrcnn" */
+    VD_DETECTOR_ONE_STAGE,     /* "retinanet", "fcos" (SSD to come) */
+} vd_detector_kind;
+
+/* A one-stage detector's head (vd_config.head) */
+typedef enum {
+    VD_HEAD_RETINANET = 0, /* RetinaNetHead: sigmoid classes, BoxCoder deltas */
+    VD_HEAD_FCOS,          /* FCOSHead: sigmoid classes and centerness, distances
+                            * (BoxLinearCoder) after a ReLU */
+} vd_head_type;
+
+typedef struct {
+    vd_head_type type;
+    int n_cls_convs, n_reg_convs; /* 3x3 conv + ReLU layers of each branch (4) */
+    int topk_candidates;          /* per level, after the score threshold (1000) */
+    /* GroupNorm between each convolution (then without bias) and its ReLU
+     * (retinanet_resnet50_fpn_v2): 0 groups when the head has none */
+    int norm_groups;
+    float norm_eps;
+    gboolean normalize_by_size; /* FCOS's BoxLinearCoder */
+} vd_head_config;
 
 typedef enum {
     VD_BACKBONE_RESNET = 0,
@@ -60,6 +87,14 @@ typedef struct {
     float *weight; /* [out][in / groups][kernel][kernel] */
     float *bias;   /* [out] */
 } vd_conv;
+
+/* A GroupNorm's affine parameters: gamma [channels], beta [channels] (its groups and
+ * eps are the configuration's). */
+typedef struct {
+    int channels;
+    float *weight;
+    float *bias;
+} vd_norm;
 
 /* A linear layer: weight [out][in] as torchvision stores it, bias [out]. */
 typedef struct {
@@ -162,11 +197,17 @@ typedef struct {
         vd_mnv3_config mnv3;     /* VD_BACKBONE_MOBILENET_V3 */
     };
 
+    vd_detector_kind detector;
+
     /* FPN */
     int fpn_channels;        /* out_channels, 256 */
     gboolean fpn_pool_level; /* LastLevelMaxPool present ('pool' level) */
-    gboolean fpn_norm;       /* batch-norm after every FPN conv (v2; folded, no bias) */
-    int n_fpn_levels;        /* n_returned_layers + (pool ? 1 : 0) */
+    /* LastLevelP6P7 (one-stage detectors: levels 'p6', 'p7'): P6 = conv3x3/2 of P5
+     * (fpn_p6_from_p5) or of C5, P7 = conv3x3/2 of relu(P6) */
+    gboolean fpn_p6p7;
+    gboolean fpn_p6_from_p5;
+    gboolean fpn_norm; /* batch-norm after every FPN conv (v2; folded, no bias) */
+    int n_fpn_levels;  /* n_returned_layers + (pool ? 1 : 0) + (p6p7 ? 2 : 0) */
 
     /* anchors: per FPN level (same count of anchors per location on every level) */
     int n_anchor_sizes[VD_MAX_FPN_LEVELS];
@@ -192,10 +233,11 @@ typedef struct {
      * 3x3 conv + batch-norm + ReLU on the pooled features, flatten, one Linear + ReLU */
     int n_box_convs;
     int box_conv_channels[VD_MAX_BOX_CONVS];
+    /* the final detections' (both kinds; a one-stage head's own values) */
     float box_score_thresh;    /* 0.05, strict */
     float box_nms_thresh;      /* 0.5 */
     int detections_per_img;    /* 100 */
-    float bbox_reg_weights[4]; /* 10, 10, 5, 5 */
+    float bbox_reg_weights[4]; /* 10, 10, 5, 5 (RetinaNet: 1, 1, 1, 1) */
     float box_min_size;        /* torchvision hard-codes 1e-2 */
 
     /* Mask R-CNN (architecture "maskrcnn", engine/MASKRCNN.md): a second
@@ -227,6 +269,8 @@ typedef struct {
     char **keypoint_names; /* num_keypoints names, or NULL when the file has none */
     int n_skeleton;        /* pairs in skeleton */
     int *skeleton;         /* [n_skeleton][2] 0-based keypoint indices, or NULL */
+    /* one-stage detectors (detector VD_DETECTOR_ONE_STAGE) */
+    vd_head_config head;
 
     int num_classes;    /* including background */
     char **class_names; /* num_classes entries */
@@ -268,6 +312,16 @@ struct vd_model {
     vd_conv kp_convs[VD_MAX_KEYPOINT_CONVS]; /* 3x3 pad 1, bias, ReLU */
     vd_conv kp_deconv;                       /* ConvTranspose2d -> num_keypoints: weight in torch's
                                               * [in_channels][out_channels][k][k] order */
+    /* one-stage detectors: LastLevelP6P7's convolutions; the head's branches
+     * (3x3 conv + ReLU each, shared by every level) and their last convolutions */
+    vd_conv fpn_p6, fpn_p7;
+    vd_conv head_cls_convs[VD_MAX_HEAD_CONVS];
+    vd_conv head_reg_convs[VD_MAX_HEAD_CONVS];
+    vd_norm head_cls_norms[VD_MAX_HEAD_CONVS]; /* with config.head.norm_groups */
+    vd_norm head_reg_norms[VD_MAX_HEAD_CONVS];
+    vd_conv head_cls_logits;   /* 3x3 -> A * num_classes, channel a * K + k */
+    vd_conv head_bbox_reg;     /* 3x3 -> 4A, channel a * 4 + q */
+    vd_conv head_bbox_ctrness; /* FCOS: 3x3 -> A (out_channels 0 otherwise) */
 
     /* int8 calibration (the file's "int8_calibration", vd_calibration.c): activation
      * name -> largest |value| (float *); NULL when the file has none */

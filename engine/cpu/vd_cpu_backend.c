@@ -6,14 +6,18 @@
  *
  * Every oneDNN call goes through vd_cpu_layers.c (oneDNN 2.x and 3.x). Each
  * backbone has its own file (vd_cpu_resnet.c, vd_cpu_mnv3.c) that plans it,
- * registered in cpu_backbones[] by the model's backbone type; this file plans
- * the rest (the FPN, the RPN, the heads), runs the whole and holds what they
- * share (vd_cpu_private.h). A plan (one per padded input size) holds its run
- * from the input conversion to the RPN's convolutions as a list of steps
+ * registered in cpu_backbones[] by the model's backbone type; each kind of
+ * detector a cpu_detector, registered in cpu_detectors[]: the two-stage one (the
+ * RPN, the RoI heads) is in this file, the one-stage one (RetinaNet, FCOS:
+ * engine/RETINANET.md) in vd_cpu_onestage.c. This file plans the FPN and the
+ * anchors that every kind shares, runs the whole and holds what they share
+ * (vd_cpu_private.h). A plan (one per padded input size) holds its run
+ * from the input conversion to the heads' convolutions (the RPN's, a one-stage
+ * head's) as a list of steps
  * (cpu_step: a convolution, a oneDNN primitive with its arguments, a
  * hand-written op such as the FPN's upsampling, the stream's wait), each with
  * its calibration record, which detect_one() runs in order between the
- * stages' marks and the observer's points; the heads run per frame on the
+ * stages' marks and the observer's points; the RoI heads run per frame on the
  * proposals.
  *
  * Layout: activations are in oneDNN's blocked layout from the first convolution to
@@ -482,6 +486,10 @@ static void plan_free(cpu_plan *plan)
         conv_clear(&plan->fpn_inner[i]);
         conv_clear(&plan->fpn_layer[i]);
     }
+    conv_clear(&plan->fpn_p6);
+    conv_clear(&plan->fpn_p7);
+    if (plan->detector != NULL && plan->detector->plan_clear != NULL)
+        plan->detector->plan_clear(plan);
     for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
         vd_layers_primitive_free(plan->fpn_quantize[l]);
         vd_layers_scales_clear(&plan->fpn_quantize_scales[l]);
@@ -637,6 +645,31 @@ static gboolean step_pool_level(cpu_state *st, const cpu_step *step, GError **er
     return TRUE;
 }
 
+/* relu(@src) into @dst, both of one shape, layout and type (LastLevelP6P7's
+ * input of P7); NaN stays NaN as in torch. */
+static gboolean step_relu(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    size_t bytes = tensor_size(step->src);
+    if (step->src->dt == dnnl_f32) {
+        const float *s = step->src->data;
+        float *d = step->dst->data;
+#pragma omp parallel for
+        for (size_t i = 0; i < bytes / sizeof(float); i++)
+            d[i] = s[i] < 0.0f ? 0.0f : s[i];
+    } else {
+        /* bfloat16 and fp16: a negative number has the sign bit and is not NaN */
+        const uint16_t *s = step->src->data;
+        uint16_t *d = step->dst->data;
+        uint16_t inf = step->src->dt == dnnl_bf16 ? 0x7f80u : 0x7c00u;
+#pragma omp parallel for
+        for (size_t i = 0; i < bytes / sizeof(uint16_t); i++)
+            d[i] = (s[i] & 0x8000u) && (s[i] & 0x7fffu) <= inf ? 0u : s[i];
+    }
+    return TRUE;
+}
+
 /* Steps [@from, @to) of the plan, each followed by its calibration record. */
 static gboolean run_steps(cpu_state *st, const cpu_plan *plan, guint from, guint to, GError **error)
 {
@@ -722,37 +755,61 @@ gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned
     return TRUE;
 }
 
-/* FPN and RPN in the activation type (the RPN head writes float32); the top-down
- * sums, then the RPN's hidden layer of every level (the levels run one after the
- * other) in the temps. int8: the lateral convolutions read the quantised C_i and
- * write the top-down sums in s8 (the upsampling copies them as they are), the 3x3
- * output convolutions read those and write real P levels (RoIAlign's input), which
- * are quantised again for the RPN's first convolution; that one writes real
- * values, and the rest of the RPN (v2's further convolutions, the head) runs in
- * float. */
-static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
+/* LastLevelP6P7 (one-stage detectors): P6 = conv3x3/2 of P5 or C5, P7 =
+ * conv3x3/2 of relu(P6), in tensors of their own (float layers only: int8 covers
+ * the two-stage detectors). */
+static gboolean plan_p6p7(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    int n_ret = cfg->n_returned_layers, fc = cfg->fpn_channels;
+    dnnl_data_type_t dt = act_dt(st);
+    cpu_tensor *src =
+        cfg->fpn_p6_from_p5 ? plan->fpn_out[n_ret - 1] : plan->returned_out[n_ret - 1];
+    int h6 = conv_out_size(src->h, 3, 2, 1), w6 = conv_out_size(src->w, 3, 2, 1);
+    cpu_tensor *p6 = plan_tensor(st, plan, h6, w6, fc, dt, TRUE, NULL, error);
+    plan->p6_relu = p6 ? plan_tensor(st, plan, h6, w6, fc, dt, TRUE, NULL, error) : NULL;
+    cpu_tensor *p7 = plan->p6_relu
+                         ? plan_tensor(st, plan, conv_out_size(h6, 3, 2, 1),
+                                       conv_out_size(w6, 3, 2, 1), fc, dt, TRUE, NULL, error)
+                         : NULL;
+    if (p7 == NULL ||
+        !conv_init_model(st, &plan->fpn_p6, &model->fpn_p6, src, p6, FALSE, VD_ACT_NONE, error) ||
+        !conv_init_model(st, &plan->fpn_p7, &model->fpn_p7, plan->p6_relu, p7, FALSE, VD_ACT_NONE,
+                         error))
+        return FALSE;
+    plan->fpn_out[n_ret] = p6;
+    plan->fpn_out[n_ret + 1] = p7;
+    plan_step_conv(plan, &plan->fpn_p6);
+    plan_step(plan, step_wait, "FPN P6");
+    cpu_step *relu = plan_step(plan, step_relu, "FPN P6's ReLU");
+    relu->src = p6;
+    relu->dst = plan->p6_relu;
+    plan_step_conv(plan, &plan->fpn_p7);
+    return TRUE;
+}
+
+/* The FPN in the activation type, every kind of detector's: the top-down sums in
+ * the temps, the P levels, the pool level or P6 and P7. int8: the lateral
+ * convolutions read the quantised C_i and write the top-down sums in s8 (the
+ * upsampling copies them as they are), the 3x3 output convolutions read those and
+ * write real P levels (RoIAlign's input). */
+static gboolean plan_fpn(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     int n_ret = cfg->n_returned_layers;
     int fc = cfg->fpn_channels;
-    int A = cfg->anchors_per_location;
     dnnl_data_type_t dt = act_dt(st);
     gboolean int8 = st->int8;
-    float sum_scale[4] = {0}, level_scale[VD_MAX_FPN_LEVELS] = {0};
+    float sum_scale[4] = {0};
     if (int8) {
         char name[64];
         for (int i = 0; i < n_ret; i++) {
             g_snprintf(name, sizeof(name), "backbone.fpn.inner_blocks.%d", i);
             if (!range_scale(st, name, FALSE, &sum_scale[i], error))
                 return FALSE;
-            g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
-            if (!range_scale(st, name, FALSE, &level_scale[i], error))
-                return FALSE;
         }
-        /* the pool level: every other value of the top level */
-        for (int l = n_ret; l < cfg->n_fpn_levels; l++)
-            level_scale[l] = level_scale[n_ret - 1];
     }
 
     plan->n_returned = n_ret;
@@ -767,8 +824,9 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             sums_at += (bytes + 63) / 64 * 64;
         }
         /* C_i is dead once the lateral convolution has read it, before the 3x3
-         * convolution writes P_i */
-        void *out_data = bytes <= tensor_size(c) ? c->data : NULL;
+         * convolution writes P_i (but C5 where P6 reads it) */
+        gboolean c_read_later = i == n_ret - 1 && cfg->fpn_p6p7 && !cfg->fpn_p6_from_p5;
+        void *out_data = bytes <= tensor_size(c) && !c_read_later ? c->data : NULL;
         plan->fpn_sum[i] =
             plan_tensor(st, plan, c->h, c->w, fc, int8 ? dnnl_s8 : dt, TRUE, sum_data, error);
         plan->fpn_out[i] = plan_tensor(st, plan, c->h, c->w, fc, dt, TRUE, out_data, error);
@@ -810,7 +868,37 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         pool->src = top;
         pool->dst = plan->fpn_out[n_ret];
     }
+    if (cfg->fpn_p6p7 && !plan_p6p7(st, plan, error))
+        return FALSE;
     plan->steps_fpn = plan->steps->len;
+    return TRUE;
+}
+
+/* The RPN's convolutions in the activation type (the head writes float32), the
+ * hidden layer of every level (the levels run one after the other) in the temps.
+ * int8: the P levels are quantised again for the RPN's first convolution; that one
+ * writes real values, and the rest of the RPN (v2's further convolutions, the
+ * head) runs in float. */
+static gboolean plan_rpn(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    int n_ret = cfg->n_returned_layers;
+    int fc = cfg->fpn_channels;
+    dnnl_data_type_t dt = act_dt(st);
+    gboolean int8 = st->int8;
+    float level_scale[VD_MAX_FPN_LEVELS] = {0};
+    if (int8) {
+        char name[64];
+        for (int i = 0; i < n_ret; i++) {
+            g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
+            if (!range_scale(st, name, FALSE, &level_scale[i], error))
+                return FALSE;
+        }
+        /* the pool level: every other value of the top level */
+        for (int l = n_ret; l < cfg->n_fpn_levels; l++)
+            level_scale[l] = level_scale[n_ret - 1];
+    }
 
     for (int l = 0; l < plan->n_levels; l++) {
         cpu_tensor *p = plan->fpn_out[l];
@@ -865,8 +953,15 @@ static gboolean plan_fpn_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         plan_step_conv(plan, &plan->rpn_head[l]);
     }
     plan_step(plan, step_wait, "RPN");
+    return TRUE;
+}
 
-    /* anchors, once per size (spec §3) */
+/* The anchors of every level, once per size (spec §3), every kind's: torchvision's
+ * AnchorGenerator, A per location on each level. */
+static gboolean plan_anchors(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    int A = cfg->anchors_per_location;
     int total = 0;
     for (int l = 0; l < plan->n_levels; l++) {
         plan->level_anchor_offset[l] = total;
@@ -904,13 +999,15 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     plan->names = g_string_chunk_new(256);
 
     plan->backbone = st->backbone;
+    plan->detector = st->detector;
 
     st->planning = plan;
     gboolean ok = st->backbone->plan(st, plan, error);
     if (ok) {
         plan_step(plan, step_wait, "backbone");
         plan->steps_backbone = plan->steps->len;
-        ok = plan_fpn_rpn(st, plan, error);
+        ok = plan_fpn(st, plan, error) && plan_anchors(st, plan, error) &&
+             st->detector->plan(st, plan, error);
     }
     st->planning = NULL;
     if (!ok) {
@@ -946,29 +1043,34 @@ gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GErr
     return TRUE;
 }
 
-/* Passes a tensor to the observer as float32 NCHW. */
-static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *t)
+void observe_tensor_channels(vd_context *ctx, const char *name, const cpu_tensor *t, int n_c)
 {
     if (!vd_context_observing(ctx))
         return;
+    n_c = n_c > 0 ? MIN(n_c, t->c) : t->c;
     size_t hw = (size_t)t->h * t->w;
-    float *nchw = g_try_malloc(hw * t->c * sizeof(float));
+    float *nchw = g_try_malloc(MAX(hw * n_c, 1) * sizeof(float));
     if (nchw == NULL)
         return;
-    for (int c = 0; c < t->c; c++)
+    for (int c = 0; c < n_c; c++)
         for (size_t p = 0; p < hw; p++) {
             size_t at = t->cb > 0             ? ((size_t)(c / t->cb) * hw + p) * t->cb + c % t->cb
                         : t->tag == dnnl_nchw ? (size_t)c * hw + p
                                               : p * t->c + c;
             nchw[(size_t)c * hw + p] = load_f32(t->data, t->dt, at);
         }
-    int64_t shape[4] = {1, t->c, t->h, t->w};
+    int64_t shape[4] = {1, n_c, t->h, t->w};
     vd_context_observe(ctx, name, nchw, shape, 4);
     g_free(nchw);
 }
 
-/* Infinite and NaN values among @n floats (vd_result.n_nonfinite). */
-static int count_nonfinite(const float *values, size_t n)
+/* Passes a tensor to the observer as float32 NCHW. */
+static void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *t)
+{
+    observe_tensor_channels(ctx, name, t, 0);
+}
+
+int count_nonfinite(const float *values, size_t n)
 {
     int count = 0;
     for (size_t i = 0; i < n; i++)
@@ -1911,6 +2013,28 @@ out_free:
 }
 
 /* RoIHeads.postprocess_detections (spec §6.2) and the rescale of spec §1.5. */
+void write_detections(const vd_image *image, int rh, int rw, const float *boxes,
+                      const float *scores, const int *labels, const int *keep, int kept,
+                      vd_result *result)
+{
+    float ry = (float)image->height / (float)rh;
+    float rx = (float)image->width / (float)rw;
+    result->width = image->width;
+    result->height = image->height;
+    result->n_detections = kept;
+    result->detections = g_new0(vd_detection, MAX(kept, 1));
+    for (int j = 0; j < kept; j++) {
+        const float *b = boxes + 4 * (size_t)keep[j];
+        vd_detection *d = &result->detections[j];
+        d->x1 = b[0] * rx;
+        d->y1 = b[1] * ry;
+        d->x2 = b[2] * rx;
+        d->y2 = b[3] * ry;
+        d->score = scores[keep[j]];
+        d->label = labels[keep[j]];
+    }
+}
+
 static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, int n_props,
                             float *head, int resized_h, int resized_w, const vd_image *image,
                             vd_result *result, float **resized_boxes, GError **error)
@@ -1953,23 +2077,7 @@ static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, 
     }
     int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
     kept = MIN(kept, ctx->params.max_detections);
-
-    float ry = (float)image->height / (float)resized_h;
-    float rx = (float)image->width / (float)resized_w;
-    result->width = image->width;
-    result->height = image->height;
-    result->n_detections = kept;
-    result->detections = g_new0(vd_detection, MAX(kept, 1));
-    for (int j = 0; j < kept; j++) {
-        const float *b = boxes + 4 * (size_t)keep[j];
-        vd_detection *d = &result->detections[j];
-        d->x1 = b[0] * rx;
-        d->y1 = b[1] * ry;
-        d->x2 = b[2] * rx;
-        d->y2 = b[3] * ry;
-        d->score = scores[keep[j]];
-        d->label = labels[keep[j]];
-    }
+    write_detections(image, resized_h, resized_w, boxes, scores, labels, keep, kept, result);
     if (resized_boxes != NULL) {
         /* the mask branch's RoIs: the kept boxes before the rescale */
         *resized_boxes = try_alloc((size_t)MAX(kept, 1) * 4, "detections", error);
@@ -1993,62 +2101,15 @@ out_free:
     return ok;
 }
 
-static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image, vd_result *result,
-                           gboolean observe, GError **error)
+/* The two-stage detectors' run after the RPN's convolutions: proposals, the box
+ * head, postprocess, the mask branch. */
+static gboolean detect_two_stage(cpu_state *st, vd_context *ctx, cpu_plan *plan, int rh, int rw,
+                                 const vd_image *image, vd_result *result, gboolean observe,
+                                 GError **error)
 {
     const vd_config *cfg = &st->model->config;
-    int rh, rw, ph, pw;
     float *props = NULL, *pscores = NULL, *head = NULL;
     gboolean ok = FALSE;
-
-    if (image->width <= 0 || image->height <= 0) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is empty",
-                    image->width, image->height);
-        return FALSE;
-    }
-    vd_context_stages_begin(ctx);
-    vd_config_transform_sizes(cfg, image->height, image->width, &rh, &rw, &ph, &pw);
-    if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
-        plan_free(st->plan);
-        st->plan = plan_new(st, ph, pw, error);
-        if (st->plan == NULL || !ensure_scratchpad(st, error))
-            return FALSE;
-    }
-    cpu_plan *plan = st->plan;
-
-    if (!vd_cpu_preprocess(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic, rh, rw,
-                           ph, pw, plan->input->data, error))
-        return FALSE;
-    if (observe) {
-        float size[2] = {(float)rh, (float)rw};
-        int64_t shape[1] = {2};
-        vd_context_observe(ctx, "image_size", size, shape, 1);
-        observe_tensor(ctx, "input", plan->input);
-    }
-    vd_context_stage_mark(ctx, VD_STAGE_PREPROCESS);
-
-    if (!run_steps(st, plan, 0, plan->steps_backbone, error))
-        return FALSE;
-    st->frames_seen += st->ranges_seen != NULL;
-    vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
-    if (!run_steps(st, plan, plan->steps_backbone, plan->steps_fpn, error))
-        return FALSE;
-    if (observe) {
-        for (int l = 0; l < plan->n_levels; l++) {
-            char name[32];
-            if (l < plan->n_returned)
-                g_snprintf(name, sizeof(name), "fpn.%d", l);
-            else
-                g_snprintf(name, sizeof(name), "fpn.pool");
-            observe_tensor(ctx, name, plan->fpn_out[l]);
-        }
-        int64_t shape[2] = {plan->n_anchors, 4};
-        vd_context_observe(ctx, "anchors", plan->anchors, shape, 2);
-    }
-    vd_context_stage_mark(ctx, VD_STAGE_FPN);
-
-    if (!run_steps(st, plan, plan->steps_fpn, plan->steps->len, error))
-        return FALSE;
     int n_nonfinite = 0;
     int n_props = run_rpn(st, plan, rh, rw, &props, &pscores, &n_nonfinite, error);
     if (n_props < 0)
@@ -2104,6 +2165,64 @@ out_free:
     return ok;
 }
 
+static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image, vd_result *result,
+                           gboolean observe, GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    int rh, rw, ph, pw;
+    if (image->width <= 0 || image->height <= 0) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INVALID_ARGUMENT, "image size %dx%d is empty",
+                    image->width, image->height);
+        return FALSE;
+    }
+    vd_context_stages_begin(ctx);
+    vd_config_transform_sizes(cfg, image->height, image->width, &rh, &rw, &ph, &pw);
+    if (st->plan == NULL || st->plan->padded_h != ph || st->plan->padded_w != pw) {
+        plan_free(st->plan);
+        st->plan = plan_new(st, ph, pw, error);
+        if (st->plan == NULL || !ensure_scratchpad(st, error))
+            return FALSE;
+    }
+    cpu_plan *plan = st->plan;
+
+    if (!vd_cpu_preprocess(image, cfg->image_mean, cfg->image_std, cfg->resize_arithmetic, rh, rw,
+                           ph, pw, plan->input->data, error))
+        return FALSE;
+    if (observe) {
+        float size[2] = {(float)rh, (float)rw};
+        int64_t shape[1] = {2};
+        vd_context_observe(ctx, "image_size", size, shape, 1);
+        observe_tensor(ctx, "input", plan->input);
+    }
+    vd_context_stage_mark(ctx, VD_STAGE_PREPROCESS);
+
+    if (!run_steps(st, plan, 0, plan->steps_backbone, error))
+        return FALSE;
+    st->frames_seen += st->ranges_seen != NULL;
+    vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
+    if (!run_steps(st, plan, plan->steps_backbone, plan->steps_fpn, error))
+        return FALSE;
+    if (observe) {
+        for (int l = 0; l < plan->n_levels; l++) {
+            char name[32];
+            if (l < plan->n_returned)
+                g_snprintf(name, sizeof(name), "fpn.%d", l);
+            else if (cfg->fpn_p6p7)
+                g_snprintf(name, sizeof(name), "fpn.p%d", 6 + l - plan->n_returned);
+            else
+                g_snprintf(name, sizeof(name), "fpn.pool");
+            observe_tensor(ctx, name, plan->fpn_out[l]);
+        }
+        int64_t shape[2] = {plan->n_anchors, 4};
+        vd_context_observe(ctx, "anchors", plan->anchors, shape, 2);
+    }
+    vd_context_stage_mark(ctx, VD_STAGE_FPN);
+
+    if (!run_steps(st, plan, plan->steps_fpn, plan->steps->len, error))
+        return FALSE;
+    return st->detector->detect(st, ctx, plan, rh, rw, image, result, observe, error);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Backend interface                                                         */
 
@@ -2128,6 +2247,8 @@ static void cpu_destroy(void *p)
     free(st->wino_ws);
     g_free(st->rpn_head_weight);
     g_free(st->rpn_head_bias);
+    if (st->detector != NULL && st->detector->clear != NULL)
+        st->detector->clear(st);
     if (st->ranges_seen != NULL)
         g_hash_table_unref(st->ranges_seen);
     vd_xnn_free(st->xnn);
@@ -2245,6 +2366,52 @@ static gboolean choose_layout(cpu_state *st, GError **error)
     return ok;
 }
 
+/* The two-stage detectors' own checks: a box head whose fc6 takes the pooler's
+ * output. */
+static gboolean two_stage_supports(const vd_model *model, vd_precision precision,
+                                   const vd_context_params *params, GError **error)
+{
+    (void)precision;
+    (void)params;
+    const vd_config *cfg = &model->config;
+    /* the conv head (v2) feeds fc6 with its last convolution's channels */
+    int head_channels = cfg->n_box_convs > 0 ? model->box_convs[cfg->n_box_convs - 1].out_channels
+                                             : cfg->fpn_channels;
+    if (head_channels * cfg->roi_output_size * cfg->roi_output_size != model->fc6.in_features) {
+        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "fc6 takes %d inputs, the pooler gives %d",
+                    model->fc6.in_features,
+                    head_channels * cfg->roi_output_size * cfg->roi_output_size);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void two_stage_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
+                              GStringChunk *strings);
+
+/* The two-stage detectors (GeneralizedRCNN: Faster and Mask R-CNN) */
+static const cpu_detector vd_cpu_two_stage = {
+    .kind = VD_DETECTOR_TWO_STAGE,
+    .supports = two_stage_supports,
+    .prepare = prepare_weights,
+    .clear = NULL, /* cpu_destroy() frees the RPN head and the box head */
+    .plan = plan_rpn,
+    .plan_clear = NULL, /* plan_free() frees the RPN's convolutions */
+    .detect = detect_two_stage,
+    .kernels = two_stage_kernels,
+};
+
+/* The kinds of detector, by the model's (vd_cpu_private.h). */
+static const cpu_detector *const cpu_detectors[] = {&vd_cpu_two_stage, &vd_cpu_one_stage};
+
+static const cpu_detector *detector_of(const vd_model *model)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(cpu_detectors); i++)
+        if (cpu_detectors[i]->kind == model->config.detector)
+            return cpu_detectors[i];
+    return &vd_cpu_two_stage;
+}
+
 /* The backbones, by the model's backbone type (vd_cpu_private.h). */
 static const cpu_backbone *const cpu_backbones[] = {&vd_cpu_resnet, &vd_cpu_mnv3};
 
@@ -2359,6 +2526,8 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
                     vd_precision_name(precision));
         return FALSE;
     }
+    if (!detector_of(model)->supports(model, precision, params, error))
+        return FALSE;
     if ((params->calibrate || precision == VD_PRECISION_INT8) && !backbone->int8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "int8 covers the ResNet backbones, not %s (%s): use fp32 or bf16",
@@ -2391,15 +2560,6 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
                         cfg->fpn_channels);
             return FALSE;
         }
-    }
-    /* the conv head (v2) feeds fc6 with its last convolution's channels */
-    int head_channels = cfg->n_box_convs > 0 ? model->box_convs[cfg->n_box_convs - 1].out_channels
-                                             : cfg->fpn_channels;
-    if (head_channels * cfg->roi_output_size * cfg->roi_output_size != model->fc6.in_features) {
-        g_set_error(error, VD_ERROR, VD_ERROR_FORMAT, "fc6 takes %d inputs, the pooler gives %d",
-                    model->fc6.in_features,
-                    head_channels * cfg->roi_output_size * cfg->roi_output_size);
-        return FALSE;
     }
 
     if (precision == VD_PRECISION_BF16 && !caps.native_bf16) {
@@ -2440,6 +2600,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->layers_why = layers_why;
     st->model = ctx->model;
     st->backbone = backbone_of(ctx->model);
+    st->detector = detector_of(ctx->model);
     st->caps = caps;
     st->cb = caps.channel_block;
     st->block_tag = st->cb == 16 ? dnnl_nChw16c : dnnl_nChw8c;
@@ -2474,7 +2635,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
         (g_strcmp0(winograd, "0") != 0 && !st->winograd && st->cb == 8 && caps.own_winograd_ok);
     if (st->bf16 || st->fp16) /* float32 only (use_winograd) */
         st->winograd = st->own_winograd = FALSE;
-    if (!choose_layout(st, error) || !prepare_weights(st, error)) {
+    if (!choose_layout(st, error) || !st->detector->prepare(st, error)) {
         cpu_destroy(st);
         return NULL;
     }
@@ -2577,7 +2738,6 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
     cpu_plan *plan = st->plan;
     char name[96];
     if (plan != NULL) {
-        const vd_model *m = st->model;
         kernel_add(out, strings, plan->input_convert, "reorder", "transform.input");
         plan->backbone->kernels(st, plan, out, strings);
         for (int i = 0; i < plan->n_returned; i++) {
@@ -2586,6 +2746,22 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
             g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
             conv_kernels(out, strings, &plan->fpn_layer[i], name);
         }
+        if (st->model->config.fpn_p6p7) {
+            conv_kernels(out, strings, &plan->fpn_p6, "backbone.fpn.extra_blocks.p6");
+            conv_kernels(out, strings, &plan->fpn_p7, "backbone.fpn.extra_blocks.p7");
+        }
+    }
+    st->detector->kernels(st, plan, out, strings);
+}
+
+/* The two-stage detectors' primitives: the RPN's convolutions, the box head's and
+ * the mask branch's of the row counts run so far. */
+static void two_stage_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
+                              GStringChunk *strings)
+{
+    char name[96];
+    if (plan != NULL) {
+        const vd_model *m = st->model;
         for (int l = 0; l < plan->n_levels; l++) {
             kernel_add(out, strings, plan->fpn_quantize[l], "reorder",
                        "rpn.head.quantise[level %d]", l);

@@ -117,7 +117,7 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
     }
     if (n_features == cfg->mnv3.n_blocks + 2)
         feature_max = MAX(feature_max, act_bytes(st, h, w, cfg->mnv3.last_channels, dt));
-    /* the FPN's top-down sums and the RPN's hidden layer (plan_fpn_rpn), at the
+    /* the FPN's top-down sums and the RPN's hidden layer (plan_fpn, plan_rpn), at the
      * returned features' sizes */
     size_t sums = 0, hidden = 0;
     {

@@ -158,6 +158,24 @@ void vd_decode_boxes(const float *refs, const float *deltas, int n, const float 
         decode_range(refs, deltas, begin, MIN(begin + chunk, n), weights, out);
 }
 
+void vd_decode_linear_boxes(const float *refs, const float *codes, int n,
+                            gboolean normalize_by_size, float *out)
+{
+    for (int i = 0; i < n; i++) {
+        const float *b = refs + 4 * (size_t)i, *r = codes + 4 * (size_t)i;
+        /* torch's float32 tensor operations, one rounding each (no FMA) */
+        float ctr_x = 0.5f * (b[0] + b[2]), ctr_y = 0.5f * (b[1] + b[3]);
+        float w = normalize_by_size ? b[2] - b[0] : 1.0f;
+        float h = normalize_by_size ? b[3] - b[1] : 1.0f;
+        float l = r[0] * w, t = r[1] * h, rr = r[2] * w, bb = r[3] * h;
+        float *o = out + 4 * (size_t)i;
+        o[0] = ctr_x - l;
+        o[1] = ctr_y - t;
+        o[2] = ctr_x + rr;
+        o[3] = ctr_y + bb;
+    }
+}
+
 void vd_clip_boxes(float *boxes, int n, float height, float width)
 {
     for (int i = 0; i < n; i++)

@@ -90,6 +90,14 @@ int vd_topk(const float *values, int n, int k, int *indices);
 void vd_decode_boxes(const float *refs, const float *deltas, int n, const float weights[4],
                      float *out);
 
+/* BoxLinearCoder.decode (FCOS) for @n points: @codes [n][4] (left, top, right,
+ * bottom distances), @refs [n][4] the anchors; with @normalize_by_size the
+ * distances are in units of the anchor's width and height. torch's float32
+ * arithmetic: centre 0.5 * (x1 + x2), one product per distance, one sum or
+ * difference. @out may be @codes (not @refs). */
+void vd_decode_linear_boxes(const float *refs, const float *codes, int n,
+                            gboolean normalize_by_size, float *out);
+
 /* Clips boxes to [0, width] x [0, height] in place (torch.clamp: NaN stays). */
 void vd_clip_boxes(float *boxes, int n, float height, float width);
 

@@ -146,6 +146,30 @@ typedef struct {
 
 typedef struct cpu_state cpu_state;
 typedef struct cpu_step cpu_step;
+typedef struct cpu_detector cpu_detector;
+
+/* A one-stage detector's plan (cpu_plan.one_stage, vd_cpu_onestage.c): on every
+ * level, each branch's 3x3 conv + ReLU layers over two hidden buffers shared by
+ * the levels and branches (they run one after the other), then its last
+ * convolution into float32 outputs (channels padded to the channel block:
+ * cpu_one_stage_weights). */
+typedef struct {
+    cpu_conv cls_convs[VD_MAX_FPN_LEVELS][VD_MAX_HEAD_CONVS];
+    cpu_conv reg_convs[VD_MAX_FPN_LEVELS][VD_MAX_HEAD_CONVS];
+    cpu_conv cls_logits[VD_MAX_FPN_LEVELS];
+    cpu_conv bbox_reg[VD_MAX_FPN_LEVELS];
+    cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
+    cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A (FCOS: + A centerness)], float32 */
+} cpu_one_stage_plan;
+
+/* A one-stage head's last convolutions with their output channels padded with
+ * zeros to a multiple of the channel block (as the RPN head's: oneDNN's SSE4.1
+ * kernels take no partial block), prepared once per context. */
+typedef struct {
+    vd_conv cls_logits; /* [A * K padded][C][3][3] */
+    vd_conv bbox_reg;   /* [4A padded][C][3][3]; FCOS: bbox_reg and bbox_ctrness, [4A + A
+                         * padded] */
+} cpu_one_stage_weights;
 
 /* What a step runs: step_conv(), step_primitive(), step_wait()
  * or a hand-written op over the step's operands (a backbone's own, such as
@@ -201,6 +225,10 @@ typedef struct {
     cpu_tensor *fpn_out[VD_MAX_FPN_LEVELS]; /* P levels */
     cpu_conv fpn_inner[4];
     cpu_conv fpn_layer[4];
+    /* LastLevelP6P7 (one-stage detectors): P6 and P7 are fpn_out[n_returned],
+     * fpn_out[n_returned + 1]; P7's input is relu(P6), a copy */
+    cpu_conv fpn_p6, fpn_p7;
+    cpu_tensor *p6_relu;
 
     /* int8: the quantisation of the P levels for the RPN's first convolution */
     dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
@@ -232,6 +260,8 @@ typedef struct {
     int n_anchors;
     int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
 
+    cpu_one_stage_plan one_stage; /* one-stage detectors' heads */
+
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
     vd_pooler_levels pooler;
     vd_pooler_levels mask_pooler;     /* Mask R-CNN's second pooler (its own levels) */
@@ -242,13 +272,15 @@ typedef struct {
     GHashTable *wino_weights;
 
     /* The run: the backbone's steps (to steps_backbone: from the input
-     * conversion to the FPN's inputs), the FPN's (to steps_fpn), the RPN's
-     * convolutions (to the end), each part ending with the stream's wait. */
+     * conversion to the FPN's inputs), the FPN's (to steps_fpn), the
+     * detector's heads' convolutions (to the end: the RPN's, a one-stage head's),
+     * each part ending with the stream's wait. */
     GArray *steps; /* cpu_step */
     guint steps_backbone, steps_fpn;
     GStringChunk *names; /* the steps' calibration names */
 
     const cpu_backbone *backbone; /* the one that planned it (plan_free) */
+    const cpu_detector *detector; /* idem */
 } cpu_plan;
 
 /* One linear layer of the box head as a matmul primitive for @rows RoIs over the
@@ -404,6 +436,9 @@ struct cpu_state {
     size_t wino_ws_size;
     void *wino_ws;
 
+    const cpu_detector *detector;    /* the model's kind (cpu_detectors[]) */
+    cpu_one_stage_weights one_stage; /* a one-stage detector's (vd_cpu_onestage.c) */
+
     cpu_plan *plan;
     cpu_plan *planning; /* the plan being built (plan_new) */
 };
@@ -419,7 +454,7 @@ struct cpu_state {
  *   plan->returned_scale[] for int8) and the steps that compute them from
  *   plan->input, in order (plan_step_conv(), plan_step_primitive(),
  *   plan_step(), with their calibration records: step_record()); plan_new()
- *   ends them with the stream's wait, and plan_fpn_rpn() follows.
+ *   ends them with the stream's wait, and plan_fpn() follows.
  * @clear: frees what @plan created beyond the plan's tensors, buffers and steps
  *   (also on a plan that failed half-way).
  * @kernels: appends its primitives (cpu_kernels()) under their layers' names.
@@ -434,6 +469,45 @@ struct cpu_backbone {
 
 extern const cpu_backbone vd_cpu_resnet;
 extern const cpu_backbone vd_cpu_mnv3;
+
+/* A kind of detector on the CPU (vd_detector_kind), over the backbone's and the
+ * FPN's steps and the anchors, which every kind shares (cpu_detectors[] in
+ * vd_cpu_backend.c: the two-stage one there, the one-stage one in
+ * vd_cpu_onestage.c).
+ * @supports: what it refuses beyond cpu_supports()'s checks (precision, shapes).
+ * @prepare: its size-independent weights, once per context (@clear frees them).
+ * @plan: its steps after the FPN's (its heads' convolutions), its own part of
+ *   the plan (@plan_clear frees what is not the plan's tensors and buffers).
+ * @detect: after every step has run, the frame's detections into @result from
+ *   the heads' outputs (@rh x @rw the resized size), observing its tensors when
+ *   @observe, marking its stages.
+ * @kernels: appends its primitives (cpu_kernels()). */
+struct cpu_detector {
+    vd_detector_kind kind;
+    gboolean (*supports)(const vd_model *model, vd_precision precision,
+                         const vd_context_params *params, GError **error);
+    gboolean (*prepare)(cpu_state *st, GError **error);
+    void (*clear)(cpu_state *st);
+    gboolean (*plan)(cpu_state *st, cpu_plan *plan, GError **error);
+    void (*plan_clear)(cpu_plan *plan);
+    gboolean (*detect)(cpu_state *st, vd_context *ctx, cpu_plan *plan, int rh, int rw,
+                       const vd_image *image, vd_result *result, gboolean observe, GError **error);
+    void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out, GStringChunk *strings);
+};
+
+extern const cpu_detector vd_cpu_one_stage;
+
+/* The final detections: @kept boxes of @boxes ([n][4] in the resized @rh x @rw
+ * image), @scores and @labels at indices @keep, rescaled to @image's size, into
+ * @result (its detections newly allocated). */
+void write_detections(const vd_image *image, int rh, int rw, const float *boxes,
+                      const float *scores, const int *labels, const int *keep, int kept,
+                      vd_result *result);
+/* Passes @c channels of tensor @t to the context's observer as float32 NCHW
+ * (all of them when @c is 0). */
+void observe_tensor_channels(vd_context *ctx, const char *name, const cpu_tensor *t, int c);
+/* Infinite and NaN values among @n floats (vd_result.n_nonfinite). */
+int count_nonfinite(const float *values, size_t n);
 
 /* Memory and tensors */
 void *try_alloc(size_t n_floats, const char *what, GError **error);

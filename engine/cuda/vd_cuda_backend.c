@@ -1915,8 +1915,15 @@ static gboolean cuda_supports(const vd_model *model, const vd_context_params *pa
 {
     const vd_config *cfg = &model->config;
     const cuda_backbone *backbone = backbone_of(model);
+    /* no new CUDA features before the backend has run on a GPU */
+    if (cfg->detector != VD_DETECTOR_TWO_STAGE) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "the CUDA backend does not run the one-stage detectors (%s): use the CPU "
+                    "backend",
+                    vd_model_description(model));
+        return FALSE;
+    }
     if (vd_config_keypoint_parts(cfg) != NULL) {
-        /* no new CUDA features before the backend has run on a GPU */
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "the CUDA backend does not run keypointrcnn (Keypoint R-CNN) models: %s is "
                     "not on the GPU (%s): use the CPU backend",

@@ -358,6 +358,96 @@ fixture *fx_tiny_mask(gboolean norm)
     return fx_mask(&a, &m);
 }
 
+/* The tiny one-stage detectors (engine/RETINANET.md): tiny_basic()'s ResNet
+ * returning stages 2-4 into an 8-channel FPN with LastLevelP6P7, on the five levels
+ * a head of @n_convs 3x3 convolutions per branch, 3 classes.
+ * RetinaNet: P6 from P5, 2 anchors per location (2 sizes, 1 ratio), the
+ *   convolutions with bias ('conv.<j>.0'); @v2: P6 from C5, the convolutions
+ *   without bias and GroupNorm (2 groups) after each ('conv.<j>.1').
+ * FCOS (@fcos): P6 from P5, 1 anchor per location, conv with bias
+ *   ('conv.<3j>') and GroupNorm ('conv.<3j + 1>'), the centerness convolution. */
+static fixture *fx_tiny_one_stage(int n_convs, gboolean v2, gboolean fcos)
+{
+    tiny_arch a = tiny_basic();
+    a.n_returned = 3;
+    for (int i = 0; i < 3; i++)
+        a.returned[i] = i + 2;
+    a.pool = FALSE;
+    fixture *fx = fx_tiny(&a);
+    int C = a.fpn_channels, A = fcos ? 1 : 2, K = a.num_classes;
+    gboolean gn = v2 || fcos;
+    char name[96];
+
+    for (guint i = fx->tensors->len; i-- > 0;) {
+        const fx_tensor *t = g_ptr_array_index(fx->tensors, i);
+        if (g_str_has_prefix(t->name, "rpn.") || g_str_has_prefix(t->name, "roi_heads."))
+            g_ptr_array_remove_index(fx->tensors, i);
+    }
+    g_free(fx->config);
+    fx->config = g_strdup_printf(
+        "{\"architecture\":\"%s\",\"builder\":\"%s\","
+        "\"transform\":{\"min_size\":96,\"max_size\":160,\"image_mean\":[0.485,0.456,0.406],"
+        "\"image_std\":[0.229,0.224,0.225],\"size_divisible\":32},"
+        "\"backbone\":{\"type\":\"resnet\",\"depth\":10,\"block\":\"basic\","
+        "\"layers\":[1,1,1,1],\"stem_channels\":64,\"width_per_group\":64,\"groups\":1,"
+        "\"returned_layers\":[2,3,4],\"norm_eps\":1e-05},"
+        "\"fpn\":{\"in_channels\":[128,256,512],\"out_channels\":%d,\"extra_block\":\"p6p7\","
+        "\"extra_in_channels\":%d,\"extra_out_channels\":%d,\"use_P5\":%s},"
+        "\"anchors\":{\"sizes\":%s,"
+        "\"aspect_ratios\":[[1.0],[1.0],[1.0],[1.0],[1.0]]},"
+        "\"head\":{\"type\":\"%s\",\"in_channels\":%d,\"num_anchors\":%d,"
+        "\"classification_convs\":%d,\"regression_convs\":%d,%s%s"
+        "\"score_thresh\":0.05,\"nms_thresh\":0.5,\"detections_per_img\":100,"
+        "\"topk_candidates\":1000},"
+        "\"num_classes\":%d,\"class_names\":[\"__background__\",\"thing1\",\"thing2\"]}",
+        fcos ? "fcos" : "retinanet", fcos ? "fcos_resnet50_fpn" : "retinanet_resnet50_fpn", C,
+        v2 ? 512 : C, C, v2 ? "false" : "true",
+        fcos ? "[[8],[16],[32],[64],[128]]" : "[[32,40],[64,80],[128,160],[256,320],[512,640]]",
+        fcos ? "fcos" : "retinanet", C, A, n_convs, n_convs,
+        gn ? "\"norm\":\"group_norm\",\"num_groups\":2,\"norm_eps\":1e-05," : "\"norm\":\"none\",",
+        fcos ? "\"centerness\":true,\"box_coder\":\"linear\",\"normalize_by_size\":true,"
+             : "\"bbox_reg_weights\":[1.0,1.0,1.0,1.0],\"bbox_xform_clip\":4.135166556742356,",
+        K);
+    add_conv_bias(fx, "backbone.fpn.extra_blocks.p6", C, v2 ? 512 : C, 3);
+    add_conv_bias(fx, "backbone.fpn.extra_blocks.p7", C, C, 3);
+    static const char *const branches[2] = {"head.classification_head", "head.regression_head"};
+    const gint64 wshape[4] = {C, C, 3, 3}, nshape[1] = {C};
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; j < n_convs; j++) {
+            int conv = fcos ? 3 * j : j;
+            g_snprintf(name, sizeof name, fcos ? "%s.conv.%d" : "%s.conv.%d.0", branches[b], conv);
+            if (!v2)
+                add_conv_bias(fx, name, C, C, 3);
+            if (!gn)
+                continue;
+            if (v2) {
+                g_snprintf(name, sizeof name, "%s.conv.%d.0.weight", branches[b], j);
+                fx_add(fx, name, 4, wshape);
+            }
+            const char *norm_fmt = fcos ? "%s.conv.%d.%s" : "%s.conv.%d.1.%s";
+            int norm = fcos ? 3 * j + 1 : j;
+            g_snprintf(name, sizeof name, norm_fmt, branches[b], norm, "weight");
+            fx_add(fx, name, 1, nshape);
+            g_snprintf(name, sizeof name, norm_fmt, branches[b], norm, "bias");
+            fx_add(fx, name, 1, nshape);
+        }
+    add_conv_bias(fx, "head.classification_head.cls_logits", A * K, C, 3);
+    add_conv_bias(fx, "head.regression_head.bbox_reg", 4 * A, C, 3);
+    if (fcos)
+        add_conv_bias(fx, "head.regression_head.bbox_ctrness", A, C, 3);
+    return fx;
+}
+
+fixture *fx_tiny_retinanet(int n_convs, gboolean v2)
+{
+    return fx_tiny_one_stage(n_convs, v2, FALSE);
+}
+
+fixture *fx_tiny_fcos(int n_convs)
+{
+    return fx_tiny_one_stage(n_convs, FALSE, TRUE);
+}
+
 /* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
  * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
  * RoIs, a 1024-wide box head, 91 classes (the transform is fx_tiny's 96/160). */

@@ -86,6 +86,13 @@ typedef struct {
  * transposed convolution to 4 channels and the 1x1 logits to the 3 classes. */
 fixture *fx_tiny_mask(gboolean norm);
 mask_arch mask_tiny(gboolean norm);
+/* A tiny retinanet_resnet50_fpn: tiny_basic()'s ResNet, stages 2-4 into the FPN
+ * with P6 and P7, 2 anchors per location, @n_convs convolutions per head branch;
+ * @v2: retinanet_resnet50_fpn_v2's P6 from C5 and GroupNorm heads. */
+fixture *fx_tiny_retinanet(int n_convs, gboolean v2);
+/* A tiny fcos_resnet50_fpn: the same ResNet and FPN, 1 anchor per location, the
+ * head's convolutions with bias and GroupNorm, the centerness. */
+fixture *fx_tiny_fcos(int n_convs);
 /* maskrcnn_resnet50_fpn's: 14x14, four convolutions of 256, dim_reduced 256 */
 mask_arch mask_torchvision(void);
 /* fx_tiny(@a) with the mask branch @m (the logits to @a's classes) */

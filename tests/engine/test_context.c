@@ -882,6 +882,82 @@ static void test_cuda_resize_arithmetic(void)
     }
 }
 
+/* retinanet_resnet50_fpn (engine/RETINANET.md), the one-stage path, on the tiny
+ * fixture (@data: 0; 1: v2's, P6 from C5, GroupNorm heads; 2: FCOS's): the CPU runs it
+ * (threshold 0: every candidate the per-level top-k keeps,
+ * then the cap of 100), scores sorted, labels in 0..K-1 (RetinaNet's classes have
+ * no background column), boxes in the frame, the same frame twice the same result;
+ * int8 and calibration are refused naming the one-stage detector; the CUDA backend
+ * refuses it as unsupported naming it (no CUDA feature before the backend has run
+ * on a GPU), and device=auto runs it on the CPU. */
+static void test_retinanet(gconstpointer data)
+{
+    int kind = GPOINTER_TO_INT(data); /* 0 v1, 1 v2, 2 FCOS */
+    fixture *fx = kind == 2 ? fx_tiny_fcos(2) : fx_tiny_retinanet(2, kind == 1);
+    const char *family = kind == 2 ? "fcos" : "retinanet";
+    fx_randomize(fx, 11);
+    vd_model *model = fx_load_ok(fx);
+    g_assert_nonnull(strstr(vd_model_description(model), family));
+    g_assert_cmpint(model->config.detector, ==, VD_DETECTOR_ONE_STAGE);
+    g_assert_cmpint(model->config.n_fpn_levels, ==, 5);
+
+    vd_context *ctx = cpu_context(model, 0.0f);
+    guint8 *pixels = make_rgb(80, 60);
+    vd_image image = vd_image_rgb(pixels, 80, 60);
+    vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
+    g_assert_cmpint(r.n_detections, >, 0);
+    g_assert_cmpint(r.n_detections, <=, 100);
+    g_assert_cmpint(r.n_nonfinite, ==, 0);
+    for (int i = 0; i < r.n_detections; i++) {
+        const vd_detection *d = &r.detections[i];
+        g_assert_cmpint(d->label, >=, 0);
+        g_assert_cmpint(d->label, <, 3);
+        g_assert_cmpfloat(d->x1, >=, 0.0f);
+        g_assert_cmpfloat(d->x2, <=, 80.0f);
+        g_assert_cmpfloat(d->y1, >=, 0.0f);
+        g_assert_cmpfloat(d->y2, <=, 60.0f);
+        if (i > 0)
+            g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
+    }
+    assert_same_result(&r, &again);
+    vd_result_clear(&r);
+    vd_result_clear(&again);
+    vd_context_free(ctx);
+
+    vd_context_params params = vd_context_default_params();
+    GError *error = NULL;
+    params.device = VD_DEVICE_CPU;
+    params.precision = VD_PRECISION_INT8;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "one-stage"));
+    g_assert_nonnull(strstr(error->message, family));
+    g_clear_error(&error);
+    params.precision = VD_PRECISION_FP32;
+    params.calibrate = TRUE;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "one-stage"));
+    g_assert_nonnull(strstr(error->message, family));
+    g_clear_error(&error);
+
+#ifdef HAVE_CUDA
+    params = vd_context_default_params();
+    g_assert_false(vd_cuda_backend.supports(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "one-stage detectors ("));
+    g_assert_nonnull(strstr(error->message, family));
+    g_clear_error(&error);
+#endif
+    params = vd_context_default_params();
+    ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+    vd_context_free(ctx);
+    g_free(pixels);
+    vd_model_unref(model);
+}
+
 static void test_mobilenet_v3_devices(void)
 {
     vd_model *model = mnv3_tiny_model(NULL);
@@ -1236,6 +1312,9 @@ int main(int argc, char **argv)
     g_test_add_func("/context/cuda-mobilenet-v3-large-shapes", test_mobilenet_v3_large_cuda_shapes);
     g_test_add_func("/context/detect/masks", test_masks);
     g_test_add_func("/context/detect/keypoints", test_keypoints);
+    g_test_add_data_func("/context/detect/retinanet", GINT_TO_POINTER(FALSE), test_retinanet);
+    g_test_add_data_func("/context/detect/retinanet-v2", GINT_TO_POINTER(1), test_retinanet);
+    g_test_add_data_func("/context/detect/fcos", GINT_TO_POINTER(2), test_retinanet);
     g_test_add_func("/context/default-model-path", test_default_model_path);
 
     int result = g_test_run();

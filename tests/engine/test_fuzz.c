@@ -27,9 +27,21 @@ static gsize valid_size;
 static gsize header_len;
 /* The seed's head weights that no ReLU follows (test_poisoned_weights): their
  * first float's index from the start of the data, and their count. */
-static const char *const heads[] = {"rpn.head.cls_logits.weight",
-                                    "roi_heads.box_predictor.cls_score.weight"};
-static gsize head_first[G_N_ELEMENTS(heads)], head_count[G_N_ELEMENTS(heads)];
+#define N_HEADS 2
+static const char *const rcnn_heads[N_HEADS] = {"rpn.head.cls_logits.weight",
+                                                "roi_heads.box_predictor.cls_score.weight"};
+/* the one-stage seeds': the class logits and the regression (FCOS's distances
+ * pass a ReLU, which keeps NaN and infinity) */
+static const char *const one_stage_heads[N_HEADS] = {"head.classification_head.cls_logits.weight",
+                                                     "head.regression_head.bbox_reg.weight"};
+static const char *const *heads = rcnn_heads;
+static gsize head_first[N_HEADS], head_count[N_HEADS];
+
+/* The one-stage seeds (engine/RETINANET.md), whose labels start at 0 */
+static gboolean one_stage_seed(gconstpointer data)
+{
+    return g_str_equal(data, "retinanet-v2") || g_str_equal(data, "fcos");
+}
 
 typedef struct {
     int loaded, rejected;
@@ -120,28 +132,33 @@ static gsize find_digit_runs(const guint8 *h, gsize len, gsize *starts, gsize *l
 /* The seed that names a family the engine refuses (engine/vd_model_families.c) */
 static gboolean refused_seed(gconstpointer data)
 {
-    return g_str_equal(data, "retinanet");
+    return g_str_equal(data, "ssd");
 }
 
-/* Makes the tiny model of @data ("resnet", "mobilenet-v3", or "retinanet": the
- * ResNet one whose config says RetinaNet, refused at load) the file the mutations
- * start from. */
+/* Makes the tiny model of @data ("resnet", "mobilenet-v3", the one-stage
+ * "retinanet-v2" and "fcos", or "ssd": the ResNet one whose config says SSD,
+ * refused at load) the file the mutations start from. */
 static void use_seed(gconstpointer data)
 {
     fixture *fx;
+    heads = one_stage_seed(data) ? one_stage_heads : rcnn_heads;
     if (g_str_equal(data, "mobilenet-v3")) {
         mnv3_arch a = mnv3_tiny();
         fx = fx_mnv3(&a);
+    } else if (g_str_equal(data, "retinanet-v2")) {
+        fx = fx_tiny_retinanet(2, TRUE);
+    } else if (g_str_equal(data, "fcos")) {
+        fx = fx_tiny_fcos(2);
     } else {
         tiny_arch a = tiny_basic();
         fx = fx_tiny(&a);
         if (refused_seed(data))
             fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"",
-                              "\"architecture\":\"retinanet\",\"builder\":"
-                              "\"retinanet_resnet50_fpn\"");
+                              "\"architecture\":\"ssd\",\"builder\":"
+                              "\"ssd300_vgg16\"");
     }
     char *path = fx_write(fx, "valid.safetensors");
-    for (guint k = 0; k < G_N_ELEMENTS(heads); k++) {
+    for (guint k = 0; k < N_HEADS; k++) {
         const fx_tensor *head = fx_find(fx, heads[k]);
         g_assert_cmpstr(head->dtype, ==, "F32");
         head_first[k] = head->begin / 4;
@@ -175,6 +192,8 @@ static void test_header_mutations(gconstpointer data)
     int iterations = it ? atoi(it) : 2000;
     if (refused_seed(data))
         iterations /= 5; /* refused early: a few paths to cover, seconds of file writes */
+    else if (one_stage_seed(data))
+        iterations /= 2; /* the loader's front is the other seeds' */
     GRand *rand = g_rand_new_with_seed(seed ? (guint32)atoi(seed) : 1u);
     const guint8 *header = valid_bytes + 8;
     gsize *starts = g_new(gsize, header_len), *lens = g_new(gsize, header_len);
@@ -362,7 +381,7 @@ static void test_poisoned_weights(gconstpointer data)
                 const vd_detection *o = &result.detections[d];
                 if (!(isfinite(o->score) && o->score >= 0 && o->score <= 1 && o->x1 >= 0 &&
                       o->y1 >= 0 && o->x2 <= w && o->y2 <= h && o->x1 <= o->x2 &&
-                      o->y1 <= o->y2 && o->label >= 1))
+                      o->y1 <= o->y2 && o->label >= (one_stage_seed(data) ? 0 : 1)))
                     g_error("%s: detection %d is (%g, %g, %g, %g) score %g label %d", what, d,
                             o->x1, o->y1, o->x2, o->y2, o->score, o->label);
             }
@@ -401,12 +420,19 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/header-mutations/resnet", "resnet", test_header_mutations);
     g_test_add_data_func("/fuzz/header-mutations/mobilenet-v3", "mobilenet-v3",
                          test_header_mutations);
-    /* and a file of a family the engine refuses (RetinaNet, with its builder) */
-    g_test_add_data_func("/fuzz/header-mutations/retinanet-refused", "retinanet",
+    /* and a file of a family the engine refuses (SSD, with its builder) */
+    g_test_add_data_func("/fuzz/header-mutations/ssd-refused", "ssd",
                          test_header_mutations);
     g_test_add_data_func("/fuzz/poisoned-weights/resnet", "resnet", test_poisoned_weights);
     g_test_add_data_func("/fuzz/poisoned-weights/mobilenet-v3", "mobilenet-v3",
                          test_poisoned_weights);
+    /* the one-stage detectors: RetinaNet v2 (P6 from C5, GroupNorm) and FCOS */
+    g_test_add_data_func("/fuzz/header-mutations/retinanet-v2", "retinanet-v2",
+                         test_header_mutations);
+    g_test_add_data_func("/fuzz/header-mutations/fcos", "fcos", test_header_mutations);
+    g_test_add_data_func("/fuzz/poisoned-weights/retinanet-v2", "retinanet-v2",
+                         test_poisoned_weights);
+    g_test_add_data_func("/fuzz/poisoned-weights/fcos", "fcos", test_poisoned_weights);
     int result = g_test_run();
 
     gchar *fuzz = g_build_filename(tmp_dir, "fuzz.safetensors", NULL);

@@ -314,10 +314,15 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                         body + 2 * model->config.n_returned_layers + model->config.n_fpn_levels);
     }
     /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
-     * three box-head products */
+     * three box-head products; one-stage detectors: P6 and P7, the head's two
+     * branches on every level, no product */
     const vd_config *cfg = &model->config;
     gboolean mnv3 = cfg->backbone_type == VD_BACKBONE_MOBILENET_V3;
-    int expected_conv = 1 + 2 * cfg->n_returned_layers + 2 * cfg->n_fpn_levels;
+    gboolean one_stage = cfg->detector == VD_DETECTOR_ONE_STAGE;
+    int expected_conv =
+        1 + 2 * cfg->n_returned_layers +
+        (one_stage ? 2 + cfg->n_fpn_levels * (cfg->head.n_cls_convs + cfg->head.n_reg_convs + 2)
+                   : 2 * cfg->n_fpn_levels);
     for (int b = 0; !mnv3 && b < model->resnet.n_blocks; b++)
         expected_conv += (cfg->resnet.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
                          model->resnet.blocks[b].has_downsample;
@@ -328,7 +333,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     expected_conv += mnv3 && model->mnv3.last.out_channels > 0;
     /* fasterrcnn_resnet50_fpn_v2: the RPN's further 3x3 convolutions on every level,
      * the conv box head's convolutions; fc6 and the predictor, no fc7 */
-    expected_conv += cfg->n_fpn_levels * (cfg->rpn_conv_depth - 1) + cfg->n_box_convs;
+    if (!one_stage)
+        expected_conv += cfg->n_fpn_levels * (cfg->rpn_conv_depth - 1) + cfg->n_box_convs;
     /* Mask R-CNN: the mask head's convolutions and the logits, the deconvolution */
     if (cfg->has_masks)
         expected_conv += cfg->n_mask_convs + 1;
@@ -338,9 +344,9 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_assert_cmpint(n_deconv, ==, cfg->has_masks || cfg->has_keypoints ? 1 : 0);
     g_assert_cmpint(n_conv, >=, expected_conv); /* Winograd splits add parts */
     g_assert_cmpint(n_pool, ==, mnv3 ? 0 : 1);
-    g_assert_cmpint(n_matmul, ==, model->fc7.out_features > 0 ? 3 : 2);
+    g_assert_cmpint(n_matmul, ==, one_stage ? 0 : model->fc7.out_features > 0 ? 3 : 2);
     g_assert_true(stem);
-    g_assert_true(fc6);
+    g_assert_true(fc6 != one_stage);
 
     g_free(pixels);
     vd_context_free(ctx);
@@ -389,7 +395,10 @@ static vd_model *exported_model(const char *builder)
     GError *error = NULL;
     vd_model *model = vd_model_load(path, &error);
     g_assert_no_error(error);
-    g_assert_cmpint(model->config.n_box_convs, ==, g_str_has_suffix(builder, "_v2") ? 4 : 0);
+    g_assert_cmpint(model->config.n_box_convs, ==,
+                    g_str_has_prefix(builder, "fasterrcnn_") && g_str_has_suffix(builder, "_v2")
+                        ? 4
+                        : 0);
     g_assert_cmpint(model->config.min_size, ==, 512);
     g_free(path);
     g_free(name);
@@ -439,6 +448,28 @@ static void test_keypointrcnn_fp32(void)
     check_exported("keypointrcnn_resnet50_fpn");
 }
 
+/* retinanet_resnet50_fpn (engine/RETINANET.md): P6 and P7 and the dense head's
+ * convolutions on all five levels (256 channels, the logits' 9 x 91 and the
+ * deltas' 36 padded to the channel block) are optimised kernels. */
+static void test_retinanet_fp32(void)
+{
+    check_exported("retinanet_resnet50_fpn");
+}
+
+/* retinanet_resnet50_fpn_v2: P6 from C5 (2048 input channels) and the head's
+ * convolutions without bias (its GroupNorm is a plain-C step, no primitive). */
+static void test_retinanet_v2_fp32(void)
+{
+    check_exported("retinanet_resnet50_fpn_v2");
+}
+
+/* fcos_resnet50_fpn: the regression's last convolution has bbox_reg's and
+ * bbox_ctrness's outputs (4 + 1, padded to the channel block). */
+static void test_fcos_fp32(void)
+{
+    check_exported("fcos_resnet50_fpn");
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -461,6 +492,15 @@ static void test_bf16(void)
             vd_model *mnv3 = mobilenet_v3_fpn(low_res);
             check_frame_kernels(mnv3, VD_PRECISION_BF16);
             vd_model_unref(mnv3);
+        }
+        static const char *const one_stage[] = {"retinanet_resnet50_fpn",
+                                                "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn"};
+        for (size_t i = 0; i < G_N_ELEMENTS(one_stage); i++) {
+            vd_model *retinanet = exported_model(one_stage[i]);
+            if (retinanet != NULL) {
+                check_frame_kernels(retinanet, VD_PRECISION_BF16);
+                vd_model_unref(retinanet);
+            }
         }
         /* v2's conv box head runs bf16 convolutions over the RoIs' bf16 features */
         vd_model *v2 = resnet50_fpn_v2();
@@ -684,6 +724,9 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/resnet50-fpn-v2/fp32", test_resnet50_v2_fp32);
     g_test_add_func("/kernels/maskrcnn-resnet50-fpn/fp32", test_maskrcnn_fp32);
     g_test_add_func("/kernels/keypointrcnn-resnet50-fpn/fp32", test_keypointrcnn_fp32);
+    g_test_add_func("/kernels/retinanet-resnet50-fpn/fp32", test_retinanet_fp32);
+    g_test_add_func("/kernels/retinanet-resnet50-fpn-v2/fp32", test_retinanet_v2_fp32);
+    g_test_add_func("/kernels/fcos-resnet50-fpn/fp32", test_fcos_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);

@@ -450,6 +450,152 @@ static void test_unsupported_dtype(void)
     expect_error(fx, VD_ERROR_UNSUPPORTED, "'rpn.head.cls_logits.bias'", "unknown dtype 'F4'");
 }
 
+static fixture *fx_retinanet(void)
+{
+    return fx_tiny_retinanet(2, FALSE);
+}
+
+static fixture *fx_retinanet_v2(void)
+{
+    return fx_tiny_retinanet(2, TRUE);
+}
+
+/* retinanet_resnet50_fpn (engine/RETINANET.md): the tiny fixture loads with its
+ * one-stage parts (P6 and P7, the head's branches, the thresholds of its "head");
+ * malformed one-stage configurations and weights are refused naming the cause. */
+static void test_retinanet(void)
+{
+    fixture *fx = fx_retinanet();
+    vd_model *model = fx_load_ok(fx);
+    const vd_config *c = &model->config;
+    g_assert_cmpint(c->detector, ==, VD_DETECTOR_ONE_STAGE);
+    g_assert_true(c->fpn_p6p7 && c->fpn_p6_from_p5);
+    g_assert_cmpint(c->n_fpn_levels, ==, 5);
+    g_assert_cmpint(c->anchors_per_location, ==, 2);
+    g_assert_cmpint(c->head.n_cls_convs, ==, 2);
+    g_assert_cmpint(c->head.n_reg_convs, ==, 2);
+    g_assert_cmpint(c->head.topk_candidates, ==, 1000);
+    g_assert_cmpint(c->detections_per_img, ==, 100);
+    g_assert_cmpfloat(c->box_nms_thresh, ==, 0.5f);
+    g_assert_cmpfloat(c->bbox_reg_weights[0], ==, 1.0f);
+    g_assert_cmpfloat(vd_model_score_threshold(model), ==, 0.05f);
+    assert_conv(&model->fpn_p6, 8, 8, 3, 2, 1);
+    assert_conv(&model->fpn_p7, 8, 8, 3, 2, 1);
+    assert_conv(&model->head_cls_convs[1], 8, 8, 3, 1, 1);
+    assert_conv(&model->head_cls_logits, 2 * 3, 8, 3, 1, 1);
+    assert_conv(&model->head_bbox_reg, 4 * 2, 8, 3, 1, 1);
+    vd_model_unref(model);
+
+    static const config_case cases[] = {
+        {"\"use_P5\":true", "\"use_P5\":false", VD_ERROR_FORMAT,
+         "'fpn.extra_in_channels' is 8; P6's input (C5) has 512 channels", NULL},
+        {"\"use_P5\":true", "\"use_P5\":1", VD_ERROR_FORMAT, "'fpn.use_P5'", NULL},
+        {"\"extra_out_channels\":8", "\"extra_out_channels\":16", VD_ERROR_FORMAT,
+         "'fpn.extra_out_channels' is 16", NULL},
+        {"\"num_anchors\":2", "\"num_anchors\":3", VD_ERROR_FORMAT,
+         "'head.num_anchors' is 3; the anchors give 2", NULL},
+        {"\"in_channels\":8", "\"in_channels\":16", VD_ERROR_FORMAT,
+         "'head.in_channels' is 16", NULL},
+        {"\"type\":\"retinanet\"", "\"type\":\"fcos\"", VD_ERROR_FORMAT,
+         "'head.type' 'fcos' is not the architecture 'retinanet'", NULL},
+        {"\"bbox_xform_clip\":4.135166556742356", "\"bbox_xform_clip\":3", VD_ERROR_UNSUPPORTED,
+         "'head.bbox_xform_clip' 3", NULL},
+        {"\"norm\":\"none\"", "\"norm\":\"batch_norm\"", VD_ERROR_UNSUPPORTED,
+         "norm 'batch_norm'", NULL},
+        {"\"norm\":\"none\"", "\"norm\":\"none\",\"anchor_free\":1", VD_ERROR_FORMAT,
+         "anchor_free", NULL},
+        {"\"topk_candidates\":1000", "\"topk_candidates\":0", VD_ERROR_FORMAT,
+         "topk_candidates", NULL},
+        {"\"classification_convs\":2", "\"classification_convs\":3", VD_ERROR_FORMAT,
+         "head.classification_head.conv.2.0.weight", NULL},
+        {"\"classification_convs\":2", "\"classification_convs\":1", VD_ERROR_FORMAT,
+         "unexpected tensor 'head.classification_head.conv.1.0.weight'", NULL},
+        {"\"head\":{", "\"heads\":{", VD_ERROR_FORMAT, "heads", NULL},
+        {"\"extra_block\":\"p6p7\"", "\"extra_block\":\"maxpool\"", VD_ERROR_FORMAT,
+         "anchors", NULL},
+        {"\"builder\":\"retinanet_resnet50_fpn\"", "\"rpn\":{}", VD_ERROR_FORMAT, "rpn",
+         NULL},
+    };
+    expect_config_errors(fx_retinanet, cases, G_N_ELEMENTS(cases));
+
+    fx = fx_retinanet();
+    fx_remove(fx, "head.regression_head.bbox_reg.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.bbox_reg.bias", NULL);
+    fx = fx_retinanet();
+    fx_remove(fx, "backbone.fpn.extra_blocks.p7.weight");
+    expect_error(fx, VD_ERROR_FORMAT, "backbone.fpn.extra_blocks.p7.weight", NULL);
+
+    /* v2: P6 from C5, GroupNorm in the head (convolutions without bias) */
+    model = fx_load_ok(fx_retinanet_v2());
+    c = &model->config;
+    g_assert_false(c->fpn_p6_from_p5);
+    g_assert_cmpint(c->head.norm_groups, ==, 2);
+    g_assert_cmpfloat(c->head.norm_eps, ==, 1e-5f);
+    assert_conv(&model->fpn_p6, 8, 512, 3, 2, 1);
+    assert_conv(&model->head_reg_convs[1], 8, 8, 3, 1, 1);
+    g_assert_cmpfloat(model->head_reg_convs[1].bias[0], ==, 0.0f);
+    g_assert_cmpint(model->head_cls_norms[0].channels, ==, 8);
+    g_assert_nonnull(model->head_cls_norms[1].bias);
+    vd_model_unref(model);
+    static const config_case v2_cases[] = {
+        {"\"num_groups\":2", "\"num_groups\":3", VD_ERROR_FORMAT,
+         "'head.num_groups' 3 does not divide the head's 8 channels", NULL},
+        {"\"num_groups\":2,", "", VD_ERROR_FORMAT, "num_groups", NULL},
+        {"\"norm_eps\":1e-05", "\"norm_eps\":-1", VD_ERROR_FORMAT, "norm_eps", NULL},
+        {"\"use_P5\":false", "\"use_P5\":true", VD_ERROR_FORMAT,
+         "'fpn.extra_in_channels' is 512; P6's input (P5) has 8 channels", NULL},
+        {"\"group_norm\"", "\"none\"", VD_ERROR_FORMAT, "conv.0.0.bias", NULL},
+    };
+    expect_config_errors(fx_retinanet_v2, v2_cases, G_N_ELEMENTS(v2_cases));
+    fx = fx_retinanet_v2();
+    fx_remove(fx, "head.regression_head.conv.1.1.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.conv.1.1.bias", NULL);
+}
+
+static fixture *fx_fcos(void)
+{
+    return fx_tiny_fcos(2);
+}
+
+/* fcos_resnet50_fpn: its head's names (flat Sequential: conv.0, conv.1 the norm,
+ * conv.3, ...), the centerness, the linear box coder; malformed cases. */
+static void test_fcos(void)
+{
+    vd_model *model = fx_load_ok(fx_fcos());
+    const vd_config *c = &model->config;
+    g_assert_cmpint(c->detector, ==, VD_DETECTOR_ONE_STAGE);
+    g_assert_cmpint(c->head.type, ==, VD_HEAD_FCOS);
+    g_assert_true(c->head.normalize_by_size);
+    g_assert_cmpint(c->head.norm_groups, ==, 2);
+    g_assert_cmpint(c->anchors_per_location, ==, 1);
+    g_assert_nonnull(strstr(vd_model_description(model), "fcos"));
+    assert_conv(&model->head_cls_convs[1], 8, 8, 3, 1, 1);
+    g_assert_cmpfloat(model->head_cls_convs[1].bias[0], !=, 0.0f); /* its own bias */
+    assert_conv(&model->head_bbox_ctrness, 1, 8, 3, 1, 1);
+    g_assert_nonnull(model->head_reg_norms[1].weight);
+    vd_model_unref(model);
+    static const config_case cases[] = {
+        {"\"centerness\":true", "\"centerness\":false", VD_ERROR_UNSUPPORTED,
+         "without centerness", NULL},
+        {"\"centerness\":true,", "", VD_ERROR_FORMAT, "'head.centerness'", NULL},
+        {"\"box_coder\":\"linear\"", "\"box_coder\":\"delta\"", VD_ERROR_UNSUPPORTED,
+         "box coder 'delta'", NULL},
+        {"\"normalize_by_size\":true", "\"normalize_by_size\":\"yes\"", VD_ERROR_FORMAT,
+         "'head.normalize_by_size'", NULL},
+        {"\"type\":\"fcos\"", "\"type\":\"retinanet\"", VD_ERROR_FORMAT,
+         "'head.type' 'retinanet' is not the architecture 'fcos'", NULL},
+        {"\"num_anchors\":1", "\"num_anchors\":2", VD_ERROR_FORMAT, "'head.num_anchors' is 2",
+         NULL},
+    };
+    expect_config_errors(fx_fcos, cases, G_N_ELEMENTS(cases));
+    fixture *fx = fx_fcos();
+    fx_remove(fx, "head.regression_head.bbox_ctrness.weight");
+    expect_error(fx, VD_ERROR_FORMAT, "head.regression_head.bbox_ctrness.weight", NULL);
+    fx = fx_fcos();
+    fx_remove(fx, "head.classification_head.conv.4.bias");
+    expect_error(fx, VD_ERROR_FORMAT, "head.classification_head.conv.4.bias", NULL);
+}
+
 static void test_unsupported_metadata(void)
 {
     fixture *fx;
@@ -458,11 +604,11 @@ static void test_unsupported_metadata(void)
          "architecture 'yolov8' is not supported", NULL},
         /* the families the exporter writes and the engine does not run yet */
         {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"fcos\",\"builder\":\"fcos_resnet50_fpn\"", VD_ERROR_UNSUPPORTED,
-         "fcos_resnet50_fpn (architecture \"fcos\"): this engine does not run one-stage",
-         "centerness"},
-        {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_UNSUPPORTED,
-         "a model without a usable \"builder\" (architecture \"retinanet\")", "RetinaNet's"},
+         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_UNSUPPORTED,
+         "ssd300_vgg16 (architecture \"ssd\"): this engine does not run SSD yet", "L2 norm"},
+        /* a two-stage configuration under a one-stage architecture */
+        {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_FORMAT,
+         "unknown key 'rpn'", NULL},
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
          "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},
@@ -1710,6 +1856,8 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/valid/basic", test_valid_basic);
     g_test_add_func("/model-load/mask/valid", test_mask_valid);
     g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
+    g_test_add_func("/model-load/retinanet", test_retinanet);
+    g_test_add_func("/model-load/fcos", test_fcos);
     g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
     g_test_add_func("/model-load/keypoint/valid", test_keypoint_valid);
     g_test_add_func("/model-load/keypoint/invalid", test_keypoint_invalid);

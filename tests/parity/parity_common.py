@@ -529,6 +529,47 @@ def reference_matches_model(model, img_u8, ref):
 # Calibration
 # ---------------------------------------------------------------------------------
 
+def set_stats(module, inputs):
+    """A forward pre-hook: @module's (a norm layer's) statistics from its input."""
+    x = inputs[0]
+    module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
+    # Clamped so that eps = 0 cannot divide by an exactly zero variance.
+    module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False).clamp_min(1e-10))
+
+
+@torch.no_grad()
+def calibrate_body(model, images_u8, g):
+    """Step 1 of calibrate(), every kind of detector's: the norm layers of the body
+    (and of the FPN where it has them) get random affine parameters, the convolution
+    before each random output gains, and the statistics of their actual input on the
+    first image. Returns (the norm layers, [(ImageList, features)] of the first
+    image)."""
+    norms = norm_layers(model)
+    for m in norms:
+        m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+        m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
+    # Log-uniform gains in [0.01, 1] on the output channels of the convolution before
+    # each norm layer: the variances the norm layers then measure spread over about
+    # 1e-4..1, as in trained models, so eps is visible (eps 1e-5 against 0 changes a
+    # channel of variance 1e-4 by 5 %) while the normalised activations stay O(1).
+    for conv in convs_before_norms(model):
+        gains = 10.0 ** (-2.0 * torch.rand(conv.out_channels, generator=g))
+        conv.weight.mul_(gains[:, None, None, None])
+
+    handles = [m.register_forward_pre_hook(set_stats) for m in norms]
+    try:
+        with torch.no_grad():
+            batch, _ = model.transform([to_tensor(images_u8[0])])
+            # Each norm layer computes with the statistics just set: these are the
+            # calibrated body's features of the first image.
+            per_image = [(batch, model.backbone(batch.tensors))]
+    finally:
+        for h in handles:
+            h.remove()
+
+    return norms, per_image
+
+
 @torch.no_grad()
 def calibrate(model, images_u8, seed=0, rpn_logit_std=2.0,
               rpn_delta_std=0.2, box_delta_std=1.0, target=(50, 12, 8), cache=None):
@@ -558,35 +599,7 @@ def calibrate(model, images_u8, seed=0, rpn_logit_std=2.0,
     the same tensors again, as long as the weights stay as calibrated.
     Returns a short description of what was chosen."""
     g = torch.Generator().manual_seed(seed)
-    norms = norm_layers(model)
-    for m in norms:
-        m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
-        m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
-    # Log-uniform gains in [0.01, 1] on the output channels of the convolution before
-    # each norm layer: the variances the norm layers then measure spread over about
-    # 1e-4..1, as in trained models, so eps is visible (eps 1e-5 against 0 changes a
-    # channel of variance 1e-4 by 5 %) while the normalised activations stay O(1).
-    for conv in convs_before_norms(model):
-        gains = 10.0 ** (-2.0 * torch.rand(conv.out_channels, generator=g))
-        conv.weight.mul_(gains[:, None, None, None])
-
-    def set_stats(module, inputs):
-        x = inputs[0]
-        module.running_mean.copy_(x.mean(dim=(0, 2, 3)))
-        # Clamped so that eps = 0 cannot divide by an exactly zero variance.
-        module.running_var.copy_(x.var(dim=(0, 2, 3), unbiased=False).clamp_min(1e-10))
-
-    handles = [m.register_forward_pre_hook(set_stats) for m in norms]
-    try:
-        with torch.no_grad():
-            batch, _ = model.transform([to_tensor(images_u8[0])])
-            # Each norm layer computes with the statistics just set: these are the
-            # calibrated body's features of the first image.
-            per_image = [(batch, model.backbone(batch.tensors))]
-    finally:
-        for h in handles:
-            h.remove()
-
+    norms, per_image = calibrate_body(model, images_u8, g)
     # Features of the other calibration images with the calibrated body.
     with torch.no_grad(), box_head_linears_on_onednn(model):
         for img in images_u8[1:]:
@@ -1217,6 +1230,21 @@ def check_reference_spread(report, ref, thr):
 def compare_image(report, ref, result, dump, class_names, size_hw, stats, feature_rel_tol=FEATURE_REL_TOL):
     """Compares one image stage by stage. ref: reference(); result: vd-detect's JSON
     object; dump: load_dump(). stats collects numbers for the summary."""
+    compare_front(report, ref, result, dump, size_hw, stats, feature_rel_tol)
+    compare_proposals(report, ref, dump, stats)
+    return compare_detections(report, ref, result, class_names, stats)
+
+
+def _need(report, dump, name):
+    if name not in dump:
+        report.check(name, False, "missing from the dump")
+        return None
+    return dump[name]
+
+
+def compare_front(report, ref, result, dump, size_hw, stats, feature_rel_tol=FEATURE_REL_TOL):
+    """The stages every kind of detector shares: frame size, resized size, input,
+    anchors, FPN levels (every 'fpn.*' tensor of ref)."""
     h0, w0 = size_hw
 
     # Output frame size: the JSON echoes the original size.
@@ -1224,10 +1252,7 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
                  f"width/height {result.get('width')}x{result.get('height')}, image {w0}x{h0}")
 
     def need(name):
-        if name not in dump:
-            report.check(name, False, "missing from the dump")
-            return None
-        return dump[name]
+        return _need(report, dump, name)
 
     # Resized size: exact (integer sizes; the engine rounds the resize scale as the model
     # file records that this torchvision does).
@@ -1281,6 +1306,14 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
                      f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
                      f"(tol {feature_rel_tol:g}); worst at {list(map(int, where))}")
 
+
+def compare_proposals(report, ref, dump, stats):
+    """The two-stage detectors' RPN proposals and box head outputs; returns the
+    proposals' matched pairs."""
+    def need(name):
+        return _need(report, dump, name)
+
+    pairs = []
     # Proposals: >= 97 % of torchvision's matched by IoU >= 0.99, counts within 3 %.
     a = need("proposals")
     if a is not None:
@@ -1322,7 +1355,11 @@ def compare_image(report, ref, result, dump, class_names, size_hw, stats, featur
             report.check(name, rel <= HEAD_REL_TOL,
                          f"max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} over {len(exact)} "
                          f"shared proposals (tol {HEAD_REL_TOL:g})")
+    return pairs
 
+
+def compare_detections(report, ref, result, class_names, stats):
+    """The final detections (every kind of detector); returns their matched pairs."""
     # Final detections one by one: same label, IoU >= 0.99, |score diff| <= 1e-3;
     # >= 97 % of torchvision's matched, counts within 3 %.
     dets = result.get("detections", [])

@@ -267,7 +267,9 @@ typedef struct {
 typedef struct {
     float x1, y1, x2, y2; /* original-frame pixels, continuous coordinates */
     float score;
-    int label; /* class id (1..num_classes-1) */
+    int label; /* class id (1..num_classes-1; the one-stage detectors' 0..num_classes-1,
+                * as torchvision's: class 0, COCO's __background__, is one of their sigmoid
+                * classes, which trained models do not score) */
 
     /* Instance mask, for models with a mask branch (vd_model_has_masks()); NULL
      * with the four integers 0 otherwise (and for a detection whose rectangle

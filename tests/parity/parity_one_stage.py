@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Parity of the one-stage detectors (RetinaNet, FCOS) against torchvision: their
+reference step by step, their calibration and a whole test, over parity_common's
+images, engine run and stage comparisons (the front stages and the detections are
+every kind's; the dense head's outputs are compared here instead of the RPN's
+proposals and the box head's).
+
+Stages compared: resized size, input, anchors (exact), every FPN level with P6 and
+P7 ('fpn.0', 'fpn.1', 'fpn.2', 'fpn.p6', 'fpn.p7'), the head's outputs over every
+anchor of every level ('cls_logits' [anchors][K], 'bbox_regression' [anchors][4],
+FCOS's 'bbox_ctrness' [anchors][1], parity_common.HEAD_REL_TOL of max|ref|), then
+the detections with the two-stage detectors' criterion."""
+
+import os
+import time
+
+import parity_common as pc
+from parity_common import np, torch, log
+
+
+def reference(model, img_u8):
+    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
+    vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
+    the image's pixels, torchvision's order)."""
+    h0, w0 = img_u8.shape[:2]
+    x = pc.to_tensor(img_u8)
+    with torch.no_grad():
+        images, _ = model.transform([x])
+        features = model.backbone(images.tensors)
+        feats = list(features.values())
+        head_outputs = model.head(feats)
+        anchors = model.anchor_generator(images, feats)
+        per_level = [f.size(2) * f.size(3) for f in feats]
+        a = head_outputs["cls_logits"].size(1) // sum(per_level)
+        per_level = [hw * a for hw in per_level]
+        split = {k: list(v.split(per_level, dim=1)) for k, v in head_outputs.items()}
+        split_anchors = [list(t.split(per_level)) for t in anchors]
+        found = model.postprocess_detections(split, split_anchors, images.image_sizes)
+        dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
+    out = {
+        "image_size": np.array(images.image_sizes[0], np.float32),
+        "input": images.tensors.numpy(),
+        "anchors": anchors[0].numpy(),
+        "cls_logits": head_outputs["cls_logits"][0].numpy(),
+        "bbox_regression": head_outputs["bbox_regression"][0].numpy(),
+        **({"bbox_ctrness": head_outputs["bbox_ctrness"][0].numpy()}
+           if "bbox_ctrness" in head_outputs else {}),
+        "boxes": dets["boxes"].numpy(),
+        "scores": dets["scores"].numpy(),
+        "labels": dets["labels"].numpy(),
+        "_levels": per_level,
+    }
+    for name, f in features.items():
+        out["fpn." + name] = f.numpy()
+    return out
+
+
+def reference_matches_model(model, img_u8, ref):
+    """Self-check of reference(): model(image) gives the same detections bit for bit."""
+    with torch.no_grad():
+        det = model([pc.to_tensor(img_u8)])[0]
+    return all(np.array_equal(det[k].numpy(), ref[k]) for k in ("boxes", "scores", "labels"))
+
+
+def _standardise_on_first_call(conv):
+    """A forward hook that, at @conv's first call (the first, largest level of the
+    first image), divides its weights and bias by the standard deviation of its output
+    and returns the output so divided: each layer of a branch then gives activations
+    of about unit spread to the next, as a trained head does (torchvision's
+    initialisation, std 0.01 weights, shrinks them about threefold per layer)."""
+    def hook(module, inputs, output):
+        if getattr(module, "_vd_standardised", False):
+            return None
+        sd = float(output.std())
+        module.weight.div_(sd)
+        if module.bias is not None:
+            module.bias.div_(sd)
+        module._vd_standardised = True
+        return output / sd
+    return conv.register_forward_hook(hook)
+
+
+@torch.no_grad()
+def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
+    """Makes a random-weight RetinaNet or FCOS produce non-degenerate detections on
+    images_u8.
+
+    1. The body's norm layers as parity_common.calibrate_body() sets them.
+    2. The head's hidden convolutions standardised layer by layer
+       (_standardise_on_first_call); v2's GroupNorm layers given random affine
+       parameters.
+    3. bbox_reg scaled so that the deltas have std @delta_std (FCOS: and shifted to
+       mean 1, distances of about the anchor's size, seldom cut by its ReLU; its
+       centerness logits standardised).
+    4. cls_logits standardised per output channel (anchor and class) over the
+       locations of every level and image, then logits = a * z + b with a searched
+       gain a and shift b, so that the detections before the detections_per_img cap
+       number about @target per image (the model's cap set to @cap below that, so the
+       cap cuts the ordered list), with scores on both sides of 0.5.
+    Returns a short description of what was chosen."""
+    g = torch.Generator().manual_seed(seed)
+    norms, per_image = pc.calibrate_body(model, images_u8, g)
+    for img in images_u8[1:]:
+        batch, _ = model.transform([pc.to_tensor(img)])
+        per_image.append((batch, model.backbone(batch.tensors)))
+
+    head = model.head
+    cls, reg = head.classification_head, head.regression_head
+    # v2's GroupNorm layers: random affine parameters, as calibrate_body() gives the
+    # body's norms
+    group_norms = [m for m in head.modules() if isinstance(m, torch.nn.GroupNorm)]
+    for m in group_norms:
+        m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+        m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.2)
+    hidden = [m for branch in (cls.conv, reg.conv) for m in branch.modules()
+              if isinstance(m, torch.nn.Conv2d)]
+    handles = [_standardise_on_first_call(m) for m in hidden]
+    try:
+        head(list(per_image[0][1].values()))
+    finally:
+        for h in handles:
+            h.remove()
+
+    feats = [list(f.values()) for _, f in per_image]
+    fcos = hasattr(reg, "bbox_ctrness")
+    if fcos:
+        # the convolutions' raw outputs, before FCOSRegressionHead's ReLU
+        hidden_out = [reg.conv(x) for f in feats for x in f]
+        deltas = torch.cat([reg.bbox_reg(x).flatten() for x in hidden_out])
+        ctr = torch.cat([reg.bbox_ctrness(x).flatten() for x in hidden_out])
+        c_mu, c_sd = float(ctr.mean()), float(ctr.std())
+        reg.bbox_ctrness.weight.div_(c_sd)
+        reg.bbox_ctrness.bias.sub_(c_mu).div_(c_sd)
+    else:
+        deltas = torch.cat([reg(f).flatten() for f in feats])
+    gain = delta_std / float(deltas.std())
+    reg.bbox_reg.weight.mul_(gain)
+    reg.bbox_reg.bias.mul_(gain)
+    if fcos:
+        reg.bbox_reg.bias.add_(1.0 - float(deltas.mean()) * gain)
+
+    K, A = cls.num_classes, cls.num_anchors
+    raw = torch.cat([cls(f)[0] for f in feats])  # [anchors of every image][K]
+    raw = raw.reshape(-1, A * K)                  # [locations][A * K], channel a * K + k
+    mu, sd = raw.mean(0), raw.std(0).clamp_min(1e-6)
+    cls.cls_logits.weight.div_(sd[:, None, None, None])
+    cls.cls_logits.bias.sub_(mu).div_(sd)
+
+    # the postprocess on z (the standardised logits) for each (a, b)
+    cases = []
+    for (batch, _), f in zip(per_image, feats):
+        out = head(f)
+        per_level = [t.size(2) * t.size(3) * A for t in f]
+        anchors = model.anchor_generator(batch, f)
+        cases.append(({k: list(v.split(per_level, dim=1)) for k, v in out.items()},
+                      [list(t.split(per_level)) for t in anchors], batch.image_sizes))
+    thr = model.score_thresh
+
+    def counts_for(a, b):
+        counts = []
+        for split, anchors, sizes in cases:
+            scaled = dict(split, cls_logits=[a * z + b for z in split["cls_logits"]])
+            s = model.postprocess_detections(scaled, anchors, sizes)[0]["scores"]
+            counts.append((len(s), int(((s >= thr) & (s < 0.5)).sum()), int((s >= 0.5).sum())))
+        return counts
+
+    model.detections_per_img = 10 ** 6
+    best = None
+    for a in [1, 1.5, 2, 2.5, 3]:
+        lo, hi = -30.0, 10.0
+        for _ in range(10):
+            b = 0.5 * (lo + hi)
+            counts = counts_for(a, b)
+            if sum(n for n, _, _ in counts) > target * len(counts):
+                hi = b
+            else:
+                lo = b
+        # after the cap: the top @cap scores need both sides of 0.5
+        cost = 0.0
+        for n, low, high in counts:
+            high_kept = min(high, cap)
+            low_kept = min(low, cap - high_kept)
+            cost += (abs(n - target) / target + 4 * max(0, 20 - low_kept) / 20
+                     + 4 * max(0, 20 - high_kept) / 20)
+        cost += 0.05 * a * len(counts)
+        if pc.VERBOSE:
+            log(f"  cls_logits gain {a}: shift {b:.3g}, cost {cost:.3f}, counts {counts}")
+        if best is None or cost < best[0]:
+            best = (cost, a, b, counts)
+    _, a, b, counts = best
+    model.detections_per_img = cap
+    cls.cls_logits.weight.mul_(a)
+    cls.cls_logits.bias.mul_(a).add_(b)
+    return (f"calibrated: {len(norms)} norm layers, {len(hidden)} head convolutions, "
+            f"{len(group_norms)} GroupNorm layers; deltas "
+            f"x{gain:.3g}; cls_logits gain {a}, shift {b:.3g}; detections before the cap of "
+            f"{cap} (total, <0.5, >=0.5) per image {counts}")
+
+
+def compare_head(report, ref, dump, stats):
+    """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
+    for name in [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]:
+        a = dump.get(name)
+        r = ref[name]
+        if a is None or a.shape != r.shape:
+            report.check(name, False, "missing from the dump" if a is None else
+                         f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
+            continue
+        diff = np.abs(a.astype(np.float64) - r)
+        d = float(diff.max())
+        scale = float(np.abs(r).max())
+        rel = d / scale if scale > 0 else d
+        stats["head_rel"] = max(stats.get("head_rel", 0.0), rel)
+        where = np.unravel_index(int(diff.argmax()), diff.shape)
+        report.check(name, rel <= pc.HEAD_REL_TOL,
+                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
+                     f"(tol {pc.HEAD_REL_TOL:g}); worst at {list(map(int, where))}")
+
+
+def run_parity(args, name, model, h, w, seed, class_names=None, calibrate_kwargs=None,
+               feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50, engine_timeout=300):
+    """Calibrates @model on one image of @h x @w (scene @seed), exports it, runs the
+    engine and the reference, compares; returns the exit status."""
+    t_start = time.monotonic()
+    os.makedirs(args.workdir, exist_ok=True)
+    work = os.path.abspath(args.workdir)
+    img = pc.synthetic_image(h, w, seed)
+
+    t = time.monotonic()
+    desc = calibrate(model, [img], **(calibrate_kwargs or {}))
+    log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
+    model_path = os.path.join(work, f"{name}.safetensors")
+    try:
+        pc.export_model(model, model_path, class_names=class_names)
+    except Exception as exc:
+        log(f"FAIL {name}: export failed: {type(exc).__name__}: {exc}")
+        return 1
+    path = os.path.join(work, f"image0_{h}x{w}.npy")
+    np.save(path, img)
+
+    thr = model.score_thresh
+    dump_dir = os.path.join(work, "dump")
+    engine_error = None
+    try:
+        results, dt, _ = pc.run_engine(args.vd_detect, model_path, [path], dump_dir, args.threads,
+                                       thr, engine_timeout)
+        log(f"{name}: vd-detect took {dt:.1f} s")
+    except (RuntimeError, OSError) as exc:
+        engine_error = str(exc)
+        results = None
+
+    t = time.monotonic()
+    ref = reference(model, img)
+    log(f"{name}: torchvision {time.monotonic() - t:.1f} s, resized "
+        f"{ref['image_size'].astype(int).tolist()}, padded {list(ref['input'].shape[2:])}, "
+        f"{len(ref['anchors'])} anchors (per level {ref['_levels']}), {len(ref['scores'])} detections")
+    ref_dir = os.path.join(work, "reference", "0")
+    os.makedirs(ref_dir, exist_ok=True)
+    for k, v in ref.items():
+        if not k.startswith("_"):
+            np.save(os.path.join(ref_dir, k + ".npy"), v)
+    report = pc.Report(f"{name} image 0 {h}x{w}")
+    report.check("reference self-check", reference_matches_model(model, img, ref),
+                 "the step-by-step reference gives model(image)'s detections")
+    spread_ok = pc.check_reference_spread(report, ref, thr)
+    report.check("reference cap", len(ref["scores"]) == model.detections_per_img,
+                 f"{len(ref['scores'])} detections, the cap {model.detections_per_img} "
+                 "(the ordering at the cut is compared)")
+    stats = {}
+    if results is not None:
+        dump = pc.load_dump(dump_dir, 0)
+        pc.compare_front(report, ref, results[0], dump, (h, w), stats, feature_rel_tol)
+        compare_head(report, ref, dump, stats)
+        pc.compare_detections(report, ref, results[0], class_names, stats)
+    log(f"SUMMARY {name}: detections matched {pc._fmt_fracs(stats.get('detection_frac'))}, "
+        f"max|score diff| {stats.get('score_diff', float('nan')):.3g}, "
+        f"max feature diff {stats.get('feature_rel', float('nan')):.3g} of max|ref|, "
+        f"max head diff {stats.get('head_rel', float('nan')):.3g} of max|ref|, "
+        f"max input diff {stats.get('input', float('nan')):.3g}; "
+        f"{time.monotonic() - t_start:.0f} s")
+    log(f"reference tensors in {ref_dir}/, ours in {dump_dir}/0/")
+    if engine_error is not None:
+        log(f"FAIL {name}: the engine did not run: {engine_error}")
+        return 1
+    first = report.first_failure()
+    if first or not spread_ok:
+        stage, message = first or ("reference spread", "")
+        log(f"FAIL {name}: first divergence at '{stage}': {message}")
+        return 1
+    if not args.keep:
+        os.remove(model_path)
+    log(f"PASS {name}")
+    return 0
