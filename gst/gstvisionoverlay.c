@@ -715,8 +715,7 @@ draw_pose (cairo_t * cr, const Pose * p, const gdouble rgb[3],
     if (!pose_point_shown (p, i, threshold))
       continue;
     cairo_new_sub_path (cr);
-    cairo_arc (cr, p->points[3 * i], p->points[3 * i + 1], radius, 0,
-        2 * G_PI);
+    cairo_arc (cr, p->points[3 * i], p->points[3 * i + 1], radius, 0, 2 * G_PI);
   }
   cairo_set_source_rgb (cr, contrast, contrast, contrast);
   cairo_fill_preserve (cr);

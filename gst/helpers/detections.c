@@ -478,8 +478,7 @@ gst_vision_detections_attach (GstElement * element, GstBuffer * buffer,
           points[3 * k + 1] = (gfloat) (points[3 * k + 1] * sy);
         }
         gst_vision_detect_meta_set_keypoints (companion,
-            companion->detections->len - 1, points,
-            3 * (gsize) e->n_keypoints);
+            companion->detections->len - 1, points, 3 * (gsize) e->n_keypoints);
         g_free (points);
       }
     }
