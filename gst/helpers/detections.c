@@ -242,8 +242,15 @@ gst_vision_keypoints_of_roi (GstBuffer * buffer, gint roi_id, guint width,
       gsize n_values, k;
       gfloat *out;
 
-      if (d->roi_id != roi_id || (values =
-              gst_vision_detect_meta_get_keypoints (meta, i,
+      /* the ROI's integer pixels, rescaled by GStreamer as integers: the
+       * tolerance of the merged reader's match */
+      gdouble tol = 2.0 + 0.01 * MAX (width, height);
+
+      if (d->roi_id != roi_id || fabs (d->x * sx - roi->x) > tol
+          || fabs (d->y * sy - roi->y) > tol
+          || fabs ((d->x + d->w) * sx - (roi->x + roi->w)) > tol
+          || fabs ((d->y + d->h) * sy - (roi->y + roi->h)) > tol
+          || (values = gst_vision_detect_meta_get_keypoints (meta, i,
                   &n_values)) == NULL || n_values < 3)
         continue;
       out = g_memdup2 (values, n_values * sizeof (gfloat));

@@ -107,7 +107,8 @@ gfloat *gst_vision_keypoints_from_param (const GstStructure * s, guint rx,
 /* The keypoints of the detection that ROI meta @roi_id of @buffer shows, in
  * pixels of the buffer's @width x @height frame: its "keypoints" param (the
  * truth), else those of the GstVisionDetectMeta entry with the same ROI id
- * (rescaled to @width x @height when the meta describes another size: a
+ * and box (as gst_vision_detections_from_buffer() matches them; rescaled to
+ * @width x @height when the meta describes another size: a
  * scale transform drops the ROI meta's params). A new array of n [x, y,
  * score] triples and *@n, or NULL when the detection has none. */
 gfloat *gst_vision_keypoints_of_roi (GstBuffer * buffer, gint roi_id,
