@@ -29,6 +29,9 @@
  * on the first frame without detection after its first detection
  * (#GstVisionTrack:confirm-frames), not a whole interval later; if the next
  * detection frame misses it, it is hidden until it is detected again.
+ * A detection's keypoints (a Keypoint R-CNN's) stay with it, its object id
+ * beside them; a predicted box carries none (the box is predicted, not the
+ * pose).
  *
  * Built against GStreamer >= 1.24, it also tracks the #GstAnalyticsODMtd
  * entries no ROI meta shows (another detector's, e.g. GStreamer's tensor
