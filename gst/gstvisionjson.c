@@ -49,7 +49,12 @@
  * `objects` is absent on a frame without detections, `id` is the tracked
  * object's id (visiontrack; absent when untracked), `region_id` the ROI
  * meta's id (-1 for an analytics entry no ROI meta shows), `confidence` and
- * `label_id` absent when unknown.
+ * `label_id` absent when unknown. An object with keypoints (a Keypoint
+ * R-CNN's) has `tensors`: the keypoints tensor gvametaconvert writes with
+ * add-tensor-data=true ("dims" [n, 2], "data" the positions normalised to
+ * the object's rectangle, "confidence" the n scores, "point_names" and
+ * "point_connections" when the model names them). In the default format
+ * such an object has `keypoints`: [[x, y, score], ...] in frame pixels.
  *
  * ## Example launch lines
  * |[

@@ -15,7 +15,13 @@
  * "mask_rcnn" parameter of its #GstVideoRegionOfInterestMeta, as visiondetect and
  * DL Streamer attach it, else the companion meta's mask, which survives scaling)
  * gets its mask filled with the class colour, translucent
- * (#GstVisionOverlay:masks turns that off). It reads the detections visiondetect attaches (its companion
+ * (#GstVisionOverlay:masks turns that off). A detection with keypoints (a
+ * Keypoint R-CNN's, the "keypoints" parameter of its ROI meta, else the
+ * companion meta's, which survive scaling) gets them drawn as discs in the
+ * class colour, joined by the skeleton's connections: those the model file
+ * names, else COCO's 17-point skeleton for 17 keypoints of a "person"
+ * (#GstVisionOverlay:keypoints turns that off,
+ * #GstVisionOverlay:keypoint-threshold hides low-scored points). It reads the detections visiondetect attaches (its companion
  * meta, which survives scaling), or any #GstVideoRegionOfInterestMeta, with the
  * "detection" parameters DL Streamer uses when present. Built against
  * GStreamer >= 1.24, it also draws any producer's #GstAnalyticsODMtd entries
@@ -65,6 +71,7 @@
 #include "gstvisionoverlay.h"
 #include "gstvisiondetectmeta.h"
 #include "helpers/mask.h"
+#include "helpers/detections.h"
 
 #ifdef HAVE_GST_ANALYTICS
 #include <gst/analytics/analytics.h>
@@ -85,6 +92,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_vision_overlay_debug);
 #define DEFAULT_TRAIL 0
 #define DEFAULT_MASKS TRUE
 #define DEFAULT_HOLD_FRAMES 0
+#define DEFAULT_KEYPOINTS TRUE
+#define DEFAULT_KEYPOINT_THRESHOLD 0.0
 /* the opacity of a filled instance mask */
 #define MASK_ALPHA 0.5
 
@@ -97,6 +106,8 @@ enum
   PROP_TRAIL,
   PROP_MASKS,
   PROP_HOLD_FRAMES,
+  PROP_KEYPOINTS,
+  PROP_KEYPOINT_THRESHOLD,
 };
 
 /* The last centres of one tracked object. */
@@ -117,6 +128,8 @@ struct _GstVisionOverlay
   GstVisionOverlayText text;
   guint trail;
   gboolean masks;
+  gboolean keypoints;
+  gdouble keypoint_threshold;
 
   /* streaming thread: object id -> Trail, and the frames seen */
   GHashTable *trails;
@@ -128,12 +141,14 @@ struct _GstVisionOverlay
    * the held ones), for transform_frame_ip */
   GArray *detections;
   GPtrArray *companion_masks;
+  GPtrArray *poses;
   gboolean draw_trails;
 
   /* streaming thread: the last inferred frame's detections and masks, and on
    * how many skipped frames since they were drawn again */
   GArray *held;
   GPtrArray *held_masks;
+  GPtrArray *held_poses;
   guint held_for;
 
   /* streaming thread: whether downstream takes the overlay composition meta
@@ -542,6 +557,173 @@ fill_mask (cairo_t * cr, const GstVisionMask * mask, const Area * area,
   cairo_surface_destroy (alpha);
 }
 
+/* COCO's person skeleton (person_keypoints' "skeleton", 0-based), for a model
+ * file that names no skeleton when the labels are COCO's: 17 keypoints on a
+ * "person". */
+static const gint coco_skeleton[19][2] = {
+  {15, 13}, {13, 11}, {16, 14}, {14, 12}, {11, 12}, {5, 11}, {6, 12}, {5, 6},
+  {5, 7}, {6, 8}, {7, 9}, {8, 10}, {1, 2}, {0, 1}, {0, 2}, {1, 3}, {2, 4},
+  {3, 5}, {4, 6}
+};
+
+/* One detection's keypoints as drawn: n [x, y, score] in frame pixels and
+ * the skeleton's pairs of 0-based keypoint indices. */
+typedef struct
+{
+  guint n;
+  gfloat *points;
+  guint n_pairs;
+  gint *pairs;
+} Pose;
+
+static void
+pose_free (gpointer data)
+{
+  Pose *p = data;
+
+  if (p == NULL)
+    return;
+  g_free (p->points);
+  g_free (p->pairs);
+  g_free (p);
+}
+
+/* The index of @name in the string array @names, or -1. */
+static gint
+name_index (const GValue * names, const gchar * name)
+{
+  guint i;
+
+  for (i = 0; name != NULL && i < gst_value_array_get_size (names); i++) {
+    const GValue *v = gst_value_array_get_value (names, i);
+
+    if (G_VALUE_HOLDS_STRING (v) && g_strcmp0 (g_value_get_string (v),
+            name) == 0)
+      return (gint) i;
+  }
+  return -1;
+}
+
+/* The keypoints of detection @d of @buffer (gst_vision_keypoints_of_roi():
+ * its ROI meta's "keypoints" param, else the companion's) with the skeleton
+ * the param names ("point_connections" by "point_names"), else COCO's for
+ * 17 keypoints of a "person"; NULL without keypoints. */
+static Pose *
+pose_for_detection (GstBuffer * buffer, const GstVisionDetection * d,
+    gint width, gint height)
+{
+  GstVideoRegionOfInterestMeta *roi;
+  const GstStructure *param = NULL;
+  const GValue *names, *connections;
+  Pose *p;
+  guint n = 0, i;
+  gfloat *points;
+
+  if (d->roi_id < 0 || (points = gst_vision_keypoints_of_roi (buffer,
+              d->roi_id, width, height, &n)) == NULL)
+    return NULL;
+  p = g_new0 (Pose, 1);
+  p->n = n;
+  p->points = points;
+  roi = gst_buffer_get_video_region_of_interest_meta_id (buffer, d->roi_id);
+  if (roi != NULL)
+    param = gst_video_region_of_interest_meta_get_param (roi, "keypoints");
+  names = param ? gst_structure_get_value (param, "point_names") : NULL;
+  connections = param ?
+      gst_structure_get_value (param, "point_connections") : NULL;
+  if (names != NULL && connections != NULL && GST_VALUE_HOLDS_ARRAY (names)
+      && GST_VALUE_HOLDS_ARRAY (connections)) {
+    guint m = gst_value_array_get_size (connections) / 2;
+
+    p->pairs = g_new (gint, 2 * (gsize) MAX (m, 1));
+    for (i = 0; i < m; i++) {
+      const GValue *a = gst_value_array_get_value (connections, 2 * i);
+      const GValue *b = gst_value_array_get_value (connections, 2 * i + 1);
+      gint ia = G_VALUE_HOLDS_STRING (a) ?
+          name_index (names, g_value_get_string (a)) : -1;
+      gint ib = G_VALUE_HOLDS_STRING (b) ?
+          name_index (names, g_value_get_string (b)) : -1;
+
+      if (ia < 0 || ib < 0 || (guint) ia >= n || (guint) ib >= n)
+        continue;
+      p->pairs[2 * p->n_pairs] = ia;
+      p->pairs[2 * p->n_pairs + 1] = ib;
+      p->n_pairs++;
+    }
+  } else if (n == 17 && d->label != 0
+      && g_strcmp0 (g_quark_to_string (d->label), "person") == 0) {
+    p->n_pairs = G_N_ELEMENTS (coco_skeleton);
+    p->pairs = g_memdup2 (coco_skeleton, sizeof (coco_skeleton));
+  }
+  return p;
+}
+
+/* Whether keypoint @i of @p is drawn: its score at least @threshold (a
+ * keypoint without score always is), its position a number. */
+static gboolean
+pose_point_shown (const Pose * p, guint i, gdouble threshold)
+{
+  gfloat score = p->points[3 * i + 2];
+
+  return isfinite (p->points[3 * i]) && isfinite (p->points[3 * i + 1])
+      && (isnan (score) || score >= threshold);
+}
+
+/* The extent of what @p draws: its shown points with @radius around them. */
+static Area
+pose_area (const Pose * p, gdouble threshold, gdouble radius, gint width,
+    gint height)
+{
+  Area a = { 0, 0, 0, 0 };
+  guint i;
+
+  for (i = 0; i < p->n; i++) {
+    gdouble x = p->points[3 * i], y = p->points[3 * i + 1];
+
+    if (pose_point_shown (p, i, threshold))
+      area_union (&a, x - radius, y - radius, x + radius, y + radius, width,
+          height);
+  }
+  return a;
+}
+
+/* Draws @p's skeleton (the connections between shown points, in @rgb, as
+ * wide as the boxes' outlines) and its shown points over it (discs of
+ * @radius in @rgb, outlined in black or white, as the labels' text). */
+static void
+draw_pose (cairo_t * cr, const Pose * p, const gdouble rgb[3],
+    gdouble line_width, gdouble radius, gdouble threshold)
+{
+  gdouble luma = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
+  gdouble contrast = luma > 0.55 ? 0.0 : 1.0;
+  guint i;
+
+  cairo_set_source_rgb (cr, rgb[0], rgb[1], rgb[2]);
+  cairo_set_line_width (cr, line_width);
+  cairo_set_line_cap (cr, CAIRO_LINE_CAP_ROUND);
+  for (i = 0; i < p->n_pairs; i++) {
+    guint a = (guint) p->pairs[2 * i], b = (guint) p->pairs[2 * i + 1];
+
+    if (!pose_point_shown (p, a, threshold)
+        || !pose_point_shown (p, b, threshold))
+      continue;
+    cairo_move_to (cr, p->points[3 * a], p->points[3 * a + 1]);
+    cairo_line_to (cr, p->points[3 * b], p->points[3 * b + 1]);
+  }
+  cairo_stroke (cr);
+  for (i = 0; i < p->n; i++) {
+    if (!pose_point_shown (p, i, threshold))
+      continue;
+    cairo_new_sub_path (cr);
+    cairo_arc (cr, p->points[3 * i], p->points[3 * i + 1], radius, 0, 2 * G_PI);
+  }
+  cairo_set_source_rgb (cr, contrast, contrast, contrast);
+  cairo_fill_preserve (cr);
+  cairo_set_source_rgb (cr, rgb[0], rgb[1], rgb[2]);
+  cairo_set_line_width (cr, MAX (1.0, line_width / 2));
+  cairo_stroke (cr);
+}
+
 /* The trails' extent, with the line's half width around it. */
 static Area
 trails_area (GHashTable * trails, gdouble line_width, gint width, gint height)
@@ -660,9 +842,10 @@ canvas_end (Canvas * canvas, cairo_t * cr, const Area * area)
  * bytes hold red where Cairo puts blue. */
 static void
 draw_all (GstVisionOverlay * self, Canvas * canvas, GstBuffer * buffer,
-    GArray * detections, GPtrArray * companion_masks, gint width, gint height,
-    gdouble line_width, PangoFontDescription * font, GstVisionOverlayText text,
-    gboolean swap_rb, gboolean masks, gboolean trails)
+    GArray * detections, GPtrArray * companion_masks, GPtrArray * poses,
+    gint width, gint height, gdouble line_width, PangoFontDescription * font,
+    GstVisionOverlayText text, gboolean swap_rb, gboolean masks,
+    gdouble keypoint_threshold, gboolean trails)
 {
   PangoLayout *layout = NULL;
   cairo_t *cr;
@@ -702,6 +885,30 @@ draw_all (GstVisionOverlay * self, Canvas * canvas, GstBuffer * buffer,
       canvas_end (canvas, cr, &drawn);
     }
     gst_vision_mask_clear (&mask);
+  }
+
+  /* the keypoints and their skeleton, over the masks, under the boxes and
+   * their labels */
+  for (i = 0; poses != NULL && i < poses->len && i < detections->len; i++) {
+    const Pose *p = g_ptr_array_index (poses, i);
+    gdouble radius = MAX (2.0, line_width);
+    gdouble rgb[3];
+    Area a;
+
+    if (p == NULL)
+      continue;
+    a = pose_area (p, keypoint_threshold, radius + line_width, width, height);
+    if (a.w <= 0 || a.h <= 0)
+      continue;
+    class_colour (&g_array_index (detections, GstVisionDetection, i), rgb);
+    if (swap_rb) {
+      gdouble r = rgb[0];
+      rgb[0] = rgb[2];
+      rgb[2] = r;
+    }
+    cr = canvas_begin (canvas, &a);
+    draw_pose (cr, p, rgb, line_width, radius, keypoint_threshold);
+    canvas_end (canvas, cr, &a);
   }
 
   if (text != GST_VISION_OVERLAY_TEXT_NONE) {
@@ -890,6 +1097,7 @@ render (GstVisionOverlay * self, const GstVideoInfo * info, GstBuffer * buffer,
   GstVisionOverlayText text;
   gdouble line_width;
   gboolean swap_rb = FALSE, masks;
+  gdouble keypoint_threshold;
   Canvas canvas = { NULL, NULL, 1, 1, width, height, FALSE };
   cairo_surface_t *surface = NULL;
   guint i;
@@ -899,6 +1107,7 @@ render (GstVisionOverlay * self, const GstVideoInfo * info, GstBuffer * buffer,
       MAX (2.0, round (height / 240.0));
   text = self->text;
   masks = self->masks;
+  keypoint_threshold = self->keypoint_threshold;
   font = pango_font_description_from_string (self->font_desc ?
       self->font_desc : "Sans Bold");
   GST_OBJECT_UNLOCK (self);
@@ -929,8 +1138,8 @@ render (GstVisionOverlay * self, const GstVideoInfo * info, GstBuffer * buffer,
   }
 
   draw_all (self, &canvas, buffer, self->detections,
-      self->companion_masks, width, height, line_width, font, text, swap_rb,
-      masks, self->draw_trails);
+      self->companion_masks, self->poses, width, height, line_width, font,
+      text, swap_rb, masks, keypoint_threshold, self->draw_trails);
 
   if (canvas.frame_cr != NULL) {
     cairo_destroy (canvas.frame_cr);
@@ -1073,6 +1282,7 @@ clear_held (GstVisionOverlay * self)
 {
   g_clear_pointer (&self->held, g_array_unref);
   g_clear_pointer (&self->held_masks, g_ptr_array_unref);
+  g_clear_pointer (&self->held_poses, g_ptr_array_unref);
   self->held_for = 0;
 }
 
@@ -1086,11 +1296,13 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   GstVisionOverlay *self = GST_VISION_OVERLAY (trans);
   GstVideoInfo *info = &GST_VIDEO_FILTER (trans)->in_info;
   GstFlowReturn ret;
-  guint trail, hold_frames;
+  guint trail, hold_frames, i;
+  gboolean keypoints;
 
   GST_OBJECT_LOCK (self);
   trail = self->trail;
   hold_frames = self->hold_frames;
+  keypoints = self->keypoints;
   GST_OBJECT_UNLOCK (self);
 
   /* counted here: frames without metadata age the trails too */
@@ -1102,6 +1314,12 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     self->detections = gst_vision_detections_from_buffer_full (buffer,
         GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info),
         &self->companion_masks);
+    /* the keypoints, read once per frame (and held with the detections) */
+    self->poses = g_ptr_array_new_full (self->detections->len, pose_free);
+    for (i = 0; keypoints && i < self->detections->len; i++)
+      g_ptr_array_add (self->poses, pose_for_detection (buffer,
+              &g_array_index (self->detections, GstVisionDetection, i),
+              GST_VIDEO_INFO_WIDTH (info), GST_VIDEO_INFO_HEIGHT (info)));
     if (trail > 0)
       update_trails (self, self->detections, trail);
     self->draw_trails = trail > 0;
@@ -1110,6 +1328,7 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
       if (hold_frames > 0) {
         self->held = g_array_ref (self->detections);
         self->held_masks = g_ptr_array_ref (self->companion_masks);
+        self->held_poses = g_ptr_array_ref (self->poses);
       }
     }
   } else if (skipped_by_detector (buffer) && self->held != NULL
@@ -1117,6 +1336,7 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
     self->held_for++;
     self->detections = g_array_ref (self->held);
     self->companion_masks = g_ptr_array_ref (self->held_masks);
+    self->poses = g_ptr_array_ref (self->held_poses);
     self->draw_trails = FALSE;
   } else {
     /* looked at and nothing found, not from visiondetect, or held long
@@ -1143,6 +1363,7 @@ gst_vision_overlay_transform_ip (GstBaseTransform * trans, GstBuffer * buffer)
   }
   g_clear_pointer (&self->detections, g_array_unref);
   g_clear_pointer (&self->companion_masks, g_ptr_array_unref);
+  g_clear_pointer (&self->poses, g_ptr_array_unref);
   return ret;
 }
 
@@ -1263,6 +1484,12 @@ gst_vision_overlay_set_property (GObject * object, guint prop_id,
     case PROP_MASKS:
       self->masks = g_value_get_boolean (value);
       break;
+    case PROP_KEYPOINTS:
+      self->keypoints = g_value_get_boolean (value);
+      break;
+    case PROP_KEYPOINT_THRESHOLD:
+      self->keypoint_threshold = g_value_get_double (value);
+      break;
     case PROP_HOLD_FRAMES:
       self->hold_frames = g_value_get_uint (value);
       break;
@@ -1295,6 +1522,12 @@ gst_vision_overlay_get_property (GObject * object, guint prop_id,
       break;
     case PROP_MASKS:
       g_value_set_boolean (value, self->masks);
+      break;
+    case PROP_KEYPOINTS:
+      g_value_set_boolean (value, self->keypoints);
+      break;
+    case PROP_KEYPOINT_THRESHOLD:
+      g_value_set_double (value, self->keypoint_threshold);
       break;
     case PROP_HOLD_FRAMES:
       g_value_set_uint (value, self->hold_frames);
@@ -1361,6 +1594,17 @@ gst_vision_overlay_class_init (GstVisionOverlayClass * klass)
           "detections again, on at most this many frames in a row, so that "
           "boxes do not blink; 0: draw only each frame's own", 0, G_MAXUINT,
           DEFAULT_HOLD_FRAMES, rw));
+  g_object_class_install_property (gobject_class, PROP_KEYPOINTS,
+      g_param_spec_boolean ("keypoints", "Keypoints",
+          "Draw each detection's keypoints (a Keypoint R-CNN's) and the "
+          "skeleton's connections between them: those the model file names, "
+          "else COCO's for 17 keypoints of a person", DEFAULT_KEYPOINTS, rw));
+  g_object_class_install_property (gobject_class, PROP_KEYPOINT_THRESHOLD,
+      g_param_spec_double ("keypoint-threshold", "Keypoint threshold",
+          "Draw only the keypoints whose score (the model's: a Keypoint "
+          "R-CNN's heatmap logit) is at least this, and the connections "
+          "between two of them", -G_MAXDOUBLE, G_MAXDOUBLE,
+          DEFAULT_KEYPOINT_THRESHOLD, rw));
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -1393,4 +1637,6 @@ gst_vision_overlay_init (GstVisionOverlay * self)
   self->trail = DEFAULT_TRAIL;
   self->masks = DEFAULT_MASKS;
   self->hold_frames = DEFAULT_HOLD_FRAMES;
+  self->keypoints = DEFAULT_KEYPOINTS;
+  self->keypoint_threshold = DEFAULT_KEYPOINT_THRESHOLD;
 }

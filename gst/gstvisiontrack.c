@@ -29,6 +29,9 @@
  * on the first frame without detection after its first detection
  * (#GstVisionTrack:confirm-frames), not a whole interval later; if the next
  * detection frame misses it, it is hidden until it is detected again.
+ * A detection's keypoints (a Keypoint R-CNN's) stay with it, its object id
+ * beside them; a predicted box carries none (the box is predicted, not the
+ * pose).
  *
  * Built against GStreamer >= 1.24, it also tracks the #GstAnalyticsODMtd
  * entries no ROI meta shows (another detector's, e.g. GStreamer's tensor
@@ -269,7 +272,12 @@ set_companion_object_id (GstBuffer * buffer, gint roi_id, gint object_id)
 /* The predicted box of @track as an entry for gst_vision_detections_attach()
  * (a ROI meta marked tracked, a companion entry, an object-detection entry:
  * the forms visiondetect gives its detections). FALSE when the box is
- * outside the frame or degenerate. */
+ * outside the frame or degenerate. No keypoints: a Kalman filter predicts
+ * the box, not the pose, and the last keypoints moved with the box would
+ * show limbs where they no longer are (ByteTrack, BoT-SORT and Ultralytics'
+ * pose tracking report keypoints only for the detections a track matched).
+ * On a detection frame the detections keep theirs: the ROI metas and the
+ * companion entries are visiondetect's, given an object id in place. */
 static gboolean
 prediction_entry (GstVisionTrack * self, const vt_track * track,
     GstVisionDetectionEntry * e)

@@ -208,6 +208,63 @@ gst_vision_keypoints_from_param (const GstStructure * s, guint rx, guint ry,
   return out;
 }
 
+gfloat *
+gst_vision_keypoints_of_roi (GstBuffer * buffer, gint roi_id, guint width,
+    guint height, guint * n)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, roi_id);
+  GstVisionDetectMeta *meta;
+  GstStructure *s;
+  gpointer state = NULL;
+
+  if (roi == NULL)
+    return NULL;
+  if (roi->w > 0 && roi->h > 0
+      && (s = gst_video_region_of_interest_meta_get_param (roi,
+              "keypoints")) != NULL)
+    return gst_vision_keypoints_from_param (s, roi->x, roi->y, roi->w, roi->h,
+        n);
+  /* no param (a scale transform drops them): the companion's entry */
+  while ((meta = (GstVisionDetectMeta *)
+          gst_buffer_iterate_meta_filtered (buffer, &state,
+              GST_VISION_DETECT_META_API_TYPE)) != NULL) {
+    guint i;
+
+    if (meta->width == 0 || meta->height == 0)
+      continue;
+    for (i = 0; i < meta->detections->len; i++) {
+      const GstVisionDetection *d =
+          &g_array_index (meta->detections, GstVisionDetection, i);
+      const gfloat *values;
+      gdouble sx = (gdouble) width / meta->width;
+      gdouble sy = (gdouble) height / meta->height;
+      gsize n_values, k;
+      gfloat *out;
+
+      /* the ROI's integer pixels, rescaled by GStreamer as integers: the
+       * tolerance of the merged reader's match */
+      gdouble tol = 2.0 + 0.01 * MAX (width, height);
+
+      if (d->roi_id != roi_id || fabs (d->x * sx - roi->x) > tol
+          || fabs (d->y * sy - roi->y) > tol
+          || fabs ((d->x + d->w) * sx - (roi->x + roi->w)) > tol
+          || fabs ((d->y + d->h) * sy - (roi->y + roi->h)) > tol
+          || (values = gst_vision_detect_meta_get_keypoints (meta, i,
+                  &n_values)) == NULL || n_values < 3)
+        continue;
+      out = g_memdup2 (values, n_values * sizeof (gfloat));
+      for (k = 0; k < n_values; k += 3) {
+        out[k] = (gfloat) (out[k] * sx);
+        out[k + 1] = (gfloat) (out[k + 1] * sy);
+      }
+      *n = (guint) (n_values / 3);
+      return out;
+    }
+  }
+  return NULL;
+}
+
 static gboolean
 has_mask (const GstVisionDetectionEntry * e)
 {
@@ -415,6 +472,21 @@ gst_vision_detections_attach (GstElement * element, GstBuffer * buffer,
         g_bytes_unref (mask);
       } else {
         gst_vision_detect_meta_add_detection (companion, &d);
+      }
+      if (e->keypoints != NULL && e->n_keypoints > 0) {
+        /* in the companion's frame, as its box (the ROI meta's param does
+         * not survive a scale transform) */
+        gfloat *points = g_memdup2 (e->keypoints,
+            3 * (gsize) e->n_keypoints * sizeof (gfloat));
+        gint k;
+
+        for (k = 0; k < e->n_keypoints; k++) {
+          points[3 * k] = (gfloat) (points[3 * k] * sx);
+          points[3 * k + 1] = (gfloat) (points[3 * k + 1] * sy);
+        }
+        gst_vision_detect_meta_set_keypoints (companion,
+            companion->detections->len - 1, points, 3 * (gsize) e->n_keypoints);
+        g_free (points);
       }
     }
     if (roi_id < G_MAXINT)

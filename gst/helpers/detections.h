@@ -73,7 +73,8 @@ typedef struct
  *   structure over the ROI's rectangle; with keypoints, DL Streamer's
  *   "keypoints" structure (gst_vision_keypoints_param());
  * - an entry of @companion (which may describe another frame size: the box
- *   is rescaled to it) with the mask beside it;
+ *   and the keypoints are rescaled to it) with the mask (same size only) and
+ *   the keypoints beside it;
  * - built against GStreamer >= 1.26, for each mask, after every entry's
  *   object-detection entry (so that those have consecutive ids), a
  *   segmentation entry related both ways to its detection's.
@@ -102,6 +103,16 @@ GstStructure *gst_vision_keypoints_param (const GstVisionDetectionEntry * e,
  * not such a structure or is malformed. */
 gfloat *gst_vision_keypoints_from_param (const GstStructure * s, guint rx,
     guint ry, guint rw, guint rh, guint * n);
+
+/* The keypoints of the detection that ROI meta @roi_id of @buffer shows, in
+ * pixels of the buffer's @width x @height frame: its "keypoints" param (the
+ * truth), else those of the GstVisionDetectMeta entry with the same ROI id
+ * and box (as gst_vision_detections_from_buffer() matches them; rescaled to
+ * @width x @height when the meta describes another size: a
+ * scale transform drops the ROI meta's params). A new array of n [x, y,
+ * score] triples and *@n, or NULL when the detection has none. */
+gfloat *gst_vision_keypoints_of_roi (GstBuffer * buffer, gint roi_id,
+    guint width, guint height, guint * n);
 
 G_END_DECLS
 

@@ -72,6 +72,109 @@ whole_pixel (gdouble v, gint64 otherwise)
   return (gint64) llround (CLAMP (v, -1e15, 1e15));
 }
 
+/* The keypoints of the detection of ROI meta @roi_id, if any
+ * (gst_vision_keypoints_of_roi()), as "keypoints": [[x, y, score], ...]
+ * (frame pixels; score null where the param has none). */
+static void
+append_keypoints (GString * json, GstBuffer * buffer, gint roi_id, gint width,
+    gint height)
+{
+  gfloat *points;
+  guint n = 0, i;
+
+  if ((points = gst_vision_keypoints_of_roi (buffer, roi_id, width, height,
+              &n)) == NULL)
+    return;
+  g_string_append (json, ",\"keypoints\":[");
+  for (i = 0; i < n; i++) {
+    g_string_append (json, i ? ",[" : "[");
+    gst_vision_json_append_number (json, points[3 * i], 2);
+    g_string_append_c (json, ',');
+    gst_vision_json_append_number (json, points[3 * i + 1], 2);
+    g_string_append_c (json, ',');
+    if (isfinite (points[3 * i + 2]))
+      gst_vision_json_append_number (json, points[3 * i + 2], 4);
+    else
+      g_string_append (json, "null");
+    g_string_append_c (json, ']');
+  }
+  g_string_append_c (json, ']');
+  g_free (points);
+}
+
+/* The string array @field of @s as "field":[...], when it has one. */
+static void
+append_string_array (GString * json, const GstStructure * s,
+    const gchar * field)
+{
+  const GValue *v = s != NULL ? gst_structure_get_value (s, field) : NULL;
+  guint i, n;
+
+  if (v == NULL || !GST_VALUE_HOLDS_ARRAY (v))
+    return;
+  n = gst_value_array_get_size (v);
+  g_string_append_printf (json, ",\"%s\":[", field);
+  for (i = 0; i < n; i++) {
+    const GValue *item = gst_value_array_get_value (v, i);
+
+    if (i)
+      g_string_append_c (json, ',');
+    if (G_VALUE_HOLDS_STRING (item) && g_value_get_string (item) != NULL)
+      gst_vision_json_append_string (json, g_value_get_string (item));
+    else
+      g_string_append (json, "null");
+  }
+  g_string_append_c (json, ']');
+}
+
+/* gvametaconvert's "tensors" of an object with keypoints (its convert_tensor()
+ * of DL Streamer's "keypoints" ROI param, as with add-tensor-data=true):
+ * [{"precision": "FP32", "dims": [n, 2], "name": "keypoints", "format":
+ * "keypoints", "confidence": [n scores], "data": [x0, y0, x1, y1, ...]
+ * normalised to the object's integer rectangle @rx, @ry, @rw x @rh,
+ * "point_names", "point_connections" (when the model names them)}]. */
+static void
+append_keypoints_tensor (GString * json, GstBuffer * buffer, gint roi_id,
+    gint width, gint height, gint64 rx, gint64 ry, gint64 rw, gint64 rh)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_get_video_region_of_interest_meta_id (buffer, roi_id);
+  const GstStructure *param = roi != NULL ?
+      gst_video_region_of_interest_meta_get_param (roi, "keypoints") : NULL;
+  gfloat *points;
+  guint n = 0, i;
+
+  if (rw <= 0 || rh <= 0 || (points = gst_vision_keypoints_of_roi (buffer,
+              roi_id, width, height, &n)) == NULL)
+    return;
+  g_string_append_printf (json, ",\"tensors\":[{\"precision\":\"FP32\","
+      "\"dims\":[%u,2],\"name\":\"keypoints\",\"format\":\"keypoints\","
+      "\"confidence\":[", n);
+  for (i = 0; i < n; i++) {
+    if (i)
+      g_string_append_c (json, ',');
+    if (isfinite (points[3 * i + 2]))
+      gst_vision_json_append_number (json, points[3 * i + 2], 6);
+    else
+      g_string_append (json, "null");
+  }
+  g_string_append (json, "],\"data\":[");
+  for (i = 0; i < n; i++) {
+    if (i)
+      g_string_append_c (json, ',');
+    gst_vision_json_append_number (json, (points[3 * i] - rx) / (gdouble) rw,
+        6);
+    g_string_append_c (json, ',');
+    gst_vision_json_append_number (json,
+        (points[3 * i + 1] - ry) / (gdouble) rh, 6);
+  }
+  g_string_append_c (json, ']');
+  append_string_array (json, param, "point_names");
+  append_string_array (json, param, "point_connections");
+  g_string_append (json, "}]");
+  g_free (points);
+}
+
 /* DL Streamer's gvametaconvert line (its jsonconverter.cpp, format=json,
  * add-empty-results=true): "resolution", "timestamp" (stream time, ns;
  * absent without one), "objects" (absent when there is none), each with the
@@ -79,7 +182,8 @@ whole_pixel (gdouble v, gint64 otherwise)
  * id; -1 for an analytics entry without one), "id" (the tracked object's id,
  * absent when untracked), "roi_type" (the class name, absent without one),
  * and "detection": "bounding_box" {x_min, x_max, y_min, y_max} normalised,
- * "confidence" and "label_id" (absent when unknown), "label". */
+ * "confidence" and "label_id" (absent when unknown), "label"; for an object
+ * with keypoints, "tensors" (append_keypoints_tensor()). */
 static gchar *
 dlstreamer_line (GstBuffer * buffer, const GstSegment * segment, gint width,
     gint height, GArray * detections)
@@ -132,46 +236,15 @@ dlstreamer_line (GstBuffer * buffer, const GstSegment * segment, gint width,
       g_string_append (json, ",\"label\":");
       gst_vision_json_append_string (json, label);
     }
-    g_string_append (json, "}}");
+    g_string_append (json, "}");
+    append_keypoints_tensor (json, buffer, d->roi_id, width, height, x, y,
+        MAX (x2 - x, 0), MAX (y2 - y, 0));
+    g_string_append (json, "}");
   }
   if (detections->len > 0)
     g_string_append (json, "]");
   g_string_append (json, "}");
   return g_string_free (json, FALSE);
-}
-
-/* The "keypoints" param of ROI meta @roi_id, if any, as "keypoints": [[x, y,
- * score], ...] (frame pixels; score null where the param has none). */
-static void
-append_keypoints (GString * json, GstBuffer * buffer, gint roi_id)
-{
-  GstVideoRegionOfInterestMeta *roi =
-      gst_buffer_get_video_region_of_interest_meta_id (buffer, roi_id);
-  GstStructure *s;
-  gfloat *points;
-  guint n = 0, i;
-
-  if (roi == NULL || roi->w == 0 || roi->h == 0
-      || (s = gst_video_region_of_interest_meta_get_param (roi,
-              "keypoints")) == NULL
-      || (points = gst_vision_keypoints_from_param (s, roi->x, roi->y, roi->w,
-              roi->h, &n)) == NULL)
-    return;
-  g_string_append (json, ",\"keypoints\":[");
-  for (i = 0; i < n; i++) {
-    g_string_append (json, i ? ",[" : "[");
-    gst_vision_json_append_number (json, points[3 * i], 2);
-    g_string_append_c (json, ',');
-    gst_vision_json_append_number (json, points[3 * i + 1], 2);
-    g_string_append_c (json, ',');
-    if (isfinite (points[3 * i + 2]))
-      gst_vision_json_append_number (json, points[3 * i + 2], 4);
-    else
-      g_string_append (json, "null");
-    g_string_append_c (json, ']');
-  }
-  g_string_append_c (json, ']');
-  g_free (points);
 }
 
 gchar *
@@ -270,7 +343,7 @@ gst_vision_json_frame_to_string (GstBuffer * buffer,
     }
     /* only for keypoints (a Keypoint R-CNN's, on the ROI meta): [x, y, score]
      * in frame pixels */
-    append_keypoints (json, buffer, d->roi_id);
+    append_keypoints (json, buffer, d->roi_id, width, height);
     /* only for tracked objects, so that untracked streams keep their schema */
     if (d->object_id > 0)
       g_string_append_printf (json, ",\"object_id\":%d,\"tracked\":%s",

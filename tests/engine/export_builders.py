@@ -48,6 +48,19 @@ MISSING = {
     "ssdlite320_mobilenet_v3_large": "SSDlite yet (its MobileNetV3 feature extractor",
 }
 
+# COCO's person keypoints and skeleton (the "person" category of COCO 2017's
+# person_keypoints annotations), written out here so that the exporter's own lists
+# are checked against them
+COCO_PERSON_KEYPOINTS = [
+    "nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder",
+    "right_shoulder", "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip",
+    "right_hip", "left_knee", "right_knee", "left_ankle", "right_ankle",
+]
+COCO_PERSON_SKELETON = [
+    [16, 14], [14, 12], [17, 15], [15, 13], [12, 13], [6, 12], [7, 13], [6, 7], [6, 8],
+    [7, 9], [8, 10], [9, 11], [2, 3], [1, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 7],
+]
+
 
 def check(cond, what):
     if not cond:
@@ -266,11 +279,11 @@ def main():
         if rc == 0:
             cfg = read_config(path)
             equal(cfg["class_names"], ["__background__", "person"], "--coco-names: class names")
-            equal(cfg["keypoint_names"], export_torchvision.coco_keypoint_names(),
-                  "--coco-names: keypoint names")
-            equal(len(cfg["keypoint_names"]), 17, "--coco-names: 17 keypoints")
-            equal(cfg["keypoint_skeleton"], export_torchvision.COCO_KEYPOINT_SKELETON,
-                  "--coco-names: skeleton")
+            # COCO's person category as its annotations (person_keypoints_*.json)
+            # give it: the 17 names, and the 19 connections 1-based
+            equal(cfg["keypoint_names"], COCO_PERSON_KEYPOINTS, "--coco-names: keypoint names")
+            equal(cfg["keypoint_skeleton"], [[a - 1, b - 1] for a, b in COCO_PERSON_SKELETON],
+                  "--coco-names: skeleton (COCO's, 0-based)")
             equal((cfg["transform"]["min_size"], cfg["builder"]), (96, "keypointrcnn_resnet50_fpn"),
                   "--builder keypointrcnn_resnet50_fpn --min-size 96")
             names = ", ".join(export_torchvision.coco_keypoint_names())

@@ -5,7 +5,11 @@
  *   make-soak-model DIR        writes DIR/soak-tiny.safetensors
  *   make-soak-model DIR mask   writes DIR/mask-tiny.safetensors: the same as a
  *                              Mask R-CNN (fx_tiny_mask), for the element's mask
- *                              tests (tests/gst/test_visiondetect_masks.c) */
+ *                              tests (tests/gst/test_visiondetect_masks.c)
+ *   make-soak-model DIR keypoint   writes DIR/keypoint-tiny.safetensors: the same
+ *                              as a Keypoint R-CNN (fx_keypoint with
+ *                              keypoint_tiny: 3 keypoints, no names), for the
+ *                              element chain's keypoint leak test (leaks-keypoints) */
 #include "model_fixture.h"
 
 #include <string.h>
@@ -15,8 +19,9 @@
 int main(int argc, char **argv)
 {
     gboolean mask = argc == 3 && strcmp(argv[2], "mask") == 0;
-    if (argc != 2 && !mask) {
-        g_printerr("usage: %s DIR [mask]\n", argv[0]);
+    gboolean keypoint = argc == 3 && strcmp(argv[2], "keypoint") == 0;
+    if (argc != 2 && !mask && !keypoint) {
+        g_printerr("usage: %s DIR [mask|keypoint]\n", argv[0]);
         return 2;
     }
     tmp_dir = argv[1];
@@ -25,7 +30,11 @@ int main(int argc, char **argv)
      * for 8 channels on AVX-512 (its reference loop made a frame 12 ms instead of
      * 0.8 ms), and the soak test's frames are what CI time is spent on */
     a.fpn_channels = 16;
-    fixture *fx = mask ? fx_tiny_mask(FALSE) : fx_tiny(&a);
+    tiny_arch basic = tiny_basic();
+    keypoint_arch k = keypoint_tiny();
+    fixture *fx = mask       ? fx_tiny_mask(FALSE)
+                  : keypoint ? fx_keypoint(&basic, &k)
+                             : fx_tiny(&a);
     fx_randomize(fx, 11);
     const char *from = "\"min_size\":96,\"max_size\":160";
     char *at = strstr(fx->config, from);
@@ -39,7 +48,9 @@ int main(int argc, char **argv)
     g_free(fx->config);
     fx->config = g_string_free(config, FALSE);
 
-    char *path = fx_write(fx, mask ? "mask-tiny.safetensors" : "soak-tiny.safetensors");
+    char *path = fx_write(fx, mask       ? "mask-tiny.safetensors"
+                              : keypoint ? "keypoint-tiny.safetensors"
+                                         : "soak-tiny.safetensors");
     GError *error = NULL;
     vd_model *model = vd_model_load(path, &error);
     if (model == NULL) {

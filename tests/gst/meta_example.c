@@ -126,6 +126,26 @@ main (int argc, char **argv)
     gst_vision_detection_mask_free (mask);
   }
 
+  /* keypoints: two on detection 1, copied; bad lengths and indices refused */
+  {
+    const gfloat points[6] = { 10.0f, 12.0f, 0.5f, 20.0f, 22.0f, -1.0f };
+    const gfloat *got;
+    gsize n = 99;
+
+    CHECK (gst_vision_detect_meta_get_keypoints (meta, 1, &n) == NULL
+        && n == 0);
+    CHECK (gst_vision_detect_meta_set_keypoints (meta, 1, points, 6));
+    CHECK (!gst_vision_detect_meta_set_keypoints (meta, 1, points, 5));
+    CHECK (!gst_vision_detect_meta_set_keypoints (meta, 2, points, 6));
+    CHECK (!gst_vision_detect_meta_set_keypoints (NULL, 0, points, 6));
+    got = gst_vision_detect_meta_get_keypoints (meta, 1, &n);
+    CHECK (got != NULL && got != points && n == 6 && got[4] == 22.0f);
+    CHECK (gst_vision_detect_meta_get_keypoints (meta, 2, &n) == NULL
+        && n == 0);
+    CHECK (gst_vision_detect_meta_set_keypoints (meta, 1, NULL, 0));
+    CHECK (gst_vision_detect_meta_get_keypoints (meta, 1, &n) == NULL);
+  }
+
   gst_buffer_unref (buffer);
   if (failures == 0)
     g_print ("all checks passed\n");

@@ -30,7 +30,10 @@ introspection data:
   the detections' boxes and the masks (a VisionDetectionMask with the
   rectangle, the bytes and at(), None for the detection without one), the
   arrays freed without a double free (their elements are copied: the
-  annotations say transfer container).
+  annotations say transfer container);
+- keypoints through the bindings: set_keypoints with a list of floats (a
+  length not a multiple of 3, an index out of range refused), get_keypoints'
+  list, None for a detection without, and the same after a copy.
 
 Exits 77 (skipped) only when the typelib was not built (no
 GObject-Introspection at configure time), 1 on any mismatch.
@@ -234,9 +237,31 @@ def check_masks():
     del dets, masks
 
 
+def check_keypoints():
+    """A detection's keypoints in and out through the typelib."""
+    buf = Gst.Buffer.new()
+    meta = GstVisionDetect.buffer_add_vision_detect_meta(buf, 64, 48)
+    d = GstVisionDetect.VisionDetection()
+    d.x, d.y, d.w, d.h, d.roi_id = 6.0, 8.0, 20.0, 14.0, 0
+    meta.add_detection(d)
+    meta.add_detection(d)
+    values = [10.0, 12.5, 1.5, 20.0, 9.0, -0.25]
+    check(meta.set_keypoints(0, values), "set_keypoints refused 2 keypoints")
+    check(not meta.set_keypoints(0, values[:4]), "set_keypoints took 4 values")
+    check(not meta.set_keypoints(2, values), "set_keypoints took index 2 of 2")
+    copy = buf.copy_deep()
+    for where, m in (("meta", meta),
+                     ("copy", GstVisionDetect.buffer_get_vision_detect_meta(copy))):
+        got = m.get_keypoints(0)
+        check(got is not None and list(got) == values, f"{where}: get_keypoints(0) {got}")
+        got = m.get_keypoints(1)
+        check(not got, f"{where}: keypoints for detection 1: {got}")
+
+
 def main():
     Gst.init(None)
     check_masks()
+    check_keypoints()
     check(GstVisionDetect.buffer_get_vision_detect_meta(Gst.Buffer.new()) is None,
           "a buffer without the meta gives a meta")
 

@@ -638,6 +638,106 @@ GST_START_TEST (test_keypoints)
 
 GST_END_TEST;
 
+/* The string array @field of @s set to @v (@n strings). */
+static void
+set_strings (GstStructure * s, const gchar * field, const gchar * const *v,
+    guint n)
+{
+  GValue array = G_VALUE_INIT, str = G_VALUE_INIT;
+
+  gst_value_array_init (&array, n);
+  g_value_init (&str, G_TYPE_STRING);
+  for (guint i = 0; i < n; i++) {
+    g_value_set_string (&str, v[i]);
+    gst_value_array_append_value (&array, &str);
+  }
+  g_value_unset (&str);
+  gst_structure_take_value (s, field, &array);
+}
+
+/* format=dlstreamer writes an object's keypoints as gvametaconvert writes DL
+ * Streamer's "keypoints" tensor: "tensors": [{"precision": "FP32", "dims":
+ * [n, 2], "name": "keypoints", "format": "keypoints", "confidence": [n],
+ * "data": [x0, y0, ...] normalised to the object's rectangle, "point_names",
+ * "point_connections"}]; an object without keypoints has no "tensors". */
+GST_START_TEST (test_keypoints_dlstreamer)
+{
+  gchar *dir, *path;
+  GstHarness *h = new_writer (&dir, &path, "format=dlstreamer");
+  GstBuffer *b = new_frame (0);
+  GstVideoRegionOfInterestMeta *roi;
+  GstStructure *param;
+  JsonParser *parser = json_parser_new ();
+  JsonArray *objects, *tensors, *a;
+  JsonObject *line, *t;
+  gchar *contents = NULL;
+  const gfloat xy[4] = { 0.25f, 0.5f, 0.0f, 1.0f };
+  const gfloat scores[2] = { 7.5f, -1.25f };
+  const gchar *names[2] = { "nose", "left_eye" };
+  const gchar *connections[2] = { "nose", "left_eye" };
+  const gdouble want_data[4] = { 0.25, 0.5, 0.0, 1.0 };
+
+  gst_harness_set_src_caps_str (h, caps);
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 100, 60, 40,
+      20);
+  roi->id = 0;
+  param = keypoints_param (xy, scores, 2, 2);
+  set_strings (param, "point_names", names, 2);
+  set_strings (param, "point_connections", connections, 2);
+  gst_video_region_of_interest_meta_add_param (roi, param);
+  roi = gst_buffer_add_video_region_of_interest_meta (b, "person", 10, 10, 8,
+      8);
+  roi->id = 1;
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  gst_buffer_unref (gst_harness_pull (h));
+  gst_harness_teardown (h);
+
+  fail_unless (g_file_get_contents (path, &contents, NULL, NULL));
+  line = parse_line (parser, g_strstrip (contents));
+  objects = json_object_get_array_member (line, "objects");
+  fail_unless_equals_int (json_array_get_length (objects), 2);
+  tensors = json_object_get_array_member (json_array_get_object_element
+      (objects, 0), "tensors");
+  fail_unless (tensors != NULL);
+  fail_unless_equals_int (json_array_get_length (tensors), 1);
+  t = json_array_get_object_element (tensors, 0);
+  fail_unless_equals_string (json_object_get_string_member (t, "name"),
+      "keypoints");
+  fail_unless_equals_string (json_object_get_string_member (t, "format"),
+      "keypoints");
+  fail_unless_equals_string (json_object_get_string_member (t, "precision"),
+      "FP32");
+  a = json_object_get_array_member (t, "dims");
+  fail_unless_equals_int (json_array_get_length (a), 2);
+  fail_unless_equals_int (json_array_get_int_element (a, 0), 2);
+  fail_unless_equals_int (json_array_get_int_element (a, 1), 2);
+  a = json_object_get_array_member (t, "data");
+  fail_unless_equals_int (json_array_get_length (a), 4);
+  for (guint i = 0; i < 4; i++)
+    fail_unless (fabs (json_array_get_double_element (a, i) - want_data[i])
+        <= 1e-5, "data %u: %g, want %g", i, json_array_get_double_element (a,
+            i), want_data[i]);
+  a = json_object_get_array_member (t, "confidence");
+  fail_unless_equals_int (json_array_get_length (a), 2);
+  fail_unless (fabs (json_array_get_double_element (a, 0) - 7.5) <= 1e-6);
+  fail_unless (fabs (json_array_get_double_element (a, 1) + 1.25) <= 1e-6);
+  a = json_object_get_array_member (t, "point_names");
+  fail_unless_equals_int (json_array_get_length (a), 2);
+  fail_unless_equals_string (json_array_get_string_element (a, 1), "left_eye");
+  a = json_object_get_array_member (t, "point_connections");
+  fail_unless_equals_int (json_array_get_length (a), 2);
+  fail_unless_equals_string (json_array_get_string_element (a, 0), "nose");
+  fail_if (json_object_has_member (json_array_get_object_element (objects, 1),
+          "tensors"));
+
+  g_object_unref (parser);
+  g_free (contents);
+  remove_output (dir, path);
+}
+
+GST_END_TEST;
+
+
 /* Two visionjson elements of one process writing one file (a tee) would mix
  * their lines: the second is refused with an error naming the file and the
  * first writer, whatever path it is given; the file stays the first one's,
@@ -1062,6 +1162,7 @@ visionjson_suite (void)
   tcase_add_test (tc, test_foreign_labels_and_numbers);
   tcase_add_test (tc, test_segmentation_rle);
   tcase_add_test (tc, test_keypoints);
+  tcase_add_test (tc, test_keypoints_dlstreamer);
   tcase_add_test (tc, test_properties);
   tcase_add_test (tc, test_flushing_seek);
   return s;

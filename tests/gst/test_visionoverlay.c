@@ -424,6 +424,141 @@ GST_START_TEST (test_masks_filled)
 
 GST_END_TEST;
 
+/* A "keypoints" ROI param as visiondetect attaches a Keypoint R-CNN's: the
+ * @n points (frame pixels, @xys: x, y, score each) normalised to the ROI
+ * @roi; point names and connections (pairs of names) when @names is set. */
+static GstStructure *
+keypoints_param (const GstVideoRegionOfInterestMeta * roi, const gfloat * xys,
+    guint n, const gchar * const *names, const gchar * const *connections,
+    guint n_connections)
+{
+  gfloat *xy = g_new (gfloat, 2 * n), *scores = g_new (gfloat, n);
+  GValue dims = G_VALUE_INIT, v = G_VALUE_INIT, a = G_VALUE_INIT;
+  GstStructure *s;
+
+  for (guint i = 0; i < n; i++) {
+    xy[2 * i] = (xys[3 * i] - roi->x) / roi->w;
+    xy[2 * i + 1] = (xys[3 * i + 1] - roi->y) / roi->h;
+    scores[i] = xys[3 * i + 2];
+  }
+  s = gst_structure_new ("keypoints", "format", G_TYPE_STRING, "keypoints",
+      "precision", G_TYPE_INT, 10, "data_buffer", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, xy,
+          2 * (gsize) n * sizeof (gfloat), 1), "confidence", G_TYPE_VARIANT,
+      g_variant_new_fixed_array (G_VARIANT_TYPE_BYTE, scores,
+          (gsize) n * sizeof (gfloat), 1), NULL);
+  gst_value_array_init (&dims, 2);
+  g_value_init (&v, G_TYPE_UINT);
+  g_value_set_uint (&v, n);
+  gst_value_array_append_value (&dims, &v);
+  g_value_set_uint (&v, 2);
+  gst_value_array_append_value (&dims, &v);
+  g_value_unset (&v);
+  gst_structure_take_value (s, "dims", &dims);
+  if (names != NULL) {
+    g_value_init (&v, G_TYPE_STRING);
+    gst_value_array_init (&a, n);
+    for (guint i = 0; i < n; i++) {
+      g_value_set_string (&v, names[i]);
+      gst_value_array_append_value (&a, &v);
+    }
+    gst_structure_take_value (s, "point_names", &a);
+    gst_value_array_init (&a, 2 * n_connections);
+    for (guint i = 0; i < 2 * n_connections; i++) {
+      g_value_set_string (&v, connections[i]);
+      gst_value_array_append_value (&a, &v);
+    }
+    gst_structure_take_value (s, "point_connections", &a);
+    g_value_unset (&v);
+  }
+  g_free (xy);
+  g_free (scores);
+  return s;
+}
+
+/* Keypoints on box 0 (the model's names and skeleton: a-b, b-c): the points
+ * and the a-b connection are drawn; c (score -3, under the default threshold
+ * 0) and the b-c connection are not, unless keypoint-threshold is lower;
+ * keypoints=false draws none of them. On the frame (RGBx) and blended (RGB). */
+GST_START_TEST (test_keypoints_drawn)
+{
+  const gfloat xys[9] = { 60, 80, 5.0f, 120, 80, 2.0f, 90, 106, -3.0f };
+  const gchar *names[3] = { "a", "b", "c" };
+  const gchar *connections[4] = { "a", "b", "b", "c" };
+  const GstVideoFormat formats[] = { GST_VIDEO_FORMAT_RGBx,
+    GST_VIDEO_FORMAT_RGB
+  };
+  const gchar *props[3] = { "text=none line-width=3",
+    "text=none line-width=3 keypoints=false",
+    "text=none line-width=3 keypoint-threshold=-5"
+  };
+
+  for (guint run = 0; run < 6; run++) {
+    guint mode = run % 3;
+    GstVideoInfo info;
+    GstBuffer *in = grey_frame (formats[run / 3], &info), *out;
+    GstVideoFrame frame;
+    gboolean on = mode != 1, low = mode == 2;
+
+    add_boxes (in, BOXES_ROI_ONLY);
+    gst_video_region_of_interest_meta_add_param
+        (gst_buffer_get_video_region_of_interest_meta_id (in, 0),
+        keypoints_param (gst_buffer_get_video_region_of_interest_meta_id (in,
+                0), xys, 3, names, connections, 2));
+    out = overlay (in, &info, props[mode]);
+    fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+    fail_unless_equals_int (changed (&frame, 60, 80), on);
+    fail_unless_equals_int (changed (&frame, 120, 80), on);
+    /* a-b */
+    fail_unless_equals_int (changed (&frame, 90, 80), on);
+    /* c and b-c */
+    fail_unless_equals_int (changed (&frame, 90, 106), low);
+    fail_unless_equals_int (changed (&frame, 105, 93), low);
+    /* between a and c: no connection */
+    fail_if (changed (&frame, 75, 93));
+    gst_video_frame_unmap (&frame);
+    gst_buffer_unref (out);
+  }
+}
+
+GST_END_TEST;
+
+/* 17 keypoints of a "person" whose param names no skeleton get COCO's (left
+ * shoulder 5 - right shoulder 6); the same on a "ball" get none. */
+GST_START_TEST (test_keypoints_coco_skeleton)
+{
+  gfloat xys[3 * 17];
+
+  /* a 5 x 4 grid, 50 x 45 pixels apart */
+  for (guint i = 0; i < 17; i++) {
+    xys[3 * i] = 40 + 50 * (i % 5);
+    xys[3 * i + 1] = 40 + 45 * (i / 5);
+    xys[3 * i + 2] = 1.0f;
+  }
+  for (guint run = 0; run < 2; run++) {
+    GstVideoInfo info;
+    GstBuffer *in = grey_frame (GST_VIDEO_FORMAT_RGBx, &info), *out;
+    GstVideoRegionOfInterestMeta *roi =
+        gst_buffer_add_video_region_of_interest_meta (in,
+        run == 0 ? "person" : "ball", 20, 20, 280, 200);
+    GstVideoFrame frame;
+
+    roi->id = 0;
+    gst_video_region_of_interest_meta_add_param (roi, keypoints_param (roi,
+            xys, 17, NULL, NULL, 0));
+    out = overlay (in, &info, "text=none line-width=3");
+    fail_unless (gst_video_frame_map (&frame, &info, out, GST_MAP_READ));
+    /* the points: 5 at (40, 85), 6 at (90, 85) */
+    fail_unless (changed (&frame, 40, 85));
+    fail_unless (changed (&frame, 90, 85));
+    fail_unless_equals_int (changed (&frame, 65, 85), run == 0);
+    gst_video_frame_unmap (&frame);
+    gst_buffer_unref (out);
+  }
+}
+
+GST_END_TEST;
+
 /* The cost of drawing one labelled box on a frame, per format that the
  * element takes: printed for comparison (no bound: machines differ). The
  * buffer goes round the harness, drawn again in place each time. */
@@ -953,6 +1088,8 @@ visionoverlay_suite (void)
   tcase_add_test (tc, test_no_detections_no_change);
   tcase_add_test (tc, test_empty_meta_not_mapped);
   tcase_add_test (tc, test_masks_filled);
+  tcase_add_test (tc, test_keypoints_drawn);
+  tcase_add_test (tc, test_keypoints_coco_skeleton);
   tcase_add_test (tc, test_properties);
   tcase_add_test (tc, test_timing_1080p_one_box);
   tcase_add_test (tc, test_yuv_in_place);

@@ -269,6 +269,85 @@ GST_START_TEST (test_predictions_on_skipped_frames)
 
 GST_END_TEST;
 
+/* Tracked boxes keep their keypoints: on a detection frame the ROI meta's
+ * "keypoints" param and the companion entry's keypoints stay with the
+ * detection the track matched (its object id beside them); on a frame the
+ * detector skipped, the predicted boxes carry none (a pose is not predicted:
+ * the last one moved with the box would show limbs where they no longer
+ * are). */
+GST_START_TEST (test_keypoints_kept)
+{
+  GstHarness *h = new_track (NULL);
+  guint i;
+
+  for (i = 0; i < 12; i++) {
+    gboolean detected = i % 3 == 0;
+    GstBuffer *in = crossing_frame (i, detected), *out;
+    GstVisionDetectMeta *meta = gst_buffer_get_vision_detect_meta (in);
+    GstVideoRegionOfInterestMeta *roi;
+    gpointer state = NULL;
+    guint k;
+
+    for (k = 0; meta != NULL && k < meta->detections->len; k++) {
+      const GstVisionDetection *d =
+          &g_array_index (meta->detections, GstVisionDetection, k);
+      /* one keypoint at the box's centre, its score the ROI id */
+      const gfloat point[3] = { (gfloat) (d->x + d->w / 2),
+        (gfloat) (d->y + d->h / 2), (gfloat) d->roi_id
+      };
+
+      fail_unless (gst_vision_detect_meta_set_keypoints (meta, k, point, 3));
+      gst_video_region_of_interest_meta_add_param
+          (gst_buffer_get_video_region_of_interest_meta_id (in, d->roi_id),
+          gst_structure_new ("keypoints", "format", G_TYPE_STRING,
+              "keypoints", "roi", G_TYPE_INT, d->roi_id, NULL));
+    }
+    fail_unless_equals_int (gst_harness_push (h, in), GST_FLOW_OK);
+    out = gst_harness_pull (h);
+    meta = gst_buffer_get_vision_detect_meta (out);
+    fail_unless (meta != NULL || i < 3);
+    while ((roi = (GstVideoRegionOfInterestMeta *)
+            gst_buffer_iterate_meta_filtered (out, &state,
+                GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)) != NULL) {
+      GstStructure *s = gst_video_region_of_interest_meta_get_param (roi,
+          "keypoints");
+      gint marker = -1;
+
+      if (detected) {
+        fail_unless (s != NULL, "frame %u: ROI %d lost its keypoints", i,
+            roi->id);
+        fail_unless (gst_structure_get_int (s, "roi", &marker));
+        fail_unless_equals_int (marker, roi->id);
+      } else {
+        fail_unless (s == NULL, "frame %u: keypoints on a predicted box", i);
+      }
+    }
+    for (k = 0; meta != NULL && k < meta->detections->len; k++) {
+      const GstVisionDetection *d =
+          &g_array_index (meta->detections, GstVisionDetection, k);
+      gsize n = 0;
+      const gfloat *v = gst_vision_detect_meta_get_keypoints (meta, k, &n);
+
+      fail_unless_equals_int (d->tracked, !detected);
+      if (detected) {
+        fail_unless (v != NULL && n == 3, "frame %u: entry %u lost its "
+            "keypoints", i, k);
+        fail_unless_equals_float (v[2], (gfloat) d->roi_id);
+        fail_unless (fabs (v[0] - (d->x + d->w / 2)) < 1e-3);
+        fail_unless (i < 3 || d->object_id > 0);
+      } else {
+        fail_unless (v == NULL, "frame %u: keypoints on predicted entry %u",
+            i, k);
+        fail_unless (d->object_id > 0);
+      }
+    }
+    gst_buffer_unref (out);
+  }
+  gst_harness_teardown (h);
+}
+
+GST_END_TEST;
+
 /* Frames visiondetect repeated (GAP duplicates of its last inferred frame, as
  * videorate makes them from a source at a third of the rate): the same
  * detections, with the ids of the frame they repeat, as detections; for the
@@ -907,6 +986,7 @@ visiontrack_suite (void)
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_ids_through_crossing);
   tcase_add_test (tc, test_predictions_on_skipped_frames);
+  tcase_add_test (tc, test_keypoints_kept);
   tcase_add_test (tc, test_repeated_frames);
   tcase_add_test (tc, test_id_between_detections);
   tcase_add_test (tc, test_flush_and_caps_reset);

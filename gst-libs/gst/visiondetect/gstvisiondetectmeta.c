@@ -213,6 +213,34 @@ mask_entry (const GstVisionDetectMeta * meta, guint index)
   return mask->data != NULL ? mask : NULL;
 }
 
+static void
+keypoints_clear (gpointer data)
+{
+  if (data != NULL)
+    g_bytes_unref (data);
+}
+
+/* @meta's keypoints of detection @index (a GBytes of 3 n floats), or NULL. */
+static GBytes *
+keypoints_entry (const GstVisionDetectMeta * meta, guint index)
+{
+  if (meta->keypoints == NULL || index >= meta->keypoints->len)
+    return NULL;
+  return g_ptr_array_index (meta->keypoints, index);
+}
+
+/* Gives detection @index of @meta the keypoints @points (referenced). */
+static void
+set_keypoints_entry (GstVisionDetectMeta * meta, guint index, GBytes * points)
+{
+  if (meta->keypoints == NULL)
+    meta->keypoints = g_ptr_array_new_with_free_func (keypoints_clear);
+  if (meta->keypoints->len <= index)
+    g_ptr_array_set_size (meta->keypoints, index + 1);
+  keypoints_clear (g_ptr_array_index (meta->keypoints, index));
+  g_ptr_array_index (meta->keypoints, index) = g_bytes_ref (points);
+}
+
 /* Gives detection @index (the last one added) of @meta the mask @mask (its
  * data referenced). */
 static void
@@ -269,8 +297,9 @@ gst_vision_detect_meta_init (GstMeta * meta, gpointer params,
   dmeta->height = 0;
   dmeta->inference = GST_VISION_DETECT_INFERRED;
   dmeta->detections = g_array_new (FALSE, FALSE, sizeof (GstVisionDetection));
-  /* created with the first mask */
+  /* created with the first mask, the first keypoints */
   dmeta->masks = NULL;
+  dmeta->keypoints = NULL;
   return TRUE;
 }
 
@@ -281,6 +310,7 @@ gst_vision_detect_meta_free (GstMeta * meta, GstBuffer * buffer)
 
   g_clear_pointer (&dmeta->detections, g_array_unref);
   g_clear_pointer (&dmeta->masks, g_array_unref);
+  g_clear_pointer (&dmeta->keypoints, g_ptr_array_unref);
 }
 
 /* Whether scaling @in to @out keeps the display aspect ratio, to within one
@@ -381,6 +411,30 @@ gst_vision_detect_meta_transform (GstBuffer * dest, GstMeta * meta,
       set_mask_entry (dmeta, i, &scaled);
       g_bytes_unref (scaled.data);
     }
+  }
+  for (i = 0; i < smeta->detections->len; i++) {
+    GBytes *points = keypoints_entry (smeta, i);
+    const gfloat *src;
+    gfloat *moved;
+    gsize size, k;
+
+    if (points == NULL)
+      continue;
+    if (!scale) {
+      /* the values are immutable: shared */
+      set_keypoints_entry (dmeta, i, points);
+      continue;
+    }
+    /* continuous coordinates, as the boxes: x * sx, y * sy, same score */
+    src = g_bytes_get_data (points, &size);
+    moved = g_memdup2 (src, size);
+    for (k = 0; k < size / sizeof (gfloat); k += 3) {
+      moved[k] = (gfloat) (moved[k] * sx);
+      moved[k + 1] = (gfloat) (moved[k + 1] * sy);
+    }
+    points = g_bytes_new_take (moved, size);
+    set_keypoints_entry (dmeta, i, points);
+    g_bytes_unref (points);
   }
   return TRUE;
 }
@@ -518,6 +572,84 @@ gst_vision_detect_meta_add_detection_with_mask (GstVisionDetectMeta * meta,
   entry.data = mask;
   set_mask_entry (meta, meta->detections->len - 1, &entry);
   return TRUE;
+}
+
+/**
+ * gst_vision_detect_meta_set_keypoints:
+ * @meta: a meta
+ * @index: 0 .. gst_vision_detect_meta_get_n_detections() - 1
+ * @keypoints: (array length=n_values) (nullable): x, y and score of each
+ *     keypoint, one after the other (x, y in pixels of the meta's frame,
+ *     continuous coordinates as the boxes; score as the model gives it),
+ *     copied
+ * @n_values: number of floats in @keypoints: 3 per keypoint
+ *
+ * Gives detection @index its keypoints (a Keypoint R-CNN's), replacing any it
+ * had; %NULL or @n_values 0 removes them. A scale transform moves them with
+ * the boxes; the point names and the skeleton are the model's, on the ROI
+ * meta's "keypoints" param.
+ *
+ * Returns: %TRUE when set; %FALSE (nothing changed) when @index is out of
+ *     range or @n_values is not a multiple of 3
+ */
+gboolean
+gst_vision_detect_meta_set_keypoints (GstVisionDetectMeta * meta, guint index,
+    const gfloat * keypoints, gsize n_values)
+{
+  GBytes *points;
+
+  g_return_val_if_fail (meta != NULL, FALSE);
+
+  if (index >= meta->detections->len || n_values % 3 != 0
+      || (keypoints == NULL && n_values > 0)) {
+    GST_DEBUG ("refusing %" G_GSIZE_FORMAT " keypoint values for detection "
+        "%u of %u", n_values, index, meta->detections->len);
+    return FALSE;
+  }
+  if (n_values == 0) {
+    if (keypoints_entry (meta, index) != NULL) {
+      keypoints_clear (g_ptr_array_index (meta->keypoints, index));
+      g_ptr_array_index (meta->keypoints, index) = NULL;
+    }
+    return TRUE;
+  }
+  points = g_bytes_new (keypoints, n_values * sizeof (gfloat));
+  set_keypoints_entry (meta, index, points);
+  g_bytes_unref (points);
+  return TRUE;
+}
+
+/**
+ * gst_vision_detect_meta_get_keypoints:
+ * @meta: a meta
+ * @index: 0 .. gst_vision_detect_meta_get_n_detections() - 1
+ * @n_values: (out): number of floats returned, 3 per keypoint (0 without
+ *     keypoints)
+ *
+ * The keypoints of detection @index: x, y and score of each, one after the
+ * other, in pixels of the meta's frame.
+ *
+ * Returns: (transfer none) (array length=n_values) (nullable): the values,
+ *     owned by @meta; %NULL when the detection has no keypoints or @index is
+ *     out of range
+ */
+const gfloat *
+gst_vision_detect_meta_get_keypoints (const GstVisionDetectMeta * meta,
+    guint index, gsize * n_values)
+{
+  GBytes *points;
+  gsize size = 0;
+  const gfloat *values;
+
+  g_return_val_if_fail (meta != NULL && n_values != NULL, NULL);
+
+  *n_values = 0;
+  points = keypoints_entry (meta, index);
+  if (points == NULL || index >= meta->detections->len)
+    return NULL;
+  values = g_bytes_get_data (points, &size);
+  *n_values = size / sizeof (gfloat);
+  return values;
 }
 
 /**

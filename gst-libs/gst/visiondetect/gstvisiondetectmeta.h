@@ -37,6 +37,13 @@
  * two that may cross the threshold either way), is what visionoverlay and
  * visionjson apply to a ROI meta's mask anyway, and a 2x upscale repeats each
  * pixel exactly. A copy transform shares the (immutable) mask bytes.
+ *
+ * Keypoints (a Keypoint R-CNN's): a detection may carry n keypoints beside it
+ * (gst_vision_detect_meta_set_keypoints()), 3 n floats: x, y (pixels of the
+ * meta's frame, continuous coordinates as the boxes) and score of each. A
+ * scale transform multiplies x and y as it does the boxes; a copy shares
+ * them. The point names and the skeleton are the model's: the ROI meta's
+ * "keypoints" param carries them.
  */
 #ifndef __GST_VISION_DETECT_META_H__
 #define __GST_VISION_DETECT_META_H__
@@ -153,6 +160,7 @@ typedef struct
 
   /*< private >*/
   GArray *masks;
+  GPtrArray *keypoints;
 } GstVisionDetectMeta;
 
 /**
@@ -219,6 +227,14 @@ GST_VISION_DETECT_META_API
 gboolean gst_vision_detect_meta_add_detection_with_mask (GstVisionDetectMeta *
     meta, const GstVisionDetection * detection, guint x, guint y, guint width,
     guint height, GBytes * mask);
+
+GST_VISION_DETECT_META_API
+gboolean gst_vision_detect_meta_set_keypoints (GstVisionDetectMeta * meta,
+    guint index, const gfloat * keypoints, gsize n_values);
+
+GST_VISION_DETECT_META_API
+const gfloat *gst_vision_detect_meta_get_keypoints (const GstVisionDetectMeta *
+    meta, guint index, gsize * n_values);
 
 GST_VISION_DETECT_META_API
 const guint8 *gst_vision_detect_meta_get_mask_data (const GstVisionDetectMeta *
