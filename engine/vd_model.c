@@ -318,6 +318,25 @@ JsonArray *get_array(const char *path, JsonObject *o, const char *section, const
     return array;
 }
 
+/* @section's "conv_channels": 1 to @max_len integers in [1, 65536], into @out and
+ * @n_out */
+gboolean get_conv_channels(const char *path, JsonObject *o, const char *section, guint max_len,
+                           int *out, int *n_out, GError **error)
+{
+    JsonArray *channels = get_array(path, o, section, "conv_channels", 1, max_len, error);
+    if (!channels)
+        return FALSE;
+    for (guint i = 0; i < json_array_get_length(channels); i++) {
+        JsonNode *node = json_array_get_element(channels, i);
+        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
+            return config_error(
+                error, path, "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section, i);
+        out[i] = (int)json_node_get_int(node);
+    }
+    *n_out = (int)json_array_get_length(channels);
+    return TRUE;
+}
+
 gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
                          double max, gboolean min_exclusive, float *out, GError **error)
 {
@@ -666,7 +685,6 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
     static const char *const keys[] = {"type", "conv_channels", "norm", NULL};
     JsonObject *o = get_section(path, roi, "box_head", error);
     const char *type, *norm;
-    JsonArray *channels;
 
     if (!o || !check_keys(path, o, "roi_heads.box_head", keys, error) ||
         !(type = get_string(path, o, "roi_heads.box_head", "type", error)))
@@ -686,21 +704,8 @@ static gboolean parse_box_head(const char *path, JsonObject *roi, vd_config *c, 
                     norm);
         return FALSE;
     }
-    channels =
-        get_array(path, o, "roi_heads.box_head", "conv_channels", 1, VD_MAX_BOX_CONVS, error);
-    if (!channels)
-        return FALSE;
-    for (guint i = 0; i < json_array_get_length(channels); i++) {
-        JsonNode *node = json_array_get_element(channels, i);
-        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
-            return config_error(error, path,
-                                "'roi_heads.box_head.conv_channels[%u]' must be an integer in "
-                                "[1, 65536]",
-                                i);
-        c->box_conv_channels[i] = (int)json_node_get_int(node);
-    }
-    c->n_box_convs = (int)json_array_get_length(channels);
-    return TRUE;
+    return get_conv_channels(path, o, "roi_heads.box_head", VD_MAX_BOX_CONVS, c->box_conv_channels,
+                             &c->n_box_convs, error);
 }
 
 /* MultiScaleRoIAlign keeps the FPN maps whose name is in featmap_names, in the FPN's
@@ -751,7 +756,6 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
         "dilation",    "norm",           "dim_reduced",   NULL};
     const char *section = "roi_heads.mask_head";
     JsonObject *o = get_section(path, roi, "mask_head", error);
-    JsonArray *channels;
     const char *norm;
     int dilation;
 
@@ -778,18 +782,8 @@ static gboolean parse_mask_head(const char *path, JsonObject *roi, vd_config *c,
                     norm);
         return FALSE;
     }
-    channels = get_array(path, o, section, "conv_channels", 1, VD_MAX_MASK_CONVS, error);
-    if (!channels)
-        return FALSE;
-    for (guint i = 0; i < json_array_get_length(channels); i++) {
-        JsonNode *node = json_array_get_element(channels, i);
-        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
-            return config_error(
-                error, path, "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section, i);
-        c->mask_conv_channels[i] = (int)json_node_get_int(node);
-    }
-    c->n_mask_convs = (int)json_array_get_length(channels);
-    return TRUE;
+    return get_conv_channels(path, o, section, VD_MAX_MASK_CONVS, c->mask_conv_channels,
+                             &c->n_mask_convs, error);
 }
 
 static gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error)

@@ -17,7 +17,6 @@ gboolean parse_keypoint_head(const char *path, JsonObject *roi, vd_config *c, GE
                                        "deconv_padding", "up_scale",       NULL};
     const char *section = "roi_heads.keypoint_head";
     JsonObject *o = get_section(path, roi, "keypoint_head", error);
-    JsonArray *channels;
 
     if (!o || !check_keys(path, o, section, keys, error) ||
         !get_int(path, o, section, "output_size", 1, 64, &c->kp_output_size, error) ||
@@ -37,18 +36,8 @@ gboolean parse_keypoint_head(const char *path, JsonObject *roi, vd_config *c, GE
     if (vd_config_heatmap_size(c) > 1024)
         return config_error(error, path, "'%s' gives %dx%d heatmaps (at most 1024x1024)", section,
                             vd_config_heatmap_size(c), vd_config_heatmap_size(c));
-    channels = get_array(path, o, section, "conv_channels", 1, VD_MAX_KEYPOINT_CONVS, error);
-    if (!channels)
-        return FALSE;
-    for (guint i = 0; i < json_array_get_length(channels); i++) {
-        JsonNode *node = json_array_get_element(channels, i);
-        if (!node_is_int(node) || json_node_get_int(node) < 1 || json_node_get_int(node) > 65536)
-            return config_error(
-                error, path, "'%s.conv_channels[%u]' must be an integer in [1, 65536]", section, i);
-        c->kp_conv_channels[i] = (int)json_node_get_int(node);
-    }
-    c->n_kp_convs = (int)json_array_get_length(channels);
-    return TRUE;
+    return get_conv_channels(path, o, section, VD_MAX_KEYPOINT_CONVS, c->kp_conv_channels,
+                             &c->n_kp_convs, error);
 }
 
 /* "num_keypoints", and the optional "keypoint_names" and "keypoint_skeleton". */

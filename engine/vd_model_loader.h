@@ -57,6 +57,8 @@ gboolean get_float(const char *path, JsonObject *o, const char *section, const c
                    double min, double max, gboolean min_exclusive, float *out, GError **error);
 JsonArray *get_array(const char *path, JsonObject *o, const char *section, const char *key,
                      guint min_len, guint max_len, GError **error);
+gboolean get_conv_channels(const char *path, JsonObject *o, const char *section, guint max_len,
+                           int *out, int *n_out, GError **error);
 gboolean get_float_array(const char *path, JsonArray *array, const char *what, double min,
                          double max, gboolean min_exclusive, float *out, GError **error);
 const char *get_string(const char *path, JsonObject *o, const char *section, const char *key,

@@ -11,11 +11,11 @@ G_BEGIN_DECLS
 #define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
-#define VD_MAX_SE_CHANNELS 4096 /* squeeze width of a MobileNetV3 SE block */
-#define VD_MAX_RPN_CONVS 4      /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
-#define VD_MAX_BOX_CONVS 8      /* FastRCNNConvFCHead conv layers (v2: 4) */
-#define VD_MAX_MASK_CONVS 8     /* MaskRCNNHeads conv layers (4) */
-#define VD_MAX_HEAD_CONVS 8     /* a one-stage head branch's 3x3 conv layers (4) */
+#define VD_MAX_SE_CHANNELS 4096  /* squeeze width of a MobileNetV3 SE block */
+#define VD_MAX_RPN_CONVS 4       /* RPNHead conv_depth (fasterrcnn_resnet50_fpn_v2: 2) */
+#define VD_MAX_BOX_CONVS 8       /* FastRCNNConvFCHead conv layers (v2: 4) */
+#define VD_MAX_MASK_CONVS 8      /* MaskRCNNHeads conv layers (4) */
+#define VD_MAX_HEAD_CONVS 8      /* a one-stage head branch's 3x3 conv layers (4) */
 #define VD_MAX_KEYPOINT_CONVS 16 /* KeypointRCNNHeads conv layers (8) */
 #define VD_MAX_KEYPOINTS 256     /* KeypointRCNNPredictor's keypoints (COCO: 17) */
 
