@@ -59,7 +59,8 @@
  *   roi_align in float32 on the low-precision features). bf16 runs no Winograd:
  *   float32 Winograd on the large FPN/RPN maps gains too little there for its
  *   266 MB scratchpad at 800x1088 (tools/bench/CPU.md, "Figures behind choices").
- * - int8 (VD_PRECISION_INT8, on CPUs with VNNI, for ResNet backbones of a calibrated
+ * - int8 (VD_PRECISION_INT8, on CPUs with VNNI or, on XNNPACK's layers, the dot
+ *   product, for ResNet backbones of a calibrated
  *   model): post-training static quantisation. Weights s8 with one symmetric scale
  *   per output channel (max |w| / 127, computed at planning from the folded
  *   weights), activations one scale per tensor from the model's calibrated ranges
@@ -75,7 +76,10 @@
  *   v2's further RPN convolutions, the box and mask heads, the small ops) runs in
  *   bf16 where the processor has it natively, else fp32: these layers decide the
  *   scores and box coordinates directly, and cost a small share of the frame.
- *   Activations are NHWC (the VNNI and AMX int8 kernels' layout).
+ *   Activations are NHWC (the VNNI and AMX int8 kernels' layout). Where the layers
+ *   run XNNPACK (aarch64 with the dot product), the same plan runs its per-channel
+ *   int8 operators (vd_cpu_xnnpack.h: the zero points, the sums, the real outputs),
+ *   the rest in float32.
  * - fp16 (VD_PRECISION_FP16, never AUTO): only where XNNPACK runs the layers
  *   (vd_cpu_xnnpack.h) and has fp16 kernels for the processor (aarch64 with the
  *   FP16 arithmetic; x86 with AVX2/F16C, where the tests force XNNPACK), refused
@@ -726,8 +730,8 @@ gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned
 }
 
 gboolean plan_quantize(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
-                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales,
-                       vd_xnn_op **op, GError **error)
+                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales, vd_xnn_op **op,
+                       GError **error)
 {
     if (st->xnn != NULL) {
         *op = vd_xnn_quantize_new(st->xnn, (size_t)from->h * from->w * from->c, scale, to->dt,
@@ -2294,9 +2298,9 @@ static gboolean fp16_runs(const vd_cpu_caps *caps, gboolean xnn, const char **f1
 
 /* What the CPU backend runs on this machine (oneDNN's ISA, capped by
  * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, fp16 on
- * XNNPACK's layers with the CPU's FP16 arithmetic, int8 with VNNI (or on XNNPACK's layers with the dot product) on a calibrated
- * ResNet model, calibration in fp32 on a ResNet model, and a box head whose fc6
- * takes the pooler's output. */
+ * XNNPACK's layers with the CPU's FP16 arithmetic, int8 with VNNI (on XNNPACK's
+ * layers: with the dot product) on a calibrated ResNet model, calibration in fp32
+ * on a ResNet model, and a box head whose fc6 takes the pooler's output. */
 static gboolean cpu_supports(const vd_model *model, const vd_context_params *params, GError **error)
 {
     vd_cpu_caps caps;
@@ -2562,8 +2566,8 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
             conv_kernels(out, strings, &plan->fpn_layer[i], name);
         }
         for (int l = 0; l < plan->n_levels; l++) {
-            kernel_add_op(out, strings, plan->fpn_quantize[l], plan->fpn_quantize_xnn[l],
-                          "reorder", "rpn.head.quantise[level %d]", l);
+            kernel_add_op(out, strings, plan->fpn_quantize[l], plan->fpn_quantize_xnn[l], "reorder",
+                          "rpn.head.quantise[level %d]", l);
             g_snprintf(name, sizeof(name), "rpn.head.conv[level %d]", l);
             conv_kernels(out, strings, &plan->rpn_conv[l], name);
             for (int j = 1; j < m->config.rpn_conv_depth; j++) {

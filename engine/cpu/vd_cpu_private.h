@@ -129,7 +129,7 @@ typedef struct {
     cpu_tensor *pool_q;
     dnnl_primitive_t pool_quantize;
     vd_layer_scales pool_quantize_scales;
-    vd_xnn_op *pool_quantize_xnn; /* XNNPACK's instead (cpu_state.xnn) */
+    vd_xnn_op *pool_quantize_xnn;    /* XNNPACK's instead (cpu_state.xnn) */
     float stage_scale[4];            /* int8: the scales of stage_out */
     cpu_block blocks[VD_MAX_BLOCKS]; /* as the model's (vd_resnet_weights) */
 } cpu_resnet_plan;
@@ -480,8 +480,8 @@ gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error);
  * @scale: XNNPACK's conversion where the layers run XNNPACK (*@op), else oneDNN's
  * reorder (*@prim with its *@scales); the plan's to free. */
 gboolean plan_quantize(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
-                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales,
-                       vd_xnn_op **op, GError **error);
+                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales, vd_xnn_op **op,
+                       GError **error);
 
 /* int8: scales from the model's calibrated ranges; calibration's records */
 gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,

@@ -396,7 +396,8 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
     gboolean to_int8 = vd_layers_is_int8(desc->dst_dt);
     gboolean relu = desc->act == VD_ACT_RELU;
     if (desc->deconv || (!to_int8 && desc->dst_dt != dnnl_f32) || desc->wei_scales == NULL ||
-        desc->act == VD_ACT_HARDSWISH || (desc->sum && (!to_int8 || (relu && desc->dst_dt != dnnl_u8)))) {
+        desc->act == VD_ACT_HARDSWISH ||
+        (desc->sum && (!to_int8 || (relu && desc->dst_dt != dnnl_u8)))) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                     "%s: XNNPACK's int8 convolutions take no transposed convolution, "
                     "hardswish, sum onto a float32 output or ReLU after a sum onto a signed one",
@@ -432,10 +433,9 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
                        desc->src_scale, desc->wei_scales, wq, bq, dst_zp, dst_scale, lo, 127, 0,
                        NULL, NULL, &op->op),
                    "xnn_create_convolution2d_nhwc_qs8_qc8w", what, error) &&
-             check(xnn_reshape_convolution2d_nhwc_qs8_qc8w(op->op, (size_t)desc->n,
-                                                           (size_t)desc->in_h, (size_t)desc->in_w,
-                                                           &op->workspace_size, align, out_h,
-                                                           out_w, x->pool),
+             check(xnn_reshape_convolution2d_nhwc_qs8_qc8w(
+                       op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
+                       &op->workspace_size, align, out_h, out_w, x->pool),
                    "xnn_reshape_convolution2d_nhwc_qs8_qc8w", what, error);
         g_free(bq);
         if (ok && desc->sum) {
@@ -444,8 +444,8 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
                                            b = {zero_point(desc->sum_dt), desc->sum_scale},
                                            o = {zero_point(desc->dst_dt), desc->dst_scale};
             size_t n = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
-            ok = check(xnn_create_binary_elementwise_nd(xnn_binary_add, xnn_datatype_qint8, &a,
-                                                        &b, &o, 0, &op->add),
+            ok = check(xnn_create_binary_elementwise_nd(xnn_binary_add, xnn_datatype_qint8, &a, &b,
+                                                        &o, 0, &op->add),
                        "xnn_create_binary_elementwise_nd (qs8 add)", what, error) &&
                  check(xnn_reshape_binary_elementwise_nd(op->add, 1, &n, 1, &n, x->pool),
                        "xnn_reshape_binary_elementwise_nd (qs8 add)", what, error);
@@ -456,8 +456,8 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
             op->src_q[i] = (struct xnn_quantization_params){src_zp, desc->src_scale};
         ok = check(xnn_create_convolution2d_nhwc_qd8_f32_qc8w(
                        p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc,
-                       desc->wei_scales, wq, bias, relu ? 0.0f : -INFINITY, INFINITY, 0, NULL,
-                       NULL, &op->op),
+                       desc->wei_scales, wq, bias, relu ? 0.0f : -INFINITY, INFINITY, 0, NULL, NULL,
+                       &op->op),
                    "xnn_create_convolution2d_nhwc_qd8_f32_qc8w", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_qd8_f32_qc8w(
                        op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
@@ -552,13 +552,13 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         ok = FALSE;
     }
     op->dst_floats = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
+    size_t value_size = int8 ? 1 : f16 ? 2 : sizeof(float); /* of tmp's values */
     /* the context's shared buffers, grown now rather than at a frame */
     ok =
         ok &&
         grow(&x->workspace, &x->workspace_size, op->workspace_size, "XNNPACK's workspace", error) &&
         (!(op->sum || op->widen || op->add != NULL) ||
-         grow(&x->tmp, &x->tmp_size, op->dst_floats * (int8 ? 1 : f16 ? 2 : sizeof(float)),
-              "a convolution's output", error));
+         grow(&x->tmp, &x->tmp_size, op->dst_floats * value_size, "a convolution's output", error));
     if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
@@ -702,11 +702,10 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     enum xnn_status st;
     switch (op->kind) {
     case OP_CONV:
-        st = op->quant == Q_QS8 ? xnn_setup_convolution2d_nhwc_qs8_qc8w(op->op, x->workspace, src,
-                                                                        out)
-             : op->quant == Q_QD8_F32
-                 ? xnn_setup_convolution2d_nhwc_qd8_f32_qc8w(op->op, x->workspace, src, out,
-                                                             op->src_q)
+        st = op->quant == Q_QS8
+                 ? xnn_setup_convolution2d_nhwc_qs8_qc8w(op->op, x->workspace, src, out)
+             : op->quant == Q_QD8_F32 ? xnn_setup_convolution2d_nhwc_qd8_f32_qc8w(
+                                            op->op, x->workspace, src, out, op->src_q)
              : op->f16 ? xnn_setup_convolution2d_nhwc_f16(op->op, x->workspace, src, out)
                        : xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out);
         if (!check(st, "xnn_setup_convolution2d_nhwc", what, error))
@@ -755,8 +754,7 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     if (op->add != NULL)
         return check(xnn_setup_binary_elementwise_nd(op->add, x->tmp, dst, dst),
                      "xnn_setup_binary_elementwise_nd", what, error) &&
-               check(xnn_run_operator(op->add, x->pool), "xnn_run_operator (qs8 add)", what,
-                     error);
+               check(xnn_run_operator(op->add, x->pool), "xnn_run_operator (qs8 add)", what, error);
     if (op->sum || op->widen || op->act != VD_ACT_NONE) {
         epilogue e = {dst, op->sum || op->widen ? x->tmp : NULL, op->act, op->f16, op->widen};
         pthreadpool_parallelize_1d_tile_1d(x->pool, epilogue_tile, &e, n, 4096, 0);
