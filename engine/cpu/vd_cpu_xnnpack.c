@@ -133,6 +133,8 @@ struct vd_xnn {
     size_t workspace_size;
     void *tmp; /* a layer's output before the sum, or an fp16 one before widening */
     size_t tmp_size;
+    void *tmp2; /* int8: the previous contents of a sum's dst, widened */
+    size_t tmp2_size;
 };
 
 struct vd_xnn_op {
@@ -149,7 +151,9 @@ struct vd_xnn_op {
     gboolean sum;
     vd_activation act; /* VD_ACT_HARDSWISH, or VD_ACT_RELU with sum (else fused) */
     quant_kind quant;
-    xnn_operator_t add; /* int8 with sum: the qs8 add of the output (in tmp) onto dst */
+    /* int8 with sum: dst's previous contents widened (into tmp2), their f32 add onto
+     * the output (in tmp), the sum quantised into dst */
+    xnn_operator_t widen_sum, add, requantize;
     /* qd8: the source's quantisation, repeated for XNNPACK's reads past the batch */
     struct xnn_quantization_params src_q[1 + XNN_EXTRA_QUANTIZATION_PARAMS];
 };
@@ -224,6 +228,7 @@ void vd_xnn_free(vd_xnn *x)
     pthreadpool_destroy(x->pool);
     free(x->workspace);
     free(x->tmp);
+    free(x->tmp2);
     g_free(x);
 }
 
@@ -233,8 +238,12 @@ void vd_xnn_op_free(vd_xnn_op *op)
         return;
     if (op->op != NULL)
         xnn_delete_operator(op->op);
+    if (op->widen_sum != NULL)
+        xnn_delete_operator(op->widen_sum);
     if (op->add != NULL)
         xnn_delete_operator(op->add);
+    if (op->requantize != NULL)
+        xnn_delete_operator(op->requantize);
     g_free(op->what);
     g_free(op);
 }
@@ -244,9 +253,9 @@ const char *vd_xnn_op_impl(const vd_xnn_op *op)
     if (op->kind == OP_CONVERT)
         return "xnnpack:convert_f32_qs8";
     if (op->quant == Q_QS8)
-        return op->add != NULL ? "xnnpack:qs8_qc8w+add" : "xnnpack:qs8_qc8w";
+        return "xnnpack:qs8_qc8w";
     if (op->quant == Q_QD8_F32)
-        return "xnnpack:qd8_f32_qc8w";
+        return op->add != NULL ? "xnnpack:qd8_f32_qc8w+add" : "xnnpack:qd8_f32_qc8w";
     return op->f16 ? "xnnpack:f16" : "xnnpack:f32";
 }
 
@@ -386,9 +395,13 @@ static float *xnn_weights(const vd_conv_desc *d, const float *w)
 /* An int8 convolution (vd_cpu_xnnpack.h): the weights quantised with
  * desc->wei_scales (round(w / scale), in [-127, 127]) in XNNPACK's layout @w; a
  * qs8_qc8w operator (its bias in int32 at src's scale times the channel's) to an
- * int8 dst, a qd8_f32_qc8w one (float32 bias) to a float32 dst. The ReLU: an int8
- * dst's clamp at its zero point (u8's -128 is the saturation), a float32 dst's at 0;
- * with a sum it applies after the add, which only a u8 dst's saturation does. */
+ * int8 dst, a qd8_f32_qc8w one (float32 bias) to a float32 dst or one with a sum.
+ * The ReLU: an int8 dst's clamp at its zero point (u8's -128 is the saturation), a
+ * float32 dst's at 0. A sum, as x86's in the accumulator, rounds nothing between
+ * the product and dst: the convolution's real output (in tmp) plus dst's previous
+ * contents widened (XNNPACK's qs8 -> f32 conversion into tmp2, its f32 add), then
+ * quantised into dst (its f32 -> qs8 conversion, whose saturation at u8's -128 is
+ * the ReLU after the sum; a signed dst takes none). */
 static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc, const float *w,
                               const float *bias, size_t *out_h, size_t *out_w, size_t *align,
                               const char *what, GError **error)
@@ -417,52 +430,60 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
     size_t ic = (size_t)desc->in_c, oc = (size_t)desc->out_c;
     int8_t src_zp = zero_point(desc->src_dt);
     gboolean ok;
-    if (to_int8) {
+    if (to_int8 && !desc->sum) {
         int32_t *bq = g_new0(int32_t, desc->out_c);
         for (int o = 0; bias != NULL && o < desc->out_c; o++) {
             double b = rint((double)bias[o] / ((double)desc->src_scale * desc->wei_scales[o]));
             bq[o] = (int32_t)CLAMP(b, -2147483647.0, 2147483647.0);
         }
-        /* with a sum, the convolution's own output: signed, at twice dst's scale */
-        int8_t dst_zp = desc->sum ? 0 : zero_point(desc->dst_dt);
-        float dst_scale = desc->sum ? 2.0f * desc->dst_scale : desc->dst_scale;
-        int8_t lo = relu && !desc->sum ? dst_zp : -128;
+        int8_t dst_zp = zero_point(desc->dst_dt);
         op->quant = Q_QS8;
         ok = check(xnn_create_convolution2d_nhwc_qs8_qc8w(
                        p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc, src_zp,
-                       desc->src_scale, desc->wei_scales, wq, bq, dst_zp, dst_scale, lo, 127, 0,
-                       NULL, NULL, &op->op),
+                       desc->src_scale, desc->wei_scales, wq, bq, dst_zp, desc->dst_scale,
+                       relu ? dst_zp : -128, 127, 0, NULL, NULL, &op->op),
                    "xnn_create_convolution2d_nhwc_qs8_qc8w", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_qs8_qc8w(
                        op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
                        &op->workspace_size, align, out_h, out_w, x->pool),
                    "xnn_reshape_convolution2d_nhwc_qs8_qc8w", what, error);
         g_free(bq);
-        if (ok && desc->sum) {
-            /* dst = conv + dst's previous contents, in place, saturated to dst */
-            struct xnn_quantization_params a = {0, dst_scale},
-                                           b = {zero_point(desc->sum_dt), desc->sum_scale},
-                                           o = {zero_point(desc->dst_dt), desc->dst_scale};
-            size_t n = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
-            ok = check(xnn_create_binary_elementwise_nd(xnn_binary_add, xnn_datatype_qint8, &a, &b,
-                                                        &o, 0, &op->add),
-                       "xnn_create_binary_elementwise_nd (qs8 add)", what, error) &&
-                 check(xnn_reshape_binary_elementwise_nd(op->add, 1, &n, 1, &n, x->pool),
-                       "xnn_reshape_binary_elementwise_nd (qs8 add)", what, error);
-        }
     } else {
         op->quant = Q_QD8_F32;
         for (guint i = 0; i < G_N_ELEMENTS(op->src_q); i++)
             op->src_q[i] = (struct xnn_quantization_params){src_zp, desc->src_scale};
         ok = check(xnn_create_convolution2d_nhwc_qd8_f32_qc8w(
                        p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc,
-                       desc->wei_scales, wq, bias, relu ? 0.0f : -INFINITY, INFINITY, 0, NULL, NULL,
-                       &op->op),
+                       desc->wei_scales, wq, bias, relu && !desc->sum ? 0.0f : -INFINITY, INFINITY,
+                       0, NULL, NULL, &op->op),
                    "xnn_create_convolution2d_nhwc_qd8_f32_qc8w", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_qd8_f32_qc8w(
                        op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
                        &op->workspace_size, align, out_h, out_w, x->pool),
                    "xnn_reshape_convolution2d_nhwc_qd8_f32_qc8w", what, error);
+        if (ok && desc->sum) {
+            struct xnn_quantization_params sum_q = {zero_point(desc->sum_dt), desc->sum_scale},
+                                           dst_q = {zero_point(desc->dst_dt), desc->dst_scale};
+            size_t n = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
+            ok = check(xnn_create_unary_elementwise_nc(xnn_unary_convert, xnn_datatype_qint8,
+                                                       xnn_datatype_fp32, NULL, &sum_q, NULL, 0,
+                                                       &op->widen_sum),
+                       "xnn_create_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+                 check(xnn_reshape_unary_elementwise_nc(op->widen_sum, 1, n, n, n, x->pool),
+                       "xnn_reshape_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+                 check(xnn_create_binary_elementwise_nd(xnn_binary_add, xnn_datatype_fp32, NULL,
+                                                        NULL, NULL, 0, &op->add),
+                       "xnn_create_binary_elementwise_nd (f32 add)", what, error) &&
+                 check(xnn_reshape_binary_elementwise_nd(op->add, 1, &n, 1, &n, x->pool),
+                       "xnn_reshape_binary_elementwise_nd (f32 add)", what, error) &&
+                 check(xnn_create_unary_elementwise_nc(xnn_unary_convert, xnn_datatype_fp32,
+                                                       xnn_datatype_qint8, NULL, NULL, &dst_q, 0,
+                                                       &op->requantize),
+                       "xnn_create_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+                 check(xnn_reshape_unary_elementwise_nc(op->requantize, 1, n, n, n, x->pool),
+                       "xnn_reshape_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+                 grow(&x->tmp2, &x->tmp2_size, n * sizeof(float), "a residual sum's input", error);
+        }
     }
     g_free(wq); /* XNNPACK packed its own copy */
     return ok;
@@ -552,7 +573,7 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         ok = FALSE;
     }
     op->dst_floats = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
-    size_t value_size = int8 ? 1 : f16 ? 2 : sizeof(float); /* of tmp's values */
+    size_t value_size = f16 ? 2 : sizeof(float); /* of tmp's values (int8: a sum's real ones) */
     /* the context's shared buffers, grown now rather than at a frame */
     ok =
         ok &&
@@ -752,9 +773,18 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     if (!check(xnn_run_operator(op->op, x->pool), "xnn_run_operator", what, error))
         return FALSE;
     if (op->add != NULL)
-        return check(xnn_setup_binary_elementwise_nd(op->add, x->tmp, dst, dst),
-                     "xnn_setup_binary_elementwise_nd", what, error) &&
-               check(xnn_run_operator(op->add, x->pool), "xnn_run_operator (qs8 add)", what, error);
+        return check(xnn_setup_unary_elementwise_nc(op->widen_sum, dst, x->tmp2),
+                     "xnn_setup_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+               check(xnn_run_operator(op->widen_sum, x->pool), "xnn_run_operator (qs8 -> f32)",
+                     what, error) &&
+               check(xnn_setup_binary_elementwise_nd(op->add, x->tmp, x->tmp2, x->tmp),
+                     "xnn_setup_binary_elementwise_nd (f32 add)", what, error) &&
+               check(xnn_run_operator(op->add, x->pool), "xnn_run_operator (f32 add)", what,
+                     error) &&
+               check(xnn_setup_unary_elementwise_nc(op->requantize, x->tmp, dst),
+                     "xnn_setup_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+               check(xnn_run_operator(op->requantize, x->pool), "xnn_run_operator (f32 -> qs8)",
+                     what, error);
     if (op->sum || op->widen || op->act != VD_ACT_NONE) {
         epilogue e = {dst, op->sum || op->widen ? x->tmp : NULL, op->act, op->f16, op->widen};
         pthreadpool_parallelize_1d_tile_1d(x->pool, epilogue_tile, &e, n, 4096, 0);

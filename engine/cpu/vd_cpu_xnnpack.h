@@ -15,9 +15,10 @@
  * saturating at -128 is the ReLU); a dnnl_s8 one (scale max / 127) zero point 0.
  * An int8 output: qs8_qc8w convolutions; a float32 one (the FPN's P levels, the
  * RPN's hidden layer): qd8_f32_qc8w, given the source's calibrated scale and zero
- * point as its quantisation parameters. A sum with dst's previous contents is
- * XNNPACK's qs8 add after the convolution, whose own output is then qs8 at twice
- * dst's scale (the range of dst, signed).
+ * point as its quantisation parameters. A sum with dst's previous contents (the
+ * residual and top-down sums), as x86 adds in the accumulator: the qd8_f32_qc8w
+ * convolution's real output plus dst's contents widened (XNNPACK's qs8 -> f32
+ * conversion and f32 add), quantised into dst (its f32 -> qs8 conversion).
  *
  * vd_xnn_choose() decides per process: XNNPACK where oneDNN's float32 NHWC
  * convolution is a reference one here and this build has XNNPACK; VD_CPU_LAYERS
@@ -92,9 +93,9 @@ vd_xnn_op *vd_xnn_quantize_new(vd_xnn *x, size_t n_values, float scale, dnnl_dat
  * otherwise). XNNPACK may read up to 128 bytes past @src's end. */
 gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error);
 
-/* "xnnpack:f32", "xnnpack:f16", int8's "xnnpack:qs8_qc8w" (with "+add" where a qs8
- * add follows), "xnnpack:qd8_f32_qc8w" and "xnnpack:convert_f32_qs8", for the list
- * of kernels. */
+/* "xnnpack:f32", "xnnpack:f16", int8's "xnnpack:qs8_qc8w", "xnnpack:qd8_f32_qc8w"
+ * (with "+add" where a sum follows) and "xnnpack:convert_f32_qs8", for the list of
+ * kernels. */
 const char *vd_xnn_op_impl(const vd_xnn_op *op);
 void vd_xnn_op_free(vd_xnn_op *op); /* NULL: nothing */
 
