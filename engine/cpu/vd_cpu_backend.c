@@ -2310,7 +2310,7 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32, fp16 or int8: AUTO is fp32 there */
     gboolean xnn = FALSE;
     const char *why = NULL;
-    if (!vd_xnn_choose(&xnn, &why, error))
+    if (!vd_xnn_choose_for(params->precision == VD_PRECISION_INT8, &xnn, &why, error))
         return FALSE;
     vd_precision precision = cpu_precision(params, caps.native_bf16 && !xnn);
     if (backbone == NULL) {
@@ -2340,11 +2340,17 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
     if (precision == VD_PRECISION_INT8) {
         const char *int8_why = NULL;
         if (xnn && !vd_xnn_int8_supported(&int8_why)) {
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "precision int8 on XNNPACK's layers (%s) needs the CPU's dot product "
-                        "(aarch64 asimddp: Cortex-A76, Neoverse N1 and later), and here %s (%s): "
-                        "use fp32",
-                        why, int8_why, caps.description);
+            const char *head = "precision int8 on XNNPACK's layers needs the CPU's dot product "
+                               "(aarch64 asimddp: Cortex-A76, Neoverse N1 and later)";
+            if (caps.arch == VD_CPU_ARCH_AARCH64 && !caps.dotprod)
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "%s; the layers run XNNPACK here (%s), and this CPU runs %s, without "
+                            "the dot product: use fp32",
+                            head, why, caps.description);
+            else
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "%s; the layers run XNNPACK here (%s), but %s (%s): use fp32", head,
+                            why, int8_why, caps.description);
             return FALSE;
         }
         if (!xnn && !caps.int8) {
@@ -2410,7 +2416,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     vd_cpu_caps_get(&caps);
     gboolean xnn = FALSE;
     const char *layers_why = NULL;
-    if (!vd_xnn_choose(&xnn, &layers_why, error))
+    if (!vd_xnn_choose_for(ctx->params.precision == VD_PRECISION_INT8, &xnn, &layers_why, error))
         return NULL;
     gboolean native_bf16 = caps.native_bf16 && !xnn; /* XNNPACK's layers: no bf16 */
     ctx->params.precision = cpu_precision(&ctx->params, native_bf16);

@@ -119,6 +119,24 @@ gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error)
     return TRUE;
 }
 
+gboolean vd_xnn_choose_for(gboolean int8, gboolean *use, const char **why, GError **error)
+{
+    if (!vd_xnn_choose(use, why, error))
+        return FALSE;
+    const char *forced = g_getenv("VD_CPU_LAYERS");
+    if (*use || !int8 || (forced != NULL && *forced != '\0'))
+        return TRUE;
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    const char *int8_why = NULL;
+    if (caps.arch == VD_CPU_ARCH_AARCH64 && !caps.int8 && vd_xnn_built() && starts() &&
+        vd_xnn_int8_supported(&int8_why)) {
+        *use = TRUE;
+        *why = "int8, which oneDNN has no kernel for on this CPU";
+    }
+    return TRUE;
+}
+
 #if HAVE_XNNPACK
 
 typedef enum { OP_CONV, OP_DECONV, OP_LINEAR, OP_POOL, OP_CONVERT } op_kind;

@@ -47,6 +47,12 @@ typedef struct vd_xnn_op vd_xnn_op;
  * @error: VD_CPU_LAYERS asks for what cannot be. */
 gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error);
 
+/* vd_xnn_choose() for a context of int8 (@int8) or another precision: int8 on an
+ * aarch64 CPU where oneDNN keeps the float layers (SVE) but has no int8 kernel runs
+ * every layer on XNNPACK where XNNPACK runs int8 there (vd_xnn_int8_supported), unless
+ * VD_CPU_LAYERS says otherwise. */
+gboolean vd_xnn_choose_for(gboolean int8, gboolean *use, const char **why, GError **error);
+
 /* Whether the build has XNNPACK. */
 gboolean vd_xnn_built(void);
 

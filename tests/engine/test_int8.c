@@ -23,13 +23,14 @@ static vd_cpu_caps cpu_caps(void)
     return caps;
 }
 
-/* Whether the CPU backend runs its layers on XNNPACK here (vd_xnn_choose). */
+/* Whether the CPU backend runs an int8 context's layers on XNNPACK here
+ * (vd_xnn_choose_for). */
 static gboolean layers_xnnpack(void)
 {
     gboolean use = FALSE;
     const char *why = NULL;
     GError *error = NULL;
-    g_assert_true(vd_xnn_choose(&use, &why, &error));
+    g_assert_true(vd_xnn_choose_for(TRUE, &use, &why, &error));
     g_assert_no_error(error);
     return use;
 }
