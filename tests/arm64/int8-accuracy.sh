@@ -77,7 +77,8 @@ cat "\$key"
 EOF
 chmod +x "$tmp/vd-detect"
 echo "int8-accuracy.sh: $images scenes, QEMU_CPU=$cpu, engine $engine" \
-     "($("$tmp/vd-detect" --info 2>/dev/null | grep -m1 -o 'ISA [^,]*' || echo '?'))," \
+     "($("$tmp/vd-detect" --model "$top/models/visiondetect-shapes.safetensors" --info \
+          2>/dev/null | grep -m1 -o 'ISA [^,]*' || echo '?'))," \
      "calibrated by $calibrate_with"
 /usr/bin/python3 "$top/tools/eval_demo.py" --model "$top/models/visiondetect-shapes.safetensors" \
   --vd-detect "$tmp/vd-detect" --images "$images" --precisions fp32,int8 \
