@@ -156,8 +156,8 @@ gst_vision_detect_precision_get_type (void)
     {GST_VISION_DETECT_PRECISION_BF16,
         "bfloat16 (CPUs with AVX512-BF16)", "bf16"},
     {GST_VISION_DETECT_PRECISION_INT8,
-        "8-bit integers (CPUs with VNNI; a ResNet model calibrated with "
-          "vd-detect --calibrate)", "int8"},
+        "8-bit integers (CPUs with VNNI, arm64 ones with the dot product; "
+          "a ResNet model calibrated with vd-detect --calibrate)", "int8"},
     {0, NULL, NULL},
   };
 

@@ -18,8 +18,8 @@ G_DECLARE_FINAL_TYPE (GstVisionDetect, gst_vision_detect, GST, VISION_DETECT,
  * @GST_VISION_DETECT_PRECISION_FP32: 32-bit floats (the CPU's exact torchvision path)
  * @GST_VISION_DETECT_PRECISION_FP16: 16-bit floats with fp32 accumulation (CUDA)
  * @GST_VISION_DETECT_PRECISION_BF16: bfloat16 (CPUs with AVX512-BF16)
- * @GST_VISION_DETECT_PRECISION_INT8: 8-bit integers (CPUs with VNNI, ResNet models
- *   calibrated with vd-detect --calibrate)
+ * @GST_VISION_DETECT_PRECISION_INT8: 8-bit integers (CPUs with VNNI, arm64 ones with
+ *   the dot product; ResNet models calibrated with vd-detect --calibrate)
  */
 typedef enum
 {

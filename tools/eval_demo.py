@@ -431,7 +431,8 @@ def main(argv=None):
                     probe = subprocess.run([vd, "--model", model_path, "--device", "cpu",
                                             "--precision", "int8", "--info"],
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    if probe.returncode != 0 and "VNNI" in probe.stderr:
+                    if probe.returncode != 0 and ("VNNI" in probe.stderr
+                                                  or "dot product" in probe.stderr):
                         print(f"SKIP: {probe.stderr.strip()}")
                         return 77
                 dets = run_engine(vd, model_path, scenes, workdir, args.threads, args.threshold,

@@ -63,7 +63,8 @@
  *   roi_align in float32 on the low-precision features). bf16 runs no Winograd:
  *   float32 Winograd on the large FPN/RPN maps gains too little there for its
  *   266 MB scratchpad at 800x1088 (tools/bench/CPU.md, "Figures behind choices").
- * - int8 (VD_PRECISION_INT8, on CPUs with VNNI, for ResNet backbones of a calibrated
+ * - int8 (VD_PRECISION_INT8, on CPUs with VNNI or, on XNNPACK's layers, the dot
+ *   product, for ResNet backbones of a calibrated
  *   model): post-training static quantisation. Weights s8 with one symmetric scale
  *   per output channel (max |w| / 127, computed at planning from the folded
  *   weights), activations one scale per tensor from the model's calibrated ranges
@@ -79,7 +80,10 @@
  *   v2's further RPN convolutions, the box and mask heads, the small ops) runs in
  *   bf16 where the processor has it natively, else fp32: these layers decide the
  *   scores and box coordinates directly, and cost a small share of the frame.
- *   Activations are NHWC (the VNNI and AMX int8 kernels' layout).
+ *   Activations are NHWC (the VNNI and AMX int8 kernels' layout). Where the layers
+ *   run XNNPACK (aarch64 with the dot product), the same plan runs its per-channel
+ *   int8 operators (vd_cpu_xnnpack.h: the zero points, the sums, the real outputs),
+ *   the rest in float32.
  * - fp16 (VD_PRECISION_FP16, never AUTO): only where XNNPACK runs the layers
  *   (vd_cpu_xnnpack.h) and has fp16 kernels for the processor (aarch64 with the
  *   FP16 arithmetic; x86 with AVX2/F16C, where the tests force XNNPACK), refused
@@ -347,14 +351,32 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
      * are whole blocks; the direct algorithm otherwise. */
     cv->src_t = src;
     cv->dst_t = dst;
+    if (vd_layers_is_int8(src->dt)) {
+        /* symmetric per-output-channel weight scales: max |w| / 127 */
+        size_t per_oc = (size_t)(in_c / groups) * kernel * kernel;
+        wei_scales = g_new(float, out_c);
+        for (int oc = 0; oc < out_c; oc++) {
+            float m = 0.0f;
+            for (size_t i = 0; i < per_oc; i++)
+                m = MAX(m, fabsf(weight[oc * per_oc + i]));
+            wei_scales[oc] = m > 0.0f ? m / 127.0f : 1.0f;
+        }
+        desc.wei_scales = wei_scales;
+        desc.src_scale = q->src_scale;
+        desc.dst_scale = q->dst_scale;
+        desc.sum_scale = q->sum_scale;
+        desc.sum_dt = q->sum_dt;
+    }
     if (st->xnn != NULL) {
         if (src->tag != dnnl_nhwc || dst->tag != dnnl_nhwc) {
             g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                         "convolution %d->%d channels: XNNPACK takes NHWC tensors only", in_c,
                         out_c);
+            g_free(wei_scales);
             return FALSE;
         }
         cv->xnn = vd_xnn_conv_new(st->xnn, &desc, weight, bias, "convolution", error);
+        g_free(wei_scales);
         return cv->xnn != NULL;
     }
     gboolean winograd =
@@ -389,22 +411,6 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
             MAX(st->wino_ws_needed, vd_wino_workspace_size(cv->wino, st->n_threads));
         ok = TRUE;
         goto out_free_pd;
-    }
-    if (vd_layers_is_int8(src->dt)) {
-        /* symmetric per-output-channel weight scales: max |w| / 127 */
-        size_t per_oc = (size_t)(in_c / groups) * kernel * kernel;
-        wei_scales = g_new(float, out_c);
-        for (int oc = 0; oc < out_c; oc++) {
-            float m = 0.0f;
-            for (size_t i = 0; i < per_oc; i++)
-                m = MAX(m, fabsf(weight[oc * per_oc + i]));
-            wei_scales[oc] = m > 0.0f ? m / 127.0f : 1.0f;
-        }
-        desc.wei_scales = wei_scales;
-        desc.src_scale = q->src_scale;
-        desc.dst_scale = q->dst_scale;
-        desc.sum_scale = q->sum_scale;
-        desc.sum_dt = q->sum_dt;
     }
     if (pd == NULL && !vd_layers_conv_pd(st->engine, &desc, &pd, "convolution", error))
         goto out_free_pd;
@@ -492,6 +498,7 @@ static void plan_free(cpu_plan *plan)
         plan->detector->plan_clear(plan);
     for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
         vd_layers_primitive_free(plan->fpn_quantize[l]);
+        vd_xnn_op_free(plan->fpn_quantize_xnn[l]);
         vd_layers_scales_clear(&plan->fpn_quantize_scales[l]);
         conv_clear(&plan->rpn_conv[l]);
         for (int j = 0; j < VD_MAX_RPN_CONVS - 1; j++)
@@ -755,6 +762,27 @@ gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned
     return TRUE;
 }
 
+gboolean plan_quantize(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
+                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales, vd_xnn_op **op,
+                       GError **error)
+{
+    if (st->xnn != NULL) {
+        *op = vd_xnn_quantize_new(st->xnn, (size_t)from->h * from->w * from->c, scale, to->dt,
+                                  "int8 quantisation", error);
+        if (*op == NULL)
+            return FALSE;
+        plan_step_xnn(plan, *op, from, to, "int8 quantisation");
+        return TRUE;
+    }
+    if (!vd_layers_quantize_new(st->engine, vd_layers_memory_md(from->mem),
+                                vd_layers_memory_md(to->mem), scale, prim, scales,
+                                "int8 quantisation", error))
+        return FALSE;
+    plan_step_primitive(plan, *prim, DNNL_ARG_FROM, from, DNNL_ARG_TO, to, scales,
+                        "int8 quantisation");
+    return TRUE;
+}
+
 /* LastLevelP6P7 (one-stage detectors): P6 = conv3x3/2 of P5 or C5, P7 =
  * conv3x3/2 of relu(P6), in tensors of their own (float layers only: int8 covers
  * the two-stage detectors). */
@@ -913,18 +941,13 @@ static gboolean plan_rpn(cpu_state *st, cpu_plan *plan, GError **error)
         if (int8) {
             rpn_in = plan_tensor(st, plan, p->h, p->w, fc, dnnl_s8, TRUE, NULL, error);
             if (rpn_in == NULL ||
-                !vd_layers_quantize_new(st->engine, vd_layers_memory_md(p->mem),
-                                        vd_layers_memory_md(rpn_in->mem), level_scale[l],
-                                        &plan->fpn_quantize[l], &plan->fpn_quantize_scales[l],
-                                        "int8 quantisation", error))
+                !plan_quantize(st, plan, p, rpn_in, level_scale[l], &plan->fpn_quantize[l],
+                               &plan->fpn_quantize_scales[l], &plan->fpn_quantize_xnn[l], error))
                 return FALSE;
         }
         if (!conv_init_model_q(st, &plan->rpn_conv[l], &model->rpn_conv, rpn_in,
                                plan->rpn_hidden[l], FALSE, VD_ACT_RELU, int8 ? &q : NULL, error))
             return FALSE;
-        if (int8)
-            plan_step_primitive(plan, plan->fpn_quantize[l], DNNL_ARG_FROM, p, DNNL_ARG_TO, rpn_in,
-                                &plan->fpn_quantize_scales[l], "int8 quantisation");
         plan_step_conv(plan, &plan->rpn_conv[l]);
         /* conv_depth > 1 (v2): the next 3x3 conv + ReLU layers alternate between two
          * buffers, the second right after the first in the temps when both fit */
@@ -2498,19 +2521,19 @@ static gboolean fp16_runs(const vd_cpu_caps *caps, gboolean xnn, const char **f1
 
 /* What the CPU backend runs on this machine (oneDNN's ISA, capped by
  * ONEDNN_MAX_CPU_ISA): fp32, bf16 where the processor has it natively, fp16 on
- * XNNPACK's layers with the CPU's FP16 arithmetic, int8 with VNNI on a calibrated
- * ResNet model, calibration in fp32 on a ResNet model, and a box head whose fc6
- * takes the pooler's output. */
+ * XNNPACK's layers with the CPU's FP16 arithmetic, int8 with VNNI (on XNNPACK's
+ * layers: with the dot product) on a calibrated ResNet model, calibration in fp32
+ * on a ResNet model, and a box head whose fc6 takes the pooler's output. */
 static gboolean cpu_supports(const vd_model *model, const vd_context_params *params, GError **error)
 {
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
     const vd_config *cfg = &model->config;
     const cpu_backbone *backbone = backbone_of(model);
-    /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32 or fp16: AUTO is fp32 there */
+    /* XNNPACK's layers (vd_cpu_xnnpack.h) run float32, fp16 or int8: AUTO is fp32 there */
     gboolean xnn = FALSE;
     const char *why = NULL;
-    if (!vd_xnn_choose(&xnn, &why, error))
+    if (!vd_xnn_choose_for(params->precision == VD_PRECISION_INT8, &xnn, &why, error))
         return FALSE;
     vd_precision precision = cpu_precision(params, caps.native_bf16 && !xnn);
     if (backbone == NULL) {
@@ -2540,11 +2563,28 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         return FALSE;
     }
     if (precision == VD_PRECISION_INT8) {
-        if (!caps.int8) {
-            refuse_precision(
-                error, &caps, "int8", "VNNI (AVX512-VNNI, AVX-VNNI or AMX)",
-                "without it int8 products are emulated in 16 bits and saturate", "fp32 or bf16",
-                caps.dotprod ? "the dot product, which this oneDNN does not use for int8" : NULL);
+        const char *int8_why = NULL;
+        if (xnn && !vd_xnn_int8_supported(&int8_why)) {
+            const char *head = "precision int8 on XNNPACK's layers needs the CPU's dot product "
+                               "(aarch64 asimddp: Cortex-A76, Neoverse N1 and later)";
+            if (caps.arch == VD_CPU_ARCH_AARCH64 && !caps.dotprod)
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "%s; the layers run XNNPACK here (%s), and this CPU runs %s, without "
+                            "the dot product: use fp32",
+                            head, why, caps.description);
+            else
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "%s; the layers run XNNPACK here (%s), but %s (%s): use fp32", head,
+                            why, int8_why, caps.description);
+            return FALSE;
+        }
+        if (!xnn && !caps.int8) {
+            refuse_precision(error, &caps, "int8", "VNNI (AVX512-VNNI, AVX-VNNI or AMX)",
+                             "without it int8 products are emulated in 16 bits and saturate",
+                             "fp32 or bf16",
+                             caps.dotprod ? "the dot product, which this oneDNN does not use for "
+                                            "int8 (XNNPACK's int8 layers do, where they run)"
+                                          : NULL);
             return FALSE;
         }
         if (model->int8_ranges == NULL) {
@@ -2573,10 +2613,11 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         refuse_fp16(error, &caps, xnn, why, f16_why);
         return FALSE;
     }
-    if (xnn && precision != VD_PRECISION_FP32 && precision != VD_PRECISION_FP16) {
+    if (xnn && precision != VD_PRECISION_FP32 && precision != VD_PRECISION_FP16 &&
+        precision != VD_PRECISION_INT8) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "precision %s: the CPU backend's layers run XNNPACK here (%s), in fp32 (or "
-                    "fp16 with the CPU's FP16 arithmetic) only: use fp32",
+                    "precision %s: the CPU backend's layers run XNNPACK here (%s), in fp32, fp16 "
+                    "(with the CPU's FP16 arithmetic) or int8 (with its dot product): use fp32",
                     vd_precision_name(precision), why);
         return FALSE;
     }
@@ -2591,7 +2632,7 @@ static void *cpu_create(vd_context *ctx, GError **error)
     vd_cpu_caps_get(&caps);
     gboolean xnn = FALSE;
     const char *layers_why = NULL;
-    if (!vd_xnn_choose(&xnn, &layers_why, error))
+    if (!vd_xnn_choose_for(ctx->params.precision == VD_PRECISION_INT8, &xnn, &layers_why, error))
         return NULL;
     gboolean native_bf16 = caps.native_bf16 && !xnn; /* XNNPACK's layers: no bf16 */
     ctx->params.precision = cpu_precision(&ctx->params, native_bf16);
@@ -2763,8 +2804,8 @@ static void two_stage_kernels(const cpu_state *st, const cpu_plan *plan, GArray 
     if (plan != NULL) {
         const vd_model *m = st->model;
         for (int l = 0; l < plan->n_levels; l++) {
-            kernel_add(out, strings, plan->fpn_quantize[l], "reorder",
-                       "rpn.head.quantise[level %d]", l);
+            kernel_add_op(out, strings, plan->fpn_quantize[l], plan->fpn_quantize_xnn[l], "reorder",
+                          "rpn.head.quantise[level %d]", l);
             g_snprintf(name, sizeof(name), "rpn.head.conv[level %d]", l);
             conv_kernels(out, strings, &plan->rpn_conv[l], name);
             for (int j = 1; j < m->config.rpn_conv_depth; j++) {

@@ -92,8 +92,9 @@ static void x86_caps(unsigned isa, vd_cpu_caps *caps)
  * there are the SVE JIT kernels (blocks of 16 channels at 512 bits, 8 below) and,
  * on Advanced SIMD alone, few; no bf16 or int8 convolution kernel for the
  * processors this project targets (Cortex-A76/A78, Neoverse N1/V1/N2). So bf16
- * and int8 are refused there, naming what the processor has, and our Winograd
- * (on oneDNN's sgemm) stays off until measured there. */
+ * is refused there, naming what the processor has, int8 runs on XNNPACK's
+ * operators (vd_cpu_xnnpack.h) where the processor has the dot product, and our
+ * Winograd (on oneDNN's sgemm) stays off until measured there. */
 static void aarch64_caps(unsigned isa, unsigned long hwcap, unsigned long hwcap2, int sve_bits,
                          vd_cpu_caps *caps)
 {

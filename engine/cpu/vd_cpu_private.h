@@ -129,6 +129,7 @@ typedef struct {
     cpu_tensor *pool_q;
     dnnl_primitive_t pool_quantize;
     vd_layer_scales pool_quantize_scales;
+    vd_xnn_op *pool_quantize_xnn;    /* XNNPACK's instead (cpu_state.xnn) */
     float stage_scale[4];            /* int8: the scales of stage_out */
     cpu_block blocks[VD_MAX_BLOCKS]; /* as the model's (vd_resnet_weights) */
 } cpu_resnet_plan;
@@ -233,6 +234,7 @@ typedef struct {
     /* int8: the quantisation of the P levels for the RPN's first convolution */
     dnnl_primitive_t fpn_quantize[VD_MAX_FPN_LEVELS];
     vd_layer_scales fpn_quantize_scales[VD_MAX_FPN_LEVELS];
+    vd_xnn_op *fpn_quantize_xnn[VD_MAX_FPN_LEVELS]; /* XNNPACK's instead (cpu_state.xnn) */
 
     cpu_tensor *rpn_hidden[VD_MAX_FPN_LEVELS];  /* views of one buffer: levels run in turn */
     cpu_tensor *rpn_hidden2[VD_MAX_FPN_LEVELS]; /* conv_depth > 1: the other of a pair */
@@ -557,6 +559,13 @@ cpu_step *plan_step_xnn(cpu_plan *plan, vd_xnn_op *op, const cpu_tensor *src, cp
 void step_record(const cpu_state *st, cpu_plan *plan, cpu_step *step, const cpu_tensor *t,
                  const char *format, ...) G_GNUC_PRINTF(5, 6);
 gboolean step_wait(cpu_state *st, const cpu_step *step, GError **error);
+
+/* int8: a step quantising the real values of @from into @to (u8 or s8) of scale
+ * @scale: XNNPACK's conversion where the layers run XNNPACK (*@op), else oneDNN's
+ * reorder (*@prim with its *@scales); the plan's to free. */
+gboolean plan_quantize(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
+                       float scale, dnnl_primitive_t *prim, vd_layer_scales *scales, vd_xnn_op **op,
+                       GError **error);
 
 /* int8: scales from the model's calibrated ranges; calibration's records */
 gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned, float *scale,

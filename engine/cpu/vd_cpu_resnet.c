@@ -3,7 +3,8 @@
  * max-pool and the BasicBlock or Bottleneck stages up to the last one the FPN
  * takes), in fp32, bf16, fp16 or int8 (vd_cpu_backend.c says how int8 runs): its
  * plan (tensors, convolutions and the steps that run them, with calibration's
- * records) and its kernels. */
+ * records) and its kernels. On XNNPACK's layers int8 runs the same plan on its
+ * qs8 operators (vd_cpu_xnnpack.h: u8 tensors hold qs8 with zero point -128). */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
 
@@ -142,14 +143,10 @@ static gboolean plan_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         plan->resnet.pool_q = plan_tensor(st, plan, h, w, stem_c, dnnl_u8, TRUE, pool_data, error);
         if (plan->resnet.pool_q == NULL ||
             !range_scale(st, "backbone.body.maxpool", TRUE, &x_scale, error) ||
-            !vd_layers_quantize_new(st->engine, vd_layers_memory_md(plan->resnet.pool_out->mem),
-                                    vd_layers_memory_md(plan->resnet.pool_q->mem), x_scale,
-                                    &plan->resnet.pool_quantize, &plan->resnet.pool_quantize_scales,
-                                    "int8 quantisation", error))
+            !plan_quantize(st, plan, plan->resnet.pool_out, plan->resnet.pool_q, x_scale,
+                           &plan->resnet.pool_quantize, &plan->resnet.pool_quantize_scales,
+                           &plan->resnet.pool_quantize_xnn, error))
             return FALSE;
-        plan_step_primitive(plan, plan->resnet.pool_quantize, DNNL_ARG_FROM, plan->resnet.pool_out,
-                            DNNL_ARG_TO, plan->resnet.pool_q, &plan->resnet.pool_quantize_scales,
-                            "int8 quantisation");
         x = plan->resnet.pool_q;
     }
     for (int s = 0; s < model->resnet.n_stages_used; s++) {
@@ -260,6 +257,7 @@ static void resnet_clear(cpu_plan *plan)
     vd_xnn_op_free(plan->resnet.maxpool_xnn);
     vd_layers_primitive_free(plan->resnet.pool_quantize);
     vd_layers_scales_clear(&plan->resnet.pool_quantize_scales);
+    vd_xnn_op_free(plan->resnet.pool_quantize_xnn);
     for (guint i = 0; i < G_N_ELEMENTS(plan->resnet.blocks); i++) {
         conv_clear(&plan->resnet.blocks[i].conv1);
         conv_clear(&plan->resnet.blocks[i].conv2);
@@ -276,8 +274,8 @@ static void resnet_kernels(const cpu_state *st, const cpu_plan *plan, GArray *ou
     conv_kernels(out, strings, &plan->stem, "backbone.body.conv1");
     kernel_add_op(out, strings, plan->resnet.maxpool, plan->resnet.maxpool_xnn, "pooling",
                   "backbone.body.maxpool");
-    kernel_add(out, strings, plan->resnet.pool_quantize, "reorder",
-               "backbone.body.maxpool.quantise");
+    kernel_add_op(out, strings, plan->resnet.pool_quantize, plan->resnet.pool_quantize_xnn,
+                  "reorder", "backbone.body.maxpool.quantise");
     for (int s = 0; s < m->resnet.n_stages_used; s++) {
         int last = vd_resnet_stage_end(&m->resnet, s);
         for (int b = m->resnet.stage_first_block[s]; b < last; b++) {

@@ -10,6 +10,7 @@
 #include "cpu/vd_cpu_xnnpack.h"
 
 #include "cpu/vd_cpu_half.h"
+#include "cpu/vd_cpu_isa.h"
 
 #include "vd_config.h"
 #include "vd_math.h"
@@ -118,9 +119,31 @@ gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error)
     return TRUE;
 }
 
+gboolean vd_xnn_choose_for(gboolean int8, gboolean *use, const char **why, GError **error)
+{
+    if (!vd_xnn_choose(use, why, error))
+        return FALSE;
+    const char *forced = g_getenv("VD_CPU_LAYERS");
+    if (*use || !int8 || (forced != NULL && *forced != '\0'))
+        return TRUE;
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    const char *int8_why = NULL;
+    if (caps.arch == VD_CPU_ARCH_AARCH64 && !caps.int8 && vd_xnn_built() && starts() &&
+        vd_xnn_int8_supported(&int8_why)) {
+        *use = TRUE;
+        *why = "int8, which oneDNN has no kernel for on this CPU";
+    }
+    return TRUE;
+}
+
 #if HAVE_XNNPACK
 
-typedef enum { OP_CONV, OP_DECONV, OP_LINEAR, OP_POOL } op_kind;
+typedef enum { OP_CONV, OP_DECONV, OP_LINEAR, OP_POOL, OP_CONVERT } op_kind;
+
+/* int8 convolutions: qs8 to qs8, or qd8 (a qs8 source with its own parameters) to
+ * float32 */
+typedef enum { Q_NONE, Q_QS8, Q_QD8_F32 } quant_kind;
 
 struct vd_xnn {
     pthreadpool_t pool;
@@ -128,6 +151,8 @@ struct vd_xnn {
     size_t workspace_size;
     void *tmp; /* a layer's output before the sum, or an fp16 one before widening */
     size_t tmp_size;
+    void *tmp2; /* int8: the previous contents of a sum's dst, widened */
+    size_t tmp2_size;
 };
 
 struct vd_xnn_op {
@@ -143,6 +168,12 @@ struct vd_xnn_op {
     /* the pass after the layer: dst = act(dst + layer) with sum, else act(layer) */
     gboolean sum;
     vd_activation act; /* VD_ACT_HARDSWISH, or VD_ACT_RELU with sum (else fused) */
+    quant_kind quant;
+    /* int8 with sum: dst's previous contents widened (into tmp2), their f32 add onto
+     * the output (in tmp), the sum quantised into dst */
+    xnn_operator_t widen_sum, add, requantize;
+    /* qd8: the source's quantisation, repeated for XNNPACK's reads past the batch */
+    struct xnn_quantization_params src_q[1 + XNN_EXTRA_QUANTIZATION_PARAMS];
 };
 
 static const char *status_name(enum xnn_status s)
@@ -215,6 +246,7 @@ void vd_xnn_free(vd_xnn *x)
     pthreadpool_destroy(x->pool);
     free(x->workspace);
     free(x->tmp);
+    free(x->tmp2);
     g_free(x);
 }
 
@@ -224,13 +256,69 @@ void vd_xnn_op_free(vd_xnn_op *op)
         return;
     if (op->op != NULL)
         xnn_delete_operator(op->op);
+    if (op->widen_sum != NULL)
+        xnn_delete_operator(op->widen_sum);
+    if (op->add != NULL)
+        xnn_delete_operator(op->add);
+    if (op->requantize != NULL)
+        xnn_delete_operator(op->requantize);
     g_free(op->what);
     g_free(op);
 }
 
 const char *vd_xnn_op_impl(const vd_xnn_op *op)
 {
+    if (op->kind == OP_CONVERT)
+        return "xnnpack:convert_f32_qs8";
+    if (op->quant == Q_QS8)
+        return "xnnpack:qs8_qc8w";
+    if (op->quant == Q_QD8_F32)
+        return op->add != NULL ? "xnnpack:qd8_f32_qc8w+add" : "xnnpack:qd8_f32_qc8w";
     return op->f16 ? "xnnpack:f16" : "xnnpack:f32";
+}
+
+/* XNNPACK's zero point of an int8 tensor the plan types @dt (see vd_cpu_xnnpack.h):
+ * -128 for u8 (after a ReLU), 0 for s8. */
+static int8_t zero_point(dnnl_data_type_t dt)
+{
+    return dt == dnnl_u8 ? -128 : 0;
+}
+
+/* Whether XNNPACK runs int8 here: on aarch64 only with the dot product (without it
+ * XNNPACK's qs8 kernels widen to 16-bit products, several times slower, and every
+ * targeted processor has it); its qs8_qc8w convolution probed once a process. */
+gboolean vd_xnn_int8_supported(const char **why)
+{
+    static gsize once;
+    static enum xnn_status status;
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    if (caps.arch == VD_CPU_ARCH_AARCH64 && !caps.dotprod) {
+        *why = "the processor has no dot product (asimddp), which XNNPACK's fast int8 kernels "
+               "need";
+        return FALSE;
+    }
+    if (g_once_init_enter(&once)) {
+        enum xnn_status st = xnn_initialize(NULL);
+        if (st == xnn_status_success) {
+            const int8_t w[8 * 8] = {0};
+            const int32_t b[8] = {0};
+            const float ws[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+            xnn_operator_t op = NULL;
+            st = xnn_create_convolution2d_nhwc_qs8_qc8w(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8,
+                                                        0, 1.0f, ws, w, b, 0, 1.0f, -128, 127, 0,
+                                                        NULL, NULL, &op);
+            if (op != NULL)
+                xnn_delete_operator(op);
+        }
+        status = st;
+        g_once_init_leave(&once, 1);
+    }
+    *why = status == xnn_status_success ? "XNNPACK runs its int8 operators here"
+           : status == xnn_status_unsupported_hardware
+               ? "XNNPACK has no int8 kernels for this processor"
+               : "XNNPACK made no int8 operator";
+    return status == xnn_status_success;
 }
 
 /* Whether XNNPACK runs its fp16 operators on this processor: they exist where its
@@ -322,11 +410,109 @@ static float *xnn_weights(const vd_conv_desc *d, const float *w)
     return t;
 }
 
+/* An int8 convolution (vd_cpu_xnnpack.h): the weights quantised with
+ * desc->wei_scales (round(w / scale), in [-127, 127]) in XNNPACK's layout @w; a
+ * qs8_qc8w operator (its bias in int32 at src's scale times the channel's) to an
+ * int8 dst, a qd8_f32_qc8w one (float32 bias) to a float32 dst or one with a sum.
+ * The ReLU: an int8 dst's clamp at its zero point (u8's -128 is the saturation), a
+ * float32 dst's at 0. A sum, as x86's in the accumulator, rounds nothing between
+ * the product and dst: the convolution's real output (in tmp) plus dst's previous
+ * contents widened (XNNPACK's qs8 -> f32 conversion into tmp2, its f32 add), then
+ * quantised into dst (its f32 -> qs8 conversion, whose saturation at u8's -128 is
+ * the ReLU after the sum; a signed dst takes none). */
+static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc, const float *w,
+                              const float *bias, size_t *out_h, size_t *out_w, size_t *align,
+                              const char *what, GError **error)
+{
+    gboolean to_int8 = vd_layers_is_int8(desc->dst_dt);
+    gboolean relu = desc->act == VD_ACT_RELU;
+    if (desc->deconv || (!to_int8 && desc->dst_dt != dnnl_f32) || desc->wei_scales == NULL ||
+        desc->act == VD_ACT_HARDSWISH ||
+        (desc->sum && (!to_int8 || (relu && desc->dst_dt != dnnl_u8)))) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "%s: XNNPACK's int8 convolutions take no transposed convolution, "
+                    "hardswish, sum onto a float32 output or ReLU after a sum onto a signed one",
+                    what);
+        return FALSE;
+    }
+    int k2 = desc->kernel * desc->kernel;
+    size_t ig = (size_t)(desc->in_c / desc->groups), og = (size_t)(desc->out_c / desc->groups);
+    size_t per_oc = ig * (size_t)k2;
+    int8_t *wq = g_new(int8_t, (size_t)desc->out_c * per_oc);
+    for (int o = 0; o < desc->out_c; o++)
+        for (size_t i = 0; i < per_oc; i++) {
+            float q = roundf(w[o * per_oc + i] / desc->wei_scales[o]);
+            wq[o * per_oc + i] = (int8_t)CLAMP(q, -127.0f, 127.0f);
+        }
+    uint32_t p = (uint32_t)desc->padding, k = (uint32_t)desc->kernel, s = (uint32_t)desc->stride;
+    size_t ic = (size_t)desc->in_c, oc = (size_t)desc->out_c;
+    int8_t src_zp = zero_point(desc->src_dt);
+    gboolean ok;
+    if (to_int8 && !desc->sum) {
+        int32_t *bq = g_new0(int32_t, desc->out_c);
+        for (int o = 0; bias != NULL && o < desc->out_c; o++) {
+            double b = rint((double)bias[o] / ((double)desc->src_scale * desc->wei_scales[o]));
+            bq[o] = (int32_t)CLAMP(b, -2147483647.0, 2147483647.0);
+        }
+        int8_t dst_zp = zero_point(desc->dst_dt);
+        op->quant = Q_QS8;
+        ok = check(xnn_create_convolution2d_nhwc_qs8_qc8w(
+                       p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc, src_zp,
+                       desc->src_scale, desc->wei_scales, wq, bq, dst_zp, desc->dst_scale,
+                       relu ? dst_zp : -128, 127, 0, NULL, NULL, &op->op),
+                   "xnn_create_convolution2d_nhwc_qs8_qc8w", what, error) &&
+             check(xnn_reshape_convolution2d_nhwc_qs8_qc8w(
+                       op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
+                       &op->workspace_size, align, out_h, out_w, x->pool),
+                   "xnn_reshape_convolution2d_nhwc_qs8_qc8w", what, error);
+        g_free(bq);
+    } else {
+        op->quant = Q_QD8_F32;
+        for (guint i = 0; i < G_N_ELEMENTS(op->src_q); i++)
+            op->src_q[i] = (struct xnn_quantization_params){src_zp, desc->src_scale};
+        ok = check(xnn_create_convolution2d_nhwc_qd8_f32_qc8w(
+                       p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc,
+                       desc->wei_scales, wq, bias, relu && !desc->sum ? 0.0f : -INFINITY, INFINITY,
+                       0, NULL, NULL, &op->op),
+                   "xnn_create_convolution2d_nhwc_qd8_f32_qc8w", what, error) &&
+             check(xnn_reshape_convolution2d_nhwc_qd8_f32_qc8w(
+                       op->op, (size_t)desc->n, (size_t)desc->in_h, (size_t)desc->in_w,
+                       &op->workspace_size, align, out_h, out_w, x->pool),
+                   "xnn_reshape_convolution2d_nhwc_qd8_f32_qc8w", what, error);
+        if (ok && desc->sum) {
+            struct xnn_quantization_params sum_q = {zero_point(desc->sum_dt), desc->sum_scale},
+                                           dst_q = {zero_point(desc->dst_dt), desc->dst_scale};
+            size_t n = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
+            ok = check(xnn_create_unary_elementwise_nc(xnn_unary_convert, xnn_datatype_qint8,
+                                                       xnn_datatype_fp32, NULL, &sum_q, NULL, 0,
+                                                       &op->widen_sum),
+                       "xnn_create_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+                 check(xnn_reshape_unary_elementwise_nc(op->widen_sum, 1, n, n, n, x->pool),
+                       "xnn_reshape_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+                 check(xnn_create_binary_elementwise_nd(xnn_binary_add, xnn_datatype_fp32, NULL,
+                                                        NULL, NULL, 0, &op->add),
+                       "xnn_create_binary_elementwise_nd (f32 add)", what, error) &&
+                 check(xnn_reshape_binary_elementwise_nd(op->add, 1, &n, 1, &n, x->pool),
+                       "xnn_reshape_binary_elementwise_nd (f32 add)", what, error) &&
+                 check(xnn_create_unary_elementwise_nc(xnn_unary_convert, xnn_datatype_fp32,
+                                                       xnn_datatype_qint8, NULL, NULL, &dst_q, 0,
+                                                       &op->requantize),
+                       "xnn_create_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+                 check(xnn_reshape_unary_elementwise_nc(op->requantize, 1, n, n, n, x->pool),
+                       "xnn_reshape_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+                 grow(&x->tmp2, &x->tmp2_size, n * sizeof(float), "a residual sum's input", error);
+        }
+    }
+    g_free(wq); /* XNNPACK packed its own copy */
+    return ok;
+}
+
 vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
                            const float *bias, const char *what, GError **error)
 {
-    gboolean f16, widen;
-    if (!op_types(desc->src_dt, desc->dst_dt, &f16, &widen, what, error))
+    gboolean f16 = FALSE, widen = FALSE;
+    gboolean int8 = vd_layers_is_int8(desc->src_dt);
+    if (!int8 && !op_types(desc->src_dt, desc->dst_dt, &f16, &widen, what, error))
         return NULL;
     if (desc->deconv && (desc->groups != 1 || desc->sum)) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
@@ -342,8 +528,8 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     op->f16 = f16;
     op->widen = widen;
     /* ReLU is XNNPACK's clamp unless a sum comes first; hardswish is ours */
-    op->sum = desc->sum;
-    op->act = desc->act == VD_ACT_RELU && !desc->sum ? VD_ACT_NONE : desc->act;
+    op->sum = desc->sum && !int8; /* int8: XNNPACK's add */
+    op->act = int8 || (desc->act == VD_ACT_RELU && !desc->sum) ? VD_ACT_NONE : desc->act;
     float lo = desc->act == VD_ACT_RELU && !desc->sum ? 0.0f : -INFINITY;
     float *w = xnn_weights(desc, weight);
     uint32_t p = (uint32_t)desc->padding, k = (uint32_t)desc->kernel, s = (uint32_t)desc->stride;
@@ -355,7 +541,9 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     /* fp16: the float32 weights and bias, which XNNPACK rounds as it packs them */
     uint32_t flags = f16 ? XNN_FLAG_FP32_STATIC_WEIGHTS : 0;
     size_t ic = (size_t)desc->in_c, oc = (size_t)desc->out_c;
-    if (desc->deconv && f16) {
+    if (int8) {
+        ok = conv_new_int8(x, op, desc, w, bias, &out_h, &out_w, &align, what, error);
+    } else if (desc->deconv && f16) {
         st = xnn_create_deconvolution2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og, ic, oc, w,
                                                  bias, lo, INFINITY, flags, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_deconvolution2d_nhwc_f16", what, error) &&
@@ -403,13 +591,13 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         ok = FALSE;
     }
     op->dst_floats = (size_t)desc->n * desc->out_h * desc->out_w * desc->out_c;
+    size_t value_size = f16 ? 2 : sizeof(float); /* of tmp's values (int8: a sum's real ones) */
     /* the context's shared buffers, grown now rather than at a frame */
     ok =
         ok &&
         grow(&x->workspace, &x->workspace_size, op->workspace_size, "XNNPACK's workspace", error) &&
-        (!(op->sum || op->widen) ||
-         grow(&x->tmp, &x->tmp_size, op->dst_floats * (f16 ? 2 : sizeof(float)),
-              "a convolution's output", error));
+        (!(op->sum || op->widen || op->add != NULL) ||
+         grow(&x->tmp, &x->tmp_size, op->dst_floats * value_size, "a convolution's output", error));
     if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
@@ -478,6 +666,28 @@ vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel,
     return op;
 }
 
+vd_xnn_op *vd_xnn_quantize_new(vd_xnn *x, size_t n_values, float scale, dnnl_data_type_t dt,
+                               const char *what, GError **error)
+{
+    vd_xnn_op *op = op_new(OP_CONVERT, what);
+    struct xnn_quantization_params q = {zero_point(dt), scale};
+    if (!vd_layers_is_int8(dt)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "%s: a quantisation to a float type", what);
+        vd_xnn_op_free(op);
+        return NULL;
+    }
+    if (!check(xnn_create_unary_elementwise_nc(xnn_unary_convert, xnn_datatype_fp32,
+                                               xnn_datatype_qint8, NULL, NULL, &q, 0, &op->op),
+               "xnn_create_unary_elementwise_nc (f32 -> qs8)", what, error) ||
+        !check(xnn_reshape_unary_elementwise_nc(op->op, 1, n_values, n_values, n_values, x->pool),
+               "xnn_reshape_unary_elementwise_nc (f32 -> qs8)", what, error)) {
+        vd_xnn_op_free(op);
+        return NULL;
+    }
+    op->dst_floats = n_values;
+    return op;
+}
+
 /* The pass after a layer: dst = act(dst + add) (@add NULL: act(dst)), float32;
  * fp16 (@f16): the same on the values widened, rounded back to fp16; @widen: dst
  * (float32) = act(add) from the fp16 output in @add. */
@@ -527,12 +737,16 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     const char *what = op->what;
     size_t n = op->dst_floats;
     /* into tmp where the pass after it adds dst's contents or widens */
-    void *out = op->sum || op->widen ? x->tmp : dst;
+    void *out = op->sum || op->widen || op->add != NULL ? x->tmp : dst;
     enum xnn_status st;
     switch (op->kind) {
     case OP_CONV:
-        st = op->f16 ? xnn_setup_convolution2d_nhwc_f16(op->op, x->workspace, src, out)
-                     : xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out);
+        st = op->quant == Q_QS8
+                 ? xnn_setup_convolution2d_nhwc_qs8_qc8w(op->op, x->workspace, src, out)
+             : op->quant == Q_QD8_F32 ? xnn_setup_convolution2d_nhwc_qd8_f32_qc8w(
+                                            op->op, x->workspace, src, out, op->src_q)
+             : op->f16 ? xnn_setup_convolution2d_nhwc_f16(op->op, x->workspace, src, out)
+                       : xnn_setup_convolution2d_nhwc_f32(op->op, x->workspace, src, out);
         if (!check(st, "xnn_setup_convolution2d_nhwc", what, error))
             return FALSE;
         break;
@@ -562,6 +776,11 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
         if (!check(st, "xnn_setup_fully_connected_nc", what, error))
             return FALSE;
         break;
+    case OP_CONVERT:
+        if (!check(xnn_setup_unary_elementwise_nc(op->op, src, dst),
+                   "xnn_setup_unary_elementwise_nc", what, error))
+            return FALSE;
+        break;
     case OP_POOL:
         st = op->f16 ? xnn_setup_max_pooling2d_nhwc_f16(op->op, src, out)
                      : xnn_setup_max_pooling2d_nhwc_f32(op->op, src, out);
@@ -571,6 +790,19 @@ gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *d
     }
     if (!check(xnn_run_operator(op->op, x->pool), "xnn_run_operator", what, error))
         return FALSE;
+    if (op->add != NULL)
+        return check(xnn_setup_unary_elementwise_nc(op->widen_sum, dst, x->tmp2),
+                     "xnn_setup_unary_elementwise_nc (qs8 -> f32)", what, error) &&
+               check(xnn_run_operator(op->widen_sum, x->pool), "xnn_run_operator (qs8 -> f32)",
+                     what, error) &&
+               check(xnn_setup_binary_elementwise_nd(op->add, x->tmp, x->tmp2, x->tmp),
+                     "xnn_setup_binary_elementwise_nd (f32 add)", what, error) &&
+               check(xnn_run_operator(op->add, x->pool), "xnn_run_operator (f32 add)", what,
+                     error) &&
+               check(xnn_setup_unary_elementwise_nc(op->requantize, x->tmp, dst),
+                     "xnn_setup_unary_elementwise_nc (f32 -> qs8)", what, error) &&
+               check(xnn_run_operator(op->requantize, x->pool), "xnn_run_operator (f32 -> qs8)",
+                     what, error);
     if (op->sum || op->widen || op->act != VD_ACT_NONE) {
         epilogue e = {dst, op->sum || op->widen ? x->tmp : NULL, op->act, op->f16, op->widen};
         pthreadpool_parallelize_1d_tile_1d(x->pool, epilogue_tile, &e, n, 4096, 0);
@@ -639,6 +871,20 @@ gboolean vd_xnn_f16_supported(const char **why)
 {
     *why = "this build has no XNNPACK";
     return FALSE;
+}
+
+gboolean vd_xnn_int8_supported(const char **why)
+{
+    *why = "this build has no XNNPACK";
+    return FALSE;
+}
+
+vd_xnn_op *vd_xnn_quantize_new(vd_xnn *x, size_t n_values, float scale, dnnl_data_type_t dt,
+                               const char *what, GError **error)
+{
+    (void)x, (void)n_values, (void)scale, (void)dt;
+    not_built(what, error);
+    return NULL;
 }
 
 static gboolean starts(void)

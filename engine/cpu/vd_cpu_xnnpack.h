@@ -3,9 +3,22 @@
  * has only its reference loops (aarch64 with Advanced SIMD alone, the Cortex-A76 /
  * Neoverse N1 class, where Debian builds oneDNN without Arm Compute Library),
  * every convolution, transposed convolution, max pooling and linear layer of the
- * float32 or fp16 engine. Activations are NHWC, float32 or fp16 (dnnl_f16: XNNPACK's
- * _f16 operators, float32 weights rounded as XNNPACK packs them), as XNNPACK's
- * operators take them; oneDNN keeps the reorders and the layers it runs fast.
+ * float32 or fp16 engine, and int8's quantised convolutions. Activations are NHWC,
+ * float32 or fp16 (dnnl_f16: XNNPACK's _f16 operators, float32 weights rounded as
+ * XNNPACK packs them), as XNNPACK's operators take them; oneDNN keeps the reorders
+ * and the layers it runs fast.
+ *
+ * int8 (vd_conv_desc's int8 fields, as oneDNN's int8 layers take them): XNNPACK's
+ * signed 8-bit operators with per-output-channel weights (qc8w). A tensor the plan
+ * types dnnl_u8 (an activation after a ReLU, scale max / 255) holds XNNPACK qs8 with
+ * zero point -128, so that the ReLU's outputs use all 256 values (stored = u8 - 128;
+ * saturating at -128 is the ReLU); a dnnl_s8 one (scale max / 127) zero point 0.
+ * An int8 output: qs8_qc8w convolutions; a float32 one (the FPN's P levels, the
+ * RPN's hidden layer): qd8_f32_qc8w, given the source's calibrated scale and zero
+ * point as its quantisation parameters. A sum with dst's previous contents (the
+ * residual and top-down sums), as x86 adds in the accumulator: the qd8_f32_qc8w
+ * convolution's real output plus dst's contents widened (XNNPACK's qs8 -> f32
+ * conversion and f32 add), quantised into dst (its f32 -> qs8 conversion).
  *
  * vd_xnn_choose() decides per process: XNNPACK where oneDNN's float32 NHWC
  * convolution is a reference one here and this build has XNNPACK; VD_CPU_LAYERS
@@ -34,6 +47,12 @@ typedef struct vd_xnn_op vd_xnn_op;
  * @error: VD_CPU_LAYERS asks for what cannot be. */
 gboolean vd_xnn_choose(gboolean *use, const char **why, GError **error);
 
+/* vd_xnn_choose() for a context of int8 (@int8) or another precision: int8 on an
+ * aarch64 CPU where oneDNN keeps the float layers (SVE) but has no int8 kernel runs
+ * every layer on XNNPACK where XNNPACK runs int8 there (vd_xnn_int8_supported), unless
+ * VD_CPU_LAYERS says otherwise. */
+gboolean vd_xnn_choose_for(gboolean int8, gboolean *use, const char **why, GError **error);
+
 /* Whether the build has XNNPACK. */
 gboolean vd_xnn_built(void);
 
@@ -47,9 +66,15 @@ gboolean vd_xnn_f16_supported(const char **why);
 vd_xnn *vd_xnn_new(int n_threads, GError **error);
 void vd_xnn_free(vd_xnn *x); /* NULL: nothing */
 
+/* Whether XNNPACK runs int8 here: its qs8_qc8w operators on a processor with fast
+ * int8 kernels (aarch64: the dot product, ASIMDDP; x86: any, where the tests force
+ * XNNPACK), probed once a process; *@why: a static phrase saying why, either way. */
+gboolean vd_xnn_int8_supported(const char **why);
+
 /* A convolution or transposed convolution (@desc: NHWC src and dst of desc->n
  * images, float32, fp16, or fp16 to a float32 dst (widened after the layer, without
- * a sum); desc->sum adds dst's previous contents before desc->act) with
+ * a sum); int8 src (u8, s8) to int8 or float32 dst, see above; desc->sum adds dst's
+ * previous contents before desc->act) with
  * torch's weights (@weight as vd_cpu_layers.h's vd_layers_conv_weights takes
  * them, @bias out_c values or NULL), packed now. */
 vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
@@ -65,11 +90,18 @@ vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, co
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
                                int padding, dnnl_data_type_t dt, const char *what, GError **error);
 
+/* The quantisation of @n_values float32 values into int8 @dt (u8 or s8 as above) of
+ * scale @scale: XNNPACK's f32 -> qs8 conversion. */
+vd_xnn_op *vd_xnn_quantize_new(vd_xnn *x, size_t n_values, float scale, dnnl_data_type_t dt,
+                               const char *what, GError **error);
+
 /* Runs @op from @src into @dst (@rows rows for a linear layer, ignored
  * otherwise). XNNPACK may read up to 128 bytes past @src's end. */
 gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error);
 
-/* "xnnpack:f32" or "xnnpack:f16", for the list of kernels. */
+/* "xnnpack:f32", "xnnpack:f16", int8's "xnnpack:qs8_qc8w", "xnnpack:qd8_f32_qc8w"
+ * (with "+add" where a sum follows) and "xnnpack:convert_f32_qs8", for the list of
+ * kernels. */
 const char *vd_xnn_op_impl(const vd_xnn_op *op);
 void vd_xnn_op_free(vd_xnn_op *op); /* NULL: nothing */
 

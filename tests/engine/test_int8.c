@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* int8 calibration and its record (engine/vd_calibration.c): a calibrating
  * context's ranges, their round trip through a model file, int8 against fp32 on
- * the same frames, and every refusal (no VNNI, no calibration, MobileNetV3, a
+ * the same frames (on XNNPACK's layers too: its per-channel int8 operators), and
+ * every refusal (no VNNI or dot product, no calibration, MobileNetV3, a
  * malformed record, a missing range) as the error it must be. The kernels test
  * checks which kernels int8 runs; tools/eval_demo.py (model suite) its accuracy
  * on the bundled model. */
 #include "model_fixture.h"
 #include "cpu/vd_cpu_isa.h"
 #include "cpu/vd_cpu_layers.h"
+#include "cpu/vd_cpu_xnnpack.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -19,6 +21,33 @@ static vd_cpu_caps cpu_caps(void)
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
     return caps;
+}
+
+/* Whether the CPU backend runs an int8 context's layers on XNNPACK here
+ * (vd_xnn_choose_for). */
+static gboolean layers_xnnpack(void)
+{
+    gboolean use = FALSE;
+    const char *why = NULL;
+    GError *error = NULL;
+    g_assert_true(vd_xnn_choose_for(TRUE, &use, &why, &error));
+    g_assert_no_error(error);
+    return use;
+}
+
+/* Whether int8 runs here: oneDNN's VNNI kernels, or on XNNPACK's layers its
+ * per-channel int8 operators (aarch64 with the dot product; x86, where
+ * VD_CPU_LAYERS=xnnpack forces them: the int8-xnnpack run). */
+static gboolean int8_runs(void)
+{
+    const char *why = NULL;
+    return layers_xnnpack() ? vd_xnn_int8_supported(&why) : cpu_caps().int8;
+}
+
+/* What a refusal of int8 names on this machine. */
+static const char *int8_missing(void)
+{
+    return layers_xnnpack() ? "dot product" : "VNNI";
 }
 
 #define FRAME_W 160
@@ -173,14 +202,14 @@ static void test_round_trip(void)
     vd_context *ctx = context(plain, VD_PRECISION_INT8, FALSE, &error);
     g_assert_null(ctx);
     g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, cpu_caps().int8 ? "calibrat" : "VNNI"));
+    g_assert_nonnull(strstr(error->message, int8_runs() ? "calibrat" : int8_missing()));
     g_clear_error(&error);
 
-    if (!cpu_caps().int8) {
+    if (!int8_runs()) {
         ctx = context(model, VD_PRECISION_INT8, FALSE, &error);
         g_assert_null(ctx);
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-        g_assert_nonnull(strstr(error->message, "VNNI"));
+        g_assert_nonnull(strstr(error->message, int8_missing()));
         g_test_message("int8 refused: %s", error->message);
         g_clear_error(&error);
     } else {
@@ -331,7 +360,7 @@ static void test_refusals(void)
      * missing when it plans (at the first frame) */
     g_assert_true(vd_model_save_calibrated(path, good, out, &error));
     g_assert_no_error(error);
-    if (cpu_caps().int8) {
+    if (int8_runs()) {
         assert_plan_refused(out, "no range for backbone.body.maxpool");
     } else {
         vd_model *empty = vd_model_load(out, &error);
@@ -341,7 +370,7 @@ static void test_refusals(void)
 
     /* a record without one range deep in the network: the blocks planned
      * before it are freed with the failed plan (the ASan build checks) */
-    if (cpu_caps().int8) {
+    if (int8_runs()) {
         char *full = calibrate(path, 1);
         int frames = 0;
         GHashTable *ranges = vd_calibration_parse("full", full, &frames, &error);

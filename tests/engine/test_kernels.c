@@ -10,7 +10,9 @@
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
  * is refused clearly elsewhere. Where oneDNN has only reference loops (aarch64
  * with Advanced SIMD alone) every such layer runs XNNPACK's float32 operators
- * instead, and bf16 and int8 are refused naming it; VD_CPU_LAYERS=xnnpack (the
+ * instead, int8's quantised convolutions its per-channel int8 operators (qs8_qc8w,
+ * qd8_f32_qc8w; where the processor has the dot product, else int8 is refused
+ * naming it), and bf16 is refused naming it; VD_CPU_LAYERS=xnnpack (the
  * kernels-xnnpack run) makes that path run on any machine whose build has XNNPACK.
  * fp16 runs there where XNNPACK has fp16 kernels for the CPU (aarch64 with the FP16
  * arithmetic, x86 with AVX2 and F16C): every such layer is then XNNPACK's _f16
@@ -124,15 +126,21 @@ static vd_model *mobilenet_v3_fpn(gboolean low_res)
     return for_this_run(model);
 }
 
-/* whether the CPU backend runs its layers on XNNPACK here (vd_xnn_choose) */
-static gboolean layers_xnnpack(void)
+/* whether the CPU backend runs a context's layers on XNNPACK here (vd_xnn_choose_for:
+ * an int8 one's on aarch64 where oneDNN has no int8 kernel too) */
+static gboolean layers_xnnpack_for(vd_precision precision)
 {
     gboolean use = FALSE;
     const char *why = NULL;
     GError *error = NULL;
-    g_assert_true(vd_xnn_choose(&use, &why, &error));
+    g_assert_true(vd_xnn_choose_for(precision == VD_PRECISION_INT8, &use, &why, &error));
     g_assert_no_error(error);
     return use;
+}
+
+static gboolean layers_xnnpack(void)
+{
+    return layers_xnnpack_for(VD_PRECISION_FP32);
 }
 
 static vd_context *cpu_context(vd_model *model, vd_precision precision, GError **error)
@@ -184,7 +192,7 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_assert_nonnull(strstr(describe, isa));
     g_free(isa);
     /* XNNPACK's layers: NHWC activations, and the description says so */
-    gboolean xnn = layers_xnnpack();
+    gboolean xnn = layers_xnnpack_for(precision);
     g_assert_true(!xnn || nhwc);
     g_assert_true((strstr(describe, ", layers XNNPACK (") != NULL) == xnn);
     /* AMX: bf16 convolutions run its kernels, which take NHWC */
@@ -275,6 +283,14 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                            k->implementation);
             n_slow++;
         }
+        /* int8's quantisations: XNNPACK's conversion where it runs the layers (a
+         * oneDNN reorder is a reference loop on aarch64) */
+        if (precision == VD_PRECISION_INT8 && xnn && strstr(k->layer, ".quantise") != NULL &&
+            g_strcmp0(k->implementation, "xnnpack:convert_f32_qs8") != 0) {
+            g_test_message("not XNNPACK's quantisation: %s %s: %s", k->kind, k->layer,
+                           k->implementation);
+            n_bad++;
+        }
         gboolean int8_layer = g_str_equal(k->kind, "convolution") &&
                               ((g_str_has_prefix(k->layer, "backbone.body.layer")) ||
                                g_str_has_prefix(k->layer, "backbone.fpn.") ||
@@ -284,7 +300,14 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
              * another, to see this check fail) */
             const char *want = g_getenv("VD_TEST_EXPECT_INT8_KERNEL");
             if (want == NULL)
-                want = caps.amx ? "amx" : "vnni";
+                want = xnn ? "xnnpack:q" : caps.amx ? "amx" : "vnni";
+            /* XNNPACK's: its per-channel int8 operators, qs8_qc8w (int8 output) or
+             * qd8_f32_qc8w (float32 output) */
+            if (xnn && strstr(k->implementation, "_qc8w") == NULL) {
+                g_test_message("not XNNPACK's per-channel int8: %s %s: %s", k->kind, k->layer,
+                               k->implementation);
+                n_not_int8++;
+            }
             if (strstr(k->implementation, want) == NULL) {
                 g_test_message("not an int8 %s kernel: %s %s: %s", want, k->kind, k->layer,
                                k->implementation);
@@ -629,23 +652,39 @@ static void calibrate(vd_model *model)
 }
 
 /* int8 where oneDNN runs VNNI (AVX512-VNNI, AVX-VNNI, AMX): every quantised
- * convolution on an int8 kernel of that ISA; elsewhere refused. */
+ * convolution on an int8 kernel of that ISA; on XNNPACK's layers where it runs
+ * int8 (aarch64 with the dot product; x86, where the tests force it) every one on
+ * its per-channel int8 operators and every quantisation its conversion, no
+ * reference loop; elsewhere refused naming the cause. */
 static void test_int8(void)
 {
     GError *error = NULL;
     vd_model *model = bundled_model();
     calibrate(model);
-    if (!cpu_caps().int8 || layers_xnnpack()) {
+    gboolean xnn = layers_xnnpack_for(VD_PRECISION_INT8);
+    const char *int8_why = "";
+    gboolean runs = xnn ? vd_xnn_int8_supported(&int8_why) : cpu_caps().int8;
+    g_test_message("int8 on %s: %s", xnn ? "XNNPACK" : "oneDNN", runs ? "runs" : "refused");
+    if (!runs) {
         g_assert_null(cpu_context(model, VD_PRECISION_INT8, &error));
         g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
         g_test_message("int8 refused: %s", error->message);
-        g_assert_nonnull(strstr(error->message, cpu_caps().int8 ? "XNNPACK" : "VNNI"));
+        g_assert_nonnull(strstr(error->message, xnn ? "dot product" : "VNNI"));
+        if (xnn && cpu_caps().dotprod)
+            g_assert_nonnull(strstr(error->message, int8_why));
         g_clear_error(&error);
         vd_model_unref(model);
         return;
     }
     check_frame_kernels(model, VD_PRECISION_INT8);
     vd_model_unref(model);
+    /* emulated, the bundled model alone (its BasicBlocks have both kinds of
+     * residual sum; a Bottleneck's layers are the same operators): the others
+     * would add a minute to the arm64 run */
+    if (emulated()) {
+        g_test_message("emulated: int8 checked on the bundled model alone");
+        return;
+    }
     vd_model *r50 = resnet50_fpn();
     calibrate(r50);
     check_frame_kernels(r50, VD_PRECISION_INT8);
