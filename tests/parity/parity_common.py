@@ -733,6 +733,25 @@ def calibrate(model, images_u8, seed=0, rpn_logit_std=2.0,
             f"background shift {b:.3g}; detections (total, <0.5, >=0.5) per image {counts}")
 
 
+def first_detections(model, img_u8, cached=None):
+    """The image's transform, FPN features and RoIHeads.forward's detections in eval
+    (boxes and labels per image), from calibrate()'s cache entry when at hand (saves a
+    forward of the body and of the box head). Call it under
+    box_head_linears_on_onednn()."""
+    roi = model.roi_heads
+    if cached is not None:
+        batch, feats, proposals, box_features = cached
+    else:
+        batch, _ = model.transform([to_tensor(img_u8)])
+        feats = model.backbone(batch.tensors)
+        proposals, _ = model.rpn(batch, feats)
+        box_features = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
+    class_logits, box_regression = roi.box_predictor(box_features)
+    det_boxes, _, det_labels = roi.postprocess_detections(class_logits, box_regression,
+                                                          proposals, batch.image_sizes)
+    return batch, feats, det_boxes, det_labels
+
+
 @torch.no_grad()
 def calibrate_masks(model, img_u8, logit_std=3.0, cached=None):
     """Mask R-CNN: the mask head's norm statistics (v2) from its actual input, the mask
@@ -743,17 +762,7 @@ def calibrate_masks(model, img_u8, logit_std=3.0, cached=None):
     of the image, when at hand (saves a forward of the body and of the box head)."""
     roi = model.roi_heads
     with box_head_linears_on_onednn(model):
-        if cached is not None:
-            batch, feats, proposals, box_features = cached
-        else:
-            batch, _ = model.transform([to_tensor(img_u8)])
-            feats = model.backbone(batch.tensors)
-            proposals, _ = model.rpn(batch, feats)
-            box_features = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
-        # RoIHeads.forward's detections in eval
-        class_logits, box_regression = roi.box_predictor(box_features)
-        det_boxes, _, det_labels = roi.postprocess_detections(class_logits, box_regression,
-                                                              proposals, batch.image_sizes)
+        batch, feats, det_boxes, det_labels = first_detections(model, img_u8, cached)
         boxes = [det_boxes[0]]
         labels = det_labels[0]
         pooled = roi.mask_roi_pool(feats, boxes, batch.image_sizes)
@@ -792,16 +801,7 @@ def describe_keypoints(model, img_u8, cached=None):
     scale does to the scores' agreement). cached: calibrate()'s cache entry."""
     roi = model.roi_heads
     with box_head_linears_on_onednn(model):
-        if cached is not None:
-            batch, feats, proposals, box_features = cached
-        else:
-            batch, _ = model.transform([to_tensor(img_u8)])
-            feats = model.backbone(batch.tensors)
-            proposals, _ = model.rpn(batch, feats)
-            box_features = roi.box_head(roi.box_roi_pool(feats, proposals, batch.image_sizes))
-        class_logits, box_regression = roi.box_predictor(box_features)
-        det_boxes, _, _ = roi.postprocess_detections(class_logits, box_regression, proposals,
-                                                     batch.image_sizes)
+        batch, feats, det_boxes, _ = first_detections(model, img_u8, cached)
         heatmaps = roi.keypoint_predictor(roi.keypoint_head(
             roi.keypoint_roi_pool(feats, [det_boxes[0]], batch.image_sizes)))
         flat = heatmaps.flatten(2)
