@@ -529,6 +529,32 @@ static void test_fcos_fp32(void)
     check_exported("fcos_resnet50_fpn");
 }
 
+/* On aarch64 bf16 is refused because oneDNN has only reference loops for it there
+ * (Debian's oneDNN, without Arm Compute Library, BF16 processor or not): the refusal
+ * @message names what oneDNN gave when asked, and this fails where oneDNN gives the
+ * bf16 layers kernels of its own for this CPU, which is when bf16 should run here
+ * (after x86's accuracy gate, checked emulated as tests/arm64/int8-accuracy.sh
+ * checks int8's). */
+static void check_bf16_refusal_aarch64(const char *message)
+{
+    GError *error = NULL;
+    vd_layers_bf16_probe probe;
+    g_assert_true(vd_layers_probe_bf16(&probe, &error));
+    g_assert_no_error(error);
+    g_test_message("oneDNN's bf16 here: convolution %s, matmul %s", probe.conv, probe.matmul);
+    g_assert_nonnull(strstr(message, probe.conv));
+    g_assert_nonnull(strstr(message, probe.matmul));
+    g_assert_nonnull(strstr(message, cpu_caps().bf16 ? "has BF16" : "has no BF16"));
+    if (probe.native)
+        g_error("oneDNN has bf16 kernels for this aarch64 CPU (convolution %s, matmul %s): "
+                "bf16 should run here",
+                probe.conv, probe.matmul);
+    /* the names a reference implementation goes by, on this architecture */
+    g_assert_true(vd_layers_impl_is_reference("ref:any"));
+    g_assert_true(vd_layers_impl_is_reference("gemm:jit:bf16"));
+    g_assert_false(vd_layers_impl_is_reference("brgconv:sve_256"));
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -586,6 +612,8 @@ static void test_bf16(void)
         /* the cause: the ISA, or XNNPACK's float32 layers where the ISA has it */
         g_assert_nonnull(
             strstr(error->message, cpu_caps().native_bf16 ? "XNNPACK" : "AVX512_BF16"));
+        if (cpu_caps().arch == VD_CPU_ARCH_AARCH64)
+            check_bf16_refusal_aarch64(error->message);
         g_clear_error(&error);
     }
     vd_model_unref(model);
