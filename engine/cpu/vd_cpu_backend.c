@@ -55,7 +55,9 @@
  *   accumulation and bias (oneDNN's avx512_core_bf16 kernels: only where the
  *   processor has AVX512-BF16 or AMX; elsewhere oneDNN would emulate them, many
  *   times slower than float32, so context creation refuses bf16 there with
- *   VD_ERROR_UNSUPPORTED); the RPN head writes float32; RoIAlign reads the
+ *   VD_ERROR_UNSUPPORTED, and on every aarch64 CPU, where Debian's oneDNN has
+ *   reference loops alone for bf16 even with BF16: refuse_bf16_aarch64); the RPN
+ *   head writes float32; RoIAlign reads the
  *   bfloat16 P levels, interpolates in float32 and rounds its output to bfloat16;
  *   the box head's linears run in bfloat16 with float32 accumulation, the
  *   predictor writes float32; all small ops and post-processing are float32. This

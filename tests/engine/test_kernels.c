@@ -8,8 +8,10 @@
  * (with its keypoint branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
- * is refused clearly elsewhere. Where oneDNN has only reference loops (aarch64
- * with Advanced SIMD alone) every such layer runs XNNPACK's float32 operators
+ * is refused clearly elsewhere (on aarch64, naming the reference implementations
+ * oneDNN gives it, and failing where oneDNN gives kernels of its own there).
+ * Where oneDNN has only reference loops (aarch64 with Advanced SIMD alone) every
+ * such layer runs XNNPACK's float32 operators
  * instead, int8's quantised convolutions its per-channel int8 operators (qs8_qc8w,
  * qd8_f32_qc8w; where the processor has the dot product, else int8 is refused
  * naming it), and bf16 is refused naming it; VD_CPU_LAYERS=xnnpack (the
