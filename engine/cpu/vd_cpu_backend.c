@@ -2489,12 +2489,13 @@ static void refuse_precision(GError **error, const vd_cpu_caps *caps, const char
 }
 
 /* Refuses bf16 on aarch64, naming what the processor has and what oneDNN gives
- * the bf16 layers when asked (vd_layers_probe_bf16). Debian's oneDNN (2.6, 3.7,
+ * the bf16 layers when asked (vd_layers_probe_bf16). Debian 13's oneDNN (3.7.2,
  * without Arm Compute Library) has reference loops alone there, BF16 processor or
- * not: a bf16 convolution is ref:any in every layout, on Advanced SIMD and on SVE at
- * 256 and 512 bits (its SVE brgemm kernels take float32 and int8 only, and ignore
- * the bf16 fpmath mode), and its bf16 matmul, "gemm:jit:bf16", calls its reference
- * GEMM off x86; XNNPACK (2024-11) has no bf16 operator (docs/engine.md, arm64). */
+ * not: a bf16 convolution is ref:any in the layouts of its choice and in NHWC, on
+ * Advanced SIMD and on SVE at 256 and 512 bits (its SVE brgemm kernels take float32
+ * and int8 only, and ignore the bf16 fpmath mode), and its bf16 matmul,
+ * "gemm:jit:bf16", calls its reference GEMM off x86; XNNPACK (2024-11) has no bf16
+ * operator (docs/engine.md, "bf16 on arm64"). */
 static void refuse_bf16_aarch64(GError **error, const vd_cpu_caps *caps)
 {
     const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
