@@ -55,7 +55,9 @@
  *   accumulation and bias (oneDNN's avx512_core_bf16 kernels: only where the
  *   processor has AVX512-BF16 or AMX; elsewhere oneDNN would emulate them, many
  *   times slower than float32, so context creation refuses bf16 there with
- *   VD_ERROR_UNSUPPORTED); the RPN head writes float32; RoIAlign reads the
+ *   VD_ERROR_UNSUPPORTED, and on every aarch64 CPU, where Debian's oneDNN has
+ *   reference loops alone for bf16 even with BF16: refuse_bf16_aarch64); the RPN
+ *   head writes float32; RoIAlign reads the
  *   bfloat16 P levels, interpolates in float32 and rounds its output to bfloat16;
  *   the box head's linears run in bfloat16 with float32 accumulation, the
  *   predictor writes float32; all small ops and post-processing are float32. This
@@ -2463,7 +2465,8 @@ static vd_precision cpu_precision(const vd_context_params *params, gboolean nati
 /* Refuses @precision, which oneDNN has no kernel for on this CPU, naming what the
  * CPU runs (its ISA as its architecture's, and the cap): on x86 what it needs
  * (@x86_needs) and @why; on aarch64, where oneDNN has none, what the processor has
- * that this oneDNN does not use (@unused, or NULL). */
+ * that this oneDNN does not use (@unused, or NULL). bf16 on aarch64:
+ * refuse_bf16_aarch64. */
 static void refuse_precision(GError **error, const vd_cpu_caps *caps, const char *precision,
                              const char *x86_needs, const char *why, const char *instead,
                              const char *unused)
@@ -2483,6 +2486,50 @@ static void refuse_precision(GError **error, const vd_cpu_caps *caps, const char
                     "precision %s needs a CPU with %s, and this one runs %s (%s): use %s",
                     precision, x86_needs, runs, why, instead);
     g_free(runs);
+}
+
+/* Refuses bf16 on aarch64, naming what the processor has and what oneDNN gives
+ * the bf16 layers when asked (vd_layers_probe_bf16). Debian 13's oneDNN (3.7.2,
+ * without Arm Compute Library) has reference loops alone there, BF16 processor or
+ * not: a bf16 convolution is ref:any in the layouts of its choice and in NHWC, on
+ * Advanced SIMD and on SVE at 256 and 512 bits (its SVE brgemm kernels take float32
+ * and int8 only, and ignore the bf16 fpmath mode), and its bf16 matmul,
+ * "gemm:jit:bf16", calls its reference GEMM off x86; XNNPACK (2024-11) has no bf16
+ * operator (docs/engine.md, "bf16 on arm64"). */
+static void refuse_bf16_aarch64(GError **error, const vd_cpu_caps *caps)
+{
+    const char *cap = g_getenv("ONEDNN_MAX_CPU_ISA");
+    char *version = vd_layers_version();
+    vd_layers_bf16_probe probe;
+    GError *probe_error = NULL;
+    GString *s = g_string_new(NULL);
+
+    g_string_printf(s,
+                    "precision bf16 has no oneDNN kernel on this aarch64 CPU, which runs %s%s%s: ",
+                    caps->description, cap != NULL ? ", capped by ONEDNN_MAX_CPU_ISA=" : "",
+                    cap != NULL ? cap : "");
+    g_string_append(s, caps->bf16 ? "the processor has BF16, but "
+                                  : "the processor has no BF16 (Neoverse V1, N2 and later have "
+                                    "it), and ");
+    if (!vd_layers_probe_bf16(&probe, &probe_error))
+        g_string_append_printf(s, "oneDNN %s could not be asked (%s)", version,
+                               probe_error->message);
+    else
+        g_string_append_printf(
+            s,
+            "oneDNN %s, asked for a bf16 3x3 convolution in the layouts of its choice, gives %s, "
+            "and for a bf16 matmul %s%s",
+            version, probe.conv, probe.matmul,
+            probe.native ? ", which the engine does not run bf16 with on aarch64 (its bf16 is "
+                           "checked on x86 alone)"
+                         : ": reference loops or none (its SVE kernels take float32 and int8 "
+                           "only; its bf16 matmul is its reference GEMM off x86)");
+    g_string_append(s, "; XNNPACK has no bf16 operator; bf16 runs on x86 with AVX512_BF16 or "
+                       "AMX: use fp32");
+    g_set_error_literal(error, VD_ERROR, VD_ERROR_UNSUPPORTED, s->str);
+    g_string_free(s, TRUE);
+    g_clear_error(&probe_error);
+    g_free(version);
 }
 
 /* Refuses fp16 (where fp16_runs() says no), naming the cause: oneDNN's layers
@@ -2602,10 +2649,14 @@ static gboolean cpu_supports(const vd_model *model, const vd_context_params *par
         }
     }
 
+    if (precision == VD_PRECISION_BF16 && caps.arch == VD_CPU_ARCH_AARCH64) {
+        refuse_bf16_aarch64(error, &caps);
+        return FALSE;
+    }
     if (precision == VD_PRECISION_BF16 && !caps.native_bf16) {
         refuse_precision(error, &caps, "bf16", "AVX512_BF16 or AMX",
                          "without it bf16 would be emulated, many times slower than fp32", "fp32",
-                         caps.bf16 ? "BF16, which this oneDNN does not use" : NULL);
+                         NULL);
         return FALSE;
     }
     const char *f16_why = NULL;

@@ -88,13 +88,18 @@ static void x86_caps(unsigned isa, vd_cpu_caps *caps)
               sizeof(caps->description));
 }
 
-/* Debian's oneDNN for aarch64 is built without Arm Compute Library: its convolutions
- * there are the SVE JIT kernels (blocks of 16 channels at 512 bits, 8 below) and,
- * on Advanced SIMD alone, few; no bf16 or int8 convolution kernel for the
- * processors this project targets (Cortex-A76/A78, Neoverse N1/V1/N2). So bf16
- * is refused there, naming what the processor has, int8 runs on XNNPACK's
- * operators (vd_cpu_xnnpack.h) where the processor has the dot product, and our
- * Winograd (on oneDNN's sgemm) stays off until measured there. */
+/* Debian's oneDNN for aarch64 is built without Arm Compute Library: its float32
+ * convolutions there are the SVE JIT kernels (blocks of 16 channels at 512 bits, 8
+ * below) and, on Advanced SIMD alone, few; its int8 ones are reference loops below
+ * SVE at 512 bits, and its bf16 ones reference loops everywhere, BF16 processors
+ * (Neoverse V1, N2) included: oneDNN 3.7.2 gives a bf16 convolution ref:any on
+ * Advanced SIMD with BF16 and on SVE at 256 and 512 bits, none without BF16, and its
+ * bf16 matmul ("gemm:jit:bf16") calls its reference GEMM off x86; its aarch64 brgemm
+ * takes float32 and int8 only (docs/engine.md, "bf16 on arm64"). So native_bf16
+ * stays FALSE here and bf16 is refused, naming what the processor has and what
+ * oneDNN gave (vd_layers_probe_bf16), int8 runs on XNNPACK's operators
+ * (vd_cpu_xnnpack.h) where the processor has the dot product, and our Winograd (on
+ * oneDNN's sgemm) stays off until measured there. */
 static void aarch64_caps(unsigned isa, unsigned long hwcap, unsigned long hwcap2, int sve_bits,
                          vd_cpu_caps *caps)
 {

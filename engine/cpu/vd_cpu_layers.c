@@ -700,6 +700,44 @@ gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
     return found;
 }
 
+gboolean vd_layers_impl_is_reference(const char *impl)
+{
+#if defined(__x86_64__)
+    gboolean x86 = TRUE;
+#else
+    gboolean x86 = FALSE;
+#endif
+    return strstr(impl, "ref") != NULL || (!x86 && strcmp(impl, "gemm:jit:bf16") == 0);
+}
+
+gboolean vd_layers_probe_bf16(vd_layers_bf16_probe *probe, GError **error)
+{
+    dnnl_engine_t engine = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_primitive_desc_t conv = NULL, matmul = NULL;
+
+    g_strlcpy(probe->conv, "none", sizeof(probe->conv));
+    g_strlcpy(probe->matmul, "none", sizeof(probe->matmul));
+    probe->native = FALSE;
+    if (!vd_layers_engine_new(&engine, &stream, error))
+        return FALSE;
+    /* "no implementation" is an answer here, not an error */
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_bf16, dnnl_format_tag_any);
+    gboolean has_conv = vd_layers_conv_pd(engine, &desc, &conv, "bf16 convolution", NULL);
+    gboolean has_matmul = vd_layers_matmul_pd(engine, 64, 256, 64, dnnl_bf16, dnnl_bf16, NULL,
+                                              FALSE, &matmul, "bf16 matmul", NULL);
+    if (has_conv)
+        g_strlcpy(probe->conv, vd_layers_pd_impl(conv), sizeof(probe->conv));
+    if (has_matmul)
+        g_strlcpy(probe->matmul, vd_layers_pd_impl(matmul), sizeof(probe->matmul));
+    probe->native = has_conv && has_matmul && !vd_layers_impl_is_reference(probe->conv) &&
+                    !vd_layers_impl_is_reference(probe->matmul);
+    vd_layers_pd_free(conv);
+    vd_layers_pd_free(matmul);
+    vd_layers_engine_free(engine, stream);
+    return TRUE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* GEMM                                                                      */
 

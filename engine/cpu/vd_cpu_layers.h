@@ -180,6 +180,26 @@ vd_conv_desc vd_layers_probe_desc(int c, int hw, dnnl_data_type_t dt, dnnl_forma
  * in layout @tag): 2.x on AVX-512, 3.x nowhere. */
 gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag);
 
+/* What oneDNN gives the bf16 layers on this CPU (its ISA, capped by
+ * ONEDNN_MAX_CPU_ISA): the implementation it picks for a bf16 3x3 convolution
+ * (vd_layers_probe_desc's, 64 channels on 32x32, every layout its choice) and for a
+ * bf16 matmul (64x256 by 256x64, the weights' layout its choice), "none" where it
+ * has no implementation, and whether both are kernels of its own for the CPU
+ * rather than reference loops (vd_layers_impl_is_reference). Makes and frees an
+ * engine of its own; callable from any thread. */
+typedef struct {
+    char conv[64], matmul[64];
+    gboolean native; /* both found, neither a reference implementation */
+} vd_layers_bf16_probe;
+
+gboolean vd_layers_probe_bf16(vd_layers_bf16_probe *probe, GError **error);
+
+/* Whether @impl, an implementation name oneDNN gives, is a reference one: "ref" in
+ * the name, and, off x86, the bf16 matmul "gemm:jit:bf16", whose GEMM
+ * (gemm_bf16bf16f32) has a JIT kernel on x86 alone and elsewhere calls oneDNN's
+ * reference loops (ref_gemm_bf16bf16f32) despite its name. */
+gboolean vd_layers_impl_is_reference(const char *impl);
+
 /* ---- GEMM ---- */
 
 /* C = alpha op(A) op(B) + beta C, row-major float32 (oneDNN's sgemm). Callable

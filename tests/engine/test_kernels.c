@@ -8,8 +8,10 @@
  * (with its keypoint branch) is checked by the
  * implementation name oneDNN gives it
  * (vd_context_kernels()). bf16 runs only where the processor has it natively, and
- * is refused clearly elsewhere. Where oneDNN has only reference loops (aarch64
- * with Advanced SIMD alone) every such layer runs XNNPACK's float32 operators
+ * is refused clearly elsewhere (on aarch64, naming the reference implementations
+ * oneDNN gives it, and failing where oneDNN gives kernels of its own there).
+ * Where oneDNN has only reference loops (aarch64 with Advanced SIMD alone) every
+ * such layer runs XNNPACK's float32 operators
  * instead, int8's quantised convolutions its per-channel int8 operators (qs8_qc8w,
  * qd8_f32_qc8w; where the processor has the dot product, else int8 is refused
  * naming it), and bf16 is refused naming it; VD_CPU_LAYERS=xnnpack (the
@@ -529,6 +531,32 @@ static void test_fcos_fp32(void)
     check_exported("fcos_resnet50_fpn");
 }
 
+/* On aarch64 bf16 is refused because oneDNN has only reference loops for it there
+ * (Debian's oneDNN, without Arm Compute Library, BF16 processor or not): the refusal
+ * @message names what oneDNN gave when asked, and this fails where oneDNN gives the
+ * bf16 layers kernels of its own for this CPU, which is when bf16 should run here
+ * (after x86's accuracy gate, checked emulated as tests/arm64/int8-accuracy.sh
+ * checks int8's). */
+static void check_bf16_refusal_aarch64(const char *message)
+{
+    GError *error = NULL;
+    vd_layers_bf16_probe probe;
+    g_assert_true(vd_layers_probe_bf16(&probe, &error));
+    g_assert_no_error(error);
+    g_test_message("oneDNN's bf16 here: convolution %s, matmul %s", probe.conv, probe.matmul);
+    g_assert_nonnull(strstr(message, probe.conv));
+    g_assert_nonnull(strstr(message, probe.matmul));
+    g_assert_nonnull(strstr(message, cpu_caps().bf16 ? "has BF16" : "has no BF16"));
+    if (probe.native)
+        g_error("oneDNN has bf16 kernels for this aarch64 CPU (convolution %s, matmul %s): "
+                "bf16 should run here",
+                probe.conv, probe.matmul);
+    /* the names a reference implementation goes by, on this architecture */
+    g_assert_true(vd_layers_impl_is_reference("ref:any"));
+    g_assert_true(vd_layers_impl_is_reference("gemm:jit:bf16"));
+    g_assert_false(vd_layers_impl_is_reference("brgconv:sve_256"));
+}
+
 /* bf16 where the processor has it (AVX512_BF16, AMX), and AUTO picks it there;
  * elsewhere a clear refusal at context creation, and AUTO is float32. */
 static void test_bf16(void)
@@ -586,6 +614,8 @@ static void test_bf16(void)
         /* the cause: the ISA, or XNNPACK's float32 layers where the ISA has it */
         g_assert_nonnull(
             strstr(error->message, cpu_caps().native_bf16 ? "XNNPACK" : "AVX512_BF16"));
+        if (cpu_caps().arch == VD_CPU_ARCH_AARCH64)
+            check_bf16_refusal_aarch64(error->message);
         g_clear_error(&error);
     }
     vd_model_unref(model);
