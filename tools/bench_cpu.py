@@ -44,7 +44,7 @@ side (other side's median / vd-detect's: above 1, vd-detect is faster). --only
 restricts the torchvision and vd-detect sides; the peers run whenever --peers names
 them. The report ends with Markdown tables.
 
-The peers: the model file is rebuilt as torchvision's FasterRCNN (as the torchvision
+The peers: the model file is rebuilt as torchvision's detector (as the torchvision
 side does) and exported with torch.onnx.export (opset 11) on the frame's float tensor,
 one .onnx per frame size (the traced graph has the frame's shape; torchvision's
 transform, normalisation and resize, is part of it), cached in the work folder under a
@@ -101,6 +101,22 @@ spreads (tests/parity/parity_common.calibrate), and exports it with
 tools/export_torchvision.py. The timing depends on the weights only through the number
 of proposals and detections, which the RPN and box head cap.
 
+torchvision's other detectors: --arch retinanet_resnet50_fpn (91 classes, 800/1333),
+keypointrcnn_resnet50_fpn (2 classes, 17 keypoints, 800/1333) and
+ssdlite320_mobilenet_v3_large (91 classes, the fixed 320x320 transform) build the
+builder's own model (nn.BatchNorm2d, as it is made without pretrained weights) with
+random weights, calibrated on the first frame as the builder's parity test does
+(tests/parity: parity_one_stage.calibrate, about 400 detections before the cap of 300;
+parity_common.calibrate, the keypoint head at torchvision's initialisation;
+parity_ssd.calibrate), exported as tools/export_torchvision.py --builder NAME does (the
+builder's name in the file, from which the torchvision side and the peers' export
+rebuild it). The peers' check compares boxes, labels and scores only (Keypoint R-CNN's
+keypoints are not compared). vd-detect refuses int8 for the one-stage detectors, and
+refuses a model file whose family this engine does not run; such a side is reported as
+"refused: MESSAGE" (vd-detect's message) and not timed, and the run goes on. NNCF's
+ignored scope on a one-stage graph is its top level (the box decoding, top-k, NMS and
+rescaling of postprocess_detections and the transform's postprocess).
+
 Debian's torch is linked against the netlib reference BLAS (torch.__config__ says
 BLAS_INFO=generic), on which the box head's fc6 (12544x1024 on 1000 RoIs) alone takes
 about 10 s on two cores; convolutions run on oneDNN. --torch-linear onednn runs the box
@@ -133,6 +149,15 @@ Examples (from the repository root, after ninja -C build):
       torchvision's fasterrcnn_resnet50_fpn_v2
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
   /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
+  /usr/bin/python3 tools/bench_cpu.py --arch retinanet_resnet50_fpn --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+  /usr/bin/python3 tools/bench_cpu.py --arch keypointrcnn_resnet50_fpn --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+  /usr/bin/python3 tools/bench_cpu.py --arch ssdlite320_mobilenet_v3_large --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+      torchvision's other detectors side by side with torchvision, ONNX Runtime and
+      OpenVINO at 640x480, 2 threads; vd-detect-int8 of the one-stage detectors is
+      reported as refused
 
 Run it on an otherwise idle machine: it reports what the processes got, not what the
 code could do.
@@ -895,7 +920,8 @@ def build_model_file(args, pc, workdir, first_frame):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN) "
+    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN, "
+                        "or one of --arch's other detectors written with its builder's name) "
                         "instead of building one")
     p.add_argument("--arch", default="resnet50",
                    choices=["resnet50", "resnet50_fpn_v2", "resnet34", "resnet18",
