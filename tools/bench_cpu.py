@@ -707,6 +707,13 @@ def vd_detect_refusal(rc, err):
     return said[-1] if said else None
 
 
+def without_refused(refused, order, vd_names, ref_names, peer_ref):
+    """The sides to report, those compared and the peers' reference (None where it is a
+    vd-detect side that was refused), less the refused sides."""
+    keep = lambda names: [n for n in names if n not in refused]  # noqa: E731
+    return keep(order), keep(vd_names), keep(ref_names), (None if peer_ref in refused else peer_ref)
+
+
 def calibrate_vd_detect(exe, model_path, frames, out, threads, env, timeout):
     """vd-detect --calibrate: the model file with the int8 calibration of frames, as
     out; returns the seconds it took, and None, or None and vd-detect's message where
@@ -788,13 +795,6 @@ sys.stderr.write("\\nbench-cpu-maxrss-kib: %d\\n" % resource.getrusage(resource.
 sys.exit(rc)
 """
 _MAXRSS_TAG = "bench-cpu-maxrss-kib:"
-
-
-def without_refused(refused, order, vd_names, ref_names, peer_ref):
-    """The sides to report, those compared and the peers' reference (None where it is a
-    vd-detect side that was refused), less the refused sides."""
-    keep = lambda names: [n for n in names if n not in refused]  # noqa: E731
-    return keep(order), keep(vd_names), keep(ref_names), (None if peer_ref in refused else peer_ref)
 
 
 def run_measured(cmd, env, timeout):
