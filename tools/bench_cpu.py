@@ -44,7 +44,7 @@ side (other side's median / vd-detect's: above 1, vd-detect is faster). --only
 restricts the torchvision and vd-detect sides; the peers run whenever --peers names
 them. The report ends with Markdown tables.
 
-The peers: the model file is rebuilt as torchvision's FasterRCNN (as the torchvision
+The peers: the model file is rebuilt as torchvision's detector (as the torchvision
 side does) and exported with torch.onnx.export (opset 11) on the frame's float tensor,
 one .onnx per frame size (the traced graph has the frame's shape; torchvision's
 transform, normalisation and resize, is part of it), cached in the work folder under a
@@ -101,6 +101,22 @@ spreads (tests/parity/parity_common.calibrate), and exports it with
 tools/export_torchvision.py. The timing depends on the weights only through the number
 of proposals and detections, which the RPN and box head cap.
 
+torchvision's other detectors: --arch retinanet_resnet50_fpn (91 classes, 800/1333),
+keypointrcnn_resnet50_fpn (2 classes, 17 keypoints, 800/1333) and
+ssdlite320_mobilenet_v3_large (91 classes, the fixed 320x320 transform) build the
+builder's own model (nn.BatchNorm2d, as it is made without pretrained weights) with
+random weights, calibrated on the first frame as the builder's parity test does
+(tests/parity: parity_one_stage.calibrate, about 400 detections before the cap of 300;
+parity_common.calibrate, the keypoint head at torchvision's initialisation;
+parity_ssd.calibrate), exported as tools/export_torchvision.py --builder NAME does (the
+builder's name in the file, from which the torchvision side and the peers' export
+rebuild it). The peers' check compares boxes, labels and scores only (Keypoint R-CNN's
+keypoints are not compared). vd-detect refuses int8 for the one-stage detectors, and
+refuses a model file whose family this engine does not run; such a side is reported as
+"refused: MESSAGE" (vd-detect's message) and not timed, and the run goes on. NNCF's
+ignored scope on a one-stage graph is its top level (the box decoding, top-k, NMS and
+rescaling of postprocess_detections and the transform's postprocess).
+
 Debian's torch is linked against the netlib reference BLAS (torch.__config__ says
 BLAS_INFO=generic), on which the box head's fc6 (12544x1024 on 1000 RoIs) alone takes
 about 10 s on two cores; convolutions run on oneDNN. --torch-linear onednn runs the box
@@ -133,6 +149,15 @@ Examples (from the repository root, after ninja -C build):
       torchvision's fasterrcnn_resnet50_fpn_v2
   /usr/bin/python3 tools/bench_cpu.py --model models/visiondetect-shapes.safetensors --sizes 1280x720
   /usr/bin/python3 tools/bench_cpu.py --torch-linear onednn
+  /usr/bin/python3 tools/bench_cpu.py --arch retinanet_resnet50_fpn --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+  /usr/bin/python3 tools/bench_cpu.py --arch keypointrcnn_resnet50_fpn --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+  /usr/bin/python3 tools/bench_cpu.py --arch ssdlite320_mobilenet_v3_large --sizes 640x480 \
+      --precisions fp32,bf16,int8 --peers onnxruntime,openvino,openvino-int8
+      torchvision's other detectors side by side with torchvision, ONNX Runtime and
+      OpenVINO at 640x480, 2 threads; vd-detect-int8 of the one-stage detectors is
+      reported as refused
 
 Run it on an otherwise idle machine: it reports what the processes got, not what the
 code could do.
@@ -191,6 +216,8 @@ def torchvision_model_from_file(path):
 
     tensors, meta = pc.read_safetensors(path)
     cfg = json.loads(meta["config"])
+    if cfg.get("architecture") in OTHER_FAMILIES:
+        return other_detector_from_file(pc, path, tensors, cfg)
     bb, fpn = cfg["backbone"], cfg["fpn"]
     norm_eps = bb.get("norm_eps", 1e-5)
     if cfg.get("architecture") == "maskrcnn":
@@ -275,6 +302,81 @@ def torchvision_model_from_file(path):
     return model.eval()
 
 
+# torchvision's other detectors that --arch builds: the builder's name, its family (the
+# model file's "architecture") and the seed of the random weights (that of the parity
+# test of the same builder)
+OTHER_ARCHS = {
+    "retinanet_resnet50_fpn": ("retinanet", 47),
+    "keypointrcnn_resnet50_fpn": ("keypointrcnn", 13),
+    "ssdlite320_mobilenet_v3_large": ("ssdlite", 49),
+}
+OTHER_FAMILIES = {family for family, _ in OTHER_ARCHS.values()}
+
+
+def other_detector_from_file(pc, path, tensors, cfg):
+    """torchvision's RetinaNet, Keypoint R-CNN or SSDlite from a model file that
+    export_torchvision wrote with the builder's name ("builder"): the builder's own
+    model (nn.BatchNorm2d with the builder's eps, as it makes it without pretrained
+    weights) with the file's classes, keypoints, transform sizes and thresholds, and the
+    file's tensors loaded."""
+    import torchvision
+    builder = cfg.get("builder")
+    if builder not in OTHER_ARCHS:
+        raise SystemExit(f"bench_cpu.py: {path}: builder {builder!r} is not one of "
+                         f"{', '.join(OTHER_ARCHS)}")
+    kwargs = {"weights": None, "weights_backbone": None, "num_classes": cfg["num_classes"]}
+    tr = cfg["transform"]
+    if "fixed_size" not in tr:
+        kwargs.update(min_size=tr["min_size"], max_size=tr["max_size"])
+    if cfg["architecture"] == "keypointrcnn":
+        kwargs["num_keypoints"] = cfg["num_keypoints"]
+    model = getattr(torchvision.models.detection, builder)(**kwargs)
+    if "head" in cfg:  # the one-stage detectors
+        head = cfg["head"]
+        model.score_thresh, model.nms_thresh = head["score_thresh"], head["nms_thresh"]
+        model.detections_per_img = head["detections_per_img"]
+        model.topk_candidates = head["topk_candidates"]
+    else:
+        roi = cfg["roi_heads"]
+        model.roi_heads.score_thresh, model.roi_heads.nms_thresh = roi["score_thresh"], roi["nms_thresh"]
+        model.roi_heads.detections_per_img = roi["detections_per_img"]
+    state = model.state_dict()
+    missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
+    if missing:
+        raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
+    pc.load_back(model, tensors)
+    return model.eval()
+
+
+def describe_model(cfg):
+    """One line on the model file's architecture, transform and candidate caps."""
+    tr, bb = cfg["transform"], cfg["backbone"]
+    if cfg.get("architecture") in OTHER_FAMILIES:
+        size = (f"fixed size {tr['fixed_size'][0]}x{tr['fixed_size'][1]}" if "fixed_size" in tr
+                else f"min/max size {tr['min_size']}/{tr['max_size']}")
+        caps = (f"top-k candidates {cfg['head']['topk_candidates']}, detections "
+                f"{cfg['head']['detections_per_img']}" if "head" in cfg
+                else f"RPN top-n {cfg['rpn']['pre_nms_top_n']}/{cfg['rpn']['post_nms_top_n']}")
+        return f"{cfg['builder']}, {cfg['num_classes']} classes, {size}, {caps}"
+    arch = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
+    if cfg["roi_heads"].get("box_head", {}).get("type") == "conv_fc":
+        arch += "-FPN-v2 (normed FPN, RPN conv depth {}, conv box head)".format(
+            cfg["rpn"].get("conv_depth", 1))
+    else:
+        arch += "-FPN"
+    return (f"{arch}, {cfg['num_classes']} classes, min/max size {tr['min_size']}/{tr['max_size']}, "
+            f"RPN top-n {cfg['rpn']['pre_nms_top_n']}/{cfg['rpn']['post_nms_top_n']}")
+
+
+def resized_size(pc, cfg, h, w):
+    """(height, width) the model's transform resizes an h x w frame to (SSD's fixed
+    size is (width, height))."""
+    tr = cfg["transform"]
+    if "fixed_size" in tr:
+        return tr["fixed_size"][1], tr["fixed_size"][0]
+    return pc.resized_size(h, w, tr["min_size"], tr["max_size"], tr.get("resize_scale", "double"))
+
+
 def torch_worker(args):
     import numpy as np
     import torch
@@ -346,7 +448,22 @@ def openvino_low_precision_ops(compiled):
 # box_roi_pool, the box decoding, clipping and NMS of /roi_heads/ (all of it but the box
 # head and the predictor), and the boxes' rescaling to the frame (the graph's top level,
 # torchvision's transform.postprocess).
-NNCF_BOX_OPS = [r"/rpn/(?!head/)", r"/roi_heads/(?!box_head/|box_predictor/)", r"/[^/]*$"]
+# Keypoint R-CNN's keypoint head and predictor are quantized as the box head is; its
+# keypoint RoI pooling and heatmap decoding stay in f32.
+NNCF_BOX_OPS = [r"/rpn/(?!head/)",
+                r"/roi_heads/(?!box_head/|box_predictor/|keypoint_head/|keypoint_predictor/)", r"/[^/]*$"]
+# the same for the one-stage detectors (a graph without /rpn/): their box decoding,
+# top-k, NMS and rescaling to the frame are at the graph's top level (the detector's
+# postprocess_detections and its transform's postprocess); the backbone, the FPN or
+# feature extractor and the head are quantized.
+NNCF_ONE_STAGE_BOX_OPS = [r"/[^/]*$"]
+
+
+def nncf_box_ops(model):
+    """NNCF_BOX_OPS for an R-CNN graph (an OpenVINO model read from the ONNX export),
+    NNCF_ONE_STAGE_BOX_OPS for a one-stage one."""
+    rcnn = any(op.get_friendly_name().startswith("/rpn/") for op in model.get_ops())
+    return NNCF_BOX_OPS if rcnn else NNCF_ONE_STAGE_BOX_OPS
 
 
 def nncf_worker(args):
@@ -364,7 +481,7 @@ def nncf_worker(args):
     t = time.perf_counter()
     model = ov.Core().read_model(args.onnx)
     dataset = nncf.Dataset(paths, lambda path: peer_input(np.load(path)))
-    ignored = nncf.IgnoredScope(patterns=NNCF_BOX_OPS) if args.nncf_ignore == "box-ops" else None
+    ignored = nncf.IgnoredScope(patterns=nncf_box_ops(model)) if args.nncf_ignore == "box-ops" else None
     quantized = nncf.quantize(model, dataset, subset_size=len(paths), ignored_scope=ignored)
     tmp = args.nncf_quantize[:-len(".xml")] + ".tmp.xml"
     ov.save_model(quantized, tmp, compress_to_fp16=False)
@@ -519,10 +636,24 @@ def ensure_peer_venv(venv, int8=False, runtimes=("onnxruntime", "openvino")):
     return py, v
 
 
+def onnx_output_names(model):
+    """The names of the ONNX graph's outputs, in the order of the model's detection dict
+    (the peers read boxes, labels and scores by name): the one-stage detectors' dict
+    is (boxes, scores, labels), the R-CNN family's (boxes, labels, scores), Keypoint
+    R-CNN's with keypoints and keypoints_scores after them."""
+    kind = type(model).__name__
+    if kind in ("RetinaNet", "FCOS", "SSD"):
+        return ["boxes", "scores", "labels"]
+    if kind == "KeypointRCNN":
+        return ["boxes", "labels", "scores", "keypoints", "keypoints_scores"]
+    return ["boxes", "labels", "scores"]
+
+
 def export_onnx(model_path, img, workdir, threads):
-    """The model file as torchvision's FasterRCNN, exported to ONNX (opset 11) on img's
-    float tensor (the torchvision side's input), with the transform in the graph. Cached
-    in workdir under the model file's hash and the frame size."""
+    """The model file as torchvision's detector (FasterRCNN, or the builder's RetinaNet,
+    KeypointRCNN or SSD), exported to ONNX (opset 11) on img's float tensor (the
+    torchvision side's input), with the transform in the graph. Cached in workdir under
+    the model file's hash and the frame size."""
     h = hashlib.sha256()
     with open(model_path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 24), b""):
@@ -543,7 +674,7 @@ def export_onnx(model_path, img, workdir, threads):
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, ([tensor],), tmp, opset_version=11, input_names=["images"],
-                          output_names=["boxes", "labels", "scores"])
+                          output_names=onnx_output_names(model))
     os.replace(tmp, path)
     print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
     return path
@@ -565,9 +696,28 @@ def write_calibration_frames(pc, workdir, w, h, n):
     return paths, listing
 
 
+def vd_detect_refusal(rc, err):
+    """What vd-detect refused, from a run that exited with status 1 after saying why on
+    stderr ("vd-detect: MESSAGE", its GError: a model file or a precision this engine
+    does not run); None for any other failure (a crash, a signal), which stops the
+    benchmark."""
+    if rc != 1:
+        return None
+    said = [line[len("vd-detect: "):] for line in err.splitlines() if line.startswith("vd-detect: ")]
+    return said[-1] if said else None
+
+
+def without_refused(refused, order, vd_names, ref_names, peer_ref):
+    """The sides to report, those compared and the peers' reference (None where it is a
+    vd-detect side that was refused), less the refused sides."""
+    keep = lambda names: [n for n in names if n not in refused]  # noqa: E731
+    return keep(order), keep(vd_names), keep(ref_names), (None if peer_ref in refused else peer_ref)
+
+
 def calibrate_vd_detect(exe, model_path, frames, out, threads, env, timeout):
     """vd-detect --calibrate: the model file with the int8 calibration of frames, as
-    out; returns the seconds it took."""
+    out; returns the seconds it took, and None, or None and vd-detect's message where
+    it refuses the model (vd_detect_refusal)."""
     t = time.monotonic()
     cmd = [exe, "--model", model_path, "--threads", str(threads), "--calibrate", out] + frames
     try:
@@ -575,9 +725,12 @@ def calibrate_vd_detect(exe, model_path, frames, out, threads, env, timeout):
     except subprocess.TimeoutExpired:
         sys.exit(f"bench_cpu.py: vd-detect --calibrate ran for more than {timeout:.0f} s (--timeout)")
     if p.returncode != 0:
-        sys.exit(f"bench_cpu.py: vd-detect --calibrate failed ({p.returncode}):\n"
-                 f"{p.stderr.decode(errors='replace')[-3000:]}")
-    return time.monotonic() - t
+        err = p.stderr.decode(errors="replace")
+        why = vd_detect_refusal(p.returncode, err)
+        if why is not None:
+            return None, why
+        sys.exit(f"bench_cpu.py: vd-detect --calibrate failed ({p.returncode}):\n{err[-3000:]}")
+    return time.monotonic() - t, None
 
 
 def quantize_openvino(peer_py, onnx_path, listing, n, ignore, nncf_version, env, timeout):
@@ -681,7 +834,54 @@ def spread(times):
     return med, s[0], s[-1], q1, q3
 
 
+def build_other_detector(args, pc, workdir, first_frame):
+    """--arch retinanet_resnet50_fpn, keypointrcnn_resnet50_fpn or
+    ssdlite320_mobilenet_v3_large: the builder's model with random weights (the seed
+    of its parity test; --min-size/--max-size, except for SSDlite's fixed size),
+    calibrated on the first frame as its parity test calibrates it
+    (parity_one_stage.calibrate, parity_common.calibrate, parity_ssd.calibrate), and
+    exported as export_torchvision --builder NAME does (the builder's name in the
+    file). Returns the model file's path."""
+    import torch
+    import torchvision
+    import export_torchvision
+    family, seed = OTHER_ARCHS[args.arch]
+    kwargs = {"weights": None, "weights_backbone": None,
+              "num_classes": args.num_classes or (2 if family == "keypointrcnn" else 91)}
+    if family != "ssdlite":
+        kwargs.update(min_size=args.min_size or 800, max_size=args.max_size or 1333)
+    torch.manual_seed(seed)
+    model = getattr(torchvision.models.detection, args.arch)(**kwargs).eval()
+    print(f"building {args.arch} with random weights, calibrating on a {first_frame.shape[1]}x"
+          f"{first_frame.shape[0]} frame ...", flush=True)
+    t = time.monotonic()
+    if family == "retinanet":
+        import parity_one_stage
+        desc = parity_one_stage.calibrate(model, [first_frame])
+    elif family == "keypointrcnn":
+        desc = pc.calibrate(model, [first_frame])
+    else:
+        try:
+            import parity_ssd
+        except ImportError:
+            parity_ssd = None
+        if parity_ssd is not None:
+            desc = parity_ssd.calibrate(model, [first_frame])
+        else:
+            # a tree without the SSD parity tests: the norm layers only
+            norms, _ = pc.calibrate_body(model, [first_frame], torch.Generator().manual_seed(0))
+            desc = (f"{len(norms)} norm layers calibrated; tests/parity/parity_ssd.py is missing, the "
+                    "heads keep torchvision's initialisation (few detections, if any, score >= 0.5)")
+    print(f"  {desc}", flush=True)
+    path = os.path.join(workdir, f"bench_{args.arch}_{args.dtype}.safetensors")
+    export_torchvision.export(model, path, dtype=args.dtype, builder=args.arch)
+    print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.monotonic() - t:.0f} s", flush=True)
+    return path
+
+
 def build_model_file(args, pc, workdir, first_frame):
+    if args.arch in OTHER_ARCHS:
+        return build_other_detector(args, pc, workdir, first_frame)
     name = args.arch
     if args.arch.startswith("mobilenet"):
         model = pc.build_mobilenet_v3_fpn("fasterrcnn_" + args.arch, seed=3)
@@ -720,19 +920,24 @@ def build_model_file(args, pc, workdir, first_frame):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN) "
+    p.add_argument("--model", help="benchmark this visiondetect model file (ResNet-FPN or MobileNetV3-Large-FPN, "
+                        "or one of --arch's other detectors written with its builder's name) "
                         "instead of building one")
     p.add_argument("--arch", default="resnet50",
                    choices=["resnet50", "resnet50_fpn_v2", "resnet34", "resnet18",
                             "mobilenet_v3_large_fpn", "mobilenet_v3_large_320_fpn",
-                            "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"],
+                            "maskrcnn_resnet50_fpn", "maskrcnn_resnet50_fpn_v2"] + list(OTHER_ARCHS),
                    help="architecture to build when --model is not given (default resnet50: "
                         "fasterrcnn_resnet50_fpn, 91 classes; resnet50_fpn_v2: "
                         "fasterrcnn_resnet50_fpn_v2, 91 classes; mobilenet_v3_large_fpn and "
                         "mobilenet_v3_large_320_fpn: torchvision's fasterrcnn_ builders of those "
                         "names, 91 classes, their sizes; maskrcnn_resnet50_fpn and _v2: "
-                        "torchvision's Mask R-CNN builders, 91 classes, mask logits calibrated too)")
-    p.add_argument("--num-classes", type=int, help="classes of a built resnet18/34 model (91)")
+                        "torchvision's Mask R-CNN builders, 91 classes, mask logits calibrated too; "
+                        "retinanet_resnet50_fpn (91 classes), keypointrcnn_resnet50_fpn (2 classes, 17 "
+                        "keypoints), ssdlite320_mobilenet_v3_large (91 classes, fixed 320x320): "
+                        "torchvision's builders, calibrated as their parity tests)")
+    p.add_argument("--num-classes", type=int, help="classes of a built resnet18/34 model (91), or of "
+                   "one of torchvision's other detectors (91; keypointrcnn_resnet50_fpn 2)")
     p.add_argument("--min-size", type=int, help="min_size of a built model (800)")
     p.add_argument("--max-size", type=int, help="max_size of a built model (1333)")
     p.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"],
@@ -859,6 +1064,8 @@ def main(argv=None):
             frames.append((w, h, path, img))
         model_path = args.model or build_model_file(args, pc, workdir, frames[0][3])
         cfg = json.loads(pc.read_safetensors(model_path)[1]["config"])
+        if "onednn" in linears and "roi_heads" not in cfg:
+            p.error("--torch-linear onednn: the one-stage detectors have no box-head linears")
         onnx_paths = {}
         if peer_sides:
             for w, h, _, img in frames:
@@ -868,6 +1075,8 @@ def main(argv=None):
         # int8: per frame size, the calibration frames, vd-detect's calibrated model file
         # and NNCF's quantized OpenVINO model
         vd_int8_models, ov_int8_models, calibration = {}, {}, {}
+        # the sides vd-detect refused (their message): they are reported, not timed
+        refused, vd_int8_refusal = {}, None
         if vd_int8 or int8_peers:
             stem = os.path.splitext(os.path.basename(model_path))[0]
             for w, h, _, _ in frames:
@@ -880,11 +1089,16 @@ def main(argv=None):
                     out = os.path.join(workdir, f"{stem}_int8_{w}x{h}_n{n}.safetensors")
                     print(f"calibrating {os.path.basename(model_path)} for int8 with vd-detect --calibrate "
                           f"on {n} frames ...", flush=True)
-                    sec = calibrate_vd_detect(args.vd_detect, model_path, calib_paths, out, args.threads,
-                                              env, args.timeout)
-                    print(f"calibrated {out} in {sec:.0f} s", flush=True)
-                    vd_int8_models[(w, h)] = out
-                    cal["vd-detect"] = {"model": out, "seconds": sec}
+                    sec, why = calibrate_vd_detect(args.vd_detect, model_path, calib_paths, out, args.threads,
+                                                   env, args.timeout)
+                    if why is not None:
+                        print(f"vd-detect --calibrate refused: {why}", flush=True)
+                        vd_int8_refusal = why
+                        cal["vd-detect"] = {"refused": why}
+                    else:
+                        print(f"calibrated {out} in {sec:.0f} s", flush=True)
+                        vd_int8_models[(w, h)] = out
+                        cal["vd-detect"] = {"model": out, "seconds": sec}
                 if int8_peers:
                     xml, res = quantize_openvino(peer_py, onnx_paths[(w, h)], listing, n, args.nncf_ignore,
                                                  peer_versions["nncf"], env, args.timeout)
@@ -918,6 +1132,8 @@ def main(argv=None):
                                     "--threads", str(args.threads), "--runs", str(args.runs),
                                     "--warmup", str(args.warmup)]
                            + (["--ov-precision", ov_prec] if ov_prec else []))
+        if vd_int8_refusal is not None:
+            refused.update((n, vd_int8_refusal) for n in int8_sides if n.startswith("vd-detect-"))
         vd_names = [n for n in sides if sides[n][0] == "vd"]
         # the sides vd-detect is compared with
         ref_names = [n for n in sides if sides[n][0] != "vd"]
@@ -944,28 +1160,19 @@ def main(argv=None):
                   f"{CALIBRATION_SEED + args.calibration_frames - 1}; the timed frame's {FRAME_SEED}) for "
                   + ", ".join(sorted(int8_sides))
                   + (f"; NNCF's ignored scope {args.nncf_ignore}" if int8_peers else ""))
-        tr = cfg["transform"]
-        bb = cfg["backbone"]
-        arch = bb["arch"] if bb["type"] == "mobilenet_v3" else f"resnet{bb['depth']}"
-        if cfg["roi_heads"].get("box_head", {}).get("type") == "conv_fc":
-            arch += "-FPN-v2 (normed FPN, RPN conv depth {}, conv box head)".format(
-                cfg["rpn"].get("conv_depth", 1))
-        else:
-            arch += "-FPN"
-        print(f"model {model_path}: {arch}, {cfg['num_classes']} classes, "
-              f"min/max size {tr['min_size']}/{tr['max_size']}, RPN top-n "
-              f"{cfg['rpn']['pre_nms_top_n']}/{cfg['rpn']['post_nms_top_n']}")
+        print(f"model {model_path}: {describe_model(cfg)}")
         results = []
         warnings_out = []
         for w, h, frame, img in frames:
-            rh, rw = pc.resized_size(h, w, tr["min_size"], tr["max_size"],
-                                     tr.get("resize_scale", "double"))
+            rh, rw = resized_size(pc, cfg, h, w)
             side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}, "load": [], "first": [],
                            "out": None, "info": None} for name in sides}
             order = list(sides)
             for rep in range(args.repeats):
                 k = rep % len(order)
                 for name in order[k:] + order[:k]:
+                    if name in refused:
+                        continue
                     kind, cmd = sides[name]
                     stages = {}
                     load_ms = first_ms = None
@@ -984,6 +1191,11 @@ def main(argv=None):
                     else:
                         model = vd_int8_models[(w, h)] if name in int8_sides else model_path
                         rc, out, err, rss = run_measured(cmd + ["--model", model, frame], env, args.timeout)
+                        why = vd_detect_refusal(rc, err) if rc != 0 else None
+                        if why is not None:
+                            refused[name] = why
+                            print(f"  {w}x{h} {name}: refused: {why}", flush=True)
+                            continue
                         if rc != 0:
                             sys.exit(f"bench_cpu.py: vd-detect failed ({rc}):\n{err[-3000:]}")
                         all_times = [float(l.split(":", 1)[1]) for l in err.splitlines()
@@ -1031,6 +1243,11 @@ def main(argv=None):
                           + ", ".join(f"{t:.1f}" for t in times) + f" ms, peak RSS {rss:.0f} MiB{lf}", flush=True)
             print(f"frame {w}x{h} (resized {rw}x{rh}):")
             row = {"width": w, "height": h}
+            order, vd_names, ref_names, peer_ref = without_refused(refused, order, vd_names, ref_names, peer_ref)
+            if any(n in refused for n in sides):
+                row["refused"] = {n: refused[n] for n in sides if n in refused}
+                for name, why in row["refused"].items():
+                    print(f"  {name:24s} refused: {why}")
             for name in order:
                 s = side[name]
                 med, lo, hi, q1, q3 = spread(s["times"])
@@ -1156,6 +1373,8 @@ def main(argv=None):
                                  if key in row["ratios"] else "")
                 print(f"| {row['width']}x{row['height']} | {name} | {r['median_ms']:.1f} | "
                       f"{r['q1_ms']:.1f}..{r['q3_ms']:.1f} | {r['peak_rss_mib']:.0f} | " + " | ".join(cells) + " |")
+            for name, why in row.get("refused", {}).items():
+                print(f"| {row['width']}x{row['height']} | {name} | refused: {why} | | |" + " |" * len(ref_names))
         print()
         print("| frame | side | load ms | first inference ms |")
         print("|---|---|---:|---:|")
