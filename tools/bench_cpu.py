@@ -230,12 +230,7 @@ def torchvision_model_from_file(path):
         model = getattr(torchvision.models.detection, builder)(
             weights=None, weights_backbone=None, num_classes=cfg["num_classes"],
             min_size=cfg["transform"]["min_size"], max_size=cfg["transform"]["max_size"])
-        state = model.state_dict()
-        missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
-        if missing:
-            raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
-        pc.load_back(model, tensors)
-        return model.eval()
+        return with_tensors(model, tensors, path)
     eps_per_module = bb.get("norm_eps_per_module", {})
     frozen_bn = lambda n: FrozenBatchNorm2d(n, eps=norm_eps)  # noqa: E731
     if bb.get("type") == "mobilenet_v3" and fpn.get("extra_block") == "maxpool":
@@ -294,12 +289,7 @@ def torchvision_model_from_file(path):
     for name, m in model.named_modules():
         if isinstance(m, FrozenBatchNorm2d) and not name.startswith("backbone.body."):
             m.eps = eps_per_module.get(name, norm_eps)
-    state = model.state_dict()
-    missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
-    if missing:
-        raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
-    pc.load_back(model, tensors)
-    return model.eval()
+    return with_tensors(model, tensors, path)
 
 
 # torchvision's other detectors that --arch builds: the builder's name, its family (the
@@ -340,11 +330,17 @@ def other_detector_from_file(pc, path, tensors, cfg):
         roi = cfg["roi_heads"]
         model.roi_heads.score_thresh, model.roi_heads.nms_thresh = roi["score_thresh"], roi["nms_thresh"]
         model.roi_heads.detections_per_img = roi["detections_per_img"]
+    return with_tensors(model, tensors, path)
+
+
+def with_tensors(model, tensors, path):
+    """@model in eval mode with the file's tensors, every floating-point one of its
+    state present (else the run stops naming one that is missing)."""
     state = model.state_dict()
     missing = [k for k, v in state.items() if v.is_floating_point() and k not in tensors]
     if missing:
         raise SystemExit(f"bench_cpu.py: {path} lacks {len(missing)} tensors, e.g. {missing[0]}")
-    pc.load_back(model, tensors)
+    _import_parity_common().load_back(model, tensors)
     return model.eval()
 
 
