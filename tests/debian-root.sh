@@ -454,6 +454,11 @@ vdr_clone_phase() {
 # out/annotated.mp4 not empty, out/annotated.jsonl every line JSON with at least one
 # frame with detections (visionjson's "objects"). Prints what it found (frames,
 # detections, the MP4's size) or says what is wrong and fails the run.
+# in_python_root COMMAND ARG...: in the clone, in the root whose Python runs the run's
+# checks: the run's root, or vdr_python_root where the caller names another (the
+# arm64 run of a cross build: its amd64 build root, where Python runs natively)
+in_python_root() { in_root_at "${vdr_python_root:-$root}" "$clone_dir" "$@"; }
+
 vdr_check_annotated() {
   local note check_json='
 import json, sys
@@ -468,7 +473,7 @@ print("%d frames, %d with detections, %d detections" % (frames, with_objects, ob
 sys.exit(0 if with_objects > 0 else 1)'
   [ -s "$clone/out/annotated.mp4" ] || die "pipelines/annotate.sh wrote no out/annotated.mp4"
   [ -s "$clone/out/annotated.jsonl" ] || die "pipelines/annotate.sh wrote no out/annotated.jsonl"
-  note="$(in_root "$clone_dir" python3 -c "$check_json" out/annotated.jsonl)" \
+  note="$(in_python_root python3 -c "$check_json" out/annotated.jsonl)" \
     || die "out/annotated.jsonl: no frame with detections ($note)"
   echo "$note; MP4 $(stat -c %s "$clone/out/annotated.mp4") bytes"
 }

@@ -17,11 +17,16 @@
 # an amd64 build root of the same release kept inside the arm64 root (x86-build/
 # there), where the clone is bound at the same path: native speed, the same objects
 # as the emulated gcc's, byte for byte. The arm64 root has vd_engine_run_packages
-# (meson, python3 and the engine's libraries: no compiler, no -dev package; with
-# `--build native`, or --run on a native build/, vd_engine_packages, gcc and the -dev
-# packages, to build there, emulated) and vd_gst_run_packages (GStreamer's tools and
-# the main job's elements; with --build native vd_gst_dev_packages too); the tests and
-# the main job run there. The plugin
+# (the engine's libraries alone: no compiler, no -dev package, no Python, no meson;
+# --run and --shell add meson and python3; with `--build native`, or --run on a
+# native build/, vd_engine_packages, gcc and the -dev packages, to build there,
+# emulated) and vd_gst_run_packages (GStreamer's tools and the main job's elements;
+# with --build native vd_gst_dev_packages too); vd-detect's checks, the arm64 side
+# of the parity and the main job run there. The engine suite runs from the build
+# root, meson there starting the arm64 test programs through binfmt_misc on its
+# multiarch arm64 libraries (the -dev packages' runtime ones, the same versions),
+# and the run's Python checks run there too, natively (a native build: both in the
+# arm64 root). The plugin
 # is built without GStreamer's analytics library (-Danalytics=disabled: its arm64
 # -dev package pulls in OpenCV's, and the analytics code is the same C that the
 # Debian 13 amd64 run checks) and without introspection data.
@@ -180,8 +185,10 @@ if [ -f "$root/$stamp_name" ] && ! grep -qx "suite $vdr_suite" "$root/$stamp_nam
   die "$root holds a root of another release ($(sed -n 's/^suite //p' "$root/$stamp_name")), not $vdr_suite: set $root_var to another folder"
 fi
 
-# the build root (amd64, for the cross build), inside the arm64 root
+# the build root (amd64, for the cross build), inside the arm64 root; with a cross
+# build the run's Python and meson run there (in_python_root, tests/debian-root.sh)
 build_root="$root/x86-build"
+[ "$build" != cross ] || vdr_python_root="$build_root"
 cross_file="$clone_dir/.git/arm64-cross.ini"   # in the clone: the same file in both roots
 
 if [ -n "$run_cmd" ] || [ $shell -eq 1 ]; then
@@ -318,19 +325,26 @@ endian = 'little'
 CROSS
 }
 
-# COMMAND in the root's clone under QEMU_CPU=CPU: in_root_cpu CPU COMMAND ARG...
-in_root_cpu() {
-  local c=$1 saved=("${root_env[@]}")
-  shift
+# COMMAND in the clone under QEMU_CPU=CPU: in_root_cpu CPU COMMAND ARG... in the
+# arm64 root; in_python_root_cpu CPU COMMAND ARG... in the root whose Python and
+# meson run (the build root of a cross build, where the arm64 programs meson starts
+# run through binfmt_misc on its multiarch arm64 libraries; the arm64 root with a
+# native build)
+with_cpu() {   # with_cpu RUNNER CPU COMMAND ARG...
+  local runner=$1 c=$2 saved=("${root_env[@]}")
+  shift 2
   root_env+=("QEMU_CPU=$c")
   # emulated: the kernels test runs its models at a small size (tests/engine/test_kernels.c),
   # the fuzz test a fifth of its header mutations (the loader's C, not Arm-specific)
   [ "$(uname -m)" = aarch64 ] || root_env+=(VD_TEST_EMULATED=1 VD_FUZZ_ITERATIONS=400)
   local rc=0
-  in_root "$clone_dir" "$@" || rc=$?
+  "$runner" "$@" || rc=$?
   root_env=("${saved[@]}")
   return "$rc"
 }
+in_clone() { in_root "$clone_dir" "$@"; }
+in_root_cpu() { with_cpu in_clone "$@"; }
+in_python_root_cpu() { with_cpu in_python_root "$@"; }
 
 # ---- the run -----------------------------------------------------------------------
 vdr_start
@@ -366,11 +380,15 @@ begin packages "tools/debian-packages.sh's $(case $pkg_build in
   cross) echo vd_engine_run_packages ;; *) echo vd_engine_packages ;; esac)$(case $gst_packages in
   cross) echo ", vd_gst_run_packages" ;; native) echo ", vd_gst_run_packages, vd_gst_dev_packages" ;;
   esac) (emulated apt)"
+# (--run and --shell: meson and python3 too, for commands such as `meson test` in
+# the root, which the run itself starts from the build root)
+interactive=0
+[ -z "$run_cmd" ] && [ $shell -eq 0 ] || interactive=1
 # shellcheck disable=SC2016  # expanded in the root
 # (dpkg --configure -a first: finishes an installation a killed run interrupted)
 in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-packages.sh &&
   case "$1" in
-    cross) pkgs=("${vd_engine_run_packages[@]}") ;;
+    cross) pkgs=("${vd_engine_run_packages[@]}"); [ "$3" = 0 ] || pkgs+=(meson python3) ;;
     *) pkgs=("${vd_engine_packages[@]}") ;;
   esac &&
   case "$2" in
@@ -379,7 +397,7 @@ in_root "$clone_dir" bash -c 'dpkg --configure -a && source tools/debian-package
   esac && vd_install_missing_packages "${pkgs[@]}" &&
   { dpkg-query -W -f="\${Package} \${Version} \${Architecture}\n" "libdnnl[0-9]*" meson gcc \
       gstreamer1.0-tools 2>/dev/null || true; }' \
-  debian13-arm64.sh "$pkg_build" "$gst_packages" \
+  debian13-arm64.sh "$pkg_build" "$gst_packages" "$interactive" \
   || exit
 finish
 
@@ -471,7 +489,7 @@ done
 finish "$info_note"
 
 # A 320x240 frame with a red disc (a ball) and a blue square (a box) over a grey
-# gradient, written as a PPM by the root's Python, then the bundled model on it: the
+# gradient, written as a PPM by Python (in_python_root), then the bundled model on it: the
 # ball and the box must be found (the model's classes: models/README.md).
 make_frame='
 import sys
@@ -498,10 +516,10 @@ print(", ".join("%s %.4f [%s]" % (d["label_name"], d["score"], " ".join("%.2f" %
                 for d in dets))
 sys.exit(0 if {"ball", "box"} <= {d["label_name"] for d in dets} else 1)'
 begin detect "the bundled model on a generated frame (QEMU_CPU=$cpu)"
-in_root "$clone_dir" python3 -c "$make_frame" build/arm64-frame.ppm || die "the frame's Python failed"
+in_python_root python3 -c "$make_frame" build/arm64-frame.ppm || die "the frame's Python failed"
 in_root_cpu "$cpu" sh -c 'build/tools/vd-detect --json build/arm64-frame.ppm > build/arm64-frame.json' \
   || die "vd-detect failed on build/arm64-frame.ppm"
-note="$(in_root "$clone_dir" python3 -c "$check_detections" build/arm64-frame.json)" || {
+note="$(in_python_root python3 -c "$check_detections" build/arm64-frame.json)" || {
   cat "$clone/build/arm64-frame.json" >&2
   die "vd-detect did not find the ball and the box on build/arm64-frame.ppm (found: ${note:-nothing})"
 }
@@ -562,18 +580,18 @@ for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
 # emulated: the suites' tests by name, the kernels test's repeats left out (see the
 # header)
 if [ "$(uname -m)" != aarch64 ]; then
-  mapfile -t names < <(in_root "$clone_dir" meson test -C build --no-rebuild --list \
+  mapfile -t names < <(in_python_root meson test -C build --no-rebuild --list \
                          "${suite_args[@]}" | sed -n 's|^.* / ||p' |
                        grep -vx -e kernels-nhwc -e kernels-xnnpack -e int8-xnnpack -e fuzz-one-stage)
   [ ${#names[@]} -gt 0 ] || die "meson test --list: no test in ${suites[*]}"
   suite_args+=("${names[@]}")
 fi
 rc=0
-in_root_cpu "$cpu" meson test -C build --no-rebuild --print-errorlogs --num-processes 2 \
+in_python_root_cpu "$cpu" meson test -C build --no-rebuild --print-errorlogs --num-processes 2 \
   --timeout-multiplier "$multiplier" "${suite_args[@]}" || rc=$?
 if [ -f "$clone/build/meson-logs/testlog.json" ]; then
   log "each test under QEMU_CPU=$cpu:"
-  in_root "$clone_dir" python3 -c "$test_table" build/meson-logs/testlog.json >&2 || true
+  in_python_root python3 -c "$test_table" build/meson-logs/testlog.json >&2 || true
 fi
 [ $rc -eq 0 ] || exit "$rc"
 finish "${suites[*]}"

@@ -15,13 +15,13 @@
 #                      python3-numpy reads the .npy dumps the parity with the x86
 #                      engine compares)
 #   vd_engine_run_packages
-#                      the engine suite run from an engine built elsewhere (the
-#                      arm64 root of a cross build: meson runs the suite and
-#                      python3 its Python tests, and the libraries the engine
-#                      links, named per release; no compiler, no -dev package and
-#                      no numpy: the parity's comparison runs in the amd64 build
-#                      root, and the suite's numpy tests need torch, which the root
-#                      has not. Under emulation apt's time goes mostly to Python's
+#                      an engine built elsewhere, run (the arm64 root of a cross
+#                      build): the libraries the engine links, named per release;
+#                      no compiler, no -dev package, no Python and no meson: meson
+#                      runs the engine suite from the amd64 build root, whose
+#                      multiarch arm64 libraries the test programs run on through
+#                      binfmt_misc, and the run's Python checks run there too
+#                      (under emulation apt's time went mostly to Python's
 #                      byte-compilation in the packages' postinst scripts)
 #   vd_engine_cross_packages
 #                      the same build cross-compiled for arm64 on amd64 (Debian's
@@ -108,7 +108,7 @@ vd_engine_packages=(
 )
 
 # shellcheck disable=SC2034
-vd_engine_run_packages=(meson python3 libjson-glib-1.0-0)
+vd_engine_run_packages=(libjson-glib-1.0-0)
 
 # shellcheck disable=SC2034
 vd_engine_cross_packages=(
