@@ -125,11 +125,12 @@ the rest, as always read from the model object:
                   # "scale_weight" is the L2 norm's per-channel scale
                   or {"type": "mobilenet_v3", "arch": "mobilenet_v3_large",
                       "stages": [[ops], [ops]], "extra": [[ops], ...], "norm_eps": 0.001}
-                  # ops, in order: {"op": "conv", "in_channels", "out_channels", "kernel",
-                  #   "stride", "padding", "dilation", "groups", "bias"}, {"op": "relu" |
-                  #   "relu6" | "hardswish" | "batch_norm"}, {"op": "maxpool", "kernel",
-                  #   "stride", "padding", "ceil_mode"}, {"op": "squeeze_excitation",
-                  #   "channels", "squeeze_channels"}, {"op": "inverted_residual",
+                  # ops, in order: {"op": "conv", "name", "in_channels", "out_channels",
+                  #   "kernel", "stride", "padding", "dilation", "groups", "bias"},
+                  #   {"op": "batch_norm", "name"}, {"op": "relu" | "relu6" | "hardswish"},
+                  #   {"op": "maxpool", "kernel", "stride", "padding", "ceil_mode"},
+                  #   {"op": "squeeze_excitation", "name", "channels", "squeeze_channels"},
+                  #   {"op": "inverted_residual",
                   #   "residual": bool, "layers": [ops]}
       "anchors": {"type": "default_boxes", "aspect_ratios": [[2.0], [2.0, 3.0], ...],
                   "scales": [0.07, 0.15, ...one more than the levels], "steps": [8, 16, ...]
@@ -1187,7 +1188,7 @@ def _describe_ops(module, name, norms):
     if type(module) is nn.Conv2d:
         if module.padding_mode != "zeros":
             raise ExportError(f"{name}: padding mode {module.padding_mode!r} is not supported")
-        return [{"op": "conv", "in_channels": int(module.in_channels),
+        return [{"op": "conv", "name": name, "in_channels": int(module.in_channels),
                  "out_channels": int(module.out_channels), "kernel": int(module.kernel_size[0]),
                  "stride": int(module.stride[0]), "padding": int(module.padding[0]),
                  "dilation": int(module.dilation[0]), "groups": int(module.groups),
@@ -1201,7 +1202,7 @@ def _describe_ops(module, name, norms):
                  "padding": one(module.padding), "ceil_mode": bool(module.ceil_mode)}]
     if isinstance(module, nn.modules.batchnorm._NormBase):
         norms.append((name, module))
-        return [{"op": "batch_norm"}]
+        return [{"op": "batch_norm", "name": name}]
     if type(module) is nn.GroupNorm:
         if not module.affine:
             raise ExportError(f"{name}: GroupNorm without affine parameters is not supported")
@@ -1209,7 +1210,7 @@ def _describe_ops(module, name, norms):
     if type(module) is SqueezeExcitation:
         if type(module.activation) is not nn.ReLU or type(module.scale_activation) is not nn.Hardsigmoid:
             raise ExportError(f"{name}: SE activations are not ReLU/Hardsigmoid")
-        return [{"op": "squeeze_excitation", "channels": int(module.fc1.in_channels),
+        return [{"op": "squeeze_excitation", "name": name, "channels": int(module.fc1.in_channels),
                  "squeeze_channels": int(module.fc1.out_channels)}]
     if type(module) is InvertedResidual:
         ops = _describe_ops(module.block, name + ".block", norms)
