@@ -132,7 +132,7 @@ def calibrate(model, images_u8, seed=0, delta_std=1.0, target=400, cap=300):
 
     model.detections_per_img = 10 ** 6
     best = None
-    for a in [2, 3, 4, 6]:
+    for a in [3, 6]:
         lo, hi = -10.0, 40.0
         for _ in range(10):
             b = 0.5 * (lo + hi)
