@@ -190,7 +190,7 @@ typedef enum {
 
 typedef struct {
     vd_ssd_op_kind kind;
-    char *name;    /* the module's state_dict prefix (conv, squeeze-and-excitation) */
+    char *name;    /* the module's name (state_dict prefix; NULL for VD_SSD_SAVE) */
     char *bn_name; /* the batch-norm after the conv, or NULL */
     gboolean bias; /* the conv has its own bias */
     vd_conv conv;

@@ -66,7 +66,8 @@ static gboolean parse_ops(const char *path, JsonArray *array, const char *sectio
     static const char *const conv_keys[] = {"op",      "name",     "in_channels", "out_channels",
                                             "kernel",  "stride",   "padding",     "dilation",
                                             "groups",  "bias",     NULL};
-    static const char *const pool_keys[] = {"op", "kernel", "stride", "padding", "ceil_mode", NULL};
+    static const char *const pool_keys[] = {"op",      "name",      "kernel", "stride",
+                                            "padding", "ceil_mode", NULL};
     static const char *const se_keys[] = {"op", "name", "channels", "squeeze_channels", NULL};
     static const char *const ir_keys[] = {"op", "residual", "layers", NULL};
     static const char *const bn_keys[] = {"op", "name", NULL};
@@ -151,9 +152,12 @@ static gboolean parse_ops(const char *path, JsonArray *array, const char *sectio
                         : strcmp(kind, "relu6") == 0 ? VD_ACT_RELU6
                                                      : VD_ACT_RELU;
         } else if (strcmp(kind, "maxpool") == 0) {
-            if (!check_keys(path, o, where, pool_keys, error) || !(op = ops_add(ops, path, where, error)))
+            if (!check_keys(path, o, where, pool_keys, error) ||
+                !(name = get_name(path, o, where, error)) ||
+                !(op = ops_add(ops, path, where, error)))
                 return FALSE;
             op->kind = VD_SSD_MAXPOOL;
+            op->name = g_strdup(name);
             if (!get_int(path, o, where, "kernel", 1, 16, &op->kernel, error) ||
                 !get_int(path, o, where, "stride", 1, 16, &op->stride, error) ||
                 !get_int(path, o, where, "padding", 0, 8, &op->padding, error) ||

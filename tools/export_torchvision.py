@@ -128,7 +128,7 @@ the rest, as always read from the model object:
                   # ops, in order: {"op": "conv", "name", "in_channels", "out_channels",
                   #   "kernel", "stride", "padding", "dilation", "groups", "bias"},
                   #   {"op": "batch_norm", "name"}, {"op": "relu" | "relu6" | "hardswish"},
-                  #   {"op": "maxpool", "kernel", "stride", "padding", "ceil_mode"},
+                  #   {"op": "maxpool", "name", "kernel", "stride", "padding", "ceil_mode"},
                   #   {"op": "squeeze_excitation", "name", "channels", "squeeze_channels"},
                   #   {"op": "inverted_residual",
                   #   "residual": bool, "layers": [ops]}
@@ -1198,7 +1198,8 @@ def _describe_ops(module, name, norms):
     if type(module) is nn.MaxPool2d:
         def one(v):
             return int(v[0] if isinstance(v, (tuple, list)) else v)
-        return [{"op": "maxpool", "kernel": one(module.kernel_size), "stride": one(module.stride),
+        return [{"op": "maxpool", "name": name, "kernel": one(module.kernel_size),
+                 "stride": one(module.stride),
                  "padding": one(module.padding), "ceil_mode": bool(module.ceil_mode)}]
     if isinstance(module, nn.modules.batchnorm._NormBase):
         norms.append((name, module))

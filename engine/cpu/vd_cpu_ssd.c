@@ -98,6 +98,32 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                             error);
             if (y == NULL)
                 return FALSE;
+            /* dilated (VGG16's fc6) below AVX-512: in NHWC between two reorders, where
+             * oneDNN 2.6's nChw8c kernels are reference loops */
+            if (MAX(w->dilation, 1) > 1 && x->tag != dnnl_nhwc && st->cb != 16 &&
+                !op->add_saved) {
+                cpu_tensor *xn = plan_tensor_tag(st, plan, x->h, x->w, x->c, x->dt, dnnl_nhwc,
+                                                 NULL, error);
+                cpu_tensor *yn = xn ? plan_tensor_tag(st, plan, oh, ow, y->c, y->dt, dnnl_nhwc,
+                                                      NULL, error)
+                                    : NULL;
+                if (yn == NULL ||
+                    !vd_layers_reorder_new(st->engine, vd_layers_memory_md(x->mem),
+                                           vd_layers_memory_md(xn->mem), &sp->to_nhwc[base + i],
+                                           "dilated convolution", error) ||
+                    !vd_layers_reorder_new(st->engine, vd_layers_memory_md(yn->mem),
+                                           vd_layers_memory_md(y->mem), &sp->from_nhwc[base + i],
+                                           "dilated convolution", error) ||
+                    !conv_init_model(st, &sp->convs[base + i], w, xn, yn, FALSE, op->act, error))
+                    return FALSE;
+                plan_step_primitive(plan, sp->to_nhwc[base + i], DNNL_ARG_FROM, x, DNNL_ARG_TO, xn,
+                                    NULL, "dilated convolution");
+                plan_step_conv(plan, &sp->convs[base + i]);
+                plan_step_primitive(plan, sp->from_nhwc[base + i], DNNL_ARG_FROM, yn, DNNL_ARG_TO,
+                                    y, NULL, "dilated convolution");
+                x = y;
+                break;
+            }
             if (op->add_saved) {
                 if (saved == NULL || saved->h != oh || saved->w != ow || saved->c != y->c ||
                     saved->dt != y->dt || saved->tag != y->tag) {
@@ -221,10 +247,12 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     sp->n_ops = count_ops(s);
     sp->convs = g_try_new0(cpu_conv, sp->n_ops);
     sp->pools = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->to_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->from_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->se_work = try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body),
                                             widest_se(s->extra, s->n_extra)),
                             "squeeze-and-excitation", error);
-    if (sp->convs == NULL || sp->pools == NULL) {
+    if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory planning SSD's layers");
         return FALSE;
     }
@@ -276,9 +304,15 @@ static void ssd_plan_clear(cpu_plan *plan)
             conv_clear(&sp->convs[i]);
         if (sp->pools != NULL)
             vd_layers_primitive_free(sp->pools[i]);
+        if (sp->to_nhwc != NULL)
+            vd_layers_primitive_free(sp->to_nhwc[i]);
+        if (sp->from_nhwc != NULL)
+            vd_layers_primitive_free(sp->from_nhwc[i]);
     }
     g_free(sp->convs);
     g_free(sp->pools);
+    g_free(sp->to_nhwc);
+    g_free(sp->from_nhwc);
     g_free(sp->se_work);
     *sp = (cpu_ssd_plan){0};
 }
@@ -288,11 +322,15 @@ static void layers_kernels(GArray *out, GStringChunk *strings, const cpu_ssd_pla
 {
     for (int i = 0; i < layers->n_ops; i++) {
         const vd_ssd_op *op = &layers->ops[i];
-        if (op->kind == VD_SSD_CONV)
+        if (op->kind == VD_SSD_CONV) {
             conv_kernels(out, strings, &sp->convs[base + i], op->name);
+            if (sp->to_nhwc[base + i] != NULL) {
+                kernel_add(out, strings, sp->to_nhwc[base + i], "reorder", "%s.in", op->name);
+                kernel_add(out, strings, sp->from_nhwc[base + i], "reorder", "%s.out", op->name);
+            }
+        }
         else if (op->kind == VD_SSD_MAXPOOL)
-            kernel_add(out, strings, sp->pools[base + i], "max-pool", "%s max-pool %d",
-                       layers->ops[0].name != NULL ? layers->ops[0].name : "layers", i);
+            kernel_add(out, strings, sp->pools[base + i], "pooling", "%s", op->name);
     }
 }
 
