@@ -602,24 +602,23 @@ static void test_unsupported_metadata(void)
     static const config_case cases[] = {
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"yolov8\"", VD_ERROR_UNSUPPORTED,
          "architecture 'yolov8' is not supported", NULL},
-        /* the families the exporter writes and the engine does not run yet */
+        /* a two-stage configuration under SSD's architectures (SSD and SSDlite run) */
         {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_UNSUPPORTED,
-         "ssd300_vgg16 (architecture \"ssd\"): this engine does not run SSD yet", "L2 norm"},
+         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_FORMAT,
+         "unknown key 'fpn'", NULL},
         /* a two-stage configuration under a one-stage architecture */
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_FORMAT,
          "unknown key 'rpn'", NULL},
-        {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
-         "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},
         /* Keypoint R-CNN runs: a file without its keypoint head is malformed */
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"keypointrcnn\",\"builder\":[1]", VD_ERROR_FORMAT,
          "architecture 'keypointrcnn' needs 'roi_heads.keypoint_head'", NULL},
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssdlite\",\"builder\":\"ssdlite320_mobilenet_v3_large\"",
-         VD_ERROR_UNSUPPORTED, "ssdlite320_mobilenet_v3_large (architecture \"ssdlite\")",
-         "depthwise-separable heads"},
+         VD_ERROR_FORMAT, "unknown key 'fpn'", NULL},
+        /* SSD's fixed size under another architecture */
+        {"\"size_divisible\":32", "\"size_divisible\":32,\"fixed_size\":[300,300]",
+         VD_ERROR_FORMAT, "'transform.fixed_size' is only valid with architecture 'ssd'", NULL},
         {"\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"", VD_ERROR_UNSUPPORTED,
          "backbone type 'mobilenet_v2'", NULL},
         {"\"block\":\"basic\"", "\"block\":\"inverted_residual\"", VD_ERROR_UNSUPPORTED,
