@@ -12,7 +12,8 @@ loads it (every family: the RetinaNets, FCOS, SSD and SSDlite with vd-detect --i
 model line; Keypoint R-CNN with its keypoint count, and COCO's names and skeleton with
 --coco-names), or, for a builder listed in MISSING (none today), refuses the file with
 a message naming the builder and what the engine lacks. The command line (--builder,
---coco-names) is checked on Keypoint R-CNN and SSDlite.
+--coco-names) is checked on Keypoint R-CNN and SSDlite, and SSDlite files with one
+thing wrong in their layer lists, default boxes or heads are refused naming it.
 
 Usage: export_builders.py VD_DETECT. Exit 77 (skip) without torch/torchvision.
 """
@@ -246,6 +247,68 @@ def accepted(vd_detect, path, builder, arch, classes=4):
         print(f"ok {builder}: loads ({want})")
 
 
+def write_config(src, dst, config):
+    """@src with its __metadata__ config replaced by @config, into @dst."""
+    with open(src, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header["__metadata__"]["config"] = json.dumps(config)
+    text = json.dumps(header).encode()
+    with open(dst, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def malformed_ssd(vd_detect, path, tmp):
+    """SSDlite files with one thing wrong in their layer lists, default boxes or
+    heads: each refused by vd-detect with a message naming it."""
+    def stem(c):
+        return c["backbone"]["stages"][0][0]
+
+    def block(c):
+        return c["backbone"]["stages"][0][3]["layers"]
+
+    cases = [
+        ("a convolution's input channels",
+         lambda c: stem(c).update(in_channels=4), "its input has 3"),
+        ("an unknown layer",
+         lambda c: c["backbone"]["extra"][0].insert(0, {"op": "gelu"}),
+         "layer 'gelu' is not supported in an SSD model"),
+        ("a grouped convolution",
+         lambda c: stem(c).update(groups=3), "a convolution of 3 groups is not supported"),
+        ("a batch norm after a convolution with bias",
+         lambda c: stem(c).update(bias=True), "a batch-norm not after a convolution without bias"),
+        ("an activation first",
+         lambda c: c["backbone"]["extra"][0].insert(0, {"op": "relu6"}),
+         "an activation not after a convolution"),
+        ("a residual block ending with an activation",
+         lambda c: block(c).append({"op": "relu"}), "a residual block must end with a convolution"),
+        ("a module name the file does not hold",
+         lambda c: stem(c).update(name="backbone.features.0.0.9"), "backbone.features.0.0.9.weight"),
+        ("the default boxes' scales", lambda c: c["anchors"]["scales"].pop(),
+         "'anchors.scales'"),
+        ("the head's anchor counts", lambda c: c["head"]["num_anchors"].__setitem__(0, 4),
+         "'head.num_anchors[0]' is not the 6 default boxes"),
+        ("no fixed size", lambda c: c["transform"].pop("fixed_size"),
+         "an SSD model needs 'transform.fixed_size'"),
+        ("a head without its last convolution", lambda c: c["head"]["regression"][0].pop(),
+         "'head.regression[0]' must end with a convolution"),
+    ]
+    for what, mutate, want in cases:
+        cfg = read_config(path)
+        mutate(cfg)
+        bad = os.path.join(tmp, "bad.safetensors")
+        write_config(path, bad, cfg)
+        r = subprocess.run([vd_detect, "--info", "--model", bad], capture_output=True, text=True,
+                           timeout=60)
+        message = r.stderr.strip()
+        check(r.returncode != 0 and want in message,
+              f"SSDlite with {what}: status {r.returncode}, message {message!r} (want {want!r})")
+        if r.returncode != 0 and want in message:
+            print(f"ok SSDlite with {what}: refused")
+        os.unlink(bad)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -309,6 +372,7 @@ def main():
                    cfg["head"]["topk_candidates"]), (0.001, 300, 300), "ssdlite's thresholds")
             equal(cfg["anchors"]["scales"], [0.2, 0.35, 0.5, 0.65, 0.8, 0.95, 1.0], "ssdlite's scales")
             accepted(vd_detect, path, "ssdlite320_mobilenet_v3_large --num-classes 3", "ssdlite", 3)
+            malformed_ssd(vd_detect, path, tmp)
     if FAILURES:
         print(f"{len(FAILURES)} failure(s)")
         return 1
