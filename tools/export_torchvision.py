@@ -3,10 +3,10 @@
 """Export a torchvision detector to a visiondetect model file.
 
 The engine runs the R-CNN family (Faster R-CNN with a ResNet-FPN or MobileNetV3-FPN
-backbone, Mask R-CNN, Keypoint R-CNN: engine/KEYPOINTRCNN.md) and the one-stage
-RetinaNet (v1 and v2) and FCOS (engine/RETINANET.md); SSD and SSDlite are exported too,
-with their whole configuration, and refused at load by this engine for now
-(engine/vd_model_families.c names the builder and what is missing).
+backbone, Mask R-CNN, Keypoint R-CNN: engine/KEYPOINTRCNN.md), the one-stage
+RetinaNet (v1 and v2) and FCOS (engine/RETINANET.md), and SSD300 and SSDlite320
+(engine/SSD.md: their feature extractors and SSDlite's heads as lists of layers, each
+naming its module).
 
 The output is one .safetensors file written by hand (struct + json, no safetensors
 package): an 8-byte little-endian header length, a JSON header, then the tensor data.
@@ -176,8 +176,7 @@ _MOBILENET_BUILDERS = {
 
 
 # torchvision's other detection builders and their weight enums: exported with their
-# configuration; the engine runs keypointrcnn_resnet50_fpn, the RetinaNets and FCOS and
-# refuses SSD and SSDlite at load for now (docs/models.md)
+# configuration; the engine runs every one (docs/models.md)
 OTHER_BUILDERS = {
     "retinanet_resnet50_fpn": "RetinaNet_ResNet50_FPN_Weights",
     "retinanet_resnet50_fpn_v2": "RetinaNet_ResNet50_FPN_V2_Weights",
@@ -188,7 +187,7 @@ OTHER_BUILDERS = {
 }
 # the ones of OTHER_BUILDERS this engine runs
 RUN_BUILDERS = ("retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
-                "keypointrcnn_resnet50_fpn")
+                "keypointrcnn_resnet50_fpn", "ssd300_vgg16", "ssdlite320_mobilenet_v3_large")
 
 
 class ExportError(Exception):
@@ -1225,8 +1224,7 @@ def _describe_ops(module, name, norms):
 
 
 def _one_stage_config(model, class_names, builder):
-    """RetinaNet, FCOS, SSD (VGG16) and SSDlite (MobileNetV3): their config (the engine
-    runs retinanet_resnet50_fpn; the loader names the others' family to refuse them)."""
+    """RetinaNet, FCOS, SSD (VGG16) and SSDlite (MobileNetV3): their config."""
     from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
     from torchvision.models.detection.fcos import FCOS
     from torchvision.models.detection.retinanet import RetinaNet
@@ -1572,8 +1570,7 @@ def _download_failed(exc):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export a torchvision detector to a visiondetect .safetensors model (the "
-                    "SSD and SSDlite detectors are refused at load by this engine for now). "
+        description="Export a torchvision detector to a visiondetect .safetensors model. "
                     "Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
                         help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
@@ -1582,9 +1579,10 @@ def main(argv=None):
                              "fasterrcnn_mobilenet_v3_large_320_fpn, resnet_fpn:<depth> "
                              "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN), "
                              "keypointrcnn_resnet50_fpn, retinanet_resnet50_fpn, "
-                             "retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, or one that this "
-                             "engine refuses at load for now: "
-                             + ", ".join(b for b in OTHER_BUILDERS if b not in RUN_BUILDERS))
+                             "retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, ssd300_vgg16, "
+                             "ssdlite320_mobilenet_v3_large"
+                             + "".join(f", {b} (which this engine refuses at load for now)"
+                                       for b in OTHER_BUILDERS if b not in RUN_BUILDERS))
     parser.add_argument("--num-keypoints", type=int,
                         help="keypoints of keypointrcnn_resnet50_fpn (default 17)")
     parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")
