@@ -35,6 +35,10 @@ static const char *const rcnn_heads[N_HEADS] = {"rpn.head.cls_logits.weight",
  * pass a ReLU, which keeps NaN and infinity) */
 static const char *const one_stage_heads[N_HEADS] = {"head.classification_head.cls_logits.weight",
                                                      "head.regression_head.bbox_reg.weight"};
+/* the SSDlite seed's: the first map's last classification and regression
+ * convolutions */
+static const char *const ssd_heads[N_HEADS] = {"head.classification_head.module_list.0.1.weight",
+                                               "head.regression_head.module_list.0.1.weight"};
 static const char *const *heads = rcnn_heads;
 static gsize head_first[N_HEADS], head_count[N_HEADS];
 
@@ -42,6 +46,13 @@ static gsize head_first[N_HEADS], head_count[N_HEADS];
 static gboolean one_stage_seed(gconstpointer data)
 {
     return g_str_equal(data, "retinanet-v2") || g_str_equal(data, "fcos");
+}
+
+/* The SSDlite seed (engine/SSD.md: its layer lists, default boxes and heads; labels
+ * from 1, the background never a detection) */
+static gboolean ssd_seed(gconstpointer data)
+{
+    return g_str_equal(data, "ssdlite");
 }
 
 typedef struct {
@@ -144,7 +155,7 @@ static gboolean refused_seed(gconstpointer data)
 static void use_seed(gconstpointer data)
 {
     fixture *fx;
-    heads = one_stage_seed(data) ? one_stage_heads : rcnn_heads;
+    heads = one_stage_seed(data) ? one_stage_heads : ssd_seed(data) ? ssd_heads : rcnn_heads;
     if (g_str_equal(data, "mobilenet-v3")) {
         mnv3_arch a = mnv3_tiny();
         fx = fx_mnv3(&a);
@@ -152,6 +163,8 @@ static void use_seed(gconstpointer data)
         fx = fx_tiny_retinanet(2, TRUE);
     } else if (g_str_equal(data, "fcos")) {
         fx = fx_tiny_fcos(2);
+    } else if (ssd_seed(data)) {
+        fx = fx_tiny_ssdlite();
     } else {
         tiny_arch a = tiny_basic();
         fx = fx_tiny(&a);
@@ -195,7 +208,7 @@ static void test_header_mutations(gconstpointer data)
     int iterations = it ? atoi(it) : 2000;
     if (refused_seed(data))
         iterations /= 5; /* refused early: a few paths to cover, seconds of file writes */
-    else if (one_stage_seed(data))
+    else if (one_stage_seed(data) || ssd_seed(data))
         iterations /= 5; /* the loader's front is the other seeds': what is their own
                           * (the "head" section, P6/P7 and the head's tensors) is a
                           * small part of the header; 50 s each at 1000 on 2 cores */
@@ -438,6 +451,9 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/poisoned-weights/retinanet-v2", "retinanet-v2",
                          test_poisoned_weights);
     g_test_add_data_func("/fuzz/poisoned-weights/fcos", "fcos", test_poisoned_weights);
+    /* SSDlite: the layer lists' parser, the default boxes, the softmax decoding */
+    g_test_add_data_func("/fuzz/header-mutations/ssdlite", "ssdlite", test_header_mutations);
+    g_test_add_data_func("/fuzz/poisoned-weights/ssdlite", "ssdlite", test_poisoned_weights);
     int result = g_test_run();
 
     gchar *fuzz = g_build_filename(tmp_dir, "fuzz.safetensors", NULL);
