@@ -401,9 +401,9 @@ static gboolean get_choice(const char *path, JsonObject *o, const char *section,
 
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "min_size",       "max_size",     "image_mean",        "image_std",
-        "size_divisible", "resize_scale", "resize_arithmetic", "fixed_size", NULL};
+    static const char *const keys[] = {"min_size",          "max_size",       "image_mean",
+                                       "image_std",         "size_divisible", "resize_scale",
+                                       "resize_arithmetic", "fixed_size",     NULL};
     JsonObject *o = get_section(path, config, "transform", error);
     JsonArray *mean, *std, *fixed;
 
@@ -429,11 +429,11 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
     if (json_object_has_member(o, "fixed_size")) {
         float size[2];
         if (c->detector != VD_DETECTOR_SSD)
-            return config_error(error, path, "'transform.fixed_size' is only valid with "
-                                             "architecture 'ssd' or 'ssdlite'");
+            return config_error(error, path,
+                                "'transform.fixed_size' is only valid with "
+                                "architecture 'ssd' or 'ssdlite'");
         if (!(fixed = get_array(path, o, "transform", "fixed_size", 2, 2, error)) ||
-            !get_float_array(path, fixed, "transform.fixed_size", 0.0, 100000.0, TRUE, size,
-                             error))
+            !get_float_array(path, fixed, "transform.fixed_size", 0.0, 100000.0, TRUE, size, error))
             return FALSE;
         if (size[0] != floorf(size[0]) || size[1] != floorf(size[1]))
             return config_error(error, path, "'transform.fixed_size' is not two integers");
@@ -942,8 +942,8 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
     static const char *const one_stage_keys[] = {
         "architecture", "builder", "transform",   "backbone",    "fpn",
         "anchors",      "head",    "num_classes", "class_names", NULL};
-    static const char *const ssd_keys[] = {"architecture", "builder", "transform",
-                                           "backbone",     "anchors", "head",
+    static const char *const ssd_keys[] = {"architecture", "builder",     "transform",
+                                           "backbone",     "anchors",     "head",
                                            "num_classes",  "class_names", NULL};
     JsonNode *node = json_object_get_member(metadata, "config");
     JsonObject *config;
@@ -989,8 +989,7 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
     if (c->detector == VD_DETECTOR_SSD) {
         /* num_classes first: the SSDlite head's last convolutions have A * K outputs */
         return check_keys(path, config, "", ssd_keys, error) &&
-               parse_transform(path, config, c, error) &&
-               parse_classes(path, config, c, error) &&
+               parse_transform(path, config, c, error) && parse_classes(path, config, c, error) &&
                parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
                parse_ssd_anchors(path, config, c, error) && parse_ssd_head(path, config, c, error);
     }
@@ -1712,18 +1711,17 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     gboolean ssd = model->config.detector == VD_DETECTOR_SSD;
     if (!backbone->load(&ld, model, n_computed, error) ||
         !(ssd ? load_ssd_head(&ld, model, error)
-              : load_fpn(&ld, model, error) &&
-                    (one_stage ? load_one_stage(&ld, model, error)
-                               : load_heads(&ld, model, error))) ||
+              : load_fpn(&ld, model, error) && (one_stage ? load_one_stage(&ld, model, error)
+                                                          : load_heads(&ld, model, error))) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         (model->config.has_keypoints && !load_keypoint_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;
 
     {
-        const char *arch = ssd                           ? (model->config.ssd.lite ? "ssdlite" : "ssd")
-                           : one_stage                   ? vd_one_stage_name(&model->config)
-                           : model->config.has_masks     ? "maskrcnn"
+        const char *arch = ssd                       ? (model->config.ssd.lite ? "ssdlite" : "ssd")
+                           : one_stage               ? vd_one_stage_name(&model->config)
+                           : model->config.has_masks ? "maskrcnn"
                            : model->config.has_keypoints ? "keypointrcnn"
                                                          : "fasterrcnn";
         backbone->name(&model->config, model->backbone_name, sizeof model->backbone_name);

@@ -182,10 +182,10 @@ typedef struct {
  * writes as an op, a convolution carrying the batch-norm and the activation that
  * follow it. */
 typedef enum {
-    VD_SSD_CONV = 0,        /* @conv (batch-norm folded, or its own bias), then @act */
-    VD_SSD_MAXPOOL,         /* MaxPool2d(@kernel, @stride, @padding, @ceil_mode) */
-    VD_SSD_SQUEEZE_EXCITE,  /* SqueezeExcitation (@fc1 + ReLU, @fc2 + hardsigmoid) */
-    VD_SSD_SAVE,            /* an InvertedResidual's input, which its last conv adds */
+    VD_SSD_CONV = 0,       /* @conv (batch-norm folded, or its own bias), then @act */
+    VD_SSD_MAXPOOL,        /* MaxPool2d(@kernel, @stride, @padding, @ceil_mode) */
+    VD_SSD_SQUEEZE_EXCITE, /* SqueezeExcitation (@fc1 + ReLU, @fc2 + hardsigmoid) */
+    VD_SSD_SAVE,           /* an InvertedResidual's input, which its last conv adds */
 } vd_ssd_op_kind;
 
 typedef struct {

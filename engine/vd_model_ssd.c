@@ -19,8 +19,8 @@
 static const char *get_name(const char *path, JsonObject *o, const char *section, GError **error)
 {
     const char *name = get_string(path, o, section, "name", error);
-    if (name != NULL && (strlen(name) == 0 || strlen(name) > 200 ||
-                         !vd_class_name_validate(name, -1, NULL)))
+    if (name != NULL &&
+        (strlen(name) == 0 || strlen(name) > 200 || !vd_class_name_validate(name, -1, NULL)))
         return config_error(error, path, "'%s.name' is not a module name", section), NULL;
     return name;
 }
@@ -51,8 +51,7 @@ static vd_ssd_op *ops_add(GArray *ops, const char *path, const char *section, GE
 static vd_ssd_op *open_conv(GArray *ops)
 {
     vd_ssd_op *last = ops->len > 0 ? &g_array_index(ops, vd_ssd_op, ops->len - 1) : NULL;
-    return last != NULL && last->kind == VD_SSD_CONV && last->act == VD_ACT_NONE &&
-                   !last->add_saved
+    return last != NULL && last->kind == VD_SSD_CONV && last->act == VD_ACT_NONE && !last->add_saved
                ? last
                : NULL;
 }
@@ -63,9 +62,9 @@ static vd_ssd_op *open_conv(GArray *ops)
 static gboolean parse_ops(const char *path, JsonArray *array, const char *section, GArray *ops,
                           int *channels, gboolean nested, GError **error)
 {
-    static const char *const conv_keys[] = {"op",      "name",     "in_channels", "out_channels",
-                                            "kernel",  "stride",   "padding",     "dilation",
-                                            "groups",  "bias",     NULL};
+    static const char *const conv_keys[] = {"op",     "name",   "in_channels", "out_channels",
+                                            "kernel", "stride", "padding",     "dilation",
+                                            "groups", "bias",   NULL};
     static const char *const pool_keys[] = {"op",      "name",      "kernel", "stride",
                                             "padding", "ceil_mode", NULL};
     static const char *const se_keys[] = {"op", "name", "channels", "squeeze_channels", NULL};
@@ -144,8 +143,8 @@ static gboolean parse_ops(const char *path, JsonArray *array, const char *sectio
             conv = open_conv(ops);
             if (conv == NULL) {
                 g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "%s: %s: an activation not after a convolution is not supported",
-                            path, where);
+                            "%s: %s: an activation not after a convolution is not supported", path,
+                            where);
                 return FALSE;
             }
             conv->act = kind[0] == 'h'               ? VD_ACT_HARDSWISH
@@ -265,12 +264,10 @@ static gboolean parse_layer_lists(const char *path, JsonObject *o, const char *s
 static gboolean parse_backbone_ssd(const char *path, JsonObject *o, vd_config *c,
                                    JsonObject **eps_per_module, int *n_computed, GError **error)
 {
-    static const char *const vgg_keys[] = {"type",     "features", "l2_norm",
-                                           "extra",    "norm_eps", "norm_eps_per_module",
-                                           NULL};
-    static const char *const mnv3_keys[] = {"type",  "arch",     "stages",
-                                            "extra", "norm_eps", "norm_eps_per_module",
-                                            NULL};
+    static const char *const vgg_keys[] = {
+        "type", "features", "l2_norm", "extra", "norm_eps", "norm_eps_per_module", NULL};
+    static const char *const mnv3_keys[] = {
+        "type", "arch", "stages", "extra", "norm_eps", "norm_eps_per_module", NULL};
     static const char *const l2_keys[] = {"channels", "eps", NULL};
     vd_ssd_config *s = &c->ssd;
     const char *type = get_string(path, o, "backbone", "type", error);
@@ -278,8 +275,9 @@ static gboolean parse_backbone_ssd(const char *path, JsonObject *o, vd_config *c
 
     (void)n_computed;
     if (c->detector != VD_DETECTOR_SSD)
-        return config_error(error, path, "backbone type 'ssd' is only valid with architecture "
-                                         "'ssd' or 'ssdlite'");
+        return config_error(error, path,
+                            "backbone type 'ssd' is only valid with architecture "
+                            "'ssd' or 'ssdlite'");
     c->backbone_type = VD_BACKBONE_SSD;
     c->norm_eps = 1e-5f;
     if (type == NULL)
@@ -291,8 +289,10 @@ static gboolean parse_backbone_ssd(const char *path, JsonObject *o, vd_config *c
             !(arch = get_string(path, o, "backbone", "arch", error)))
             return FALSE;
         if (strcmp(arch, "mobilenet_v3_large") != 0)
-            return config_error(error, path, "'backbone.arch' is '%.64s', expected "
-                                             "'mobilenet_v3_large'", arch);
+            return config_error(error, path,
+                                "'backbone.arch' is '%.64s', expected "
+                                "'mobilenet_v3_large'",
+                                arch);
         if (!parse_layer_lists(path, o, "backbone", "stages", 2, 3, s->body, &s->n_body, error))
             return FALSE;
     } else {
@@ -310,8 +310,10 @@ static gboolean parse_backbone_ssd(const char *path, JsonObject *o, vd_config *c
             !get_float(path, l2, "backbone.l2_norm", "eps", 0.0, 1.0, TRUE, &s->l2_eps, error))
             return FALSE;
         if (s->l2_channels != s->body[0].out_channels)
-            return config_error(error, path, "'backbone.l2_norm.channels' is %d; the features "
-                                             "give %d", s->l2_channels, s->body[0].out_channels);
+            return config_error(error, path,
+                                "'backbone.l2_norm.channels' is %d; the features "
+                                "give %d",
+                                s->l2_channels, s->body[0].out_channels);
     }
     n_extra_max = VD_MAX_FPN_LEVELS - s->n_body;
     if (!parse_layer_lists(path, o, "backbone", "extra", n_extra_max,
@@ -343,10 +345,10 @@ gboolean parse_ssd_anchors(const char *path, JsonObject *config, vd_config *c, G
     if (strcmp(type, "default_boxes") != 0)
         return config_error(error, path, "'anchors.type' is '%.64s', expected 'default_boxes'",
                             type);
-    if (!(ratios = get_array(path, o, "anchors", "aspect_ratios", s->n_levels, s->n_levels,
-                             error)) ||
-        !(scales = get_array(path, o, "anchors", "scales", s->n_levels + 1, s->n_levels + 1,
-                             error)) ||
+    if (!(ratios =
+              get_array(path, o, "anchors", "aspect_ratios", s->n_levels, s->n_levels, error)) ||
+        !(scales =
+              get_array(path, o, "anchors", "scales", s->n_levels + 1, s->n_levels + 1, error)) ||
         !get_bool_member(path, o, "anchors", "clip", &s->clip, error))
         return FALSE;
     for (int l = 0; l <= s->n_levels; l++) {
@@ -391,8 +393,10 @@ gboolean parse_ssd_anchors(const char *path, JsonObject *config, vd_config *c, G
             JsonNode *e = json_array_get_element(a, l);
             gint64 v = node_is_int(e) ? json_node_get_int(e) : 0;
             if (v < 1 || v > 4096)
-                return config_error(error, path, "'anchors.steps[%d]' is not an integer in "
-                                                 "1..4096", l);
+                return config_error(error, path,
+                                    "'anchors.steps[%d]' is not an integer in "
+                                    "1..4096",
+                                    l);
             s->steps[l] = (int)v;
         }
     }
@@ -402,11 +406,19 @@ gboolean parse_ssd_anchors(const char *path, JsonObject *config, vd_config *c, G
 /* "head": SSDHead (one conv per level and branch) or SSDLiteHead (layer lists) */
 gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "type",           "in_channels",     "num_anchors",  "kernel",
-        "classification", "regression",      "bbox_reg_weights", "bbox_xform_clip",
-        "score_thresh",   "nms_thresh",      "detections_per_img", "topk_candidates",
-        NULL};
+    static const char *const keys[] = {"type",
+                                       "in_channels",
+                                       "num_anchors",
+                                       "kernel",
+                                       "classification",
+                                       "regression",
+                                       "bbox_reg_weights",
+                                       "bbox_xform_clip",
+                                       "score_thresh",
+                                       "nms_thresh",
+                                       "detections_per_img",
+                                       "topk_candidates",
+                                       NULL};
     vd_ssd_config *s = &c->ssd;
     JsonObject *o = get_section(path, config, "head", error);
     JsonArray *in_channels, *num_anchors, *weights;
@@ -418,20 +430,23 @@ gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GErr
         return FALSE;
     if (strcmp(type, s->lite ? "ssdlite" : "ssd") != 0)
         return config_error(error, path, "'head.type' '%.64s' is not the architecture's", type);
-    if (!(in_channels = get_array(path, o, "head", "in_channels", s->n_levels, s->n_levels,
-                                  error)) ||
-        !(num_anchors = get_array(path, o, "head", "num_anchors", s->n_levels, s->n_levels,
-                                  error)))
+    if (!(in_channels =
+              get_array(path, o, "head", "in_channels", s->n_levels, s->n_levels, error)) ||
+        !(num_anchors = get_array(path, o, "head", "num_anchors", s->n_levels, s->n_levels, error)))
         return FALSE;
     for (int l = 0; l < s->n_levels; l++) {
         JsonNode *a = json_array_get_element(in_channels, l),
                  *b = json_array_get_element(num_anchors, l);
         if (!node_is_int(a) || json_node_get_int(a) != s->level_channels[l])
-            return config_error(error, path, "'head.in_channels[%d]' is not the %d channels of "
-                                             "feature map %d", l, s->level_channels[l], l);
+            return config_error(error, path,
+                                "'head.in_channels[%d]' is not the %d channels of "
+                                "feature map %d",
+                                l, s->level_channels[l], l);
         if (!node_is_int(b) || json_node_get_int(b) != s->anchors[l])
-            return config_error(error, path, "'head.num_anchors[%d]' is not the %d default boxes "
-                                             "of feature map %d", l, s->anchors[l], l);
+            return config_error(error, path,
+                                "'head.num_anchors[%d]' is not the %d default boxes "
+                                "of feature map %d",
+                                l, s->anchors[l], l);
     }
     if (!get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error))
         return FALSE;
@@ -444,8 +459,7 @@ gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GErr
     if (!(weights = get_array(path, o, "head", "bbox_reg_weights", 4, 4, error)) ||
         !get_float_array(path, weights, "head.bbox_reg_weights", 0.0, 1e6, TRUE,
                          c->bbox_reg_weights, error) ||
-        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
-                   error) ||
+        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh, error) ||
         !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
         !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
                  error) ||

@@ -288,8 +288,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
                              vd_activation act, const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || groups != 1 ||
-        act == VD_ACT_HARDSWISH || act == VD_ACT_RELU6 || src->dt != dnnl_f32 || dst->dt != dnnl_f32 ||
-        !tensor_blocked(src) || !tensor_blocked(dst))
+        act == VD_ACT_HARDSWISH || act == VD_ACT_RELU6 || src->dt != dnnl_f32 ||
+        dst->dt != dnnl_f32 || !tensor_blocked(src) || !tensor_blocked(dst))
         return FALSE;
     return in_c >= 64 && dst->h * dst->w >= 256;
 }
@@ -980,8 +980,8 @@ static gboolean plan_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             last = next;
         }
         if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
-                       st->rpn_head_out, fc, 1, 1, 0, 1, 1, last, plan->rpn_out[l], FALSE, VD_ACT_NONE,
-                       NULL, error))
+                       st->rpn_head_out, fc, 1, 1, 0, 1, 1, last, plan->rpn_out[l], FALSE,
+                       VD_ACT_NONE, NULL, error))
             return FALSE;
         plan_step_conv(plan, &plan->rpn_head[l]);
     }

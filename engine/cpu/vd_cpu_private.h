@@ -149,14 +149,14 @@ typedef struct {
  * per layer of every layer list (backbone, extras, then the heads of every level),
  * in the lists' order; the heads' float32 outputs. */
 typedef struct {
-    cpu_conv *convs;          /* [n_ops] (unused by other layers) */
-    dnnl_primitive_t *pools;  /* [n_ops] */
+    cpu_conv *convs;         /* [n_ops] (unused by other layers) */
+    dnnl_primitive_t *pools; /* [n_ops] */
     /* a dilated convolution below AVX-512: reorders of its input into NHWC and of its
      * output back (oneDNN 2.6 has only reference kernels for it in nChw8c) */
     dnnl_primitive_t *to_nhwc, *from_nhwc; /* [n_ops] */
     int n_ops;
-    float *se_work;           /* squeeze-and-excitation's: 3 x the widest */
-    cpu_tensor *levels_raw0;  /* VGG16: level 0 before its L2 norm (the extras' input) */
+    float *se_work;          /* squeeze-and-excitation's: 3 x the widest */
+    cpu_tensor *levels_raw0; /* VGG16: level 0 before its L2 norm (the extras' input) */
     cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
     cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A], float32 */
 } cpu_ssd_plan;

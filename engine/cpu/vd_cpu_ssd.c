@@ -100,13 +100,12 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                 return FALSE;
             /* dilated (VGG16's fc6) below AVX-512: in NHWC between two reorders, where
              * oneDNN 2.6's nChw8c kernels are reference loops */
-            if (MAX(w->dilation, 1) > 1 && x->tag != dnnl_nhwc && st->cb != 16 &&
-                !op->add_saved) {
-                cpu_tensor *xn = plan_tensor_tag(st, plan, x->h, x->w, x->c, x->dt, dnnl_nhwc,
-                                                 NULL, error);
-                cpu_tensor *yn = xn ? plan_tensor_tag(st, plan, oh, ow, y->c, y->dt, dnnl_nhwc,
-                                                      NULL, error)
-                                    : NULL;
+            if (MAX(w->dilation, 1) > 1 && x->tag != dnnl_nhwc && st->cb != 16 && !op->add_saved) {
+                cpu_tensor *xn =
+                    plan_tensor_tag(st, plan, x->h, x->w, x->c, x->dt, dnnl_nhwc, NULL, error);
+                cpu_tensor *yn =
+                    xn ? plan_tensor_tag(st, plan, oh, ow, y->c, y->dt, dnnl_nhwc, NULL, error)
+                       : NULL;
                 if (yn == NULL ||
                     !vd_layers_reorder_new(st->engine, vd_layers_memory_md(x->mem),
                                            vd_layers_memory_md(xn->mem), &sp->to_nhwc[base + i],
@@ -147,8 +146,7 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
             int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
             if (oh < 1 || ow < 1) {
                 g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "a %dx%d input is too small for this SSD model's max-pool", x->h,
-                            x->w);
+                            "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
                 return FALSE;
             }
             if (st->xnn != NULL) {
@@ -165,13 +163,12 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
             }
             y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
             dnnl_primitive_desc_t pd = NULL;
-            gboolean ok =
-                y != NULL &&
-                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
-                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
-                                          op->padding, MAX(pad_r, pad_r_w), &pd, "max-pool",
-                                          error) &&
-                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
+            gboolean ok = y != NULL &&
+                          vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
+                                                    vd_layers_memory_md(y->mem), op->kernel,
+                                                    op->stride, op->padding, MAX(pad_r, pad_r_w),
+                                                    &pd, "max-pool", error) &&
+                          vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
             vd_layers_pd_free(pd);
             if (!ok)
                 return FALSE;
@@ -249,9 +246,9 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     sp->pools = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->to_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->from_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
-    sp->se_work = try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body),
-                                            widest_se(s->extra, s->n_extra)),
-                            "squeeze-and-excitation", error);
+    sp->se_work =
+        try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body), widest_se(s->extra, s->n_extra)),
+                  "squeeze-and-excitation", error);
     if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory planning SSD's layers");
         return FALSE;
@@ -328,8 +325,7 @@ static void layers_kernels(GArray *out, GStringChunk *strings, const cpu_ssd_pla
                 kernel_add(out, strings, sp->to_nhwc[base + i], "reorder", "%s.in", op->name);
                 kernel_add(out, strings, sp->from_nhwc[base + i], "reorder", "%s.out", op->name);
             }
-        }
-        else if (op->kind == VD_SSD_MAXPOOL)
+        } else if (op->kind == VD_SSD_MAXPOOL)
             kernel_add(out, strings, sp->pools[base + i], "pooling", "%s", op->name);
     }
 }
@@ -500,8 +496,7 @@ static inline float head_at(const cpu_tensor *t, size_t p, int ch)
 }
 
 /* The heads' outputs in torchvision's order, [anchors][K] and [anchors][4] */
-static void gather_head(const cpu_plan *plan, const vd_ssd_config *s, int K, float *cls,
-                        float *reg)
+static void gather_head(const cpu_plan *plan, const vd_ssd_config *s, int K, float *cls, float *reg)
 {
     for (int l = 0; l < plan->n_levels; l++) {
         const cpu_tensor *c = plan->ssd.cls_out[l], *r = plan->ssd.reg_out[l];

@@ -612,9 +612,9 @@ static void test_bf16(void)
             check_frame_kernels(mnv3, VD_PRECISION_BF16);
             vd_model_unref(mnv3);
         }
-        static const char *const one_stage[] = {
-            "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
-            "ssd300_vgg16", "ssdlite320_mobilenet_v3_large"};
+        static const char *const one_stage[] = {"retinanet_resnet50_fpn",
+                                                "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
+                                                "ssd300_vgg16", "ssdlite320_mobilenet_v3_large"};
         for (size_t i = 0; i < G_N_ELEMENTS(one_stage); i++) {
             /* emulated, SSD's are left out as in fp32 */
             if (g_str_has_prefix(one_stage[i], "ssd") && left_out_emulated(one_stage[i]))
