@@ -10,7 +10,9 @@
  * Both runs use two seeds: the tiny ResNet-FPN and the tiny MobileNetV3-FPN
  * (block list, SE and depthwise tensors); the header mutations also a fifth as many
  * of the ResNet one relabelled as an architecture the engine does not know (it runs
- * every family the exporter writes: the refusal is the unknown architecture's).
+ * every family the exporter writes: the refusal is the unknown architecture's). The
+ * one-stage seeds (tiny RetinaNet v2, FCOS and SSDlite) run a fifth as many
+ * mutations, in a run of their own (fuzz-one-stage).
  *
  *   VD_FUZZ_ITERATIONS=N  header mutations (default 2000)
  *   VD_FUZZ_SEED=S        another deterministic sequence (default 1) */
