@@ -422,16 +422,17 @@ gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_m
                                int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
                                GError **error)
 {
-    return vd_layers_max_pool_pad_pd(engine, src, dst, kernel, stride, padding, padding, pd, what,
-                                     error);
+    return vd_layers_max_pool_pad_pd(engine, src, dst, kernel, stride, padding, padding, padding,
+                                     pd, what, error);
 }
 
 gboolean vd_layers_max_pool_pad_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
-                                   int kernel, int stride, int padding, int padding_r,
-                                   dnnl_primitive_desc_t *pd, const char *what, GError **error)
+                                   int kernel, int stride, int padding, int padding_b,
+                                   int padding_r, dnnl_primitive_desc_t *pd, const char *what,
+                                   GError **error)
 {
     dnnl_dims_t strides = {stride, stride}, window = {kernel, kernel}, dilation = {0, 0},
-                pad = {padding, padding}, pad_r = {padding_r, padding_r};
+                pad = {padding, padding}, pad_r = {padding_b, padding_r};
     *pd = NULL;
 #ifdef VD_DNNL2
     dnnl_pooling_v2_desc_t op;

@@ -124,10 +124,12 @@ gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
 gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst, int kernel,
                                int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
                                GError **error);
-/* The same with @padding_r on the bottom and right (torch's ceil_mode adds it). */
+/* The same with @padding_b on the bottom and @padding_r on the right (torch's
+ * ceil_mode adds them). */
 gboolean vd_layers_max_pool_pad_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
-                                   int kernel, int stride, int padding, int padding_r,
-                                   dnnl_primitive_desc_t *pd, const char *what, GError **error);
+                                   int kernel, int stride, int padding, int padding_b,
+                                   int padding_r, dnnl_primitive_desc_t *pd, const char *what,
+                                   GError **error);
 /* The implementation's name ("brg:avx512_core", "ref:any", ...). */
 const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd);
 /* Bytes of scratchpad the primitive needs. */

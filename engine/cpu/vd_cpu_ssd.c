@@ -155,20 +155,16 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                 return FALSE;
             }
             /* ceil_mode: the bottom and right padding that makes oneDNN's size torch's */
-            int pad_r = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
-            int pad_r_w = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
-            if (pad_r != pad_r_w && x->h == x->w) {
-                g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL, "max-pool padding");
-                return FALSE;
-            }
+            int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
+            int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
             y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
             dnnl_primitive_desc_t pd = NULL;
-            gboolean ok = y != NULL &&
-                          vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
-                                                    vd_layers_memory_md(y->mem), op->kernel,
-                                                    op->stride, op->padding, MAX(pad_r, pad_r_w),
-                                                    &pd, "max-pool", error) &&
-                          vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
+            gboolean ok =
+                y != NULL &&
+                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
+                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
+                                          op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
+                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
             vd_layers_pd_free(pd);
             if (!ok)
                 return FALSE;

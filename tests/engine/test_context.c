@@ -962,7 +962,8 @@ static void test_retinanet(gconstpointer data)
  * whatever the frame's size (threshold 0: every candidate of the per-class top-k,
  * then the cap of 100), scores sorted, labels 1..K-1 (the softmax's background
  * column is never a detection), boxes in the frame, the same frame twice the same
- * result, a frame of another size resized to the same input; int8 and calibration
+ * result, a frame of another size resized to the same input, a fixed size that is
+ * not square; int8 and calibration
  * are refused naming SSD; the CUDA backend refuses it naming it, and device=auto
  * runs it on the CPU. */
 static void test_ssdlite(void)
@@ -999,6 +1000,22 @@ static void test_ssdlite(void)
         g_free(pixels);
     }
     vd_context_free(ctx);
+
+    /* a fixed size that is not square (width 72, height 48): the ceil_mode max-pool
+     * pads the bottom (6 -> 3 rows) and not the right (9 -> 4 columns) */
+    fixture *wide = fx_tiny_ssdlite();
+    fx_randomize(wide, 13);
+    fx_config_replace(wide, "\"fixed_size\":[64,64]", "\"fixed_size\":[72,48]");
+    vd_model *wide_model = fx_load_ok(wide);
+    ctx = cpu_context(wide_model, 0.0f);
+    guint8 *wide_pixels = make_rgb(80, 60);
+    vd_image wide_image = vd_image_rgb(wide_pixels, 80, 60);
+    vd_result wr = detect_ok(ctx, &wide_image);
+    g_assert_cmpint(wr.n_detections, >, 0);
+    vd_result_clear(&wr);
+    vd_context_free(ctx);
+    vd_model_unref(wide_model);
+    g_free(wide_pixels);
 
     vd_context_params params = vd_context_default_params();
     GError *error = NULL;
