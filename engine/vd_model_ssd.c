@@ -15,7 +15,7 @@
 /* torchvision's BoxCoder clip, log(1000 / 16), which vd_decode_boxes() applies */
 #define VD_BBOX_XFORM_CLIP 4.135166556742356
 
-/* A string member @key of @o that is a module name (a state_dict prefix) */
+/* The "name" member of @o: a module name (a state_dict prefix) */
 static const char *get_name(const char *path, JsonObject *o, const char *section, GError **error)
 {
     const char *name = get_string(path, o, section, "name", error);

@@ -155,8 +155,7 @@ typedef struct {
      * output back (oneDNN 2.6 has only reference kernels for it in nChw8c) */
     dnnl_primitive_t *to_nhwc, *from_nhwc; /* [n_ops] */
     int n_ops;
-    float *se_work;          /* squeeze-and-excitation's: 3 x the widest */
-    cpu_tensor *levels_raw0; /* VGG16: level 0 before its L2 norm (the extras' input) */
+    float *se_work;                         /* squeeze-and-excitation's: 3 x the widest */
     cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
     cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A], float32 */
 } cpu_ssd_plan;

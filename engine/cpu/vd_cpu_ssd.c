@@ -275,7 +275,6 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         cpu_step *step = plan_step(plan, step_l2_norm, "L2 norm");
         step->src = x;
         step->dst = normed;
-        sp->levels_raw0 = x;
         plan->fpn_out[0] = normed;
     }
     for (int i = 0; i < s->n_extra; i++) {
