@@ -124,10 +124,14 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                 break;
             }
             if (op->add_saved) {
+                /* the loader checked the channels; a stride or a padding inside the
+                 * block can still change its size */
                 if (saved == NULL || saved->h != oh || saved->w != ow || saved->c != y->c ||
                     saved->dt != y->dt || saved->tag != y->tag) {
-                    g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                                "layer %s: the residual does not match its output", op->name);
+                    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                                "layer %s: a residual block's output (%dx%d) is not the size of "
+                                "its input (%dx%d)",
+                                op->name, oh, ow, saved ? saved->h : 0, saved ? saved->w : 0);
                     return FALSE;
                 }
                 plan_step(plan, step_wait, "inverted residual");

@@ -1015,10 +1015,28 @@ static void test_ssdlite(void)
     vd_result_clear(&wr);
     vd_context_free(ctx);
     vd_model_unref(wide_model);
+
+    /* a residual block whose depthwise convolution has stride 2: its output is not
+     * its input's size, refused at the first frame naming the layer */
+    fixture *strided = fx_tiny_ssdlite();
+    fx_config_replace(strided,
+                      "\"name\":\"backbone.features.0.1.block.0.0\",\"in_channels\":8,"
+                      "\"out_channels\":8,\"kernel\":3,\"stride\":1",
+                      "\"name\":\"backbone.features.0.1.block.0.0\",\"in_channels\":8,"
+                      "\"out_channels\":8,\"kernel\":3,\"stride\":2");
+    vd_model *strided_model = fx_load_ok(strided);
+    ctx = cpu_context(strided_model, 0.0f);
+    vd_result sr = {0};
+    GError *error = NULL;
+    g_assert_false(vd_detect(ctx, &wide_image, 1, &sr, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_FORMAT);
+    g_assert_nonnull(strstr(error->message, "backbone.features.0.1.block.2.0"));
+    g_clear_error(&error);
+    vd_context_free(ctx);
+    vd_model_unref(strided_model);
     g_free(wide_pixels);
 
     vd_context_params params = vd_context_default_params();
-    GError *error = NULL;
     params.device = VD_DEVICE_CPU;
     params.precision = VD_PRECISION_INT8;
     g_assert_null(vd_context_new(model, &params, &error));
