@@ -401,11 +401,11 @@ static gboolean get_choice(const char *path, JsonObject *o, const char *section,
 
 static gboolean parse_transform(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
-    static const char *const keys[] = {
-        "min_size",       "max_size",     "image_mean",        "image_std",
-        "size_divisible", "resize_scale", "resize_arithmetic", NULL};
+    static const char *const keys[] = {"min_size",          "max_size",       "image_mean",
+                                       "image_std",         "size_divisible", "resize_scale",
+                                       "resize_arithmetic", "fixed_size",     NULL};
     JsonObject *o = get_section(path, config, "transform", error);
-    JsonArray *mean, *std;
+    JsonArray *mean, *std, *fixed;
 
     if (!o || !check_keys(path, o, "transform", keys, error) ||
         !get_int(path, o, "transform", "min_size", 1, 100000, &c->min_size, error) ||
@@ -425,6 +425,23 @@ static gboolean parse_transform(const char *path, JsonObject *config, vd_config 
         return FALSE;
     c->resize_scale = (vd_resize_scale)scale;
     c->resize_arithmetic = (vd_resize_arithmetic)arithmetic;
+    /* SSD's fixed_size, torchvision's (width, height): every frame resized to it */
+    if (json_object_has_member(o, "fixed_size")) {
+        float size[2];
+        if (c->detector != VD_DETECTOR_SSD)
+            return config_error(error, path,
+                                "'transform.fixed_size' is only valid with "
+                                "architecture 'ssd' or 'ssdlite'");
+        if (!(fixed = get_array(path, o, "transform", "fixed_size", 2, 2, error)) ||
+            !get_float_array(path, fixed, "transform.fixed_size", 0.0, 100000.0, TRUE, size, error))
+            return FALSE;
+        if (size[0] != floorf(size[0]) || size[1] != floorf(size[1]))
+            return config_error(error, path, "'transform.fixed_size' is not two integers");
+        c->fixed_w = (int)size[0];
+        c->fixed_h = (int)size[1];
+    } else if (c->detector == VD_DETECTOR_SSD) {
+        return config_error(error, path, "an SSD model needs 'transform.fixed_size'");
+    }
     mean = get_array(path, o, "transform", "image_mean", 3, 3, error);
     if (!mean || !get_float_array(path, mean, "transform.image_mean", -1e6, 1e6, FALSE,
                                   c->image_mean, error))
@@ -482,7 +499,8 @@ gboolean parse_returned_layers(const char *path, JsonObject *o, vd_config *c, in
 }
 
 /* The backbones' loaders (vd_model_loader.h), by their type in the file. */
-static const vd_backbone_loader *const backbone_loaders[] = {&vd_resnet_loader, &vd_mnv3_loader};
+static const vd_backbone_loader *const backbone_loaders[] = {&vd_resnet_loader, &vd_mnv3_loader,
+                                                             &vd_ssd_backbone_loader};
 
 static const vd_backbone_loader *backbone_loader_of(vd_backbone_type type)
 {
@@ -503,6 +521,9 @@ static gboolean parse_backbone(const char *path, JsonObject *config, vd_config *
 
     if (!o || !(type = get_string(path, o, "backbone", "type", error)))
         return FALSE;
+    /* SSD's and SSDlite's feature extractors are their own, whatever the type */
+    if (c->detector == VD_DETECTOR_SSD)
+        return vd_ssd_backbone_loader.parse(path, o, c, eps_per_module, n_computed, error);
     for (size_t i = 0; i < G_N_ELEMENTS(backbone_loaders); i++)
         if (strcmp(type, backbone_loaders[i]->type) == 0)
             return backbone_loaders[i]->parse(path, o, c, eps_per_module, n_computed, error);
@@ -921,6 +942,9 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
     static const char *const one_stage_keys[] = {
         "architecture", "builder", "transform",   "backbone",    "fpn",
         "anchors",      "head",    "num_classes", "class_names", NULL};
+    static const char *const ssd_keys[] = {"architecture", "builder",     "transform",
+                                           "backbone",     "anchors",     "head",
+                                           "num_classes",  "class_names", NULL};
     JsonNode *node = json_object_get_member(metadata, "config");
     JsonObject *config;
     const char *architecture;
@@ -946,10 +970,12 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
         c->has_keypoints = TRUE;
     } else if (strcmp(architecture, "retinanet") == 0 || strcmp(architecture, "fcos") == 0) {
         c->detector = VD_DETECTOR_ONE_STAGE;
+    } else if (strcmp(architecture, "ssd") == 0 || strcmp(architecture, "ssdlite") == 0) {
+        c->detector = VD_DETECTOR_SSD;
     } else if (strcmp(architecture, "fasterrcnn") != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: architecture '%s' is not supported ('fasterrcnn', 'maskrcnn', "
-                    "'keypointrcnn', 'retinanet' or 'fcos')",
+                    "%s: architecture '%.64s' is not supported ('fasterrcnn', 'maskrcnn', "
+                    "'keypointrcnn', 'retinanet', 'fcos', 'ssd' or 'ssdlite')",
                     path, architecture);
         return FALSE;
     }
@@ -960,6 +986,13 @@ static gboolean parse_config(const char *path, JsonObject *metadata, vd_config *
                             "'num_keypoints', 'keypoint_names' and 'keypoint_skeleton' are only "
                             "valid with architecture 'keypointrcnn'");
     gboolean one_stage = c->detector == VD_DETECTOR_ONE_STAGE;
+    if (c->detector == VD_DETECTOR_SSD) {
+        /* num_classes first: the SSDlite head's last convolutions have A * K outputs */
+        return check_keys(path, config, "", ssd_keys, error) &&
+               parse_transform(path, config, c, error) && parse_classes(path, config, c, error) &&
+               parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
+               parse_ssd_anchors(path, config, c, error) && parse_ssd_head(path, config, c, error);
+    }
     return check_keys(path, config, "", one_stage ? one_stage_keys : keys, error) &&
            parse_transform(path, config, c, error) &&
            parse_backbone(path, config, c, eps_per_module, n_computed, error) &&
@@ -1614,6 +1647,7 @@ static void model_free(vd_model *model)
     vd_conv_free(&model->mask_logits);
     keypoint_head_free(model);
     vd_one_stage_clear(model);
+    vd_ssd_clear(model);
     g_strfreev(model->config.class_names);
     g_free(model->description);
     if (model->int8_ranges != NULL)
@@ -1674,21 +1708,25 @@ vd_model *vd_model_load_bytes(const char *path, const guint8 *contents, guint64 
     ld.norm_eps = model->config.norm_eps;
     const vd_backbone_loader *backbone = backbone_loader_of(model->config.backbone_type);
     gboolean one_stage = model->config.detector == VD_DETECTOR_ONE_STAGE;
-    if (!backbone->load(&ld, model, n_computed, error) || !load_fpn(&ld, model, error) ||
-        !(one_stage ? load_one_stage(&ld, model, error) : load_heads(&ld, model, error)) ||
+    gboolean ssd = model->config.detector == VD_DETECTOR_SSD;
+    if (!backbone->load(&ld, model, n_computed, error) ||
+        !(ssd ? load_ssd_head(&ld, model, error)
+              : load_fpn(&ld, model, error) && (one_stage ? load_one_stage(&ld, model, error)
+                                                          : load_heads(&ld, model, error))) ||
         (model->config.has_masks && !load_mask_head(&ld, model, error)) ||
         (model->config.has_keypoints && !load_keypoint_head(&ld, model, error)) ||
         !check_leftovers(&ld, error))
         goto out_free_loader;
 
     {
-        const char *arch = one_stage                     ? vd_one_stage_name(&model->config)
-                           : model->config.has_masks     ? "maskrcnn"
+        const char *arch = ssd                       ? (model->config.ssd.lite ? "ssdlite" : "ssd")
+                           : one_stage               ? vd_one_stage_name(&model->config)
+                           : model->config.has_masks ? "maskrcnn"
                            : model->config.has_keypoints ? "keypointrcnn"
                                                          : "fasterrcnn";
         backbone->name(&model->config, model->backbone_name, sizeof model->backbone_name);
-        model->description = g_strdup_printf("%s %s-fpn, %d classes", arch, model->backbone_name,
-                                             model->config.num_classes);
+        model->description = g_strdup_printf("%s %s%s, %d classes", arch, model->backbone_name,
+                                             ssd ? "" : "-fpn", model->config.num_classes);
     }
     ok = TRUE;
 

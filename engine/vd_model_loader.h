@@ -44,6 +44,9 @@ typedef struct {
 
 extern const vd_backbone_loader vd_resnet_loader;
 extern const vd_backbone_loader vd_mnv3_loader;
+/* SSD's VGG16 and SSDlite's MobileNetV3 feature extractors (vd_model_ssd.c), chosen by
+ * the architecture rather than the backbone's type */
+extern const vd_backbone_loader vd_ssd_backbone_loader;
 
 /* The configuration: errors (VD_ERROR_FORMAT naming the file) and checked reads */
 gboolean config_error(GError **error, const char *path, const char *format, ...)
@@ -94,6 +97,13 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
 gboolean load_one_stage(loader *ld, vd_model *model, GError **error);
 void vd_one_stage_clear(vd_model *model);
 const char *vd_one_stage_name(const vd_config *c);
+/* SSD and SSDlite (vd_model_ssd.c, engine/SSD.md): the "anchors" (DefaultBoxGenerator)
+ * and "head" sections, after the backbone's; the heads' weights; freeing the layer
+ * lists and their weights (safe on a model without them, and twice). */
+gboolean parse_ssd_anchors(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean load_ssd_head(loader *ld, vd_model *model, GError **error);
+void vd_ssd_clear(vd_model *model);
 
 /* More of vd_model.c's configuration reads: a string value, a section (an object
  * member, VD_ERROR_FORMAT naming it when missing or not an object), a pooler's

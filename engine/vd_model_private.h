@@ -8,7 +8,9 @@
 
 G_BEGIN_DECLS
 
-#define VD_MAX_FPN_LEVELS 5 /* returned backbone layers (at most 4) + the pool level */
+/* feature levels a head runs on: the returned backbone layers (at most 4) + the pool
+ * level or P6/P7; SSD's and SSDlite's six feature maps */
+#define VD_MAX_FPN_LEVELS 6
 #define VD_MAX_ANCHORS_PER_LEVEL 16
 #define VD_MAX_BLOCKS 64
 #define VD_MAX_SE_CHANNELS 4096  /* squeeze width of a MobileNetV3 SE block */
@@ -24,7 +26,9 @@ G_BEGIN_DECLS
  * every FPN level, decoded directly; engine/RETINANET.md). */
 typedef enum {
     VD_DETECTOR_TWO_STAGE = 0, /* "fasterrcnn", "maskrcnn", "keypointrcnn" */
-    VD_DETECTOR_ONE_STAGE,     /* "retinanet", "fcos" (SSD to come) */
+    VD_DETECTOR_ONE_STAGE,     /* "retinanet", "fcos" */
+    VD_DETECTOR_SSD,           /* "ssd", "ssdlite": no FPN, default boxes, softmax
+                                * classes (engine/SSD.md) */
 } vd_detector_kind;
 
 /* A one-stage detector's head (vd_config.head) */
@@ -48,12 +52,15 @@ typedef struct {
 typedef enum {
     VD_BACKBONE_RESNET = 0,
     VD_BACKBONE_MOBILENET_V3, /* torchvision's MobileNetV3 features (engine/MOBILENETV3.md) */
+    VD_BACKBONE_SSD,          /* SSD's VGG16 or SSDlite's MobileNetV3 feature extractor as the
+                               * file's layer lists (vd_ssd_config, engine/SSD.md) */
 } vd_backbone_type;
 
 typedef enum {
     VD_ACT_NONE = 0,
     VD_ACT_RELU,
     VD_ACT_HARDSWISH,
+    VD_ACT_RELU6, /* min(max(x, 0), 6) */
 } vd_activation;
 
 /* How the resize scale is rounded: the rule of the torchvision that exported the file
@@ -84,6 +91,7 @@ typedef struct {
     int stride;
     int padding;
     int groups;    /* 1, or in_channels == out_channels for a depthwise convolution */
+    int dilation;  /* 0 or 1: none */
     float *weight; /* [out][in / groups][kernel][kernel] */
     float *bias;   /* [out] */
 } vd_conv;
@@ -170,6 +178,63 @@ typedef struct {
     int last_channels; /* features[n + 1]: 1x1 conv + hardswish */
 } vd_mnv3_config;
 
+/* One layer of an SSD layer list (vd_ssd_config): what tools/export_torchvision.py
+ * writes as an op, a convolution carrying the batch-norm and the activation that
+ * follow it. */
+typedef enum {
+    VD_SSD_CONV = 0,       /* @conv (batch-norm folded, or its own bias), then @act */
+    VD_SSD_MAXPOOL,        /* MaxPool2d(@kernel, @stride, @padding, @ceil_mode) */
+    VD_SSD_SQUEEZE_EXCITE, /* SqueezeExcitation (@fc1 + ReLU, @fc2 + hardsigmoid) */
+    VD_SSD_SAVE,           /* an InvertedResidual's input, which its last conv adds */
+} vd_ssd_op_kind;
+
+typedef struct {
+    vd_ssd_op_kind kind;
+    char *name;    /* the module's name (state_dict prefix; NULL for VD_SSD_SAVE) */
+    char *bn_name; /* the batch-norm after the conv, or NULL */
+    gboolean bias; /* the conv has its own bias */
+    vd_conv conv;
+    vd_activation act;
+    gboolean add_saved; /* the conv adds the last VD_SSD_SAVE's tensor (no @act) */
+    int kernel, stride, padding;
+    gboolean ceil_mode;
+    vd_linear fc1, fc2;
+} vd_ssd_op;
+
+typedef struct {
+    vd_ssd_op *ops;
+    int n_ops;
+    int in_channels, out_channels;
+} vd_ssd_layers;
+
+#define VD_MAX_SSD_ASPECT_RATIOS 6
+
+/* SSD and SSDlite (engine/SSD.md): the feature extractor as layer lists (VGG16:
+ * one body list, L2-normalised for level 0, then the extras; MobileNetV3: two body
+ * lists, each a level, then the extras), DefaultBoxGenerator, the heads. */
+typedef struct {
+    gboolean lite;
+    int n_body;
+    vd_ssd_layers body[2];
+    int n_extra;
+    vd_ssd_layers extra[VD_MAX_FPN_LEVELS];
+    int n_levels;
+    int l2_channels; /* VGG16's L2Norm on level 0 (0: none) */
+    float l2_eps;
+    float *l2_scale; /* [l2_channels]: backbone.scale_weight */
+    /* DefaultBoxGenerator */
+    int n_aspect_ratios[VD_MAX_FPN_LEVELS];
+    double aspect_ratios[VD_MAX_FPN_LEVELS][VD_MAX_SSD_ASPECT_RATIOS];
+    double scales[VD_MAX_FPN_LEVELS + 1];
+    int steps[VD_MAX_FPN_LEVELS]; /* 0: none (the feature map's size) */
+    gboolean clip;
+    int anchors[VD_MAX_FPN_LEVELS]; /* 2 + 2 * aspect ratios */
+    int level_channels[VD_MAX_FPN_LEVELS];
+    /* the heads: SSD's one 3x3 conv per level (kernel), SSDlite's layer lists */
+    int head_kernel;
+    vd_ssd_layers cls[VD_MAX_FPN_LEVELS], reg[VD_MAX_FPN_LEVELS];
+} vd_ssd_config;
+
 /* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
  * for the writer and vd_model.c for the accepted keys). Field meanings and defaults
  * follow torchvision's FasterRCNN constructor arguments. */
@@ -182,6 +247,7 @@ typedef struct {
     int size_divisible;
     vd_resize_scale resize_scale;
     vd_resize_arithmetic resize_arithmetic;
+    int fixed_h, fixed_w; /* SSD's fixed_size (0: min/max size) */
 
     /* backbone: what both kinds have, then the backbone's own (by backbone_type) */
     vd_backbone_type backbone_type;
@@ -269,8 +335,9 @@ typedef struct {
     char **keypoint_names; /* num_keypoints names, or NULL when the file has none */
     int n_skeleton;        /* pairs in skeleton */
     int *skeleton;         /* [n_skeleton][2] 0-based keypoint indices, or NULL */
-    /* one-stage detectors (detector VD_DETECTOR_ONE_STAGE) */
+    /* one-stage detectors (detector VD_DETECTOR_ONE_STAGE; SSD: topk_candidates) */
     vd_head_config head;
+    vd_ssd_config ssd; /* detector VD_DETECTOR_SSD (its weights live in its layers) */
 
     int num_classes;    /* including background */
     char **class_names; /* num_classes entries */

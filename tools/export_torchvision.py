@@ -3,10 +3,10 @@
 """Export a torchvision detector to a visiondetect model file.
 
 The engine runs the R-CNN family (Faster R-CNN with a ResNet-FPN or MobileNetV3-FPN
-backbone, Mask R-CNN, Keypoint R-CNN: engine/KEYPOINTRCNN.md) and the one-stage
-RetinaNet (v1 and v2) and FCOS (engine/RETINANET.md); SSD and SSDlite are exported too,
-with their whole configuration, and refused at load by this engine for now
-(engine/vd_model_families.c names the builder and what is missing).
+backbone, Mask R-CNN, Keypoint R-CNN: engine/KEYPOINTRCNN.md), the one-stage
+RetinaNet (v1 and v2) and FCOS (engine/RETINANET.md), and SSD300 and SSDlite320
+(engine/SSD.md: their feature extractors and SSDlite's heads as lists of layers, each
+naming its module).
 
 The output is one .safetensors file written by hand (struct + json, no safetensors
 package): an 8-byte little-endian header length, a JSON header, then the tensor data.
@@ -125,11 +125,12 @@ the rest, as always read from the model object:
                   # "scale_weight" is the L2 norm's per-channel scale
                   or {"type": "mobilenet_v3", "arch": "mobilenet_v3_large",
                       "stages": [[ops], [ops]], "extra": [[ops], ...], "norm_eps": 0.001}
-                  # ops, in order: {"op": "conv", "in_channels", "out_channels", "kernel",
-                  #   "stride", "padding", "dilation", "groups", "bias"}, {"op": "relu" |
-                  #   "relu6" | "hardswish" | "batch_norm"}, {"op": "maxpool", "kernel",
-                  #   "stride", "padding", "ceil_mode"}, {"op": "squeeze_excitation",
-                  #   "channels", "squeeze_channels"}, {"op": "inverted_residual",
+                  # ops, in order: {"op": "conv", "name", "in_channels", "out_channels",
+                  #   "kernel", "stride", "padding", "dilation", "groups", "bias"},
+                  #   {"op": "batch_norm", "name"}, {"op": "relu" | "relu6" | "hardswish"},
+                  #   {"op": "maxpool", "name", "kernel", "stride", "padding", "ceil_mode"},
+                  #   {"op": "squeeze_excitation", "name", "channels", "squeeze_channels"},
+                  #   {"op": "inverted_residual",
                   #   "residual": bool, "layers": [ops]}
       "anchors": {"type": "default_boxes", "aspect_ratios": [[2.0], [2.0, 3.0], ...],
                   "scales": [0.07, 0.15, ...one more than the levels], "steps": [8, 16, ...]
@@ -175,8 +176,7 @@ _MOBILENET_BUILDERS = {
 
 
 # torchvision's other detection builders and their weight enums: exported with their
-# configuration; the engine runs keypointrcnn_resnet50_fpn, the RetinaNets and FCOS and
-# refuses SSD and SSDlite at load for now (docs/models.md)
+# configuration; the engine runs every one (docs/models.md)
 OTHER_BUILDERS = {
     "retinanet_resnet50_fpn": "RetinaNet_ResNet50_FPN_Weights",
     "retinanet_resnet50_fpn_v2": "RetinaNet_ResNet50_FPN_V2_Weights",
@@ -187,7 +187,7 @@ OTHER_BUILDERS = {
 }
 # the ones of OTHER_BUILDERS this engine runs
 RUN_BUILDERS = ("retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
-                "keypointrcnn_resnet50_fpn")
+                "keypointrcnn_resnet50_fpn", "ssd300_vgg16", "ssdlite320_mobilenet_v3_large")
 
 
 class ExportError(Exception):
@@ -1187,7 +1187,7 @@ def _describe_ops(module, name, norms):
     if type(module) is nn.Conv2d:
         if module.padding_mode != "zeros":
             raise ExportError(f"{name}: padding mode {module.padding_mode!r} is not supported")
-        return [{"op": "conv", "in_channels": int(module.in_channels),
+        return [{"op": "conv", "name": name, "in_channels": int(module.in_channels),
                  "out_channels": int(module.out_channels), "kernel": int(module.kernel_size[0]),
                  "stride": int(module.stride[0]), "padding": int(module.padding[0]),
                  "dilation": int(module.dilation[0]), "groups": int(module.groups),
@@ -1197,11 +1197,12 @@ def _describe_ops(module, name, norms):
     if type(module) is nn.MaxPool2d:
         def one(v):
             return int(v[0] if isinstance(v, (tuple, list)) else v)
-        return [{"op": "maxpool", "kernel": one(module.kernel_size), "stride": one(module.stride),
+        return [{"op": "maxpool", "name": name, "kernel": one(module.kernel_size),
+                 "stride": one(module.stride),
                  "padding": one(module.padding), "ceil_mode": bool(module.ceil_mode)}]
     if isinstance(module, nn.modules.batchnorm._NormBase):
         norms.append((name, module))
-        return [{"op": "batch_norm"}]
+        return [{"op": "batch_norm", "name": name}]
     if type(module) is nn.GroupNorm:
         if not module.affine:
             raise ExportError(f"{name}: GroupNorm without affine parameters is not supported")
@@ -1209,7 +1210,7 @@ def _describe_ops(module, name, norms):
     if type(module) is SqueezeExcitation:
         if type(module.activation) is not nn.ReLU or type(module.scale_activation) is not nn.Hardsigmoid:
             raise ExportError(f"{name}: SE activations are not ReLU/Hardsigmoid")
-        return [{"op": "squeeze_excitation", "channels": int(module.fc1.in_channels),
+        return [{"op": "squeeze_excitation", "name": name, "channels": int(module.fc1.in_channels),
                  "squeeze_channels": int(module.fc1.out_channels)}]
     if type(module) is InvertedResidual:
         ops = _describe_ops(module.block, name + ".block", norms)
@@ -1223,8 +1224,7 @@ def _describe_ops(module, name, norms):
 
 
 def _one_stage_config(model, class_names, builder):
-    """RetinaNet, FCOS, SSD (VGG16) and SSDlite (MobileNetV3): their config (the engine
-    runs retinanet_resnet50_fpn; the loader names the others' family to refuse them)."""
+    """RetinaNet, FCOS, SSD (VGG16) and SSDlite (MobileNetV3): their config."""
     from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
     from torchvision.models.detection.fcos import FCOS
     from torchvision.models.detection.retinanet import RetinaNet
@@ -1570,8 +1570,7 @@ def _download_failed(exc):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Export a torchvision detector to a visiondetect .safetensors model (the "
-                    "SSD and SSDlite detectors are refused at load by this engine for now). "
+        description="Export a torchvision detector to a visiondetect .safetensors model. "
                     "Run with /usr/bin/python3 (Debian's torch/torchvision).")
     parser.add_argument("--builder", default="fasterrcnn_resnet50_fpn",
                         help="fasterrcnn_resnet50_fpn (default), fasterrcnn_resnet50_fpn_v2, "
@@ -1580,9 +1579,10 @@ def main(argv=None):
                              "fasterrcnn_mobilenet_v3_large_320_fpn, resnet_fpn:<depth> "
                              "(18, 34, 50, 101, 152: resnet_fpn_backbone + FasterRCNN), "
                              "keypointrcnn_resnet50_fpn, retinanet_resnet50_fpn, "
-                             "retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, or one that this "
-                             "engine refuses at load for now: "
-                             + ", ".join(b for b in OTHER_BUILDERS if b not in RUN_BUILDERS))
+                             "retinanet_resnet50_fpn_v2, fcos_resnet50_fpn, ssd300_vgg16, "
+                             "ssdlite320_mobilenet_v3_large"
+                             + "".join(f", {b} (which this engine refuses at load for now)"
+                                       for b in OTHER_BUILDERS if b not in RUN_BUILDERS))
     parser.add_argument("--num-keypoints", type=int,
                         help="keypoints of keypointrcnn_resnet50_fpn (default 17)")
     parser.add_argument("--num-classes", type=int, help="classes including background (default 91)")

@@ -290,8 +290,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
                              vd_activation act, const cpu_tensor *src, const cpu_tensor *dst)
 {
     if (!(st->winograd || st->own_winograd) || kernel != 3 || stride != 1 || groups != 1 ||
-        act == VD_ACT_HARDSWISH || src->dt != dnnl_f32 || dst->dt != dnnl_f32 ||
-        !tensor_blocked(src) || !tensor_blocked(dst))
+        act == VD_ACT_HARDSWISH || act == VD_ACT_RELU6 || src->dt != dnnl_f32 ||
+        dst->dt != dnnl_f32 || !tensor_blocked(src) || !tensor_blocked(dst))
         return FALSE;
     return in_c >= 64 && dst->h * dst->w >= 256;
 }
@@ -310,8 +310,8 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
  * oneDNN's eltwise post-ops, hardswish x * relu6(x + 3) / 6 as torch). */
 static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float *bias,
                           int out_c, int in_c, int kernel, int stride, int padding, int groups,
-                          cpu_tensor *src, cpu_tensor *dst, gboolean sum, vd_activation act,
-                          const cpu_quant *q, GError **error)
+                          int dilation, cpu_tensor *src, cpu_tensor *dst, gboolean sum,
+                          vd_activation act, const cpu_quant *q, GError **error)
 {
     vd_conv_desc desc = {
         .n = 1,
@@ -325,6 +325,7 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         .kernel = kernel,
         .stride = stride,
         .padding = padding,
+        .dilation = dilation,
         .src_dt = src->dt,
         .dst_dt = dst->dt,
         .src_tag = src->tag,
@@ -370,6 +371,14 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         desc.sum_dt = q->sum_dt;
     }
     if (st->xnn != NULL) {
+        if (dilation > 1 || act == VD_ACT_RELU6) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "convolution %d->%d channels: a dilated convolution or ReLU6 does not run "
+                        "on XNNPACK's layers (SSD, SSDlite)",
+                        in_c, out_c);
+            g_free(wei_scales);
+            return FALSE;
+        }
         if (src->tag != dnnl_nhwc || dst->tag != dnnl_nhwc) {
             g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                         "convolution %d->%d channels: XNNPACK takes NHWC tensors only", in_c,
@@ -381,8 +390,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
         g_free(wei_scales);
         return cv->xnn != NULL;
     }
-    gboolean winograd =
-        use_winograd(st, kernel, stride, in_c, groups, act, src, dst) && padding == 1;
+    gboolean winograd = use_winograd(st, kernel, stride, in_c, groups, act, src, dst) &&
+                        padding == 1 && dilation <= 1;
     if (winograd && st->winograd) {
         desc.winograd = TRUE;
         if (vd_layers_conv_pd(st->engine, &desc, &pd, "Winograd convolution", NULL) &&
@@ -439,7 +448,8 @@ gboolean conv_init_model_q(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_te
                            GError **error)
 {
     return conv_init(st, cv, w->weight, w->bias, w->out_channels, w->in_channels, w->kernel,
-                     w->stride, w->padding, MAX(w->groups, 1), src, dst, sum, act, q, error);
+                     w->stride, w->padding, MAX(w->groups, 1), w->dilation, src, dst, sum, act, q,
+                     error);
 }
 
 gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tensor *src,
@@ -972,8 +982,8 @@ static gboolean plan_rpn(cpu_state *st, cpu_plan *plan, GError **error)
             last = next;
         }
         if (!conv_init(st, &plan->rpn_head[l], st->rpn_head_weight, st->rpn_head_bias,
-                       st->rpn_head_out, fc, 1, 1, 0, 1, last, plan->rpn_out[l], FALSE, VD_ACT_NONE,
-                       NULL, error))
+                       st->rpn_head_out, fc, 1, 1, 0, 1, 1, last, plan->rpn_out[l], FALSE,
+                       VD_ACT_NONE, NULL, error))
             return FALSE;
         plan_step_conv(plan, &plan->rpn_head[l]);
     }
@@ -1031,8 +1041,15 @@ static cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **er
     if (ok) {
         plan_step(plan, step_wait, "backbone");
         plan->steps_backbone = plan->steps->len;
-        ok = plan_fpn(st, plan, error) && plan_anchors(st, plan, error) &&
-             st->detector->plan(st, plan, error);
+        if (st->model->config.detector == VD_DETECTOR_SSD) {
+            /* no FPN: the feature maps are the backbone's; the detector makes its
+             * default boxes */
+            plan->steps_fpn = plan->steps->len;
+            ok = st->detector->plan(st, plan, error);
+        } else {
+            ok = plan_fpn(st, plan, error) && plan_anchors(st, plan, error) &&
+                 st->detector->plan(st, plan, error);
+        }
     }
     st->planning = NULL;
     if (!ok) {
@@ -2230,7 +2247,9 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     if (observe) {
         for (int l = 0; l < plan->n_levels; l++) {
             char name[32];
-            if (l < plan->n_returned)
+            if (cfg->detector == VD_DETECTOR_SSD)
+                g_snprintf(name, sizeof(name), "features.%d", l);
+            else if (l < plan->n_returned)
                 g_snprintf(name, sizeof(name), "fpn.%d", l);
             else if (cfg->fpn_p6p7)
                 g_snprintf(name, sizeof(name), "fpn.p%d", 6 + l - plan->n_returned);
@@ -2427,7 +2446,8 @@ static const cpu_detector vd_cpu_two_stage = {
 };
 
 /* The kinds of detector, by the model's (vd_cpu_private.h). */
-static const cpu_detector *const cpu_detectors[] = {&vd_cpu_two_stage, &vd_cpu_one_stage};
+static const cpu_detector *const cpu_detectors[] = {&vd_cpu_two_stage, &vd_cpu_one_stage,
+                                                    &vd_cpu_ssd};
 
 static const cpu_detector *detector_of(const vd_model *model)
 {
@@ -2438,7 +2458,8 @@ static const cpu_detector *detector_of(const vd_model *model)
 }
 
 /* The backbones, by the model's backbone type (vd_cpu_private.h). */
-static const cpu_backbone *const cpu_backbones[] = {&vd_cpu_resnet, &vd_cpu_mnv3};
+static const cpu_backbone *const cpu_backbones[] = {&vd_cpu_resnet, &vd_cpu_mnv3,
+                                                    &vd_cpu_ssd_backbone};
 
 static const cpu_backbone *backbone_of(const vd_model *model)
 {

@@ -237,6 +237,8 @@ static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, float sum_sc
         TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
     else if (act == VD_ACT_HARDSWISH) /* x * relu6(x + 3) / 6, no parameters in 2.x */
         TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f));
+    else if (act == VD_ACT_RELU6) /* min(max(x, alpha), beta) */
+        TRY(dnnl_post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_clip, 0.0f, 6.0f));
 #else
     if (sum)
         TRY(dnnl_post_ops_append_sum(ops, sum_scale, 0, sum_dt));
@@ -245,6 +247,8 @@ static gboolean attr_new(dnnl_primitive_attr_t *attr, gboolean sum, float sum_sc
     else if (act ==
              VD_ACT_HARDSWISH) /* x * max(0, min(1, alpha x + beta)): torch's with 1/6, 1/2 */
         TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_hardswish, 1.0f / 6.0f, 0.5f));
+    else if (act == VD_ACT_RELU6) /* min(max(x, alpha), beta) */
+        TRY(dnnl_post_ops_append_eltwise(ops, dnnl_eltwise_clip, 0.0f, 6.0f));
 #endif
     TRY(dnnl_primitive_attr_set_post_ops(*attr, ops));
     ok = TRUE;
@@ -323,7 +327,8 @@ gboolean vd_layers_conv_pd(dnnl_engine_t engine, const vd_conv_desc *desc,
     dnnl_dims_t bias_dims = {desc->out_c};
     dnnl_dims_t strides = {desc->stride, desc->stride};
     dnnl_dims_t pad = {desc->padding, desc->padding};
-    dnnl_dims_t dilates = {0, 0};
+    /* oneDNN counts the dilation from 0 (torch's 1) */
+    dnnl_dims_t dilates = {MAX(desc->dilation, 1) - 1, MAX(desc->dilation, 1) - 1};
     dnnl_alg_kind_t alg = desc->deconv     ? dnnl_deconvolution_direct
                           : desc->winograd ? dnnl_convolution_winograd
                                            : dnnl_convolution_direct;
@@ -417,18 +422,27 @@ gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_m
                                int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
                                GError **error)
 {
+    return vd_layers_max_pool_pad_pd(engine, src, dst, kernel, stride, padding, padding, padding,
+                                     pd, what, error);
+}
+
+gboolean vd_layers_max_pool_pad_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
+                                   int kernel, int stride, int padding, int padding_b,
+                                   int padding_r, dnnl_primitive_desc_t *pd, const char *what,
+                                   GError **error)
+{
     dnnl_dims_t strides = {stride, stride}, window = {kernel, kernel}, dilation = {0, 0},
-                pad = {padding, padding};
+                pad = {padding, padding}, pad_r = {padding_b, padding_r};
     *pd = NULL;
 #ifdef VD_DNNL2
     dnnl_pooling_v2_desc_t op;
     TRY(dnnl_pooling_v2_forward_desc_init(&op, dnnl_forward_inference, dnnl_pooling_max, src, dst,
-                                          strides, window, dilation, pad, pad));
+                                          strides, window, dilation, pad, pad_r));
     TRY(dnnl_primitive_desc_create(pd, &op, NULL, engine, NULL));
 #else
     TRY(dnnl_pooling_forward_primitive_desc_create(pd, engine, dnnl_forward_inference,
                                                    dnnl_pooling_max, src, dst, strides, window,
-                                                   dilation, pad, pad, NULL));
+                                                   dilation, pad, pad_r, NULL));
 #endif
     return TRUE;
 out:

@@ -43,6 +43,7 @@ typedef struct {
     int n, in_c, out_c, groups;
     int in_h, in_w, out_h, out_w;
     int kernel, stride, padding;
+    int dilation; /* torch's (0 or 1: none) */
     dnnl_data_type_t src_dt, dst_dt;
     dnnl_format_tag_t src_tag, dst_tag;
     vd_layer_md src_md; /* NULL: src_dt and src_tag */
@@ -123,6 +124,12 @@ gboolean vd_layers_matmul_pd(dnnl_engine_t engine, int rows, int in, int out,
 gboolean vd_layers_max_pool_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst, int kernel,
                                int stride, int padding, dnnl_primitive_desc_t *pd, const char *what,
                                GError **error);
+/* The same with @padding_b on the bottom and @padding_r on the right (torch's
+ * ceil_mode adds them). */
+gboolean vd_layers_max_pool_pad_pd(dnnl_engine_t engine, vd_layer_md src, vd_layer_md dst,
+                                   int kernel, int stride, int padding, int padding_b,
+                                   int padding_r, dnnl_primitive_desc_t *pd, const char *what,
+                                   GError **error);
 /* The implementation's name ("brg:avx512_core", "ref:any", ...). */
 const char *vd_layers_pd_impl(const_dnnl_primitive_desc_t pd);
 /* Bytes of scratchpad the primitive needs. */

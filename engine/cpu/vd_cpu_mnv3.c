@@ -11,12 +11,12 @@
  * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
  * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
  * torch), then every pixel times its channel's scale. @work: 3 x channels. */
-static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
+void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc2, float *work)
 {
     int CB;
     size_t bstride, pstride;
     tensor_strides(t, &CB, &bstride, &pstride);
-    int C = t->c, n_cb = (C + CB - 1) / CB, S = mb->se_fc1.out_features;
+    int C = t->c, n_cb = (C + CB - 1) / CB, S = fc1->out_features;
     size_t hw = (size_t)t->h * t->w;
     dnnl_data_type_t dt = t->dt;
     float *mean = work, *hidden = work + C, *scale = work + 2 * C;
@@ -33,19 +33,19 @@ static void squeeze_excite(cpu_tensor *t, const vd_mnv3_block *mb, float *work)
             mean[cb * CB + i] = (float)(acc[i] / (double)hw);
     }
     for (int s = 0; s < S; s++) {
-        const float *wrow = mb->se_fc1.weight + (size_t)s * C;
+        const float *wrow = fc1->weight + (size_t)s * C;
         float v = 0.0f;
         for (int c = 0; c < C; c++)
             v += wrow[c] * mean[c];
-        v += mb->se_fc1.bias[s];
+        v += fc1->bias[s];
         hidden[s] = v > 0.0f ? v : 0.0f;
     }
     for (int c = 0; c < C; c++) {
-        const float *wrow = mb->se_fc2.weight + (size_t)c * S;
+        const float *wrow = fc2->weight + (size_t)c * S;
         float v = 0.0f;
         for (int s = 0; s < S; s++)
             v += wrow[s] * hidden[s];
-        v += mb->se_fc2.bias[c];
+        v += fc2->bias[c];
         scale[c] = vd_math_hardsigmoid(v);
     }
 #pragma omp parallel for collapse(2)
@@ -71,7 +71,8 @@ static gboolean step_squeeze_excite(cpu_state *st, const cpu_step *step, GError 
 {
     (void)st;
     (void)error;
-    squeeze_excite(step->dst, step->data, step->work);
+    const vd_mnv3_block *mb = step->data;
+    cpu_squeeze_excite(step->dst, &mb->se_fc1, &mb->se_fc2, step->work);
     return TRUE;
 }
 

@@ -31,7 +31,8 @@ static gboolean one_stage_supports(const vd_model *model, vd_precision precision
 
 /* @w's weights followed by @w2's (NULL: none; the same input and kernel), their
  * output channels padded with zeros to a multiple of @cb */
-static gboolean pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv *out, GError **error)
+gboolean one_stage_pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv *out,
+                            GError **error)
 {
     size_t per_out = (size_t)w->in_channels * w->kernel * w->kernel;
     int n = w->out_channels + (w2 != NULL ? w2->out_channels : 0);
@@ -66,8 +67,9 @@ static gboolean one_stage_prepare(cpu_state *st, GError **error)
     const vd_model *m = st->model;
     /* FCOS: bbox_reg and bbox_ctrness read the same features: one convolution */
     const vd_conv *ctrness = m->config.head.type == VD_HEAD_FCOS ? &m->head_bbox_ctrness : NULL;
-    return pad_conv(&m->head_cls_logits, NULL, st->cb, &st->one_stage.cls_logits, error) &&
-           pad_conv(&m->head_bbox_reg, ctrness, st->cb, &st->one_stage.bbox_reg, error);
+    return one_stage_pad_conv(&m->head_cls_logits, NULL, st->cb, &st->one_stage.cls_logits,
+                              error) &&
+           one_stage_pad_conv(&m->head_bbox_reg, ctrness, st->cb, &st->one_stage.bbox_reg, error);
 }
 
 /* torch's GroupNorm, then ReLU, in place on @step->dst with the affine parameters

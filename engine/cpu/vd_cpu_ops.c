@@ -15,6 +15,15 @@
 void vd_config_transform_sizes(const vd_config *config, int height, int width, int *resized_h,
                                int *resized_w, int *padded_h, int *padded_w)
 {
+    if (config->fixed_h > 0) {
+        /* SSD: torchvision's fixed_size, no aspect kept, padded as any */
+        int d = MAX(config->size_divisible, 1);
+        *resized_h = config->fixed_h;
+        *resized_w = config->fixed_w;
+        *padded_h = (config->fixed_h + d - 1) / d * d;
+        *padded_w = (config->fixed_w + d - 1) / d * d;
+        return;
+    }
     vd_math_transform_size(height, width, config->min_size, config->max_size,
                            config->size_divisible, config->resize_scale == VD_RESIZE_SCALE_FLOAT32,
                            resized_h, resized_w, padded_h, padded_w);

@@ -145,6 +145,27 @@ typedef struct {
     float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
 } cpu_mnv3_plan;
 
+/* An SSD plan's own part (cpu_plan.ssd, vd_cpu_ssd.c): one convolution or max-pool
+ * per layer of every layer list (backbone, extras, then the heads of every level),
+ * in the lists' order; the heads' float32 outputs. */
+typedef struct {
+    cpu_conv *convs;         /* [n_ops] (unused by other layers) */
+    dnnl_primitive_t *pools; /* [n_ops] */
+    /* a dilated convolution below AVX-512: reorders of its input into NHWC and of its
+     * output back (oneDNN 2.6 has only reference kernels for it in nChw8c) */
+    dnnl_primitive_t *to_nhwc, *from_nhwc; /* [n_ops] */
+    int n_ops;
+    float *se_work;                         /* squeeze-and-excitation's: 3 x the widest */
+    cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
+    cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A], float32 */
+} cpu_ssd_plan;
+
+/* The SSD heads' last convolutions, output channels padded with zeros to the
+ * channel block (as cpu_one_stage_weights), prepared once per context. */
+typedef struct {
+    vd_conv cls[VD_MAX_FPN_LEVELS], reg[VD_MAX_FPN_LEVELS];
+} cpu_ssd_weights;
+
 typedef struct cpu_state cpu_state;
 typedef struct cpu_step cpu_step;
 typedef struct cpu_detector cpu_detector;
@@ -263,6 +284,7 @@ typedef struct {
     int level_anchor_offset[VD_MAX_FPN_LEVELS + 1];
 
     cpu_one_stage_plan one_stage; /* one-stage detectors' heads */
+    cpu_ssd_plan ssd;             /* SSD's and SSDlite's layers and heads */
 
     /* RoI pooler (spec §5.2), cached as torchvision does on its first forward */
     vd_pooler_levels pooler;
@@ -440,6 +462,7 @@ struct cpu_state {
 
     const cpu_detector *detector;    /* the model's kind (cpu_detectors[]) */
     cpu_one_stage_weights one_stage; /* a one-stage detector's (vd_cpu_onestage.c) */
+    cpu_ssd_weights ssd;             /* SSD's (vd_cpu_ssd.c) */
 
     cpu_plan *plan;
     cpu_plan *planning; /* the plan being built (plan_new) */
@@ -471,6 +494,17 @@ struct cpu_backbone {
 
 extern const cpu_backbone vd_cpu_resnet;
 extern const cpu_backbone vd_cpu_mnv3;
+/* SSD's and SSDlite's feature extractors (vd_cpu_ssd.c): the feature maps into
+ * plan->fpn_out[] (plan->n_levels of them), no FPN after them */
+extern const cpu_backbone vd_cpu_ssd_backbone;
+
+/* MobileNetV3's squeeze-and-excitation on @t in place (vd_cpu_mnv3.c), @work 3 x
+ * channels */
+void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc2, float *work);
+/* @w's weights followed by @w2's (NULL: none), output channels padded with zeros to
+ * a multiple of @cb, into @out (its weight and bias newly allocated) */
+gboolean one_stage_pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv *out,
+                            GError **error);
 
 /* A kind of detector on the CPU (vd_detector_kind), over the backbone's and the
  * FPN's steps and the anchors, which every kind shares (cpu_detectors[] in
@@ -498,6 +532,7 @@ struct cpu_detector {
 };
 
 extern const cpu_detector vd_cpu_one_stage;
+extern const cpu_detector vd_cpu_ssd; /* vd_cpu_ssd.c, engine/SSD.md */
 
 /* The final detections: @kept boxes of @boxes ([n][4] in the resized @rh x @rw
  * image), @scores and @labels at indices @keep, rescaled to @image's size, into

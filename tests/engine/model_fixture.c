@@ -448,6 +448,101 @@ fixture *fx_tiny_fcos(int n_convs)
     return fx_tiny_one_stage(n_convs, FALSE, TRUE);
 }
 
+/* A layer of fx_tiny_ssdlite()'s lists: the JSON of a convolution named @name (@in
+ * to @out channels, kernel @k, stride @s, padding @p, dilation @d, depthwise when
+ * @dw; with a batch norm '<name>'s sibling '.1' unless @bias, then @act) appended to
+ * @json, its tensors to @fx. */
+static void ssd_conv(fixture *fx, GString *json, const char *conv, const char *bn, int in,
+                     int out, int k, int s, int p, int d, gboolean dw, const char *act)
+{
+    g_string_append_printf(json,
+                           "%s{\"op\":\"conv\",\"name\":\"%s\",\"in_channels\":%d,"
+                           "\"out_channels\":%d,\"kernel\":%d,\"stride\":%d,\"padding\":%d,"
+                           "\"dilation\":%d,\"groups\":%d,\"bias\":%s}",
+                           json->str[json->len - 1] == '[' ? "" : ",", conv, in, out, k, s, p, d,
+                           dw ? in : 1, bn == NULL ? "true" : "false");
+    if (bn != NULL) {
+        add_conv_bn(fx, conv, bn, out, dw ? 1 : in, k);
+        g_string_append_printf(json, ",{\"op\":\"batch_norm\",\"name\":\"%s\"}", bn);
+    } else {
+        add_conv_bias(fx, conv, out, dw ? 1 : in, k);
+    }
+    if (act != NULL)
+        g_string_append_printf(json, ",{\"op\":\"%s\"}", act);
+}
+
+fixture *fx_tiny_ssdlite(void)
+{
+    const int K = 3, A = 4;
+    fixture *fx = fx_new(NULL);
+    GString *j = g_string_new("{\"architecture\":\"ssdlite\",\"builder\":"
+                              "\"ssdlite320_mobilenet_v3_large\",\"transform\":{\"min_size\":64,"
+                              "\"max_size\":64,\"image_mean\":[0.5,0.5,0.5],\"image_std\":"
+                              "[0.5,0.5,0.5],\"size_divisible\":1,\"fixed_size\":[64,64],"
+                              "\"resize_arithmetic\":\"torch1\"},\"backbone\":{\"type\":"
+                              "\"mobilenet_v3\",\"arch\":\"mobilenet_v3_large\",\"stages\":[[");
+    /* body 0: stem 3 -> 8 (32x32), inverted residual 8 -> 8 with SE, expansion to 16 */
+    ssd_conv(fx, j, "backbone.features.0.0.0", "backbone.features.0.0.1", 3, 8, 3, 2, 1, 1, FALSE,
+             "hardswish");
+    g_string_append(j, ",{\"op\":\"inverted_residual\",\"residual\":true,\"layers\":[");
+    ssd_conv(fx, j, "backbone.features.0.1.block.0.0", "backbone.features.0.1.block.0.1", 8, 8,
+             3, 1, 1, 1, TRUE, "relu");
+    g_string_append(j, ",{\"op\":\"squeeze_excitation\",\"name\":\"backbone.features.0.1.block.1\","
+                       "\"channels\":8,\"squeeze_channels\":4}");
+    add_conv_bias(fx, "backbone.features.0.1.block.1.fc1", 4, 8, 1);
+    add_conv_bias(fx, "backbone.features.0.1.block.1.fc2", 8, 4, 1);
+    ssd_conv(fx, j, "backbone.features.0.1.block.2.0", "backbone.features.0.1.block.2.1", 8, 8,
+             1, 1, 0, 1, FALSE, NULL);
+    g_string_append(j, "]}");
+    ssd_conv(fx, j, "backbone.features.0.2.0", "backbone.features.0.2.1", 8, 16, 1, 1, 0, 1,
+             FALSE, "hardswish");
+    /* body 1: depthwise stride 2 (16x16), 1x1 to 8 */
+    g_string_append(j, "],[");
+    ssd_conv(fx, j, "backbone.features.1.0.0", "backbone.features.1.0.1", 16, 16, 3, 2, 1, 1, TRUE,
+             "hardswish");
+    ssd_conv(fx, j, "backbone.features.1.1.0", "backbone.features.1.1.1", 16, 8, 1, 1, 0, 1,
+             FALSE, NULL);
+    /* extra 0: SSDlite's block (8x8); extra 1: a ceil_mode max-pool (4x4) and a
+     * convolution dilated by 2 */
+    g_string_append(j, "]],\"extra\":[[");
+    ssd_conv(fx, j, "backbone.extra.0.0.0", "backbone.extra.0.0.1", 8, 4, 1, 1, 0, 1, FALSE,
+             "relu6");
+    ssd_conv(fx, j, "backbone.extra.0.1.0", "backbone.extra.0.1.1", 4, 4, 3, 2, 1, 1, TRUE,
+             "relu6");
+    ssd_conv(fx, j, "backbone.extra.0.2.0", "backbone.extra.0.2.1", 4, 8, 1, 1, 0, 1, FALSE,
+             "relu6");
+    g_string_append(j, "],[{\"op\":\"maxpool\",\"name\":\"backbone.extra.1.0\",\"kernel\":3,"
+                       "\"stride\":2,\"padding\":0,\"ceil_mode\":true}");
+    ssd_conv(fx, j, "backbone.extra.1.1", NULL, 8, 8, 3, 1, 2, 2, FALSE, "relu");
+    g_string_append(j, "]],\"norm_eps\":0.001},\"anchors\":{\"type\":\"default_boxes\","
+                       "\"aspect_ratios\":[[2.0],[2.0],[2.0],[2.0]],\"scales\":[0.2,0.4,0.6,"
+                       "0.8,1.0],\"steps\":null,\"clip\":true},\"head\":{\"type\":\"ssdlite\","
+                       "\"in_channels\":[16,8,8,8],\"num_anchors\":[4,4,4,4],");
+    static const int channels[4] = {16, 8, 8, 8};
+    static const char *const branches[2] = {"classification", "regression"};
+    for (int b = 0; b < 2; b++) {
+        g_string_append_printf(j, "\"%s\":[", branches[b]);
+        for (int l = 0; l < 4; l++) {
+            char conv[96], bn[96], last[96];
+            int C = channels[l];
+            g_snprintf(conv, sizeof conv, "head.%s_head.module_list.%d.0.0", branches[b], l);
+            g_snprintf(bn, sizeof bn, "head.%s_head.module_list.%d.0.1", branches[b], l);
+            g_snprintf(last, sizeof last, "head.%s_head.module_list.%d.1", branches[b], l);
+            g_string_append(j, l == 0 ? "[" : ",[");
+            ssd_conv(fx, j, conv, bn, C, C, 3, 1, 1, 1, TRUE, "relu6");
+            ssd_conv(fx, j, last, NULL, C, b == 0 ? A * K : 4 * A, 1, 1, 0, 1, FALSE, NULL);
+            g_string_append(j, "]");
+        }
+        g_string_append(j, "],");
+    }
+    g_string_append(j, "\"bbox_reg_weights\":[10.0,10.0,5.0,5.0],\"bbox_xform_clip\":"
+                       "4.135166556742356,\"score_thresh\":0.01,\"nms_thresh\":0.55,"
+                       "\"detections_per_img\":100,\"topk_candidates\":100},\"num_classes\":3,"
+                       "\"class_names\":[\"__background__\",\"thing1\",\"thing2\"]}");
+    fx->config = g_string_free(j, FALSE);
+    return fx;
+}
+
 /* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
  * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
  * RoIs, a 1024-wide box head, 91 classes (the transform is fx_tiny's 96/160). */

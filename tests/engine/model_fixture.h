@@ -93,6 +93,13 @@ fixture *fx_tiny_retinanet(int n_convs, gboolean v2);
 /* A tiny fcos_resnet50_fpn: the same ResNet and FPN, 1 anchor per location, the
  * head's convolutions with bias and GroupNorm, the centerness. */
 fixture *fx_tiny_fcos(int n_convs);
+/* A tiny SSDlite (engine/SSD.md) at a fixed 64x64: its feature extractor's two body
+ * lists (a stem, an inverted residual with squeeze-and-excitation, the expansion; a
+ * depthwise and a 1x1 convolution) and two extras (a depthwise-separable block with
+ * ReLU6; a ceil_mode max-pool and a convolution dilated by 2), four maps of 16, 8, 8
+ * and 8 channels, 4 default boxes per location, SSDLiteHead's prediction blocks,
+ * 3 classes. */
+fixture *fx_tiny_ssdlite(void);
 /* maskrcnn_resnet50_fpn's: 14x14, four convolutions of 256, dim_reduced 256 */
 mask_arch mask_torchvision(void);
 /* fx_tiny(@a) with the mask branch @m (the logits to @a's classes) */

@@ -961,6 +961,114 @@ static void test_retinanet(gconstpointer data)
     vd_model_unref(model);
 }
 
+/* SSDlite (engine/SSD.md) on the tiny fixture: the CPU runs it at its fixed 64x64
+ * whatever the frame's size (threshold 0: every candidate of the per-class top-k,
+ * then the cap of 100), scores sorted, labels 1..K-1 (the softmax's background
+ * column is never a detection), boxes in the frame, the same frame twice the same
+ * result, a frame of another size resized to the same input, a fixed size that is
+ * not square; int8 and calibration
+ * are refused naming SSD; the CUDA backend refuses it naming it, and device=auto
+ * runs it on the CPU. */
+static void test_ssdlite(void)
+{
+    fixture *fx = fx_tiny_ssdlite();
+    fx_randomize(fx, 13);
+    vd_model *model = fx_load_ok(fx);
+    g_assert_cmpint(model->config.detector, ==, VD_DETECTOR_SSD);
+
+    vd_context *ctx = cpu_context(model, 0.0f);
+    static const int sizes[2][2] = {{80, 60}, {33, 97}};
+    for (int s = 0; s < 2; s++) {
+        int w = sizes[s][0], h = sizes[s][1];
+        guint8 *pixels = make_rgb(w, h);
+        vd_image image = vd_image_rgb(pixels, w, h);
+        vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
+        g_assert_cmpint(r.n_detections, >, 0);
+        g_assert_cmpint(r.n_detections, <=, 100);
+        g_assert_cmpint(r.n_nonfinite, ==, 0);
+        for (int i = 0; i < r.n_detections; i++) {
+            const vd_detection *d = &r.detections[i];
+            g_assert_cmpint(d->label, >=, 1);
+            g_assert_cmpint(d->label, <, 3);
+            g_assert_cmpfloat(d->x1, >=, 0.0f);
+            g_assert_cmpfloat(d->x2, <=, (float)w);
+            g_assert_cmpfloat(d->y1, >=, 0.0f);
+            g_assert_cmpfloat(d->y2, <=, (float)h);
+            if (i > 0)
+                g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
+        }
+        assert_same_result(&r, &again);
+        vd_result_clear(&r);
+        vd_result_clear(&again);
+        g_free(pixels);
+    }
+    vd_context_free(ctx);
+
+    /* a fixed size that is not square (width 72, height 48): the ceil_mode max-pool
+     * pads the bottom (6 -> 3 rows) and not the right (9 -> 4 columns) */
+    fixture *wide = fx_tiny_ssdlite();
+    fx_randomize(wide, 13);
+    fx_config_replace(wide, "\"fixed_size\":[64,64]", "\"fixed_size\":[72,48]");
+    vd_model *wide_model = fx_load_ok(wide);
+    ctx = cpu_context(wide_model, 0.0f);
+    guint8 *wide_pixels = make_rgb(80, 60);
+    vd_image wide_image = vd_image_rgb(wide_pixels, 80, 60);
+    vd_result wr = detect_ok(ctx, &wide_image);
+    g_assert_cmpint(wr.n_detections, >, 0);
+    vd_result_clear(&wr);
+    vd_context_free(ctx);
+    vd_model_unref(wide_model);
+
+    /* a residual block whose depthwise convolution has stride 2: its output is not
+     * its input's size, refused at the first frame naming the layer */
+    fixture *strided = fx_tiny_ssdlite();
+    fx_config_replace(strided,
+                      "\"name\":\"backbone.features.0.1.block.0.0\",\"in_channels\":8,"
+                      "\"out_channels\":8,\"kernel\":3,\"stride\":1",
+                      "\"name\":\"backbone.features.0.1.block.0.0\",\"in_channels\":8,"
+                      "\"out_channels\":8,\"kernel\":3,\"stride\":2");
+    vd_model *strided_model = fx_load_ok(strided);
+    ctx = cpu_context(strided_model, 0.0f);
+    vd_result sr = {0};
+    GError *error = NULL;
+    g_assert_false(vd_detect(ctx, &wide_image, 1, &sr, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_FORMAT);
+    g_assert_nonnull(strstr(error->message, "backbone.features.0.1.block.2.0"));
+    g_clear_error(&error);
+    vd_context_free(ctx);
+    vd_model_unref(strided_model);
+    g_free(wide_pixels);
+
+    vd_context_params params = vd_context_default_params();
+    params.device = VD_DEVICE_CPU;
+    params.precision = VD_PRECISION_INT8;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "ssdlite"));
+    g_assert_nonnull(strstr(error->message, "no int8 plan"));
+    g_clear_error(&error);
+    params.precision = VD_PRECISION_FP32;
+    params.calibrate = TRUE;
+    g_assert_null(vd_context_new(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "ssdlite"));
+    g_clear_error(&error);
+
+#ifdef HAVE_CUDA
+    params = vd_context_default_params();
+    g_assert_false(vd_cuda_backend.supports(model, &params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "ssdlite"));
+    g_clear_error(&error);
+#endif
+    params = vd_context_default_params();
+    ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_device(ctx), ==, VD_DEVICE_CPU);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+}
+
 static void test_mobilenet_v3_devices(void)
 {
     vd_model *model = mnv3_tiny_model(NULL);
@@ -1316,6 +1424,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/masks", test_masks);
     g_test_add_func("/context/detect/keypoints", test_keypoints);
     g_test_add_data_func("/context/detect/retinanet", GINT_TO_POINTER(FALSE), test_retinanet);
+    g_test_add_func("/context/detect/ssdlite", test_ssdlite);
     g_test_add_data_func("/context/detect/retinanet-v2", GINT_TO_POINTER(1), test_retinanet);
     g_test_add_data_func("/context/detect/fcos", GINT_TO_POINTER(2), test_retinanet);
     g_test_add_func("/context/default-model-path", test_default_model_path);

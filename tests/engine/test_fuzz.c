@@ -9,7 +9,10 @@
  *
  * Both runs use two seeds: the tiny ResNet-FPN and the tiny MobileNetV3-FPN
  * (block list, SE and depthwise tensors); the header mutations also a fifth as many
- * of the ResNet one relabelled as a family the engine refuses (RetinaNet).
+ * of the ResNet one relabelled as an architecture the engine does not know (it runs
+ * every family the exporter writes: the refusal is the unknown architecture's). The
+ * one-stage seeds (tiny RetinaNet v2, FCOS and SSDlite) run a fifth as many
+ * mutations, in a run of their own (fuzz-one-stage).
  *
  *   VD_FUZZ_ITERATIONS=N  header mutations (default 2000)
  *   VD_FUZZ_SEED=S        another deterministic sequence (default 1) */
@@ -34,6 +37,10 @@ static const char *const rcnn_heads[N_HEADS] = {"rpn.head.cls_logits.weight",
  * pass a ReLU, which keeps NaN and infinity) */
 static const char *const one_stage_heads[N_HEADS] = {"head.classification_head.cls_logits.weight",
                                                      "head.regression_head.bbox_reg.weight"};
+/* the SSDlite seed's: the first map's last classification and regression
+ * convolutions */
+static const char *const ssd_heads[N_HEADS] = {"head.classification_head.module_list.0.1.weight",
+                                               "head.regression_head.module_list.0.1.weight"};
 static const char *const *heads = rcnn_heads;
 static gsize head_first[N_HEADS], head_count[N_HEADS];
 
@@ -41,6 +48,13 @@ static gsize head_first[N_HEADS], head_count[N_HEADS];
 static gboolean one_stage_seed(gconstpointer data)
 {
     return g_str_equal(data, "retinanet-v2") || g_str_equal(data, "fcos");
+}
+
+/* The SSDlite seed (engine/SSD.md: its layer lists, default boxes and heads; labels
+ * from 1, the background never a detection) */
+static gboolean ssd_seed(gconstpointer data)
+{
+    return g_str_equal(data, "ssdlite");
 }
 
 typedef struct {
@@ -129,19 +143,21 @@ static gsize find_digit_runs(const guint8 *h, gsize len, gsize *starts, gsize *l
     return n;
 }
 
-/* The seed that names a family the engine refuses (engine/vd_model_families.c) */
+/* The seed that names an architecture the engine refuses: one it does not know
+ * (engine/vd_model_families.c lists none it knows and refuses today) */
 static gboolean refused_seed(gconstpointer data)
 {
-    return g_str_equal(data, "ssd");
+    return g_str_equal(data, "unknown");
 }
 
 /* Makes the tiny model of @data ("resnet", "mobilenet-v3", the one-stage
- * "retinanet-v2" and "fcos", or "ssd": the ResNet one whose config says SSD,
- * refused at load) the file the mutations start from. */
+ * "retinanet-v2" and "fcos", or "unknown": the ResNet one whose config names an
+ * architecture the engine does not know, refused at load) the file the mutations
+ * start from. */
 static void use_seed(gconstpointer data)
 {
     fixture *fx;
-    heads = one_stage_seed(data) ? one_stage_heads : rcnn_heads;
+    heads = one_stage_seed(data) ? one_stage_heads : ssd_seed(data) ? ssd_heads : rcnn_heads;
     if (g_str_equal(data, "mobilenet-v3")) {
         mnv3_arch a = mnv3_tiny();
         fx = fx_mnv3(&a);
@@ -149,13 +165,15 @@ static void use_seed(gconstpointer data)
         fx = fx_tiny_retinanet(2, TRUE);
     } else if (g_str_equal(data, "fcos")) {
         fx = fx_tiny_fcos(2);
+    } else if (ssd_seed(data)) {
+        fx = fx_tiny_ssdlite();
     } else {
         tiny_arch a = tiny_basic();
         fx = fx_tiny(&a);
         if (refused_seed(data))
             fx_config_replace(fx, "\"architecture\":\"fasterrcnn\"",
-                              "\"architecture\":\"ssd\",\"builder\":"
-                              "\"ssd300_vgg16\"");
+                              "\"architecture\":\"detr\",\"builder\":"
+                              "\"detr_resnet50\"");
     }
     char *path = fx_write(fx, "valid.safetensors");
     for (guint k = 0; k < N_HEADS; k++) {
@@ -192,7 +210,7 @@ static void test_header_mutations(gconstpointer data)
     int iterations = it ? atoi(it) : 2000;
     if (refused_seed(data))
         iterations /= 5; /* refused early: a few paths to cover, seconds of file writes */
-    else if (one_stage_seed(data))
+    else if (one_stage_seed(data) || ssd_seed(data))
         iterations /= 5; /* the loader's front is the other seeds': what is their own
                           * (the "head" section, P6/P7 and the head's tensors) is a
                           * small part of the header; 50 s each at 1000 on 2 cores */
@@ -422,8 +440,8 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/header-mutations/resnet", "resnet", test_header_mutations);
     g_test_add_data_func("/fuzz/header-mutations/mobilenet-v3", "mobilenet-v3",
                          test_header_mutations);
-    /* and a file of a family the engine refuses (SSD, with its builder) */
-    g_test_add_data_func("/fuzz/header-mutations/ssd-refused", "ssd",
+    /* and a file of an architecture the engine does not know (with a builder) */
+    g_test_add_data_func("/fuzz/header-mutations/unknown-refused", "unknown",
                          test_header_mutations);
     g_test_add_data_func("/fuzz/poisoned-weights/resnet", "resnet", test_poisoned_weights);
     g_test_add_data_func("/fuzz/poisoned-weights/mobilenet-v3", "mobilenet-v3",
@@ -435,6 +453,9 @@ int main(int argc, char **argv)
     g_test_add_data_func("/fuzz/poisoned-weights/retinanet-v2", "retinanet-v2",
                          test_poisoned_weights);
     g_test_add_data_func("/fuzz/poisoned-weights/fcos", "fcos", test_poisoned_weights);
+    /* SSDlite: the layer lists' parser, the default boxes, the softmax decoding */
+    g_test_add_data_func("/fuzz/header-mutations/ssdlite", "ssdlite", test_header_mutations);
+    g_test_add_data_func("/fuzz/poisoned-weights/ssdlite", "ssdlite", test_poisoned_weights);
     int result = g_test_run();
 
     gchar *fuzz = g_build_filename(tmp_dir, "fuzz.safetensors", NULL);

@@ -346,10 +346,42 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
         g_assert_cmpint(n_int8, ==,
                         body + 2 * model->config.n_returned_layers + model->config.n_fpn_levels);
     }
+    const vd_config *cfg = &model->config;
+    if (cfg->detector == VD_DETECTOR_SSD) {
+        /* SSD, SSDlite: a convolution per conv layer of every layer list (heads
+         * included), a pooling per max-pool, no product; the first convolution
+         * (VGG16's conv1_1, MobileNetV3's stem) reported under its module's name */
+        const vd_ssd_config *s = &cfg->ssd;
+        const vd_ssd_layers *lists[4 * VD_MAX_FPN_LEVELS];
+        int n_lists = 0, n_conv_layers = 0, n_pool_layers = 0;
+        for (int i = 0; i < s->n_body; i++)
+            lists[n_lists++] = &s->body[i];
+        for (int i = 0; i < s->n_extra; i++)
+            lists[n_lists++] = &s->extra[i];
+        for (int l = 0; l < s->n_levels; l++) {
+            lists[n_lists++] = &s->cls[l];
+            lists[n_lists++] = &s->reg[l];
+        }
+        for (int i = 0; i < n_lists; i++)
+            for (int j = 0; j < lists[i]->n_ops; j++) {
+                n_conv_layers += lists[i]->ops[j].kind == VD_SSD_CONV;
+                n_pool_layers += lists[i]->ops[j].kind == VD_SSD_MAXPOOL;
+            }
+        gboolean first = FALSE;
+        for (int i = 0; i < n; i++)
+            first = first || g_str_equal(kernels[i].layer, s->body[0].ops[0].name);
+        g_assert_cmpint(n_conv, >=, n_conv_layers); /* Winograd splits add parts */
+        g_assert_cmpint(n_pool, ==, n_pool_layers);
+        g_assert_cmpint(n_matmul, ==, 0);
+        g_assert_cmpint(n_deconv, ==, 0);
+        g_assert_true(first);
+        g_free(pixels);
+        vd_context_free(ctx);
+        return;
+    }
     /* every layer reported: stem + backbone + FPN + RPN convolutions, max-pool, the
      * three box-head products; one-stage detectors: P6 and P7, the head's two
      * branches on every level, no product */
-    const vd_config *cfg = &model->config;
     gboolean mnv3 = cfg->backbone_type == VD_BACKBONE_MOBILENET_V3;
     gboolean one_stage = cfg->detector == VD_DETECTOR_ONE_STAGE;
     int expected_conv =
@@ -438,7 +470,11 @@ static vd_model *exported_model(const char *builder)
     g_assert_cmpint(
         model->config.n_box_convs, ==,
         g_str_has_prefix(builder, "fasterrcnn_") && g_str_has_suffix(builder, "_v2") ? 4 : 0);
-    g_assert_cmpint(model->config.min_size, ==, 512);
+    /* SSD and SSDlite: their fixed size (the exporter takes no min/max size for them) */
+    if (model->config.detector == VD_DETECTOR_SSD)
+        g_assert_cmpint(model->config.fixed_h, ==, model->config.ssd.lite ? 320 : 300);
+    else
+        g_assert_cmpint(model->config.min_size, ==, 512);
     g_free(path);
     g_free(name);
     return for_this_run(model);
@@ -457,8 +493,9 @@ static vd_model *resnet50_fpn_v2(void)
  * x86 (the Debian 13 run). */
 static gboolean left_out_emulated(const char *builder)
 {
-    static const char *const later[] = {"keypointrcnn_resnet50_fpn", "retinanet_resnet50_fpn",
-                                        "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn"};
+    static const char *const later[] = {
+        "keypointrcnn_resnet50_fpn", "retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2",
+        "fcos_resnet50_fpn",         "ssd300_vgg16",           "ssdlite320_mobilenet_v3_large"};
     if (!emulated())
         return FALSE;
     for (guint i = 0; i < G_N_ELEMENTS(later); i++)
@@ -473,6 +510,12 @@ static void check_exported(const char *builder)
 {
     if (left_out_emulated(builder)) {
         g_test_skip("emulated: this family's layers are checked natively (kernels-xnnpack)");
+        return;
+    }
+    /* SSD's dilated convolution, ReLU6 and max-pools have no XNNPACK layer: the
+     * context refuses them there (engine/SSD.md) */
+    if (g_str_has_prefix(builder, "ssd") && layers_xnnpack()) {
+        g_test_skip("SSD and SSDlite do not run on XNNPACK's layers");
         return;
     }
     vd_model *model = exported_model(builder);
@@ -531,6 +574,23 @@ static void test_fcos_fp32(void)
     check_exported("fcos_resnet50_fpn");
 }
 
+/* ssd300_vgg16 (engine/SSD.md): VGG16's convolutions (conv1_1 on the 3-channel
+ * input, fc6 dilated by 6), its max-pools (the third with ceil_mode: padding on the
+ * bottom and right), the extras' convolutions without padding down to 1x1, the
+ * heads' 3x3 convolutions with 4 or 6 x 91 outputs padded to the channel block. */
+static void test_ssd300_fp32(void)
+{
+    check_exported("ssd300_vgg16");
+}
+
+/* ssdlite320_mobilenet_v3_large: MobileNetV3's and the extras' depthwise and 1x1
+ * convolutions with ReLU6 or hardswish fused, the inverted residuals' sum, the
+ * heads' depthwise 3x3 + ReLU6 and 1x1 convolutions. */
+static void test_ssdlite_fp32(void)
+{
+    check_exported("ssdlite320_mobilenet_v3_large");
+}
+
 /* On aarch64 bf16 is refused because oneDNN has only reference loops for it there
  * (Debian's oneDNN, without Arm Compute Library, BF16 processor or not): the refusal
  * @message names what oneDNN gave when asked, and this fails where oneDNN gives the
@@ -581,8 +641,12 @@ static void test_bf16(void)
             vd_model_unref(mnv3);
         }
         static const char *const one_stage[] = {"retinanet_resnet50_fpn",
-                                                "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn"};
+                                                "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn",
+                                                "ssd300_vgg16", "ssdlite320_mobilenet_v3_large"};
         for (size_t i = 0; i < G_N_ELEMENTS(one_stage); i++) {
+            /* emulated, SSD's are left out as in fp32 */
+            if (g_str_has_prefix(one_stage[i], "ssd") && left_out_emulated(one_stage[i]))
+                continue;
             vd_model *retinanet = exported_model(one_stage[i]);
             if (retinanet != NULL) {
                 check_frame_kernels(retinanet, VD_PRECISION_BF16);
@@ -839,6 +903,8 @@ int main(int argc, char **argv)
     g_test_add_func("/kernels/retinanet-resnet50-fpn/fp32", test_retinanet_fp32);
     g_test_add_func("/kernels/retinanet-resnet50-fpn-v2/fp32", test_retinanet_v2_fp32);
     g_test_add_func("/kernels/fcos-resnet50-fpn/fp32", test_fcos_fp32);
+    g_test_add_func("/kernels/ssd300-vgg16/fp32", test_ssd300_fp32);
+    g_test_add_func("/kernels/ssdlite320-mobilenet-v3-large/fp32", test_ssdlite_fp32);
     g_test_add_func("/kernels/bf16", test_bf16);
     g_test_add_func("/kernels/fp16", test_fp16);
     g_test_add_func("/kernels/int8", test_int8);

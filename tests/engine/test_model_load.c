@@ -460,6 +460,76 @@ static fixture *fx_retinanet_v2(void)
     return fx_tiny_retinanet(2, TRUE);
 }
 
+/* SSDlite (engine/SSD.md): the tiny fixture loads with its layer lists (batch norms
+ * folded, activations on their convolutions, the residual's save and add, the SE),
+ * default boxes and heads; malformed layer lists, default boxes and heads are refused
+ * naming the cause. */
+static void test_ssdlite(void)
+{
+    fixture *fx = fx_tiny_ssdlite();
+    vd_model *model = fx_load_ok(fx);
+    const vd_config *c = &model->config;
+    const vd_ssd_config *s = &c->ssd;
+    g_assert_cmpint(c->detector, ==, VD_DETECTOR_SSD);
+    g_assert_cmpint(c->backbone_type, ==, VD_BACKBONE_SSD);
+    g_assert_true(s->lite);
+    g_assert_cmpint(c->fixed_h, ==, 64);
+    g_assert_cmpint(c->fixed_w, ==, 64);
+    g_assert_cmpint(s->n_body, ==, 2);
+    g_assert_cmpint(s->n_extra, ==, 2);
+    g_assert_cmpint(s->n_levels, ==, 4);
+    g_assert_cmpint(s->level_channels[0], ==, 16);
+    g_assert_cmpint(s->anchors[3], ==, 4);
+    g_assert_cmpint(s->steps[0], ==, 0);
+    g_assert_cmpint(c->head.topk_candidates, ==, 100);
+    g_assert_cmpfloat(c->bbox_reg_weights[0], ==, 10.0f);
+    g_assert_cmpfloat(c->box_nms_thresh, ==, 0.55f);
+    g_assert_cmpfloat(c->norm_eps, ==, 0.001f);
+    /* body 0: stem (+ hardswish), save, depthwise (+ ReLU), SE, project (adds), expansion */
+    g_assert_cmpint(s->body[0].n_ops, ==, 6);
+    g_assert_cmpint(s->body[0].ops[0].act, ==, VD_ACT_HARDSWISH);
+    g_assert_cmpint(s->body[0].ops[1].kind, ==, VD_SSD_SAVE);
+    g_assert_cmpint(s->body[0].ops[2].conv.groups, ==, 8);
+    g_assert_cmpint(s->body[0].ops[3].kind, ==, VD_SSD_SQUEEZE_EXCITE);
+    g_assert_true(s->body[0].ops[4].add_saved);
+    g_assert_cmpint(s->extra[0].ops[0].act, ==, VD_ACT_RELU6);
+    g_assert_cmpint(s->extra[1].ops[0].kind, ==, VD_SSD_MAXPOOL);
+    g_assert_true(s->extra[1].ops[0].ceil_mode);
+    g_assert_cmpint(s->extra[1].ops[1].conv.dilation, ==, 2);
+    g_assert_cmpint(s->cls[0].ops[1].conv.out_channels, ==, 4 * 3);
+    g_assert_cmpstr(vd_model_description(model), ==, "ssdlite mobilenet_v3_large, 3 classes");
+    vd_model_unref(model);
+
+    static const config_case cases[] = {
+        {"\"fixed_size\":[64,64],", "", VD_ERROR_FORMAT, "needs 'transform.fixed_size'", NULL},
+        {"\"in_channels\":3,", "\"in_channels\":4,", VD_ERROR_FORMAT, "its input has 3", NULL},
+        {"\"op\":\"relu\"}", "\"op\":\"gelu\"}", VD_ERROR_UNSUPPORTED,
+         "layer 'gelu' is not supported", NULL},
+        {"\"residual\":true", "\"residual\":1", VD_ERROR_FORMAT,
+         "'backbone.stages[0][3].residual' is missing or not a boolean", NULL},
+        {"\"squeeze_channels\":4", "\"squeeze_channels\":5", VD_ERROR_FORMAT,
+         "backbone.features.0.1.block.1.fc1.weight", NULL},
+        {"\"ceil_mode\":true", "\"ceil_mode\":true,\"dilation\":1", VD_ERROR_FORMAT,
+         "dilation", NULL},
+        {"\"scales\":[0.2,", "\"scales\":[", VD_ERROR_FORMAT, "'anchors.scales'", NULL},
+        {"\"steps\":null", "\"steps\":[8,16]", VD_ERROR_FORMAT, "'anchors.steps'", NULL},
+        {"\"type\":\"default_boxes\"", "\"type\":\"grid\"", VD_ERROR_FORMAT,
+         "'anchors.type'", NULL},
+        {"\"num_anchors\":[4,4,4,4]", "\"num_anchors\":[4,4,4,6]", VD_ERROR_FORMAT,
+         "'head.num_anchors[3]'", NULL},
+        {"\"in_channels\":[16,8,8,8]", "\"in_channels\":[16,8,8]", VD_ERROR_FORMAT,
+         "'head.in_channels'", NULL},
+        {"\"type\":\"ssdlite\"", "\"type\":\"ssd\"", VD_ERROR_FORMAT, "'head.type'", NULL},
+        {"\"bbox_xform_clip\":4.135166556742356", "\"bbox_xform_clip\":3", VD_ERROR_UNSUPPORTED,
+         "'head.bbox_xform_clip' 3", NULL},
+        {"\"name\":\"backbone.extra.1.1\"", "\"name\":\"backbone.extra.1.9\"", VD_ERROR_FORMAT,
+         "backbone.extra.1.9.weight", NULL},
+        {"\"builder\":", "\"fpn\":{},\"builder\":", VD_ERROR_FORMAT, "unknown key 'fpn'",
+         NULL},
+    };
+    expect_config_errors(fx_tiny_ssdlite, cases, G_N_ELEMENTS(cases));
+}
+
 /* retinanet_resnet50_fpn (engine/RETINANET.md): the tiny fixture loads with its
  * one-stage parts (P6 and P7, the head's branches, the thresholds of its "head");
  * malformed one-stage configurations and weights are refused naming the cause. */
@@ -602,24 +672,23 @@ static void test_unsupported_metadata(void)
     static const config_case cases[] = {
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"yolov8\"", VD_ERROR_UNSUPPORTED,
          "architecture 'yolov8' is not supported", NULL},
-        /* the families the exporter writes and the engine does not run yet */
+        /* a two-stage configuration under SSD's architectures (SSD and SSDlite run) */
         {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_UNSUPPORTED,
-         "ssd300_vgg16 (architecture \"ssd\"): this engine does not run SSD yet", "L2 norm"},
+         "\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\"", VD_ERROR_FORMAT,
+         "unknown key 'fpn'", NULL},
         /* a two-stage configuration under a one-stage architecture */
         {"\"architecture\":\"fasterrcnn\"", "\"architecture\":\"retinanet\"", VD_ERROR_FORMAT,
          "unknown key 'rpn'", NULL},
-        {"\"architecture\":\"fasterrcnn\"",
-         "\"architecture\":\"ssd\",\"builder\":\"bad\\u0001name\"", VD_ERROR_UNSUPPORTED,
-         "a model without a usable \"builder\" (architecture \"ssd\")", "L2 norm"},
         /* Keypoint R-CNN runs: a file without its keypoint head is malformed */
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"keypointrcnn\",\"builder\":[1]", VD_ERROR_FORMAT,
          "architecture 'keypointrcnn' needs 'roi_heads.keypoint_head'", NULL},
         {"\"architecture\":\"fasterrcnn\"",
          "\"architecture\":\"ssdlite\",\"builder\":\"ssdlite320_mobilenet_v3_large\"",
-         VD_ERROR_UNSUPPORTED, "ssdlite320_mobilenet_v3_large (architecture \"ssdlite\")",
-         "depthwise-separable heads"},
+         VD_ERROR_FORMAT, "unknown key 'fpn'", NULL},
+        /* SSD's fixed size under another architecture */
+        {"\"size_divisible\":32", "\"size_divisible\":32,\"fixed_size\":[300,300]",
+         VD_ERROR_FORMAT, "'transform.fixed_size' is only valid with architecture 'ssd'", NULL},
         {"\"type\":\"resnet\"", "\"type\":\"mobilenet_v2\"", VD_ERROR_UNSUPPORTED,
          "backbone type 'mobilenet_v2'", NULL},
         {"\"block\":\"basic\"", "\"block\":\"inverted_residual\"", VD_ERROR_UNSUPPORTED,
@@ -1857,6 +1926,7 @@ int main(int argc, char **argv)
     g_test_add_func("/model-load/mask/valid", test_mask_valid);
     g_test_add_func("/model-load/mask/invalid", test_mask_invalid);
     g_test_add_func("/model-load/retinanet", test_retinanet);
+    g_test_add_func("/model-load/ssdlite", test_ssdlite);
     g_test_add_func("/model-load/fcos", test_fcos);
     g_test_add_func("/model-load/mask/export", test_export_maskrcnn);
     g_test_add_func("/model-load/keypoint/valid", test_keypoint_valid);

@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The CPU backend's SSD and SSDlite (engine/SSD.md): the feature extractor as the
+ * model's layer lists (a cpu_backbone: convolutions with their batch norm folded
+ * and activation fused, max-pools, squeeze-and-excitation, inverted residuals;
+ * VGG16's L2 norm on its first feature map), then, as a cpu_detector, the default
+ * boxes once per size, the heads on every feature map and torchvision's
+ * SSD.postprocess_detections: softmax over the classes, every box decoded and
+ * clipped, per class (background aside) the scores over the threshold and the
+ * topk_candidates best, then batched NMS and the detections_per_img cap. */
+#include "vd_config.h"
+#include "cpu/vd_cpu_private.h"
+#include "vd_math.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Layer lists                                                               */
+
+/* Layers of every list of the model, in the plan's order: the body's lists, the
+ * extras, then per level the classification and the regression head */
+static int count_ops(const vd_ssd_config *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_body; i++)
+        n += s->body[i].n_ops;
+    for (int i = 0; i < s->n_extra; i++)
+        n += s->extra[i].n_ops;
+    for (int l = 0; l < s->n_levels; l++)
+        n += s->cls[l].n_ops + s->reg[l].n_ops;
+    return n;
+}
+
+/* An inverted residual's input, copied into its last convolution's output, onto
+ * which that convolution adds itself */
+static gboolean step_copy_residual(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    memcpy(step->dst->data, step->src->data, tensor_size(step->src));
+    return TRUE;
+}
+
+static gboolean step_squeeze_excite(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)st;
+    (void)error;
+    const vd_ssd_op *op = step->data;
+    cpu_squeeze_excite(step->dst, &op->fc1, &op->fc2, step->work);
+    return TRUE;
+}
+
+/* torch's MaxPool2d output size, ceil_mode included (a last window must start
+ * inside the input or its left padding) */
+static int pool_out_size(int n, int kernel, int stride, int padding, gboolean ceil_mode)
+{
+    int span = n + 2 * padding - kernel;
+    int out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+    if (ceil_mode && (out - 1) * stride >= n + padding)
+        out--;
+    return out;
+}
+
+static int dilated_out_size(int n, const vd_conv *w)
+{
+    int d = MAX(w->dilation, 1);
+    return (n + 2 * w->padding - d * (w->kernel - 1) - 1) / w->stride + 1;
+}
+
+/* The steps of layer list @layers from @src, its ops' convolutions and pools at
+ * @base in plan->ssd; *@out its output. @last_w (non-NULL for a head) replaces the
+ * last convolution's weights, which write float32 (output channels padded). */
+static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *layers,
+                            cpu_tensor *src, int base, const vd_conv *last_w, cpu_tensor **out,
+                            GError **error)
+{
+    cpu_ssd_plan *sp = &plan->ssd;
+    dnnl_data_type_t dt = act_dt(st);
+    cpu_tensor *x = src, *saved = NULL;
+    for (int i = 0; i < layers->n_ops; i++) {
+        const vd_ssd_op *op = &layers->ops[i];
+        gboolean last = i == layers->n_ops - 1 && last_w != NULL;
+        cpu_tensor *y;
+        switch (op->kind) {
+        case VD_SSD_SAVE:
+            saved = x;
+            break;
+        case VD_SSD_CONV: {
+            const vd_conv *w = last ? last_w : &op->conv;
+            int oh = dilated_out_size(x->h, w), ow = dilated_out_size(x->w, w);
+            if (oh < 1 || ow < 1) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "layer %s: a %dx%d input is too small for this SSD model", op->name,
+                            x->h, x->w);
+                return FALSE;
+            }
+            y = plan_tensor(st, plan, oh, ow, w->out_channels, last ? dnnl_f32 : dt, TRUE, NULL,
+                            error);
+            if (y == NULL)
+                return FALSE;
+            /* dilated (VGG16's fc6) below AVX-512: in NHWC between two reorders, where
+             * oneDNN 2.6's nChw8c kernels are reference loops */
+            if (MAX(w->dilation, 1) > 1 && x->tag != dnnl_nhwc && st->cb != 16 && !op->add_saved) {
+                cpu_tensor *xn =
+                    plan_tensor_tag(st, plan, x->h, x->w, x->c, x->dt, dnnl_nhwc, NULL, error);
+                cpu_tensor *yn =
+                    xn ? plan_tensor_tag(st, plan, oh, ow, y->c, y->dt, dnnl_nhwc, NULL, error)
+                       : NULL;
+                if (yn == NULL ||
+                    !vd_layers_reorder_new(st->engine, vd_layers_memory_md(x->mem),
+                                           vd_layers_memory_md(xn->mem), &sp->to_nhwc[base + i],
+                                           "dilated convolution", error) ||
+                    !vd_layers_reorder_new(st->engine, vd_layers_memory_md(yn->mem),
+                                           vd_layers_memory_md(y->mem), &sp->from_nhwc[base + i],
+                                           "dilated convolution", error) ||
+                    !conv_init_model(st, &sp->convs[base + i], w, xn, yn, FALSE, op->act, error))
+                    return FALSE;
+                plan_step_primitive(plan, sp->to_nhwc[base + i], DNNL_ARG_FROM, x, DNNL_ARG_TO, xn,
+                                    NULL, "dilated convolution");
+                plan_step_conv(plan, &sp->convs[base + i]);
+                plan_step_primitive(plan, sp->from_nhwc[base + i], DNNL_ARG_FROM, yn, DNNL_ARG_TO,
+                                    y, NULL, "dilated convolution");
+                x = y;
+                break;
+            }
+            if (op->add_saved) {
+                /* the loader checked the channels; a stride or a padding inside the
+                 * block can still change its size */
+                if (saved == NULL || saved->h != oh || saved->w != ow || saved->c != y->c ||
+                    saved->dt != y->dt || saved->tag != y->tag) {
+                    g_set_error(error, VD_ERROR, VD_ERROR_FORMAT,
+                                "layer %s: a residual block's output (%dx%d) is not the size of "
+                                "its input (%dx%d)",
+                                op->name, oh, ow, saved ? saved->h : 0, saved ? saved->w : 0);
+                    return FALSE;
+                }
+                plan_step(plan, step_wait, "inverted residual");
+                cpu_step *copy = plan_step(plan, step_copy_residual, "inverted residual");
+                copy->src = saved;
+                copy->dst = y;
+            }
+            if (!conv_init_model(st, &sp->convs[base + i], w, x, y, op->add_saved, op->act, error))
+                return FALSE;
+            plan_step_conv(plan, &sp->convs[base + i]);
+            x = y;
+            break;
+        }
+        case VD_SSD_MAXPOOL: {
+            int oh = pool_out_size(x->h, op->kernel, op->stride, op->padding, op->ceil_mode);
+            int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
+            if (oh < 1 || ow < 1) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
+                return FALSE;
+            }
+            if (st->xnn != NULL) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "SSD's max-pools do not run on XNNPACK's layers");
+                return FALSE;
+            }
+            /* ceil_mode: the bottom and right padding that makes oneDNN's size torch's */
+            int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
+            int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
+            y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
+            dnnl_primitive_desc_t pd = NULL;
+            gboolean ok =
+                y != NULL &&
+                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
+                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
+                                          op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
+                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
+            vd_layers_pd_free(pd);
+            if (!ok)
+                return FALSE;
+            plan_step_primitive(plan, sp->pools[base + i], DNNL_ARG_SRC, x, DNNL_ARG_DST, y, NULL,
+                                "max-pool");
+            x = y;
+            break;
+        }
+        case VD_SSD_SQUEEZE_EXCITE: {
+            plan_step(plan, step_wait, "squeeze-and-excitation");
+            cpu_step *step = plan_step(plan, step_squeeze_excite, "squeeze-and-excitation");
+            step->dst = x;
+            step->data = op;
+            step->work = sp->se_work;
+            break;
+        }
+        }
+    }
+    *out = x;
+    return TRUE;
+}
+
+/* F.normalize(x, p=2, dim=1, eps) times the per-channel scale (SSDFeatureExtractorVGG):
+ * per pixel, the L2 norm over the channels (accumulated in double), clamped to eps,
+ * then scale[c] * (x / norm), from @step->src into @step->dst (same shape and layout). */
+static gboolean step_l2_norm(cpu_state *st, const cpu_step *step, GError **error)
+{
+    (void)error;
+    const vd_ssd_config *s = &st->model->config.ssd;
+    const cpu_tensor *t = step->src;
+    cpu_tensor *d = step->dst;
+    size_t hw = (size_t)t->h * t->w;
+    const int CB = t->cb, C = t->c;
+#define L2_AT(c, p) (((size_t)((c) / CB) * hw + (p)) * CB + (c) % CB)
+#pragma omp parallel for
+    for (size_t p = 0; p < hw; p++) {
+        double squares = 0.0;
+        for (int c = 0; c < C; c++) {
+            double v = load_f32(t->data, t->dt, L2_AT(c, p));
+            squares += v * v;
+        }
+        float norm = (float)sqrt(squares);
+        norm = norm < s->l2_eps ? s->l2_eps : norm;
+        for (int c = 0; c < C; c++) {
+            float v = load_f32(t->data, t->dt, L2_AT(c, p)) / norm;
+            store_f32(d->data, d->dt, L2_AT(c, p), s->l2_scale[c] * v);
+        }
+    }
+#undef L2_AT
+    return TRUE;
+}
+
+static int widest_se(const vd_ssd_layers *layers, int n)
+{
+    int w = 1;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < layers[i].n_ops; k++)
+            if (layers[i].ops[k].kind == VD_SSD_SQUEEZE_EXCITE)
+                w = MAX(w, layers[i].ops[k].fc1.in_features);
+    return w;
+}
+
+/* The backbone: the input, the body's lists (VGG16: its L2 norm for level 0), the
+ * extras; every feature map into plan->fpn_out[] */
+static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    cpu_ssd_plan *sp = &plan->ssd;
+    dnnl_data_type_t dt = act_dt(st);
+    size_t in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dnnl_f32, 0));
+    size_t stem_in_bytes = round64(tensor_bytes(plan->padded_h, plan->padded_w, 3, dt, 0));
+
+    sp->n_ops = count_ops(s);
+    sp->convs = g_try_new0(cpu_conv, sp->n_ops);
+    sp->pools = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->to_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->from_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->se_work =
+        try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body), widest_se(s->extra, s->n_extra)),
+                  "squeeze-and-excitation", error);
+    if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory planning SSD's layers");
+        return FALSE;
+    }
+    if (sp->se_work == NULL)
+        return FALSE;
+    plan->temps_bytes = in_bytes + stem_in_bytes;
+    plan->temps = alloc_aligned(plan->temps_bytes, "activations", error);
+    if (plan->temps == NULL)
+        return FALSE;
+    g_ptr_array_add(plan->buffers, plan->temps);
+    if (!plan_input(st, plan, plan->temps, in_bytes, dt, error))
+        return FALSE;
+
+    int base = 0;
+    cpu_tensor *x = plan->stem_in;
+    for (int i = 0; i < s->n_body; i++) {
+        if (!plan_layers(st, plan, &s->body[i], x, base, NULL, &x, error))
+            return FALSE;
+        base += s->body[i].n_ops;
+        plan->fpn_out[i] = x;
+    }
+    if (s->l2_channels > 0) {
+        cpu_tensor *normed = plan_tensor(st, plan, x->h, x->w, x->c, x->dt, TRUE, NULL, error);
+        if (normed == NULL)
+            return FALSE;
+        plan_step(plan, step_wait, "L2 norm");
+        cpu_step *step = plan_step(plan, step_l2_norm, "L2 norm");
+        step->src = x;
+        step->dst = normed;
+        plan->fpn_out[0] = normed;
+    }
+    for (int i = 0; i < s->n_extra; i++) {
+        if (!plan_layers(st, plan, &s->extra[i], x, base, NULL, &x, error))
+            return FALSE;
+        base += s->extra[i].n_ops;
+        plan->fpn_out[s->n_body + i] = x;
+    }
+    plan->n_levels = s->n_levels;
+    plan->n_returned = s->n_levels;
+    return TRUE;
+}
+
+static void ssd_plan_clear(cpu_plan *plan)
+{
+    cpu_ssd_plan *sp = &plan->ssd;
+    for (int i = 0; i < sp->n_ops; i++) {
+        if (sp->convs != NULL)
+            conv_clear(&sp->convs[i]);
+        if (sp->pools != NULL)
+            vd_layers_primitive_free(sp->pools[i]);
+        if (sp->to_nhwc != NULL)
+            vd_layers_primitive_free(sp->to_nhwc[i]);
+        if (sp->from_nhwc != NULL)
+            vd_layers_primitive_free(sp->from_nhwc[i]);
+    }
+    g_free(sp->convs);
+    g_free(sp->pools);
+    g_free(sp->to_nhwc);
+    g_free(sp->from_nhwc);
+    g_free(sp->se_work);
+    *sp = (cpu_ssd_plan){0};
+}
+
+static void layers_kernels(GArray *out, GStringChunk *strings, const cpu_ssd_plan *sp,
+                           const vd_ssd_layers *layers, int base)
+{
+    for (int i = 0; i < layers->n_ops; i++) {
+        const vd_ssd_op *op = &layers->ops[i];
+        if (op->kind == VD_SSD_CONV) {
+            conv_kernels(out, strings, &sp->convs[base + i], op->name);
+            if (sp->to_nhwc[base + i] != NULL) {
+                kernel_add(out, strings, sp->to_nhwc[base + i], "reorder", "%s.in", op->name);
+                kernel_add(out, strings, sp->from_nhwc[base + i], "reorder", "%s.out", op->name);
+            }
+        } else if (op->kind == VD_SSD_MAXPOOL)
+            kernel_add(out, strings, sp->pools[base + i], "pooling", "%s", op->name);
+    }
+}
+
+static void ssd_backbone_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
+                                 GStringChunk *strings)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    const cpu_ssd_plan *sp = &plan->ssd;
+    int base = 0;
+    if (sp->convs == NULL)
+        return;
+    for (int i = 0; i < s->n_body; i++) {
+        layers_kernels(out, strings, sp, &s->body[i], base);
+        base += s->body[i].n_ops;
+    }
+    for (int i = 0; i < s->n_extra; i++) {
+        layers_kernels(out, strings, sp, &s->extra[i], base);
+        base += s->extra[i].n_ops;
+    }
+}
+
+/* The backbone's part of the plan is freed with the detector's (ssd_plan_clear) */
+static void ssd_backbone_clear(cpu_plan *plan)
+{
+    (void)plan;
+}
+
+const cpu_backbone vd_cpu_ssd_backbone = {
+    .type = VD_BACKBONE_SSD,
+    .plan = plan_ssd_backbone,
+    .clear = ssd_backbone_clear,
+    .kernels = ssd_backbone_kernels,
+    .int8 = FALSE,
+};
+
+/* ------------------------------------------------------------------------ */
+/* The detector                                                              */
+
+static gboolean ssd_supports(const vd_model *model, vd_precision precision,
+                             const vd_context_params *params, GError **error)
+{
+    if (precision == VD_PRECISION_INT8 || params->calibrate) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s covers the two-stage detectors, not %s (%s): use fp32 or bf16",
+                    params->calibrate ? "int8 calibration" : "precision int8",
+                    vd_model_description(model),
+                    model->config.ssd.lite ? "SSDlite has no int8 plan" : "SSD has no int8 plan");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void ssd_clear(cpu_state *st)
+{
+    for (int l = 0; l < VD_MAX_FPN_LEVELS; l++) {
+        vd_conv *convs[2] = {&st->ssd.cls[l], &st->ssd.reg[l]};
+        for (int i = 0; i < 2; i++) {
+            g_free(convs[i]->weight);
+            g_free(convs[i]->bias);
+            *convs[i] = (vd_conv){0};
+        }
+    }
+}
+
+static gboolean ssd_prepare(cpu_state *st, GError **error)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    for (int l = 0; l < s->n_levels; l++) {
+        const vd_ssd_layers *c = &s->cls[l], *r = &s->reg[l];
+        if (!one_stage_pad_conv(&c->ops[c->n_ops - 1].conv, NULL, st->cb, &st->ssd.cls[l], error) ||
+            !one_stage_pad_conv(&r->ops[r->n_ops - 1].conv, NULL, st->cb, &st->ssd.reg[l], error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+/* DefaultBoxGenerator for the padded size, in torchvision's float32 arithmetic:
+ * the (w, h) pairs from the scales and aspect ratios (Python doubles, then
+ * float32; clamped to [0, 1] with clip), the centres ((i + 0.5) / f_k in
+ * float32, f_k the image size over the step or the feature map's size), then
+ * (centre -+ 0.5 * wh) * image size; per level, location by location, pair by
+ * pair. */
+static gboolean plan_default_boxes(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    int total = 0;
+    for (int l = 0; l < plan->n_levels; l++) {
+        plan->level_anchor_offset[l] = total;
+        total += plan->fpn_out[l]->h * plan->fpn_out[l]->w * s->anchors[l];
+    }
+    plan->level_anchor_offset[plan->n_levels] = total;
+    plan->n_anchors = total;
+    plan->anchors = try_alloc((size_t)MAX(total, 1) * 4, "default boxes", error);
+    if (plan->anchors == NULL)
+        return FALSE;
+    float H = (float)plan->padded_h, W = (float)plan->padded_w;
+    for (int l = 0; l < plan->n_levels; l++) {
+        float wh[2 + 2 * VD_MAX_SSD_ASPECT_RATIOS][2];
+        int A = s->anchors[l];
+        double sk = s->scales[l], sp = sqrt(s->scales[l] * s->scales[l + 1]);
+        wh[0][0] = wh[0][1] = (float)sk;
+        wh[1][0] = wh[1][1] = (float)sp;
+        for (int k = 0; k < s->n_aspect_ratios[l]; k++) {
+            double sq = sqrt(s->aspect_ratios[l][k]);
+            float w = (float)(sk * sq), h = (float)(sk / sq);
+            wh[2 + 2 * k][0] = w;
+            wh[2 + 2 * k][1] = h;
+            wh[3 + 2 * k][0] = h;
+            wh[3 + 2 * k][1] = w;
+        }
+        if (s->clip)
+            for (int a = 0; a < A; a++)
+                for (int q = 0; q < 2; q++)
+                    wh[a][q] = wh[a][q] < 0.0f ? 0.0f : wh[a][q] > 1.0f ? 1.0f : wh[a][q];
+        int fh = plan->fpn_out[l]->h, fw = plan->fpn_out[l]->w;
+        float fx = s->steps[l] > 0 ? (float)((double)plan->padded_w / s->steps[l]) : (float)fw;
+        float fy = s->steps[l] > 0 ? (float)((double)plan->padded_h / s->steps[l]) : (float)fh;
+        float *out = plan->anchors + (size_t)plan->level_anchor_offset[l] * 4;
+        for (int y = 0; y < fh; y++) {
+            volatile float cy = ((float)y + 0.5f) / fy;
+            for (int x = 0; x < fw; x++) {
+                volatile float cx = ((float)x + 0.5f) / fx;
+                for (int a = 0; a < A; a++) {
+                    volatile float hw_ = 0.5f * wh[a][0], hh = 0.5f * wh[a][1];
+                    volatile float x1 = cx - hw_, y1 = cy - hh, x2 = cx + hw_, y2 = cy + hh;
+                    *out++ = x1 * W;
+                    *out++ = y1 * H;
+                    *out++ = x2 * W;
+                    *out++ = y2 * H;
+                }
+            }
+        }
+    }
+    return TRUE;
+}
+
+static gboolean ssd_plan(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    cpu_ssd_plan *sp = &plan->ssd;
+    if (!plan_default_boxes(st, plan, error))
+        return FALSE;
+    int base = 0;
+    for (int i = 0; i < s->n_body; i++)
+        base += s->body[i].n_ops;
+    for (int i = 0; i < s->n_extra; i++)
+        base += s->extra[i].n_ops;
+    for (int l = 0; l < s->n_levels; l++) {
+        if (!plan_layers(st, plan, &s->cls[l], plan->fpn_out[l], base, &st->ssd.cls[l],
+                         &sp->cls_out[l], error))
+            return FALSE;
+        base += s->cls[l].n_ops;
+        if (!plan_layers(st, plan, &s->reg[l], plan->fpn_out[l], base, &st->ssd.reg[l],
+                         &sp->reg_out[l], error))
+            return FALSE;
+        base += s->reg[l].n_ops;
+    }
+    plan_step(plan, step_wait, "the SSD head");
+    return TRUE;
+}
+
+/* Channel @ch of pixel @p of float32 head output @t (blocked or NHWC) */
+static inline float head_at(const cpu_tensor *t, size_t p, int ch)
+{
+    size_t hw = (size_t)t->h * t->w;
+    return ((const float *)t->data)[((size_t)(ch / t->cb) * hw + p) * t->cb + ch % t->cb];
+}
+
+/* The heads' outputs in torchvision's order, [anchors][K] and [anchors][4] */
+static void gather_head(const cpu_plan *plan, const vd_ssd_config *s, int K, float *cls, float *reg)
+{
+    for (int l = 0; l < plan->n_levels; l++) {
+        const cpu_tensor *c = plan->ssd.cls_out[l], *r = plan->ssd.reg_out[l];
+        size_t hw = (size_t)c->h * c->w, at = (size_t)plan->level_anchor_offset[l];
+        int A = s->anchors[l];
+        for (size_t p = 0; p < hw; p++) {
+            for (int ch = 0; ch < A * K; ch++)
+                cls[(at + p * A) * K + ch] = head_at(c, p, ch);
+            for (int ch = 0; ch < 4 * A; ch++)
+                reg[(at + p * A) * 4 + ch] = head_at(r, p, ch);
+        }
+    }
+}
+
+static gboolean ssd_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan, int rh, int rw,
+                           const vd_image *image, vd_result *result, gboolean observe,
+                           GError **error)
+{
+    const vd_config *cfg = &st->model->config;
+    const vd_ssd_config *s = &cfg->ssd;
+    int K = cfg->num_classes, N = plan->n_anchors, topk = cfg->head.topk_candidates;
+    float thr = ctx->params.score_threshold;
+    gboolean ok = FALSE;
+    size_t n_cand = (size_t)MIN(topk, N) * (size_t)MAX(K - 1, 1);
+
+    vd_context_stage_mark(ctx, VD_STAGE_BOX_HEAD);
+    float *cls = try_alloc((size_t)MAX(N, 1) * K, "detections", error);
+    float *reg = cls ? try_alloc((size_t)MAX(N, 1) * 4, "detections", error) : NULL;
+    float *decoded = reg ? try_alloc((size_t)MAX(N, 1) * 4, "detections", error) : NULL;
+    float *level_scores = decoded ? try_alloc((size_t)MAX(N, 1), "detections", error) : NULL;
+    int *level_index = level_scores ? try_alloc((size_t)MAX(N, 1), "detections", error) : NULL;
+    int *top = level_index ? try_alloc((size_t)MAX(MIN(topk, N), 1), "detections", error) : NULL;
+    float *boxes = top ? try_alloc(MAX(n_cand, 1) * 4, "detections", error) : NULL;
+    float *scores = boxes ? try_alloc(MAX(n_cand, 1), "detections", error) : NULL;
+    int *labels = scores ? try_alloc(MAX(n_cand, 1), "detections", error) : NULL;
+    int *keep = labels ? try_alloc(MAX(n_cand, 1), "detections", error) : NULL;
+    if (keep == NULL)
+        goto out_free;
+
+    gather_head(plan, s, K, cls, reg);
+    int n_nonfinite = count_nonfinite(cls, (size_t)N * K) + count_nonfinite(reg, (size_t)N * 4);
+    if (observe) {
+        int64_t s1[2] = {N, K}, s2[2] = {N, 4};
+        vd_context_observe(ctx, "cls_logits", cls, s1, 2);
+        vd_context_observe(ctx, "bbox_regression", reg, s2, 2);
+    }
+    /* softmax over the classes (torch's arithmetic), every box decoded and clipped */
+    vd_softmax_rows(cls, N, K);
+    vd_decode_boxes(plan->anchors, reg, N, cfg->bbox_reg_weights, decoded);
+    vd_clip_boxes(decoded, N, (float)rh, (float)rw);
+
+    int m = 0;
+    for (int label = 1; label < K; label++) {
+        int n = 0;
+        for (int i = 0; i < N; i++) {
+            float v = cls[(size_t)i * K + label];
+            if (v > thr) {
+                level_scores[n] = v;
+                level_index[n] = i;
+                n++;
+            }
+        }
+        int k = vd_topk(level_scores, n, topk, top);
+        for (int j = 0; j < k; j++) {
+            const float *b = decoded + 4 * (size_t)level_index[top[j]];
+            /* a box with a non-finite coordinate (non-finite head outputs, which
+             * n_nonfinite counts) is dropped: torchvision would return it */
+            if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3])))
+                continue;
+            memcpy(boxes + 4 * (size_t)m, b, 4 * sizeof(float));
+            scores[m] = level_scores[top[j]];
+            labels[m] = label;
+            m++;
+        }
+    }
+    int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
+    kept = MIN(kept, ctx->params.max_detections);
+    write_detections(image, rh, rw, boxes, scores, labels, keep, kept, result);
+    result->n_nonfinite = n_nonfinite;
+    vd_context_stage_mark(ctx, VD_STAGE_POSTPROCESS);
+    ok = TRUE;
+
+out_free:
+    g_free(cls);
+    g_free(reg);
+    g_free(decoded);
+    g_free(level_scores);
+    g_free(level_index);
+    g_free(top);
+    g_free(boxes);
+    g_free(scores);
+    g_free(labels);
+    g_free(keep);
+    return ok;
+}
+
+static void ssd_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
+                        GStringChunk *strings)
+{
+    const vd_ssd_config *s = &st->model->config.ssd;
+    if (plan == NULL || plan->ssd.convs == NULL)
+        return;
+    int base = 0;
+    for (int i = 0; i < s->n_body; i++)
+        base += s->body[i].n_ops;
+    for (int i = 0; i < s->n_extra; i++)
+        base += s->extra[i].n_ops;
+    for (int l = 0; l < s->n_levels; l++) {
+        layers_kernels(out, strings, &plan->ssd, &s->cls[l], base);
+        base += s->cls[l].n_ops;
+        layers_kernels(out, strings, &plan->ssd, &s->reg[l], base);
+        base += s->reg[l].n_ops;
+    }
+}
+
+const cpu_detector vd_cpu_ssd = {
+    .kind = VD_DETECTOR_SSD,
+    .supports = ssd_supports,
+    .prepare = ssd_prepare,
+    .clear = ssd_clear,
+    .plan = ssd_plan,
+    .plan_clear = ssd_plan_clear,
+    .detect = ssd_detect,
+    .kernels = ssd_kernels,
+};
