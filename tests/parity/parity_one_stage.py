@@ -209,24 +209,23 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
             f"{cap} (total, <0.5, >=0.5) per image {counts}")
 
 
-def compare_head(report, ref, dump, stats):
-    """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
-    for name in [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]:
+def compare_dumped(report, names, ref, dump, stats, stat, tol):
+    """Stages @names of @ref against the dump's: missing or of another shape a
+    failure, else parity_common.check_relative within @tol (its fraction in @stat)."""
+    for name in names:
         a = dump.get(name)
         r = ref[name]
         if a is None or a.shape != r.shape:
             report.check(name, False, "missing from the dump" if a is None else
                          f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
             continue
-        diff = np.abs(a.astype(np.float64) - r)
-        d = float(diff.max())
-        scale = float(np.abs(r).max())
-        rel = d / scale if scale > 0 else d
-        stats["head_rel"] = max(stats.get("head_rel", 0.0), rel)
-        where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= pc.HEAD_REL_TOL,
-                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {pc.HEAD_REL_TOL:g}); worst at {list(map(int, where))}")
+        pc.check_relative(report, name, a, r, stats, stat, tol)
+
+
+def compare_head(report, ref, dump, stats):
+    """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
+    names = [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]
+    compare_dumped(report, names, ref, dump, stats, "head_rel", pc.HEAD_REL_TOL)
 
 
 def describe_reference(ref):

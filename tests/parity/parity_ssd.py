@@ -145,22 +145,8 @@ def calibrate(model, images_u8, seed=0, delta_std=1.0, target=400, cap=300):
 
 def compare_features(report, ref, dump, stats, feature_rel_tol):
     """Every feature map: @feature_rel_tol of max|ref|."""
-    for name in [k for k in ref if k.startswith("features.")]:
-        a = dump.get(name)
-        r = ref[name]
-        if a is None or a.shape != r.shape:
-            report.check(name, False, "missing from the dump" if a is None else
-                         f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
-            continue
-        diff = np.abs(a.astype(np.float64) - r)
-        d = float(diff.max())
-        scale = float(np.abs(r).max())
-        rel = d / scale if scale > 0 else d
-        stats["feature_rel"] = max(stats.get("feature_rel", 0.0), rel)
-        where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= feature_rel_tol,
-                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {feature_rel_tol:g}); worst at {list(map(int, where))}")
+    pos.compare_dumped(report, [k for k in ref if k.startswith("features.")], ref, dump, stats,
+                       "feature_rel", feature_rel_tol)
 
 
 def describe_reference(ref):
