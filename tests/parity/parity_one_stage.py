@@ -19,11 +19,9 @@ import parity_common as pc
 from parity_common import np, torch, log
 
 
-def reference(model, img_u8):
-    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
-    vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
-    the image's pixels, torchvision's order)."""
-    h0, w0 = img_u8.shape[:2]
+def forward_head(model, img_u8):
+    """The transform, the backbone, the head and the anchors of a one-stage detector
+    or SSD in eval mode on @img_u8: (images, features, head_outputs, anchors)."""
     x = pc.to_tensor(img_u8)
     with torch.no_grad():
         images, _ = model.transform([x])
@@ -31,14 +29,13 @@ def reference(model, img_u8):
         feats = list(features.values())
         head_outputs = model.head(feats)
         anchors = model.anchor_generator(images, feats)
-        per_level = [f.size(2) * f.size(3) for f in feats]
-        a = head_outputs["cls_logits"].size(1) // sum(per_level)
-        per_level = [hw * a for hw in per_level]
-        split = {k: list(v.split(per_level, dim=1)) for k, v in head_outputs.items()}
-        split_anchors = [list(t.split(per_level)) for t in anchors]
-        found = model.postprocess_detections(split, split_anchors, images.image_sizes)
-        dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
-    out = {
+    return images, features, head_outputs, anchors
+
+
+def head_reference(images, anchors, head_outputs, dets, per_level):
+    """The arrays of reference() common to the one-stage detectors and SSD: sizes,
+    input, anchors, the head's outputs, the detections, '_levels' (anchors per level)."""
+    return {
         "image_size": np.array(images.image_sizes[0], np.float32),
         "input": images.tensors.numpy(),
         "anchors": anchors[0].numpy(),
@@ -51,6 +48,24 @@ def reference(model, img_u8):
         "labels": dets["labels"].numpy(),
         "_levels": per_level,
     }
+
+
+def reference(model, img_u8):
+    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
+    vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
+    the image's pixels, torchvision's order)."""
+    h0, w0 = img_u8.shape[:2]
+    images, features, head_outputs, anchors = forward_head(model, img_u8)
+    feats = list(features.values())
+    with torch.no_grad():
+        per_level = [f.size(2) * f.size(3) for f in feats]
+        a = head_outputs["cls_logits"].size(1) // sum(per_level)
+        per_level = [hw * a for hw in per_level]
+        split = {k: list(v.split(per_level, dim=1)) for k, v in head_outputs.items()}
+        split_anchors = [list(t.split(per_level)) for t in anchors]
+        found = model.postprocess_detections(split, split_anchors, images.image_sizes)
+        dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
+    out = head_reference(images, anchors, head_outputs, dets, per_level)
     for name, f in features.items():
         out["fpn." + name] = f.numpy()
     return out

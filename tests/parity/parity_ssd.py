@@ -12,7 +12,7 @@ other detectors' criterion."""
 
 import parity_common as pc
 import parity_one_stage as pos
-from parity_common import np, torch, log
+from parity_common import torch
 
 
 def reference(model, img_u8):
@@ -20,28 +20,14 @@ def reference(model, img_u8):
     vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
     the image's pixels, torchvision's order)."""
     h0, w0 = img_u8.shape[:2]
-    x = pc.to_tensor(img_u8)
+    images, features, head_outputs, anchors = pos.forward_head(model, img_u8)
+    feats = list(features.values())
     with torch.no_grad():
-        images, _ = model.transform([x])
-        features = model.backbone(images.tensors)
-        feats = list(features.values())
-        head_outputs = model.head(feats)
-        anchors = model.anchor_generator(images, feats)
         found = model.postprocess_detections(head_outputs, anchors, images.image_sizes)
         dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
     per_level = [f.size(2) * f.size(3) * a for f, a in
                  zip(feats, model.anchor_generator.num_anchors_per_location())]
-    out = {
-        "image_size": np.array(images.image_sizes[0], np.float32),
-        "input": images.tensors.numpy(),
-        "anchors": anchors[0].numpy(),
-        "cls_logits": head_outputs["cls_logits"][0].numpy(),
-        "bbox_regression": head_outputs["bbox_regression"][0].numpy(),
-        "boxes": dets["boxes"].numpy(),
-        "scores": dets["scores"].numpy(),
-        "labels": dets["labels"].numpy(),
-        "_levels": per_level,
-    }
+    out = pos.head_reference(images, anchors, head_outputs, dets, per_level)
     for i, f in enumerate(feats):
         out[f"features.{i}"] = f.numpy()
     return out
