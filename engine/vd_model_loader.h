@@ -97,6 +97,13 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
 gboolean load_one_stage(loader *ld, vd_model *model, GError **error);
 void vd_one_stage_clear(vd_model *model);
 const char *vd_one_stage_name(const vd_config *c);
+/* The dense heads' shared reads of their "head" object @o (vd_model_onestage.c):
+ * BoxCoder's "bbox_reg_weights" and "bbox_xform_clip" (torchvision's clip only)
+ * into c->bbox_reg_weights; "score_thresh", "nms_thresh", "detections_per_img" and
+ * "topk_candidates" into c->box_score_thresh, box_nms_thresh, detections_per_img and
+ * head.topk_candidates. */
+gboolean parse_box_coder(const char *path, JsonObject *o, vd_config *c, GError **error);
+gboolean parse_head_thresholds(const char *path, JsonObject *o, vd_config *c, GError **error);
 /* SSD and SSDlite (vd_model_ssd.c, engine/SSD.md): the "anchors" (DefaultBoxGenerator)
  * and "head" sections, after the backbone's; the heads' weights; freeing the layer
  * lists and their weights (safe on a model without them, and twice). */

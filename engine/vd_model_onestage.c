@@ -11,8 +11,9 @@
 /* torchvision's BoxCoder clip, log(1000 / 16), which vd_decode_boxes() applies */
 #define VD_BBOX_XFORM_CLIP 4.135166556742356
 
-/* RetinaNet's BoxCoder: its weights and clip (the clip vd_decode_boxes() applies) */
-static gboolean parse_box_coder(const char *path, JsonObject *o, vd_config *c, GError **error)
+/* RetinaNet's and SSD's BoxCoder: its weights and clip (the clip vd_decode_boxes()
+ * applies) */
+gboolean parse_box_coder(const char *path, JsonObject *o, vd_config *c, GError **error)
 {
     float clip;
     JsonArray *weights;
@@ -44,6 +45,18 @@ static gboolean get_bool(const char *path, JsonObject *o, const char *key, gbool
         return config_error(error, path, "'head.%s' is missing or not a boolean", key);
     *out = json_node_get_boolean(node);
     return TRUE;
+}
+
+/* A dense head's postprocess: its score and NMS thresholds, its cap on the
+ * detections and the candidates it keeps per level */
+gboolean parse_head_thresholds(const char *path, JsonObject *o, vd_config *c, GError **error)
+{
+    return get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh,
+                     error) &&
+           get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) &&
+           get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
+                   error) &&
+           get_int(path, o, "head", "topk_candidates", 1, 1000000, &c->head.topk_candidates, error);
 }
 
 /* FCOS's BoxLinearCoder and centerness */
@@ -136,11 +149,7 @@ gboolean parse_one_stage_head(const char *path, JsonObject *config, vd_config *c
                  &c->head.n_cls_convs, error) ||
         !get_int(path, o, "head", "regression_convs", 0, VD_MAX_HEAD_CONVS, &c->head.n_reg_convs,
                  error) ||
-        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh, error) ||
-        !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
-        !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
-                 error) ||
-        !get_int(path, o, "head", "topk_candidates", 1, 1000000, &c->head.topk_candidates, error))
+        !parse_head_thresholds(path, o, c, error))
         return FALSE;
     if (in_channels != c->fpn_channels)
         return config_error(error, path, "'head.in_channels' is %d; the FPN gives %d", in_channels,

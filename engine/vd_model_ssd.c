@@ -6,14 +6,10 @@
  * convolution and squeeze-and-excitation naming its module. */
 #include "vd_model_loader.h"
 
-#include <math.h>
 #include <string.h>
 
 #define VD_MAX_SSD_OPS 4096
 #define VD_MAX_SSD_CHANNELS 65536
-
-/* torchvision's BoxCoder clip, log(1000 / 16), which vd_decode_boxes() applies */
-#define VD_BBOX_XFORM_CLIP 4.135166556742356
 
 /* The "name" member of @o: a module name (a state_dict prefix) */
 static const char *get_name(const char *path, JsonObject *o, const char *section, GError **error)
@@ -421,9 +417,8 @@ gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GErr
                                        NULL};
     vd_ssd_config *s = &c->ssd;
     JsonObject *o = get_section(path, config, "head", error);
-    JsonArray *in_channels, *num_anchors, *weights;
+    JsonArray *in_channels, *num_anchors;
     const char *type;
-    float clip;
 
     if (!o || !check_keys(path, o, "head", keys, error) ||
         !(type = get_string(path, o, "head", "type", error)))
@@ -448,22 +443,7 @@ gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GErr
                                 "of feature map %d",
                                 l, s->anchors[l], l);
     }
-    if (!get_float(path, o, "head", "bbox_xform_clip", 0.0, 1e6, FALSE, &clip, error))
-        return FALSE;
-    if (fabs(clip - VD_BBOX_XFORM_CLIP) > 1e-6) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s: 'head.bbox_xform_clip' %g is not supported (torchvision's log(1000/16))",
-                    path, clip);
-        return FALSE;
-    }
-    if (!(weights = get_array(path, o, "head", "bbox_reg_weights", 4, 4, error)) ||
-        !get_float_array(path, weights, "head.bbox_reg_weights", 0.0, 1e6, TRUE,
-                         c->bbox_reg_weights, error) ||
-        !get_float(path, o, "head", "score_thresh", 0.0, 1.0, FALSE, &c->box_score_thresh, error) ||
-        !get_float(path, o, "head", "nms_thresh", 0.0, 1.0, FALSE, &c->box_nms_thresh, error) ||
-        !get_int(path, o, "head", "detections_per_img", 1, 1000000, &c->detections_per_img,
-                 error) ||
-        !get_int(path, o, "head", "topk_candidates", 1, 1000000, &c->head.topk_candidates, error))
+    if (!parse_box_coder(path, o, c, error) || !parse_head_thresholds(path, o, c, error))
         return FALSE;
     if (!s->lite) {
         if (!get_int(path, o, "head", "kernel", 1, 7, &s->head_kernel, error))

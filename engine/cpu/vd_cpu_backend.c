@@ -2077,6 +2077,16 @@ void write_detections(const vd_image *image, int rh, int rw, const float *boxes,
     }
 }
 
+int write_nms_detections(vd_context *ctx, const vd_image *image, int rh, int rw, const float *boxes,
+                         const float *scores, const int *labels, int m, int *keep,
+                         vd_result *result)
+{
+    int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
+    kept = MIN(kept, ctx->params.max_detections);
+    write_detections(image, rh, rw, boxes, scores, labels, keep, kept, result);
+    return kept;
+}
+
 static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, int n_props,
                             float *head, int resized_h, int resized_w, const vd_image *image,
                             vd_result *result, float **resized_boxes, GError **error)
@@ -2117,9 +2127,8 @@ static gboolean postprocess(cpu_state *st, vd_context *ctx, const float *props, 
             m++;
         }
     }
-    int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
-    kept = MIN(kept, ctx->params.max_detections);
-    write_detections(image, resized_h, resized_w, boxes, scores, labels, keep, kept, result);
+    int kept = write_nms_detections(ctx, image, resized_h, resized_w, boxes, scores, labels, m,
+                                    keep, result);
     if (resized_boxes != NULL) {
         /* the mask branch's RoIs: the kept boxes before the rescale */
         *resized_boxes = try_alloc((size_t)MAX(kept, 1) * 4, "detections", error);

@@ -355,9 +355,7 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         finite++;
     }
     m = finite;
-    int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
-    kept = MIN(kept, ctx->params.max_detections);
-    write_detections(image, rh, rw, boxes, scores, labels, keep, kept, result);
+    write_nms_detections(ctx, image, rh, rw, boxes, scores, labels, m, keep, result);
     result->n_nonfinite = n_nonfinite;
     vd_context_stage_mark(ctx, VD_STAGE_POSTPROCESS);
     ok = TRUE;

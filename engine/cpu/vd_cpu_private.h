@@ -540,6 +540,13 @@ extern const cpu_detector vd_cpu_ssd; /* vd_cpu_ssd.c, engine/SSD.md */
 void write_detections(const vd_image *image, int rh, int rw, const float *boxes,
                       const float *scores, const int *labels, const int *keep, int kept,
                       vd_result *result);
+/* Batched NMS over @m candidates (@boxes, @scores, @labels, in the resized @rh x @rw
+ * image) at the context's threshold, at most its max_detections of them kept
+ * (their indices into @keep, which holds @m), then write_detections(); returns how
+ * many were kept. */
+int write_nms_detections(vd_context *ctx, const vd_image *image, int rh, int rw, const float *boxes,
+                         const float *scores, const int *labels, int m, int *keep,
+                         vd_result *result);
 /* Passes @c channels of tensor @t to the context's observer as float32 NCHW
  * (all of them when @c is 0). */
 void observe_tensor_channels(vd_context *ctx, const char *name, const cpu_tensor *t, int c);

@@ -17,15 +17,23 @@
 /* ------------------------------------------------------------------------ */
 /* Layer lists                                                               */
 
-/* Layers of every list of the model, in the plan's order: the body's lists, the
- * extras, then per level the classification and the regression head */
-static int count_ops(const vd_ssd_config *s)
+/* Layers of the body's lists and the extras: in the plan's order, the index of the
+ * heads' first layer */
+static int backbone_ops(const vd_ssd_config *s)
 {
     int n = 0;
     for (int i = 0; i < s->n_body; i++)
         n += s->body[i].n_ops;
     for (int i = 0; i < s->n_extra; i++)
         n += s->extra[i].n_ops;
+    return n;
+}
+
+/* Layers of every list of the model, in the plan's order: the body's lists, the
+ * extras, then per level the classification and the regression head */
+static int count_ops(const vd_ssd_config *s)
+{
+    int n = backbone_ops(s);
     for (int l = 0; l < s->n_levels; l++)
         n += s->cls[l].n_ops + s->reg[l].n_ops;
     return n;
@@ -468,11 +476,7 @@ static gboolean ssd_plan(cpu_state *st, cpu_plan *plan, GError **error)
     cpu_ssd_plan *sp = &plan->ssd;
     if (!plan_default_boxes(st, plan, error))
         return FALSE;
-    int base = 0;
-    for (int i = 0; i < s->n_body; i++)
-        base += s->body[i].n_ops;
-    for (int i = 0; i < s->n_extra; i++)
-        base += s->extra[i].n_ops;
+    int base = backbone_ops(s);
     for (int l = 0; l < s->n_levels; l++) {
         if (!plan_layers(st, plan, &s->cls[l], plan->fpn_out[l], base, &st->ssd.cls[l],
                          &sp->cls_out[l], error))
@@ -571,9 +575,7 @@ static gboolean ssd_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan, int r
             m++;
         }
     }
-    int kept = vd_batched_nms(boxes, scores, labels, m, ctx->params.nms_threshold, keep);
-    kept = MIN(kept, ctx->params.max_detections);
-    write_detections(image, rh, rw, boxes, scores, labels, keep, kept, result);
+    write_nms_detections(ctx, image, rh, rw, boxes, scores, labels, m, keep, result);
     result->n_nonfinite = n_nonfinite;
     vd_context_stage_mark(ctx, VD_STAGE_POSTPROCESS);
     ok = TRUE;
@@ -598,11 +600,7 @@ static void ssd_kernels(const cpu_state *st, const cpu_plan *plan, GArray *out,
     const vd_ssd_config *s = &st->model->config.ssd;
     if (plan == NULL || plan->ssd.convs == NULL)
         return;
-    int base = 0;
-    for (int i = 0; i < s->n_body; i++)
-        base += s->body[i].n_ops;
-    for (int i = 0; i < s->n_extra; i++)
-        base += s->extra[i].n_ops;
+    int base = backbone_ops(s);
     for (int l = 0; l < s->n_levels; l++) {
         layers_kernels(out, strings, &plan->ssd, &s->cls[l], base);
         base += s->cls[l].n_ops;

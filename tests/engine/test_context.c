@@ -885,6 +885,41 @@ static void test_cuda_resize_arithmetic(void)
     }
 }
 
+/* A dense detector's result on a @w x @h frame at threshold 0: 1 to 100 detections
+ * (the cap), none non-finite, labels in @first_label..@n_classes - 1, boxes in the
+ * frame, scores sorted */
+static void assert_dense_result(const vd_result *r, int first_label, int n_classes, int w, int h)
+{
+    g_assert_cmpint(r->n_detections, >, 0);
+    g_assert_cmpint(r->n_detections, <=, 100);
+    g_assert_cmpint(r->n_nonfinite, ==, 0);
+    for (int i = 0; i < r->n_detections; i++) {
+        const vd_detection *d = &r->detections[i];
+        g_assert_cmpint(d->label, >=, first_label);
+        g_assert_cmpint(d->label, <, n_classes);
+        g_assert_cmpfloat(d->x1, >=, 0.0f);
+        g_assert_cmpfloat(d->x2, <=, (float)w);
+        g_assert_cmpfloat(d->y1, >=, 0.0f);
+        g_assert_cmpfloat(d->y2, <=, (float)h);
+        if (i > 0)
+            g_assert_cmpfloat(d->score, <=, r->detections[i - 1].score);
+    }
+}
+
+/* vd_context_new() refuses @model with @params as unsupported, its message naming
+ * @name and @also (unless NULL) */
+static void assert_context_refused(vd_model *model, const vd_context_params *params,
+                                   const char *name, const char *also)
+{
+    GError *error = NULL;
+    g_assert_null(vd_context_new(model, params, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, name));
+    if (also != NULL)
+        g_assert_nonnull(strstr(error->message, also));
+    g_clear_error(&error);
+}
+
 /* retinanet_resnet50_fpn (engine/RETINANET.md), the one-stage path, on the tiny
  * fixture (@data: 0; 1: v2's, P6 from C5, GroupNorm heads; 2: FCOS's): the CPU runs it
  * (threshold 0: every candidate the per-level top-k keeps,
@@ -908,20 +943,7 @@ static void test_retinanet(gconstpointer data)
     guint8 *pixels = make_rgb(80, 60);
     vd_image image = vd_image_rgb(pixels, 80, 60);
     vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
-    g_assert_cmpint(r.n_detections, >, 0);
-    g_assert_cmpint(r.n_detections, <=, 100);
-    g_assert_cmpint(r.n_nonfinite, ==, 0);
-    for (int i = 0; i < r.n_detections; i++) {
-        const vd_detection *d = &r.detections[i];
-        g_assert_cmpint(d->label, >=, 0);
-        g_assert_cmpint(d->label, <, 3);
-        g_assert_cmpfloat(d->x1, >=, 0.0f);
-        g_assert_cmpfloat(d->x2, <=, 80.0f);
-        g_assert_cmpfloat(d->y1, >=, 0.0f);
-        g_assert_cmpfloat(d->y2, <=, 60.0f);
-        if (i > 0)
-            g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
-    }
+    assert_dense_result(&r, 0, 3, 80, 60);
     assert_same_result(&r, &again);
     vd_result_clear(&r);
     vd_result_clear(&again);
@@ -931,18 +953,10 @@ static void test_retinanet(gconstpointer data)
     GError *error = NULL;
     params.device = VD_DEVICE_CPU;
     params.precision = VD_PRECISION_INT8;
-    g_assert_null(vd_context_new(model, &params, &error));
-    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "one-stage"));
-    g_assert_nonnull(strstr(error->message, family));
-    g_clear_error(&error);
+    assert_context_refused(model, &params, "one-stage", family);
     params.precision = VD_PRECISION_FP32;
     params.calibrate = TRUE;
-    g_assert_null(vd_context_new(model, &params, &error));
-    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "one-stage"));
-    g_assert_nonnull(strstr(error->message, family));
-    g_clear_error(&error);
+    assert_context_refused(model, &params, "one-stage", family);
 
 #ifdef HAVE_CUDA
     params = vd_context_default_params();
@@ -983,20 +997,7 @@ static void test_ssdlite(void)
         guint8 *pixels = make_rgb(w, h);
         vd_image image = vd_image_rgb(pixels, w, h);
         vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
-        g_assert_cmpint(r.n_detections, >, 0);
-        g_assert_cmpint(r.n_detections, <=, 100);
-        g_assert_cmpint(r.n_nonfinite, ==, 0);
-        for (int i = 0; i < r.n_detections; i++) {
-            const vd_detection *d = &r.detections[i];
-            g_assert_cmpint(d->label, >=, 1);
-            g_assert_cmpint(d->label, <, 3);
-            g_assert_cmpfloat(d->x1, >=, 0.0f);
-            g_assert_cmpfloat(d->x2, <=, (float)w);
-            g_assert_cmpfloat(d->y1, >=, 0.0f);
-            g_assert_cmpfloat(d->y2, <=, (float)h);
-            if (i > 0)
-                g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
-        }
+        assert_dense_result(&r, 1, 3, w, h);
         assert_same_result(&r, &again);
         vd_result_clear(&r);
         vd_result_clear(&again);
@@ -1042,17 +1043,10 @@ static void test_ssdlite(void)
     vd_context_params params = vd_context_default_params();
     params.device = VD_DEVICE_CPU;
     params.precision = VD_PRECISION_INT8;
-    g_assert_null(vd_context_new(model, &params, &error));
-    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "ssdlite"));
-    g_assert_nonnull(strstr(error->message, "no int8 plan"));
-    g_clear_error(&error);
+    assert_context_refused(model, &params, "ssdlite", "no int8 plan");
     params.precision = VD_PRECISION_FP32;
     params.calibrate = TRUE;
-    g_assert_null(vd_context_new(model, &params, &error));
-    g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-    g_assert_nonnull(strstr(error->message, "ssdlite"));
-    g_clear_error(&error);
+    assert_context_refused(model, &params, "ssdlite", NULL);
 
 #ifdef HAVE_CUDA
     params = vd_context_default_params();

@@ -1296,15 +1296,21 @@ def compare_front(report, ref, result, dump, size_hw, stats, feature_rel_tol=FEA
         if a.shape != r.shape:
             report.check(name, False, f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
             continue
-        diff = np.abs(a.astype(np.float64) - r)
-        d = float(diff.max())
-        scale = float(np.abs(r).max())
-        rel = d / scale if scale > 0 else d
-        stats["feature_rel"] = max(stats.get("feature_rel", 0.0), rel)
-        where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= feature_rel_tol,
-                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {feature_rel_tol:g}); worst at {list(map(int, where))}")
+        check_relative(report, name, a, r, stats, "feature_rel", feature_rel_tol)
+
+
+def check_relative(report, name, a, r, stats, stat, tol):
+    """Stage @name, ours @a against torchvision's @r of the same shape: max|diff| within
+    @tol of max|ref|; the largest such fraction so far in @stats[@stat]."""
+    diff = np.abs(a.astype(np.float64) - r)
+    d = float(diff.max())
+    scale = float(np.abs(r).max())
+    rel = d / scale if scale > 0 else d
+    stats[stat] = max(stats.get(stat, 0.0), rel)
+    where = np.unravel_index(int(diff.argmax()), diff.shape)
+    report.check(name, rel <= tol,
+                 f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
+                 f"(tol {tol:g}); worst at {list(map(int, where))}")
 
 
 def compare_proposals(report, ref, dump, stats):

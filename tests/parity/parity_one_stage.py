@@ -11,6 +11,7 @@ anchor of every level ('cls_logits' [anchors][K], 'bbox_regression' [anchors][4]
 FCOS's 'bbox_ctrness' [anchors][1], parity_common.HEAD_REL_TOL of max|ref|), then
 the detections with the two-stage detectors' criterion."""
 
+import collections
 import os
 import time
 
@@ -18,11 +19,9 @@ import parity_common as pc
 from parity_common import np, torch, log
 
 
-def reference(model, img_u8):
-    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
-    vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
-    the image's pixels, torchvision's order)."""
-    h0, w0 = img_u8.shape[:2]
+def forward_head(model, img_u8):
+    """The transform, the backbone, the head and the anchors of a one-stage detector
+    or SSD in eval mode on @img_u8: (images, features, head_outputs, anchors)."""
     x = pc.to_tensor(img_u8)
     with torch.no_grad():
         images, _ = model.transform([x])
@@ -30,14 +29,13 @@ def reference(model, img_u8):
         feats = list(features.values())
         head_outputs = model.head(feats)
         anchors = model.anchor_generator(images, feats)
-        per_level = [f.size(2) * f.size(3) for f in feats]
-        a = head_outputs["cls_logits"].size(1) // sum(per_level)
-        per_level = [hw * a for hw in per_level]
-        split = {k: list(v.split(per_level, dim=1)) for k, v in head_outputs.items()}
-        split_anchors = [list(t.split(per_level)) for t in anchors]
-        found = model.postprocess_detections(split, split_anchors, images.image_sizes)
-        dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
-    out = {
+    return images, features, head_outputs, anchors
+
+
+def head_reference(images, anchors, head_outputs, dets, per_level):
+    """The arrays of reference() common to the one-stage detectors and SSD: sizes,
+    input, anchors, the head's outputs, the detections, '_levels' (anchors per level)."""
+    return {
         "image_size": np.array(images.image_sizes[0], np.float32),
         "input": images.tensors.numpy(),
         "anchors": anchors[0].numpy(),
@@ -50,6 +48,24 @@ def reference(model, img_u8):
         "labels": dets["labels"].numpy(),
         "_levels": per_level,
     }
+
+
+def reference(model, img_u8):
+    """RetinaNet.forward or FCOS.forward in eval mode, step by step: a dict of numpy arrays named as
+    vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
+    the image's pixels, torchvision's order)."""
+    h0, w0 = img_u8.shape[:2]
+    images, features, head_outputs, anchors = forward_head(model, img_u8)
+    feats = list(features.values())
+    with torch.no_grad():
+        per_level = [f.size(2) * f.size(3) for f in feats]
+        a = head_outputs["cls_logits"].size(1) // sum(per_level)
+        per_level = [hw * a for hw in per_level]
+        split = {k: list(v.split(per_level, dim=1)) for k, v in head_outputs.items()}
+        split_anchors = [list(t.split(per_level)) for t in anchors]
+        found = model.postprocess_detections(split, split_anchors, images.image_sizes)
+        dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
+    out = head_reference(images, anchors, head_outputs, dets, per_level)
     for name, f in features.items():
         out["fpn." + name] = f.numpy()
     return out
@@ -78,6 +94,38 @@ def _standardise_on_first_call(conv):
         module._vd_standardised = True
         return output / sd
     return conv.register_forward_hook(hook)
+
+
+def search_gain_and_shift(counts_for, gains, lo, hi, target, cap, shift_raises_count,
+                          shift_name):
+    """The gain a of the classification logits (of @gains) and the shift b of them (in
+    @lo..@hi) for calibrate: @counts_for(a, b) gives per image the detections before
+    the cap (total, <0.5, >=0.5). For each a, bisects b to about @target detections
+    per image (the count rises with b when @shift_raises_count, falls otherwise),
+    then keeps the a whose images are furthest from the limits (after the cap of
+    @cap, the top scores need both sides of 0.5); returns (a, b, counts)."""
+    best = None
+    for a in gains:
+        b_lo, b_hi = lo, hi
+        for _ in range(10):
+            b = 0.5 * (b_lo + b_hi)
+            counts = counts_for(a, b)
+            if (sum(n for n, _, _ in counts) > target * len(counts)) == shift_raises_count:
+                b_hi = b
+            else:
+                b_lo = b
+        cost = 0.0
+        for n, low, high in counts:
+            high_kept = min(high, cap)
+            low_kept = min(low, cap - high_kept)
+            cost += (abs(n - target) / target + 4 * max(0, 20 - low_kept) / 20
+                     + 4 * max(0, 20 - high_kept) / 20)
+        cost += 0.05 * a * len(counts)
+        if pc.VERBOSE:
+            log(f"  cls_logits gain {a}: {shift_name} {b:.3g}, cost {cost:.3f}, counts {counts}")
+        if best is None or cost < best[0]:
+            best = (cost, a, b, counts)
+    return best[1:]
 
 
 @torch.no_grad()
@@ -165,29 +213,8 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
         return counts
 
     model.detections_per_img = 10 ** 6
-    best = None
-    for a in [1, 1.5, 2, 2.5, 3]:
-        lo, hi = -30.0, 10.0
-        for _ in range(10):
-            b = 0.5 * (lo + hi)
-            counts = counts_for(a, b)
-            if sum(n for n, _, _ in counts) > target * len(counts):
-                hi = b
-            else:
-                lo = b
-        # after the cap: the top @cap scores need both sides of 0.5
-        cost = 0.0
-        for n, low, high in counts:
-            high_kept = min(high, cap)
-            low_kept = min(low, cap - high_kept)
-            cost += (abs(n - target) / target + 4 * max(0, 20 - low_kept) / 20
-                     + 4 * max(0, 20 - high_kept) / 20)
-        cost += 0.05 * a * len(counts)
-        if pc.VERBOSE:
-            log(f"  cls_logits gain {a}: shift {b:.3g}, cost {cost:.3f}, counts {counts}")
-        if best is None or cost < best[0]:
-            best = (cost, a, b, counts)
-    _, a, b, counts = best
+    a, b, counts = search_gain_and_shift(counts_for, [1, 1.5, 2, 2.5, 3], -30.0, 10.0, target,
+                                         cap, shift_raises_count=True, shift_name="shift")
     model.detections_per_img = cap
     cls.cls_logits.weight.mul_(a)
     cls.cls_logits.bias.mul_(a).add_(b)
@@ -197,37 +224,59 @@ def calibrate(model, images_u8, seed=0, delta_std=0.3, target=400, cap=300):
             f"{cap} (total, <0.5, >=0.5) per image {counts}")
 
 
-def compare_head(report, ref, dump, stats):
-    """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
-    for name in [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]:
+def compare_dumped(report, names, ref, dump, stats, stat, tol):
+    """Stages @names of @ref against the dump's: missing or of another shape a
+    failure, else parity_common.check_relative within @tol (its fraction in @stat)."""
+    for name in names:
         a = dump.get(name)
         r = ref[name]
         if a is None or a.shape != r.shape:
             report.check(name, False, "missing from the dump" if a is None else
                          f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
             continue
-        diff = np.abs(a.astype(np.float64) - r)
-        d = float(diff.max())
-        scale = float(np.abs(r).max())
-        rel = d / scale if scale > 0 else d
-        stats["head_rel"] = max(stats.get("head_rel", 0.0), rel)
-        where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= pc.HEAD_REL_TOL,
-                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {pc.HEAD_REL_TOL:g}); worst at {list(map(int, where))}")
+        pc.check_relative(report, name, a, r, stats, stat, tol)
+
+
+def compare_head(report, ref, dump, stats):
+    """The dense head's outputs over every anchor: HEAD_REL_TOL of max|ref|."""
+    names = [n for n in ("cls_logits", "bbox_regression", "bbox_ctrness") if n in ref]
+    compare_dumped(report, names, ref, dump, stats, "head_rel", pc.HEAD_REL_TOL)
+
+
+def describe_reference(ref):
+    """The reference's sizes, anchors and detections, for the log."""
+    return (f"resized {ref['image_size'].astype(int).tolist()}, "
+            f"padded {list(ref['input'].shape[2:])}, {len(ref['anchors'])} anchors "
+            f"(per level {ref['_levels']}), {len(ref['scores'])} detections")
+
+
+def compare_stages(report, ref, dump, stats, feature_rel_tol):
+    """The stages between the front ones and the detections: the dense head's outputs
+    (the FPN levels are among the front stages)."""
+    compare_head(report, ref, dump, stats)
+
+
+# What run_parity takes from a family of detectors: calibrate(model, images_u8,
+# **kwargs) -> description, reference(model, img_u8) -> dict, describe_reference(ref)
+# -> str for the log, compare_stages(report, ref, dump, stats, feature_rel_tol) for
+# the stages between the front ones and the detections.
+Family = collections.namedtuple("Family", "calibrate reference describe_reference compare_stages")
+ONE_STAGE = Family(calibrate, reference, describe_reference, compare_stages)
 
 
 def run_parity(args, name, model, h, w, seed, class_names=None, calibrate_kwargs=None,
-               feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50, engine_timeout=300):
-    """Calibrates @model on one image of @h x @w (scene @seed), exports it, runs the
-    engine and the reference, compares; returns the exit status."""
+               feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50, engine_timeout=300,
+               family=ONE_STAGE):
+    """Calibrates @model on one image of @h x @w (scene @seed) with @family's
+    calibrate, exports it, runs the engine and @family's reference, compares; returns
+    the exit status."""
     t_start = time.monotonic()
     os.makedirs(args.workdir, exist_ok=True)
     work = os.path.abspath(args.workdir)
     img = pc.synthetic_image(h, w, seed)
 
     t = time.monotonic()
-    desc = calibrate(model, [img], **(calibrate_kwargs or {}))
+    desc = family.calibrate(model, [img], **(calibrate_kwargs or {}))
     log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
     model_path = os.path.join(work, f"{name}.safetensors")
     try:
@@ -250,10 +299,8 @@ def run_parity(args, name, model, h, w, seed, class_names=None, calibrate_kwargs
         results = None
 
     t = time.monotonic()
-    ref = reference(model, img)
-    log(f"{name}: torchvision {time.monotonic() - t:.1f} s, resized "
-        f"{ref['image_size'].astype(int).tolist()}, padded {list(ref['input'].shape[2:])}, "
-        f"{len(ref['anchors'])} anchors (per level {ref['_levels']}), {len(ref['scores'])} detections")
+    ref = family.reference(model, img)
+    log(f"{name}: torchvision {time.monotonic() - t:.1f} s, {family.describe_reference(ref)}")
     ref_dir = os.path.join(work, "reference", "0")
     os.makedirs(ref_dir, exist_ok=True)
     for k, v in ref.items():
@@ -270,7 +317,7 @@ def run_parity(args, name, model, h, w, seed, class_names=None, calibrate_kwargs
     if results is not None:
         dump = pc.load_dump(dump_dir, 0)
         pc.compare_front(report, ref, results[0], dump, (h, w), stats, feature_rel_tol)
-        compare_head(report, ref, dump, stats)
+        family.compare_stages(report, ref, dump, stats, feature_rel_tol)
         pc.compare_detections(report, ref, results[0], class_names, stats)
     log(f"SUMMARY {name}: detections matched {pc._fmt_fracs(stats.get('detection_frac'))}, "
         f"max|score diff| {stats.get('score_diff', float('nan')):.3g}, "

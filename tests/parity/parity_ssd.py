@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Parity of SSD and SSDlite against torchvision: their reference step by step, their
-calibration and a whole test, over parity_common's images, engine run and
-comparisons and parity_one_stage's comparison of the dense head's outputs.
+calibration and their stages to compare, for parity_one_stage's whole test
+(run_parity) over parity_common's images, engine run and comparisons and
+parity_one_stage's comparison of the dense head's outputs.
 
 Stages compared: resized size (the fixed size), input, default boxes (exact), every
 feature map ('features.0' .. 'features.5': VGG16's first after its L2 norm), the
@@ -9,12 +10,9 @@ heads' outputs over every default box ('cls_logits' [boxes][K], 'bbox_regression
 [boxes][4], parity_common.HEAD_REL_TOL of max|ref|), then the detections with the
 other detectors' criterion."""
 
-import os
-import time
-
 import parity_common as pc
 import parity_one_stage as pos
-from parity_common import np, torch, log
+from parity_common import torch
 
 
 def reference(model, img_u8):
@@ -22,28 +20,14 @@ def reference(model, img_u8):
     vd-detect's --dump files, plus 'boxes', 'scores', 'labels' (final detections in
     the image's pixels, torchvision's order)."""
     h0, w0 = img_u8.shape[:2]
-    x = pc.to_tensor(img_u8)
+    images, features, head_outputs, anchors = pos.forward_head(model, img_u8)
+    feats = list(features.values())
     with torch.no_grad():
-        images, _ = model.transform([x])
-        features = model.backbone(images.tensors)
-        feats = list(features.values())
-        head_outputs = model.head(feats)
-        anchors = model.anchor_generator(images, feats)
         found = model.postprocess_detections(head_outputs, anchors, images.image_sizes)
         dets = model.transform.postprocess(found, images.image_sizes, [(h0, w0)])[0]
     per_level = [f.size(2) * f.size(3) * a for f, a in
                  zip(feats, model.anchor_generator.num_anchors_per_location())]
-    out = {
-        "image_size": np.array(images.image_sizes[0], np.float32),
-        "input": images.tensors.numpy(),
-        "anchors": anchors[0].numpy(),
-        "cls_logits": head_outputs["cls_logits"][0].numpy(),
-        "bbox_regression": head_outputs["bbox_regression"][0].numpy(),
-        "boxes": dets["boxes"].numpy(),
-        "scores": dets["scores"].numpy(),
-        "labels": dets["labels"].numpy(),
-        "_levels": per_level,
-    }
+    out = pos.head_reference(images, anchors, head_outputs, dets, per_level)
     for i, f in enumerate(feats):
         out[f"features.{i}"] = f.numpy()
     return out
@@ -131,28 +115,9 @@ def calibrate(model, images_u8, seed=0, delta_std=1.0, target=400, cap=300):
         return counts
 
     model.detections_per_img = 10 ** 6
-    best = None
-    for a in [3, 6]:
-        lo, hi = -10.0, 40.0
-        for _ in range(10):
-            b = 0.5 * (lo + hi)
-            counts = counts_for(a, b)
-            if sum(n for n, _, _ in counts) > target * len(counts):
-                lo = b
-            else:
-                hi = b
-        cost = 0.0
-        for n, low, high in counts:
-            high_kept = min(high, cap)
-            low_kept = min(low, cap - high_kept)
-            cost += (abs(n - target) / target + 4 * max(0, 20 - low_kept) / 20
-                     + 4 * max(0, 20 - high_kept) / 20)
-        cost += 0.05 * a * len(counts)
-        if pc.VERBOSE:
-            log(f"  cls_logits gain {a}: background shift {b:.3g}, cost {cost:.3f}, counts {counts}")
-        if best is None or cost < best[0]:
-            best = (cost, a, b, counts)
-    _, a, b, counts = best
+    a, b, counts = pos.search_gain_and_shift(counts_for, [3, 6], -10.0, 40.0, target, cap,
+                                             shift_raises_count=False,
+                                             shift_name="background shift")
     model.detections_per_img = cap
     for c_mod in cls_list:
         conv = _last_conv(c_mod)
@@ -166,99 +131,27 @@ def calibrate(model, images_u8, seed=0, delta_std=1.0, target=400, cap=300):
 
 def compare_features(report, ref, dump, stats, feature_rel_tol):
     """Every feature map: @feature_rel_tol of max|ref|."""
-    for name in [k for k in ref if k.startswith("features.")]:
-        a = dump.get(name)
-        r = ref[name]
-        if a is None or a.shape != r.shape:
-            report.check(name, False, "missing from the dump" if a is None else
-                         f"shape ours {list(a.shape)}, torchvision {list(r.shape)}")
-            continue
-        diff = np.abs(a.astype(np.float64) - r)
-        d = float(diff.max())
-        scale = float(np.abs(r).max())
-        rel = d / scale if scale > 0 else d
-        stats["feature_rel"] = max(stats.get("feature_rel", 0.0), rel)
-        where = np.unravel_index(int(diff.argmax()), diff.shape)
-        report.check(name, rel <= feature_rel_tol,
-                     f"shape {list(r.shape)}, max|diff| {d:.3g} = {rel:.3g} of max|ref| {scale:.3g} "
-                     f"(tol {feature_rel_tol:g}); worst at {list(map(int, where))}")
+    pos.compare_dumped(report, [k for k in ref if k.startswith("features.")], ref, dump, stats,
+                       "feature_rel", feature_rel_tol)
 
 
-def run_parity(args, name, model, h, w, seed, class_names=None, calibrate_kwargs=None,
-               feature_rel_tol=pc.FEATURE_REL_TOL_RESNET50, engine_timeout=300):
-    """Calibrates @model on one image of @h x @w (scene @seed), exports it, runs the
-    engine and the reference, compares; returns the exit status."""
-    t_start = time.monotonic()
-    os.makedirs(args.workdir, exist_ok=True)
-    work = os.path.abspath(args.workdir)
-    img = pc.synthetic_image(h, w, seed)
+def describe_reference(ref):
+    """The reference's size, default boxes and detections, for the log."""
+    return (f"resized {ref['image_size'].astype(int).tolist()}, "
+            f"{len(ref['anchors'])} default boxes (per level {ref['_levels']}), "
+            f"{len(ref['scores'])} detections")
 
-    t = time.monotonic()
-    desc = calibrate(model, [img], **(calibrate_kwargs or {}))
-    log(f"{name}: {desc} ({time.monotonic() - t:.1f} s)")
-    model_path = os.path.join(work, f"{name}.safetensors")
-    try:
-        pc.export_model(model, model_path, class_names=class_names)
-    except Exception as exc:
-        log(f"FAIL {name}: export failed: {type(exc).__name__}: {exc}")
-        return 1
-    path = os.path.join(work, f"image0_{h}x{w}.npy")
-    np.save(path, img)
 
-    thr = model.score_thresh
-    dump_dir = os.path.join(work, "dump")
-    engine_error = None
-    try:
-        results, dt, _ = pc.run_engine(args.vd_detect, model_path, [path], dump_dir, args.threads,
-                                       thr, engine_timeout)
-        log(f"{name}: vd-detect took {dt:.1f} s")
-    except (RuntimeError, OSError) as exc:
-        engine_error = str(exc)
-        results = None
+def compare_stages(report, ref, dump, stats, feature_rel_tol):
+    """The stages between the front ones and the detections: every feature map, then
+    the heads' outputs."""
+    compare_features(report, ref, dump, stats, feature_rel_tol)
+    pos.compare_head(report, ref, dump, stats)
 
-    t = time.monotonic()
-    ref = reference(model, img)
-    log(f"{name}: torchvision {time.monotonic() - t:.1f} s, resized "
-        f"{ref['image_size'].astype(int).tolist()}, {len(ref['anchors'])} default boxes "
-        f"(per level {ref['_levels']}), {len(ref['scores'])} detections")
-    ref_dir = os.path.join(work, "reference", "0")
-    os.makedirs(ref_dir, exist_ok=True)
-    for k, v in ref.items():
-        if not k.startswith("_"):
-            np.save(os.path.join(ref_dir, k + ".npy"), v)
-    report = pc.Report(f"{name} image 0 {h}x{w}")
-    with torch.no_grad():
-        det = model([pc.to_tensor(img)])[0]
-    report.check("reference self-check",
-                 all(np.array_equal(det[k].numpy(), ref[k]) for k in ("boxes", "scores", "labels")),
-                 "the step-by-step reference gives model(image)'s detections")
-    spread_ok = pc.check_reference_spread(report, ref, thr)
-    report.check("reference cap", len(ref["scores"]) == model.detections_per_img,
-                 f"{len(ref['scores'])} detections, the cap {model.detections_per_img} "
-                 "(the ordering at the cut is compared)")
-    stats = {}
-    if results is not None:
-        dump = pc.load_dump(dump_dir, 0)
-        pc.compare_front(report, ref, results[0], dump, (h, w), stats, feature_rel_tol)
-        compare_features(report, ref, dump, stats, feature_rel_tol)
-        pos.compare_head(report, ref, dump, stats)
-        pc.compare_detections(report, ref, results[0], class_names, stats)
-    log(f"SUMMARY {name}: detections matched {pc._fmt_fracs(stats.get('detection_frac'))}, "
-        f"max|score diff| {stats.get('score_diff', float('nan')):.3g}, "
-        f"max feature diff {stats.get('feature_rel', float('nan')):.3g} of max|ref|, "
-        f"max head diff {stats.get('head_rel', float('nan')):.3g} of max|ref|, "
-        f"max input diff {stats.get('input', float('nan')):.3g}; "
-        f"{time.monotonic() - t_start:.0f} s")
-    log(f"reference tensors in {ref_dir}/, ours in {dump_dir}/0/")
-    if engine_error is not None:
-        log(f"FAIL {name}: the engine did not run: {engine_error}")
-        return 1
-    first = report.first_failure()
-    if first or not spread_ok:
-        stage, message = first or ("reference spread", "")
-        log(f"FAIL {name}: first divergence at '{stage}': {message}")
-        return 1
-    if not args.keep:
-        os.remove(model_path)
-    log(f"PASS {name}")
-    return 0
+
+SSD = pos.Family(calibrate, reference, describe_reference, compare_stages)
+
+
+def run_parity(args, name, model, h, w, seed, **kwargs):
+    """parity_one_stage.run_parity for an SSD or SSDlite @model."""
+    return pos.run_parity(args, name, model, h, w, seed, family=SSD, **kwargs)
