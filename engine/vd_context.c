@@ -558,6 +558,7 @@ const char *const vd_stage_names[VD_N_STAGES] = {
 void vd_context_stages_begin(vd_context *ctx)
 {
     ctx->n_stages = 0;
+    ctx->stage_macs = 0.0;
     ctx->stage_start_us = g_get_monotonic_time();
 }
 
@@ -567,8 +568,10 @@ void vd_context_stage_mark(vd_context *ctx, vd_stage stage)
     if (ctx->n_stages < VD_MAX_STAGES) {
         ctx->stages[ctx->n_stages].name = vd_stage_name(stage);
         ctx->stages[ctx->n_stages].ms = (double)(now - ctx->stage_start_us) / 1000.0;
+        ctx->stages[ctx->n_stages].gflop = 2.0 * ctx->stage_macs / 1e9;
         ctx->n_stages++;
     }
+    ctx->stage_macs = 0.0;
     ctx->stage_start_us = now;
 }
 
