@@ -8,6 +8,7 @@
  * meaningless, but with a score threshold of 0 every proposal yields candidates, so
  * there are always detections to compare. Numerical agreement with torchvision is
  * the parity suite's job. */
+#include "cpu/vd_cpu_isa.h"
 #include "model_fixture.h"
 #include "vd_config.h"
 #include "vd_context_private.h"
@@ -591,6 +592,100 @@ static vd_model *tiny_model_with_nan(const char *name, gsize n)
             t->values[i] = NAN;
     }
     return fx_load_ok(fx);
+}
+
+/* The proposals' count of the last frame (the box head's rows follow it). */
+static void count_proposals(const char *name, const float *data, const int64_t *shape, int ndim,
+                            void *user_data)
+{
+    (void)data;
+    if (strcmp(name, "proposals") == 0 && ndim == 2)
+        *(int *)user_data = (int)shape[0];
+}
+
+/* One convolution's multiply-adds: output pixels x output channels x input
+ * channels x kernel area (groups 1). */
+static double conv_macs(int out_h, int out_w, int out_c, int in_c, int kernel)
+{
+    return (double)out_h * out_w * out_c * in_c * kernel * kernel;
+}
+
+/* vd_stage_time.gflop against a hand count of the bundled model's layers at one
+ * input size. The model file (models/visiondetect-shapes.safetensors) holds a
+ * ResNet-18 body to layer3 (returned layers 1-3; stem 64 channels, 7x7 stride 2;
+ * layer1 64, layer2 128, layer3 256 channels, two basic blocks each, a 1x1
+ * downsample in the first block of layer2 and layer3), an FPN of 64 channels
+ * with the max-pool level, an RPN of 6 anchors per place (2 sizes x 3 ratios), a TwoMLPHead of 256
+ * over 7x7 RoIs and 5 classes. A 320x256 frame is not resized (min_size 256, max_size 464) and pads
+ * to itself. Exact: every count is an integer well below 2^53. */
+static void test_stage_gflop(void)
+{
+    char *path = g_build_filename(VD_TEST_SRCDIR, "..", "..", "models",
+                                  "visiondetect-shapes.safetensors", NULL);
+    GError *error = NULL;
+    vd_model *model = vd_model_load(path, &error);
+    g_assert_no_error(error);
+    g_free(path);
+    vd_context *ctx = cpu_context(model, 0.05f);
+    guint8 *pixels = make_rgb(320, 256);
+    vd_image image = vd_image_rgb(pixels, 320, 256);
+    int n_proposals = -1;
+    vd_context_set_observer(ctx, count_proposals, &n_proposals);
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpint(n_proposals, >, 0);
+
+    /* stem 128x160, the max-pool to 64x80, then strides 2 */
+    double backbone = conv_macs(128, 160, 64, 3, 7);
+    backbone += 4 * conv_macs(64, 80, 64, 64, 3); /* layer1 */
+    backbone += conv_macs(32, 40, 128, 64, 3) + 3 * conv_macs(32, 40, 128, 128, 3) +
+                conv_macs(32, 40, 128, 64, 1); /* layer2 */
+    backbone += conv_macs(16, 20, 256, 128, 3) + 3 * conv_macs(16, 20, 256, 256, 3) +
+                conv_macs(16, 20, 256, 128, 1); /* layer3 */
+    /* the lateral 1x1 and the output 3x3 convolution of each returned level */
+    double fpn = conv_macs(64, 80, 64, 64, 1) + conv_macs(32, 40, 64, 128, 1) +
+                 conv_macs(16, 20, 64, 256, 1);
+    fpn +=
+        conv_macs(64, 80, 64, 64, 3) + conv_macs(32, 40, 64, 64, 3) + conv_macs(16, 20, 64, 64, 3);
+    /* every level and the pool level (8x10): the 3x3 convolution, then the
+     * objectness (6) and box deltas (24) 1x1, which the CPU backend runs as one
+     * convolution of 30 outputs padded to its channel block (what it computes
+     * is what counts) */
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    int head_out = (6 + 24 + caps.channel_block - 1) / caps.channel_block * caps.channel_block;
+    const int level_h[] = {64, 32, 16, 8}, level_w[] = {80, 40, 20, 10};
+    double rpn = 0.0;
+    for (int l = 0; l < 4; l++)
+        rpn += conv_macs(level_h[l], level_w[l], 64, 64, 3) +
+               conv_macs(level_h[l], level_w[l], head_out, 64, 1);
+    /* the rows the box head runs: the post-NMS top-n (100) as it is, other
+     * counts rounded up to 16 */
+    int rows = n_proposals == 100 ? 100 : (n_proposals + 15) / 16 * 16;
+    double box_head = (double)rows * (64 * 7 * 7 * 256 + 256 * 256 + 256 * 5 * 5);
+
+    vd_stage_time times[VD_MAX_STAGES];
+    int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+    g_assert_cmpint(n, ==, 7);
+    const struct {
+        const char *name;
+        double macs;
+    } want[] = {{"preprocess", 0}, {"backbone", backbone}, {"fpn", fpn},      {"rpn", rpn},
+                {"roi_align", 0},  {"box_head", box_head}, {"postprocess", 0}};
+    for (int i = 0; i < n; i++) {
+        g_assert_cmpstr(times[i].name, ==, want[i].name);
+        /* gflop = 2 x MACs / 1e9 in double: the same operations give the same
+         * rounding, a relative 1e-12 leaves room for another order of sums */
+        g_assert_cmpfloat_with_epsilon(times[i].gflop, 2.0 * want[i].macs / 1e9,
+                                       1e-12 * MAX(times[i].gflop, 1.0));
+    }
+    /* ResNet-18 to layer3 at 256x320: 2.29 G multiply-adds, 4.58 GFLOP */
+    g_assert_cmpfloat(times[1].gflop, >, 4.5);
+    g_assert_cmpfloat(times[1].gflop, <, 4.7);
+
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
 }
 
 /* vd_result.n_nonfinite on the CPU: the RPN head's and the box head's
@@ -1304,6 +1399,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/packed-formats", test_packed_formats);
     g_test_add_func("/context/detect/thresholds", test_thresholds);
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
+    g_test_add_func("/context/hooks/stage-gflop", test_stage_gflop);
     g_test_add_func("/context/detect/non-finite", test_nonfinite_count);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
