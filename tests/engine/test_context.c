@@ -691,6 +691,38 @@ static void test_stage_gflop(void)
 /* vd_result.n_nonfinite on the CPU: the RPN head's and the box head's
  * infinite and NaN outputs, exactly; and the run status of a backend without
  * graphs. */
+/* The backbone's count with grouped (depthwise) convolutions and the
+ * squeeze-and-excitation's products: the tiny MobileNetV3 fixture (mnv3_tiny():
+ * stem 3x3 stride 2 to 8 channels; block 0: 3x3 depthwise on 8 channels (no
+ * expansion: 8 in, 8 expanded), 1x1 projection to 8; block 1: 1x1 expansion to 16,
+ * 5x5 depthwise stride 2, SE 16 -> 8 -> 16, 1x1 projection to 8; the last 1x1 conv
+ * to 16) on a 128x96 frame, not resized (min_size 96, max_size 160). */
+static vd_model *mnv3_tiny_model(const char *arch);
+
+static void test_stage_gflop_grouped(void)
+{
+    vd_model *model = mnv3_tiny_model(NULL);
+    vd_context *ctx = cpu_context(model, 0.05f);
+    guint8 *pixels = make_rgb(128, 96);
+    vd_image image = vd_image_rgb(pixels, 128, 96);
+    vd_result r = detect_ok(ctx, &image);
+
+    double backbone = conv_macs(48, 64, 8, 3, 3);                               /* stem */
+    backbone += conv_macs(48, 64, 8, 1, 3) + conv_macs(48, 64, 8, 8, 1);        /* block 0 */
+    backbone += conv_macs(48, 64, 16, 8, 1) + conv_macs(24, 32, 16, 1, 5) +     /* block 1 */
+                2.0 * 16 * 8 + conv_macs(24, 32, 8, 16, 1);
+    backbone += conv_macs(24, 32, 16, 8, 1); /* last */
+    vd_stage_time times[VD_MAX_STAGES];
+    g_assert_cmpint(vd_context_stage_times(ctx, times, VD_MAX_STAGES), >=, 2);
+    g_assert_cmpstr(times[1].name, ==, "backbone");
+    g_assert_cmpfloat_with_epsilon(times[1].gflop, 2.0 * backbone / 1e9, 1e-12);
+
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
 static void test_nonfinite_count(void)
 {
     guint8 *pixels = make_rgb(100, 75); /* 960 locations, one anchor each */
@@ -1400,6 +1432,7 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/thresholds", test_thresholds);
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
     g_test_add_func("/context/hooks/stage-gflop", test_stage_gflop);
+    g_test_add_func("/context/hooks/stage-gflop-grouped", test_stage_gflop_grouped);
     g_test_add_func("/context/detect/non-finite", test_nonfinite_count);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);
