@@ -1158,6 +1158,21 @@ static void test_masks(void)
         vd_result r = detect_ok(ctx, &image);
         vd_context_set_observer(ctx, NULL, NULL);
         g_assert_cmpint(r.n_detections, >, 0);
+        {
+            /* the mask head's arithmetic, by hand (mask_tiny(): 8 FPN channels
+             * pooled 4x4; 3x3 convolutions to 6 and 5, the 2x2 stride-2 transposed
+             * convolution to 4 on 8x8, each input pixel meeting its 4 taps once;
+             * the 1x1 logits to 3) over the rows run: the detections rounded up to 16 */
+            int rows = (r.n_detections + 15) / 16 * 16;
+            double per_row = 16.0 * 6 * 8 * 9 + 16.0 * 5 * 6 * 9 + 16.0 * 4 * 5 * 4 + 64.0 * 3 * 4;
+            vd_stage_time times[VD_MAX_STAGES];
+            int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+            g_assert_cmpint(n, ==, 9);
+            g_assert_cmpstr(times[7].name, ==, "mask_head");
+            g_assert_cmpfloat_with_epsilon(times[7].gflop, 2.0 * rows * per_row / 1e9, 1e-12);
+            g_assert_cmpstr(times[8].name, ==, "paste_masks");
+            g_assert_cmpfloat(times[8].gflop, ==, 0.0);
+        }
         g_assert_cmpint(mask_probs_seen, ==, r.n_detections);
         g_assert_cmpint(mask_features_seen, ==, r.n_detections);
         g_assert_cmpfloat(mask_sigmoid_err, <, 1e-6);
