@@ -1047,6 +1047,21 @@ static void test_retinanet(gconstpointer data)
             g_assert_cmpfloat(d->score, <=, r.detections[i - 1].score);
     }
     assert_same_result(&r, &again);
+    {
+        /* the dense head's convolutions are the box_head stage's arithmetic (no
+         * RPN); P6 and P7 are the FPN's; decoding counts none */
+        vd_stage_time times[VD_MAX_STAGES];
+        int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+        const char *expected[] = {"preprocess", "backbone", "fpn", "box_head", "postprocess"};
+        g_assert_cmpint(n, ==, G_N_ELEMENTS(expected));
+        for (int i = 0; i < n; i++) {
+            g_assert_cmpstr(times[i].name, ==, expected[i]);
+            if (i == 0 || i == 4)
+                g_assert_cmpfloat(times[i].gflop, ==, 0.0);
+            else
+                g_assert_cmpfloat(times[i].gflop, >, 0.0);
+        }
+    }
     vd_result_clear(&r);
     vd_result_clear(&again);
     vd_context_free(ctx);
