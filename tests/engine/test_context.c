@@ -1337,6 +1337,16 @@ static void test_keypoints(void)
     g_assert_cmpint(kp_points_seen, ==, r.n_detections);
     g_assert_cmpint(kp_heatmaps_seen, ==, r.n_detections);
     g_assert_cmpint(kp_features_seen, ==, r.n_detections);
+    {
+        /* the keypoint head's convolutions and transposed convolution count; the
+         * heatmaps' upsampling and decoding do not */
+        vd_stage_time times[VD_MAX_STAGES];
+        g_assert_cmpint(vd_context_stage_times(ctx, times, VD_MAX_STAGES), ==, 9);
+        g_assert_cmpstr(times[7].name, ==, "keypoint_head");
+        g_assert_cmpfloat(times[7].gflop, >, 0.0);
+        g_assert_cmpstr(times[8].name, ==, "keypoints");
+        g_assert_cmpfloat(times[8].gflop, ==, 0.0);
+    }
     /* the fixture's transform: 90x120 resized to 96x128 */
     float rx = 120.0f / 128.0f, ry = 90.0f / 96.0f;
     for (int i = 0; i < r.n_detections; i++) {
