@@ -152,7 +152,7 @@ struct vd_job {
     vd_result *results;
     GError *error;
     vd_run_settings settings;
-    vd_stage_time stages[VD_MAX_STAGES];
+    vd_stage_stats stages[VD_MAX_STAGES];
     int n_stages;
     vd_run_status status;
     gboolean ran;  /* FALSE: refused at submission (invalid image) */
@@ -597,7 +597,15 @@ const char *vd_graphs_state_name(vd_graphs_state state)
 
 int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max)
 {
-    int n = MIN(max, ctx->n_reported);
-    memcpy(times, ctx->reported, sizeof(*times) * (size_t)MAX(n, 0));
+    int n = MAX(MIN(max, ctx->n_reported), 0);
+    for (int i = 0; i < n; i++)
+        times[i] = (vd_stage_time){ctx->reported[i].name, ctx->reported[i].ms};
+    return n;
+}
+
+int vd_context_stage_stats(const vd_context *ctx, vd_stage_stats *stats, int max)
+{
+    int n = MAX(MIN(max, ctx->n_reported), 0);
+    memcpy(stats, ctx->reported, sizeof(*stats) * (size_t)n);
     return n;
 }

@@ -501,10 +501,10 @@ int main(int argc, char **argv)
             if (ok && repeat > 0)
                 fprintf(stderr, "time_ms: %.3f\n", (double)(t1 - t0) / 1000.0);
             if (ok && stages) {
-                vd_stage_time times[16];
-                int n = vd_context_stage_times(ctx, times, 16);
+                vd_stage_stats times[16];
+                int n = vd_context_stage_stats(ctx, times, 16);
                 /* one line per quantity, the stages in one order: the times,
-                 * the arithmetic (vd_stage_time.gflop), its rate (0 where
+                 * the arithmetic (vd_stage_stats.gflop), its rate (0 where
                  * a stage counts none) */
                 fprintf(stderr, "stages_ms:");
                 for (int s = 0; s < n; s++)

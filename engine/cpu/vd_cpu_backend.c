@@ -679,7 +679,7 @@ static gboolean step_relu(cpu_state *st, const cpu_step *step, GError **error)
     return TRUE;
 }
 
-/* The multiply-adds of one run of steps [@from, @to) (vd_stage_time.gflop). */
+/* The multiply-adds of one run of steps [@from, @to) (vd_stage_stats.gflop). */
 static double steps_macs(const cpu_plan *plan, guint from, guint to)
 {
     double macs = 0.0;

@@ -90,7 +90,7 @@ struct cpu_conv {
     const cpu_tensor *src_t, *dst_t;
     gboolean sum, relu;
     vd_layer_scales scales; /* int8: what the primitive takes when it runs */
-    double macs;            /* multiply-adds of one run (vd_stage_time.gflop) */
+    double macs;            /* multiply-adds of one run (vd_stage_stats.gflop) */
 };
 
 /* How an int8 convolution's tensors are scaled (a stored value times its
@@ -343,7 +343,7 @@ typedef struct {
      * per element */
     int rows, in_c, in_size, out_c, out_size;
     size_t es;
-    double macs; /* the layers' multiply-adds over @rows RoIs (vd_stage_time.gflop) */
+    double macs; /* the layers' multiply-adds over @rows RoIs (vd_stage_stats.gflop) */
 } cpu_roi_convs;
 
 typedef struct {

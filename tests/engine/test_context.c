@@ -564,6 +564,16 @@ static void test_observer_and_stages(void)
         g_assert_cmpstr(times[i].name, ==, expected[i]);
         g_assert_cmpfloat(times[i].ms, >=, 0.0);
     }
+    /* the same stages and times with their arithmetic; @max respected */
+    vd_stage_stats stats[VD_MAX_STAGES];
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, VD_MAX_STAGES), ==, n);
+    for (int i = 0; i < n; i++) {
+        g_assert_true(stats[i].name == times[i].name);
+        g_assert_cmpfloat(stats[i].ms, ==, times[i].ms);
+        g_assert_cmpfloat(stats[i].gflop, >=, 0.0);
+    }
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, 2), ==, 2);
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, 0), ==, 0);
 
     /* removing the observer stops the calls */
     vd_context_set_observer(ctx, NULL, NULL);
@@ -610,7 +620,7 @@ static double conv_macs(int out_h, int out_w, int out_c, int in_c, int kernel)
     return (double)out_h * out_w * out_c * in_c * kernel * kernel;
 }
 
-/* vd_stage_time.gflop against a hand count of the bundled model's layers at one
+/* vd_stage_stats.gflop against a hand count of the bundled model's layers at one
  * input size. The model file (models/visiondetect-shapes.safetensors) holds a
  * ResNet-18 body to layer3 (returned layers 1-3; stem 64 channels, 7x7 stride 2;
  * layer1 64, layer2 128, layer3 256 channels, two basic blocks each, a 1x1
@@ -663,8 +673,8 @@ static void test_stage_gflop(void)
     int rows = n_proposals == 100 ? 100 : (n_proposals + 15) / 16 * 16;
     double box_head = (double)rows * (64 * 7 * 7 * 256 + 256 * 256 + 256 * 5 * 5);
 
-    vd_stage_time times[VD_MAX_STAGES];
-    int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+    vd_stage_stats times[VD_MAX_STAGES];
+    int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
     g_assert_cmpint(n, ==, 7);
     const struct {
         const char *name;
@@ -712,8 +722,8 @@ static void test_stage_gflop_grouped(void)
     backbone += conv_macs(48, 64, 16, 8, 1) + conv_macs(24, 32, 16, 1, 5) +     /* block 1 */
                 2.0 * 16 * 8 + conv_macs(24, 32, 8, 16, 1);
     backbone += conv_macs(24, 32, 16, 8, 1); /* last */
-    vd_stage_time times[VD_MAX_STAGES];
-    g_assert_cmpint(vd_context_stage_times(ctx, times, VD_MAX_STAGES), >=, 2);
+    vd_stage_stats times[VD_MAX_STAGES];
+    g_assert_cmpint(vd_context_stage_stats(ctx, times, VD_MAX_STAGES), >=, 2);
     g_assert_cmpstr(times[1].name, ==, "backbone");
     g_assert_cmpfloat_with_epsilon(times[1].gflop, 2.0 * backbone / 1e9, 1e-12);
 
@@ -1050,8 +1060,8 @@ static void test_retinanet(gconstpointer data)
     {
         /* the dense head's convolutions are the box_head stage's arithmetic (no
          * RPN); P6 and P7 are the FPN's; decoding counts none */
-        vd_stage_time times[VD_MAX_STAGES];
-        int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+        vd_stage_stats times[VD_MAX_STAGES];
+        int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
         const char *expected[] = {"preprocess", "backbone", "fpn", "box_head", "postprocess"};
         g_assert_cmpint(n, ==, G_N_ELEMENTS(expected));
         for (int i = 0; i < n; i++) {
@@ -1180,8 +1190,8 @@ static void test_masks(void)
              * the 1x1 logits to 3) over the rows run: the detections rounded up to 16 */
             int rows = (r.n_detections + 15) / 16 * 16;
             double per_row = 16.0 * 6 * 8 * 9 + 16.0 * 5 * 6 * 9 + 16.0 * 4 * 5 * 4 + 64.0 * 3 * 4;
-            vd_stage_time times[VD_MAX_STAGES];
-            int n = vd_context_stage_times(ctx, times, VD_MAX_STAGES);
+            vd_stage_stats times[VD_MAX_STAGES];
+            int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
             g_assert_cmpint(n, ==, 9);
             g_assert_cmpstr(times[7].name, ==, "mask_head");
             g_assert_cmpfloat_with_epsilon(times[7].gflop, 2.0 * rows * per_row / 1e9, 1e-12);
@@ -1340,8 +1350,8 @@ static void test_keypoints(void)
     {
         /* the keypoint head's convolutions and transposed convolution count; the
          * heatmaps' upsampling and decoding do not */
-        vd_stage_time times[VD_MAX_STAGES];
-        g_assert_cmpint(vd_context_stage_times(ctx, times, VD_MAX_STAGES), ==, 9);
+        vd_stage_stats times[VD_MAX_STAGES];
+        g_assert_cmpint(vd_context_stage_stats(ctx, times, VD_MAX_STAGES), ==, 9);
         g_assert_cmpstr(times[7].name, ==, "keypoint_head");
         g_assert_cmpfloat(times[7].gflop, >, 0.0);
         g_assert_cmpstr(times[8].name, ==, "keypoints");

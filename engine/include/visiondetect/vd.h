@@ -382,13 +382,23 @@ typedef void (*vd_tensor_observer)(const char *name, const float *data, const in
 VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer, void *user_data);
 
 /* Per-stage wall-clock times of the last batch returned (vd_detect() or
- * vd_collect()) in milliseconds, and the arithmetic each stage did, for
+ * vd_collect()) in milliseconds, for
  * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
  * postprocess; models with masks add mask_head (its RoIAlign included) and
  * paste_masks, models with keypoints keypoint_head (its RoIAlign included) and
  * keypoints (the heatmaps' decoding); the one-stage detectors' dense head is
  * box_head. With a batch of several frames, the stages of its last frame.
  * Returns the number of stages written (at most @max); @name is a static string.
+ * Call from the thread that calls vd_detect() or vd_collect(). */
+typedef struct {
+    const char *name;
+    double ms;
+} vd_stage_time;
+
+VD_API int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max);
+
+/* The same stages, each with the arithmetic it did (vd_context_stage_times()
+ * keeps its struct, and its callers' arrays, as they were).
  *
  * @gflop counts the stage's convolutions, transposed convolutions and matrix
  * products (the squeeze-and-excitation's included) as 2 x multiply-adds / 1e9,
@@ -402,14 +412,14 @@ VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer
  * such products (preprocess, roi_align, postprocess, paste_masks, keypoints;
  * the upsampling, pooling, normalisation and element-wise parts of the others)
  * add nothing: they are bound by memory bandwidth, not arithmetic. The CUDA
- * backend counts nothing (0). */
+ * backend counts nothing (0). GFLOP/s is @gflop / (@ms / 1000). */
 typedef struct {
     const char *name;
     double ms;
     double gflop;
-} vd_stage_time;
+} vd_stage_stats;
 
-VD_API int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max);
+VD_API int vd_context_stage_stats(const vd_context *ctx, vd_stage_stats *stats, int max);
 
 /* ------------------------------------------------------------------------ */
 /* Run status                                                                */
