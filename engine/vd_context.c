@@ -152,7 +152,7 @@ struct vd_job {
     vd_result *results;
     GError *error;
     vd_run_settings settings;
-    vd_stage_time stages[VD_MAX_STAGES];
+    vd_stage_stats stages[VD_MAX_STAGES];
     int n_stages;
     vd_run_status status;
     gboolean ran;  /* FALSE: refused at submission (invalid image) */
@@ -558,6 +558,7 @@ const char *const vd_stage_names[VD_N_STAGES] = {
 void vd_context_stages_begin(vd_context *ctx)
 {
     ctx->n_stages = 0;
+    ctx->stage_macs = 0.0;
     ctx->stage_start_us = g_get_monotonic_time();
 }
 
@@ -567,8 +568,10 @@ void vd_context_stage_mark(vd_context *ctx, vd_stage stage)
     if (ctx->n_stages < VD_MAX_STAGES) {
         ctx->stages[ctx->n_stages].name = vd_stage_name(stage);
         ctx->stages[ctx->n_stages].ms = (double)(now - ctx->stage_start_us) / 1000.0;
+        ctx->stages[ctx->n_stages].gflop = 2.0 * ctx->stage_macs / 1e9;
         ctx->n_stages++;
     }
+    ctx->stage_macs = 0.0;
     ctx->stage_start_us = now;
 }
 
@@ -594,7 +597,15 @@ const char *vd_graphs_state_name(vd_graphs_state state)
 
 int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max)
 {
-    int n = MIN(max, ctx->n_reported);
-    memcpy(times, ctx->reported, sizeof(*times) * (size_t)MAX(n, 0));
+    int n = MAX(MIN(max, ctx->n_reported), 0);
+    for (int i = 0; i < n; i++)
+        times[i] = (vd_stage_time){ctx->reported[i].name, ctx->reported[i].ms};
+    return n;
+}
+
+int vd_context_stage_stats(const vd_context *ctx, vd_stage_stats *stats, int max)
+{
+    int n = MAX(MIN(max, ctx->n_reported), 0);
+    memcpy(stats, ctx->reported, sizeof(*stats) * (size_t)n);
     return n;
 }

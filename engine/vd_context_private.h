@@ -70,15 +70,16 @@ struct vd_context {
      * for vd_submit()) */
     vd_tensor_observer observer;
     void *observer_data;
-    vd_stage_time stages[VD_MAX_STAGES];
+    vd_stage_stats stages[VD_MAX_STAGES];
     int n_stages;
     gint64 stage_start_us;
+    double stage_macs; /* multiply-adds of the running stage so far */
 
     vd_run_status status; /* after the batch that ran last */
 
     /* the last batch returned to the caller (vd_context_stage_times(),
      * vd_context_run_status()) */
-    vd_stage_time reported[VD_MAX_STAGES];
+    vd_stage_stats reported[VD_MAX_STAGES];
     int n_reported;
     vd_run_status reported_status;
 
@@ -120,6 +121,12 @@ static inline gboolean vd_context_observing(const vd_context *ctx)
  * under its name (vd_stage_name()). */
 void vd_context_stages_begin(vd_context *ctx);
 void vd_context_stage_mark(vd_context *ctx, vd_stage stage);
+/* Adds @macs multiply-adds (vd_stage_stats.gflop says what counts) to the
+ * running stage: the next mark reports them. */
+static inline void vd_context_stage_add_macs(vd_context *ctx, double macs)
+{
+    ctx->stage_macs += macs;
+}
 
 G_END_DECLS
 

@@ -159,6 +159,29 @@ Examples (from the repository root, after ninja -C build):
       OpenVINO at 640x480, 2 threads; vd-detect-int8 of the one-stage detectors is
       reported as refused
 
+Roofline (--roofline): how far each stage of vd-detect is from what this machine's
+kernels reach. vd-roofline (built beside vd-detect) first measures, with the same
+threads, the peaks of the engine's own oneDNN kernels: a 256->256 3x3 convolution at
+200x272 and a 1000x12544 by 12544x1024 matrix product in fp32, bf16 (where native) and
+int8 (the convolution, where the CPU has VNNI or AMX), and a parallel memory copy for
+the bandwidth. Then the vd-detect sides run as usual (--roofline implies --only
+vd-detect unless --only says otherwise) and, per frame and side, a table gives for each
+stage its GFLOP (vd-detect --stages: the stage's convolutions and matrix products, 2 x
+multiply-adds), its median ms, the GFLOP/s achieved, the peak of its kernel kind in the
+side's precision (the box head of a two-stage model: the matrix product's, unless its
+head has convolutions; the rest: the convolution's; int8: the int8 convolution's for
+the backbone and the RPN, whose convolutions it quantises (the stem and the RPN's 1x1
+head aside), fp32's for the other stages) and achieved/peak. The
+stages that count no products (preprocess, roi_align, postprocess, paste_masks,
+keypoints) are bound by memory bandwidth: the table gives the measured copy bandwidth
+beside them instead of a ratio. Both are measured in the same run, so the ratios hold
+on the machine that ran it, loaded or not.
+
+  /usr/bin/python3 tools/bench_cpu.py --roofline --arch resnet50 --sizes 640x480 \
+      --precisions fp32,bf16 --repeats 3
+  /usr/bin/python3 tools/bench_cpu.py --roofline --arch mobilenet_v3_large_320_fpn \
+      --sizes 640x480 --precisions fp32,bf16 --repeats 3
+
 Run it on an otherwise idle machine: it reports what the processes got, not what the
 code could do.
 """
@@ -793,6 +816,63 @@ sys.exit(rc)
 _MAXRSS_TAG = "bench-cpu-maxrss-kib:"
 
 
+def run_roofline(exe, threads, env, timeout):
+    """vd-roofline's peaks on this machine (its JSON)."""
+    print(f"measuring the kernels' peaks with {exe} ({threads} threads) ...", flush=True)
+    run = subprocess.run([exe, "--threads", str(threads)], capture_output=True, text=True, env=env,
+                         timeout=timeout)
+    if run.returncode != 0:
+        sys.exit(f"bench_cpu.py: vd-roofline failed ({run.returncode}):\n{run.stderr[-3000:]}")
+    peaks = json.loads(run.stdout)
+    for p in peaks["peaks"]:
+        print(f"  peak {p['kernel']:11s} {p['precision']:4s} {p['shape']:26s} {p['ms']:9.1f} ms "
+              f"{p['gflops']:8.1f} GFLOP/s  {p['impl']}")
+    bw = peaks["bandwidth"]
+    print(f"  memory copy {bw['bytes'] / 2**20:.0f} MiB read + written: {bw['gbs']:.1f} GB/s")
+    return peaks
+
+
+def roofline_table(stages_ms, stages_gflop, precision, peaks, box_head_kernel):
+    """Per stage: GFLOP, ms, GFLOP/s, the peak its kernel kind reaches in @precision
+    (vd-roofline's), achieved / peak; a stage without products gets the bandwidth."""
+    by = {(p["kernel"], p["precision"]): p for p in peaks["peaks"]}
+    rows = []
+    for stage, ms in stages_ms.items():
+        gflop = stages_gflop.get(stage, 0.0)
+        row = {"stage": stage, "gflop": gflop, "ms": ms,
+               "gflops": gflop / (ms / 1000) if ms > 0 else 0.0}
+        if gflop > 0:
+            kernel = box_head_kernel if stage == "box_head" else "convolution"
+            prec = precision if precision in ("fp32", "bf16") else "fp32"
+            if precision == "int8" and stage in ("backbone", "rpn"):
+                # int8 quantises the body's convolutions and the RPN's 3x3 one; the
+                # FPN's 3x3 output convolutions, which outweigh its int8 lateral ones,
+                # and the heads stay in float32
+                prec = "int8"
+            peak = by.get((kernel, prec)) or by.get((kernel, "fp32"))
+            row.update({"peak_kernel": kernel, "peak_precision": peak["precision"],
+                        "peak_gflops": peak["gflops"], "fraction": row["gflops"] / peak["gflops"]})
+        else:
+            row.update({"peak_kernel": "memory", "peak_gbs": peaks["bandwidth"]["gbs"]})
+        rows.append(row)
+    return rows
+
+
+def print_roofline(title, rows):
+    print(f"| {title} | GFLOP | ms | GFLOP/s | peak GFLOP/s | achieved/peak |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if r["peak_kernel"] == "memory":
+            peak, frac = f"memory, {r['peak_gbs']:.1f} GB/s", "-"
+        else:
+            peak = f"{r['peak_gflops']:.0f} ({r['peak_kernel']} {r['peak_precision']})"
+            frac = f"{100 * r['fraction']:.0f} %"
+        print(f"| {r['stage']} | {r['gflop']:.2f} | {r['ms']:.1f} | {r['gflops']:.0f} | {peak} | {frac} |")
+    gflop = sum(r["gflop"] for r in rows)
+    ms = sum(r["ms"] for r in rows)
+    print(f"| all stages | {gflop:.2f} | {ms:.1f} | {gflop / (ms / 1000) if ms else 0:.0f} | | |")
+
+
 def run_measured(cmd, env, timeout):
     """Runs cmd through the launcher; returns (exit status, stdout, stderr, peak RSS of
     cmd's process in MiB)."""
@@ -980,6 +1060,11 @@ def main(argv=None):
     p.add_argument("--workdir", help="keep the model file, frames and ONNX models here (default: a temporary folder)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per process (1800)")
     p.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    p.add_argument("--roofline", action="store_true",
+                   help="measure the kernels' peaks (vd-roofline) and give each stage's GFLOP/s against "
+                        "them (implies --only vd-detect)")
+    p.add_argument("--vd-roofline", default=os.path.join(ROOT, "build", "tools", "vd-roofline"),
+                   help="the vd-roofline to run with --roofline (default: build/tools/vd-roofline)")
     # internal: the torchvision and peer worker processes
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--peer-worker", choices=["onnxruntime", "openvino"], help=argparse.SUPPRESS)
@@ -1010,6 +1095,13 @@ def main(argv=None):
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     except argparse.ArgumentTypeError as exc:
         p.error(str(exc))
+    if args.roofline:
+        if args.only == "torchvision":
+            p.error("--roofline measures vd-detect: not with --only torchvision")
+        args.only = "vd-detect"
+        if not os.access(args.vd_roofline, os.X_OK):
+            p.error(f"{args.vd_roofline} is not an executable (build it with ninja -C build, or pass "
+                    "--vd-roofline)")
     if args.only != "torchvision" and not os.access(args.vd_detect, os.X_OK):
         p.error(f"{args.vd_detect} is not an executable (build it with ninja -C build, or pass --vd-detect)")
     vd_builds = [("", args.vd_detect)]
@@ -1068,6 +1160,7 @@ def main(argv=None):
                 onnx_paths[(w, h)] = export_onnx(model_path, img, workdir, args.threads)
 
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        peaks = run_roofline(args.vd_roofline, args.threads, env, args.timeout) if args.roofline else None
         # int8: per frame size, the calibration frames, vd-detect's calibrated model file
         # and NNCF's quantized OpenVINO model
         vd_int8_models, ov_int8_models, calibration = {}, {}, {}
@@ -1105,6 +1198,7 @@ def main(argv=None):
         # one untimed.
         vd_repeat = max(2, args.warmup + args.runs)
         sides = {}
+        side_precision = {}  # vd-detect side -> its precision
         # the sides that run the int8 model of the frame size (vd_int8_models, ov_int8_models)
         int8_sides = set(int8_peers)
         if args.only != "vd-detect":
@@ -1121,6 +1215,7 @@ def main(argv=None):
                         "vd", [exe, "--device", "cpu", "--threads",
                                str(args.threads), "--precision", prec, "--json", "--stages",
                                "--repeat", str(vd_repeat)])
+                    side_precision[f"vd-detect-{label}{prec}"] = prec
                     if prec == "int8":
                         int8_sides.add(f"vd-detect-{label}{prec}")
         for name, runtime, ov_prec, _ in peer_sides:
@@ -1161,8 +1256,8 @@ def main(argv=None):
         warnings_out = []
         for w, h, frame, img in frames:
             rh, rw = resized_size(pc, cfg, h, w)
-            side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}, "load": [], "first": [],
-                           "out": None, "info": None} for name in sides}
+            side = {name: {"times": [], "rss": 0.0, "dets": None, "stages": {}, "gflop": None, "load": [],
+                           "first": [], "out": None, "info": None} for name in sides}
             order = list(sides)
             for rep in range(args.repeats):
                 k = rep % len(order)
@@ -1199,6 +1294,12 @@ def main(argv=None):
                         all_stages = [dict((kv.split("=")[0], float(kv.split("=")[1]))
                                            for kv in l.split(":", 1)[1].split())
                                       for l in err.splitlines() if l.startswith("stages_ms:")]
+                        # each stage's arithmetic (the same every run of a frame)
+                        all_gflop = [dict((kv.split("=")[0], float(kv.split("=")[1]))
+                                          for kv in l.split(":", 1)[1].split())
+                                     for l in err.splitlines() if l.startswith("stages_gflop:")]
+                        if all_gflop:
+                            side[name]["gflop"] = all_gflop[-1]
                         loads = [float(l.split(":", 1)[1]) for l in err.splitlines() if l.startswith("load_ms:")]
                         if len(all_times) != vd_repeat or len(all_stages) != vd_repeat:
                             sys.exit(f"bench_cpu.py: vd-detect printed {len(all_times)} time_ms lines for "
@@ -1262,6 +1363,14 @@ def main(argv=None):
                     row[name]["stages_ms"] = st_med
                     print("  " + " " * 24 + " stages (median ms): "
                           + " ".join(f"{key} {v:.1f}" for key, v in st_med.items()))
+                    if s["gflop"] is not None:
+                        row[name]["stages_gflop"] = s["gflop"]
+                    if peaks is not None and s["gflop"] is not None:
+                        box_kernel = ("convolution" if cfg.get("architecture") in ("retinanet", "fcos")
+                                      or cfg["roi_heads"].get("box_head", {}).get("type") == "conv_fc"
+                                      else "matmul")
+                        row[name]["roofline"] = roofline_table(st_med, s["gflop"], side_precision[name],
+                                                               peaks, box_kernel)
             ratios = {}
             for rname in ref_names:
                 for vname in vd_names:
@@ -1413,6 +1522,12 @@ def main(argv=None):
                 st = row[name]["stages_ms"]
                 print(f"| {row['width']}x{row['height']} | {name} | " +
                       " | ".join(f"{st.get(k, float('nan')):.1f}" for k in keys) + " |")
+        if peaks is not None:
+            for row in results:
+                for name in order:
+                    if "roofline" in row[name]:
+                        print()
+                        print_roofline(f"{row['width']}x{row['height']} {name}", row[name]["roofline"])
         if warnings_out:
             print()
             for warn in warnings_out:
@@ -1421,7 +1536,7 @@ def main(argv=None):
             print(json.dumps({"threads": args.threads, "torch_linear": linears, "precisions": precisions,
                               "peers": peer_names, "peer_versions": peer_versions,
                               "calibration_frames": args.calibration_frames if calibration else None,
-                              "model": model_path, "results": results}))
+                              "model": model_path, "roofline_peaks": peaks, "results": results}))
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

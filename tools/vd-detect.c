@@ -360,8 +360,8 @@ int main(int argc, char **argv)
          "Run each image as one batch of N copies of it (its result printed once); with "
          "--repeat, the time of each batch",
          "N"},
-        {"stages", 0, 0, G_OPTION_ARG_NONE, &stages, "Per-stage times of each run on stderr",
-         NULL},
+        {"stages", 0, 0, G_OPTION_ARG_NONE, &stages,
+         "Per-stage times, GFLOP and GFLOP/s of each run on stderr", NULL},
         {"info", 'i', 0, G_OPTION_ARG_NONE, &info,
          "Say what the engine runs (backend, ISA, precision, threads, layout); with images, on "
          "stderr, and after them every primitive's implementation",
@@ -501,11 +501,21 @@ int main(int argc, char **argv)
             if (ok && repeat > 0)
                 fprintf(stderr, "time_ms: %.3f\n", (double)(t1 - t0) / 1000.0);
             if (ok && stages) {
-                vd_stage_time times[16];
-                int n = vd_context_stage_times(ctx, times, 16);
+                vd_stage_stats times[16];
+                int n = vd_context_stage_stats(ctx, times, 16);
+                /* one line per quantity, the stages in one order: the times,
+                 * the arithmetic (vd_stage_stats.gflop), its rate (0 where
+                 * a stage counts none) */
                 fprintf(stderr, "stages_ms:");
                 for (int s = 0; s < n; s++)
                     fprintf(stderr, " %s=%.3f", times[s].name, times[s].ms);
+                fprintf(stderr, "\nstages_gflop:");
+                for (int s = 0; s < n; s++)
+                    fprintf(stderr, " %s=%.4f", times[s].name, times[s].gflop);
+                fprintf(stderr, "\nstages_gflops:");
+                for (int s = 0; s < n; s++)
+                    fprintf(stderr, " %s=%.2f", times[s].name,
+                            times[s].ms > 0.0 ? times[s].gflop / (times[s].ms / 1000.0) : 0.0);
                 fprintf(stderr, "\n");
             }
         }

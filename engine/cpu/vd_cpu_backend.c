@@ -348,6 +348,8 @@ static gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, cons
                     in_c, out_c, groups);
         return FALSE;
     }
+    /* the direct convolution's count, whichever algorithm runs it */
+    cv->macs = (double)dst->h * dst->w * out_c * (in_c / groups) * kernel * kernel;
 
     /* Winograd where it pays (use_winograd): oneDNN's where it has a kernel for
      * this ISA and its scratchpad fits the budget, else ours where the channels
@@ -687,6 +689,17 @@ static gboolean step_relu(cpu_state *st, const cpu_step *step, GError **error)
             d[i] = (s[i] & 0x8000u) && (s[i] & 0x7fffu) <= inf ? 0u : s[i];
     }
     return TRUE;
+}
+
+/* The multiply-adds of one run of steps [@from, @to) (vd_stage_stats.gflop). */
+static double steps_macs(const cpu_plan *plan, guint from, guint to)
+{
+    double macs = 0.0;
+    for (guint i = from; i < to; i++) {
+        const cpu_step *step = &g_array_index(plan->steps, cpu_step, i);
+        macs += step->conv != NULL ? step->conv->macs : step->macs;
+    }
+    return macs;
 }
 
 /* Steps [@from, @to) of the plan, each followed by its calibration record. */
@@ -1431,6 +1444,7 @@ static gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linea
     const char *what = "box head matmul";
     dnnl_primitive_desc_t pd = NULL;
     l->rows = rows;
+    l->macs = (double)rows * pl->in * pl->out;
     if (pl->xnn != NULL) {
         /* XNNPACK's operator (float32 or fp16), on memory objects that carry the
          * pointers as oneDNN's do */
@@ -1485,6 +1499,28 @@ static void roi_convs_clear(cpu_roi_convs *rc)
     free(rc->buffers[0]);
     free(rc->buffers[1]);
     memset(rc, 0, sizeof(*rc));
+}
+
+/* The multiply-adds of a stack (@specs, @n layers) over @rows RoIs of @size x
+ * @size: a convolution's output elements x input channels x kernel area, a
+ * transposed convolution's input elements x output channels x kernel area (each
+ * input pixel meets every tap once). */
+static double roi_stack_macs(const cpu_roi_layer_spec *specs, int n, int rows, int size)
+{
+    double macs = 0.0;
+    for (int j = 0; j < n; j++) {
+        const vd_conv *w = specs[j].conv;
+        int k = w->kernel, s = w->stride, p = w->padding;
+        double taps = (double)w->in_channels * w->out_channels * k * k;
+        if (specs[j].deconv) {
+            macs += (double)rows * size * size * taps;
+            size = (size - 1) * s - 2 * p + k;
+        } else {
+            size = (size + 2 * p - k) / s + 1;
+            macs += (double)rows * size * size * taps;
+        }
+    }
+    return macs;
 }
 
 /* The primitive of one layer of a stack (@spec) for @rows RoIs of @size x @size
@@ -1608,6 +1644,7 @@ static gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_l
                                int n, int rows, int size, dnnl_data_type_t dt,
                                gboolean follow_layouts, const char *what, GError **error)
 {
+    rc->macs = roi_stack_macs(specs, n, rows, size);
     if (st->xnn != NULL)
         return roi_convs_init_xnn(st, rc, specs, n, rows, size, dt, what, error);
     /* descriptors borrowed from the layers' primitives */
@@ -1850,6 +1887,9 @@ static gboolean run_box_head(cpu_state *st, vd_context *ctx, cpu_plan *plan, con
                         !linear_run(st, &bp->predictor, &st->predictor, error) ||
                         !vd_layers_wait(st->stream, error)))
         goto out_free;
+    if (n_props > 0)
+        vd_context_stage_add_macs(ctx, bp->convs.macs + bp->fc6.macs + bp->fc7.macs +
+                                           bp->predictor.macs);
     *head_out = st->head_out;
     ok = TRUE;
 
@@ -2026,6 +2066,7 @@ static gboolean run_mask_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     }
     if (!roi_head_run(st, mp, "mask head", error))
         goto out_free;
+    vd_context_stage_add_macs(ctx, mp->convs.macs);
     vd_context_stage_mark(ctx, VD_STAGE_MASK_HEAD);
 
     /* the label's channel, then the sigmoid (the same values as torch's sigmoid of
@@ -2250,9 +2291,11 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
     if (!run_steps(st, plan, 0, plan->steps_backbone, error))
         return FALSE;
     st->frames_seen += st->ranges_seen != NULL;
+    vd_context_stage_add_macs(ctx, steps_macs(plan, 0, plan->steps_backbone));
     vd_context_stage_mark(ctx, VD_STAGE_BACKBONE);
     if (!run_steps(st, plan, plan->steps_backbone, plan->steps_fpn, error))
         return FALSE;
+    vd_context_stage_add_macs(ctx, steps_macs(plan, plan->steps_backbone, plan->steps_fpn));
     if (observe) {
         for (int l = 0; l < plan->n_levels; l++) {
             char name[32];
@@ -2273,6 +2316,8 @@ static gboolean detect_one(cpu_state *st, vd_context *ctx, const vd_image *image
 
     if (!run_steps(st, plan, plan->steps_fpn, plan->steps->len, error))
         return FALSE;
+    /* the RPN's (two-stage) or the dense head's (one-stage): the detector marks it */
+    vd_context_stage_add_macs(ctx, steps_macs(plan, plan->steps_fpn, plan->steps->len));
     return st->detector->detect(st, ctx, plan, rh, rw, image, result, observe, error);
 }
 

@@ -48,6 +48,7 @@ gboolean run_keypoint_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     }
     if (!roi_head_run(st, hp, "keypoint head", error))
         goto out_free;
+    vd_context_stage_add_macs(ctx, hp->convs.macs);
     vd_upsample_bilinear(hp->out, n * K, hp->out_size, cfg->kp_up_scale, heatmaps);
     if (observe) {
         int64_t shape[4] = {n, K, S, S};

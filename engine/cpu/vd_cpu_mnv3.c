@@ -223,6 +223,8 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
             step->dst = t2;
             step->data = mb;
             step->work = plan->mnv3.se_work;
+            /* its two 1x1 layers on the pooled vector: exp -> squeeze -> exp */
+            step->macs = 2.0 * exp * bc->se_channels;
         }
         if (copy) {
             cpu_step *step = plan_step(plan, step_copy, "residual copy");

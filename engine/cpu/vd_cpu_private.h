@@ -90,6 +90,7 @@ struct cpu_conv {
     const cpu_tensor *src_t, *dst_t;
     gboolean sum, relu;
     vd_layer_scales scales; /* int8: what the primitive takes when it runs */
+    double macs;            /* multiply-adds of one run (vd_stage_stats.gflop) */
 };
 
 /* How an int8 convolution's tensors are scaled (a stored value times its
@@ -219,6 +220,9 @@ struct cpu_step {
     float *work;
     const char *record; /* calibration (in cpu_plan.names) */
     const cpu_tensor *record_t;
+    /* multiply-adds of one run of a hand-written op that is a product (the
+     * squeeze-and-excitation's); a convolution step counts @conv's */
+    double macs;
 };
 
 typedef struct {
@@ -313,6 +317,7 @@ typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, dst; /* weights: the layer's packed copy (borrowed) */
     int rows;
+    double macs;    /* rows x in x out */
     vd_xnn_op *xnn; /* XNNPACK's (cpu_packed_linear.xnn, borrowed) instead of prim */
 } cpu_linear;
 
@@ -360,6 +365,7 @@ typedef struct {
      * per element */
     int rows, in_c, in_size, out_c, out_size;
     size_t es;
+    double macs; /* the layers' multiply-adds over @rows RoIs (vd_stage_stats.gflop) */
 } cpu_roi_convs;
 
 typedef struct {

@@ -1462,6 +1462,7 @@ static void read_stage_times(cuda_state *st, vd_context *ctx, gboolean timing)
         }
         ctx->stages[ctx->n_stages].name = vd_stage_name((vd_stage)i);
         ctx->stages[ctx->n_stages].ms = ms;
+        ctx->stages[ctx->n_stages].gflop = 0.0; /* not counted on this backend */
         ctx->n_stages++;
     }
 }

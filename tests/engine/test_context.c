@@ -8,6 +8,7 @@
  * meaningless, but with a score threshold of 0 every proposal yields candidates, so
  * there are always detections to compare. Numerical agreement with torchvision is
  * the parity suite's job. */
+#include "cpu/vd_cpu_isa.h"
 #include "model_fixture.h"
 #include "vd_config.h"
 #include "vd_context_private.h"
@@ -566,6 +567,16 @@ static void test_observer_and_stages(void)
         g_assert_cmpstr(times[i].name, ==, expected[i]);
         g_assert_cmpfloat(times[i].ms, >=, 0.0);
     }
+    /* the same stages and times with their arithmetic; @max respected */
+    vd_stage_stats stats[VD_MAX_STAGES];
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, VD_MAX_STAGES), ==, n);
+    for (int i = 0; i < n; i++) {
+        g_assert_true(stats[i].name == times[i].name);
+        g_assert_cmpfloat(stats[i].ms, ==, times[i].ms);
+        g_assert_cmpfloat(stats[i].gflop, >=, 0.0);
+    }
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, 2), ==, 2);
+    g_assert_cmpint(vd_context_stage_stats(ctx, stats, 0), ==, 0);
 
     /* removing the observer stops the calls */
     vd_context_set_observer(ctx, NULL, NULL);
@@ -596,9 +607,135 @@ static vd_model *tiny_model_with_nan(const char *name, gsize n)
     return fx_load_ok(fx);
 }
 
+/* The proposals' count of the last frame (the box head's rows follow it). */
+static void count_proposals(const char *name, const float *data, const int64_t *shape, int ndim,
+                            void *user_data)
+{
+    (void)data;
+    if (strcmp(name, "proposals") == 0 && ndim == 2)
+        *(int *)user_data = (int)shape[0];
+}
+
+/* One convolution's multiply-adds: output pixels x output channels x input
+ * channels x kernel area (groups 1). */
+static double conv_macs(int out_h, int out_w, int out_c, int in_c, int kernel)
+{
+    return (double)out_h * out_w * out_c * in_c * kernel * kernel;
+}
+
+/* vd_stage_stats.gflop against a hand count of the bundled model's layers at one
+ * input size. The model file (models/visiondetect-shapes.safetensors) holds a
+ * ResNet-18 body to layer3 (returned layers 1-3; stem 64 channels, 7x7 stride 2;
+ * layer1 64, layer2 128, layer3 256 channels, two basic blocks each, a 1x1
+ * downsample in the first block of layer2 and layer3), an FPN of 64 channels
+ * with the max-pool level, an RPN of 6 anchors per place (2 sizes x 3 ratios), a TwoMLPHead of 256
+ * over 7x7 RoIs and 5 classes. A 320x256 frame is not resized (min_size 256, max_size 464) and pads
+ * to itself. Exact: every count is an integer well below 2^53. */
+static void test_stage_gflop(void)
+{
+    char *path = g_build_filename(VD_TEST_SRCDIR, "..", "..", "models",
+                                  "visiondetect-shapes.safetensors", NULL);
+    GError *error = NULL;
+    vd_model *model = vd_model_load(path, &error);
+    g_assert_no_error(error);
+    g_free(path);
+    vd_context *ctx = cpu_context(model, 0.05f);
+    guint8 *pixels = make_rgb(320, 256);
+    vd_image image = vd_image_rgb(pixels, 320, 256);
+    int n_proposals = -1;
+    vd_context_set_observer(ctx, count_proposals, &n_proposals);
+    vd_result r = detect_ok(ctx, &image);
+    g_assert_cmpint(n_proposals, >, 0);
+
+    /* stem 128x160, the max-pool to 64x80, then strides 2 */
+    double backbone = conv_macs(128, 160, 64, 3, 7);
+    backbone += 4 * conv_macs(64, 80, 64, 64, 3); /* layer1 */
+    backbone += conv_macs(32, 40, 128, 64, 3) + 3 * conv_macs(32, 40, 128, 128, 3) +
+                conv_macs(32, 40, 128, 64, 1); /* layer2 */
+    backbone += conv_macs(16, 20, 256, 128, 3) + 3 * conv_macs(16, 20, 256, 256, 3) +
+                conv_macs(16, 20, 256, 128, 1); /* layer3 */
+    /* the lateral 1x1 and the output 3x3 convolution of each returned level */
+    double fpn = conv_macs(64, 80, 64, 64, 1) + conv_macs(32, 40, 64, 128, 1) +
+                 conv_macs(16, 20, 64, 256, 1);
+    fpn +=
+        conv_macs(64, 80, 64, 64, 3) + conv_macs(32, 40, 64, 64, 3) + conv_macs(16, 20, 64, 64, 3);
+    /* every level and the pool level (8x10): the 3x3 convolution, then the
+     * objectness (6) and box deltas (24) 1x1, which the CPU backend runs as one
+     * convolution of 30 outputs padded to its channel block (what it computes
+     * is what counts) */
+    vd_cpu_caps caps;
+    vd_cpu_caps_get(&caps);
+    int head_out = (6 + 24 + caps.channel_block - 1) / caps.channel_block * caps.channel_block;
+    const int level_h[] = {64, 32, 16, 8}, level_w[] = {80, 40, 20, 10};
+    double rpn = 0.0;
+    for (int l = 0; l < 4; l++)
+        rpn += conv_macs(level_h[l], level_w[l], 64, 64, 3) +
+               conv_macs(level_h[l], level_w[l], head_out, 64, 1);
+    /* the rows the box head runs: the post-NMS top-n (100) as it is, other
+     * counts rounded up to 16 */
+    int rows = n_proposals == 100 ? 100 : (n_proposals + 15) / 16 * 16;
+    double box_head = (double)rows * (64 * 7 * 7 * 256 + 256 * 256 + 256 * 5 * 5);
+
+    vd_stage_stats times[VD_MAX_STAGES];
+    int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
+    g_assert_cmpint(n, ==, 7);
+    const struct {
+        const char *name;
+        double macs;
+    } want[] = {{"preprocess", 0}, {"backbone", backbone}, {"fpn", fpn},      {"rpn", rpn},
+                {"roi_align", 0},  {"box_head", box_head}, {"postprocess", 0}};
+    for (int i = 0; i < n; i++) {
+        g_assert_cmpstr(times[i].name, ==, want[i].name);
+        /* gflop = 2 x MACs / 1e9 in double: the same operations give the same
+         * rounding, a relative 1e-12 leaves room for another order of sums */
+        g_assert_cmpfloat_with_epsilon(times[i].gflop, 2.0 * want[i].macs / 1e9,
+                                       1e-12 * MAX(times[i].gflop, 1.0));
+    }
+    /* ResNet-18 to layer3 at 256x320: 2.29 G multiply-adds, 4.58 GFLOP */
+    g_assert_cmpfloat(times[1].gflop, >, 4.5);
+    g_assert_cmpfloat(times[1].gflop, <, 4.7);
+
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
 /* vd_result.n_nonfinite on the CPU: the RPN head's and the box head's
  * infinite and NaN outputs, exactly; and the run status of a backend without
  * graphs. */
+/* The backbone's count with grouped (depthwise) convolutions and the
+ * squeeze-and-excitation's products: the tiny MobileNetV3 fixture (mnv3_tiny():
+ * stem 3x3 stride 2 to 8 channels; block 0: 3x3 depthwise on 8 channels (no
+ * expansion: 8 in, 8 expanded), 1x1 projection to 8; block 1: 1x1 expansion to 16,
+ * 5x5 depthwise stride 2, SE 16 -> 8 -> 16, 1x1 projection to 8; the last 1x1 conv
+ * to 16) on a 128x96 frame, not resized (min_size 96, max_size 160). */
+static vd_model *mnv3_tiny_model(const char *arch);
+
+static void test_stage_gflop_grouped(void)
+{
+    vd_model *model = mnv3_tiny_model(NULL);
+    vd_context *ctx = cpu_context(model, 0.05f);
+    guint8 *pixels = make_rgb(128, 96);
+    vd_image image = vd_image_rgb(pixels, 128, 96);
+    vd_result r = detect_ok(ctx, &image);
+
+    double backbone = conv_macs(48, 64, 8, 3, 3);                               /* stem */
+    backbone += conv_macs(48, 64, 8, 1, 3) + conv_macs(48, 64, 8, 8, 1);        /* block 0 */
+    backbone += conv_macs(48, 64, 16, 8, 1) + conv_macs(24, 32, 16, 1, 5) +     /* block 1 */
+                2.0 * 16 * 8 + conv_macs(24, 32, 8, 16, 1);
+    backbone += conv_macs(24, 32, 16, 8, 1); /* last */
+    vd_stage_stats times[VD_MAX_STAGES];
+    g_assert_cmpint(vd_context_stage_stats(ctx, times, VD_MAX_STAGES), >=, 2);
+    g_assert_cmpstr(times[1].name, ==, "backbone");
+    g_assert_cmpfloat_with_epsilon(times[1].gflop, 2.0 * backbone / 1e9, 1e-12);
+
+    vd_result_clear(&r);
+    vd_context_free(ctx);
+    vd_model_unref(model);
+    g_free(pixels);
+}
+
 static void test_nonfinite_count(void)
 {
     guint8 *pixels = make_rgb(100, 75); /* 960 locations, one anchor each */
@@ -945,6 +1082,21 @@ static void test_retinanet(gconstpointer data)
     vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
     assert_dense_result(&r, 0, 3, 80, 60);
     assert_same_result(&r, &again);
+    {
+        /* the dense head's convolutions are the box_head stage's arithmetic (no
+         * RPN); P6 and P7 are the FPN's; decoding counts none */
+        vd_stage_stats times[VD_MAX_STAGES];
+        int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
+        const char *expected[] = {"preprocess", "backbone", "fpn", "box_head", "postprocess"};
+        g_assert_cmpint(n, ==, G_N_ELEMENTS(expected));
+        for (int i = 0; i < n; i++) {
+            g_assert_cmpstr(times[i].name, ==, expected[i]);
+            if (i == 0 || i == 4)
+                g_assert_cmpfloat(times[i].gflop, ==, 0.0);
+            else
+                g_assert_cmpfloat(times[i].gflop, >, 0.0);
+        }
+    }
     vd_result_clear(&r);
     vd_result_clear(&again);
     vd_context_free(ctx);
@@ -1136,6 +1288,21 @@ static void test_masks(void)
         vd_result r = detect_ok(ctx, &image);
         vd_context_set_observer(ctx, NULL, NULL);
         g_assert_cmpint(r.n_detections, >, 0);
+        {
+            /* the mask head's arithmetic, by hand (mask_tiny(): 8 FPN channels
+             * pooled 4x4; 3x3 convolutions to 6 and 5, the 2x2 stride-2 transposed
+             * convolution to 4 on 8x8, each input pixel meeting its 4 taps once;
+             * the 1x1 logits to 3) over the rows run: the detections rounded up to 16 */
+            int rows = (r.n_detections + 15) / 16 * 16;
+            double per_row = 16.0 * 6 * 8 * 9 + 16.0 * 5 * 6 * 9 + 16.0 * 4 * 5 * 4 + 64.0 * 3 * 4;
+            vd_stage_stats times[VD_MAX_STAGES];
+            int n = vd_context_stage_stats(ctx, times, VD_MAX_STAGES);
+            g_assert_cmpint(n, ==, 9);
+            g_assert_cmpstr(times[7].name, ==, "mask_head");
+            g_assert_cmpfloat_with_epsilon(times[7].gflop, 2.0 * rows * per_row / 1e9, 1e-12);
+            g_assert_cmpstr(times[8].name, ==, "paste_masks");
+            g_assert_cmpfloat(times[8].gflop, ==, 0.0);
+        }
         g_assert_cmpint(mask_probs_seen, ==, r.n_detections);
         g_assert_cmpint(mask_features_seen, ==, r.n_detections);
         g_assert_cmpfloat(mask_sigmoid_err, <, 1e-6);
@@ -1285,6 +1452,16 @@ static void test_keypoints(void)
     g_assert_cmpint(kp_points_seen, ==, r.n_detections);
     g_assert_cmpint(kp_heatmaps_seen, ==, r.n_detections);
     g_assert_cmpint(kp_features_seen, ==, r.n_detections);
+    {
+        /* the keypoint head's convolutions and transposed convolution count; the
+         * heatmaps' upsampling and decoding do not */
+        vd_stage_stats times[VD_MAX_STAGES];
+        g_assert_cmpint(vd_context_stage_stats(ctx, times, VD_MAX_STAGES), ==, 9);
+        g_assert_cmpstr(times[7].name, ==, "keypoint_head");
+        g_assert_cmpfloat(times[7].gflop, >, 0.0);
+        g_assert_cmpstr(times[8].name, ==, "keypoints");
+        g_assert_cmpfloat(times[8].gflop, ==, 0.0);
+    }
     /* the fixture's transform: 90x120 resized to 96x128 */
     float rx = 120.0f / 128.0f, ry = 90.0f / 96.0f;
     for (int i = 0; i < r.n_detections; i++) {
@@ -1409,6 +1586,8 @@ int main(int argc, char **argv)
     g_test_add_func("/context/detect/packed-formats", test_packed_formats);
     g_test_add_func("/context/detect/thresholds", test_thresholds);
     g_test_add_func("/context/hooks/observer-and-stages", test_observer_and_stages);
+    g_test_add_func("/context/hooks/stage-gflop", test_stage_gflop);
+    g_test_add_func("/context/hooks/stage-gflop-grouped", test_stage_gflop_grouped);
     g_test_add_func("/context/detect/non-finite", test_nonfinite_count);
     g_test_add_func("/context/error/bad-images", test_bad_images);
     g_test_add_func("/context/error/device-and-precision", test_device_and_precision);

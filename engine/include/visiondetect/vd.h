@@ -386,13 +386,40 @@ VD_API void vd_context_set_observer(vd_context *ctx, vd_tensor_observer observer
  * benchmarks. Stages: preprocess, backbone, fpn, rpn, roi_align, box_head,
  * postprocess; models with masks add mask_head (its RoIAlign included) and
  * paste_masks, models with keypoints keypoint_head (its RoIAlign included) and
- * keypoints (the heatmaps' decoding). Returns the number of stages written (at most @max). */
+ * keypoints (the heatmaps' decoding); the one-stage detectors' dense head is
+ * box_head. With a batch of several frames, the stages of its last frame.
+ * Returns the number of stages written (at most @max); @name is a static string.
+ * Call from the thread that calls vd_detect() or vd_collect(). */
 typedef struct {
     const char *name;
     double ms;
 } vd_stage_time;
 
 VD_API int vd_context_stage_times(const vd_context *ctx, vd_stage_time *times, int max);
+
+/* The same stages, each with the arithmetic it did (vd_context_stage_times()
+ * keeps its struct, and its callers' arrays, as they were).
+ *
+ * @gflop counts the stage's convolutions, transposed convolutions and matrix
+ * products (the squeeze-and-excitation's included) as 2 x multiply-adds / 1e9,
+ * from the shapes the backend ran for that frame: a convolution's output
+ * elements x input channels per group x kernel area, a transposed
+ * convolution's input elements x output channels x kernel area, a matrix
+ * product's M x K x N, the RoI heads over the rows they ran (the box count,
+ * rounded up to the row counts the backend plans for). A convolution counts
+ * as the direct one whatever algorithm runs (Winograd does fewer
+ * multiplications), and an int8 one counts as a float one. The stages without
+ * such products (preprocess, roi_align, postprocess, paste_masks, keypoints;
+ * the upsampling, pooling, normalisation and element-wise parts of the others)
+ * add nothing: they are bound by memory bandwidth, not arithmetic. The CUDA
+ * backend counts nothing (0). GFLOP/s is @gflop / (@ms / 1000). */
+typedef struct {
+    const char *name;
+    double ms;
+    double gflop;
+} vd_stage_stats;
+
+VD_API int vd_context_stage_stats(const vd_context *ctx, vd_stage_stats *stats, int max);
 
 /* ------------------------------------------------------------------------ */
 /* Run status                                                                */
