@@ -2907,7 +2907,9 @@ static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)
     if (plan != NULL) {
         kernel_add(out, strings, plan->input_convert, "reorder", "transform.input");
         plan->backbone->kernels(st, plan, out, strings);
-        for (int i = 0; i < plan->n_returned; i++) {
+        /* SSD has no FPN: its n_returned counts the feature maps its heads read */
+        int n_fpn = st->model->config.detector == VD_DETECTOR_SSD ? 0 : plan->n_returned;
+        for (int i = 0; i < n_fpn; i++) {
             g_snprintf(name, sizeof(name), "backbone.fpn.inner_blocks.%d", i);
             conv_kernels(out, strings, &plan->fpn_inner[i], name);
             g_snprintf(name, sizeof(name), "backbone.fpn.layer_blocks.%d", i);
