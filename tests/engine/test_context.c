@@ -1143,6 +1143,24 @@ static void test_ssdlite(void)
     g_assert_cmpint(model->config.detector, ==, VD_DETECTOR_SSD);
 
     vd_context *ctx = cpu_context(model, 0.0f);
+    /* XNNPACK's layers (a NEON-only aarch64 CPU) have no SSD yet: its first frame is
+     * refused, naming them */
+    if (strstr(vd_context_describe(ctx), "layers XNNPACK") != NULL) {
+        guint8 *pixels = make_rgb(80, 60);
+        vd_image image = vd_image_rgb(pixels, 80, 60);
+        vd_result r = {0};
+        GError *error = NULL;
+        g_assert_false(vd_detect(ctx, &image, 1, &r, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_test_message("refused on XNNPACK's layers: %s", error->message);
+        g_assert_nonnull(strstr(error->message, "XNNPACK"));
+        g_clear_error(&error);
+        g_free(pixels);
+        vd_context_free(ctx);
+        vd_model_unref(model);
+        g_test_skip("SSD does not run on XNNPACK's layers yet: the refusal checked");
+        return;
+    }
     static const int sizes[2][2] = {{80, 60}, {33, 97}};
     for (int s = 0; s < 2; s++) {
         int w = sizes[s][0], h = sizes[s][1];
