@@ -124,29 +124,13 @@ static gboolean bench_conv(const bench *b, dnnl_data_type_t dt, dnnl_format_tag_
     fill(weight, (size_t)c * c * 9, 1);
     for (int i = 0; i < c; i++)
         wei_scales[i] = 1.0f / 127.0f;
-    vd_conv_desc desc = {
-        .n = 1,
-        .in_c = c,
-        .out_c = c,
-        .groups = 1,
-        .in_h = h,
-        .in_w = w,
-        .out_h = h,
-        .out_w = w,
-        .kernel = 3,
-        .stride = 1,
-        .padding = 1,
-        .src_dt = dt,
-        .dst_dt = dt,
-        .src_tag = tag,
-        .dst_tag = tag,
-        .act = VD_ACT_NONE,
-        .wei_scales = int8 ? wei_scales : NULL,
-        .src_scale = 1.0f,
-        .dst_scale = 1.0f,
-        .sum_scale = 1.0f,
-        .sum_dt = dt,
-    };
+    vd_conv_desc desc = vd_layers_probe_desc(c, h, w, dt, tag);
+    desc.act = VD_ACT_NONE;
+    desc.wei_scales = int8 ? wei_scales : NULL;
+    desc.src_scale = 1.0f;
+    desc.dst_scale = 1.0f;
+    desc.sum_scale = 1.0f;
+    desc.sum_dt = dt;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t prim = NULL;
     dnnl_memory_t src = NULL, dst = NULL, wei = NULL, bias_mem = NULL, scratch = NULL;

@@ -2448,7 +2448,7 @@ static gboolean choose_layout(cpu_state *st, GError **error)
 
     dnnl_data_type_t dt = act_dt(st);
     enum { C = 256, HW = 64 };
-    vd_conv_desc desc = vd_layers_probe_desc(C, HW, dt, dnnl_format_tag_any);
+    vd_conv_desc desc = vd_layers_probe_desc(C, HW, HW, dt, dnnl_format_tag_any);
     desc.act = VD_ACT_RELU;
     dnnl_dims_t dims = {1, C, HW, HW};
     dnnl_primitive_desc_t pd = NULL;

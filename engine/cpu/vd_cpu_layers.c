@@ -681,17 +681,17 @@ out:
     return ok;
 }
 
-vd_conv_desc vd_layers_probe_desc(int c, int hw, dnnl_data_type_t dt, dnnl_format_tag_t tag)
+vd_conv_desc vd_layers_probe_desc(int c, int h, int w, dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
     vd_conv_desc desc = {
         .n = 1,
         .in_c = c,
         .out_c = c,
         .groups = 1,
-        .in_h = hw,
-        .in_w = hw,
-        .out_h = hw,
-        .out_w = hw,
+        .in_h = h,
+        .in_w = w,
+        .out_h = h,
+        .out_w = w,
         .kernel = 3,
         .stride = 1,
         .padding = 1,
@@ -705,7 +705,7 @@ vd_conv_desc vd_layers_probe_desc(int c, int hw, dnnl_data_type_t dt, dnnl_forma
 
 gboolean vd_layers_has_winograd(dnnl_engine_t engine, dnnl_format_tag_t tag)
 {
-    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_f32, tag);
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, 32, dnnl_f32, tag);
     desc.winograd = TRUE;
     dnnl_primitive_desc_t pd = NULL;
     gboolean found = vd_layers_conv_pd(engine, &desc, &pd, "Winograd convolution", NULL) &&
@@ -736,7 +736,7 @@ gboolean vd_layers_probe_bf16(vd_layers_bf16_probe *probe, GError **error)
     if (!vd_layers_engine_new(&engine, &stream, error))
         return FALSE;
     /* "no implementation" is an answer here, not an error */
-    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_bf16, dnnl_format_tag_any);
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, 32, dnnl_bf16, dnnl_format_tag_any);
     gboolean has_conv = vd_layers_conv_pd(engine, &desc, &conv, "bf16 convolution", NULL);
     gboolean has_matmul = vd_layers_matmul_pd(engine, 64, 256, 64, dnnl_bf16, dnnl_bf16, NULL,
                                               FALSE, &matmul, "bf16 matmul", NULL);

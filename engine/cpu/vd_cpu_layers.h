@@ -178,10 +178,10 @@ gboolean vd_layers_conv_weights(dnnl_engine_t engine, dnnl_stream_t stream,
                                 const float *weight, const float *bias, dnnl_memory_t *weights,
                                 dnnl_memory_t *bias_mem, const char *what, GError **error);
 
-/* The descriptor of a 3x3 convolution of @c to @c channels on one @hw x @hw image
- * of @dt in layout @tag (stride 1, padding 1, no post-op): the shape the backend
- * asks oneDNN about to choose a layout, Winograd or XNNPACK. */
-vd_conv_desc vd_layers_probe_desc(int c, int hw, dnnl_data_type_t dt, dnnl_format_tag_t tag);
+/* The descriptor of a 3x3 convolution of @c to @c channels on one @h x @w image of
+ * @dt in layout @tag (stride 1, padding 1, no post-op): the shape the backend asks
+ * oneDNN about to choose a layout, Winograd or XNNPACK, and vd-roofline times. */
+vd_conv_desc vd_layers_probe_desc(int c, int h, int w, dnnl_data_type_t dt, dnnl_format_tag_t tag);
 
 /* Whether oneDNN has a float32 Winograd convolution kernel here (for activations
  * in layout @tag): 2.x on AVX-512, 3.x nowhere. */

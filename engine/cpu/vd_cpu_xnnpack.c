@@ -54,7 +54,7 @@ static gboolean starts(void);
 static choice probe(void)
 {
     /* a 3x3 float32 convolution of 64 channels in NHWC, as the layers run it */
-    vd_conv_desc desc = vd_layers_probe_desc(64, 32, dnnl_f32, dnnl_nhwc);
+    vd_conv_desc desc = vd_layers_probe_desc(64, 32, 32, dnnl_f32, dnnl_nhwc);
     desc.act = VD_ACT_RELU;
     dnnl_engine_t engine = NULL;
     dnnl_stream_t stream = NULL;
