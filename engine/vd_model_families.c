@@ -3,7 +3,7 @@
  * the loader refuses them with VD_ERROR_UNSUPPORTED, naming the builder the file
  * records and what is missing. Today it runs every family the exporter writes, so
  * the table holds none; an architecture nobody knows is refused by the loader
- * (parse_config() in vd_model.c). */
+ * (parse_config() in vd_model_config.c). */
 #include "vd_model_loader.h"
 
 #include <string.h>

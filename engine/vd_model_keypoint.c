@@ -3,7 +3,7 @@
  * engine/KEYPOINTRCNN.md): the "roi_heads.keypoint_head" section, the keypoint
  * count, names and skeleton, and the weights of roi_heads.keypoint_head and
  * roi_heads.keypoint_predictor. The rest of the model is the Faster R-CNN of
- * vd_model.c. */
+ * vd_model_rcnn.c. */
 #include "vd_model_loader.h"
 
 #include <string.h>

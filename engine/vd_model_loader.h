@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the model loader: the backbone interface (vd_backbone_loader) and
- * the parts of vd_model.c that the backbones' files (vd_model_resnet.c,
- * vd_model_mnv3.c) share with it, each documented where it is defined. Not
+ * the parts of vd_model.c and vd_model_config.c that the backbones' and the
+ * families' files (vd_model_resnet.c, vd_model_mnv3.c, vd_model_rcnn.c, ...) share, each documented where it is defined. Not
  * installed. */
 #ifndef VD_MODEL_LOADER_H
 #define VD_MODEL_LOADER_H
@@ -17,7 +17,7 @@ G_BEGIN_DECLS
 typedef struct loader loader;
 
 /* A backbone's part of the loader, chosen by the configuration's
- * "backbone"."type" (backbone_loaders[] in vd_model.c).
+ * "backbone"."type" (backbone_loaders[] in vd_model_config.c).
  * @returned: what its returned layers index, in errors ("ResNet stage").
  * @parse: the backbone section @o (its type read) into @c: every key checked
  *   (check_keys()), every value range-checked, the returned layers and their
@@ -112,7 +112,7 @@ gboolean parse_ssd_head(const char *path, JsonObject *config, vd_config *c, GErr
 gboolean load_ssd_head(loader *ld, vd_model *model, GError **error);
 void vd_ssd_clear(vd_model *model);
 
-/* More of vd_model.c's configuration reads: a string value, a section (an object
+/* More of vd_model_config.c's configuration reads: a string value, a section (an object
  * member, VD_ERROR_FORMAT naming it when missing or not an object), a pooler's
  * "featmap_names" (the first FPN levels, their count in *@n_levels) */
 gboolean node_is_string(JsonNode *node);
@@ -130,6 +130,26 @@ gboolean parse_keypoint_head(const char *path, JsonObject *roi, vd_config *c, GE
 gboolean parse_keypoints(const char *path, JsonObject *config, vd_config *c, GError **error);
 gboolean load_keypoint_head(loader *ld, vd_model *model, GError **error);
 void keypoint_head_free(vd_model *model);
+
+/* The loader's parts across its files. vd_model_config.c: a JSON object parsed
+ * from @text (@len bytes, -1 for NUL-terminated), VD_ERROR_FORMAT naming @what when
+ * it is not one; the whole configuration of @metadata's "config" into @c (its JSON
+ * in *@config_root, the batch norms' eps per module, the backbone's computed
+ * layers); a backbone type's loader. vd_model_rcnn.c: the two-stage detectors'
+ * "rpn" and "roi_heads" sections, their RPN and box head weights, Mask R-CNN's mask
+ * head. vd_model.c: a linear layer's weights. */
+JsonNode *parse_json_object(const char *path, const char *what, const char *text, gssize len,
+                            GError **error);
+gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c,
+                      JsonNode **config_root, JsonObject **eps_per_module, int *n_computed,
+                      GError **error);
+const vd_backbone_loader *backbone_loader_of(vd_backbone_type type);
+gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error);
+gboolean load_heads(loader *ld, vd_model *model, GError **error);
+gboolean load_mask_head(loader *ld, vd_model *model, GError **error);
+gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, int out, int in,
+                     GError **error);
 
 G_END_DECLS
 

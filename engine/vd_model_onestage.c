@@ -2,7 +2,7 @@
 /* The model loader's part for torchvision's one-stage detectors (the second kind of
  * detector, engine/RETINANET.md): the configuration's "head" section and the
  * weights of LastLevelP6P7 and of the head. The backbone, the FPN and the anchors
- * are the two-stage detectors' (vd_model.c). */
+ * are the two-stage detectors' (vd_model_config.c, vd_model.c). */
 #include "vd_model_loader.h"
 
 #include <math.h>

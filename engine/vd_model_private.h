@@ -236,7 +236,7 @@ typedef struct {
 } vd_ssd_config;
 
 /* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
- * for the writer and vd_model.c for the accepted keys). Field meanings and defaults
+ * for the writer and vd_model_config.c and the families' files for the accepted keys). Field meanings and defaults
  * follow torchvision's FasterRCNN constructor arguments. */
 typedef struct {
     /* transform */

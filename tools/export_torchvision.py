@@ -16,7 +16,7 @@ and stored as F32 (default), F16 or BF16. The architecture goes into the header'
 
     {"format": "visiondetect", "format_version": "1", "config": "<JSON string>"}
 
-The config JSON is read by engine/vd_model.c; every value below comes from the model
+The config JSON is read by engine/vd_model_config.c and the families' loader files; every value below comes from the model
 object itself, not from the builder's defaults:
 
     {

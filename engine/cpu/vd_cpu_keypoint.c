@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Keypoint R-CNN's keypoint branch on the CPU (engine/KEYPOINTRCNN.md): a RoI head
- * (vd_cpu_backend.c's roi_head_*: the mask branch's machinery) of the 3x3
+ * (vd_cpu_roi.c's roi_head_*: the mask branch's machinery) of the 3x3
  * convolutions with ReLU and the transposed convolution, float32 whatever the
  * context's precision, then the bilinear upsampling and heatmaps_to_keypoints in C
  * (vd_cpu_ops.c), the points rescaled to the frame as resize_keypoints does. */

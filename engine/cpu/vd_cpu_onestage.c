@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The CPU backend's one-stage detectors (the second kind of detector beside the
- * two-stage one of vd_cpu_backend.c; engine/RETINANET.md): after the shared
+ * two-stage one of vd_cpu_rcnn.c; engine/RETINANET.md): after the shared
  * backbone, FPN (with LastLevelP6P7) and anchors, a dense head on every level
  * with the same weights (GroupNorm between its convolutions where it has it),
  * then torchvision's postprocess_detections of RetinaNet or FCOS: per level, the

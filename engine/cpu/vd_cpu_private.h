@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the CPU backend: its types (tensors, convolutions, plans, the
  * state), the backbone interface (cpu_backbone) and the helpers that
- * vd_cpu_backend.c shares with the backbones' files, vd_cpu_resnet.c and
+ * the backend's files (vd_cpu_backend.c, vd_cpu_plan.c, vd_cpu_fpn.c, vd_cpu_roi.c,
+ * vd_cpu_rcnn.c) share with the backbones' and detectors' files, such as vd_cpu_resnet.c and
  * vd_cpu_mnv3.c (each documented where it is defined). */
 #ifndef VD_CPU_PRIVATE_H
 #define VD_CPU_PRIVATE_H
@@ -323,6 +324,12 @@ typedef struct {
 
 #define BOX_HEAD_CACHE 4
 
+/* Row counts are rounded up to a multiple of this, so that a video's proposal
+ * counts reuse a handful of primitives; the extra rows compute on stale RoI
+ * features and are ignored. The box head's most frequent count, the post-NMS top-n,
+ * runs exactly (150 rows, not 160: 6 % of the 320 MobileNet's box head). */
+#define BOX_ROWS_QUANTUM 16
+
 /* One layer of a convolution stack over RoIs: a convolution or transposed
  * convolution over all RoIs at once (a batch of rows maps), src and dst in the
  * layouts oneDNN picks; bias (a folded batch-norm's where the layer has one) and
@@ -514,8 +521,8 @@ gboolean one_stage_pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv
 
 /* A kind of detector on the CPU (vd_detector_kind), over the backbone's and the
  * FPN's steps and the anchors, which every kind shares (cpu_detectors[] in
- * vd_cpu_backend.c: the two-stage one there, the one-stage one in
- * vd_cpu_onestage.c).
+ * vd_cpu_backend.c: the two-stage one in vd_cpu_rcnn.c, the one-stage one in
+ * vd_cpu_onestage.c, SSD's in vd_cpu_ssd.c).
  * @supports: what it refuses beyond cpu_supports()'s checks (precision, shapes).
  * @prepare: its size-independent weights, once per context (@clear frees them).
  * @plan: its steps after the FPN's (its heads' convolutions), its own part of
@@ -537,7 +544,8 @@ struct cpu_detector {
     void (*kernels)(const cpu_state *st, const cpu_plan *plan, GArray *out, GStringChunk *strings);
 };
 
-extern const cpu_detector vd_cpu_one_stage;
+extern const cpu_detector vd_cpu_two_stage; /* vd_cpu_rcnn.c */
+extern const cpu_detector vd_cpu_one_stage; /* vd_cpu_onestage.c, engine/RETINANET.md */
 extern const cpu_detector vd_cpu_ssd; /* vd_cpu_ssd.c, engine/SSD.md */
 
 /* The final detections: @kept boxes of @boxes ([n][4] in the resized @rh x @rw
@@ -620,10 +628,7 @@ gboolean range_scale(const cpu_state *st, const char *name, gboolean is_unsigned
                      GError **error);
 gboolean range_record(cpu_state *st, const char *name, const cpu_tensor *t, GError **error);
 
-/* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); the same for
- * XNNPACK's @op where @prim is NULL; for a convolution (its primitive, our
- * Winograd or XNNPACK's) */
-/* RoI heads over the final detections (vd_cpu_backend.c): the plan of @plans for
+/* RoI heads over the final detections (vd_cpu_roi.c): the plan of @plans for
  * @n detections (rows rounded up as the box head's; created on first use) of the
  * stack @specs (@n_specs layers) over @pool_size x @pool_size RoI features; the
  * RoIAlign of @n boxes @boxes (resized image) into @hp->pooled with @pooler over
@@ -650,11 +655,70 @@ gboolean run_keypoint_head(cpu_state *st, vd_context *ctx, cpu_plan *plan,
                            gboolean observe, vd_result *result, GError **error);
 void keypoint_kernels(const cpu_state *st, GArray *out, GStringChunk *strings);
 
+/* cpu_kernels(): one vd_kernel_info for @prim (nothing when NULL); the same for
+ * XNNPACK's @op where @prim is NULL; for a convolution (its primitive, our
+ * Winograd or XNNPACK's) */
 void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const char *kind,
                 const char *layer_fmt, ...) G_GNUC_PRINTF(5, 6);
 void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,
                    const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(6, 7);
 void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer);
+
+/* The plan's machinery (vd_cpu_plan.c): a plan for a padded input size (the
+ * backbone's, the FPN's and the detector's steps) and its release; running steps
+ * [@from, @to) and their multiply-adds; the element size of @dt; the scratchpad
+ * every primitive shares (sized by note_scratchpad() at planning, allocated by
+ * ensure_scratchpad() before a run); a convolution from raw weights (@dilation 1
+ * for none); one oneDNN primitive's run with its arguments; the ReLU step (its
+ * operands @step->src, @step->dst); the observer's copy of a whole tensor. */
+cpu_plan *plan_new(cpu_state *st, int padded_h, int padded_w, GError **error);
+void plan_free(cpu_plan *plan);
+gboolean run_steps(cpu_state *st, const cpu_plan *plan, guint from, guint to, GError **error);
+double steps_macs(const cpu_plan *plan, guint from, guint to);
+size_t dt_size(dnnl_data_type_t dt);
+void note_scratchpad(cpu_state *st, const_dnnl_primitive_desc_t pd);
+gboolean ensure_scratchpad(cpu_state *st, GError **error);
+gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float *bias, int out_c,
+                   int in_c, int kernel, int stride, int padding, int groups, int dilation,
+                   cpu_tensor *src, cpu_tensor *dst, gboolean sum, vd_activation act,
+                   const cpu_quant *q, GError **error);
+gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t src, dnnl_memory_t weights,
+                   dnnl_memory_t bias, dnnl_memory_t dst, const vd_layer_scales *scales,
+                   const char *what, GError **error);
+gboolean step_relu(cpu_state *st, const cpu_step *step, GError **error);
+void observe_tensor(vd_context *ctx, const char *name, const cpu_tensor *t);
+
+/* The FPN and the anchors (vd_cpu_fpn.c): planned after the backbone for the
+ * detectors with an FPN. */
+gboolean plan_fpn(cpu_state *st, cpu_plan *plan, GError **error);
+gboolean plan_anchors(cpu_state *st, cpu_plan *plan, GError **error);
+
+/* The RoI machinery (vd_cpu_roi.c): the box pooler's level scales for a resized
+ * height; RoIAlign of @n_rois boxes (@roi_index: their rows in @out) on level @f;
+ * the linear layers (weights packed once per context, a matmul per row count); the
+ * convolution stacks over RoIs. */
+void pooler_scales(cpu_state *st, cpu_plan *plan, int resized_h);
+void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index, int n_rois,
+                        float spatial_scale, int pooled, int sampling_ratio, void *out,
+                        dnnl_data_type_t out_dt, size_t out_roi_stride);
+gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight, const float *bias,
+                     int in, int out, int rows, gboolean borrow, gboolean relu, GError **error);
+void packed_linear_clear(cpu_packed_linear *pl);
+gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linear *pl, int rows, void *src,
+                     dnnl_data_type_t src_dt, void *dst, dnnl_data_type_t dst_dt, gboolean relu,
+                     GError **error);
+gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
+                    GError **error);
+void linear_clear(cpu_linear *l);
+gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs, int n,
+                        int rows, int size, dnnl_data_type_t dt, gboolean follow_layouts,
+                        const char *what, GError **error);
+gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
+                       const char *what, GError **error);
+void roi_convs_clear(cpu_roi_convs *rc);
+
+/* The two-stage detector's box-head plans (vd_cpu_rcnn.c), freed with the context. */
+void box_plans_clear(cpu_state *st);
 
 G_END_DECLS
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the CUDA backend: its state and plans (cuda_state, cuda_plan), the
- * backbone interface (cuda_backbone) and the helpers that vd_cuda_backend.c
- * shares with the backbones' files, vd_cuda_resnet.c and vd_cuda_mnv3.c (each
+ * backbone interface (cuda_backbone) and the helpers that the backend's files
+ * share with the backbones' files, vd_cuda_resnet.c and vd_cuda_mnv3.c (each
  * documented where it is defined). Not installed. */
 #ifndef VD_CUDA_BACKBONE_H
 #define VD_CUDA_BACKBONE_H
@@ -81,7 +81,7 @@ typedef struct {
     vd_cuda_tensor *input; /* [Hp][Wp][input_channels] */
     vd_cuda_tensor *stem_out;
     vd_cuda_conv stem;
-    const cuda_backbone *backbone; /* the one that planned it (plan_free) */
+    const cuda_backbone *backbone; /* the one that planned it (cuda_plan_free) */
     /* the backbone's own part, by the model's backbone type: read and written
      * only by its file (backbone's hooks); the other part shares its memory */
     union {
@@ -286,10 +286,10 @@ typedef struct {
  * @name: names its convolutions' weights, the stem's included, after
  *   torchvision's modules (name_conv_weights()).
  * @plan: its tensors and convolutions from plan->input to the FPN's inputs
- *   (plan->fpn_in[]), growing the cuDNN workspace *@ws (plan_new()).
+ *   (plan->fpn_in[]), growing the cuDNN workspace *@ws (cuda_plan_new()).
  * @clear: destroys the convolutions @plan initialised in its own part of the
  *   plan, every block's (a plan that failed half way has not set their count)
- *   (plan_free()).
+ *   (cuda_plan_free()).
  * @enqueue: its layers on the stream over @n image slots of @plan
  *   (enqueue_frame()).
  * @convolutions: appends those @plan initialised after the stem, in running
@@ -346,6 +346,37 @@ static inline void *image_of(const vd_cuda_tensor *t, int i, vd_dtype dt)
 {
     return (char *)t->data + (size_t)i * vd_cuda_tensor_image_elements(t) * vd_dtype_size(dt);
 }
+
+/* The stages the device runs (vd_stages.h): up to VD_STAGE_POSTPROCESS, and
+ * VD_STAGE_MASK_HEAD for models with masks; the host pastes the masks. */
+#define N_DEVICE_STAGES (VD_STAGE_POSTPROCESS + 1)
+
+/* The backend's parts across its files. vd_cuda_plan.c: a plan for a padded
+ * input size and @n_images batch slots, and its release; a plan slot dropped with
+ * its captured graphs; a graph forgotten (one slot's, or every one of the
+ * context); the pooler's level scales for a resized height; the buffers grown to
+ * what a frame needs (the frame's planes, @frame_layout's sizes for @image; the box
+ * NMS's rows; the results' capacity per slot; the mask branch); a mask branch's
+ * release. vd_cuda_frame.c: the backend's detect (vd_backend.detect); the graph
+ * capture's back-off reset, and the graph it is retrying, if any. */
+cuda_plan *cuda_plan_new(cuda_state *st, int padded_h, int padded_w, int n_images, GError **error);
+void cuda_plan_free(cuda_plan *plan);
+gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *graphs, int n_graphs,
+                   GError **error);
+void forget_graph_slot(cuda_graph *g);
+void forget_graph(cuda_state *st);
+void cuda_pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h);
+size_t frame_layout(const vd_image *image, size_t plane_bytes[3], int row_bytes[3],
+                    int plane_rows[3]);
+gboolean ensure_frame_buffers(cuda_state *st, size_t bytes, GError **error);
+gboolean ensure_box_nms(cuda_state *st, int rows, float score_threshold, GError **error);
+gboolean ensure_result_capacity(cuda_state *st, int capacity, int slots, GError **error);
+gboolean ensure_mask(cuda_state *st, GError **error);
+void mask_free(cuda_mask *mk);
+gboolean cuda_detect(void *p, vd_context *ctx, const vd_image *images, int n_images,
+                     vd_result *results, GError **error);
+void graph_backoff_reset(cuda_state *st);
+const cuda_graph *graph_retrying(const cuda_state *st);
 
 G_END_DECLS
 

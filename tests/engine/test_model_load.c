@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tests of the model loader (engine/vd_model.c).
+/* Tests of the model loader (engine/vd_model*.c).
  *
  * Fixtures are written at test time: a tiny but complete ResNet-FPN Faster R-CNN
  * (the smallest legal shapes: stage 1 only, 8 FPN channels, 1 anchor per location) is
