@@ -260,6 +260,25 @@ static int observe_head(vd_context *ctx, const cpu_plan *plan, int A, int K, gbo
     return n_nonfinite;
 }
 
+/* The non-finite values among the regression outputs' first @n_reg channels on
+ * every level (the class logits' are counted by the detection's scan). */
+static int reg_nonfinite(const cpu_plan *plan, int n_reg)
+{
+    int n = 0;
+    for (int l = 0; l < plan->n_levels; l++) {
+        const cpu_tensor *reg = plan->one_stage.reg_out[l];
+        size_t hw = (size_t)reg->h * reg->w;
+        for (int b = 0; b * reg->cb < n_reg; b++) {
+            int c_end = MIN(reg->cb, n_reg - b * reg->cb);
+            const float *v = (const float *)reg->data + (size_t)b * hw * reg->cb;
+            for (size_t p = 0; p < hw; p++, v += reg->cb)
+                for (int c = 0; c < c_end; c++)
+                    n += !isfinite(v[c]);
+        }
+    }
+    return n;
+}
+
 /* The score of class channel @ch (a * K + k) at pixel @p of level outputs @cls
  * and @reg: RetinaNet's sigmoid(logit), FCOS's sqrt(sigmoid(logit) *
  * sigmoid(centerness of anchor a)), float32 as torch computes them. */
@@ -285,7 +304,11 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
     gboolean ok = FALSE;
 
     vd_context_stage_mark(ctx, VD_STAGE_BOX_HEAD);
-    int n_nonfinite = observe_head(ctx, plan, A, K, fcos, observe);
+    /* observed, the outputs are copied and counted whole; otherwise the scan below
+     * counts the class logits' non-finite values and reg_nonfinite() the rest */
+    int n_nonfinite = observe ? observe_head(ctx, plan, A, K, fcos, TRUE)
+                              : reg_nonfinite(plan, fcos ? 5 * A : 4 * A);
+    float floor_logit = vd_score_logit_floor(thr, fcos);
 
     size_t max_level = 0, n_cand = 0;
     for (int l = 0; l < plan->n_levels; l++) {
@@ -311,15 +334,33 @@ static gboolean one_stage_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan,
         size_t hw = (size_t)cls->h * cls->w;
         const float *anchors = plan->anchors + (size_t)plan->level_anchor_offset[l] * 4;
         /* scores over the threshold (strict), in torchvision's order: anchor
-         * (pixel, then anchor of the pixel), then class */
-        int n = 0;
+         * (pixel, then anchor of the pixel), then class; the exact score only for
+         * the logits over vd_score_logit_floor() (and the non-finite ones, counted) */
+        int n = 0, cb = cls->cb, AK = A * K;
+        const float *data = cls->data;
         for (size_t p = 0; p < hw; p++)
-            for (int ch = 0; ch < A * K; ch++) {
-                float s = score_at(cls, reg, p, ch, A, K, fcos);
-                if (s > thr) {
-                    level_scores[n] = s;
-                    level_index[n] = (int)(p * A * K) + ch;
-                    n++;
+            for (int b = 0; b * cb < AK; b++) {
+                const float *v = data + ((size_t)b * hw + p) * cb;
+                int c_end = MIN(cb, AK - b * cb);
+                /* the common case, vectorised: no logit of the block over the floor
+                 * (nor NaN nor infinite) */
+                int hit = 0;
+                for (int c = 0; c < c_end; c++)
+                    hit |= !(v[c] <= floor_logit) | (v[c] == -INFINITY);
+                if (!hit)
+                    continue;
+                for (int c = 0; c < c_end; c++) {
+                    if (!(v[c] > floor_logit) && fabsf(v[c]) < INFINITY)
+                        continue;
+                    if (!isfinite(v[c]) && !observe)
+                        n_nonfinite++;
+                    int ch = b * cb + c;
+                    float s = score_at(cls, reg, p, ch, A, K, fcos);
+                    if (s > thr) {
+                        level_scores[n] = s;
+                        level_index[n] = (int)(p * AK) + ch;
+                        n++;
+                    }
                 }
             }
         int k = vd_topk(level_scores, n, topk, top);

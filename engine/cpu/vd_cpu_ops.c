@@ -125,6 +125,16 @@ static void rank_sort(const rank_order *order, int *idx, int n)
     }
 }
 
+float vd_score_logit_floor(float thr, gboolean sqrt_score)
+{
+    double t = sqrt_score ? (double)thr * thr : (double)thr;
+    if (!(t > 0.0))
+        return -INFINITY;
+    if (t >= 1.0)
+        return INFINITY;
+    return (float)(log(t / (1.0 - t)) - 0.01 - 1e-5 / (1.0 - t));
+}
+
 int vd_topk(const float *values, int n, int k, int *indices)
 {
     if (k > n)

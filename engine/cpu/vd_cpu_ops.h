@@ -78,6 +78,15 @@ void vd_cell_anchors(const float *sizes, int n_sizes, const float *ratios, int n
 void vd_grid_anchors(const float *cell, int n_cell, int padded_h, int padded_w, int grid_h,
                      int grid_w, float *out);
 
+/* A logit under which no score can pass @thr (strictly): sigmoid increases, so a
+ * logit under logit(thr) scores under thr; with @sqrt_score, the score is
+ * sqrt(sigmoid(logit) * c) for some c in [0, 1] (FCOS's centerness), and the bound
+ * is logit(thr^2). The margin covers the float sigmoid's and square root's
+ * rounding (a few ulps of the score, under 1e-5 / (1 - thr) in the logit), so that
+ * skipping the logits under it changes nothing; -inf for thr <= 0, +inf for
+ * thr >= 1. */
+float vd_score_logit_floor(float thr, gboolean sqrt_score);
+
 /* Indices of the @k largest values of @values[0..n), sorted descending; ties in
  * ascending index order (torch.topk leaves tie order undefined), NaN ranks
  * above +inf as in torch. k is clamped to n. O(n log k), no allocation.

@@ -745,6 +745,35 @@ static void test_sigmoid(void)
     g_assert_cmpfloat_with_epsilon(vd_math_sigmoid(2.0f), 1.0 / (1.0 + exp(-2.0)), 2 * FLT_EPSILON);
 }
 
+/* vd_score_logit_floor(): the one-stage detectors skip the logits under it, so
+ * no logit at or under it may give a score over the threshold (the 200 000 floats
+ * under it are checked, with sqrt_score the centerness factor at its largest, 1),
+ * and it stays within 0.2 of logit(thr) (or logit(thr^2)), so that it skips. */
+static void test_score_logit_floor(void)
+{
+    static const float thresholds[] = {1e-6f, 0.001f, 0.01f, 0.05f, 0.2f, 0.5f,
+                                       0.7f,  0.9f,   0.99f, 0.999f, 0.9999f};
+    for (int sq = 0; sq < 2; sq++) {
+        g_assert_true(isinf(vd_score_logit_floor(0.0f, sq)) && vd_score_logit_floor(0.0f, sq) < 0);
+        g_assert_true(isinf(vd_score_logit_floor(1.0f, sq)) && vd_score_logit_floor(1.0f, sq) > 0);
+        for (size_t i = 0; i < G_N_ELEMENTS(thresholds); i++) {
+            float thr = thresholds[i];
+            double t = sq ? (double)thr * thr : (double)thr;
+            float floor_ = vd_score_logit_floor(thr, sq);
+            g_assert_cmpfloat(floor_, >=, log(t / (1.0 - t)) - 0.2);
+            float x = floor_;
+            for (int k = 0; k < 200000; k++, x = nextafterf(x, -INFINITY)) {
+                float s = vd_math_sigmoid(x);
+                if (sq)
+                    s = sqrtf(s * 1.0f);
+                if (s > thr)
+                    g_error("threshold %g%s: logit %.9g under the floor %.9g scores %.9g", thr,
+                            sq ? " (square root)" : "", x, floor_, s);
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Transform sizes                                                            */
 
@@ -1233,6 +1262,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ops/softmax", test_softmax);
     g_test_add_func("/ops/expf-sleef", test_expf_sleef);
     g_test_add_func("/ops/sigmoid", test_sigmoid);
+    g_test_add_func("/ops/score-logit-floor", test_score_logit_floor);
     g_test_add_func("/ops/half", test_half);
     g_test_add_func("/ops/transform-sizes", test_transform_sizes);
     g_test_add_func("/ops/resize-source", test_resize_source);
