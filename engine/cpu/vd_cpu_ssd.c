@@ -491,26 +491,29 @@ static gboolean ssd_plan(cpu_state *st, cpu_plan *plan, GError **error)
     return TRUE;
 }
 
-/* Channel @ch of pixel @p of float32 head output @t (blocked or NHWC) */
-static inline float head_at(const cpu_tensor *t, size_t p, int ch)
+/* The first @n channels of float32 head output @t (blocked or NHWC) as rows of
+ * @n values per pixel, block by block (no division per value) */
+static void gather_channels(const cpu_tensor *t, int n, float *out)
 {
     size_t hw = (size_t)t->h * t->w;
-    return ((const float *)t->data)[((size_t)(ch / t->cb) * hw + p) * t->cb + ch % t->cb];
+    const float *data = t->data;
+    for (int b = 0; b * t->cb < n; b++) {
+        int c_end = MIN(t->cb, n - b * t->cb);
+        const float *v = data + (size_t)b * hw * t->cb;
+        float *o = out + (size_t)b * t->cb;
+        for (size_t p = 0; p < hw; p++, v += t->cb, o += n)
+            memcpy(o, v, (size_t)c_end * sizeof(float));
+    }
 }
 
 /* The heads' outputs in torchvision's order, [anchors][K] and [anchors][4] */
 static void gather_head(const cpu_plan *plan, const vd_ssd_config *s, int K, float *cls, float *reg)
 {
     for (int l = 0; l < plan->n_levels; l++) {
-        const cpu_tensor *c = plan->ssd.cls_out[l], *r = plan->ssd.reg_out[l];
-        size_t hw = (size_t)c->h * c->w, at = (size_t)plan->level_anchor_offset[l];
+        size_t at = (size_t)plan->level_anchor_offset[l];
         int A = s->anchors[l];
-        for (size_t p = 0; p < hw; p++) {
-            for (int ch = 0; ch < A * K; ch++)
-                cls[(at + p * A) * K + ch] = head_at(c, p, ch);
-            for (int ch = 0; ch < 4 * A; ch++)
-                reg[(at + p * A) * 4 + ch] = head_at(r, p, ch);
-        }
+        gather_channels(plan->ssd.cls_out[l], A * K, cls + at * K);
+        gather_channels(plan->ssd.reg_out[l], 4 * A, reg + at * 4);
     }
 }
 
@@ -529,8 +532,11 @@ static gboolean ssd_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan, int r
     float *cls = try_alloc((size_t)MAX(N, 1) * K, "detections", error);
     float *reg = cls ? try_alloc((size_t)MAX(N, 1) * 4, "detections", error) : NULL;
     float *decoded = reg ? try_alloc((size_t)MAX(N, 1) * 4, "detections", error) : NULL;
-    float *level_scores = decoded ? try_alloc((size_t)MAX(N, 1), "detections", error) : NULL;
-    int *level_index = level_scores ? try_alloc((size_t)MAX(N, 1), "detections", error) : NULL;
+    /* the scores over the threshold, by class (offsets @first: a class's in
+     * ascending box order, as torchvision's per-class mask keeps them) */
+    int *first = decoded ? try_alloc((size_t)K + 1, "detections", error) : NULL;
+    float *level_scores = first ? try_alloc((size_t)MAX(N, 1) * K, "detections", error) : NULL;
+    int *level_index = level_scores ? try_alloc((size_t)MAX(N, 1) * K, "detections", error) : NULL;
     int *top = level_index ? try_alloc((size_t)MAX(MIN(topk, N), 1), "detections", error) : NULL;
     float *boxes = top ? try_alloc(MAX(n_cand, 1) * 4, "detections", error) : NULL;
     float *scores = boxes ? try_alloc(MAX(n_cand, 1), "detections", error) : NULL;
@@ -551,26 +557,44 @@ static gboolean ssd_detect(cpu_state *st, vd_context *ctx, cpu_plan *plan, int r
     vd_decode_boxes(plan->anchors, reg, N, cfg->bbox_reg_weights, decoded);
     vd_clip_boxes(decoded, N, (float)rh, (float)rw);
 
+    /* two passes over the rows (contiguous): the counts by class, then the
+     * scores and box indices into each class's run */
+    memset(first, 0, sizeof(int) * ((size_t)K + 1));
+    for (int i = 0; i < N; i++) {
+        const float *row = cls + (size_t)i * K;
+        for (int label = 1; label < K; label++)
+            first[label + 1] += row[label] > thr;
+    }
+    for (int label = 1; label < K; label++)
+        first[label + 1] += first[label];
+    for (int i = 0; i < N; i++) {
+        const float *row = cls + (size_t)i * K;
+        for (int label = 1; label < K; label++)
+            if (row[label] > thr) {
+                int at = first[label]++;
+                level_scores[at] = row[label];
+                level_index[at] = i;
+            }
+    }
+    /* each class's run now ends where the next one's starts */
+    for (int label = K - 1; label >= 1; label--)
+        first[label] = first[label - 1];
+    first[0] = first[1] = 0;
+
     int m = 0;
     for (int label = 1; label < K; label++) {
-        int n = 0;
-        for (int i = 0; i < N; i++) {
-            float v = cls[(size_t)i * K + label];
-            if (v > thr) {
-                level_scores[n] = v;
-                level_index[n] = i;
-                n++;
-            }
-        }
-        int k = vd_topk(level_scores, n, topk, top);
+        int n = first[label + 1] - first[label];
+        const float *class_scores = level_scores + first[label];
+        const int *class_index = level_index + first[label];
+        int k = vd_topk(class_scores, n, topk, top);
         for (int j = 0; j < k; j++) {
-            const float *b = decoded + 4 * (size_t)level_index[top[j]];
+            const float *b = decoded + 4 * (size_t)class_index[top[j]];
             /* a box with a non-finite coordinate (non-finite head outputs, which
              * n_nonfinite counts) is dropped: torchvision would return it */
             if (!(isfinite(b[0]) && isfinite(b[1]) && isfinite(b[2]) && isfinite(b[3])))
                 continue;
             memcpy(boxes + 4 * (size_t)m, b, 4 * sizeof(float));
-            scores[m] = level_scores[top[j]];
+            scores[m] = class_scores[top[j]];
             labels[m] = label;
             m++;
         }
@@ -584,6 +608,7 @@ out_free:
     g_free(cls);
     g_free(reg);
     g_free(decoded);
+    g_free(first);
     g_free(level_scores);
     g_free(level_index);
     g_free(top);
