@@ -72,10 +72,12 @@ static gboolean step_pool_level(cpu_state *st, const cpu_step *step, GError **er
 }
 
 /* LastLevelP6P7 (one-stage detectors): P6 = conv3x3/2 of P5 or C5, P7 =
- * conv3x3/2 of relu(P6), in tensors of their own (float layers only: int8 covers
- * the two-stage detectors). */
+ * conv3x3/2 of relu(P6), in tensors of their own; calibration records P6 and P7
+ * (int8: vd_cpu_onestage.c). */
 static gboolean plan_p6p7(cpu_state *st, cpu_plan *plan, GError **error)
 {
+    if (st->int8)
+        return one_stage_plan_p6p7_int8(st, plan, error);
     const vd_model *model = st->model;
     const vd_config *cfg = &model->config;
     int n_ret = cfg->n_returned_layers, fc = cfg->fpn_channels;
@@ -96,12 +98,12 @@ static gboolean plan_p6p7(cpu_state *st, cpu_plan *plan, GError **error)
         return FALSE;
     plan->fpn_out[n_ret] = p6;
     plan->fpn_out[n_ret + 1] = p7;
-    plan_step_conv(plan, &plan->fpn_p6);
+    step_record(st, plan, plan_step_conv(plan, &plan->fpn_p6), p6, "backbone.fpn.extra_blocks.p6");
     plan_step(plan, step_wait, "FPN P6");
     cpu_step *relu = plan_step(plan, step_relu, "FPN P6's ReLU");
     relu->src = p6;
     relu->dst = plan->p6_relu;
-    plan_step_conv(plan, &plan->fpn_p7);
+    step_record(st, plan, plan_step_conv(plan, &plan->fpn_p7), p7, "backbone.fpn.extra_blocks.p7");
     return TRUE;
 }
 

@@ -15,18 +15,92 @@
 #include <math.h>
 #include <string.h>
 
+/* int8 and calibration run wherever the backbone's run (cpu_supports()): the head
+ * adds nothing to refuse. */
 static gboolean one_stage_supports(const vd_model *model, vd_precision precision,
                                    const vd_context_params *params, GError **error)
 {
-    if (precision == VD_PRECISION_INT8 || params->calibrate) {
-        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s covers the two-stage detectors, not the one-stage %s (%s): use fp32 or "
-                    "bf16",
-                    params->calibrate ? "int8 calibration" : "precision int8",
-                    vd_model_description(model), "its head and P6/P7 have no int8 plan");
-        return FALSE;
-    }
+    (void)model;
+    (void)precision;
+    (void)params;
+    (void)error;
     return TRUE;
+}
+
+void cpu_quantize_clear(cpu_quantize *q)
+{
+    vd_layers_primitive_free(q->prim);
+    vd_xnn_op_free(q->xnn);
+    vd_layers_scales_clear(&q->scales);
+    *q = (cpu_quantize){0};
+}
+
+gboolean cpu_quantize_plan(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
+                           float scale, cpu_quantize *q, GError **error)
+{
+    return plan_quantize(st, plan, from, to, scale, &q->prim, &q->scales, &q->xnn, error);
+}
+
+/* The name of the calibrated range of tower layer @j's output of @branch on level
+ * @l (after its ReLU; with GroupNorm, after GroupNorm and ReLU) */
+static void tower_range_name(char *name, size_t size, const char *branch, int j, int l)
+{
+    g_snprintf(name, size, "%s.conv.%d[level %d]", branch, j, l);
+}
+
+/* The calibrated range of P level @l's name (the FPN's outputs, P6, P7) */
+static void level_range_name(char *name, size_t size, const cpu_plan *plan, int l)
+{
+    if (l < plan->n_returned)
+        g_snprintf(name, size, "backbone.fpn.layer_blocks.%d", l);
+    else
+        g_snprintf(name, size, "backbone.fpn.extra_blocks.p%d", 6 + l - plan->n_returned);
+}
+
+gboolean one_stage_plan_p6p7_int8(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_model *model = st->model;
+    const vd_config *cfg = &model->config;
+    cpu_one_stage_plan *os = &plan->one_stage;
+    int n_ret = cfg->n_returned_layers, fc = cfg->fpn_channels;
+    dnnl_data_type_t dt = act_dt(st);
+    char name[96];
+    /* P6's input: the u8 C5 as the body wrote it, or P5 quantised to s8 */
+    cpu_tensor *src = plan->returned_out[n_ret - 1];
+    float src_scale = plan->returned_scale[n_ret - 1], p6_scale;
+    if (cfg->fpn_p6_from_p5) {
+        cpu_tensor *p5 = plan->fpn_out[n_ret - 1];
+        level_range_name(name, sizeof(name), plan, n_ret - 1);
+        if (!range_scale(st, name, FALSE, &src_scale, error))
+            return FALSE;
+        src = plan_tensor(st, plan, p5->h, p5->w, fc, dnnl_s8, TRUE, NULL, error);
+        if (src == NULL || !cpu_quantize_plan(st, plan, p5, src, src_scale, &os->p6_q, error))
+            return FALSE;
+    }
+    /* relu(P6) for P7: P6's range over 255, the quantisation's saturation at 0 its
+     * ReLU */
+    if (!range_scale(st, "backbone.fpn.extra_blocks.p6", TRUE, &p6_scale, error))
+        return FALSE;
+    int h6 = conv_out_size(src->h, 3, 2, 1), w6 = conv_out_size(src->w, 3, 2, 1);
+    cpu_tensor *p6 = plan_tensor(st, plan, h6, w6, fc, dt, TRUE, NULL, error);
+    plan->p6_relu = p6 ? plan_tensor(st, plan, h6, w6, fc, dnnl_u8, TRUE, NULL, error) : NULL;
+    cpu_tensor *p7 = plan->p6_relu
+                         ? plan_tensor(st, plan, conv_out_size(h6, 3, 2, 1),
+                                       conv_out_size(w6, 3, 2, 1), fc, dt, TRUE, NULL, error)
+                         : NULL;
+    cpu_quant q6 = {src_scale, 1.0f, 1.0f, dnnl_data_type_undef};
+    cpu_quant q7 = {p6_scale, 1.0f, 1.0f, dnnl_data_type_undef};
+    if (p7 == NULL ||
+        !conv_init_model_q(st, &plan->fpn_p6, &model->fpn_p6, src, p6, FALSE, VD_ACT_NONE, &q6,
+                           error) ||
+        !conv_init_model_q(st, &plan->fpn_p7, &model->fpn_p7, plan->p6_relu, p7, FALSE, VD_ACT_NONE,
+                           &q7, error))
+        return FALSE;
+    plan->fpn_out[n_ret] = p6;
+    plan->fpn_out[n_ret + 1] = p7;
+    plan_step_conv(plan, &plan->fpn_p6);
+    return cpu_quantize_plan(st, plan, p6, plan->p6_relu, p6_scale, &os->p7_q, error) &&
+           plan_step_conv(plan, &plan->fpn_p7) != NULL;
 }
 
 /* @w's weights followed by @w2's (NULL: none; the same input and kernel), their
@@ -116,22 +190,29 @@ static gboolean step_group_norm_relu(cpu_state *st, const cpu_step *step, GError
 /* One branch on level @p: @n 3x3 conv + ReLU layers @convs (weights @w; with
  * @norms, GroupNorm between each convolution and its ReLU) alternating between
  * @hidden[0] and [1], then @last (weights @last_w) into @out. */
-static gboolean plan_branch(cpu_state *st, cpu_plan *plan, cpu_tensor *p, cpu_tensor *hidden[2],
-                            const vd_conv *w, const vd_norm *norms, int n, cpu_conv *convs,
-                            const vd_conv *last_w, cpu_conv *last, cpu_tensor *out, GError **error)
+static gboolean plan_branch(cpu_state *st, cpu_plan *plan, int l, const char *branch, cpu_tensor *p,
+                            cpu_tensor *hidden[2], const vd_conv *w, const vd_norm *norms, int n,
+                            cpu_conv *convs, const vd_conv *last_w, cpu_conv *last, cpu_tensor *out,
+                            GError **error)
 {
     cpu_tensor *src = p;
+    char name[96];
     for (int j = 0; j < n; j++) {
         cpu_tensor *dst = hidden[j % 2];
         if (!conv_init_model(st, &convs[j], &w[j], src, dst, FALSE,
                              norms != NULL ? VD_ACT_NONE : VD_ACT_RELU, error))
             return FALSE;
-        plan_step_conv(plan, &convs[j]);
+        cpu_step *step = plan_step_conv(plan, &convs[j]);
         if (norms != NULL) {
             plan_step(plan, step_wait, "the one-stage head");
-            cpu_step *gn = plan_step(plan, step_group_norm_relu, "GroupNorm");
-            gn->dst = dst;
-            gn->data = &norms[j];
+            step = plan_step(plan, step_group_norm_relu, "GroupNorm");
+            step->dst = dst;
+            step->data = &norms[j];
+        }
+        /* calibration: what int8 quantises (the last layer's output stays float) */
+        if (j + 1 < n) {
+            tower_range_name(name, sizeof(name), branch, j, l);
+            step_record(st, plan, step, dst, "%s", name);
         }
         src = dst;
     }
@@ -141,8 +222,124 @@ static gboolean plan_branch(cpu_state *st, cpu_plan *plan, cpu_tensor *p, cpu_te
     return TRUE;
 }
 
+/* int8: one branch on level @l from @q_in, the level quantised to s8 (scale
+ * @in_scale): its 3x3 convolutions in int8; without GroupNorm each writes u8 with
+ * its bias and ReLU fused (into @qbuf[0] and [1] in turn), but the last, which
+ * writes real values into @fbuf; with GroupNorm each writes real values into
+ * @fbuf, GroupNorm and ReLU run there in float, and the result is quantised to u8
+ * for the next (not after the last). The last convolution (weights @last_w) reads
+ * @fbuf in float and writes @out; with no tower layer it reads the real level @p. */
+static gboolean plan_branch_int8(cpu_state *st, cpu_plan *plan, int l, const char *branch,
+                                 cpu_tensor *p, cpu_tensor *q_in, float in_scale,
+                                 cpu_tensor *qbuf[2], cpu_tensor *fbuf, const vd_conv *w,
+                                 const vd_norm *norms, int n, cpu_conv *convs, cpu_quantize *quant,
+                                 const vd_conv *last_w, cpu_conv *last, cpu_tensor *out,
+                                 GError **error)
+{
+    cpu_tensor *src = q_in;
+    float src_scale = in_scale;
+    char name[96];
+    for (int j = 0; j < n; j++) {
+        gboolean final = j + 1 == n;
+        float scale = 1.0f;
+        tower_range_name(name, sizeof(name), branch, j, l);
+        if (!final && !range_scale(st, name, TRUE, &scale, error))
+            return FALSE;
+        cpu_tensor *dst = norms != NULL || final ? fbuf : qbuf[j % 2];
+        cpu_quant q = {src_scale, dst == fbuf ? 1.0f : scale, 1.0f, dnnl_data_type_undef};
+        if (!conv_init_model_q(st, &convs[j], &w[j], src, dst, FALSE,
+                               norms != NULL ? VD_ACT_NONE : VD_ACT_RELU, &q, error))
+            return FALSE;
+        plan_step_conv(plan, &convs[j]);
+        if (norms != NULL) {
+            plan_step(plan, step_wait, "the one-stage head");
+            cpu_step *gn = plan_step(plan, step_group_norm_relu, "GroupNorm");
+            gn->dst = fbuf;
+            gn->data = &norms[j];
+            if (!final) {
+                dst = qbuf[j % 2];
+                if (!cpu_quantize_plan(st, plan, fbuf, dst, scale, &quant[j], error))
+                    return FALSE;
+            }
+        }
+        src = dst;
+        src_scale = scale;
+    }
+    if (!conv_init_model(st, last, last_w, n > 0 ? fbuf : p, out, FALSE, VD_ACT_NONE, error))
+        return FALSE;
+    plan_step_conv(plan, last);
+    return TRUE;
+}
+
+/* int8's head: per level, the P level quantised once for both branches, each
+ * branch's tower in int8 (plan_branch_int8()), its last convolution in float;
+ * the quantised level, two u8 buffers and one real buffer shared by the levels
+ * and branches, which run one after the other. */
+static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **error)
+{
+    const vd_model *m = st->model;
+    const vd_config *cfg = &m->config;
+    cpu_one_stage_plan *os = &plan->one_stage;
+    int C = cfg->fpn_channels;
+    dnnl_data_type_t dt = act_dt(st);
+    gboolean gn = cfg->head.norm_groups > 0;
+    size_t real_bytes = 0, q_bytes = 0;
+    for (int l = 0; l < plan->n_levels; l++) {
+        real_bytes =
+            MAX(real_bytes, act_bytes(st, plan->fpn_out[l]->h, plan->fpn_out[l]->w, C, dt));
+        q_bytes = MAX(q_bytes, act_bytes(st, plan->fpn_out[l]->h, plan->fpn_out[l]->w, C, dnnl_u8));
+    }
+    void *buffers[4];
+    for (int k = 0; k < 4; k++) {
+        if ((buffers[k] =
+                 alloc_aligned(k == 0 ? real_bytes : q_bytes, "the one-stage head", error)) == NULL)
+            return FALSE;
+        g_ptr_array_add(plan->buffers, buffers[k]);
+    }
+    char name[96];
+    for (int l = 0; l < plan->n_levels; l++) {
+        cpu_tensor *p = plan->fpn_out[l];
+        float level_scale;
+        level_range_name(name, sizeof(name), plan, l);
+        if (!range_scale(st, name, FALSE, &level_scale, error))
+            return FALSE;
+        cpu_tensor *fbuf = plan_tensor(st, plan, p->h, p->w, C, dt, TRUE, buffers[0], error);
+        cpu_tensor *q_in =
+            fbuf ? plan_tensor(st, plan, p->h, p->w, C, dnnl_s8, TRUE, buffers[1], error) : NULL;
+        cpu_tensor *qbuf[2] = {NULL, NULL};
+        for (int k = 0; k < 2 && q_in != NULL; k++)
+            if ((qbuf[k] = plan_tensor(st, plan, p->h, p->w, C, dnnl_u8, TRUE, buffers[2 + k],
+                                       error)) == NULL)
+                return FALSE;
+        if (q_in == NULL)
+            return FALSE;
+        os->cls_out[l] = plan_tensor(st, plan, p->h, p->w, st->one_stage.cls_logits.out_channels,
+                                     dnnl_f32, TRUE, NULL, error);
+        os->reg_out[l] =
+            os->cls_out[l] ? plan_tensor(st, plan, p->h, p->w, st->one_stage.bbox_reg.out_channels,
+                                         dnnl_f32, TRUE, NULL, error)
+                           : NULL;
+        if (os->reg_out[l] == NULL ||
+            !cpu_quantize_plan(st, plan, p, q_in, level_scale, &os->level_q[l], error) ||
+            !plan_branch_int8(st, plan, l, "head.classification_head", p, q_in, level_scale, qbuf,
+                              fbuf, m->head_cls_convs, gn ? m->head_cls_norms : NULL,
+                              cfg->head.n_cls_convs, os->cls_convs[l], os->cls_q[l],
+                              &st->one_stage.cls_logits, &os->cls_logits[l], os->cls_out[l],
+                              error) ||
+            !plan_branch_int8(st, plan, l, "head.regression_head", p, q_in, level_scale, qbuf, fbuf,
+                              m->head_reg_convs, gn ? m->head_reg_norms : NULL,
+                              cfg->head.n_reg_convs, os->reg_convs[l], os->reg_q[l],
+                              &st->one_stage.bbox_reg, &os->bbox_reg[l], os->reg_out[l], error))
+            return FALSE;
+    }
+    plan_step(plan, step_wait, "the one-stage head");
+    return TRUE;
+}
+
 static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
 {
+    if (st->int8)
+        return one_stage_plan_int8(st, plan, error);
     const vd_model *m = st->model;
     const vd_config *cfg = &m->config;
     cpu_one_stage_plan *os = &plan->one_stage;
@@ -172,12 +369,12 @@ static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
                                          dnnl_f32, TRUE, NULL, error)
                            : NULL;
         if (os->reg_out[l] == NULL ||
-            !plan_branch(st, plan, p, hidden, m->head_cls_convs, gn ? m->head_cls_norms : NULL,
-                         cfg->head.n_cls_convs, os->cls_convs[l], &st->one_stage.cls_logits,
-                         &os->cls_logits[l], os->cls_out[l], error) ||
-            !plan_branch(st, plan, p, hidden, m->head_reg_convs, gn ? m->head_reg_norms : NULL,
-                         cfg->head.n_reg_convs, os->reg_convs[l], &st->one_stage.bbox_reg,
-                         &os->bbox_reg[l], os->reg_out[l], error))
+            !plan_branch(st, plan, l, "head.classification_head", p, hidden, m->head_cls_convs,
+                         gn ? m->head_cls_norms : NULL, cfg->head.n_cls_convs, os->cls_convs[l],
+                         &st->one_stage.cls_logits, &os->cls_logits[l], os->cls_out[l], error) ||
+            !plan_branch(st, plan, l, "head.regression_head", p, hidden, m->head_reg_convs,
+                         gn ? m->head_reg_norms : NULL, cfg->head.n_reg_convs, os->reg_convs[l],
+                         &st->one_stage.bbox_reg, &os->bbox_reg[l], os->reg_out[l], error))
             return FALSE;
     }
     plan_step(plan, step_wait, "the one-stage head");
@@ -194,7 +391,14 @@ static void one_stage_plan_clear(cpu_plan *plan)
         }
         conv_clear(&os->cls_logits[l]);
         conv_clear(&os->bbox_reg[l]);
+        cpu_quantize_clear(&os->level_q[l]);
+        for (int j = 0; j < VD_MAX_HEAD_CONVS; j++) {
+            cpu_quantize_clear(&os->cls_q[l][j]);
+            cpu_quantize_clear(&os->reg_q[l][j]);
+        }
     }
+    cpu_quantize_clear(&os->p6_q);
+    cpu_quantize_clear(&os->p7_q);
 }
 
 /* Channel @ch of pixel @p of float32 head output @t (blocked or NHWC) */
@@ -422,16 +626,27 @@ static void one_stage_kernels(const cpu_state *st, const cpu_plan *plan, GArray 
     if (plan == NULL)
         return;
     const cpu_one_stage_plan *os = &plan->one_stage;
+    /* int8's quantisations (none in float) */
+    kernel_add_op(out, strings, os->p6_q.prim, os->p6_q.xnn, "reorder",
+                  "backbone.fpn.extra_blocks.p6.quantise");
+    kernel_add_op(out, strings, os->p7_q.prim, os->p7_q.xnn, "reorder",
+                  "backbone.fpn.extra_blocks.p7.quantise");
     for (int l = 0; l < plan->n_levels; l++) {
+        kernel_add_op(out, strings, os->level_q[l].prim, os->level_q[l].xnn, "reorder",
+                      "head.quantise[level %d]", l);
         for (int j = 0; j < cfg->head.n_cls_convs; j++) {
             g_snprintf(name, sizeof(name), "head.classification_head.conv.%d[level %d]", j, l);
             conv_kernels(out, strings, &os->cls_convs[l][j], name);
+            kernel_add_op(out, strings, os->cls_q[l][j].prim, os->cls_q[l][j].xnn, "reorder",
+                          "head.classification_head.conv.%d.quantise[level %d]", j, l);
         }
         g_snprintf(name, sizeof(name), "head.classification_head.cls_logits[level %d]", l);
         conv_kernels(out, strings, &os->cls_logits[l], name);
         for (int j = 0; j < cfg->head.n_reg_convs; j++) {
             g_snprintf(name, sizeof(name), "head.regression_head.conv.%d[level %d]", j, l);
             conv_kernels(out, strings, &os->reg_convs[l][j], name);
+            kernel_add_op(out, strings, os->reg_q[l][j].prim, os->reg_q[l][j].xnn, "reorder",
+                          "head.regression_head.conv.%d.quantise[level %d]", j, l);
         }
         g_snprintf(name, sizeof(name), "head.regression_head.bbox_reg%s[level %d]",
                    cfg->head.type == VD_HEAD_FCOS ? "+bbox_ctrness" : "", l);

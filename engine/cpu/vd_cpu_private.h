@@ -147,6 +147,14 @@ typedef struct {
     float *se_work; /* [3][max expanded channels]: mean, hidden, scale */
 } cpu_mnv3_plan;
 
+/* int8: one quantisation step of a plan (plan_quantize()'s primitive and its
+ * scales, or XNNPACK's conversion), the plan's to free (cpu_quantize_clear()). */
+typedef struct {
+    dnnl_primitive_t prim;
+    vd_layer_scales scales;
+    vd_xnn_op *xnn;
+} cpu_quantize;
+
 /* An SSD plan's own part (cpu_plan.ssd, vd_cpu_ssd.c): one convolution or max-pool
  * per layer of every layer list (backbone, extras, then the heads of every level),
  * in the lists' order; the heads' float32 outputs. */
@@ -157,7 +165,10 @@ typedef struct {
      * output back (oneDNN 2.6 has only reference kernels for it in nChw8c) */
     dnnl_primitive_t *to_nhwc, *from_nhwc; /* [n_ops] */
     int n_ops;
-    float *se_work;                         /* squeeze-and-excitation's: 3 x the widest */
+    float *se_work; /* squeeze-and-excitation's: 3 x the widest */
+    /* int8 (SSD300): a layer's real output quantised to u8 for the next layer or
+     * list (the first convolution's, every feature map's but the last) [n_ops] */
+    cpu_quantize *quant;
     cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
     cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A], float32 */
 } cpu_ssd_plan;
@@ -184,6 +195,15 @@ typedef struct {
     cpu_conv bbox_reg[VD_MAX_FPN_LEVELS];
     cpu_tensor *cls_out[VD_MAX_FPN_LEVELS]; /* [h][w][A * K], float32 */
     cpu_tensor *reg_out[VD_MAX_FPN_LEVELS]; /* [h][w][4A (FCOS: + A centerness)], float32 */
+    /* int8 (one_stage_plan_int8()): each P level quantised to s8 for both branches'
+     * first convolution; with GroupNorm, each tower layer's output (after its
+     * GroupNorm and ReLU, in float) quantised to u8 for the next one */
+    cpu_quantize level_q[VD_MAX_FPN_LEVELS];
+    cpu_quantize cls_q[VD_MAX_FPN_LEVELS][VD_MAX_HEAD_CONVS];
+    cpu_quantize reg_q[VD_MAX_FPN_LEVELS][VD_MAX_HEAD_CONVS];
+    /* int8 LastLevelP6P7 (one_stage_plan_p6p7_int8()): P5 quantised to s8 for P6
+     * (where P6 reads P5), relu(P6) quantised to u8 for P7 */
+    cpu_quantize p6_q, p7_q;
 } cpu_one_stage_plan;
 
 /* A one-stage head's last convolutions with their output channels padded with
@@ -514,6 +534,14 @@ extern const cpu_backbone vd_cpu_ssd_backbone;
 /* MobileNetV3's squeeze-and-excitation on @t in place (vd_cpu_mnv3.c), @work 3 x
  * channels */
 void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc2, float *work);
+/* int8 LastLevelP6P7 (vd_cpu_onestage.c): P6 and P7 as int8 convolutions writing
+ * real P levels, into plan->fpn_out[n_returned], [n_returned + 1] */
+gboolean one_stage_plan_p6p7_int8(cpu_state *st, cpu_plan *plan, GError **error);
+/* int8: a step quantising @from into @to of scale @scale (plan_quantize()) into
+ * @q; what it holds freed (vd_cpu_onestage.c) */
+gboolean cpu_quantize_plan(cpu_state *st, cpu_plan *plan, const cpu_tensor *from, cpu_tensor *to,
+                           float scale, cpu_quantize *q, GError **error);
+void cpu_quantize_clear(cpu_quantize *q);
 /* @w's weights followed by @w2's (NULL: none), output channels padded with zeros to
  * a multiple of @cb, into @out (its weight and bias newly allocated) */
 gboolean one_stage_pad_conv(const vd_conv *w, const vd_conv *w2, int cb, vd_conv *out,

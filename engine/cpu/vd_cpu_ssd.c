@@ -126,8 +126,11 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                 plan_step_primitive(plan, sp->to_nhwc[base + i], DNNL_ARG_FROM, x, DNNL_ARG_TO, xn,
                                     NULL, "dilated convolution");
                 plan_step_conv(plan, &sp->convs[base + i]);
-                plan_step_primitive(plan, sp->from_nhwc[base + i], DNNL_ARG_FROM, yn, DNNL_ARG_TO,
-                                    y, NULL, "dilated convolution");
+                cpu_step *back =
+                    plan_step_primitive(plan, sp->from_nhwc[base + i], DNNL_ARG_FROM, yn,
+                                        DNNL_ARG_TO, y, NULL, "dilated convolution");
+                if (last_w == NULL)
+                    step_record(st, plan, back, y, "%s", op->name);
                 x = y;
                 break;
             }
@@ -149,7 +152,10 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
             }
             if (!conv_init_model(st, &sp->convs[base + i], w, x, y, op->add_saved, op->act, error))
                 return FALSE;
-            plan_step_conv(plan, &sp->convs[base + i]);
+            cpu_step *step = plan_step_conv(plan, &sp->convs[base + i]);
+            /* calibration: the feature extractor's outputs (int8 quantises them) */
+            if (last_w == NULL)
+                step_record(st, plan, step, y, "%s", op->name);
             x = y;
             break;
         }
@@ -196,6 +202,108 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
         }
     }
     *out = x;
+    return TRUE;
+}
+
+/* int8 (SSD300's VGG16, ReLU after every convolution): the steps of layer list
+ * @layers from @x (real, of the activation type, for the first list; else u8 of
+ * scale @x_scale), its ops' convolutions, pools and quantisations at @base in
+ * plan->ssd. A convolution reading real values (VGG16's first, three input
+ * channels) runs in float and its output is quantised to u8; every other
+ * convolution runs in int8 with bias and ReLU fused, writing u8 of its calibrated
+ * scale, but the list's last, which writes the real feature map (*@out: the L2
+ * norm and the float heads read it); with @next (not the last list) that map is
+ * quantised into *@next (u8, scale *@next_scale) for the next list. Max-pools run
+ * on u8 (or real) values as they are. */
+static gboolean plan_layers_int8(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *layers,
+                                 cpu_tensor *x, float x_scale, int base, cpu_tensor **out,
+                                 cpu_tensor **next, float *next_scale, GError **error)
+{
+    cpu_ssd_plan *sp = &plan->ssd;
+    dnnl_data_type_t dt = act_dt(st);
+    for (int i = 0; i < layers->n_ops; i++) {
+        const vd_ssd_op *op = &layers->ops[i];
+        gboolean last = i == layers->n_ops - 1;
+        cpu_tensor *y;
+        if (op->kind == VD_SSD_MAXPOOL) {
+            int oh = pool_out_size(x->h, op->kernel, op->stride, op->padding, op->ceil_mode);
+            int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
+            if (oh < 1 || ow < 1) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
+                return FALSE;
+            }
+            if (last) {
+                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                            "layer %s: int8 needs a convolution last in a feature map's list",
+                            op->name);
+                return FALSE;
+            }
+            int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
+            int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
+            y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
+            dnnl_primitive_desc_t pd = NULL;
+            gboolean ok =
+                y != NULL &&
+                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
+                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
+                                          op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
+                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
+            vd_layers_pd_free(pd);
+            if (!ok)
+                return FALSE;
+            plan_step_primitive(plan, sp->pools[base + i], DNNL_ARG_SRC, x, DNNL_ARG_DST, y, NULL,
+                                "max-pool");
+            x = y;
+            continue;
+        }
+        if (op->kind != VD_SSD_CONV || op->act != VD_ACT_RELU || op->add_saved ||
+            MAX(op->conv.groups, 1) != 1) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "layer %s: int8 covers SSD300's plain convolutions with a ReLU and "
+                        "max-pools",
+                        op->name);
+            return FALSE;
+        }
+        const vd_conv *w = &op->conv;
+        int oh = dilated_out_size(x->h, w), ow = dilated_out_size(x->w, w);
+        if (oh < 1 || ow < 1) {
+            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                        "layer %s: a %dx%d input is too small for this SSD model", op->name, x->h,
+                        x->w);
+            return FALSE;
+        }
+        gboolean real_in = !vd_layers_is_int8(x->dt);
+        float scale = 1.0f;
+        if (!last && !range_scale(st, op->name, TRUE, &scale, error))
+            return FALSE;
+        y = plan_tensor(st, plan, oh, ow, w->out_channels, last || real_in ? dt : dnnl_u8, TRUE,
+                        NULL, error);
+        cpu_quant q = {x_scale, last || real_in ? 1.0f : scale, 1.0f, dnnl_data_type_undef};
+        if (y == NULL || !conv_init_model_q(st, &sp->convs[base + i], w, x, y, FALSE, VD_ACT_RELU,
+                                            real_in ? NULL : &q, error))
+            return FALSE;
+        plan_step_conv(plan, &sp->convs[base + i]);
+        if (real_in && !last) {
+            /* the first convolution's output, quantised for the next */
+            cpu_tensor *yq = plan_tensor(st, plan, oh, ow, y->c, dnnl_u8, TRUE, NULL, error);
+            if (yq == NULL ||
+                !cpu_quantize_plan(st, plan, y, yq, scale, &sp->quant[base + i], error))
+                return FALSE;
+            y = yq;
+        }
+        x = y;
+        x_scale = scale;
+    }
+    *out = x;
+    if (next != NULL) {
+        const vd_ssd_op *op = &layers->ops[layers->n_ops - 1];
+        *next = plan_tensor(st, plan, x->h, x->w, x->c, dnnl_u8, TRUE, NULL, error);
+        if (*next == NULL || !range_scale(st, op->name, TRUE, next_scale, error) ||
+            !cpu_quantize_plan(st, plan, x, *next, *next_scale,
+                               &sp->quant[base + layers->n_ops - 1], error))
+            return FALSE;
+    }
     return TRUE;
 }
 
@@ -254,10 +362,12 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     sp->pools = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->to_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->from_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->quant = g_try_new0(cpu_quantize, sp->n_ops);
     sp->se_work =
         try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body), widest_se(s->extra, s->n_extra)),
                   "squeeze-and-excitation", error);
-    if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL) {
+    if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL ||
+        sp->quant == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory planning SSD's layers");
         return FALSE;
     }
@@ -273,8 +383,14 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
 
     int base = 0;
     cpu_tensor *x = plan->stem_in;
+    /* int8: the u8 input of the next list (and its scale) */
+    cpu_tensor *next = NULL;
+    float next_scale = 1.0f;
+    int n_lists = s->n_body + s->n_extra;
     for (int i = 0; i < s->n_body; i++) {
-        if (!plan_layers(st, plan, &s->body[i], x, base, NULL, &x, error))
+        if (st->int8 ? !plan_layers_int8(st, plan, &s->body[i], i == 0 ? x : next, next_scale, base,
+                                         &x, i + 1 < n_lists ? &next : NULL, &next_scale, error)
+                     : !plan_layers(st, plan, &s->body[i], x, base, NULL, &x, error))
             return FALSE;
         base += s->body[i].n_ops;
         plan->fpn_out[i] = x;
@@ -290,7 +406,10 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
         plan->fpn_out[0] = normed;
     }
     for (int i = 0; i < s->n_extra; i++) {
-        if (!plan_layers(st, plan, &s->extra[i], x, base, NULL, &x, error))
+        if (st->int8
+                ? !plan_layers_int8(st, plan, &s->extra[i], next, next_scale, base, &x,
+                                    s->n_body + i + 1 < n_lists ? &next : NULL, &next_scale, error)
+                : !plan_layers(st, plan, &s->extra[i], x, base, NULL, &x, error))
             return FALSE;
         base += s->extra[i].n_ops;
         plan->fpn_out[s->n_body + i] = x;
@@ -312,7 +431,10 @@ static void ssd_plan_clear(cpu_plan *plan)
             vd_layers_primitive_free(sp->to_nhwc[i]);
         if (sp->from_nhwc != NULL)
             vd_layers_primitive_free(sp->from_nhwc[i]);
+        if (sp->quant != NULL)
+            cpu_quantize_clear(&sp->quant[i]);
     }
+    g_free(sp->quant);
     g_free(sp->convs);
     g_free(sp->pools);
     g_free(sp->to_nhwc);
@@ -328,6 +450,9 @@ static void layers_kernels(GArray *out, GStringChunk *strings, const cpu_ssd_pla
         const vd_ssd_op *op = &layers->ops[i];
         if (op->kind == VD_SSD_CONV) {
             conv_kernels(out, strings, &sp->convs[base + i], op->name);
+            if (sp->quant != NULL)
+                kernel_add_op(out, strings, sp->quant[base + i].prim, sp->quant[base + i].xnn,
+                              "reorder", "%s.quantise", op->name);
             if (sp->to_nhwc[base + i] != NULL) {
                 kernel_add(out, strings, sp->to_nhwc[base + i], "reorder", "%s.in", op->name);
                 kernel_add(out, strings, sp->from_nhwc[base + i], "reorder", "%s.out", op->name);
@@ -366,21 +491,25 @@ const cpu_backbone vd_cpu_ssd_backbone = {
     .plan = plan_ssd_backbone,
     .clear = ssd_backbone_clear,
     .kernels = ssd_backbone_kernels,
-    .int8 = FALSE,
+    .int8 = TRUE, /* SSD300's VGG16; ssd_supports() refuses SSDlite's MobileNetV3 */
 };
 
 /* ------------------------------------------------------------------------ */
 /* The detector                                                              */
 
+/* int8 and calibration: SSD300 (VGG16, ReLU only: plan_layers_int8()); SSDlite's
+ * MobileNetV3 has no int8 plan, as in the R-CNN family. */
 static gboolean ssd_supports(const vd_model *model, vd_precision precision,
                              const vd_context_params *params, GError **error)
 {
-    if (precision == VD_PRECISION_INT8 || params->calibrate) {
+    if ((precision == VD_PRECISION_INT8 || params->calibrate) && model->config.ssd.lite) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                    "%s covers the two-stage detectors, not %s (%s): use fp32 or bf16",
+                    "%s covers the ResNet backbones and SSD300's VGG16, not %s (%s): use fp32 or "
+                    "bf16",
                     params->calibrate ? "int8 calibration" : "precision int8",
                     vd_model_description(model),
-                    model->config.ssd.lite ? "SSDlite has no int8 plan" : "SSD has no int8 plan");
+                    "SSDlite's MobileNetV3 has no int8 plan, as in the R-CNN family: its "
+                    "depthwise convolutions, hardswish and squeeze-and-excitation");
         return FALSE;
     }
     return TRUE;

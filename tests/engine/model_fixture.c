@@ -543,6 +543,58 @@ fixture *fx_tiny_ssdlite(void)
     return fx;
 }
 
+fixture *fx_tiny_ssd300(void)
+{
+    const int K = 3;
+    fixture *fx = fx_new(NULL);
+    GString *j = g_string_new("{\"architecture\":\"ssd\",\"builder\":\"ssd300_vgg16\","
+                              "\"transform\":{\"min_size\":64,\"max_size\":64,\"image_mean\":"
+                              "[0.5,0.5,0.5],\"image_std\":[0.5,0.5,0.5],\"size_divisible\":1,"
+                              "\"fixed_size\":[64,64],\"resize_arithmetic\":\"torch1\"},"
+                              "\"backbone\":{\"type\":\"vgg16\",\"features\":[");
+    /* features: 64x64 -> 32x32 -> 16x16 (ceil_mode), 16 channels */
+    ssd_conv(fx, j, "backbone.features.0", NULL, 3, 8, 3, 1, 1, 1, FALSE, "relu");
+    ssd_conv(fx, j, "backbone.features.2", NULL, 8, 8, 3, 1, 1, 1, FALSE, "relu");
+    g_string_append(j, ",{\"op\":\"maxpool\",\"name\":\"backbone.features.4\",\"kernel\":2,"
+                       "\"stride\":2,\"padding\":0,\"ceil_mode\":false}");
+    ssd_conv(fx, j, "backbone.features.5", NULL, 8, 16, 3, 1, 1, 1, FALSE, "relu");
+    g_string_append(j, ",{\"op\":\"maxpool\",\"name\":\"backbone.features.7\",\"kernel\":2,"
+                       "\"stride\":2,\"padding\":0,\"ceil_mode\":true}");
+    ssd_conv(fx, j, "backbone.features.8", NULL, 16, 16, 3, 1, 1, 1, FALSE, "relu");
+    g_string_append(j, "],\"l2_norm\":{\"channels\":16,\"eps\":1e-12},\"extra\":[[");
+    /* extra 0: 8x8, 32 channels; extra 1: 4x4, 16 channels */
+    g_string_append(j, "{\"op\":\"maxpool\",\"name\":\"backbone.extra.0.0\",\"kernel\":2,"
+                       "\"stride\":2,\"padding\":0,\"ceil_mode\":false}");
+    ssd_conv(fx, j, "backbone.extra.0.1", NULL, 16, 16, 3, 1, 1, 1, FALSE, "relu");
+    g_string_append(j, ",{\"op\":\"maxpool\",\"name\":\"backbone.extra.0.3\",\"kernel\":3,"
+                       "\"stride\":1,\"padding\":1,\"ceil_mode\":false}");
+    ssd_conv(fx, j, "backbone.extra.0.4", NULL, 16, 32, 3, 1, 2, 2, FALSE, "relu");
+    ssd_conv(fx, j, "backbone.extra.0.6", NULL, 32, 32, 1, 1, 0, 1, FALSE, "relu");
+    g_string_append(j, "],[");
+    ssd_conv(fx, j, "backbone.extra.1.0", NULL, 32, 16, 1, 1, 0, 1, FALSE, "relu");
+    ssd_conv(fx, j, "backbone.extra.1.2", NULL, 16, 16, 3, 2, 1, 1, FALSE, "relu");
+    g_string_append(j, "]]},\"anchors\":{\"type\":\"default_boxes\",\"aspect_ratios\":"
+                       "[[2.0],[2.0,3.0],[2.0]],\"scales\":[0.1,0.3,0.6,0.9],\"steps\":[4,8,16],"
+                       "\"clip\":true},\"head\":{\"type\":\"ssd\",\"in_channels\":[16,32,16],"
+                       "\"num_anchors\":[4,6,4],\"kernel\":3,");
+    const gint64 scale_shape[1] = {16};
+    fx_add(fx, "backbone.scale_weight", 1, scale_shape);
+    static const int channels[3] = {16, 32, 16}, anchors[3] = {4, 6, 4};
+    for (int l = 0; l < 3; l++) {
+        char name[96];
+        g_snprintf(name, sizeof name, "head.classification_head.module_list.%d", l);
+        add_conv_bias(fx, name, anchors[l] * K, channels[l], 3);
+        g_snprintf(name, sizeof name, "head.regression_head.module_list.%d", l);
+        add_conv_bias(fx, name, 4 * anchors[l], channels[l], 3);
+    }
+    g_string_append(j, "\"bbox_reg_weights\":[10.0,10.0,5.0,5.0],\"bbox_xform_clip\":"
+                       "4.135166556742356,\"score_thresh\":0.01,\"nms_thresh\":0.45,"
+                       "\"detections_per_img\":100,\"topk_candidates\":100},\"num_classes\":3,"
+                       "\"class_names\":[\"__background__\",\"thing1\",\"thing2\"]}");
+    fx->config = g_string_free(j, FALSE);
+    return fx;
+}
+
 /* torchvision's fasterrcnn_resnet50_fpn: ResNet-50 (Bottleneck, 3-4-6-3), all four
  * stages into a 256-channel FPN with the pool level, 3 anchors per location, 7x7
  * RoIs, a 1024-wide box head, 91 classes (the transform is fx_tiny's 96/160). */

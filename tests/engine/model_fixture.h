@@ -100,6 +100,13 @@ fixture *fx_tiny_fcos(int n_convs);
  * and 8 channels, 4 default boxes per location, SSDLiteHead's prediction blocks,
  * 3 classes. */
 fixture *fx_tiny_ssdlite(void);
+/* A tiny SSD300 (engine/SSD.md) at a fixed 64x64: VGG16's kind of features (3x3
+ * convolutions with bias and ReLU, 2x2 max-pools, the last with ceil_mode) into a
+ * 16-channel map, its L2 norm, two extras (a max-pool, a convolution, the 3x3
+ * stride-1 max-pool, a convolution dilated by 2 and a 1x1; a 1x1 and a 3x3 of
+ * stride 2), three maps of 16, 32 and 16 channels, 4, 6 and 4 default boxes per
+ * location, SSDHead's 3x3 convolutions, 3 classes. */
+fixture *fx_tiny_ssd300(void);
 /* maskrcnn_resnet50_fpn's: 14x14, four convolutions of 256, dim_reduced 256 */
 mask_arch mask_torchvision(void);
 /* fx_tiny(@a) with the mask branch @m (the logits to @a's classes) */

@@ -3,7 +3,8 @@
  * context's ranges, their round trip through a model file, int8 against fp32 on
  * the same frames (on XNNPACK's layers too: its per-channel int8 operators), and
  * every refusal (no VNNI or dot product, no calibration, MobileNetV3, a
- * malformed record, a missing range) as the error it must be. The kernels test
+ * malformed record, a missing range) as the error it must be; the same for the
+ * one-stage detectors (RetinaNet, v2, FCOS) and SSD300. The kernels test
  * checks which kernels int8 runs; tools/eval_demo.py (model suite) its accuracy
  * on the bundled model. */
 #include "model_fixture.h"
@@ -395,6 +396,152 @@ static void test_refusals(void)
     g_free(path);
 }
 
+/* int8 on calibrated @model against its fp32 on the same frames, with the
+ * criterion of the R-CNN fixture's (round-trip), or refused naming what the CPU
+ * lacks; then @ranges (of @frames frames) without range @drop saved from @path
+ * beside @out, refused naming it when planning. */
+static void check_against_fp32(vd_model *model, const char *path, const char *out,
+                               GHashTable *ranges, int frames, const char *drop)
+{
+    GError *error = NULL;
+    if (!int8_runs()) {
+        g_assert_null(context(model, VD_PRECISION_INT8, FALSE, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_assert_nonnull(strstr(error->message, int8_missing()));
+        g_test_message("int8 refused: %s", error->message);
+        g_clear_error(&error);
+        return;
+    }
+    vd_context *ref = context(model, VD_PRECISION_FP32, FALSE, &error);
+    g_assert_no_error(error);
+    vd_context *ctx = context(model, VD_PRECISION_INT8, FALSE, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_INT8);
+    /* the first frame was calibrated on, the fourth was not */
+    for (guint seed = 0; seed < 4; seed += 3) {
+        vd_result a, b;
+        detect(ref, seed, &a);
+        detect(ctx, seed, &b);
+        g_assert_cmpint(a.n_detections, >, 0);
+        g_assert_cmpint(b.n_detections, >, 0);
+        g_test_message("frame %u: fp32 %d detections (best %.4f), int8 %d (best %.4f)", seed,
+                       a.n_detections, a.detections[0].score, b.n_detections,
+                       b.detections[0].score);
+        g_assert_cmpfloat(fabsf(a.detections[0].score - b.detections[0].score), <, 0.02f);
+        vd_result_clear(&a);
+        vd_result_clear(&b);
+    }
+    vd_context_free(ref);
+    vd_context_free(ctx);
+
+    /* a file of its own: @model still holds @out's */
+    g_assert_true(g_hash_table_remove(ranges, drop));
+    char *partial = vd_calibration_to_json(ranges, frames);
+    char *partial_path = g_strconcat(out, ".partial.safetensors", NULL);
+    g_assert_true(vd_model_save_calibrated(path, partial, partial_path, &error));
+    g_assert_no_error(error);
+    char *says = g_strconcat("no range for ", drop, NULL);
+    assert_plan_refused(partial_path, says);
+    g_unlink(partial_path);
+    g_free(partial_path);
+    g_free(says);
+    g_free(partial);
+}
+
+/* The one-stage detectors on their tiny fixtures (@data: 0 RetinaNet, P6 from P5;
+ * 1 v2's, P6 from C5 and GroupNorm in the head; 2 FCOS, P6 from P5 and GroupNorm),
+ * three tower layers per branch (u8 -> u8 between the first and the last):
+ * calibration records P6, P7 and every tower layer's output but the last's (which
+ * stays float) on every level; int8 on the calibrated file gives fp32's detections
+ * within quantisation's error, as the R-CNN fixture's (or is refused naming the
+ * missing VNNI); a record without a head's range is refused naming it. */
+static void test_one_stage(gconstpointer data)
+{
+    int kind = GPOINTER_TO_INT(data);
+    GError *error = NULL;
+    fixture *fx = kind == 2 ? fx_tiny_fcos(3) : fx_tiny_retinanet(3, kind == 1);
+    fx_randomize(fx, 11);
+    char *path = fx_write(fx, "one-stage.safetensors");
+    fx_free(fx);
+    char *out = g_build_filename(tmp_dir, "one-stage-int8.safetensors", NULL);
+    char *calibration = calibrate(path, 2);
+    int frames = 0;
+    GHashTable *ranges = vd_calibration_parse("one-stage", calibration, &frames, &error);
+    g_assert_no_error(error);
+    const char *names[] = {
+        "backbone.fpn.layer_blocks.2",
+        "backbone.fpn.extra_blocks.p6",
+        "backbone.fpn.extra_blocks.p7",
+        "head.classification_head.conv.0[level 0]",
+        "head.classification_head.conv.1[level 4]",
+        "head.regression_head.conv.0[level 4]",
+        "head.regression_head.conv.1[level 0]",
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        const float *r = g_hash_table_lookup(ranges, names[i]);
+        g_assert_nonnull(r);
+        g_assert_cmpfloat(*r, >, 0.0f);
+    }
+    /* the towers' last outputs stay float: no range */
+    g_assert_null(g_hash_table_lookup(ranges, "head.classification_head.conv.2[level 0]"));
+    g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
+    g_assert_no_error(error);
+    vd_model *model = vd_model_load(out, &error);
+    g_assert_no_error(error);
+
+    check_against_fp32(model, path, out, ranges, frames, "head.regression_head.conv.1[level 3]");
+    vd_model_unref(model);
+    g_hash_table_unref(ranges);
+    g_unlink(out);
+    g_unlink(path);
+    g_free(out);
+    g_free(path);
+    g_free(calibration);
+}
+
+/* SSD300 on its tiny fixture: calibration records every convolution of the
+ * feature extractor; int8 against fp32 as above, or refused naming the missing
+ * VNNI; a record without one of the extras' ranges refused naming it (skipped on
+ * XNNPACK's layers, which refuse SSD). */
+static void test_ssd300(void)
+{
+    /* its max-pools and dilated convolution have no XNNPACK layer (engine/SSD.md) */
+    if (layers_xnnpack()) {
+        g_test_skip("SSD does not run on XNNPACK's layers");
+        return;
+    }
+    GError *error = NULL;
+    fixture *fx = fx_tiny_ssd300();
+    fx_randomize(fx, 13);
+    char *path = fx_write(fx, "ssd300.safetensors");
+    fx_free(fx);
+    char *out = g_build_filename(tmp_dir, "ssd300-int8.safetensors", NULL);
+    char *calibration = calibrate(path, 2);
+    int frames = 0;
+    GHashTable *ranges = vd_calibration_parse("ssd300", calibration, &frames, &error);
+    g_assert_no_error(error);
+    const char *names[] = {"backbone.features.0", "backbone.features.2", "backbone.features.5",
+                           "backbone.features.8", "backbone.extra.0.1",  "backbone.extra.0.4",
+                           "backbone.extra.0.6",  "backbone.extra.1.0"};
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+        const float *r = g_hash_table_lookup(ranges, names[i]);
+        g_assert_nonnull(r);
+        g_assert_cmpfloat(*r, >, 0.0f);
+    }
+    g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
+    g_assert_no_error(error);
+    vd_model *model = vd_model_load(out, &error);
+    g_assert_no_error(error);
+    check_against_fp32(model, path, out, ranges, frames, "backbone.extra.0.4");
+    vd_model_unref(model);
+    g_hash_table_unref(ranges);
+    g_unlink(out);
+    g_unlink(path);
+    g_free(out);
+    g_free(path);
+    g_free(calibration);
+}
+
 int main(int argc, char **argv)
 {
     GError *error = NULL;
@@ -404,6 +551,10 @@ int main(int argc, char **argv)
     g_test_add_func("/int8/calibration-record", test_calibration_record);
     g_test_add_func("/int8/round-trip", test_round_trip);
     g_test_add_func("/int8/refusals", test_refusals);
+    g_test_add_data_func("/int8/retinanet", GINT_TO_POINTER(0), test_one_stage);
+    g_test_add_data_func("/int8/retinanet-v2", GINT_TO_POINTER(1), test_one_stage);
+    g_test_add_data_func("/int8/fcos", GINT_TO_POINTER(2), test_one_stage);
+    g_test_add_func("/int8/ssd300", test_ssd300);
     int result = g_test_run();
     g_rmdir(tmp_dir);
     g_free(tmp_dir);

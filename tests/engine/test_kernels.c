@@ -301,10 +301,19 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                            k->implementation);
             n_bad++;
         }
+        /* the one-stage heads' 3x3 towers too (P6 and P7 are backbone.fpn.'s); SSD300:
+         * every convolution of its feature extractor but the first (3 input channels) */
+        gboolean ssd = model->config.detector == VD_DETECTOR_SSD;
         gboolean int8_layer = g_str_equal(k->kind, "convolution") &&
-                              ((g_str_has_prefix(k->layer, "backbone.body.layer")) ||
+                              ((ssd &&
+                                (g_str_has_prefix(k->layer, "backbone.features.") ||
+                                 g_str_has_prefix(k->layer, "backbone.extra.")) &&
+                                !g_str_equal(k->layer, model->config.ssd.body[0].ops[0].name)) ||
+                               (g_str_has_prefix(k->layer, "backbone.body.layer")) ||
                                g_str_has_prefix(k->layer, "backbone.fpn.") ||
-                               g_str_has_prefix(k->layer, "rpn.head.conv["));
+                               g_str_has_prefix(k->layer, "rpn.head.conv[") ||
+                               g_str_has_prefix(k->layer, "head.classification_head.conv.") ||
+                               g_str_has_prefix(k->layer, "head.regression_head.conv."));
         if (precision == VD_PRECISION_INT8 && int8_layer) {
             /* AMX's where the CPU has it, else VNNI's (VD_TEST_EXPECT_INT8_KERNEL names
              * another, to see this check fail) */
@@ -338,13 +347,27 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
     g_assert_cmpint(n_bad, ==, 0);
     g_assert_cmpint(n_slow, ==, 0);
     g_assert_cmpint(n_not_int8, ==, 0);
-    if (precision == VD_PRECISION_INT8) {
+    if (precision == VD_PRECISION_INT8 && model->config.detector == VD_DETECTOR_SSD) {
+        const vd_ssd_config *s = &model->config.ssd;
+        int convs = 0;
+        for (int i = 0; i < s->n_body + s->n_extra; i++) {
+            const vd_ssd_layers *list = i < s->n_body ? &s->body[i] : &s->extra[i - s->n_body];
+            for (int j = 0; j < list->n_ops; j++)
+                convs += list->ops[j].kind == VD_SSD_CONV;
+        }
+        g_assert_cmpint(n_int8, ==, convs - 1);
+    } else if (precision == VD_PRECISION_INT8) {
         int body = 0;
         for (int b = 0; b < model->resnet.n_blocks; b++)
             body += (model->config.resnet.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
                     model->resnet.blocks[b].has_downsample;
-        g_assert_cmpint(n_int8, ==,
-                        body + 2 * model->config.n_returned_layers + model->config.n_fpn_levels);
+        /* the RPN's 3x3 convolution on every level; one-stage detectors: P6, P7 and
+         * every tower layer of both branches on every level */
+        const vd_config *c = &model->config;
+        int heads = c->detector == VD_DETECTOR_ONE_STAGE
+                        ? 2 + c->n_fpn_levels * (c->head.n_cls_convs + c->head.n_reg_convs)
+                        : c->n_fpn_levels;
+        g_assert_cmpint(n_int8, ==, body + 2 * c->n_returned_layers + heads);
     }
     const vd_config *cfg = &model->config;
     if (cfg->detector == VD_DETECTOR_SSD) {
@@ -803,13 +826,23 @@ static void test_int8(void)
     gboolean runs = xnn ? vd_xnn_int8_supported(&int8_why) : cpu_caps().int8;
     g_test_message("int8 on %s: %s", xnn ? "XNNPACK" : "oneDNN", runs ? "runs" : "refused");
     if (!runs) {
-        g_assert_null(cpu_context(model, VD_PRECISION_INT8, &error));
-        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-        g_test_message("int8 refused: %s", error->message);
-        g_assert_nonnull(strstr(error->message, xnn ? "dot product" : "VNNI"));
-        if (xnn && cpu_caps().dotprod)
-            g_assert_nonnull(strstr(error->message, int8_why));
-        g_clear_error(&error);
+        /* the R-CNN family's and a one-stage detector's (a tiny RetinaNet, the same
+         * check before any calibration is read) */
+        fixture *fx = fx_tiny_retinanet(2, FALSE);
+        vd_model *retinanet = fx_load(fx, &error);
+        g_assert_no_error(error);
+        fx_free(fx);
+        vd_model *refused[2] = {model, retinanet};
+        for (int i = 0; i < 2; i++) {
+            g_assert_null(cpu_context(refused[i], VD_PRECISION_INT8, &error));
+            g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+            g_test_message("int8 refused: %s", error->message);
+            g_assert_nonnull(strstr(error->message, xnn ? "dot product" : "VNNI"));
+            if (xnn && cpu_caps().dotprod)
+                g_assert_nonnull(strstr(error->message, int8_why));
+            g_clear_error(&error);
+        }
+        vd_model_unref(retinanet);
         vd_model_unref(model);
         return;
     }
@@ -827,10 +860,22 @@ static void test_int8(void)
     check_frame_kernels(r50, VD_PRECISION_INT8);
     vd_model_unref(r50);
     /* v2, Mask R-CNN and Keypoint R-CNN: int8 backbone, FPN and RPN, their float
-     * heads */
-    const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn",
-                              "keypointrcnn_resnet50_fpn"};
+     * heads; the RetinaNets and FCOS: int8 backbone, FPN, P6 and P7 (from P5 and,
+     * v2, from C5) and the heads' towers (v2 and FCOS: GroupNorm between them);
+     * SSD300: VGG16 and the extras but the first convolution, float heads */
+    const char *builders[] = {"fasterrcnn_resnet50_fpn_v2",
+                              "maskrcnn_resnet50_fpn",
+                              "keypointrcnn_resnet50_fpn",
+                              "retinanet_resnet50_fpn",
+                              "retinanet_resnet50_fpn_v2",
+                              "fcos_resnet50_fpn",
+                              "ssd300_vgg16"};
     for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
+        /* SSD's max-pools and dilated convolution have no XNNPACK layer */
+        if (g_str_has_prefix(builders[i], "ssd") && xnn) {
+            g_test_message("%s not checked: SSD does not run on XNNPACK's layers", builders[i]);
+            continue;
+        }
         vd_model *m = exported_model(builders[i]);
         if (m == NULL) {
             g_test_message("%s not checked: " NO_TORCHVISION, builders[i]);
