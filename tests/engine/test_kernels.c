@@ -512,12 +512,6 @@ static void check_exported(const char *builder)
         g_test_skip("emulated: this family's layers are checked natively (kernels-xnnpack)");
         return;
     }
-    /* SSD's dilated convolution, ReLU6 and max-pools have no XNNPACK layer: the
-     * context refuses them there (engine/SSD.md) */
-    if (g_str_has_prefix(builder, "ssd") && layers_xnnpack()) {
-        g_test_skip("SSD and SSDlite do not run on XNNPACK's layers");
-        return;
-    }
     vd_model *model = exported_model(builder);
     if (model == NULL) {
         g_test_skip(NO_TORCHVISION);
@@ -577,7 +571,8 @@ static void test_fcos_fp32(void)
 /* ssd300_vgg16 (engine/SSD.md): VGG16's convolutions (conv1_1 on the 3-channel
  * input, fc6 dilated by 6), its max-pools (the third with ceil_mode: padding on the
  * bottom and right), the extras' convolutions without padding down to 1x1, the
- * heads' 3x3 convolutions with 4 or 6 x 91 outputs padded to the channel block. */
+ * heads' 3x3 convolutions with 4 or 6 x 91 outputs padded to the channel block. On
+ * XNNPACK's layers (kernels-xnnpack) every one of them is XNNPACK's operator. */
 static void test_ssd300_fp32(void)
 {
     check_exported("ssd300_vgg16");
@@ -585,7 +580,8 @@ static void test_ssd300_fp32(void)
 
 /* ssdlite320_mobilenet_v3_large: MobileNetV3's and the extras' depthwise and 1x1
  * convolutions with ReLU6 or hardswish fused, the inverted residuals' sum, the
- * heads' depthwise 3x3 + ReLU6 and 1x1 convolutions. */
+ * heads' depthwise 3x3 + ReLU6 and 1x1 convolutions (XNNPACK's, ReLU6 its clamp,
+ * in kernels-xnnpack). */
 static void test_ssdlite_fp32(void)
 {
     check_exported("ssdlite320_mobilenet_v3_large");
@@ -721,9 +717,12 @@ static void test_fp16(void)
         /* v2's conv box head: fp16 convolutions over the RoIs' fp16 features; Mask
          * R-CNN: its mask branch in float32 (emulated, left out: its fp16 layers
          * are v2's body and FPN and MobileNetV3's box head, its float32 mask
-         * branch the fp32 run's, and its frame took two of the run's minutes) */
+         * branch the fp32 run's, and its frame took two of the run's minutes);
+         * SSDlite and SSD300: every layer fp16, the heads' last convolutions
+         * widened to float32 (emulated, left out as in fp32) */
         const char *builders[] = {"fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn",
-                                  "keypointrcnn_resnet50_fpn"};
+                                  "keypointrcnn_resnet50_fpn", "ssdlite320_mobilenet_v3_large",
+                                  "ssd300_vgg16"};
         for (guint i = 0; i < G_N_ELEMENTS(builders); i++) {
             if (left_out_emulated(builders[i]) ||
                 (emulated() && g_str_equal(builders[i], "maskrcnn_resnet50_fpn"))) {
