@@ -33,8 +33,9 @@
 #
 # tests/run.sh's part `arm64` (VISIONDETECT_ARM64=0 leaves it out of its default run;
 # Debian 13 only: with --debian 12 the engine suite fails, see docs/testing.md).
-# Emulated, the engine suite runs without kernels-nhwc, kernels-xnnpack and
-# int8-xnnpack, which on a NEON-only CPU repeat the kernels and int8 tests (the
+# Emulated, the engine suite runs without kernels-nhwc, kernels-xnnpack,
+# int8-xnnpack and context-xnnpack, which on a NEON-only CPU repeat the kernels,
+# int8 and context tests (the
 # engine runs XNNPACK on NHWC there anyway), and without fuzz-one-stage (the
 # one-stage detectors' fuzz seeds: the loader's and the decoding's C, which are not
 # Arm-specific: two minutes on the host, where fuzz takes one and four emulated; the
@@ -582,7 +583,8 @@ for s in "${suites[@]}"; do suite_args+=(--suite "$s"); done
 if [ "$(uname -m)" != aarch64 ]; then
   mapfile -t names < <(in_python_root meson test -C build --no-rebuild --list \
                          "${suite_args[@]}" | sed -n 's|^.* / ||p' |
-                       grep -vx -e kernels-nhwc -e kernels-xnnpack -e int8-xnnpack -e fuzz-one-stage)
+                       grep -vx -e kernels-nhwc -e kernels-xnnpack -e int8-xnnpack -e context-xnnpack \
+                         -e fuzz-one-stage)
   [ ${#names[@]} -gt 0 ] || die "meson test --list: no test in ${suites[*]}"
   suite_args+=("${names[@]}")
 fi

@@ -275,14 +275,6 @@ gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float
         desc.sum_dt = q->sum_dt;
     }
     if (st->xnn != NULL) {
-        if (dilation > 1 || act == VD_ACT_RELU6) {
-            g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                        "convolution %d->%d channels: a dilated convolution or ReLU6 does not run "
-                        "on XNNPACK's layers (SSD, SSDlite)",
-                        in_c, out_c);
-            g_free(wei_scales);
-            return FALSE;
-        }
         if (src->tag != dnnl_nhwc || dst->tag != dnnl_nhwc) {
             g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
                         "convolution %d->%d channels: XNNPACK takes NHWC tensors only", in_c,

@@ -161,6 +161,7 @@ typedef struct {
 typedef struct {
     cpu_conv *convs;         /* [n_ops] (unused by other layers) */
     dnnl_primitive_t *pools; /* [n_ops] */
+    vd_xnn_op **pools_xnn;   /* [n_ops]: XNNPACK's max-pools instead (cpu_state.xnn) */
     /* a dilated convolution below AVX-512: reorders of its input into NHWC and of its
      * output back (oneDNN 2.6 has only reference kernels for it in nChw8c) */
     dnnl_primitive_t *to_nhwc, *from_nhwc; /* [n_ops] */

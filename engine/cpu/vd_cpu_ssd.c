@@ -6,7 +6,10 @@
  * boxes once per size, the heads on every feature map and torchvision's
  * SSD.postprocess_detections: softmax over the classes, every box decoded and
  * clipped, per class (background aside) the scores over the threshold and the
- * topk_candidates best, then batched NMS and the detections_per_img cap. */
+ * topk_candidates best, then batched NMS and the detections_per_img cap. On
+ * XNNPACK's layers (cpu_state.xnn) the same plan in NHWC: its convolutions (the
+ * dilation, ReLU6 as its clamp) and its max pooling (ceil_mode as the bottom and
+ * right padding). */
 #include "vd_config.h"
 #include "cpu/vd_cpu_private.h"
 #include "vd_math.h"
@@ -167,15 +170,31 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
                             "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
                 return FALSE;
             }
-            if (st->xnn != NULL) {
-                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "SSD's max-pools do not run on XNNPACK's layers");
-                return FALSE;
-            }
-            /* ceil_mode: the bottom and right padding that makes oneDNN's size torch's */
+            /* ceil_mode: the bottom and right padding that makes oneDNN's (XNNPACK's)
+             * size torch's */
             int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
             int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
             y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
+            if (y != NULL && st->xnn != NULL) {
+                vd_xnn_pool_desc pool = {.c = x->c,
+                                         .in_h = x->h,
+                                         .in_w = x->w,
+                                         .out_h = oh,
+                                         .out_w = ow,
+                                         .kernel = op->kernel,
+                                         .stride = op->stride,
+                                         .pad_top = op->padding,
+                                         .pad_left = op->padding,
+                                         .pad_bottom = pad_b,
+                                         .pad_right = pad_r};
+                sp->pools_xnn[base + i] =
+                    vd_xnn_max_pool_pad_new(st->xnn, &pool, x->dt, op->name, error);
+                if (sp->pools_xnn[base + i] == NULL)
+                    return FALSE;
+                plan_step_xnn(plan, sp->pools_xnn[base + i], x, y, "max-pool");
+                x = y;
+                break;
+            }
             dnnl_primitive_desc_t pd = NULL;
             gboolean ok =
                 y != NULL &&
@@ -360,14 +379,15 @@ static gboolean plan_ssd_backbone(cpu_state *st, cpu_plan *plan, GError **error)
     sp->n_ops = count_ops(s);
     sp->convs = g_try_new0(cpu_conv, sp->n_ops);
     sp->pools = g_try_new0(dnnl_primitive_t, sp->n_ops);
+    sp->pools_xnn = g_try_new0(vd_xnn_op *, sp->n_ops);
     sp->to_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->from_nhwc = g_try_new0(dnnl_primitive_t, sp->n_ops);
     sp->quant = g_try_new0(cpu_quantize, sp->n_ops);
     sp->se_work =
         try_alloc((size_t)3 * MAX(widest_se(s->body, s->n_body), widest_se(s->extra, s->n_extra)),
                   "squeeze-and-excitation", error);
-    if (sp->convs == NULL || sp->pools == NULL || sp->to_nhwc == NULL || sp->from_nhwc == NULL ||
-        sp->quant == NULL) {
+    if (sp->convs == NULL || sp->pools == NULL || sp->pools_xnn == NULL || sp->to_nhwc == NULL ||
+        sp->from_nhwc == NULL || sp->quant == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY, "out of memory planning SSD's layers");
         return FALSE;
     }
@@ -427,6 +447,8 @@ static void ssd_plan_clear(cpu_plan *plan)
             conv_clear(&sp->convs[i]);
         if (sp->pools != NULL)
             vd_layers_primitive_free(sp->pools[i]);
+        if (sp->pools_xnn != NULL)
+            vd_xnn_op_free(sp->pools_xnn[i]);
         if (sp->to_nhwc != NULL)
             vd_layers_primitive_free(sp->to_nhwc[i]);
         if (sp->from_nhwc != NULL)
@@ -437,6 +459,7 @@ static void ssd_plan_clear(cpu_plan *plan)
     g_free(sp->quant);
     g_free(sp->convs);
     g_free(sp->pools);
+    g_free(sp->pools_xnn);
     g_free(sp->to_nhwc);
     g_free(sp->from_nhwc);
     g_free(sp->se_work);
@@ -458,7 +481,8 @@ static void layers_kernels(GArray *out, GStringChunk *strings, const cpu_ssd_pla
                 kernel_add(out, strings, sp->from_nhwc[base + i], "reorder", "%s.out", op->name);
             }
         } else if (op->kind == VD_SSD_MAXPOOL)
-            kernel_add(out, strings, sp->pools[base + i], "pooling", "%s", op->name);
+            kernel_add_op(out, strings, sp->pools[base + i], sp->pools_xnn[base + i], "pooling",
+                          "%s", op->name);
     }
 }
 
@@ -497,12 +521,28 @@ const cpu_backbone vd_cpu_ssd_backbone = {
 /* ------------------------------------------------------------------------ */
 /* The detector                                                              */
 
-/* int8 and calibration: SSD300 (VGG16, ReLU only: plan_layers_int8()); SSDlite's
- * MobileNetV3 has no int8 plan, as in the R-CNN family. */
+/* The first layer of @layers that XNNPACK's layers do not run (a max-pool of a
+ * 1x1 window, or of a stride longer than its window), with *@why; NULL if none */
+static const vd_ssd_op *xnn_refused_op(const vd_ssd_layers *layers, int n, const char **why)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < layers[i].n_ops; k++) {
+            const vd_ssd_op *op = &layers[i].ops[k];
+            if (op->kind == VD_SSD_MAXPOOL && !vd_xnn_max_pool_runs(op->kernel, op->stride, why))
+                return op;
+        }
+    return NULL;
+}
+
+/* int8 and calibration: SSD300 (VGG16, ReLU only: plan_layers_int8()) on oneDNN's
+ * int8 kernels; SSDlite's MobileNetV3 has no int8 plan, as in the R-CNN family.
+ * XNNPACK's layers run every float layer of both; their int8 is not planned. */
 static gboolean ssd_supports(const vd_model *model, vd_precision precision,
                              const vd_context_params *params, GError **error)
 {
-    if ((precision == VD_PRECISION_INT8 || params->calibrate) && model->config.ssd.lite) {
+    const vd_ssd_config *s = &model->config.ssd;
+    gboolean int8 = precision == VD_PRECISION_INT8 || params->calibrate;
+    if (int8 && s->lite) {
         g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                     "%s covers the ResNet backbones and SSD300's VGG16, not %s (%s): use fp32 or "
                     "bf16",
@@ -510,6 +550,36 @@ static gboolean ssd_supports(const vd_model *model, vd_precision precision,
                     vd_model_description(model),
                     "SSDlite's MobileNetV3 has no int8 plan, as in the R-CNN family: its "
                     "depthwise convolutions, hardswish and squeeze-and-excitation");
+        return FALSE;
+    }
+    /* XNNPACK's layers run every convolution (dilated, ReLU6 or hardswish fused,
+     * residual sums) and max-pool (ceil_mode as padding) of SSD and SSDlite; a layer
+     * they cannot run is refused here, naming it, not at the first frame */
+    gboolean xnn = FALSE;
+    const char *layers_why = NULL, *why = NULL;
+    if (!vd_xnn_choose_for(int8, &xnn, &layers_why, error))
+        return FALSE;
+    if (!xnn)
+        return TRUE;
+    if (int8) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s for %s runs oneDNN's int8 kernels (x86 with VNNI); the CPU backend's "
+                    "layers run XNNPACK here (%s), where SSD300's int8 is not planned: use "
+                    "fp32%s",
+                    params->calibrate ? "int8 calibration" : "precision int8",
+                    vd_model_description(model), layers_why,
+                    params->calibrate ? " (calibrate on an x86 CPU)" : " or fp16");
+        return FALSE;
+    }
+    const vd_ssd_op *op = xnn_refused_op(s->body, s->n_body, &why);
+    if (op == NULL)
+        op = xnn_refused_op(s->extra, s->n_extra, &why);
+    if (op != NULL) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "%s: layer %s (a %dx%d max-pool, stride %d) does not run on the CPU "
+                    "backend's layers, which run XNNPACK here (%s): %s",
+                    vd_model_description(model), op->name, op->kernel, op->kernel, op->stride,
+                    layers_why, why);
         return FALSE;
     }
     return TRUE;

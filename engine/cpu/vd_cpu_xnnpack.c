@@ -3,9 +3,9 @@
  * (create with the packed weights, reshape for the shapes, setup with the
  * pointers, run on a pthreadpool), float32 or fp16 NHWC (the _f16 operators, given
  * float32 weights with XNN_FLAG_FP32_STATIC_WEIGHTS, which XNNPACK packs as fp16).
- * XNNPACK fuses a clamp (ReLU) into its convolutions and linear layers; a sum with
- * dst's previous contents, hardswish and an fp16 layer's widening to a float32
- * output run after the layer, in one pass over its output on the same pool (in
+ * XNNPACK fuses a clamp (ReLU, ReLU6) into its convolutions and linear layers; a
+ * sum with dst's previous contents, hardswish and an fp16 layer's widening to a
+ * float32 output run after the layer, in one pass over its output on the same pool (in
  * float32 on the fp16 values, rounded back to fp16 where the output is fp16). */
 #include "cpu/vd_cpu_xnnpack.h"
 
@@ -167,7 +167,7 @@ struct vd_xnn_op {
     int rows;              /* the rows a linear layer was last reshaped for (0: none) */
     /* the pass after the layer: dst = act(dst + layer) with sum, else act(layer) */
     gboolean sum;
-    vd_activation act; /* VD_ACT_HARDSWISH, or VD_ACT_RELU with sum (else fused) */
+    vd_activation act; /* VD_ACT_HARDSWISH, or VD_ACT_RELU(6) with sum (else fused) */
     quant_kind quant;
     /* int8 with sum: dst's previous contents widened (into tmp2), their f32 add onto
      * the output (in tmp), the sum quantised into dst */
@@ -427,12 +427,13 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
     gboolean to_int8 = vd_layers_is_int8(desc->dst_dt);
     gboolean relu = desc->act == VD_ACT_RELU;
     if (desc->deconv || (!to_int8 && desc->dst_dt != dnnl_f32) || desc->wei_scales == NULL ||
-        desc->act == VD_ACT_HARDSWISH ||
+        desc->act == VD_ACT_HARDSWISH || desc->act == VD_ACT_RELU6 ||
         (desc->sum && (!to_int8 || (relu && desc->dst_dt != dnnl_u8)))) {
-        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "%s: XNNPACK's int8 convolutions take no transposed convolution, "
-                    "hardswish, sum onto a float32 output or ReLU after a sum onto a signed one",
-                    what);
+        g_set_error(
+            error, VD_ERROR, VD_ERROR_INTERNAL,
+            "%s: XNNPACK's int8 convolutions take no transposed convolution, "
+            "hardswish, ReLU6, sum onto a float32 output or ReLU after a sum onto a signed one",
+            what);
         return FALSE;
     }
     int k2 = desc->kernel * desc->kernel;
@@ -445,6 +446,7 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
             wq[o * per_oc + i] = (int8_t)CLAMP(q, -127.0f, 127.0f);
         }
     uint32_t p = (uint32_t)desc->padding, k = (uint32_t)desc->kernel, s = (uint32_t)desc->stride;
+    uint32_t d = (uint32_t)MAX(desc->dilation, 1);
     size_t ic = (size_t)desc->in_c, oc = (size_t)desc->out_c;
     int8_t src_zp = zero_point(desc->src_dt);
     gboolean ok;
@@ -457,7 +459,7 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
         int8_t dst_zp = zero_point(desc->dst_dt);
         op->quant = Q_QS8;
         ok = check(xnn_create_convolution2d_nhwc_qs8_qc8w(
-                       p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc, src_zp,
+                       p, p, p, p, k, k, s, s, d, d, (uint32_t)desc->groups, ig, og, ic, oc, src_zp,
                        desc->src_scale, desc->wei_scales, wq, bq, dst_zp, desc->dst_scale,
                        relu ? dst_zp : -128, 127, 0, NULL, NULL, &op->op),
                    "xnn_create_convolution2d_nhwc_qs8_qc8w", what, error) &&
@@ -471,7 +473,7 @@ static gboolean conv_new_int8(vd_xnn *x, vd_xnn_op *op, const vd_conv_desc *desc
         for (guint i = 0; i < G_N_ELEMENTS(op->src_q); i++)
             op->src_q[i] = (struct xnn_quantization_params){src_zp, desc->src_scale};
         ok = check(xnn_create_convolution2d_nhwc_qd8_f32_qc8w(
-                       p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups, ig, og, ic, oc,
+                       p, p, p, p, k, k, s, s, d, d, (uint32_t)desc->groups, ig, og, ic, oc,
                        desc->wei_scales, wq, bias, relu && !desc->sum ? 0.0f : -INFINITY, INFINITY,
                        0, NULL, NULL, &op->op),
                    "xnn_create_convolution2d_nhwc_qd8_f32_qc8w", what, error) &&
@@ -514,9 +516,9 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     gboolean int8 = vd_layers_is_int8(desc->src_dt);
     if (!int8 && !op_types(desc->src_dt, desc->dst_dt, &f16, &widen, what, error))
         return NULL;
-    if (desc->deconv && (desc->groups != 1 || desc->sum)) {
+    if (desc->deconv && (desc->groups != 1 || desc->sum || MAX(desc->dilation, 1) > 1)) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "%s: a grouped transposed convolution, or one with a sum", what);
+                    "%s: a grouped or dilated transposed convolution, or one with a sum", what);
         return NULL;
     }
     if (widen && desc->sum) {
@@ -527,12 +529,16 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
     vd_xnn_op *op = op_new(desc->deconv ? OP_DECONV : OP_CONV, what);
     op->f16 = f16;
     op->widen = widen;
-    /* ReLU is XNNPACK's clamp unless a sum comes first; hardswish is ours */
+    /* ReLU and ReLU6 are XNNPACK's clamp unless a sum comes first; hardswish is ours */
+    gboolean clamp = (desc->act == VD_ACT_RELU || desc->act == VD_ACT_RELU6) && !desc->sum;
     op->sum = desc->sum && !int8; /* int8: XNNPACK's add */
-    op->act = int8 || (desc->act == VD_ACT_RELU && !desc->sum) ? VD_ACT_NONE : desc->act;
-    float lo = desc->act == VD_ACT_RELU && !desc->sum ? 0.0f : -INFINITY;
+    op->act = int8 || clamp ? VD_ACT_NONE : desc->act;
+    float lo = clamp ? 0.0f : -INFINITY;
+    float hi = clamp && desc->act == VD_ACT_RELU6 ? 6.0f : INFINITY;
     float *w = xnn_weights(desc, weight);
     uint32_t p = (uint32_t)desc->padding, k = (uint32_t)desc->kernel, s = (uint32_t)desc->stride;
+    /* torch's dilation (1: none), as XNNPACK counts it */
+    uint32_t d = (uint32_t)MAX(desc->dilation, 1);
     size_t ig = (size_t)(desc->in_c / desc->groups), og = (size_t)(desc->out_c / desc->groups);
     size_t out_h = 0, out_w = 0, align = 0;
     enum xnn_status st;
@@ -545,7 +551,7 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
         ok = conv_new_int8(x, op, desc, w, bias, &out_h, &out_w, &align, what, error);
     } else if (desc->deconv && f16) {
         st = xnn_create_deconvolution2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og, ic, oc, w,
-                                                 bias, lo, INFINITY, flags, NULL, NULL, &op->op);
+                                                 bias, lo, hi, flags, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_deconvolution2d_nhwc_f16", what, error) &&
              check(xnn_reshape_deconvolution2d_nhwc_f16(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                         (size_t)desc->in_w, 0, 0, &out_h, &out_w,
@@ -553,24 +559,24 @@ vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *wei
                    "xnn_reshape_deconvolution2d_nhwc_f16", what, error);
     } else if (desc->deconv) {
         st = xnn_create_deconvolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, 1, ig, og, ic, oc, w,
-                                                 bias, lo, INFINITY, 0, NULL, NULL, &op->op);
+                                                 bias, lo, hi, 0, NULL, NULL, &op->op);
         ok = check(st, "xnn_create_deconvolution2d_nhwc_f32", what, error) &&
              check(xnn_reshape_deconvolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                         (size_t)desc->in_w, 0, 0, &out_h, &out_w,
                                                         x->pool),
                    "xnn_reshape_deconvolution2d_nhwc_f32", what, error);
     } else if (f16) {
-        st = xnn_create_convolution2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups,
-                                               ig, og, ic, oc, w, bias, lo, INFINITY, flags, NULL,
-                                               NULL, &op->op);
+        st = xnn_create_convolution2d_nhwc_f16(p, p, p, p, k, k, s, s, d, d, (uint32_t)desc->groups,
+                                               ig, og, ic, oc, w, bias, lo, hi, flags, NULL, NULL,
+                                               &op->op);
         ok = check(st, "xnn_create_convolution2d_nhwc_f16", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_f16(op->op, (size_t)desc->n, (size_t)desc->in_h,
                                                       (size_t)desc->in_w, &op->workspace_size,
                                                       &align, &out_h, &out_w, x->pool),
                    "xnn_reshape_convolution2d_nhwc_f16", what, error);
     } else {
-        st = xnn_create_convolution2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, (uint32_t)desc->groups,
-                                               ig, og, ic, oc, w, bias, lo, INFINITY, 0, NULL, NULL,
+        st = xnn_create_convolution2d_nhwc_f32(p, p, p, p, k, k, s, s, d, d, (uint32_t)desc->groups,
+                                               ig, og, ic, oc, w, bias, lo, hi, 0, NULL, NULL,
                                                &op->op);
         ok = check(st, "xnn_create_convolution2d_nhwc_f32", what, error) &&
              check(xnn_reshape_convolution2d_nhwc_f32(op->op, (size_t)desc->n, (size_t)desc->in_h,
@@ -636,33 +642,73 @@ vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, co
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
                                int padding, dnnl_data_type_t dt, const char *what, GError **error)
 {
+    int out_h = (in_h + 2 * padding - kernel) / stride + 1;
+    int out_w = (in_w + 2 * padding - kernel) / stride + 1;
+    vd_xnn_pool_desc desc = {.c = c,
+                             .in_h = in_h,
+                             .in_w = in_w,
+                             .out_h = out_h,
+                             .out_w = out_w,
+                             .kernel = kernel,
+                             .stride = stride,
+                             .pad_top = padding,
+                             .pad_left = padding,
+                             .pad_bottom = padding,
+                             .pad_right = padding};
+    return vd_xnn_max_pool_pad_new(x, &desc, dt, what, error);
+}
+
+gboolean vd_xnn_max_pool_runs(int kernel, int stride, const char **why)
+{
+    /* XNNPACK refuses, at the operator's creation, a 1x1 window (a copy or a
+     * subsampling, no pooling) and a stride over the window (inputs skipped) */
+    *why = kernel < 2        ? "XNNPACK's max pooling takes no 1x1 window"
+           : stride > kernel ? "XNNPACK's max pooling takes no stride longer than its window"
+                             : "XNNPACK's max pooling runs it";
+    return kernel >= 2 && stride <= kernel;
+}
+
+vd_xnn_op *vd_xnn_max_pool_pad_new(vd_xnn *x, const vd_xnn_pool_desc *d, dnnl_data_type_t dt,
+                                   const char *what, GError **error)
+{
     gboolean f16, widen;
+    const char *why = NULL;
     if (!op_types(dt, dt, &f16, &widen, what, error))
         return NULL;
+    if (!vd_xnn_max_pool_runs(d->kernel, d->stride, &why)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED, "%s: %s", what, why);
+        return NULL;
+    }
     vd_xnn_op *op = op_new(OP_POOL, what);
     op->f16 = f16;
-    uint32_t p = (uint32_t)padding, k = (uint32_t)kernel, s = (uint32_t)stride;
-    size_t out_h = 0, out_w = 0;
-    gboolean ok =
-        f16 ? check(xnn_create_max_pooling2d_nhwc_f16(p, p, p, p, k, k, s, s, 1, 1, -INFINITY,
-                                                      INFINITY, 0, &op->op),
-                    "xnn_create_max_pooling2d_nhwc_f16", what, error) &&
-                  check(xnn_reshape_max_pooling2d_nhwc_f16(op->op, 1, (size_t)in_h, (size_t)in_w,
-                                                           (size_t)c, (size_t)c, (size_t)c, &out_h,
-                                                           &out_w, x->pool),
-                        "xnn_reshape_max_pooling2d_nhwc_f16", what, error)
-            : check(xnn_create_max_pooling2d_nhwc_f32(p, p, p, p, k, k, s, s, 1, 1, -INFINITY,
-                                                      INFINITY, 0, &op->op),
-                    "xnn_create_max_pooling2d_nhwc_f32", what, error) &&
-                  check(xnn_reshape_max_pooling2d_nhwc_f32(op->op, 1, (size_t)in_h, (size_t)in_w,
-                                                           (size_t)c, (size_t)c, (size_t)c, &out_h,
-                                                           &out_w, x->pool),
-                        "xnn_reshape_max_pooling2d_nhwc_f32", what, error);
+    uint32_t pt = (uint32_t)d->pad_top, pl = (uint32_t)d->pad_left, pb = (uint32_t)d->pad_bottom,
+             pr = (uint32_t)d->pad_right, k = (uint32_t)d->kernel, s = (uint32_t)d->stride;
+    size_t c = (size_t)d->c, out_h = 0, out_w = 0;
+    gboolean ok = f16 ? check(xnn_create_max_pooling2d_nhwc_f16(pt, pr, pb, pl, k, k, s, s, 1, 1,
+                                                                -INFINITY, INFINITY, 0, &op->op),
+                              "xnn_create_max_pooling2d_nhwc_f16", what, error) &&
+                            check(xnn_reshape_max_pooling2d_nhwc_f16(op->op, 1, (size_t)d->in_h,
+                                                                     (size_t)d->in_w, c, c, c,
+                                                                     &out_h, &out_w, x->pool),
+                                  "xnn_reshape_max_pooling2d_nhwc_f16", what, error)
+                      : check(xnn_create_max_pooling2d_nhwc_f32(pt, pr, pb, pl, k, k, s, s, 1, 1,
+                                                                -INFINITY, INFINITY, 0, &op->op),
+                              "xnn_create_max_pooling2d_nhwc_f32", what, error) &&
+                            check(xnn_reshape_max_pooling2d_nhwc_f32(op->op, 1, (size_t)d->in_h,
+                                                                     (size_t)d->in_w, c, c, c,
+                                                                     &out_h, &out_w, x->pool),
+                                  "xnn_reshape_max_pooling2d_nhwc_f32", what, error);
+    if (ok && (out_h != (size_t)d->out_h || out_w != (size_t)d->out_w)) {
+        g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
+                    "%s: XNNPACK's output is %zux%zu, not %dx%d", what, out_h, out_w, d->out_h,
+                    d->out_w);
+        ok = FALSE;
+    }
     if (!ok) {
         vd_xnn_op_free(op);
         return NULL;
     }
-    op->dst_floats = out_h * out_w * (size_t)c;
+    op->dst_floats = out_h * out_w * c;
     return op;
 }
 
@@ -702,6 +748,8 @@ static inline float activate(float v, vd_activation act)
 {
     if (act == VD_ACT_RELU)
         return v > 0.0f ? v : 0.0f;
+    if (act == VD_ACT_RELU6)
+        return v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f;
     if (act == VD_ACT_HARDSWISH)
         return vd_math_hardswish(v);
     return v;
@@ -853,6 +901,21 @@ vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel,
     (void)x, (void)c, (void)in_h, (void)in_w, (void)kernel, (void)stride, (void)padding, (void)dt;
     not_built(what, error);
     return NULL;
+}
+
+vd_xnn_op *vd_xnn_max_pool_pad_new(vd_xnn *x, const vd_xnn_pool_desc *d, dnnl_data_type_t dt,
+                                   const char *what, GError **error)
+{
+    (void)x, (void)d, (void)dt;
+    not_built(what, error);
+    return NULL;
+}
+
+gboolean vd_xnn_max_pool_runs(int kernel, int stride, const char **why)
+{
+    (void)kernel, (void)stride;
+    *why = "this build has no XNNPACK";
+    return FALSE;
 }
 
 gboolean vd_xnn_run(vd_xnn *x, vd_xnn_op *op, int rows, const void *src, void *dst, GError **error)

@@ -74,7 +74,9 @@ gboolean vd_xnn_int8_supported(const char **why);
 /* A convolution or transposed convolution (@desc: NHWC src and dst of desc->n
  * images, float32, fp16, or fp16 to a float32 dst (widened after the layer, without
  * a sum); int8 src (u8, s8) to int8 or float32 dst, see above; desc->sum adds dst's
- * previous contents before desc->act) with
+ * previous contents before desc->act: ReLU, ReLU6 (XNNPACK's clamp where no sum
+ * comes first; not int8) or hardswish; desc->dilation (a convolution's, float32 or
+ * fp16 or int8; none for a transposed one)) with
  * torch's weights (@weight as vd_cpu_layers.h's vd_layers_conv_weights takes
  * them, @bias out_c values or NULL), packed now. */
 vd_xnn_op *vd_xnn_conv_new(vd_xnn *x, const vd_conv_desc *desc, const float *weight,
@@ -89,6 +91,24 @@ vd_xnn_op *vd_xnn_linear_new(vd_xnn *x, int in, int out, const float *weight, co
  * window, stride and padding (padding excluded, as torch's -inf). */
 vd_xnn_op *vd_xnn_max_pool_new(vd_xnn *x, int c, int in_h, int in_w, int kernel, int stride,
                                int padding, dnnl_data_type_t dt, const char *what, GError **error);
+
+/* A max pooling's shape with a padding of its own on each side: torch's
+ * ceil_mode is the bottom and right padding that gives its output size. */
+typedef struct {
+    int c, in_h, in_w, out_h, out_w;
+    int kernel, stride; /* square */
+    int pad_top, pad_left, pad_bottom, pad_right;
+} vd_xnn_pool_desc;
+
+/* Max pooling of @d (@dt float32 or fp16; padding excluded, as torch's -inf);
+ * fails where XNNPACK's output is not @d's out_h x out_w. */
+vd_xnn_op *vd_xnn_max_pool_pad_new(vd_xnn *x, const vd_xnn_pool_desc *d, dnnl_data_type_t dt,
+                                   const char *what, GError **error);
+
+/* Whether XNNPACK's max pooling takes a @kernel x @kernel window at @stride (it
+ * refuses a 1x1 window and a stride longer than the window); *@why: a static
+ * phrase saying why not, for a refusal at context creation. */
+gboolean vd_xnn_max_pool_runs(int kernel, int stride, const char **why);
 
 /* The quantisation of @n_values float32 values into int8 @dt (u8 or s8 as above) of
  * scale @scale: XNNPACK's f32 -> qs8 conversion. */

@@ -109,6 +109,79 @@ static vd_result detect_ok(vd_context *ctx, const vd_image *image)
     return r;
 }
 
+/* An observer keeping a copy of every tensor a frame shows, by name */
+static void keep_tensors(const char *name, const float *data, const int64_t *shape, int ndim,
+                         void *user_data)
+{
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= (size_t)shape[i];
+    GArray *copy = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)n);
+    g_array_append_vals(copy, data, (guint)n);
+    g_hash_table_replace(user_data, g_strdup(name), copy);
+}
+
+/* The tensors of @ctx's frame of @image (name -> GArray of float) */
+static GHashTable *frame_tensors(vd_context *ctx, const vd_image *image)
+{
+    GHashTable *kept =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+    vd_context_set_observer(ctx, keep_tensors, kept);
+    vd_result r = detect_ok(ctx, image);
+    vd_context_set_observer(ctx, NULL, NULL);
+    vd_result_clear(&r);
+    return kept;
+}
+
+/* @model's tensors for @image on oneDNN's layers in fp32 (VD_CPU_LAYERS=onednn for
+ * the context's creation) */
+static GHashTable *onednn_tensors(vd_model *model, const vd_image *image)
+{
+    char *saved = g_strdup(g_getenv("VD_CPU_LAYERS"));
+    g_setenv("VD_CPU_LAYERS", "onednn", TRUE);
+    vd_context_params params = vd_context_default_params();
+    GError *error = NULL;
+    params.device = VD_DEVICE_CPU;
+    params.precision = VD_PRECISION_FP32;
+    params.n_threads = 2;
+    vd_context *ctx = vd_context_new(model, &params, &error);
+    g_assert_no_error(error);
+    g_test_message("against %s", vd_context_describe(ctx));
+    g_assert_null(strstr(vd_context_describe(ctx), "layers XNNPACK"));
+    GHashTable *kept = frame_tensors(ctx, image);
+    vd_context_free(ctx);
+    if (saved != NULL)
+        g_setenv("VD_CPU_LAYERS", saved, TRUE);
+    else
+        g_unsetenv("VD_CPU_LAYERS");
+    g_free(saved);
+    return kept;
+}
+
+/* Every tensor of @ref in @got, of the same size and within @tol of the largest
+ * magnitude of @ref's */
+static void assert_tensors_match(GHashTable *ref, GHashTable *got, double tol)
+{
+    GHashTableIter it;
+    gpointer key, value;
+    g_hash_table_iter_init(&it, ref);
+    g_assert_cmpint(g_hash_table_size(ref), >, 0);
+    while (g_hash_table_iter_next(&it, &key, &value)) {
+        const GArray *a = value, *b = g_hash_table_lookup(got, key);
+        g_assert_nonnull(b);
+        g_assert_cmpuint(a->len, ==, b->len);
+        double scale = 0.0, diff = 0.0;
+        for (guint i = 0; i < a->len; i++) {
+            double x = g_array_index(a, float, i), y = g_array_index(b, float, i);
+            scale = MAX(scale, fabs(x));
+            diff = MAX(diff, fabs(x - y));
+        }
+        g_test_message("%s: max |difference| %.3g, of max |ref| (%.3g) %.3g", (const char *)key,
+                       diff, scale, scale > 0.0 ? diff / scale : diff);
+        g_assert_cmpfloat(diff, <=, tol * scale);
+    }
+}
+
 static void test_detect_basic(void)
 {
     vd_model *model = tiny_model();
@@ -1135,9 +1208,25 @@ static void test_retinanet(gconstpointer data)
  * then the cap of 100), scores sorted, labels 1..K-1 (the softmax's background
  * column is never a detection), boxes in the frame, the same frame twice the same
  * result, a frame of another size resized to the same input, a fixed size that is
- * not square; int8 and calibration
+ * not square; on XNNPACK's layers each of those frames' tensors match oneDNN's
+ * (assert_xnn_tensors), and a 1x1 max-pool, which XNNPACK does not run, is refused at context
+ * creation naming the layer (oneDNN's layers run it); int8 and calibration
  * are refused naming SSD; the CUDA backend refuses it naming it, and device=auto
  * runs it on the CPU. */
+/* On XNNPACK's layers (@ctx), @model's feature maps, default boxes and heads'
+ * outputs for @image are oneDNN's to float32's summation order: within 1e-4 of
+ * each one's largest magnitude (the parity tests' heads are within 3e-5 of
+ * torchvision's: engine/SSD.md). The detections are not compared: the fixture's
+ * random scores are near ties everywhere, which its NMS then breaks either way. */
+static void assert_xnn_tensors(vd_model *model, vd_context *ctx, const vd_image *image)
+{
+    GHashTable *got = frame_tensors(ctx, image), *ref = onednn_tensors(model, image);
+    g_assert_nonnull(g_hash_table_lookup(ref, "cls_logits"));
+    assert_tensors_match(ref, got, 1e-4);
+    g_hash_table_unref(got);
+    g_hash_table_unref(ref);
+}
+
 static void test_ssdlite(void)
 {
     fixture *fx = fx_tiny_ssdlite();
@@ -1146,24 +1235,10 @@ static void test_ssdlite(void)
     g_assert_cmpint(model->config.detector, ==, VD_DETECTOR_SSD);
 
     vd_context *ctx = cpu_context(model, 0.0f);
-    /* XNNPACK's layers (a NEON-only aarch64 CPU) have no SSD yet: its first frame is
-     * refused, naming them */
-    if (strstr(vd_context_describe(ctx), "layers XNNPACK") != NULL) {
-        guint8 *pixels = make_rgb(80, 60);
-        vd_image image = vd_image_rgb(pixels, 80, 60);
-        vd_result r = {0};
-        GError *error = NULL;
-        g_assert_false(vd_detect(ctx, &image, 1, &r, &error));
-        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
-        g_test_message("refused on XNNPACK's layers: %s", error->message);
-        g_assert_nonnull(strstr(error->message, "XNNPACK"));
-        g_clear_error(&error);
-        g_free(pixels);
-        vd_context_free(ctx);
-        vd_model_unref(model);
-        g_test_skip("SSD does not run on XNNPACK's layers yet: the refusal checked");
-        return;
-    }
+    /* on XNNPACK's layers (a NEON-only aarch64 CPU, VD_CPU_LAYERS=xnnpack) too:
+     * the dilated convolution, ReLU6 and the ceil_mode max-pool are its operators */
+    g_test_message("%s", vd_context_describe(ctx));
+    gboolean xnn = strstr(vd_context_describe(ctx), "layers XNNPACK") != NULL;
     static const int sizes[2][2] = {{80, 60}, {33, 97}};
     for (int s = 0; s < 2; s++) {
         int w = sizes[s][0], h = sizes[s][1];
@@ -1172,6 +1247,8 @@ static void test_ssdlite(void)
         vd_result r = detect_ok(ctx, &image), again = detect_ok(ctx, &image);
         assert_dense_result(&r, 1, 3, w, h);
         assert_same_result(&r, &again);
+        if (xnn)
+            assert_xnn_tensors(model, ctx, &image);
         vd_result_clear(&r);
         vd_result_clear(&again);
         g_free(pixels);
@@ -1189,6 +1266,8 @@ static void test_ssdlite(void)
     vd_image wide_image = vd_image_rgb(wide_pixels, 80, 60);
     vd_result wr = detect_ok(ctx, &wide_image);
     g_assert_cmpint(wr.n_detections, >, 0);
+    if (xnn) /* XNNPACK's ceil_mode padding on the bottom only */
+        assert_xnn_tensors(wide_model, ctx, &wide_image);
     vd_result_clear(&wr);
     vd_context_free(ctx);
     vd_model_unref(wide_model);
@@ -1212,6 +1291,35 @@ static void test_ssdlite(void)
     vd_context_free(ctx);
     vd_model_unref(strided_model);
     g_free(wide_pixels);
+
+    /* a max-pool of a 1x1 window (extra 1's, stride 2: a subsampling) runs on
+     * oneDNN's layers; XNNPACK's refuse it at context creation, naming the layer */
+    fixture *subsample = fx_tiny_ssdlite();
+    fx_randomize(subsample, 13);
+    fx_config_replace(subsample, "\"name\":\"backbone.extra.1.0\",\"kernel\":3",
+                      "\"name\":\"backbone.extra.1.0\",\"kernel\":1");
+    vd_model *subsample_model = fx_load_ok(subsample);
+    if (xnn) {
+        vd_context_params cpu = vd_context_default_params();
+        cpu.device = VD_DEVICE_CPU;
+        g_assert_null(vd_context_new(subsample_model, &cpu, &error));
+        g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
+        g_test_message("refused on XNNPACK's layers: %s", error->message);
+        g_assert_nonnull(strstr(error->message, "backbone.extra.1.0"));
+        g_assert_nonnull(strstr(error->message, "1x1"));
+        g_assert_nonnull(strstr(error->message, "XNNPACK"));
+        g_clear_error(&error);
+    } else {
+        ctx = cpu_context(subsample_model, 0.0f);
+        guint8 *pixels = make_rgb(80, 60);
+        vd_image image = vd_image_rgb(pixels, 80, 60);
+        vd_result r = detect_ok(ctx, &image);
+        assert_dense_result(&r, 1, 3, 80, 60);
+        vd_result_clear(&r);
+        g_free(pixels);
+        vd_context_free(ctx);
+    }
+    vd_model_unref(subsample_model);
 
     vd_context_params params = vd_context_default_params();
     params.device = VD_DEVICE_CPU;
