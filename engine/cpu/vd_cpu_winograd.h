@@ -3,13 +3,14 @@
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; below it (AVX2, AVX, SSE4.1) a
  * 3x3 stride-1 convolution runs its direct algorithm, which costs 2.25 times the
- * multiplications of F(2x2, 3x3) and 4 times those of F(4x4, 3x3). This module
- * does what oneDNN's AVX-512 kernel does, on the same blocked layouts (nChw8c,
- * nChw16c): the input and output transforms here (Lavin and Gray's matrices, the
- * interpolation points 0, +-1, +-2 and infinity, as oneDNN's jit_wino_4x3), the 36
- * products of each chunk of tiles by oneDNN's sgemm; bias, the sum with the
- * destination's contents and ReLU are fused into the output transform. Not
- * installed. */
+ * multiplications of F(2x2, 3x3) and 4 times those of F(4x4, 3x3); 3.x has no
+ * Winograd kernel at all. This module does what oneDNN 2.x's AVX-512 kernel does,
+ * on the same blocked layouts (nChw8c, nChw16c): the input and output transforms
+ * here (the interpolation points 0, +-1, 1/2, -2 and infinity, better conditioned
+ * than the 0, +-1, +-2 of Lavin and Gray's matrices and oneDNN's jit_wino_4x3),
+ * the 36 products of each chunk of tiles by oneDNN's sgemm, summed in blocks of
+ * 64 input channels; bias, the sum with the destination's contents and ReLU are
+ * fused into the output transform. Not installed. */
 #ifndef VD_CPU_WINOGRAD_H
 #define VD_CPU_WINOGRAD_H
 
