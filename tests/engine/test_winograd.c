@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The CPU backend's Winograd F(4x4, 3x3) convolution (engine/cpu/vd_cpu_winograd.c)
- * against a direct convolution computed in double precision.
+/* The CPU backend's Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions
+ * (engine/cpu/vd_cpu_winograd.c) against a direct convolution computed in double
+ * precision.
  *
  * /winograd/against-direct: both channel blocks, map sizes that are and are not
  * multiples of the 4x4 tile (edges, maps smaller than a tile), several channel
@@ -20,8 +21,10 @@
  * to 2.1e-6); oneDNN's direct kernels give 2.4e-7 to 2.9e-7 on AVX-512 and 1.8e-6 to
  * 2.9e-6 on AVX2 (printed beside ours: the direct kernel of the blocked layout, and
  * oneDNN 2.x's Winograd where the ISA has it).
+ * /winograd/network-shapes-2x2: the same for F(2x2, 3x3), within 5e-7 (measured at
+ * most 2.9e-7, the AVX-512 direct kernels' level, where F(4x4, 3x3) is not).
  *
- * /winograd/speed (only with -m perf): ours against oneDNN's direct kernel on
+ * /winograd/speed (only with -m perf): ours (both) against oneDNN's direct kernel on
  * the full maps of ResNet-50-FPN at 640x480 (the 800x1088 input), run in turns
  * in this process on the backend's blocked layout and thread count (2, or
  * VD_TEST_THREADS): per layer the median of each and their ratio, and the sum over
@@ -135,7 +138,7 @@ static double max_abs_diff(const float *a, const double *ref, size_t n)
 /* Runs the case: ours against the double reference, the error over max |y|.
  * @compare_onednn: oneDNN's direct kernel and its Winograd (where it has one) on
  * the same data too, their errors printed. */
-static double run_case(const wino_case *t, gboolean compare_onednn)
+static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
 {
     GRand *rand = g_rand_new_with_seed((guint32)(t->c * 131 + t->k * 7 + t->h * 3 + t->w + t->cb));
     size_t n_src = (size_t)t->c * t->h * t->w, n_dst = (size_t)t->k * t->h * t->w;
@@ -187,7 +190,7 @@ static double run_case(const wino_case *t, gboolean compare_onednn)
     max_ref = MAX(max_ref, 1e-30);
 
     GError *error = NULL;
-    vd_wino *wino = vd_wino_new(weight, bias, t->k, t->c, t->cb, &error);
+    vd_wino *wino = vd_wino_new(weight, bias, t->k, t->c, t->cb, tile, &error);
     g_assert_no_error(error);
     void *ws = NULL;
     g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, t->threads)), ==, 0);
@@ -195,10 +198,10 @@ static double run_case(const wino_case *t, gboolean compare_onednn)
     g_assert_no_error(error);
 
     double rel = max_abs_diff(dst, ref, n_dst) / max_ref;
-    g_test_message("C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max |y| %.3g; "
-                   "a sequential float32 direct sum %.3g",
-                   t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel, max_ref,
-                   max_abs_diff(direct_f, ref, n_dst) / max_ref);
+    g_test_message("F(%dx%d) C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max "
+                   "|y| %.3g; a sequential float32 direct sum %.3g",
+                   tile, tile, t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel,
+                   max_ref, max_abs_diff(direct_f, ref, n_dst) / max_ref);
     if (compare_onednn) {
         g_assert_false(t->sum || t->relu);
         dnnl_engine_t engine = NULL;
@@ -242,13 +245,16 @@ static void test_against_direct(void)
         {96, 64, 10, 9, 16, TRUE, FALSE, 2}, /* a partial block of 64 channels */
         {512, 512, 9, 11, 8, FALSE, TRUE, 2},
     };
-    for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
-        g_assert_cmpfloat(run_case(&cases[i], FALSE), <=, 1.5e-5);
+    for (int tile = 4; tile >= 2; tile -= 2)
+        for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
+            g_assert_cmpfloat(run_case(&cases[i], tile, FALSE), <=, 1.5e-5);
 }
 
-/* The accuracy on the networks' channel counts, both channel blocks. */
-static void test_network_shapes(void)
+/* The accuracy on the networks' channel counts, both channel blocks: F(4x4, 3x3)
+ * (oneDNN's errors printed beside) within 3.5e-6, F(2x2, 3x3) within 5e-7. */
+static void test_network_shapes(gconstpointer data)
 {
+    int tile = GPOINTER_TO_INT(data);
     const wino_case cases[] = {
         {64, 64, 25, 34, 16, FALSE, FALSE, 2},   {128, 128, 17, 18, 16, FALSE, FALSE, 2},
         {256, 256, 12, 18, 16, FALSE, FALSE, 2}, {256, 256, 12, 18, 8, FALSE, FALSE, 2},
@@ -256,9 +262,9 @@ static void test_network_shapes(void)
     };
     double worst = 0.0;
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
-        worst = MAX(worst, run_case(&cases[i], TRUE));
+        worst = MAX(worst, run_case(&cases[i], tile, tile == 4));
     g_test_message("worst: %.3g of max |y|", worst);
-    g_assert_cmpfloat(worst, <=, 3.5e-6);
+    g_assert_cmpfloat(worst, <=, tile == 4 ? 3.5e-6 : 5e-7);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -291,7 +297,7 @@ static void test_speed(void)
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
     int cb = caps.channel_block; /* the backend's layout */
-    double total_direct = 0.0, total_ours = 0.0;
+    double total_direct = 0.0, total_4 = 0.0, total_2 = 0.0;
     for (guint l = 0; l < G_N_ELEMENTS(layers); l++) {
         int c = layers[l].c, h = layers[l].h, w = layers[l].w;
         size_t n = (size_t)c * h * w;
@@ -306,32 +312,42 @@ static void test_speed(void)
         onednn_conv o;
         g_assert_true(onednn_conv_new(&o, engine, stream, FALSE, c, c, h, w, cb, weight, bias));
         memcpy(vd_layers_memory_data(o.src), src, n * sizeof(float));
-        vd_wino *wino = vd_wino_new(weight, bias, c, c, cb, &error);
+        vd_wino *w4 = vd_wino_new(weight, bias, c, c, cb, 4, &error);
+        vd_wino *w2 = vd_wino_new(weight, bias, c, c, cb, 2, &error);
         g_assert_no_error(error);
         void *ws = NULL;
-        g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, threads)), ==, 0);
-        double t_direct[16], t_ours[16];
+        size_t ws_size =
+            MAX(vd_wino_workspace_size(w4, threads), vd_wino_workspace_size(w2, threads));
+        g_assert_cmpint(posix_memalign(&ws, 64, ws_size), ==, 0);
+        double t_direct[16], t_4[16], t_2[16];
         for (int r = -1; r < rounds; r++) { /* round -1: warm-up */
             gint64 t0 = g_get_monotonic_time();
             onednn_conv_run(&o, stream);
             gint64 t1 = g_get_monotonic_time();
-            g_assert_true(vd_wino_run(wino, src, dst, h, w, FALSE, FALSE, ws, threads, &error));
+            g_assert_true(vd_wino_run(w4, src, dst, h, w, FALSE, FALSE, ws, threads, &error));
             gint64 t2 = g_get_monotonic_time();
+            g_assert_true(vd_wino_run(w2, src, dst, h, w, FALSE, FALSE, ws, threads, &error));
+            gint64 t3 = g_get_monotonic_time();
             if (r >= 0) {
                 t_direct[r] = (double)(t1 - t0) / 1000.0;
-                t_ours[r] = (double)(t2 - t1) / 1000.0;
+                t_4[r] = (double)(t2 - t1) / 1000.0;
+                t_2[r] = (double)(t3 - t2) / 1000.0;
             }
         }
         qsort(t_direct, (size_t)rounds, sizeof(double), cmp_double);
-        qsort(t_ours, (size_t)rounds, sizeof(double), cmp_double);
-        double md = t_direct[rounds / 2], mo = t_ours[rounds / 2];
-        g_test_message("%-11s %3d ch %3dx%3d x%d: oneDNN %s %8.2f ms, ours %8.2f ms: %.2fx",
-                       layers[l].name, c, h, w, layers[l].count, vd_layers_pd_impl(o.pd), md, mo,
-                       md / mo);
+        qsort(t_4, (size_t)rounds, sizeof(double), cmp_double);
+        qsort(t_2, (size_t)rounds, sizeof(double), cmp_double);
+        double md = t_direct[rounds / 2], m4 = t_4[rounds / 2], m2 = t_2[rounds / 2];
+        g_test_message("%-11s %3d ch %3dx%3d x%d: oneDNN %s %8.2f ms, ours F(4x4) %8.2f ms: "
+                       "%.2fx, F(2x2) %8.2f ms: %.2fx",
+                       layers[l].name, c, h, w, layers[l].count, vd_layers_pd_impl(o.pd), md, m4,
+                       md / m4, m2, md / m2);
         total_direct += md * layers[l].count;
-        total_ours += mo * layers[l].count;
+        total_4 += m4 * layers[l].count;
+        total_2 += m2 * layers[l].count;
         free(ws);
-        vd_wino_unref(wino);
+        vd_wino_unref(w4);
+        vd_wino_unref(w2);
         onednn_conv_free(&o);
         g_free(weight);
         g_free(bias);
@@ -339,8 +355,9 @@ static void test_speed(void)
         g_free(dst);
     }
     g_test_message("a frame's %d-thread Winograd layers, blocks of %d: oneDNN direct %.1f ms, "
-                   "ours %.1f ms: %.2fx",
-                   threads, cb, total_direct, total_ours, total_direct / total_ours);
+                   "ours F(4x4) %.1f ms: %.2fx, F(2x2) %.1f ms: %.2fx",
+                   threads, cb, total_direct, total_4, total_direct / total_4, total_2,
+                   total_direct / total_2);
     vd_layers_engine_free(engine, stream);
 }
 
@@ -350,13 +367,16 @@ static void test_refuses_partial_blocks(void)
 {
     float weight[24 * 8 * 9] = {0}, bias[24] = {0};
     GError *error = NULL;
-    g_assert_null(vd_wino_new(weight, bias, 12, 8, 8, &error));
+    g_assert_null(vd_wino_new(weight, bias, 12, 8, 8, 4, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
-    g_assert_null(vd_wino_new(weight, bias, 16, 8, 16, &error));
+    g_assert_null(vd_wino_new(weight, bias, 16, 8, 16, 2, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
-    g_assert_null(vd_wino_new(weight, bias, 8, 8, 4, &error));
+    g_assert_null(vd_wino_new(weight, bias, 8, 8, 4, 4, &error));
+    g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
+    g_clear_error(&error);
+    g_assert_null(vd_wino_new(weight, bias, 8, 8, 8, 3, &error)); /* no F(3x3, 3x3) */
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
 }
@@ -365,7 +385,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/winograd/against-direct", test_against_direct);
-    g_test_add_func("/winograd/network-shapes", test_network_shapes);
+    g_test_add_data_func("/winograd/network-shapes", GINT_TO_POINTER(4), test_network_shapes);
+    g_test_add_data_func("/winograd/network-shapes-2x2", GINT_TO_POINTER(2), test_network_shapes);
     g_test_add_func("/winograd/partial-blocks", test_refuses_partial_blocks);
     if (g_test_perf())
         g_test_add_func("/winograd/speed", test_speed);
