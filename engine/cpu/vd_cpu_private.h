@@ -448,7 +448,8 @@ struct cpu_state {
     GHashTable *ranges_seen;
     int frames_seen;
     gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
-    gboolean own_winograd;       /* ours (vd_cpu_winograd.c), below AVX-512 */
+    gboolean own_winograd;       /* ours (vd_cpu_winograd.c) where oneDNN has none */
+    int wino_tile;               /* ours: F(4x4, 3x3) (4) or F(2x2, 3x3) (2) */
     vd_cpu_caps caps;            /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it),
                                   * read per architecture */
     int cb;                      /* the ISA's channel block: 16 or 8 */

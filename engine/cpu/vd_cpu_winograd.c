@@ -7,7 +7,8 @@
  * (. elementwise). The weights' transform U = G g G^T is computed once, in double
  * precision; for each chunk of tiles the input transform V = B^T d B is written as
  * 36 matrices [tiles][in channels], multiplied by the 36 matrices U [in][out] by
- * sgemm, and the output transform reads the 36 products [tiles][out channels]. A
+ * sgemm (K_BLOCK channels at a time), and the output transform reads the 36
+ * products [tiles][out channels]. A
  * thread runs a chunk from the input transform to the output, so that its
  * matrices stay in its caches; sgemm runs single-threaded inside the parallel
  * region (oneDNN does not nest its OpenMP parallelism). */
@@ -21,48 +22,77 @@
 #include <omp.h>
 #include <string.h>
 
-#define ALPHA 6 /* input tile */
-#define TILE 4  /* output tile */
-#define N_POINTS (ALPHA * ALPHA)
+#define MAX_ALPHA 6 /* input tile of F(4x4, 3x3); F(2x2, 3x3)'s is 4 */
+/* Input channels per sgemm call: each call sums its block from zero and adds the
+ * sum to the product so far, so that a product of C channels accumulates blocks
+ * of K_BLOCK rather than C terms one after the other (the float32 error of that
+ * sum, amplified by the output transform, is most of the error of F(4x4, 3x3)):
+ * with the points below, at most 1.9e-6 of max |y| against 4.9e-6, as oneDNN 2.x's
+ * own F(4x4, 3x3) and in the same time (blocks of 32 would cost 10 % more). */
+#define K_BLOCK 64
 
 struct vd_wino {
     int ref_count;
     int in_c, out_c, cb;
-    int chunk;   /* tiles per chunk */
-    float *u;    /* [36][in_c][out_c] */
-    float *bias; /* [out_c] */
+    int tile, alpha; /* output and input tile: 4 and 6, or 2 and 4 */
+    int chunk;       /* tiles per chunk */
+    float *u;        /* [alpha^2][in_c][out_c] */
+    float *bias;     /* [out_c] */
 };
 
-/* Tiles per chunk: the chunk's two sets of matrices (36 x tiles x (in + out)
+/* Tiles per chunk: the chunk's two sets of matrices (alpha^2 x tiles x (in + out)
  * floats) within about 4 MB, at least 16 tiles. */
-static int chunk_tiles(int in_c, int out_c)
+static int chunk_tiles(int in_c, int out_c, int n_points)
 {
-    size_t per_tile = (size_t)N_POINTS * (size_t)(in_c + out_c) * sizeof(float);
+    size_t per_tile = (size_t)n_points * (size_t)(in_c + out_c) * sizeof(float);
     size_t n = ((size_t)4 << 20) / per_tile;
     return (int)CLAMP(n, 16, 128) / 8 * 8;
 }
 
-/* G (6x3) of the points 0, 1, -1, 2, -2, infinity */
-static const double G[ALPHA][3] = {
-    {1.0 / 4, 0, 0},
-    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-    {1.0 / 24, 1.0 / 12, 1.0 / 6},
-    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+/* The interpolation points, in the order of the 36 matrices' rows and columns: 0,
+ * 1, -1, 1/2, -2 and infinity. Lavin and Gray's 0, +-1, +-2 and infinity (oneDNN's
+ * jit_wino_4x3) make the products at +-2 large against the output (the output
+ * transform multiplies them by up to 8 each way); 1/2 instead of 2 (Barabasz et al.,
+ * "Error analysis and improving the accuracy of Winograd convolution for deep
+ * neural networks") keeps them smaller: 4.9e-6 of max |y| against 1.2e-5 (256
+ * channels on 22x34, tests/engine/test_winograd.c), with the same number of
+ * operations.
+ * Every coefficient of B and A is a power of two or a small odd multiple of one
+ * (exact in float32); the others, thirds and fifteenths, are G's, applied in
+ * double to the weights.
+ * G (6x3): row a is the kernel's polynomial at point a over the product of the
+ * other finite points' differences. */
+static const double G4[6][3] = {
+    {1.0, 0, 0},
+    {1.0 / 3, 1.0 / 3, 1.0 / 3},
+    {-1.0 / 3, 1.0 / 3, -1.0 / 3},
+    {-16.0 / 15, -8.0 / 15, -4.0 / 15},
+    {1.0 / 15, -2.0 / 15, 4.0 / 15},
+    {0, 0, 1},
+};
+
+/* G (4x3) of F(2x2, 3x3), the points 0, 1, -1 and infinity (Lavin and Gray's):
+ * every coefficient of its B and A is 0 or +-1, and its error that of the direct
+ * kernels (tests/engine/test_winograd.c). */
+static const double G2[4][3] = {
+    {1.0, 0, 0},
+    {0.5, 0.5, 0.5},
+    {0.5, -0.5, 0.5},
     {0, 0, 1},
 };
 
 /* U[p][i][.] = (G g G^T)[p] of input channel @i for every output channel, in
- * double, vectorised over the output channels: @work holds (9 + 18) x out_c. */
-VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i,
-                                         double *work, float *u)
+ * double, vectorised over the output channels (G: @alpha x 3): @work holds
+ * (9 + 3 alpha) x out_c. */
+VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i, int alpha,
+                                         const double (*G)[3], double *work, float *u)
 {
     double *g = work;                      /* [9][out_c]: the kernels, transposed */
     double *gg = work + 9 * (size_t)out_c; /* [6][3][out_c]: G g */
     for (int o = 0; o < out_c; o++)
         for (int k = 0; k < 9; k++)
             g[(size_t)k * out_c + o] = weight[((size_t)o * in_c + i) * 9 + k];
-    for (int a = 0; a < ALPHA; a++)
+    for (int a = 0; a < alpha; a++)
         for (int c = 0; c < 3; c++) {
             double *dst = gg + (size_t)(a * 3 + c) * out_c;
             const double *g0 = g + (size_t)(0 * 3 + c) * out_c,
@@ -71,23 +101,25 @@ VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_
             for (int o = 0; o < out_c; o++)
                 dst[o] = G[a][0] * g0[o] + G[a][1] * g1[o] + G[a][2] * g2[o];
         }
-    for (int a = 0; a < ALPHA; a++)
-        for (int b = 0; b < ALPHA; b++) {
+    for (int a = 0; a < alpha; a++)
+        for (int b = 0; b < alpha; b++) {
             const double *r0 = gg + (size_t)(a * 3 + 0) * out_c,
                          *r1 = gg + (size_t)(a * 3 + 1) * out_c,
                          *r2 = gg + (size_t)(a * 3 + 2) * out_c;
-            float *dst = u + ((size_t)(a * ALPHA + b) * in_c + i) * out_c;
+            float *dst = u + ((size_t)(a * alpha + b) * in_c + i) * out_c;
             for (int o = 0; o < out_c; o++)
                 dst[o] = (float)(r0[o] * G[b][0] + r1[o] * G[b][1] + r2[o] * G[b][2]);
         }
 }
 
-vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb, int tile,
                      GError **error)
 {
-    if ((cb != 8 && cb != 16) || in_c <= 0 || out_c <= 0 || in_c % cb != 0 || out_c % cb != 0) {
+    if ((cb != 8 && cb != 16) || (tile != 2 && tile != 4) || in_c <= 0 || out_c <= 0 ||
+        in_c % cb != 0 || out_c % cb != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "Winograd convolution %d->%d channels in blocks of %d", in_c, out_c, cb);
+                    "Winograd convolution F(%dx%d, 3x3) %d->%d channels in blocks of %d", tile,
+                    tile, in_c, out_c, cb);
         return NULL;
     }
     vd_wino *wino = g_new0(vd_wino, 1);
@@ -95,23 +127,27 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
     wino->in_c = in_c;
     wino->out_c = out_c;
     wino->cb = cb;
-    wino->chunk = chunk_tiles(in_c, out_c);
-    wino->u = g_try_malloc((size_t)N_POINTS * in_c * out_c * sizeof(float));
+    wino->tile = tile;
+    wino->alpha = tile + 2;
+    size_t n_points = (size_t)wino->alpha * wino->alpha;
+    wino->chunk = chunk_tiles(in_c, out_c, (int)n_points);
+    wino->u = g_try_malloc(n_points * in_c * out_c * sizeof(float));
     wino->bias = g_try_malloc((size_t)out_c * sizeof(float));
     if (wino->u == NULL || wino->bias == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
                     "out of memory: %zu bytes of Winograd weights",
-                    (size_t)N_POINTS * in_c * out_c * sizeof(float));
+                    n_points * in_c * out_c * sizeof(float));
         vd_wino_unref(wino);
         return NULL;
     }
     memcpy(wino->bias, bias, (size_t)out_c * sizeof(float));
 #pragma omp parallel
     {
-        double *work = g_malloc(sizeof(double) * (9 + ALPHA * 3) * (size_t)out_c);
+        double *work = g_malloc(sizeof(double) * (9 + MAX_ALPHA * 3) * (size_t)out_c);
 #pragma omp for
         for (int i = 0; i < in_c; i++)
-            transform_weights(weight, in_c, out_c, i, work, wino->u);
+            transform_weights(weight, in_c, out_c, i, wino->alpha, tile == 4 ? G4 : G2, work,
+                              wino->u);
         g_free(work);
     }
     return wino;
@@ -132,32 +168,49 @@ void vd_wino_unref(vd_wino *wino)
     g_free(wino);
 }
 
+int vd_wino_tile(const vd_wino *wino)
+{
+    return wino->tile;
+}
+
 size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads)
 {
-    size_t per_thread = (size_t)N_POINTS * wino->chunk * (wino->in_c + wino->out_c) * sizeof(float);
+    size_t per_thread = (size_t)wino->alpha * wino->alpha * wino->chunk *
+                        (wino->in_c + wino->out_c) * sizeof(float);
     per_thread = (per_thread + 63) / 64 * 64;
     return per_thread * (size_t)MAX(n_threads, 1);
 }
 
-/* B^T x for one column x[0..5] of CB-wide vectors, into r[0..5]. */
-#define WINO_BT(x, r, c)                                                                           \
+/* B^T x for one column x[0..5] of CB-wide vectors, into r[0..5] (F(4x4, 3x3)). */
+#define WINO_BT6(x, r, c)                                                                          \
     do {                                                                                           \
         float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
-        r[0][c] = (4.0f * x0 - 5.0f * x2) + x4;                                                    \
-        r[1][c] = (x3 + x4) - 4.0f * (x1 + x2);                                                    \
-        r[2][c] = 4.0f * (x1 - x2) + (x4 - x3);                                                    \
-        r[3][c] = 2.0f * (x3 - x1) + (x4 - x2);                                                    \
-        r[4][c] = 2.0f * (x1 - x3) + (x4 - x2);                                                    \
-        r[5][c] = (4.0f * x1 - 5.0f * x3) + x5;                                                    \
+        float d31 = x3 - x1, d42 = x4 - x2;                                                        \
+        r[0][c] = ((x0 + x4) - 2.0f * x2) + 1.5f * d31;                                            \
+        r[1][c] = (x4 - x1) + (0.5f * x2 + 2.5f * x3);                                             \
+        r[2][c] = (x4 + x1) - (2.5f * x2 - 0.5f * x3);                                             \
+        r[3][c] = 2.0f * d31 + d42;                                                                \
+        r[4][c] = d42 - 0.5f * d31;                                                                \
+        r[5][c] = ((x1 + x5) - 2.0f * x3) + 1.5f * d42;                                            \
     } while (0)
 
-/* The input transform of one 6x6 tile whose top-left input pixel is (y0, x0) (may
- * be outside: zero padding), for the channel block @blk ([h][w][CB]); V[p] of this
- * tile and block at v + p * p_stride. */
+/* The same for x[0..3], F(2x2, 3x3). */
+#define WINO_BT4(x, r, c)                                                                          \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c];                              \
+        r[0][c] = x0 - x2;                                                                         \
+        r[1][c] = x1 + x2;                                                                         \
+        r[2][c] = x2 - x1;                                                                         \
+        r[3][c] = x1 - x3;                                                                         \
+    } while (0)
+
+/* The input transform of one ALPHA x ALPHA tile (6: F(4x4, 3x3), 4: F(2x2, 3x3))
+ * whose top-left input pixel is (y0, x0) (may be outside: zero padding), for the
+ * channel block @blk ([h][w][CB]); V[p] of this tile and block at v + p * p_stride. */
 static inline __attribute__((always_inline)) void input_tile(const float *restrict blk, int h,
                                                              int w, int y0, int x0,
                                                              float *restrict v, size_t p_stride,
-                                                             const int CB)
+                                                             const int CB, const int ALPHA)
 {
     float d[ALPHA][ALPHA][CB]; /* [x][y][c]: columns first */
     float t[ALPHA][ALPHA][CB]; /* B^T d: [y'][x][c] */
@@ -174,39 +227,55 @@ static inline __attribute__((always_inline)) void input_tile(const float *restri
     for (int j = 0; j < ALPHA; j++) {
         float r[ALPHA][CB];
 #pragma omp simd
-        for (int c = 0; c < CB; c++)
-            WINO_BT(d[j], r, c);
+        for (int c = 0; c < CB; c++) {
+            if (ALPHA == 6)
+                WINO_BT6(d[j], r, c);
+            else
+                WINO_BT4(d[j], r, c);
+        }
         for (int i = 0; i < ALPHA; i++)
             memcpy(t[i][j], r[i], sizeof(float) * CB);
     }
     for (int i = 0; i < ALPHA; i++) {
         float r[ALPHA][CB];
 #pragma omp simd
-        for (int c = 0; c < CB; c++)
-            WINO_BT(t[i], r, c);
+        for (int c = 0; c < CB; c++) {
+            if (ALPHA == 6)
+                WINO_BT6(t[i], r, c);
+            else
+                WINO_BT4(t[i], r, c);
+        }
         for (int j = 0; j < ALPHA; j++)
             memcpy(v + (size_t)(i * ALPHA + j) * p_stride, r[j], sizeof(float) * CB);
     }
 }
 
-/* A^T x for x[0..5], into r[0..3]. */
-#define WINO_AT(x, r, c)                                                                           \
+/* A^T x for x[0..5], into r[0..3] (F(4x4, 3x3)). */
+#define WINO_AT6(x, r, c)                                                                          \
     do {                                                                                           \
         float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
-        float s12 = x1 + x2, d12 = x1 - x2, s34 = x3 + x4, d34 = x3 - x4;                          \
-        r[0][c] = (x0 + s12) + s34;                                                                \
-        r[1][c] = d12 + 2.0f * d34;                                                                \
-        r[2][c] = s12 + 4.0f * s34;                                                                \
-        r[3][c] = (d12 + 8.0f * d34) + x5;                                                         \
+        float s12 = x1 + x2, d12 = x1 - x2;                                                        \
+        r[0][c] = (x0 + s12) + (x3 + x4);                                                          \
+        r[1][c] = d12 + (0.5f * x3 - 2.0f * x4);                                                   \
+        r[2][c] = s12 + (0.25f * x3 + 4.0f * x4);                                                  \
+        r[3][c] = (d12 + (0.125f * x3 - 8.0f * x4)) + x5;                                          \
     } while (0)
 
-/* The output transform of one tile whose top-left output pixel is (y0, x0), for
- * the output channel block @blk ([h][w][CB]); the 36 products of this tile and
- * block at m + p * p_stride. */
+/* The same for x[0..3], into r[0..1], F(2x2, 3x3). */
+#define WINO_AT4(x, r, c)                                                                          \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c];                              \
+        r[0][c] = (x0 + x1) + x2;                                                                  \
+        r[1][c] = (x1 - x2) - x3;                                                                  \
+    } while (0)
+
+/* The output transform of one TILE x TILE tile (ALPHA = TILE + 2) whose top-left
+ * output pixel is (y0, x0), for the output channel block @blk ([h][w][CB]); the
+ * ALPHA^2 products of this tile and block at m + p * p_stride. */
 static inline __attribute__((always_inline)) void
 output_tile(const float *restrict m, size_t p_stride, const float *restrict bias,
             float *restrict blk, int h, int w, int y0, int x0, gboolean sum, gboolean relu,
-            const int CB)
+            const int CB, const int TILE, const int ALPHA)
 {
     float t[TILE][ALPHA][CB]; /* A^T M: [y][x'][c] */
     for (int j = 0; j < ALPHA; j++) {
@@ -214,8 +283,12 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
         for (int i = 0; i < ALPHA; i++)
             memcpy(col[i], m + (size_t)(i * ALPHA + j) * p_stride, sizeof(float) * CB);
 #pragma omp simd
-        for (int c = 0; c < CB; c++)
-            WINO_AT(col, r, c);
+        for (int c = 0; c < CB; c++) {
+            if (ALPHA == 6)
+                WINO_AT6(col, r, c);
+            else
+                WINO_AT4(col, r, c);
+        }
         for (int i = 0; i < TILE; i++)
             memcpy(t[i][j], r[i], sizeof(float) * CB);
     }
@@ -225,8 +298,12 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
             break;
         float r[TILE][CB];
 #pragma omp simd
-        for (int c = 0; c < CB; c++)
-            WINO_AT(t[i], r, c);
+        for (int c = 0; c < CB; c++) {
+            if (ALPHA == 6)
+                WINO_AT6(t[i], r, c);
+            else
+                WINO_AT4(t[i], r, c);
+        }
         for (int j = 0; j < TILE; j++) {
             int x = x0 + j;
             if (x >= w)
@@ -246,17 +323,22 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
 VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w, int tiles_w,
                                    int first, int n, float *v)
 {
-    const int C = wino->in_c, cb = wino->cb;
+    const int C = wino->in_c, cb = wino->cb, T = wino->tile;
     size_t p_stride = (size_t)n * C;
     for (int k = 0; k < n; k++) {
         int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        int y0 = ty * T - 1, x0 = tx * T - 1;
         for (int b = 0; b < C / cb; b++) {
             const float *blk = src + (size_t)b * h * w * cb;
             float *at = v + (size_t)k * C + (size_t)b * cb;
-            if (cb == 16)
-                input_tile(blk, h, w, ty * TILE - 1, tx * TILE - 1, at, p_stride, 16);
+            if (cb == 16 && T == 4)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 6);
+            else if (cb == 16)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 4);
+            else if (T == 4)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 6);
             else
-                input_tile(blk, h, w, ty * TILE - 1, tx * TILE - 1, at, p_stride, 8);
+                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 4);
         }
     }
 }
@@ -264,19 +346,23 @@ VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h,
 VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *dst, int h, int w,
                                     int tiles_w, int first, int n, gboolean sum, gboolean relu)
 {
-    const int K = wino->out_c, cb = wino->cb;
+    const int K = wino->out_c, cb = wino->cb, T = wino->tile;
     size_t p_stride = (size_t)n * K;
     for (int k = 0; k < n; k++) {
         int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        int y0 = ty * T, x0 = tx * T;
         for (int b = 0; b < K / cb; b++) {
             float *blk = dst + (size_t)b * h * w * cb;
             const float *at = m + (size_t)k * K + (size_t)b * cb;
-            if (cb == 16)
-                output_tile(at, p_stride, wino->bias + b * cb, blk, h, w, ty * TILE, tx * TILE, sum,
-                            relu, 16);
+            const float *bias = wino->bias + b * cb;
+            if (cb == 16 && T == 4)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 4, 6);
+            else if (cb == 16)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 2, 4);
+            else if (T == 4)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 4, 6);
             else
-                output_tile(at, p_stride, wino->bias + b * cb, blk, h, w, ty * TILE, tx * TILE, sum,
-                            relu, 8);
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 2, 4);
         }
     }
 }
@@ -284,8 +370,9 @@ VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *
 gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w, gboolean sum,
                      gboolean relu, void *workspace, int n_threads, GError **error)
 {
-    const int C = wino->in_c, K = wino->out_c;
-    int tiles_h = (h + TILE - 1) / TILE, tiles_w = (w + TILE - 1) / TILE;
+    const int C = wino->in_c, K = wino->out_c, T = wino->tile;
+    const int n_points = wino->alpha * wino->alpha;
+    int tiles_h = (h + T - 1) / T, tiles_w = (w + T - 1) / T;
     int n_tiles = tiles_h * tiles_w;
     /* chunks of at most wino->chunk tiles, as many as a multiple of the threads (so
      * that they share the map evenly, small maps included) */
@@ -300,20 +387,22 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
 #pragma omp parallel num_threads(n_threads)
     {
         float *v = (float *)((char *)workspace + per_thread * (size_t)omp_get_thread_num());
-        float *m = v + (size_t)N_POINTS * chunk * C;
+        float *m = v + (size_t)n_points * chunk * C;
 #pragma omp for schedule(static, 1)
         for (int ci = 0; ci < n_chunks; ci++) {
             int first = ci * chunk, n = MIN(chunk, n_tiles - first);
             input_chunk(wino, src, h, w, tiles_w, first, n, v);
-            for (int p = 0; p < N_POINTS; p++) {
-                dnnl_status_t s =
-                    vd_layers_sgemm('N', 'N', n, K, C, 1.0f, v + (size_t)p * n * C, C,
-                                    wino->u + (size_t)p * C * K, K, 0.0f, m + (size_t)p * n * K, K);
-                if (s != dnnl_success) {
+            for (int p = 0; p < n_points; p++)
+                for (int k0 = 0; k0 < C; k0 += K_BLOCK) {
+                    dnnl_status_t s = vd_layers_sgemm(
+                        'N', 'N', n, K, MIN(K_BLOCK, C - k0), 1.0f, v + (size_t)p * n * C + k0, C,
+                        wino->u + ((size_t)p * C + k0) * K, K, k0 > 0 ? 1.0f : 0.0f,
+                        m + (size_t)p * n * K, K);
+                    if (s != dnnl_success) {
 #pragma omp atomic write
-                    status = s;
+                        status = s;
+                    }
                 }
-            }
             output_chunk(wino, m, dst, h, w, tiles_w, first, n, sum, relu);
         }
     }

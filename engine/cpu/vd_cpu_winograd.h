@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Winograd F(4x4, 3x3) convolution for the CPU backend, where oneDNN has none.
+/* Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions for the CPU backend, where
+ * oneDNN has none.
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; below it (AVX2, AVX, SSE4.1) a
  * 3x3 stride-1 convolution runs its direct algorithm, which costs 2.25 times the
- * multiplications of F(2x2, 3x3) and 4 times those of F(4x4, 3x3). This module
- * does what oneDNN's AVX-512 kernel does, on the same blocked layouts (nChw8c,
- * nChw16c): the input and output transforms here (Lavin and Gray's matrices, the
- * interpolation points 0, +-1, +-2 and infinity, as oneDNN's jit_wino_4x3), the 36
- * products of each chunk of tiles by oneDNN's sgemm; bias, the sum with the
- * destination's contents and ReLU are fused into the output transform. Not
- * installed. */
+ * multiplications of F(2x2, 3x3) and 4 times those of F(4x4, 3x3); 3.x has no
+ * Winograd kernel at all. This module does what oneDNN 2.x's AVX-512 kernel does,
+ * on the same blocked layouts (nChw8c, nChw16c): the input and output transforms
+ * here (F(4x4, 3x3): the interpolation points 0, +-1, 1/2, -2 and infinity, better
+ * conditioned than the 0, +-1, +-2 of Lavin and Gray's matrices and oneDNN's
+ * jit_wino_4x3; F(2x2, 3x3): 0, +-1 and infinity), the 36 (16) products of each
+ * chunk of tiles by oneDNN's sgemm, summed in blocks of 64 input channels; bias, the sum with the
+ * destination's contents and ReLU are fused into the output transform. Not installed. */
 #ifndef VD_CPU_WINOGRAD_H
 #define VD_CPU_WINOGRAD_H
 
@@ -22,10 +24,14 @@ typedef struct vd_wino vd_wino;
 
 /* Transforms the weights of a 3x3 stride-1 padding-1 convolution (@weight
  * [out_c][in_c][3][3] float32, @bias [out_c]) for activations in channel blocks of
- * @cb (8 or 16; both channel counts multiples of it). NULL with @error set when out
+ * @cb (8 or 16; both channel counts multiples of it), for F(@tile x @tile, 3x3):
+ * 4 (6x6 input tiles, a quarter of the direct multiplications) or 2 (4x4 input
+ * tiles, 4/9 of them, the direct kernels' accuracy). NULL with @error set when out
  * of memory. */
-vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb, int tile,
                      GError **error);
+/* Its @tile. */
+int vd_wino_tile(const vd_wino *wino);
 /* Reference counting (not thread-safe: the backend's planning thread only); unref
  * of NULL is a no-op. */
 vd_wino *vd_wino_ref(vd_wino *wino);
