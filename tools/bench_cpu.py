@@ -1351,6 +1351,7 @@ def main(argv=None):
             print(f"frame {w}x{h} (resized {rw}x{rh}):")
             row = {"width": w, "height": h}
             order, vd_names, ref_names, peer_ref = without_refused(refused, order, vd_names, ref_names, peer_ref)
+            peer_names = [n for n in peer_names if n not in refused]
             if any(n in refused for n in sides):
                 row["refused"] = {n: refused[n] for n in sides if n in refused}
                 for name, why in row["refused"].items():
