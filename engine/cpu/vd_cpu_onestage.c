@@ -209,11 +209,10 @@ static gboolean plan_branch(cpu_state *st, cpu_plan *plan, int l, const char *br
             step->dst = dst;
             step->data = &norms[j];
         }
-        /* calibration: what int8 quantises (the last layer's output stays float) */
-        if (j + 1 < n) {
-            tower_range_name(name, sizeof(name), branch, j, l);
-            step_record(st, plan, step, dst, "%s", name);
-        }
+        /* calibration: what int8 quantises (every layer's output, the last's for the
+         * final convolution) */
+        tower_range_name(name, sizeof(name), branch, j, l);
+        step_record(st, plan, step, dst, "%s", name);
         src = dst;
     }
     if (!conv_init_model(st, last, last_w, src, out, FALSE, VD_ACT_NONE, error))
@@ -224,29 +223,27 @@ static gboolean plan_branch(cpu_state *st, cpu_plan *plan, int l, const char *br
 
 /* int8: one branch on level @l from @q_in, the level quantised to s8 (scale
  * @in_scale): its 3x3 convolutions in int8; without GroupNorm each writes u8 with
- * its bias and ReLU fused (into @qbuf[0] and [1] in turn), but the last, which
- * writes real values into @fbuf; with GroupNorm each writes real values into
- * @fbuf, GroupNorm and ReLU run there in float, and the result is quantised to u8
- * for the next (not after the last). The last convolution (weights @last_w) reads
- * @fbuf in float and writes @out; with no tower layer it reads the real level @p. */
+ * its bias and ReLU fused (into @qbuf[0] and [1] in turn); with GroupNorm each
+ * writes real values into @fbuf, GroupNorm and ReLU run there in float, and the
+ * result is quantised to u8 (into @qbuf[0] and [1] in turn). The last convolution
+ * (weights @last_w) reads the last u8 output (with no tower layer, @q_in) in int8
+ * and writes the real logits or deltas, with its bias, into @out. */
 static gboolean plan_branch_int8(cpu_state *st, cpu_plan *plan, int l, const char *branch,
-                                 cpu_tensor *p, cpu_tensor *q_in, float in_scale,
-                                 cpu_tensor *qbuf[2], cpu_tensor *fbuf, const vd_conv *w,
-                                 const vd_norm *norms, int n, cpu_conv *convs, cpu_quantize *quant,
-                                 const vd_conv *last_w, cpu_conv *last, cpu_tensor *out,
-                                 GError **error)
+                                 cpu_tensor *q_in, float in_scale, cpu_tensor *qbuf[2],
+                                 cpu_tensor *fbuf, const vd_conv *w, const vd_norm *norms, int n,
+                                 cpu_conv *convs, cpu_quantize *quant, const vd_conv *last_w,
+                                 cpu_conv *last, cpu_tensor *out, GError **error)
 {
     cpu_tensor *src = q_in;
     float src_scale = in_scale;
     char name[96];
     for (int j = 0; j < n; j++) {
-        gboolean final = j + 1 == n;
-        float scale = 1.0f;
+        float scale;
         tower_range_name(name, sizeof(name), branch, j, l);
-        if (!final && !range_scale(st, name, TRUE, &scale, error))
+        if (!range_scale(st, name, TRUE, &scale, error))
             return FALSE;
-        cpu_tensor *dst = norms != NULL || final ? fbuf : qbuf[j % 2];
-        cpu_quant q = {src_scale, dst == fbuf ? 1.0f : scale, 1.0f, dnnl_data_type_undef};
+        cpu_tensor *dst = norms != NULL ? fbuf : qbuf[j % 2];
+        cpu_quant q = {src_scale, norms != NULL ? 1.0f : scale, 1.0f, dnnl_data_type_undef};
         if (!conv_init_model_q(st, &convs[j], &w[j], src, dst, FALSE,
                                norms != NULL ? VD_ACT_NONE : VD_ACT_RELU, &q, error))
             return FALSE;
@@ -256,25 +253,24 @@ static gboolean plan_branch_int8(cpu_state *st, cpu_plan *plan, int l, const cha
             cpu_step *gn = plan_step(plan, step_group_norm_relu, "GroupNorm");
             gn->dst = fbuf;
             gn->data = &norms[j];
-            if (!final) {
-                dst = qbuf[j % 2];
-                if (!cpu_quantize_plan(st, plan, fbuf, dst, scale, &quant[j], error))
-                    return FALSE;
-            }
+            dst = qbuf[j % 2];
+            if (!cpu_quantize_plan(st, plan, fbuf, dst, scale, &quant[j], error))
+                return FALSE;
         }
         src = dst;
         src_scale = scale;
     }
-    if (!conv_init_model(st, last, last_w, n > 0 ? fbuf : p, out, FALSE, VD_ACT_NONE, error))
+    cpu_quant q = {src_scale, 1.0f, 1.0f, dnnl_data_type_undef};
+    if (!conv_init_model_q(st, last, last_w, src, out, FALSE, VD_ACT_NONE, &q, error))
         return FALSE;
     plan_step_conv(plan, last);
     return TRUE;
 }
 
 /* int8's head: per level, the P level quantised once for both branches, each
- * branch's tower in int8 (plan_branch_int8()), its last convolution in float;
- * the quantised level, two u8 buffers and one real buffer shared by the levels
- * and branches, which run one after the other. */
+ * branch's tower and last convolution in int8 (plan_branch_int8()); the
+ * quantised level, two u8 buffers and one real buffer (GroupNorm's) shared by the
+ * levels and branches, which run one after the other. */
 static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **error)
 {
     const vd_model *m = st->model;
@@ -289,8 +285,9 @@ static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **erro
             MAX(real_bytes, act_bytes(st, plan->fpn_out[l]->h, plan->fpn_out[l]->w, C, dt));
         q_bytes = MAX(q_bytes, act_bytes(st, plan->fpn_out[l]->h, plan->fpn_out[l]->w, C, dnnl_u8));
     }
-    void *buffers[4];
-    for (int k = 0; k < 4; k++) {
+    /* the real buffer only where GroupNorm runs */
+    void *buffers[4] = {NULL, NULL, NULL, NULL};
+    for (int k = gn ? 0 : 1; k < 4; k++) {
         if ((buffers[k] =
                  alloc_aligned(k == 0 ? real_bytes : q_bytes, "the one-stage head", error)) == NULL)
             return FALSE;
@@ -303,9 +300,11 @@ static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **erro
         level_range_name(name, sizeof(name), plan, l);
         if (!range_scale(st, name, FALSE, &level_scale, error))
             return FALSE;
-        cpu_tensor *fbuf = plan_tensor(st, plan, p->h, p->w, C, dt, TRUE, buffers[0], error);
-        cpu_tensor *q_in =
-            fbuf ? plan_tensor(st, plan, p->h, p->w, C, dnnl_s8, TRUE, buffers[1], error) : NULL;
+        cpu_tensor *fbuf = NULL;
+        if (gn &&
+            (fbuf = plan_tensor(st, plan, p->h, p->w, C, dt, TRUE, buffers[0], error)) == NULL)
+            return FALSE;
+        cpu_tensor *q_in = plan_tensor(st, plan, p->h, p->w, C, dnnl_s8, TRUE, buffers[1], error);
         cpu_tensor *qbuf[2] = {NULL, NULL};
         for (int k = 0; k < 2 && q_in != NULL; k++)
             if ((qbuf[k] = plan_tensor(st, plan, p->h, p->w, C, dnnl_u8, TRUE, buffers[2 + k],
@@ -321,12 +320,12 @@ static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **erro
                            : NULL;
         if (os->reg_out[l] == NULL ||
             !cpu_quantize_plan(st, plan, p, q_in, level_scale, &os->level_q[l], error) ||
-            !plan_branch_int8(st, plan, l, "head.classification_head", p, q_in, level_scale, qbuf,
+            !plan_branch_int8(st, plan, l, "head.classification_head", q_in, level_scale, qbuf,
                               fbuf, m->head_cls_convs, gn ? m->head_cls_norms : NULL,
                               cfg->head.n_cls_convs, os->cls_convs[l], os->cls_q[l],
                               &st->one_stage.cls_logits, &os->cls_logits[l], os->cls_out[l],
                               error) ||
-            !plan_branch_int8(st, plan, l, "head.regression_head", p, q_in, level_scale, qbuf, fbuf,
+            !plan_branch_int8(st, plan, l, "head.regression_head", q_in, level_scale, qbuf, fbuf,
                               m->head_reg_convs, gn ? m->head_reg_norms : NULL,
                               cfg->head.n_reg_convs, os->reg_convs[l], os->reg_q[l],
                               &st->one_stage.bbox_reg, &os->bbox_reg[l], os->reg_out[l], error))

@@ -451,10 +451,12 @@ static void check_against_fp32(vd_model *model, const char *path, const char *ou
 /* The one-stage detectors on their tiny fixtures (@data: 0 RetinaNet, P6 from P5;
  * 1 v2's, P6 from C5 and GroupNorm in the head; 2 FCOS, P6 from P5 and GroupNorm),
  * three tower layers per branch (u8 -> u8 between the first and the last):
- * calibration records P6, P7 and every tower layer's output but the last's (which
- * stays float) on every level; int8 on the calibrated file gives fp32's detections
- * within quantisation's error, as the R-CNN fixture's (or is refused naming the
- * missing VNNI); a record without a head's range is refused naming it. */
+ * calibration records P6, P7 and every tower layer's output on every level, the
+ * last's too (the u8 source of the int8 classification and regression
+ * convolutions); int8 on the calibrated file gives fp32's detections within
+ * quantisation's error, as the R-CNN fixture's (or is refused naming the missing
+ * VNNI); a record without a head's range (a tower's last, which records made
+ * before the final convolutions ran in int8 lack) is refused naming it. */
 static void test_one_stage(gconstpointer data)
 {
     int kind = GPOINTER_TO_INT(data);
@@ -476,20 +478,22 @@ static void test_one_stage(gconstpointer data)
         "head.classification_head.conv.1[level 4]",
         "head.regression_head.conv.0[level 4]",
         "head.regression_head.conv.1[level 0]",
+        "head.classification_head.conv.2[level 0]",
+        "head.regression_head.conv.2[level 4]",
     };
     for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
         const float *r = g_hash_table_lookup(ranges, names[i]);
         g_assert_nonnull(r);
         g_assert_cmpfloat(*r, >, 0.0f);
     }
-    /* the towers' last outputs stay float: no range */
-    g_assert_null(g_hash_table_lookup(ranges, "head.classification_head.conv.2[level 0]"));
+    /* three layers per branch: no fourth */
+    g_assert_null(g_hash_table_lookup(ranges, "head.classification_head.conv.3[level 0]"));
     g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
     g_assert_no_error(error);
     vd_model *model = vd_model_load(out, &error);
     g_assert_no_error(error);
 
-    check_against_fp32(model, path, out, ranges, frames, "head.regression_head.conv.1[level 3]");
+    check_against_fp32(model, path, out, ranges, frames, "head.regression_head.conv.2[level 3]");
     vd_model_unref(model);
     g_hash_table_unref(ranges);
     g_unlink(out);

@@ -301,7 +301,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                            k->implementation);
             n_bad++;
         }
-        /* the one-stage heads' 3x3 towers too (P6 and P7 are backbone.fpn.'s); SSD300:
+        /* the one-stage heads' 3x3 towers and their final convolutions too (P6 and
+         * P7 are backbone.fpn.'s); SSD300:
          * every convolution of its feature extractor but the first (3 input channels) */
         gboolean ssd = model->config.detector == VD_DETECTOR_SSD;
         gboolean int8_layer = g_str_equal(k->kind, "convolution") &&
@@ -313,7 +314,9 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                                g_str_has_prefix(k->layer, "backbone.fpn.") ||
                                g_str_has_prefix(k->layer, "rpn.head.conv[") ||
                                g_str_has_prefix(k->layer, "head.classification_head.conv.") ||
-                               g_str_has_prefix(k->layer, "head.regression_head.conv."));
+                               g_str_has_prefix(k->layer, "head.regression_head.conv.") ||
+                               g_str_has_prefix(k->layer, "head.classification_head.cls_logits[") ||
+                               g_str_has_prefix(k->layer, "head.regression_head.bbox_reg"));
         if (precision == VD_PRECISION_INT8 && int8_layer) {
             /* AMX's where the CPU has it, else VNNI's (VD_TEST_EXPECT_INT8_KERNEL names
              * another, to see this check fail) */
@@ -362,10 +365,11 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
             body += (model->config.resnet.block == VD_BLOCK_BOTTLENECK ? 3 : 2) +
                     model->resnet.blocks[b].has_downsample;
         /* the RPN's 3x3 convolution on every level; one-stage detectors: P6, P7 and
-         * every tower layer of both branches on every level */
+         * every tower layer of both branches on every level, and both branches'
+         * final convolutions (FCOS: regression and centerness as one) */
         const vd_config *c = &model->config;
         int heads = c->detector == VD_DETECTOR_ONE_STAGE
-                        ? 2 + c->n_fpn_levels * (c->head.n_cls_convs + c->head.n_reg_convs)
+                        ? 2 + c->n_fpn_levels * (c->head.n_cls_convs + c->head.n_reg_convs + 2)
                         : c->n_fpn_levels;
         g_assert_cmpint(n_int8, ==, body + 2 * c->n_returned_layers + heads);
     }
