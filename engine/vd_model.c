@@ -548,7 +548,7 @@ gboolean load_conv_bias(loader *ld, const char *prefix, const char *alt_prefix, 
 }
 
 gboolean load_linear(loader *ld, const char *prefix, vd_linear *linear, int out, int in,
-                            GError **error)
+                     GError **error)
 {
     const gint64 wshape[2] = {out, in}, bshape[1] = {out};
     char *name = g_strdup_printf("%s.weight", prefix);

@@ -17,7 +17,6 @@
 
 #define VD_MAX_CLASSES 100000
 
-
 /* ------------------------------------------------------------------------ */
 /* JSON with duplicate-key detection                                         */
 
@@ -43,7 +42,7 @@ static void on_object_member(JsonParser *parser, JsonObject *object, const char 
 
 /* Parses @len bytes as a JSON object. Returns a new reference to the root node. */
 JsonNode *parse_json_object(const char *path, const char *what, const char *text, gssize len,
-                                   GError **error)
+                            GError **error)
 {
     JsonParser *parser = json_parser_new();
     duplicate_check dc = {g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL), NULL};
@@ -688,9 +687,8 @@ static gboolean parse_classes(const char *path, JsonObject *config, vd_config *c
     return TRUE;
 }
 
-gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c,
-                             JsonNode **config_root, JsonObject **eps_per_module, int *n_computed,
-                             GError **error)
+gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c, JsonNode **config_root,
+                      JsonObject **eps_per_module, int *n_computed, GError **error)
 {
     static const char *const keys[] = {
         "architecture",  "transform",      "backbone",          "fpn",         "anchors",

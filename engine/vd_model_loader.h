@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internal to the model loader: the backbone interface (vd_backbone_loader) and
  * the parts of vd_model.c and vd_model_config.c that the backbones' and the
- * families' files (vd_model_resnet.c, vd_model_mnv3.c, vd_model_rcnn.c, ...) share, each documented where it is defined. Not
- * installed. */
+ * families' files (vd_model_resnet.c, vd_model_mnv3.c, vd_model_rcnn.c, ...) share, each documented
+ * where it is defined. Not installed. */
 #ifndef VD_MODEL_LOADER_H
 #define VD_MODEL_LOADER_H
 
@@ -140,9 +140,8 @@ void keypoint_head_free(vd_model *model);
  * head. vd_model.c: a linear layer's weights. */
 JsonNode *parse_json_object(const char *path, const char *what, const char *text, gssize len,
                             GError **error);
-gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c,
-                      JsonNode **config_root, JsonObject **eps_per_module, int *n_computed,
-                      GError **error);
+gboolean parse_config(const char *path, JsonObject *metadata, vd_config *c, JsonNode **config_root,
+                      JsonObject **eps_per_module, int *n_computed, GError **error);
 const vd_backbone_loader *backbone_loader_of(vd_backbone_type type);
 gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error);
 gboolean parse_roi_heads(const char *path, JsonObject *config, vd_config *c, GError **error);

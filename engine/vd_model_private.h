@@ -236,8 +236,8 @@ typedef struct {
 } vd_ssd_config;
 
 /* The architecture, read from the file's __metadata__ (see tools/export_torchvision.py
- * for the writer and vd_model_config.c and the families' files for the accepted keys). Field meanings and defaults
- * follow torchvision's FasterRCNN constructor arguments. */
+ * for the writer and vd_model_config.c and the families' files for the accepted keys). Field
+ * meanings and defaults follow torchvision's FasterRCNN constructor arguments. */
 typedef struct {
     /* transform */
     int min_size; /* torchvision uses the last entry of its tuple */

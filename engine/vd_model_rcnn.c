@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 gboolean parse_rpn(const char *path, JsonObject *config, vd_config *c, GError **error)
 {
     static const char *const keys[] = {

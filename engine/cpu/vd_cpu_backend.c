@@ -116,7 +116,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* RoIHeads.postprocess_detections (spec §6.2) and the rescale of spec §1.5. */
 void write_detections(const vd_image *image, int rh, int rw, const float *boxes,
                       const float *scores, const int *labels, const int *keep, int kept,

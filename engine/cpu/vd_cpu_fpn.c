@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* nearest upsampling of @src into @dst, both blocked, of one type (torch's
  * 'nearest' with an explicit size, spec §2.3): src index = min(floor(dst *
  * f32(in/out)), in - 1). */

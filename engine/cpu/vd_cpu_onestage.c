@@ -267,6 +267,21 @@ static gboolean plan_branch_int8(cpu_state *st, cpu_plan *plan, int l, const cha
     return TRUE;
 }
 
+/* Level @l's float32 head outputs (the last convolutions' padded channels) of the
+ * size of its feature map @p. */
+static gboolean plan_head_outputs(cpu_state *st, cpu_plan *plan, int l, const cpu_tensor *p,
+                                  GError **error)
+{
+    cpu_one_stage_plan *os = &plan->one_stage;
+    os->cls_out[l] = plan_tensor(st, plan, p->h, p->w, st->one_stage.cls_logits.out_channels,
+                                 dnnl_f32, TRUE, NULL, error);
+    os->reg_out[l] = os->cls_out[l]
+                         ? plan_tensor(st, plan, p->h, p->w, st->one_stage.bbox_reg.out_channels,
+                                       dnnl_f32, TRUE, NULL, error)
+                         : NULL;
+    return os->reg_out[l] != NULL;
+}
+
 /* int8's head: per level, the P level quantised once for both branches, each
  * branch's tower and last convolution in int8 (plan_branch_int8()); the
  * quantised level, two u8 buffers and one real buffer (GroupNorm's) shared by the
@@ -312,13 +327,7 @@ static gboolean one_stage_plan_int8(cpu_state *st, cpu_plan *plan, GError **erro
                 return FALSE;
         if (q_in == NULL)
             return FALSE;
-        os->cls_out[l] = plan_tensor(st, plan, p->h, p->w, st->one_stage.cls_logits.out_channels,
-                                     dnnl_f32, TRUE, NULL, error);
-        os->reg_out[l] =
-            os->cls_out[l] ? plan_tensor(st, plan, p->h, p->w, st->one_stage.bbox_reg.out_channels,
-                                         dnnl_f32, TRUE, NULL, error)
-                           : NULL;
-        if (os->reg_out[l] == NULL ||
+        if (!plan_head_outputs(st, plan, l, p, error) ||
             !cpu_quantize_plan(st, plan, p, q_in, level_scale, &os->level_q[l], error) ||
             !plan_branch_int8(st, plan, l, "head.classification_head", q_in, level_scale, qbuf,
                               fbuf, m->head_cls_convs, gn ? m->head_cls_norms : NULL,
@@ -361,13 +370,7 @@ static gboolean one_stage_plan(cpu_state *st, cpu_plan *plan, GError **error)
             if ((hidden[k] = plan_tensor(st, plan, p->h, p->w, C, dt, TRUE, buffers[k], error)) ==
                 NULL)
                 return FALSE;
-        os->cls_out[l] = plan_tensor(st, plan, p->h, p->w, st->one_stage.cls_logits.out_channels,
-                                     dnnl_f32, TRUE, NULL, error);
-        os->reg_out[l] =
-            os->cls_out[l] ? plan_tensor(st, plan, p->h, p->w, st->one_stage.bbox_reg.out_channels,
-                                         dnnl_f32, TRUE, NULL, error)
-                           : NULL;
-        if (os->reg_out[l] == NULL ||
+        if (!plan_head_outputs(st, plan, l, p, error) ||
             !plan_branch(st, plan, l, "head.classification_head", p, hidden, m->head_cls_convs,
                          gn ? m->head_cls_norms : NULL, cfg->head.n_cls_convs, os->cls_convs[l],
                          &st->one_stage.cls_logits, &os->cls_logits[l], os->cls_out[l], error) ||

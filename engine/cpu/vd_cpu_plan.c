@@ -210,10 +210,10 @@ static gboolean use_winograd(const cpu_state *st, int kernel, int stride, int in
  * layout the primitive prefers (and the source's data type), and fuses the sum
  * with dst's previous contents and/or the activation @act (ReLU or hardswish:
  * oneDNN's eltwise post-ops, hardswish x * relu6(x + 3) / 6 as torch). */
-gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float *bias,
-                          int out_c, int in_c, int kernel, int stride, int padding, int groups,
-                          int dilation, cpu_tensor *src, cpu_tensor *dst, gboolean sum,
-                          vd_activation act, const cpu_quant *q, GError **error)
+gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float *bias, int out_c,
+                   int in_c, int kernel, int stride, int padding, int groups, int dilation,
+                   cpu_tensor *src, cpu_tensor *dst, gboolean sum, vd_activation act,
+                   const cpu_quant *q, GError **error)
 {
     vd_conv_desc desc = {
         .n = 1,
@@ -356,9 +356,9 @@ gboolean conv_init_model(cpu_state *st, cpu_conv *cv, const vd_conv *w, cpu_tens
 
 /* Executes a convolution or matmul primitive with the state's shared scratchpad
  * (and an int8 one's @scales, NULL for others). */
-gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t src,
-                          dnnl_memory_t weights, dnnl_memory_t bias, dnnl_memory_t dst,
-                          const vd_layer_scales *scales, const char *what, GError **error)
+gboolean layer_run(cpu_state *st, dnnl_primitive_t prim, dnnl_memory_t src, dnnl_memory_t weights,
+                   dnnl_memory_t bias, dnnl_memory_t dst, const vd_layer_scales *scales,
+                   const char *what, GError **error)
 {
     dnnl_exec_arg_t args[8] = {
         {DNNL_ARG_SRC, src},

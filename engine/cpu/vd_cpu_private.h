@@ -576,7 +576,7 @@ struct cpu_detector {
 
 extern const cpu_detector vd_cpu_two_stage; /* vd_cpu_rcnn.c */
 extern const cpu_detector vd_cpu_one_stage; /* vd_cpu_onestage.c, engine/RETINANET.md */
-extern const cpu_detector vd_cpu_ssd; /* vd_cpu_ssd.c, engine/SSD.md */
+extern const cpu_detector vd_cpu_ssd;       /* vd_cpu_ssd.c, engine/SSD.md */
 
 /* The final detections: @kept boxes of @boxes ([n][4] in the resized @rh x @rw
  * image), @scores and @labels at indices @keep, rescaled to @image's size, into

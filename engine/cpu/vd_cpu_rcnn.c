@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* The RPN's convolutions in the activation type (the head writes float32), the
  * hidden layer of every level (the levels run one after the other) in the temps.
  * int8: the P levels are quantised again for the RPN's first convolution; that one

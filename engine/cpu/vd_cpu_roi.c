@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* MultiScaleRoIAlign's scales (spec §5.2), from the feature heights and the
  * resized image height; torchvision caches them at its first forward, and so do
  * we (per plan and resized height). */
@@ -78,9 +77,9 @@ VD_CPU_HOT static void roi_accumulate(float *restrict acc, const void *features,
  * flatten order [channels][pooled * pooled] (that of the model's fc6 weights, which
  * float32 then uses as they are), float32 or rounded to bfloat16 or fp16 (@out_dt). The
  * bins of one RoI are accumulated channel-innermost and transposed once. */
-void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index,
-                               int n_rois, float spatial_scale, int pooled, int sampling_ratio,
-                               void *out, dnnl_data_type_t out_dt, size_t out_roi_stride)
+void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_index, int n_rois,
+                        float spatial_scale, int pooled, int sampling_ratio, void *out,
+                        dnnl_data_type_t out_dt, size_t out_roi_stride)
 {
     int CB;
     size_t bstride, pstride;
@@ -152,9 +151,8 @@ void packed_linear_clear(cpu_packed_linear *pl)
  * (cpu_state.xnn), its linear operator with ReLU fused where @relu, which packs
  * its own copy, from the activation type to it (@relu: fc6, fc7) or to float32
  * (the predictor). */
-gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight,
-                            const float *bias, int in, int out, int rows, gboolean borrow,
-                            gboolean relu, GError **error)
+gboolean linear_pack(cpu_state *st, cpu_packed_linear *pl, const float *weight, const float *bias,
+                     int in, int out, int rows, gboolean borrow, gboolean relu, GError **error)
 {
     dnnl_data_type_t dt = act_dt(st);
     dnnl_dims_t wei_dims = {in, out}, bias_dims = {1, out};
@@ -211,9 +209,9 @@ void linear_clear(cpu_linear *l)
 }
 
 /* The matmul of one packed layer for @rows rows of @src into @dst. */
-gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linear *pl, int rows,
-                            void *src, dnnl_data_type_t src_dt, void *dst, dnnl_data_type_t dst_dt,
-                            gboolean relu, GError **error)
+gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linear *pl, int rows, void *src,
+                     dnnl_data_type_t src_dt, void *dst, dnnl_data_type_t dst_dt, gboolean relu,
+                     GError **error)
 {
     const char *what = "box head matmul";
     dnnl_primitive_desc_t pd = NULL;
@@ -243,8 +241,7 @@ gboolean linear_init(cpu_state *st, cpu_linear *l, const cpu_packed_linear *pl, 
     return ok;
 }
 
-gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl,
-                           GError **error)
+gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear *pl, GError **error)
 {
     if (l->xnn != NULL)
         return vd_xnn_run(st->xnn, l->xnn, l->rows, vd_layers_memory_data(l->src),
@@ -414,9 +411,9 @@ static void transpose_rows(const char *src, char *dst, int rows, int c, size_t h
  * select a reference implementation: the deconvolution's on the convolutions'
  * layout) and a reorder between two layers that disagree; the reorders in from and
  * out to torch's NCHW. @what names the stack in errors. */
-gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs,
-                               int n, int rows, int size, dnnl_data_type_t dt,
-                               gboolean follow_layouts, const char *what, GError **error)
+gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs, int n,
+                        int rows, int size, dnnl_data_type_t dt, gboolean follow_layouts,
+                        const char *what, GError **error)
 {
     rc->macs = roi_stack_macs(specs, n, rows, size);
     if (st->xnn != NULL)
@@ -480,7 +477,7 @@ gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_sp
 /* The stack over @in (the RoI features, NCHW per RoI), its NCHW output written to
  * @out (which may be @in). */
 gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
-                              const char *what, GError **error)
+                       const char *what, GError **error)
 {
     if (rc->layers[0].xnn != NULL) {
         transpose_rows(in, rc->buffers[0], rc->rows, rc->in_c, (size_t)rc->in_size * rc->in_size,

@@ -78,6 +78,58 @@ static int dilated_out_size(int n, const vd_conv *w)
     return (n + 2 * w->padding - d * (w->kernel - 1) - 1) / w->stride + 1;
 }
 
+/* The max-pool @op (layer @idx of the plan's lists) of @x into a new tensor *@out
+ * of @x's type: XNNPACK's where the layers run XNNPACK, else oneDNN's, with
+ * ceil_mode as bottom and right padding; its step. */
+static gboolean plan_max_pool(cpu_state *st, cpu_plan *plan, int idx, const vd_ssd_op *op,
+                              cpu_tensor *x, cpu_tensor **out, GError **error)
+{
+    cpu_ssd_plan *sp = &plan->ssd;
+    int oh = pool_out_size(x->h, op->kernel, op->stride, op->padding, op->ceil_mode);
+    int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
+    if (oh < 1 || ow < 1) {
+        g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
+                    "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
+        return FALSE;
+    }
+    /* ceil_mode: the bottom and right padding that makes oneDNN's (XNNPACK's) size
+     * torch's */
+    int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
+    int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
+    cpu_tensor *y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
+    if (y == NULL)
+        return FALSE;
+    *out = y;
+    if (st->xnn != NULL) {
+        vd_xnn_pool_desc pool = {.c = x->c,
+                                 .in_h = x->h,
+                                 .in_w = x->w,
+                                 .out_h = oh,
+                                 .out_w = ow,
+                                 .kernel = op->kernel,
+                                 .stride = op->stride,
+                                 .pad_top = op->padding,
+                                 .pad_left = op->padding,
+                                 .pad_bottom = pad_b,
+                                 .pad_right = pad_r};
+        sp->pools_xnn[idx] = vd_xnn_max_pool_pad_new(st->xnn, &pool, x->dt, op->name, error);
+        if (sp->pools_xnn[idx] == NULL)
+            return FALSE;
+        plan_step_xnn(plan, sp->pools_xnn[idx], x, y, "max-pool");
+        return TRUE;
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    gboolean ok = vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
+                                            vd_layers_memory_md(y->mem), op->kernel, op->stride,
+                                            op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
+                  vd_layers_primitive_new(pd, &sp->pools[idx], "max-pool", error);
+    vd_layers_pd_free(pd);
+    if (!ok)
+        return FALSE;
+    plan_step_primitive(plan, sp->pools[idx], DNNL_ARG_SRC, x, DNNL_ARG_DST, y, NULL, "max-pool");
+    return TRUE;
+}
+
 /* The steps of layer list @layers from @src, its ops' convolutions and pools at
  * @base in plan->ssd; *@out its output. @last_w (non-NULL for a head) replaces the
  * last convolution's weights, which write float32 (output channels padded). */
@@ -163,50 +215,8 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
             break;
         }
         case VD_SSD_MAXPOOL: {
-            int oh = pool_out_size(x->h, op->kernel, op->stride, op->padding, op->ceil_mode);
-            int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
-            if (oh < 1 || ow < 1) {
-                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
+            if (!plan_max_pool(st, plan, base + i, op, x, &y, error))
                 return FALSE;
-            }
-            /* ceil_mode: the bottom and right padding that makes oneDNN's (XNNPACK's)
-             * size torch's */
-            int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
-            int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
-            y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
-            if (y != NULL && st->xnn != NULL) {
-                vd_xnn_pool_desc pool = {.c = x->c,
-                                         .in_h = x->h,
-                                         .in_w = x->w,
-                                         .out_h = oh,
-                                         .out_w = ow,
-                                         .kernel = op->kernel,
-                                         .stride = op->stride,
-                                         .pad_top = op->padding,
-                                         .pad_left = op->padding,
-                                         .pad_bottom = pad_b,
-                                         .pad_right = pad_r};
-                sp->pools_xnn[base + i] =
-                    vd_xnn_max_pool_pad_new(st->xnn, &pool, x->dt, op->name, error);
-                if (sp->pools_xnn[base + i] == NULL)
-                    return FALSE;
-                plan_step_xnn(plan, sp->pools_xnn[base + i], x, y, "max-pool");
-                x = y;
-                break;
-            }
-            dnnl_primitive_desc_t pd = NULL;
-            gboolean ok =
-                y != NULL &&
-                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
-                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
-                                          op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
-                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
-            vd_layers_pd_free(pd);
-            if (!ok)
-                return FALSE;
-            plan_step_primitive(plan, sp->pools[base + i], DNNL_ARG_SRC, x, DNNL_ARG_DST, y, NULL,
-                                "max-pool");
             x = y;
             break;
         }
@@ -245,34 +255,14 @@ static gboolean plan_layers_int8(cpu_state *st, cpu_plan *plan, const vd_ssd_lay
         gboolean last = i == layers->n_ops - 1;
         cpu_tensor *y;
         if (op->kind == VD_SSD_MAXPOOL) {
-            int oh = pool_out_size(x->h, op->kernel, op->stride, op->padding, op->ceil_mode);
-            int ow = pool_out_size(x->w, op->kernel, op->stride, op->padding, op->ceil_mode);
-            if (oh < 1 || ow < 1) {
-                g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
-                            "a %dx%d input is too small for this SSD model's max-pool", x->h, x->w);
-                return FALSE;
-            }
             if (last) {
                 g_set_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED,
                             "layer %s: int8 needs a convolution last in a feature map's list",
                             op->name);
                 return FALSE;
             }
-            int pad_b = MAX((oh - 1) * op->stride + op->kernel - x->h - op->padding, 0);
-            int pad_r = MAX((ow - 1) * op->stride + op->kernel - x->w - op->padding, 0);
-            y = plan_tensor(st, plan, oh, ow, x->c, x->dt, TRUE, NULL, error);
-            dnnl_primitive_desc_t pd = NULL;
-            gboolean ok =
-                y != NULL &&
-                vd_layers_max_pool_pad_pd(st->engine, vd_layers_memory_md(x->mem),
-                                          vd_layers_memory_md(y->mem), op->kernel, op->stride,
-                                          op->padding, pad_b, pad_r, &pd, "max-pool", error) &&
-                vd_layers_primitive_new(pd, &sp->pools[base + i], "max-pool", error);
-            vd_layers_pd_free(pd);
-            if (!ok)
+            if (!plan_max_pool(st, plan, base + i, op, x, &y, error))
                 return FALSE;
-            plan_step_primitive(plan, sp->pools[base + i], DNNL_ARG_SRC, x, DNNL_ARG_DST, y, NULL,
-                                "max-pool");
             x = y;
             continue;
         }

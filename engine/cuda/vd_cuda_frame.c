@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Packs the frame's rows into pinned memory at @base (bytes); returns the
  * device view of the uploaded copy (the copy itself is enqueued by
  * enqueue_frame). */
@@ -842,7 +841,7 @@ static gboolean detect_batch(cuda_state *st, vd_context *ctx, const vd_image *im
 }
 
 gboolean cuda_detect(void *p, vd_context *ctx, const vd_image *images, int n_images,
-                            vd_result *results, GError **error)
+                     vd_result *results, GError **error)
 {
     cuda_state *st = p;
     /* the context may move between threads: the device is per thread */

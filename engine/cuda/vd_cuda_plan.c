@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ------------------------------------------------------------------------ */
 /* Plans                                                                     */
 
@@ -347,7 +346,7 @@ void forget_graph(cuda_state *st)
 /* Frees the plan of @slot and its @n_graphs graphs @graphs after the device is
  * done with it (a size change). */
 gboolean drop_plan(cuda_state *st, cuda_plan **slot, cuda_graph *graphs, int n_graphs,
-                          GError **error)
+                   GError **error)
 {
     if (*slot == NULL)
         return TRUE;
@@ -446,7 +445,7 @@ void cuda_pooler_scales(cuda_state *st, cuda_plan *plan, int resized_h)
 /* Bytes of each plane of @image once rows are packed, and their total with
  * each plane starting at a multiple of 256 bytes. */
 size_t frame_layout(const vd_image *image, size_t plane_bytes[3], int row_bytes[3],
-                           int plane_rows[3])
+                    int plane_rows[3])
 {
     vd_image_plane_layout(image, row_bytes, plane_rows);
     size_t total = 0;

@@ -130,6 +130,35 @@ static char *calibrate(const char *path, int n_frames)
     return calibration;
 }
 
+/* int8 against fp32 on calibrated @model: on the first frame (calibrated on) and
+ * the fourth (not), the top candidates of a random model: the best scores of the
+ * two agree within int8's error on these activations (a few steps of 1/127 of the
+ * ranges, through the model's softmax or sigmoid), 0.02. */
+static void assert_best_scores_agree(vd_model *model)
+{
+    GError *error = NULL;
+    vd_context *ref = context(model, VD_PRECISION_FP32, FALSE, &error);
+    g_assert_no_error(error);
+    vd_context *ctx = context(model, VD_PRECISION_INT8, FALSE, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_INT8);
+    for (guint seed = 0; seed < 4; seed += 3) {
+        vd_result a, b;
+        detect(ref, seed, &a);
+        detect(ctx, seed, &b);
+        g_assert_cmpint(a.n_detections, >, 0);
+        g_assert_cmpint(b.n_detections, >, 0);
+        g_test_message("frame %u: fp32 %d detections (best %.4f), int8 %d (best %.4f)", seed,
+                       a.n_detections, a.detections[0].score, b.n_detections,
+                       b.detections[0].score);
+        g_assert_cmpfloat(fabsf(a.detections[0].score - b.detections[0].score), <, 0.02f);
+        vd_result_clear(&a);
+        vd_result_clear(&b);
+    }
+    vd_context_free(ref);
+    vd_context_free(ctx);
+}
+
 /* The ranges: one per quantised activation, each the largest |value| seen, which
  * grows (never shrinks) with more frames. */
 static void test_calibration_record(void)
@@ -214,31 +243,7 @@ static void test_round_trip(void)
         g_test_message("int8 refused: %s", error->message);
         g_clear_error(&error);
     } else {
-        vd_context *ref = context(model, VD_PRECISION_FP32, FALSE, &error);
-        g_assert_no_error(error);
-        ctx = context(model, VD_PRECISION_INT8, FALSE, &error);
-        g_assert_no_error(error);
-        g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_INT8);
-        /* the first frame was calibrated on, the fourth was not */
-        for (guint seed = 0; seed < 4; seed += 3) {
-            vd_result a, b;
-            detect(ref, seed, &a);
-            detect(ctx, seed, &b);
-            /* the top candidates of a random model: the highest scores agree
-             * within int8's error on these activations (a few steps of 1/127 of
-             * the ranges, through a softmax over 3 classes), and the best box of
-             * each side is found by the other */
-            g_assert_cmpint(a.n_detections, >, 0);
-            g_assert_cmpint(b.n_detections, >, 0);
-            g_test_message("frame %u: fp32 %d detections (best %.4f), int8 %d (best %.4f)", seed,
-                           a.n_detections, a.detections[0].score, b.n_detections,
-                           b.detections[0].score);
-            g_assert_cmpfloat(fabsf(a.detections[0].score - b.detections[0].score), <, 0.02f);
-            vd_result_clear(&a);
-            vd_result_clear(&b);
-        }
-        vd_context_free(ref);
-        vd_context_free(ctx);
+        assert_best_scores_agree(model);
     }
     vd_model_unref(plain);
     vd_model_unref(model);
@@ -412,27 +417,7 @@ static void check_against_fp32(vd_model *model, const char *path, const char *ou
         g_clear_error(&error);
         return;
     }
-    vd_context *ref = context(model, VD_PRECISION_FP32, FALSE, &error);
-    g_assert_no_error(error);
-    vd_context *ctx = context(model, VD_PRECISION_INT8, FALSE, &error);
-    g_assert_no_error(error);
-    g_assert_cmpint(vd_context_precision(ctx), ==, VD_PRECISION_INT8);
-    /* the first frame was calibrated on, the fourth was not */
-    for (guint seed = 0; seed < 4; seed += 3) {
-        vd_result a, b;
-        detect(ref, seed, &a);
-        detect(ctx, seed, &b);
-        g_assert_cmpint(a.n_detections, >, 0);
-        g_assert_cmpint(b.n_detections, >, 0);
-        g_test_message("frame %u: fp32 %d detections (best %.4f), int8 %d (best %.4f)", seed,
-                       a.n_detections, a.detections[0].score, b.n_detections,
-                       b.detections[0].score);
-        g_assert_cmpfloat(fabsf(a.detections[0].score - b.detections[0].score), <, 0.02f);
-        vd_result_clear(&a);
-        vd_result_clear(&b);
-    }
-    vd_context_free(ref);
-    vd_context_free(ctx);
+    assert_best_scores_agree(model);
 
     /* a file of its own: @model still holds @out's */
     g_assert_true(g_hash_table_remove(ranges, drop));
