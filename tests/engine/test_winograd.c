@@ -138,6 +138,10 @@ static double max_abs_diff(const float *a, const double *ref, size_t n)
 /* Runs the case: ours against the double reference, the error over max |y|.
  * @compare_onednn: oneDNN's direct kernel and its Winograd (where it has one) on
  * the same data too, their errors printed. */
+/* The error of a sequential float32 direct sum on run_case()'s last case, relative
+ * to max |y| as its result */
+static double last_direct_rel;
+
 static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
 {
     GRand *rand = g_rand_new_with_seed((guint32)(t->c * 131 + t->k * 7 + t->h * 3 + t->w + t->cb));
@@ -198,6 +202,7 @@ static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
     g_assert_no_error(error);
 
     double rel = max_abs_diff(dst, ref, n_dst) / max_ref;
+    last_direct_rel = max_abs_diff(direct_f, ref, n_dst) / max_ref;
     g_test_message("F(%dx%d) C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max "
                    "|y| %.3g; a sequential float32 direct sum %.3g",
                    tile, tile, t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel,
@@ -260,11 +265,30 @@ static void test_network_shapes(gconstpointer data)
         {256, 256, 12, 18, 16, FALSE, FALSE, 2}, {256, 256, 12, 18, 8, FALSE, FALSE, 2},
         {512, 512, 9, 11, 16, FALSE, FALSE, 2},  {512, 512, 9, 11, 8, FALSE, FALSE, 1},
     };
+    /* under a sanitizer (VD_TEST_SMALL, set by meson there), which checks memory
+     * errors, not the bound, and emulated (VD_TEST_EMULATED, the arm64 run, where
+     * the engine's Winograd stays off): the smallest and the two 8-channel-block
+     * cases, without oneDNN's errors beside (the double reference of the rest takes
+     * half a minute under ASan or qemu) */
+    gboolean small = g_strcmp0(g_getenv("VD_TEST_SMALL"), "1") == 0 ||
+                     g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0;
     double worst = 0.0;
-    for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
-        worst = MAX(worst, run_case(&cases[i], tile, tile == 4));
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        if (small && i != 0 && cases[i].cb != 8)
+            continue;
+        double rel = run_case(&cases[i], tile, tile == 4 && !small);
+        double bound = tile == 4 ? 3.5e-6 : 5e-7;
+#if defined(__aarch64__)
+        /* oneDNN's sgemm off x86 (Debian's aarch64 build, without Arm Compute
+         * Library) sums the products in another order than x86's JIT kernels: there
+         * the bound is twice a sequential float32 direct sum's error where that is
+         * larger (the engine's Winograd stays off on aarch64: vd_cpu_isa.c) */
+        bound = MAX(bound, 2.0 * last_direct_rel);
+#endif
+        g_assert_cmpfloat(rel, <=, bound);
+        worst = MAX(worst, rel);
+    }
     g_test_message("worst: %.3g of max |y|", worst);
-    g_assert_cmpfloat(worst, <=, tile == 4 ? 3.5e-6 : 5e-7);
 }
 
 static int cmp_double(const void *a, const void *b)
