@@ -433,6 +433,29 @@ static void check_against_fp32(vd_model *model, const char *path, const char *ou
     g_free(partial);
 }
 
+/* The calibration of @path (@calibration, parsed as @ranges over @frames frames)
+ * records @names (@n of them) with a positive range; saved as @out and loaded, it
+ * runs int8 against fp32 as check_against_fp32() says, and without range @drop is
+ * refused naming it. Takes @ranges. */
+static void check_calibrated(const char *path, const char *out, const char *calibration,
+                             GHashTable *ranges, int frames, const char *const *names, guint n,
+                             const char *drop)
+{
+    GError *error = NULL;
+    for (guint i = 0; i < n; i++) {
+        const float *r = g_hash_table_lookup(ranges, names[i]);
+        g_assert_nonnull(r);
+        g_assert_cmpfloat(*r, >, 0.0f);
+    }
+    g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
+    g_assert_no_error(error);
+    vd_model *model = vd_model_load(out, &error);
+    g_assert_no_error(error);
+    check_against_fp32(model, path, out, ranges, frames, drop);
+    vd_model_unref(model);
+    g_hash_table_unref(ranges);
+}
+
 /* The one-stage detectors on their tiny fixtures (@data: 0 RetinaNet, P6 from P5;
  * 1 v2's, P6 from C5 and GroupNorm in the head; 2 FCOS, P6 from P5 and GroupNorm),
  * three tower layers per branch (u8 -> u8 between the first and the last):
@@ -466,21 +489,10 @@ static void test_one_stage(gconstpointer data)
         "head.classification_head.conv.2[level 0]",
         "head.regression_head.conv.2[level 4]",
     };
-    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
-        const float *r = g_hash_table_lookup(ranges, names[i]);
-        g_assert_nonnull(r);
-        g_assert_cmpfloat(*r, >, 0.0f);
-    }
     /* three layers per branch: no fourth */
     g_assert_null(g_hash_table_lookup(ranges, "head.classification_head.conv.3[level 0]"));
-    g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
-    g_assert_no_error(error);
-    vd_model *model = vd_model_load(out, &error);
-    g_assert_no_error(error);
-
-    check_against_fp32(model, path, out, ranges, frames, "head.regression_head.conv.2[level 3]");
-    vd_model_unref(model);
-    g_hash_table_unref(ranges);
+    check_calibrated(path, out, calibration, ranges, frames, names, G_N_ELEMENTS(names),
+                     "head.regression_head.conv.2[level 3]");
     g_unlink(out);
     g_unlink(path);
     g_free(out);
@@ -504,8 +516,8 @@ static void test_ssd300(void)
         vd_model *model = vd_model_load(path, &error);
         g_assert_no_error(error);
         for (int cal = 0; cal < 2; cal++) {
-            vd_context *ctx = context(model, cal ? VD_PRECISION_FP32 : VD_PRECISION_INT8, cal,
-                                      &error);
+            vd_context *ctx =
+                context(model, cal ? VD_PRECISION_FP32 : VD_PRECISION_INT8, cal, &error);
             g_assert_null(ctx);
             g_assert_error(error, VD_ERROR, VD_ERROR_UNSUPPORTED);
             g_assert_nonnull(strstr(error->message, "SSD300's int8 is not planned"));
@@ -524,18 +536,8 @@ static void test_ssd300(void)
     const char *names[] = {"backbone.features.0", "backbone.features.2", "backbone.features.5",
                            "backbone.features.8", "backbone.extra.0.1",  "backbone.extra.0.4",
                            "backbone.extra.0.6",  "backbone.extra.1.0"};
-    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
-        const float *r = g_hash_table_lookup(ranges, names[i]);
-        g_assert_nonnull(r);
-        g_assert_cmpfloat(*r, >, 0.0f);
-    }
-    g_assert_true(vd_model_save_calibrated(path, calibration, out, &error));
-    g_assert_no_error(error);
-    vd_model *model = vd_model_load(out, &error);
-    g_assert_no_error(error);
-    check_against_fp32(model, path, out, ranges, frames, "backbone.extra.0.4");
-    vd_model_unref(model);
-    g_hash_table_unref(ranges);
+    check_calibrated(path, out, calibration, ranges, frames, names, G_N_ELEMENTS(names),
+                     "backbone.extra.0.4");
     g_unlink(out);
     g_unlink(path);
     g_free(out);
