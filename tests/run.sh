@@ -56,6 +56,9 @@ fi
 
 suite_args=()
 [ $all -eq 0 ] || suite_args+=(--no-suite extended)
+# the loader's fuzzing and malformed files (suite sanitized) run once, in the ASan +
+# UBSan build, where that run follows: the same seeds and files with the memory checks
+if [ $sanitizers -eq 1 ] && wants engine; then suite_args+=(--no-suite sanitized); fi
 for s in ${VISIONDETECT_NO_SUITES:-}; do suite_args+=(--no-suite "$s"); done
 main_suites=0
 for s in "${suites[@]}"; do
