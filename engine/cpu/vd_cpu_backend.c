@@ -613,6 +613,9 @@ static void *cpu_create(vd_context *ctx, GError **error)
     st->own_winograd = g_strcmp0(winograd, "own") == 0 ||
                        (g_strcmp0(winograd, "0") != 0 && !st->winograd && caps.own_winograd_ok);
     st->wino_tile = st->cb == 16 && !onednn_winograd ? 2 : 4;
+    /* the RoI heads' float32 convolutions (roi_convs_init), whatever the context's
+     * precision and whichever Winograd the rest runs: ours F(2x2, 3x3) */
+    st->roi_winograd = g_strcmp0(winograd, "0") != 0 && caps.own_winograd_ok && !xnn;
     if (st->bf16 || st->fp16) /* float32 only (use_winograd) */
         st->winograd = st->own_winograd = FALSE;
     if (!choose_layout(st, error) || !st->detector->prepare(st, error)) {

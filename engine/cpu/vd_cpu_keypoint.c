@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Keypoint R-CNN's keypoint branch on the CPU (engine/KEYPOINTRCNN.md): a RoI head
  * (vd_cpu_roi.c's roi_head_*: the mask branch's machinery) of the 3x3
- * convolutions with ReLU and the transposed convolution, float32 whatever the
- * context's precision, then the bilinear upsampling and heatmaps_to_keypoints in C
+ * convolutions with ReLU (our Winograd F(2x2, 3x3) over all detections at once on
+ * x86) and the transposed convolution, float32 whatever the context's precision,
+ * then the bilinear upsampling and heatmaps_to_keypoints in C
  * (vd_cpu_ops.c), the points rescaled to the frame as resize_keypoints does. */
 #include "cpu/vd_cpu_private.h"
 

@@ -359,6 +359,13 @@ typedef struct {
     dnnl_primitive_t prim;
     dnnl_memory_t src, weights, bias, dst;
     vd_xnn_op *xnn; /* XNNPACK's (cpu_state.xnn) instead of prim, NHWC */
+    /* ours, F(2x2, 3x3) float32 (roi_winograd), instead of prim: src and dst in
+     * the blocked layout (block_tag), which wino_in and wino_out (no data) describe;
+     * maps of size x size, ReLU fused or not */
+    vd_wino *wino;
+    dnnl_memory_t wino_in, wino_out;
+    int size;
+    gboolean relu;
 } cpu_roi_layer;
 
 /* What a layer of a stack computes: @conv's weights, as a convolution or, with
@@ -447,9 +454,12 @@ struct cpu_state {
      * every frame run */
     GHashTable *ranges_seen;
     int frames_seen;
-    gboolean winograd;           /* oneDNN's Winograd (2.x on AVX-512) */
-    gboolean own_winograd;       /* ours (vd_cpu_winograd.c) where oneDNN has none */
-    int wino_tile;               /* ours: F(4x4, 3x3) (4) or F(2x2, 3x3) (2) */
+    gboolean winograd;     /* oneDNN's Winograd (2.x on AVX-512) */
+    gboolean own_winograd; /* ours (vd_cpu_winograd.c) where oneDNN has none */
+    int wino_tile;         /* ours: F(4x4, 3x3) (4) or F(2x2, 3x3) (2) */
+    /* ours F(2x2, 3x3) for the float32 3x3 convolutions of the RoI heads over the
+     * detections (mask, keypoint: roi_convs_init), in every precision's context */
+    gboolean roi_winograd;
     vd_cpu_caps caps;            /* oneDNN's effective ISA (ONEDNN_MAX_CPU_ISA caps it),
                                   * read per architecture */
     int cb;                      /* the ISA's channel block: 16 or 8 */
@@ -742,7 +752,7 @@ gboolean linear_run(cpu_state *st, const cpu_linear *l, const cpu_packed_linear 
 void linear_clear(cpu_linear *l);
 gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs, int n,
                         int rows, int size, dnnl_data_type_t dt, gboolean follow_layouts,
-                        const char *what, GError **error);
+                        gboolean winograd, const char *what, GError **error);
 gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *out,
                        const char *what, GError **error);
 void roi_convs_clear(cpu_roi_convs *rc);

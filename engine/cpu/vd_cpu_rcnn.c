@@ -218,7 +218,7 @@ static gboolean box_convs_init(cpu_state *st, cpu_box_head_plan *bp, int rows, G
     for (int j = 0; j < cfg->n_box_convs; j++)
         specs[j] = (cpu_roi_layer_spec){&m->box_convs[j], FALSE, TRUE};
     return roi_convs_init(st, &bp->convs, specs, cfg->n_box_convs, rows, cfg->roi_output_size,
-                          act_dt(st), TRUE, "box head convolutions", error);
+                          act_dt(st), TRUE, FALSE, "box head convolutions", error);
 }
 
 void box_plans_clear(cpu_state *st)

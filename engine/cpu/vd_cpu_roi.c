@@ -256,10 +256,12 @@ void roi_convs_clear(cpu_roi_convs *rc)
         cpu_roi_layer *l = &rc->layers[j];
         vd_layers_primitive_free(l->prim);
         vd_xnn_op_free(l->xnn);
+        vd_wino_unref(l->wino);
         vd_layers_primitive_free(rc->relayout[j]);
-        dnnl_memory_t mems[] = {l->src, l->weights,           l->bias,
-                                l->dst, rc->relayout_from[j], rc->relayout_to[j]};
-        for (int k = 0; k < 6; k++)
+        dnnl_memory_t mems[] = {l->src,     l->weights,           l->bias,
+                                l->dst,     rc->relayout_from[j], rc->relayout_to[j],
+                                l->wino_in, l->wino_out};
+        for (guint k = 0; k < G_N_ELEMENTS(mems); k++)
             vd_layers_memory_free(mems[k]);
     }
     vd_layers_primitive_free(rc->to_blocked);
@@ -294,18 +296,66 @@ static double roi_stack_macs(const cpu_roi_layer_spec *specs, int n, int rows, i
     return macs;
 }
 
+/* Whether a layer of a RoI head (@spec over maps of @size, in @dt) runs our
+ * Winograd: with roi_winograd, a float32 3x3 convolution of stride 1 and padding 1
+ * whose channels are whole blocks. Over a RoI head's 14x14 maps of 256 and 512
+ * channels F(2x2, 3x3) takes 4/9 of the direct multiplications, as accurate as the
+ * direct kernels (the keypoint heatmaps' argmax and the masks' 0.5 threshold are
+ * what a less accurate one would move: vd_cpu_plan.c, use_winograd); the direct
+ * kernels already run at the float32 peak there (tools/bench/CPU.md). */
+static gboolean roi_layer_winograd(const cpu_state *st, const cpu_roi_layer_spec *spec,
+                                   dnnl_data_type_t dt)
+{
+    const vd_conv *w = spec->conv;
+    return st->roi_winograd && dt == dnnl_f32 && !spec->deconv && w->kernel == 3 &&
+           w->stride == 1 && w->padding == 1 && w->in_channels >= 64 &&
+           w->in_channels % st->cb == 0 && w->out_channels % st->cb == 0;
+}
+
+/* The layout of @l's src (@dst FALSE) or dst: its primitive's, or with our
+ * Winograd the blocked one it reads and writes. */
+static vd_layer_md roi_layer_md(const cpu_roi_layer *l, gboolean dst)
+{
+    if (l->wino != NULL)
+        return vd_layers_memory_md(dst ? l->wino_out : l->wino_in);
+    return vd_layers_pd_md(vd_layers_primitive_pd(l->prim),
+                           dst ? dnnl_query_dst_md : dnnl_query_src_md);
+}
+
 /* The primitive of one layer of a stack (@spec) for @rows RoIs of @size x @size
  * in @dt (weights given in float32, packed into the layout the primitive picks;
  * float32 bias): src in @src_md (NULL: the layout oneDNN prefers), dst in the
- * layout it prefers; its output size *@out_size; *@max_bytes grows to the larger
- * of src and dst. */
+ * layout it prefers; with @winograd where roi_layer_winograd says so, ours on the
+ * blocked layout instead; its output size *@out_size; *@max_bytes grows to the
+ * larger of src and dst. */
 static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_layer_spec *spec,
                                int rows, int size, dnnl_data_type_t dt, vd_layer_md src_md,
-                               int *out_size, size_t *max_bytes, const char *what, GError **error)
+                               gboolean winograd, int *out_size, size_t *max_bytes,
+                               const char *what, GError **error)
 {
     const vd_conv *w = spec->conv;
     int k = w->kernel, s = w->stride, p = w->padding;
     int osize = spec->deconv ? (size - 1) * s - 2 * p + k : (size + 2 * p - k) / s + 1;
+    if (winograd && st->xnn == NULL && roi_layer_winograd(st, spec, dt)) {
+        dnnl_dims_t in_dims = {rows, w->in_channels, size, size};
+        dnnl_dims_t out_dims = {rows, w->out_channels, osize, osize};
+        l->wino =
+            vd_wino_new(w->weight, w->bias, w->out_channels, w->in_channels, st->cb, 2, error);
+        if (l->wino == NULL ||
+            !vd_layers_memory_new(st->engine, 4, in_dims, dt, st->block_tag, DNNL_MEMORY_NONE,
+                                  &l->wino_in, what, error) ||
+            !vd_layers_memory_new(st->engine, 4, out_dims, dt, st->block_tag, DNNL_MEMORY_NONE,
+                                  &l->wino_out, what, error))
+            return FALSE;
+        l->size = size;
+        l->relu = spec->relu;
+        st->wino_ws_needed =
+            MAX(st->wino_ws_needed, vd_wino_workspace_size(l->wino, st->n_threads));
+        *out_size = osize;
+        *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_memory_md(l->wino_in)));
+        *max_bytes = MAX(*max_bytes, vd_layers_md_size(vd_layers_memory_md(l->wino_out)));
+        return TRUE;
+    }
     vd_conv_desc desc = {
         .deconv = spec->deconv,
         .n = rows,
@@ -354,12 +404,6 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
     return ok;
 }
 
-/* The primitive descriptor of @l (oneDNN's layers). */
-static const_dnnl_primitive_desc_t roi_layer_pd(const cpu_roi_layer *l)
-{
-    return vd_layers_primitive_pd(l->prim);
-}
-
 /* With XNNPACK's layers: the operators of a convolution stack as roi_convs_init
  * makes it, all NHWC, its input and output transposed by loops (roi_convs_run). */
 static gboolean roi_convs_init_xnn(cpu_state *st, cpu_roi_convs *rc,
@@ -369,8 +413,8 @@ static gboolean roi_convs_init_xnn(cpu_state *st, cpu_roi_convs *rc,
     size_t max_bytes = 0;
     int out_size = size;
     for (int j = 0; j < n; j++)
-        if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt, NULL, &out_size,
-                            &max_bytes, what, error))
+        if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt, NULL, FALSE,
+                            &out_size, &max_bytes, what, error))
             return FALSE;
     rc->n_layers = n;
     rc->rows = rows;
@@ -413,23 +457,25 @@ static void transpose_rows(const char *src, char *dst, int rows, int c, size_t h
  * out to torch's NCHW. @what names the stack in errors. */
 gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_spec *specs, int n,
                         int rows, int size, dnnl_data_type_t dt, gboolean follow_layouts,
-                        const char *what, GError **error)
+                        gboolean winograd, const char *what, GError **error)
 {
     rc->macs = roi_stack_macs(specs, n, rows, size);
     if (st->xnn != NULL)
         return roi_convs_init_xnn(st, rc, specs, n, rows, size, dt, what, error);
-    /* descriptors borrowed from the layers' primitives */
+    /* descriptors borrowed from the layers' primitives (or Winograd's memories) */
     vd_layer_md prev_md = NULL;
     size_t max_bytes = 0;
     int out_size = size;
 
     for (int j = 0; j < n; j++) {
         if (!roi_layer_init(st, &rc->layers[j], &specs[j], rows, out_size, dt,
-                            follow_layouts ? prev_md : NULL, &out_size, &max_bytes, what, error))
+                            follow_layouts ? prev_md : NULL, winograd, &out_size, &max_bytes, what,
+                            error))
             return FALSE;
-        prev_md = vd_layers_pd_md(roi_layer_pd(&rc->layers[j]), dnnl_query_dst_md);
+        prev_md = roi_layer_md(&rc->layers[j], TRUE);
     }
     rc->n_layers = n;
+    rc->rows = rows;
     for (int k = 0; k < 2; k++)
         if (!(rc->buffers[k] = alloc_aligned(max_bytes, what, error)))
             return FALSE;
@@ -438,8 +484,7 @@ gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_sp
     vd_layer_md first_src_md = NULL;
     for (int j = 0; j < n; j++) {
         cpu_roi_layer *l = &rc->layers[j];
-        const_dnnl_primitive_desc_t cpd = roi_layer_pd(l);
-        vd_layer_md src_md = vd_layers_pd_md(cpd, dnnl_query_src_md);
+        vd_layer_md src_md = roi_layer_md(l, FALSE);
         if (j == 0) {
             first_src_md = src_md;
         } else if (!vd_layers_md_equal(prev_md, src_md)) {
@@ -452,7 +497,7 @@ gboolean roi_convs_init(cpu_state *st, cpu_roi_convs *rc, const cpu_roi_layer_sp
                 return FALSE;
             cur = 1 - cur;
         }
-        prev_md = vd_layers_pd_md(cpd, dnnl_query_dst_md);
+        prev_md = roi_layer_md(l, TRUE);
         if (!vd_layers_memory_like(st->engine, src_md, rc->buffers[cur], &l->src, what, error) ||
             !vd_layers_memory_like(st->engine, prev_md, rc->buffers[1 - cur], &l->dst, what, error))
             return FALSE;
@@ -500,11 +545,19 @@ gboolean roi_convs_run(cpu_state *st, const cpu_roi_convs *rc, void *in, void *o
             !vd_layers_reorder(rc->relayout[j], st->stream, rc->relayout_from[j],
                                rc->relayout_to[j], what, error))
             return FALSE;
-        if (l->xnn != NULL
-                ? !vd_xnn_run(st->xnn, l->xnn, 0, vd_layers_memory_data(l->src),
-                              vd_layers_memory_data(l->dst), error)
-                : !layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst, NULL, what, error))
+        if (l->wino != NULL) {
+            /* the reorder before it ran on the stream: wait for it */
+            if (!vd_layers_wait(st->stream, error) ||
+                !vd_wino_run_batch(l->wino, vd_layers_memory_data(l->src),
+                                   vd_layers_memory_data(l->dst), rc->rows, l->size, l->size, FALSE,
+                                   l->relu, st->wino_ws, st->n_threads, error))
+                return FALSE;
+        } else if (l->xnn != NULL ? !vd_xnn_run(st->xnn, l->xnn, 0, vd_layers_memory_data(l->src),
+                                                vd_layers_memory_data(l->dst), error)
+                                  : !layer_run(st, l->prim, l->src, l->weights, l->bias, l->dst,
+                                               NULL, what, error)) {
             return FALSE;
+        }
     }
     return vd_layers_reorder(rc->to_plain, st->stream, rc->blocked_out, rc->plain_out, what, error);
 }
@@ -540,7 +593,8 @@ static gboolean roi_head_plan_init(cpu_state *st, cpu_roi_head_plan *hp,
     hp->out_c = specs[n_specs - 1].conv->out_channels;
     hp->out_size = S;
     /* every layer takes the src layout oneDNN prefers for it */
-    if (!roi_convs_init(st, &hp->convs, specs, n_specs, rows, P, dnnl_f32, FALSE, what, error) ||
+    if (!roi_convs_init(st, &hp->convs, specs, n_specs, rows, P, dnnl_f32, FALSE, TRUE, what,
+                        error) ||
         !(hp->pooled = alloc_aligned((size_t)rows * C * P * P * sizeof(float), what, error)) ||
         !(hp->out = alloc_aligned((size_t)rows * hp->out_c * S * S * sizeof(float), what, error)))
         return FALSE;
@@ -624,9 +678,22 @@ void roi_head_kernels(GArray *out, GStringChunk *strings, const cpu_roi_head_pla
         for (int j = 0; j < hp->convs.n_layers; j++)
             kernel_add(out, strings, hp->convs.relayout[j], "reorder", "%s.relayout%d[%d rows]",
                        head, j, hp->rows);
-        for (int j = 0; j < hp->convs.n_layers; j++)
-            kernel_add_op(out, strings, hp->convs.layers[j].prim, hp->convs.layers[j].xnn, kinds[j],
-                          "%s[%d rows]", names[j], hp->rows);
+        for (int j = 0; j < hp->convs.n_layers; j++) {
+            const cpu_roi_layer *l = &hp->convs.layers[j];
+            if (l->wino != NULL) {
+                char *layer = g_strdup_printf("%s[%d rows]", names[j], hp->rows);
+                vd_kernel_info k = {
+                    .layer = g_string_chunk_insert_const(strings, layer),
+                    .kind = kinds[j],
+                    .implementation = "vd_winograd_2x3:sgemm",
+                };
+                g_array_append_val(out, k);
+                g_free(layer);
+            } else {
+                kernel_add_op(out, strings, l->prim, l->xnn, kinds[j], "%s[%d rows]", names[j],
+                              hp->rows);
+            }
+        }
         kernel_add(out, strings, hp->convs.to_plain, "reorder", "%s.out[%d rows]", head, hp->rows);
     }
 }

@@ -320,16 +320,28 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
     }
 }
 
-VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w, int tiles_w,
-                                   int first, int n, float *v)
+/* Tiles are numbered image by image, row by row: tile @t of images of @tiles_h x
+ * @tiles_w tiles is tile (ty, tx) of image *@image. */
+static inline void tile_position(int t, int tiles_h, int tiles_w, int *image, int *ty, int *tx)
+{
+    int per_image = tiles_h * tiles_w;
+    *image = t / per_image;
+    *ty = t % per_image / tiles_w;
+    *tx = t % tiles_w;
+}
+
+VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h, int w, int tiles_h,
+                                   int tiles_w, int first, int n, float *v)
 {
     const int C = wino->in_c, cb = wino->cb, T = wino->tile;
     size_t p_stride = (size_t)n * C;
     for (int k = 0; k < n; k++) {
-        int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        int image, ty, tx;
+        tile_position(first + k, tiles_h, tiles_w, &image, &ty, &tx);
         int y0 = ty * T - 1, x0 = tx * T - 1;
+        const float *img = src + (size_t)image * C * h * w;
         for (int b = 0; b < C / cb; b++) {
-            const float *blk = src + (size_t)b * h * w * cb;
+            const float *blk = img + (size_t)b * h * w * cb;
             float *at = v + (size_t)k * C + (size_t)b * cb;
             if (cb == 16 && T == 4)
                 input_tile(blk, h, w, y0, x0, at, p_stride, 16, 6);
@@ -344,15 +356,18 @@ VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h,
 }
 
 VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *dst, int h, int w,
-                                    int tiles_w, int first, int n, gboolean sum, gboolean relu)
+                                    int tiles_h, int tiles_w, int first, int n, gboolean sum,
+                                    gboolean relu)
 {
     const int K = wino->out_c, cb = wino->cb, T = wino->tile;
     size_t p_stride = (size_t)n * K;
     for (int k = 0; k < n; k++) {
-        int ty = (first + k) / tiles_w, tx = (first + k) % tiles_w;
+        int image, ty, tx;
+        tile_position(first + k, tiles_h, tiles_w, &image, &ty, &tx);
         int y0 = ty * T, x0 = tx * T;
+        float *img = dst + (size_t)image * K * h * w;
         for (int b = 0; b < K / cb; b++) {
-            float *blk = dst + (size_t)b * h * w * cb;
+            float *blk = img + (size_t)b * h * w * cb;
             const float *at = m + (size_t)k * K + (size_t)b * cb;
             const float *bias = wino->bias + b * cb;
             if (cb == 16 && T == 4)
@@ -370,10 +385,19 @@ VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *
 gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w, gboolean sum,
                      gboolean relu, void *workspace, int n_threads, GError **error)
 {
+    return vd_wino_run_batch(wino, src, dst, 1, h, w, sum, relu, workspace, n_threads, error);
+}
+
+gboolean vd_wino_run_batch(const vd_wino *wino, const float *src, float *dst, int n_images, int h,
+                           int w, gboolean sum, gboolean relu, void *workspace, int n_threads,
+                           GError **error)
+{
     const int C = wino->in_c, K = wino->out_c, T = wino->tile;
     const int n_points = wino->alpha * wino->alpha;
     int tiles_h = (h + T - 1) / T, tiles_w = (w + T - 1) / T;
-    int n_tiles = tiles_h * tiles_w;
+    /* the chunks run across images: a small map's few tiles (a RoI head's 14x14:
+     * 49 of F(2x2, 3x3)) fill the products' rows with the next image's */
+    int n_tiles = n_images * tiles_h * tiles_w;
     /* chunks of at most wino->chunk tiles, as many as a multiple of the threads (so
      * that they share the map evenly, small maps included) */
     n_threads = MAX(n_threads, 1);
@@ -391,7 +415,7 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
 #pragma omp for schedule(static, 1)
         for (int ci = 0; ci < n_chunks; ci++) {
             int first = ci * chunk, n = MIN(chunk, n_tiles - first);
-            input_chunk(wino, src, h, w, tiles_w, first, n, v);
+            input_chunk(wino, src, h, w, tiles_h, tiles_w, first, n, v);
             for (int p = 0; p < n_points; p++)
                 for (int k0 = 0; k0 < C; k0 += K_BLOCK) {
                     dnnl_status_t s = vd_layers_sgemm(
@@ -403,7 +427,7 @@ gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, i
                         status = s;
                     }
                 }
-            output_chunk(wino, m, dst, h, w, tiles_w, first, n, sum, relu);
+            output_chunk(wino, m, dst, h, w, tiles_h, tiles_w, first, n, sum, relu);
         }
     }
     if (status != dnnl_success) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions for the CPU backend, where
- * oneDNN has none.
+ * oneDNN has none, and for the float32 RoI heads over the detections (the mask and
+ * keypoint branches: F(2x2, 3x3) over the batch of RoIs, vd_wino_run_batch).
  *
  * oneDNN 2.6 has Winograd kernels for AVX-512 only; below it (AVX2, AVX, SSE4.1) a
  * 3x3 stride-1 convolution runs its direct algorithm, which costs 2.25 times the
@@ -46,6 +47,11 @@ size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads);
  * 64-byte aligned. FALSE with @error set when oneDNN's sgemm fails. */
 gboolean vd_wino_run(const vd_wino *wino, const float *src, float *dst, int h, int w, gboolean sum,
                      gboolean relu, void *workspace, int n_threads, GError **error);
+/* The same for @n_images images one after the other in @src and @dst ([n][C / cb]
+ * [h][w][cb]: oneDNN's nChw8c / nChw16c of a batch), their tiles in shared chunks. */
+gboolean vd_wino_run_batch(const vd_wino *wino, const float *src, float *dst, int n_images, int h,
+                           int w, gboolean sum, gboolean relu, void *workspace, int n_threads,
+                           GError **error);
 
 G_END_DECLS
 

@@ -249,6 +249,8 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
      * ones run VNNI or AMX int8 kernels, named for their ISA */
     int n_int8 = 0, n_not_int8 = 0;
     gboolean stem = FALSE, fc6 = FALSE;
+    gboolean roi_winograd =
+        caps.own_winograd_ok && !xnn && g_strcmp0(g_getenv("VD_CPU_WINOGRAD"), "0") != 0;
     for (int i = 0; i < n; i++) {
         const vd_kernel_info *k = &kernels[i];
         gboolean checked = g_str_equal(k->kind, "convolution") || g_str_equal(k->kind, "pooling") ||
@@ -283,9 +285,19 @@ static void check_frame_kernels(vd_model *model, vd_precision precision)
                            k->implementation);
             n_bad++;
         }
+        /* the mask and keypoint heads' 3x3 convolutions: our F(2x2, 3x3) wherever
+         * it runs (x86, oneDNN's layers; VD_CPU_WINOGRAD=0 turns it off) */
+        if (roi_winograd && g_str_equal(k->kind, "convolution") &&
+            (g_str_has_prefix(k->layer, "roi_heads.mask_head.") ||
+             g_str_has_prefix(k->layer, "roi_heads.keypoint_head.")) &&
+            g_strcmp0(k->implementation, "vd_winograd_2x3:sgemm") != 0) {
+            g_test_message("not our Winograd: %s %s: %s", k->kind, k->layer, k->implementation);
+            n_bad++;
+        }
         /* depthwise convolutions (oneDNN's "dw" and "brdgmm" kernels) have no
-         * matrix form for AMX */
-        if (expect != NULL &&
+         * matrix form for AMX; the mask and keypoint branches run float32 in every
+         * context (their 3x3 convolutions our Winograd on oneDNN's sgemm) */
+        if (expect != NULL && !mask_layer &&
             (g_str_equal(k->kind, "convolution") || g_str_equal(k->kind, "deconvolution")) &&
             strstr(k->implementation, expect) == NULL && strstr(k->implementation, "dw") == NULL &&
             strstr(k->implementation, "brdgmm") == NULL) {

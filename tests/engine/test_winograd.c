@@ -24,6 +24,9 @@
  * /winograd/network-shapes-2x2: the same for F(2x2, 3x3), within 5e-7 (measured at
  * most 2.9e-7, the AVX-512 direct kernels' level, where F(4x4, 3x3) is not).
  *
+ * /winograd/batch: a batch of images in one call, image by image the same as one
+ * call each.
+ *
  * /winograd/speed (only with -m perf): ours (both) against oneDNN's direct kernel on
  * the full maps of ResNet-50-FPN at 640x480 (the 800x1088 input), run in turns
  * in this process on the backend's blocked layout and thread count (2, or
@@ -385,6 +388,69 @@ static void test_speed(void)
     vd_layers_engine_free(engine, stream);
 }
 
+/* vd_wino_run_batch over several images (the RoI heads' batches of 14x14 maps, and
+ * a map of 5x7 whose tiles do not fill a chunk) gives each image what
+ * vd_wino_run gives it alone: the chunks run across images (two threads, so
+ * that a chunk holds the end of one image and the start of the next), with the
+ * sum and ReLU. Each tile's arithmetic is the same either way, so within 1e-6
+ * of max |y| (the products' rows may take another sgemm path). */
+static void test_batch(void)
+{
+    static const int sizes[][2] = {{14, 14}, {5, 7}};
+    for (int cb = 8; cb <= 16; cb += 8)
+        for (int tile = 2; tile <= 4; tile += 2)
+            for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
+                const int c = 32, k = 48, n_images = 5, threads = 2;
+                int h = sizes[s][0], w = sizes[s][1];
+                size_t in_n = (size_t)c * h * w, out_n = (size_t)k * h * w;
+                float *weight = g_new(float, (size_t)k *c * 9), *bias = g_new(float, k);
+                float *src = g_new(float, n_images *in_n), *prior = g_new(float, n_images *out_n);
+                float *batch = g_new(float, n_images *out_n), *one = g_new(float, out_n);
+                GRand *rand = g_rand_new_with_seed((guint32)(cb * 100 + tile * 10 + s));
+                for (size_t i = 0; i < (size_t)k * c * 9; i++)
+                    weight[i] = (float)(g_rand_double_range(rand, -1.0, 1.0) / sqrt(9.0 * c));
+                for (int i = 0; i < k; i++)
+                    bias[i] = (float)g_rand_double_range(rand, -0.5, 0.5);
+                for (size_t i = 0; i < n_images * in_n; i++)
+                    src[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
+                for (size_t i = 0; i < n_images * out_n; i++)
+                    prior[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
+                g_rand_free(rand);
+                GError *error = NULL;
+                vd_wino *wino = vd_wino_new(weight, bias, k, c, cb, tile, &error);
+                g_assert_no_error(error);
+                void *ws = NULL;
+                g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, threads)), ==,
+                                0);
+                memcpy(batch, prior, n_images * out_n * sizeof(float));
+                g_assert_true(vd_wino_run_batch(wino, src, batch, n_images, h, w, TRUE, TRUE, ws,
+                                                threads, &error));
+                double worst = 0.0, max_y = 0.0;
+                for (int i = 0; i < n_images; i++) {
+                    memcpy(one, prior + i * out_n, out_n * sizeof(float));
+                    g_assert_true(vd_wino_run(wino, src + i * in_n, one, h, w, TRUE, TRUE, ws,
+                                              threads, &error));
+                    for (size_t j = 0; j < out_n; j++) {
+                        worst = MAX(worst, fabs((double)batch[i * out_n + j] - one[j]));
+                        max_y = MAX(max_y, fabs((double)one[j]));
+                    }
+                }
+                g_test_message("F(%dx%d) cb %d %d images of %dx%d: batch against one by one "
+                               "%.3g of max |y| %.3g",
+                               tile, tile, cb, n_images, h, w, worst / max_y, max_y);
+                g_assert_cmpfloat(max_y, >, 0.1);
+                g_assert_cmpfloat(worst, <=, 1e-6 * max_y);
+                free(ws);
+                vd_wino_unref(wino);
+                g_free(weight);
+                g_free(bias);
+                g_free(src);
+                g_free(prior);
+                g_free(batch);
+                g_free(one);
+            }
+}
+
 /* Channel counts that are not whole blocks are refused (the backend then runs
  * oneDNN's direct convolution). */
 static void test_refuses_partial_blocks(void)
@@ -411,6 +477,7 @@ int main(int argc, char **argv)
     g_test_add_func("/winograd/against-direct", test_against_direct);
     g_test_add_data_func("/winograd/network-shapes", GINT_TO_POINTER(4), test_network_shapes);
     g_test_add_data_func("/winograd/network-shapes-2x2", GINT_TO_POINTER(2), test_network_shapes);
+    g_test_add_func("/winograd/batch", test_batch);
     g_test_add_func("/winograd/partial-blocks", test_refuses_partial_blocks);
     if (g_test_perf())
         g_test_add_func("/winograd/speed", test_speed);
