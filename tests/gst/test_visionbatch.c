@@ -2,7 +2,10 @@
 /* visiondetect elements sharing one batching engine (batch-size > 1), with the
  * calibrated test model. The oracle is the unshared element (batch-size=1) on
  * the same frames: the CPU backend runs a batch frame by frame with the same
- * arithmetic and threads, so every detection must be equal to the bit. Each
+ * arithmetic (the shared engine's two lanes of one thread each, a batch split
+ * between them, against the unshared element's two threads: on this model
+ * oneDNN's kernels give the same bits with one thread as with two), so every
+ * detection must be equal to the bit. Each
  * stream is a GstHarness of its own; the harnesses of one test process share
  * the engine as the elements of one application would. */
 #include "vdtest.h"
