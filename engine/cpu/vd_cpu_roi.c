@@ -114,7 +114,13 @@ void roi_align_features(const cpu_tensor *f, const float *rois, const int *roi_i
                 }
             }
             size_t stride = (size_t)n_cb * CB;
-            if (out_dt != dnnl_f32) {
+            if (out_dt == dnnl_bf16) {
+                /* the type's loop, not a type test per element */
+                uint16_t *dst = (uint16_t *)out + row;
+                for (int c = 0; c < C; c++)
+                    for (int b = 0; b < n_bins; b++)
+                        dst[(size_t)c * n_bins + b] = f32_to_bf16(bins[b * stride + c]);
+            } else if (out_dt != dnnl_f32) {
                 uint16_t *dst = (uint16_t *)out + row;
                 for (int c = 0; c < C; c++)
                     for (int b = 0; b < n_bins; b++)
