@@ -65,16 +65,61 @@ VD_CPU_HOT static void se_block_scale(void *data, dnnl_data_type_t dt, size_t at
     }
 }
 
+/* @fc1 and @fc2 transposed into the plan (freed with it). */
+cpu_se *plan_squeeze_excite(cpu_plan *plan, const vd_linear *fc1, const vd_linear *fc2,
+                            GError **error)
+{
+    int C = fc1->in_features, S = fc1->out_features;
+    size_t head = (sizeof(cpu_se) + 63) / 64 * 64;
+    char *block =
+        alloc_aligned(head + 2 * (size_t)C * S * sizeof(float), "squeeze-and-excitation", error);
+    if (block == NULL)
+        return NULL;
+    g_ptr_array_add(plan->buffers, block);
+    cpu_se *se = (cpu_se *)block;
+    se->fc1 = fc1;
+    se->fc2 = fc2;
+    se->w1t = (float *)(block + head);
+    se->w2t = se->w1t + (size_t)C * S;
+    for (int s = 0; s < S; s++)
+        for (int c = 0; c < C; c++) {
+            se->w1t[(size_t)c * S + s] = fc1->weight[(size_t)s * C + c];
+            se->w2t[(size_t)s * C + c] = fc2->weight[(size_t)c * S + s];
+        }
+    return se;
+}
+
+/* out[o] = act(bias[o] + sum over i, in order, of in[i] * wt[i][o]) for @n_out
+ * outputs of @n_in inputs (@wt [n_in][n_out]): the outputs side by side in
+ * vectors. act: ReLU (@relu) or hardsigmoid (min(max(x + 3, 0), 6) / 6, as torch). */
+VD_CPU_HOT static void se_layer(const float *restrict in, int n_in, const float *restrict wt,
+                                const float *restrict bias, int n_out, gboolean relu,
+                                float *restrict out)
+{
+    memset(out, 0, sizeof(float) * (size_t)n_out);
+    for (int i = 0; i < n_in; i++) {
+        const float *restrict row = wt + (size_t)i * n_out;
+        float v = in[i];
+#pragma omp simd
+        for (int o = 0; o < n_out; o++)
+            out[o] += row[o] * v;
+    }
+    for (int o = 0; o < n_out; o++) {
+        float v = out[o] + bias[o];
+        out[o] = relu ? (v > 0.0f ? v : 0.0f) : vd_math_hardsigmoid(v);
+    }
+}
+
 /* torchvision's SqueezeExcitation on the blocked tensor @t in place: the channel
  * means (AdaptiveAvgPool2d(1): the sum, in double here, over the pixels divided
- * by their count), fc1 + ReLU, fc2 + hardsigmoid (min(max(x + 3, 0), 6) / 6, as
- * torch), then every pixel times its channel's scale. @work: 3 x channels. */
-void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc2, float *work)
+ * by their count), fc1 + ReLU, fc2 + hardsigmoid, then every pixel times its
+ * channel's scale. @work: 3 x channels. */
+void cpu_squeeze_excite(cpu_tensor *t, const cpu_se *se, float *work)
 {
     int CB;
     size_t bstride, pstride;
     tensor_strides(t, &CB, &bstride, &pstride);
-    int C = t->c, n_cb = (C + CB - 1) / CB, S = fc1->out_features;
+    int C = t->c, n_cb = (C + CB - 1) / CB, S = se->fc1->out_features;
     size_t hw = (size_t)t->h * t->w;
     dnnl_data_type_t dt = t->dt;
     float *mean = work, *hidden = work + C, *scale = work + 2 * C;
@@ -87,22 +132,8 @@ void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc
         for (int i = 0; i < n; i++)
             mean[cb * CB + i] = (float)(acc[i] / (double)hw);
     }
-    for (int s = 0; s < S; s++) {
-        const float *wrow = fc1->weight + (size_t)s * C;
-        float v = 0.0f;
-        for (int c = 0; c < C; c++)
-            v += wrow[c] * mean[c];
-        v += fc1->bias[s];
-        hidden[s] = v > 0.0f ? v : 0.0f;
-    }
-    for (int c = 0; c < C; c++) {
-        const float *wrow = fc2->weight + (size_t)c * S;
-        float v = 0.0f;
-        for (int s = 0; s < S; s++)
-            v += wrow[s] * hidden[s];
-        v += fc2->bias[c];
-        scale[c] = vd_math_hardsigmoid(v);
-    }
+    se_layer(mean, C, se->w1t, se->fc1->bias, S, TRUE, hidden);
+    se_layer(hidden, S, se->w2t, se->fc2->bias, C, FALSE, scale);
     /* rows of pixels per task: the blocks times rows share the threads evenly,
      * small maps included; the padding channels of a last partial block stay 0 */
 #pragma omp parallel for collapse(2)
@@ -116,8 +147,7 @@ static gboolean step_squeeze_excite(cpu_state *st, const cpu_step *step, GError 
 {
     (void)st;
     (void)error;
-    const vd_mnv3_block *mb = step->data;
-    cpu_squeeze_excite(step->dst, &mb->se_fc1, &mb->se_fc2, step->work);
+    cpu_squeeze_excite(step->dst, step->data, step->work);
     return TRUE;
 }
 
@@ -264,9 +294,12 @@ static gboolean plan_mnv3(cpu_state *st, cpu_plan *plan, GError **error)
         if (bc->se_channels > 0 || copy)
             plan_step(plan, step_wait, "squeeze-and-excitation");
         if (bc->se_channels > 0) {
+            cpu_se *se = plan_squeeze_excite(plan, &mb->se_fc1, &mb->se_fc2, error);
+            if (se == NULL)
+                return FALSE;
             cpu_step *step = plan_step(plan, step_squeeze_excite, "squeeze-and-excitation");
             step->dst = t2;
-            step->data = mb;
+            step->data = se;
             step->work = plan->mnv3.se_work;
             /* its two 1x1 layers on the pooled vector: exp -> squeeze -> exp */
             step->macs = 2.0 * exp * bc->se_channels;

@@ -545,7 +545,16 @@ extern const cpu_backbone vd_cpu_ssd_backbone;
 
 /* MobileNetV3's squeeze-and-excitation on @t in place (vd_cpu_mnv3.c), @work 3 x
  * channels */
-void cpu_squeeze_excite(cpu_tensor *t, const vd_linear *fc1, const vd_linear *fc2, float *work);
+/* One squeeze-and-excitation's two layers, transposed once per plan ([in][out]) so
+ * that their products run vectorised over the outputs (plan_squeeze_excite). */
+typedef struct {
+    const vd_linear *fc1, *fc2;
+    float *w1t; /* [C][S] */
+    float *w2t; /* [S][C] */
+} cpu_se;
+cpu_se *plan_squeeze_excite(cpu_plan *plan, const vd_linear *fc1, const vd_linear *fc2,
+                            GError **error);
+void cpu_squeeze_excite(cpu_tensor *t, const cpu_se *se, float *work);
 /* int8 LastLevelP6P7 (vd_cpu_onestage.c): P6 and P7 as int8 convolutions writing
  * real P levels, into plan->fpn_out[n_returned], [n_returned + 1] */
 gboolean one_stage_plan_p6p7_int8(cpu_state *st, cpu_plan *plan, GError **error);

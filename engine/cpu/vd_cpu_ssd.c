@@ -56,8 +56,7 @@ static gboolean step_squeeze_excite(cpu_state *st, const cpu_step *step, GError 
 {
     (void)st;
     (void)error;
-    const vd_ssd_op *op = step->data;
-    cpu_squeeze_excite(step->dst, &op->fc1, &op->fc2, step->work);
+    cpu_squeeze_excite(step->dst, step->data, step->work);
     return TRUE;
 }
 
@@ -222,9 +221,12 @@ static gboolean plan_layers(cpu_state *st, cpu_plan *plan, const vd_ssd_layers *
         }
         case VD_SSD_SQUEEZE_EXCITE: {
             plan_step(plan, step_wait, "squeeze-and-excitation");
+            cpu_se *se = plan_squeeze_excite(plan, &op->fc1, &op->fc2, error);
+            if (se == NULL)
+                return FALSE;
             cpu_step *step = plan_step(plan, step_squeeze_excite, "squeeze-and-excitation");
             step->dst = x;
-            step->data = op;
+            step->data = se;
             step->work = sp->se_work;
             break;
         }
