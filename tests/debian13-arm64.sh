@@ -38,7 +38,9 @@
 # int8 and context tests (the
 # engine runs XNNPACK on NHWC there anyway), without winograd (the engine's own
 # Winograd runs on x86 alone, engine/cpu/vd_cpu_isa.c: own_winograd_ok; aarch64's
-# 3x3 convolutions are XNNPACK's or oneDNN's), and without fuzz-one-stage (the
+# 3x3 convolutions are XNNPACK's or oneDNN's), without vd-detect-stages (the lines
+# vd-detect --stages prints: the plan's counts, taken before a layer's library is
+# chosen, printed by the same C everywhere), and without fuzz-one-stage (the
 # one-stage detectors' fuzz seeds: the loader's and the decoding's C, which are not
 # Arm-specific: two minutes on the host, where fuzz takes one and four emulated; the
 # R-CNN seeds still run in fuzz, with 400 header mutations each instead of 2000:
@@ -586,7 +588,7 @@ if [ "$(uname -m)" != aarch64 ]; then
   mapfile -t names < <(in_python_root meson test -C build --no-rebuild --list \
                          "${suite_args[@]}" | sed -n 's|^.* / ||p' |
                        grep -vx -e kernels-nhwc -e kernels-xnnpack -e int8-xnnpack -e context-xnnpack \
-                         -e winograd -e fuzz-one-stage)
+                         -e winograd -e vd-detect-stages -e fuzz-one-stage)
   [ ${#names[@]} -gt 0 ] || die "meson test --list: no test in ${suites[*]}"
   suite_args+=("${names[@]}")
 fi
