@@ -850,11 +850,14 @@ def roofline_table(stages_ms, stages_gflop, precision, peaks, box_head_kernel):
         if gflop > 0:
             kernel = box_head_kernel if stage == "box_head" else "convolution"
             prec = precision if precision in ("fp32", "bf16") else "fp32"
-            if precision == "int8" and stage in ("backbone", "rpn"):
-                # int8 quantises the body's convolutions and the RPN's 3x3 one; the
-                # FPN's 3x3 output convolutions, which outweigh its int8 lateral ones,
-                # and the heads stay in float32
+            if precision == "int8" and stage in ("backbone", "fpn", "rpn"):
+                # int8 quantises the body's convolutions, the FPN's lateral and 3x3
+                # output ones and the RPN's 3x3 one (docs/engine.md, "int8 on the CPU")
                 prec = "int8"
+            elif precision == "int8":
+                # the rest (the heads) runs bf16 where the CPU has it natively, which
+                # is where vd-roofline measures a bf16 peak, else float32
+                prec = "bf16" if (kernel, "bf16") in by else "fp32"
             peak = by.get((kernel, prec)) or by.get((kernel, "fp32"))
             row.update({"peak_kernel": kernel, "peak_precision": peak["precision"],
                         "peak_gflops": peak["gflops"], "fraction": row["gflops"] / peak["gflops"]})
