@@ -700,20 +700,25 @@ void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, co
     va_end(ap);
 }
 
+void kernel_add_wino(GArray *out, GStringChunk *strings, const vd_wino *wino, const char *kind,
+                     const char *layer)
+{
+    vd_kernel_info k = {
+        .layer = g_string_chunk_insert_const(strings, layer),
+        .kind = kind,
+        .implementation =
+            vd_wino_tile(wino) == 2 ? "vd_winograd_2x3:sgemm" : "vd_winograd_4x3:sgemm",
+    };
+    g_array_append_val(out, k);
+}
+
 /* A convolution's primitive, or our Winograd. */
 void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer)
 {
-    if (cv->wino != NULL) {
-        vd_kernel_info k = {
-            .layer = g_string_chunk_insert_const(strings, layer),
-            .kind = "convolution",
-            .implementation =
-                vd_wino_tile(cv->wino) == 2 ? "vd_winograd_2x3:sgemm" : "vd_winograd_4x3:sgemm",
-        };
-        g_array_append_val(out, k);
-        return;
-    }
-    kernel_add_op(out, strings, cv->prim, cv->xnn, "convolution", "%s", layer);
+    if (cv->wino != NULL)
+        kernel_add_wino(out, strings, cv->wino, "convolution", layer);
+    else
+        kernel_add_op(out, strings, cv->prim, cv->xnn, "convolution", "%s", layer);
 }
 
 static void cpu_kernels(void *p, GArray *out, GStringChunk *strings)

@@ -712,6 +712,9 @@ void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const
 void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,
                    const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(6, 7);
 void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer);
+/* Our Winograd's entry for @layer (of @kind): "vd_winograd_2x3:sgemm" or "_4x3". */
+void kernel_add_wino(GArray *out, GStringChunk *strings, const vd_wino *wino, const char *kind,
+                     const char *layer);
 
 /* The plan's machinery (vd_cpu_plan.c): a plan for a padded input size (the
  * backbone's, the FPN's and the detector's steps) and its release; running steps

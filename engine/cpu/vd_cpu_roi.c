@@ -342,7 +342,7 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
     const vd_conv *w = spec->conv;
     int k = w->kernel, s = w->stride, p = w->padding;
     int osize = spec->deconv ? (size - 1) * s - 2 * p + k : (size + 2 * p - k) / s + 1;
-    if (winograd && st->xnn == NULL && roi_layer_winograd(st, spec, dt)) {
+    if (winograd && roi_layer_winograd(st, spec, dt)) {
         dnnl_dims_t in_dims = {rows, w->in_channels, size, size};
         dnnl_dims_t out_dims = {rows, w->out_channels, osize, osize};
         l->wino =
@@ -688,12 +688,7 @@ void roi_head_kernels(GArray *out, GStringChunk *strings, const cpu_roi_head_pla
             const cpu_roi_layer *l = &hp->convs.layers[j];
             if (l->wino != NULL) {
                 char *layer = g_strdup_printf("%s[%d rows]", names[j], hp->rows);
-                vd_kernel_info k = {
-                    .layer = g_string_chunk_insert_const(strings, layer),
-                    .kind = kinds[j],
-                    .implementation = "vd_winograd_2x3:sgemm",
-                };
-                g_array_append_val(out, k);
+                kernel_add_wino(out, strings, l->wino, kinds[j], layer);
                 g_free(layer);
             } else {
                 kernel_add_op(out, strings, l->prim, l->xnn, kinds[j], "%s[%d rows]", names[j],

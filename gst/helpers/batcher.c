@@ -488,6 +488,9 @@ batcher_new (vd_model * model, const vd_context_params * params,
 {
   GstVisionBatcher *b = g_new0 (GstVisionBatcher, 1);
   GError *thread_error = NULL;
+  vd_context_params lane_params;
+  gint threads;
+  guint n;
 
   b->device = params->device;
   b->device_index = params->device_index;
@@ -500,31 +503,35 @@ batcher_new (vd_model * model, const vd_context_params * params,
   g_queue_init (&b->batches);
   g_queue_init (&b->submitted);
   b->clients = g_ptr_array_new ();
+  /* on the CPU: lanes, the threads shared out, a context of threads / n each */
+  threads = params->n_threads > 0 ? params->n_threads :
+      (gint) g_get_num_processors ();
+  n = (guint) CLAMP (threads, 1, MAX_CPU_LANES);
+  lane_params = *params;
+  lane_params.n_threads = threads / (gint) n;
   b->n_lanes = 1;
-  b->lanes[0] = vd_context_new (model, params, error);
+  /* device=cpu: the first lane's context at once; otherwise the engine says
+   * where it runs first (auto may fall back to the CPU), and on the CPU that
+   * context is made again with the lane's threads */
+  b->lanes[0] = vd_context_new (model, params->device == VD_DEVICE_CPU
+      && n > 1 ? &lane_params : params, error);
   if (b->lanes[0] == NULL)
     goto out_free;
-  if (vd_context_device (b->lanes[0]) == VD_DEVICE_CPU) {
-    /* the threads shared out, a context of threads / n each */
-    gint threads = params->n_threads > 0 ? params->n_threads :
-        (gint) g_get_num_processors ();
-    guint n = (guint) CLAMP (threads, 1, MAX_CPU_LANES);
-
-    if (n > 1) {
-      vd_context_params lane_params = *params;
-
-      lane_params.n_threads = threads / (gint) n;
+  if (vd_context_device (b->lanes[0]) == VD_DEVICE_CPU && n > 1) {
+    if (params->device != VD_DEVICE_CPU) {
       vd_context_free (b->lanes[0]);
-      b->lanes[0] = NULL;
-      for (guint i = 0; i < n; i++) {
-        b->lanes[i] = vd_context_new (model, &lane_params, error);
-        if (b->lanes[i] == NULL)
-          goto out_free;
-      }
-      b->n_lanes = n;
-      GST_INFO ("shared CPU engine: %u lanes of %d threads", n,
-          lane_params.n_threads);
+      b->lanes[0] = vd_context_new (model, &lane_params, error);
+      if (b->lanes[0] == NULL)
+        goto out_free;
     }
+    for (guint i = 1; i < n; i++) {
+      b->lanes[i] = vd_context_new (model, &lane_params, error);
+      if (b->lanes[i] == NULL)
+        goto out_free;
+    }
+    b->n_lanes = n;
+    GST_INFO ("shared CPU engine: %u lanes of %d threads", n,
+        lane_params.n_threads);
   }
   b->dispatcher = g_thread_try_new ("visiondetect-batch", dispatcher_main, b,
       &thread_error);
