@@ -506,7 +506,10 @@ batcher_new (vd_model * model, const vd_context_params * params,
   /* on the CPU: lanes, the threads shared out, a context of threads / n each */
   threads = params->n_threads > 0 ? params->n_threads :
       (gint) g_get_num_processors ();
-  n = (guint) CLAMP (threads, 1, MAX_CPU_LANES);
+  /* as many lanes as divide the threads evenly, up to MAX_CPU_LANES (6 threads:
+   * 3 lanes of 2, not 4 of 1 with 2 threads idle; a prime above it: one) */
+  for (n = MIN ((guint) MAX (threads, 1), MAX_CPU_LANES);
+      threads % (gint) n != 0; n--);
   lane_params = *params;
   lane_params.n_threads = threads / (gint) n;
   b->n_lanes = 1;
