@@ -951,6 +951,17 @@ KEYPOINT_HEATMAP_REL_TOL = HEAD_REL_TOL
 # boxes differs from itself on its boxes by 3.5e-3 of heatmap. Heatmaps scaled to
 # std 3 (max 20) scale that to 1.9e-3 of score: over the criterion, while every
 # stage before stays within its tolerance and the decoding is exact.
+# The score tolerance is the detection scores' 1e-3, but relative where the score is
+# larger than 1: |ours - torchvision| <= 1e-3 x max(1, |torchvision's score|). A
+# detection score is a probability (at most 1), a keypoint score a heatmap logit
+# (here 0.1 to 9.3), and an absolute 1e-3 on those is below torchvision's own
+# reproducibility: on a 2-vCPU AVX2-only machine (2026-12-07, image 0 at 384x512, the
+# same weights and image) torchvision against itself with torch's oneDNN convolutions
+# switched off (torch.backends.mkldnn.flags(enabled=False)) gave scores up to 1.19e-3
+# apart (4.0e-4 relative), with one thread instead of two 4.1e-4; ours there 1.22e-3
+# (the same heatmaps within 1.9e-4 of max, the decoding exact). The relative form is
+# also the heatmaps' own criterion (KEYPOINT_HEATMAP_REL_TOL of max|heatmap|) applied
+# per value: a score is the bicubic map's value at its maximum.
 KEYPOINT_POS_TOL = 1.0
 KEYPOINT_SCORE_TOL = 1e-3
 # The decoding alone (heatmaps_to_keypoints on our own heatmaps and boxes, run by
@@ -1040,17 +1051,20 @@ def compare_keypoints(report, ref, result, dump, pairs, stats):
     theirs_s = ref["keypoint_scores"][ii].astype(np.float64)
     dpos = np.abs(ours[:, :, :2] - theirs_xy).max(axis=2)                 # [M, K]
     dscore = np.abs(ours[:, :, 2] - theirs_s)
+    dscore_rel = dscore / np.maximum(1.0, np.abs(theirs_s))
     stats["kp_pos"] = max(stats.get("kp_pos", 0.0), float(dpos.max()))
     stats["kp_score"] = max(stats.get("kp_score", 0.0), float(dscore.max()))
+    stats["kp_score_rel"] = max(stats.get("kp_score_rel", 0.0), float(dscore_rel.max()))
     far = int(np.count_nonzero(dpos > KEYPOINT_POS_TOL))
     msg = (f"{len(matched)} matched detections x {K} keypoints: max|position diff| "
            f"{dpos.max():.3g} px (tol {KEYPOINT_POS_TOL:g}, {far} over), max|score diff| "
-           f"{dscore.max():.3g} (tol {KEYPOINT_SCORE_TOL:g})")
+           f"{dscore.max():.3g}, relative to max(1, |score|) {dscore_rel.max():.3g} "
+           f"(tol {KEYPOINT_SCORE_TOL:g})")
     if far:
         m, k = np.unravel_index(int(dpos.argmax()), dpos.shape)
         msg += (f"; worst torchvision #{ii[m]} keypoint {k}: ours {ours[m, k].round(3).tolist()}, "
                 f"torchvision {theirs_xy[m, k].round(3).tolist()} score {theirs_s[m, k]:.4f}")
-    report.check("keypoints", far == 0 and float(dscore.max()) <= KEYPOINT_SCORE_TOL, msg)
+    report.check("keypoints", far == 0 and float(dscore_rel.max()) <= KEYPOINT_SCORE_TOL, msg)
 
 
 # ---------------------------------------------------------------------------------
@@ -1518,7 +1532,8 @@ def run_parity(args, name, model, images, class_names=None, dtype="f32", min_siz
         + (f", max mask prob diff {stats['mask_prob']:.3g}, min mask IoU {stats['mask_iou']:.5f}"
            if "mask_iou" in stats else "")
         + (f", keypoints of {stats['kp_matched']} matched detections: max|position diff| "
-           f"{stats['kp_pos']:.3g} px, max|score diff| {stats['kp_score']:.3g}, heatmaps "
+           f"{stats['kp_pos']:.3g} px, max|score diff| {stats['kp_score']:.3g} "
+           f"({stats['kp_score_rel']:.3g} of max(1, |score|)), heatmaps "
            f"{stats['kp_heatmap_rel']:.3g} of max|ref|, features {stats['kp_feature_rel']:.3g}; "
            f"decoding on our heatmaps: {stats['kp_decode_pos']} positions off torchvision's "
            f"argmax, max|score diff| {stats['kp_decode_score']:.3g}"
