@@ -48,6 +48,12 @@ done
 sanitizers=1
 [ "${VISIONDETECT_SANITIZERS:-1}" != 0 ] || sanitizers=0
 wants() { [ $all -eq 1 ] || printf '%s\n' "${suites[@]}" | grep -qx "$1"; }
+# each part's wall time, printed as it ends (docs/testing.md keeps the figures)
+part_start=$SECONDS
+part_done() {
+  echo "tests/run.sh: $1 took $((SECONDS - part_start)) s (all so far $SECONDS s)"
+  part_start=$SECONDS
+}
 
 # the host's packages (not for the Debian 13 run alone)
 if [ $all -eq 1 ] || [ ${#suites[@]} -gt 0 ]; then
@@ -69,6 +75,7 @@ if [ $all -eq 1 ] || [ $main_suites -gt 0 ]; then
   if [ -d build ]; then meson setup --reconfigure build >/dev/null; else meson setup build; fi
   ninja -C build
   meson test -C build --print-errorlogs --num-processes 2 "${suite_args[@]}"
+  part_done "the build and the meson suites"
 fi
 
 if [ $sanitizers -eq 0 ] && { wants engine || wants libfuzzer; }; then
@@ -84,6 +91,7 @@ if wants engine && [ $sanitizers -eq 1 ]; then
   ninja -C build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --suite engine
+  part_done "the ASan + UBSan engine suite"
 fi
 
 # The libFuzzer harnesses (clang, ASan + UBSan, coverage instrumentation).
@@ -94,15 +102,18 @@ if wants libfuzzer && [ $sanitizers -eq 1 ]; then
   fi
   ninja -C build-fuzz
   meson test -C build-fuzz --print-errorlogs --suite libfuzzer
+  part_done "the libFuzzer harnesses"
 fi
 
 # The README's two commands in a Debian 13 root (tests/debian13.sh).
 if [ $debian13 -eq 1 ]; then
   bash tests/debian13.sh
+  part_done "the Debian 13 run"
 fi
 
 # The engine on arm64, emulated (tests/debian13-arm64.sh).
 if [ $arm64 -eq 1 ]; then
   # the kernels test's torchvision exports, where the host build made them
   VISIONDETECT_ARM64_EXPORTS="$PWD/build/tests/engine" bash tests/debian13-arm64.sh
+  part_done "the arm64 run"
 fi
