@@ -67,7 +67,9 @@ default_suites=(engine tracker parity gst model)
 # Serif 72 glyph it answered as a ring at 0.50):
 #   once: the tests whose code under test is the same in the root as on the host
 #   (the model loader's fuzzing and malformed files, the soak's 20 000 frames, the
-#   F16 weights' and eps-0 parity, which check the loader and the engine's own C):
+#   F16 weights' and eps-0 parity, which check the loader and the engine's own C; the
+#   bundled model on videotestsrc's ball, which the main job here runs and the
+#   patterns test checks with every pattern):
 #   the host run has them, and the whole test command has to stay under 30 minutes
 no_suites=(once)
 
