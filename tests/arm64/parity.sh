@@ -41,8 +41,8 @@ die() { echo "parity.sh: $*" >&2; exit 1; }
 # run_engine BUILD MODELS FRAMES OUT: every model of MODELS on every frame of FRAMES,
 # into OUT/MODEL; Mask R-CNN on the first frame only: its mask branch runs 16 RoIs
 # (the CPU backend's batch) through four 3x3 convolutions of 256 channels at 14x14,
-# 8.5 GMAC a frame whatever the frame (two to three minutes emulated), and the rest of
-# it is ResNet-50-FPN, which resnet50-fpn runs on both frames
+# 8.5 GMAC a frame whatever the frame (one to three minutes emulated); the resize to
+# the second frame's size is the other models'
 run_engine() {
   local build=$1 models=$2 frames_dir=$3 top=$4 model name out t0 all=() frames
   for f in "$frames_dir"/*.ppm; do all+=("$f"); done

@@ -15,6 +15,8 @@
  * mutations, in a run of their own (fuzz-one-stage).
  *
  *   VD_FUZZ_ITERATIONS=N  header mutations (default 2000)
+ *   VD_FUZZ_POISONED=N    poisoned models per seed (default 60; every fourth poisoned in
+ *                         a head, so at least 8 for both heads)
  *   VD_FUZZ_SEED=S        another deterministic sequence (default 1) */
 #include "model_fixture.h"
 
@@ -351,8 +353,10 @@ static void test_poisoned_weights(gconstpointer data)
     gsize data_start = 8 + header_len, n_floats = (valid_size - data_start) / 4;
     tally t = {0};
     int detected = 0, failed = 0, boxes = 0, nonfinite = 0, head_nonfinite = 0;
+    const gchar *np = g_getenv("VD_FUZZ_POISONED");
+    const int n_models = np ? MAX(atoi(np), 8) : 60;
 
-    for (int i = 0; i < 60; i++) {
+    for (int i = 0; i < n_models; i++) {
         GByteArray *file = g_byte_array_new();
         g_byte_array_append(file, valid_bytes, (guint)valid_size);
         float value = poison[g_rand_int_range(rand, 0, G_N_ELEMENTS(poison))];
@@ -418,11 +422,11 @@ static void test_poisoned_weights(gconstpointer data)
         vd_model_unref(model);
         g_free(what);
     }
-    g_test_message("60 poisoned models: %d detected (%d boxes, all finite and inside the frame, "
+    g_test_message("%d poisoned models: %d detected (%d boxes, all finite and inside the frame, "
                    "%d frames reporting non-finite head outputs, %d of them poisoned in a head "
                    "with NaN or an infinity), %d refused with an error",
-                   detected, boxes, nonfinite, head_nonfinite, failed);
-    g_assert_cmpint(t.loaded, ==, 60);
+                   n_models, detected, boxes, nonfinite, head_nonfinite, failed);
+    g_assert_cmpint(t.loaded, ==, n_models);
     /* NaN and infinities reach the heads of some: vd_result says so */
     g_assert_cmpint(head_nonfinite, >, 0);
     g_free(pixels);

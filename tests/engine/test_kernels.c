@@ -65,13 +65,15 @@ static guint8 *test_frame(void)
     return pixels;
 }
 
-/* Under emulation (VD_TEST_EMULATED=1: tests/debian13-arm64.sh's runs under
- * qemu-user, a hundred times slower than native) and where meson asks for small
- * frames (VD_TEST_SMALL=1: the capped and forced-layout runs, every run under a
- * sanitizer) @model runs at a small size: 128/192 pixels, 32 proposals, 8
- * detections. Which kernel a layer gets depends on its channels, kernel and stride,
- * which stay, not on the image's size (docs/testing.md: the same implementations,
- * layer for layer, at both sizes); the native runs keep the models' sizes. */
+/* Where meson asks for small frames (VD_TEST_SMALL=1: the capped and forced-layout
+ * runs, every run under a sanitizer) @model runs at a small size: 128/192 pixels, 32
+ * proposals, 8 detections; under emulation (VD_TEST_EMULATED=1: tests/debian13-
+ * arm64.sh's runs under qemu-user, a hundred times slower than native) at 64/96
+ * pixels, 8 proposals, 4 detections, where a frame's arithmetic is what the run's time
+ * is. Which kernel a layer gets depends on its channels, kernel and stride, which
+ * stay, not on the image's size or the number of boxes (docs/testing.md: the same
+ * implementations, layer for layer, at each size); the native runs keep the models'
+ * sizes. */
 static gboolean emulated(void)
 {
     return g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0;
@@ -84,7 +86,14 @@ static gboolean small_frames(void)
 
 static vd_model *for_this_run(vd_model *model)
 {
-    if (small_frames()) {
+    if (emulated()) {
+        vd_config *cfg = &model->config;
+        cfg->min_size = 64;
+        cfg->max_size = 96;
+        cfg->rpn_pre_nms_top_n = MIN(cfg->rpn_pre_nms_top_n, 32);
+        cfg->rpn_post_nms_top_n = MIN(cfg->rpn_post_nms_top_n, 8);
+        cfg->detections_per_img = MIN(cfg->detections_per_img, 4);
+    } else if (small_frames()) {
         vd_config *cfg = &model->config;
         cfg->min_size = 128;
         cfg->max_size = 192;
