@@ -85,8 +85,14 @@ fi
 # The engine under AddressSanitizer + UBSan (no CUDA, no plugin: the engine only).
 if wants engine && [ $sanitizers -eq 1 ]; then
   if [ ! -d build-asan ]; then
+    # the kernels test's torchvision exports: the main build's, where it made them (the
+    # same tree and torchvision), not made again
+    exports=()
+    if compgen -G "$PWD/build/tests/engine/*-512.safetensors" > /dev/null; then
+      exports=(-Dtest_exports="$PWD/build/tests/engine")
+    fi
     meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-      -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
+      -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled "${exports[@]}"
   fi
   ninja -C build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -100,8 +106,12 @@ if wants libfuzzer && [ $sanitizers -eq 1 ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
       -Db_lundef=false -Dcuda=disabled -Dgstreamer=disabled -Dparity_tests=disabled
   fi
-  ninja -C build-fuzz
-  meson test -C build-fuzz --print-errorlogs --suite libfuzzer
+  # the harnesses alone (the build's other targets are the ASan + UBSan run's)
+  mapfile -t harnesses < <(ninja -C build-fuzz -t targets all |
+    sed -n 's|^\(tests/fuzz/fuzz-[a-z0-9-]*\): c_LINKER$|\1|p')
+  [ ${#harnesses[@]} -gt 0 ] || { echo "tests/run.sh: build-fuzz has no fuzz harness" >&2; exit 1; }
+  ninja -C build-fuzz "${harnesses[@]}"
+  meson test -C build-fuzz --no-rebuild --print-errorlogs --suite libfuzzer
   part_done "the libFuzzer harnesses"
 fi
 
