@@ -69,7 +69,8 @@ default_suites=(engine tracker parity gst model)
 #   (the model loader's fuzzing and malformed files, the soak's 20 000 frames, the
 #   F16 weights' and eps-0 parity, which check the loader and the engine's own C; the
 #   bundled model on videotestsrc's ball, which the main job here runs and the
-#   patterns test checks with every pattern):
+#   patterns test checks with every pattern; its mAP against torchvision's, whose
+#   engine side the parity suite checks here against this torchvision):
 #   the host run has them, and the whole test command has to stay under 30 minutes
 no_suites=(once)
 

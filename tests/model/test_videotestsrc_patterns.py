@@ -16,7 +16,7 @@ bundled model found on its own, default threshold) on the CPU.
 Exit 77 when gst-launch-1.0, gst-inspect-1.0, the plugin or the model file is missing.
 
     GST_PLUGIN_PATH=build/gst /usr/bin/python3 tests/model/test_videotestsrc_patterns.py \\
-        --workdir /tmp/patterns [--frames 10] [--size 640x480 ...] [--pattern smpte ...]
+        --workdir /tmp/patterns [--frames N] [--size 640x480 ...] [--pattern smpte ...]
 """
 
 import argparse
@@ -87,7 +87,7 @@ def run_one(args, pattern, size):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(ap, frames=10, workdir="videotestsrc-patterns", config_help=argparse.SUPPRESS)
+    add_common_args(ap, frames=5, workdir="videotestsrc-patterns", config_help=argparse.SUPPRESS)
     ap.add_argument("--size", action="append", default=None,
                     help="WIDTHxHEIGHT; repeatable (default: " + ", ".join(DEFAULT_SIZES) + ")")
     ap.add_argument("--pattern", action="append", default=None,
