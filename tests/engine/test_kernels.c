@@ -86,20 +86,17 @@ static gboolean small_frames(void)
 
 static vd_model *for_this_run(vd_model *model)
 {
-    if (emulated()) {
+    /* the short side and the cap, then the RPN's top-n before and after NMS and the
+     * detections, each at most this */
+    static const int emulated_sizes[] = {64, 96, 32, 8, 4}, small_sizes[] = {128, 192, 64, 32, 8};
+    const int *s = emulated() ? emulated_sizes : small_frames() ? small_sizes : NULL;
+    if (s != NULL) {
         vd_config *cfg = &model->config;
-        cfg->min_size = 64;
-        cfg->max_size = 96;
-        cfg->rpn_pre_nms_top_n = MIN(cfg->rpn_pre_nms_top_n, 32);
-        cfg->rpn_post_nms_top_n = MIN(cfg->rpn_post_nms_top_n, 8);
-        cfg->detections_per_img = MIN(cfg->detections_per_img, 4);
-    } else if (small_frames()) {
-        vd_config *cfg = &model->config;
-        cfg->min_size = 128;
-        cfg->max_size = 192;
-        cfg->rpn_pre_nms_top_n = MIN(cfg->rpn_pre_nms_top_n, 64);
-        cfg->rpn_post_nms_top_n = MIN(cfg->rpn_post_nms_top_n, 32);
-        cfg->detections_per_img = MIN(cfg->detections_per_img, 8);
+        cfg->min_size = s[0];
+        cfg->max_size = s[1];
+        cfg->rpn_pre_nms_top_n = MIN(cfg->rpn_pre_nms_top_n, s[2]);
+        cfg->rpn_post_nms_top_n = MIN(cfg->rpn_post_nms_top_n, s[3]);
+        cfg->detections_per_img = MIN(cfg->detections_per_img, s[4]);
     }
     return model;
 }
