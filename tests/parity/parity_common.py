@@ -69,7 +69,6 @@ def _skip_if_cap_is_native(vd_detect):
         sys.exit(SKIP)
 
 
-
 def _vd_detect_argument(argv):
     """--vd-detect's value on the command line, before argparse sees it (None if
     absent)."""
@@ -84,9 +83,11 @@ def _vd_detect_argument(argv):
 # A parity test (a script of this folder; the tools that import this module are not
 # tests) capped on a machine with no more than the cap skips before importing torch:
 # seconds of a run that would compare nothing
+_cap_checked = False
 if (os.environ.get("ONEDNN_MAX_CPU_ISA") and _vd_detect_argument(sys.argv[1:])
         and os.path.dirname(os.path.abspath(sys.argv[0])) == os.path.dirname(os.path.abspath(__file__))):
     _skip_if_cap_is_native(_vd_detect_argument(sys.argv[1:]))
+    _cap_checked = True
 
 try:
     import numpy as np
@@ -182,7 +183,9 @@ def parse_args(description, dtype=False, size=False, sizes=False, engine=True, a
     if add_arguments is not None:
         add_arguments(p)
     args = p.parse_args()
-    # a capped test whose cap is the machine's own has skipped on import (above)
+    # (a test of this folder has done this on import, before torch)
+    if engine and os.environ.get("ONEDNN_MAX_CPU_ISA") and not _cap_checked:
+        _skip_if_cap_is_native(args.vd_detect)
     if engine and os.environ.get("VD_CPU_LAYOUT"):
         _check_layout(args.vd_detect, os.environ["VD_CPU_LAYOUT"])
     return args
