@@ -65,6 +65,10 @@ suite_args=()
 # the loader's fuzzing and malformed files (suite sanitized) run once, in the ASan +
 # UBSan build, where that run follows: the same seeds and files with the memory checks
 if [ $sanitizers -eq 1 ] && wants engine; then suite_args+=(--no-suite sanitized); fi
+# the element's C under valgrind (suite valgrind) runs once, in the Debian 13 root,
+# where it follows (Debian 13's valgrind takes a third of Debian 12's time there; the
+# heap-growth leak tests without valgrind run in both)
+if [ $debian13 -eq 1 ]; then suite_args+=(--no-suite valgrind); fi
 for s in ${VISIONDETECT_NO_SUITES:-}; do suite_args+=(--no-suite "$s"); done
 main_suites=0
 for s in "${suites[@]}"; do
