@@ -34,7 +34,9 @@ from gst_model_test import (add_common_args, detect_elements, read_jsonl, run_pi
                             videotestsrc_patterns)
 from test_videotestsrc_ball import iou, true_box
 
-DEFAULT_SIZES = ["320x240", "640x480", "1280x720"]
+# videotestsrc's own default and a 720p camera's: every pattern is drawn relative to the
+# frame, and the model resizes both to its own size (640x480 lies between them)
+DEFAULT_SIZES = ["320x240", "1280x720"]
 
 
 def run_one(args, pattern, size):
