@@ -969,6 +969,11 @@ fixture *fx_mnv3(const mnv3_arch *a)
     return fx;
 }
 
+gboolean fx_emulated(void)
+{
+    return g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0;
+}
+
 gboolean fx_cpu_runs_fp16(const char **why)
 {
     gboolean xnn = FALSE;

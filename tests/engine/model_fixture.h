@@ -163,5 +163,8 @@ fixture *fx_mnv3(const mnv3_arch *a);
  * (vd_xnn_choose), XNNPACK with fp16 kernels for the processor, and on aarch64 the
  * FP16 arithmetic; *@why (may be NULL) says XNNPACK's side of it. */
 gboolean fx_cpu_runs_fp16(const char **why);
+/* Whether the test runs emulated (VD_TEST_EMULATED=1: tests/debian13-arm64.sh's runs
+ * under qemu-user, a hundred times slower than the machine). */
+gboolean fx_emulated(void);
 
 #endif

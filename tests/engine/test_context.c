@@ -406,7 +406,7 @@ static void test_submit_collect(void)
  * qemu-user, whose translated code keeps the x86 host's stronger memory ordering,
  * so that more frames find nothing more about an Arm CPU's) 12 frames, which still
  * fill the queue to its limit and wait on it. */
-#define PC_FRAMES (g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0 ? 12 : 40)
+#define PC_FRAMES (fx_emulated() ? 12 : 40)
 typedef struct {
     vd_context *ctx;
     guint8 *pixels[2];

@@ -472,7 +472,7 @@ static void check_calibrated(const char *path, const char *out, const char *cali
  * natively); 40 of the emulated run's seconds. */
 static gboolean left_out_emulated(void)
 {
-    if (g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") != 0)
+    if (!fx_emulated())
         return FALSE;
     g_test_skip("emulated: the one-stage families' int8 runs natively on XNNPACK's layers "
                 "(int8-xnnpack)");

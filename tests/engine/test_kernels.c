@@ -76,7 +76,7 @@ static guint8 *test_frame(void)
  * sizes. */
 static gboolean emulated(void)
 {
-    return g_strcmp0(g_getenv("VD_TEST_EMULATED"), "1") == 0;
+    return fx_emulated();
 }
 
 static gboolean small_frames(void)
