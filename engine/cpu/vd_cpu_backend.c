@@ -43,12 +43,14 @@
  * oneDNN has none, and with oneDNN 2.x on AVX-512 for the largest maps) ours,
  * vd_cpu_winograd.c, F(4x4, 3x3): its transforms on the blocked layouts around
  * oneDNN's sgemm; on AVX-512 with oneDNN 3.x, which has no Winograd kernel, ours
- * as F(2x2, 3x3) (see cpu_create).
+ * as F(4x4, 3x3) on the points 0, +-1, +-i (see cpu_create).
  * Accuracy against a double reference on the networks' channel counts
  * (tests/engine/test_winograd.c): ours F(4x4, 3x3) at most 1.9e-6 of max |y|, as
- * oneDNN 2.x's; ours F(2x2, 3x3) 2.9e-7, as oneDNN's AVX-512 direct kernels.
+ * oneDNN 2.x's; ours F(4x4, 3x3) on 0, +-1, +-i 3.3e-7 and F(2x2, 3x3) (the RoI
+ * heads') 2.9e-7, as oneDNN's AVX-512 direct kernels.
  * VD_CPU_WINOGRAD=0 in the environment turns Winograd off,
- * =own makes every Winograd convolution ours (for measurements).
+ * =own makes every Winograd convolution ours, =2x3, =4x3 or =complex ours of that
+ * kind (for measurements).
  *
  * Precision:
  * - fp32: everything in float32.
@@ -600,19 +602,27 @@ static void *cpu_create(vd_context *ctx, GError **error)
         return NULL;
     }
     /* oneDNN 2.x has float32 Winograd kernels for AVX-512 only, 3.x none. Ours
-     * runs wherever oneDNN has none: F(4x4, 3x3) below AVX-512 (blocks of 8) and
-     * F(2x2, 3x3) on AVX-512 (3.x): ours F(4x4, 3x3), as accurate as oneDNN 2.x's,
-     * moves Keypoint R-CNN's keypoints and Mask R-CNN v2's masks (two sizes) past
-     * the parity tolerances in the Debian 13 root, which F(2x2, 3x3), as accurate
-     * as the direct kernels there, keeps (docs/engine.md). VD_CPU_WINOGRAD (for
-     * measurements): 0 none, "own" ours on every ISA. */
+     * runs wherever oneDNN has none: F(4x4, 3x3) on real points below AVX-512
+     * (blocks of 8), as accurate as oneDNN's AVX2 direct kernels, and on AVX-512
+     * (3.x) F(4x4, 3x3) on the points 0, +-1, +-i, as accurate as oneDNN's AVX-512
+     * direct kernels: the real points' F(4x4, 3x3) there moves Keypoint R-CNN's
+     * keypoints and Mask R-CNN v2's masks (two sizes) past the parity tolerances in
+     * the Debian 13 root (docs/engine.md). VD_CPU_WINOGRAD (for measurements): 0
+     * none, "own" ours on every ISA; "2x3", "4x3" or "complex": ours of that kind
+     * on every ISA. */
     const char *winograd = g_getenv("VD_CPU_WINOGRAD");
     gboolean onednn_winograd = vd_layers_has_winograd(st->engine, st->block_tag);
-    st->winograd =
-        g_strcmp0(winograd, "0") != 0 && g_strcmp0(winograd, "own") != 0 && onednn_winograd;
-    st->own_winograd = g_strcmp0(winograd, "own") == 0 ||
-                       (g_strcmp0(winograd, "0") != 0 && !st->winograd && caps.own_winograd_ok);
-    st->wino_tile = st->cb == 16 && !onednn_winograd ? 2 : 4;
+    vd_wino_kind forced_kind = g_strcmp0(winograd, "2x3") == 0       ? VD_WINO_2X3
+                               : g_strcmp0(winograd, "4x3") == 0     ? VD_WINO_4X3
+                               : g_strcmp0(winograd, "complex") == 0 ? VD_WINO_4X3_COMPLEX
+                                                                     : 0;
+    gboolean own = g_strcmp0(winograd, "own") == 0 || forced_kind != 0;
+    st->winograd = g_strcmp0(winograd, "0") != 0 && !own && onednn_winograd;
+    st->own_winograd =
+        own || (g_strcmp0(winograd, "0") != 0 && !st->winograd && caps.own_winograd_ok);
+    st->wino_kind = forced_kind != 0                   ? forced_kind
+                    : st->cb == 16 && !onednn_winograd ? VD_WINO_4X3_COMPLEX
+                                                       : VD_WINO_4X3;
     /* the RoI heads' float32 convolutions (roi_convs_init), whatever the context's
      * precision and whichever Winograd the rest runs: ours F(2x2, 3x3) */
     st->roi_winograd = g_strcmp0(winograd, "0") != 0 && caps.own_winograd_ok && !xnn;
@@ -706,8 +716,7 @@ void kernel_add_wino(GArray *out, GStringChunk *strings, const vd_wino *wino, co
     vd_kernel_info k = {
         .layer = g_string_chunk_insert_const(strings, layer),
         .kind = kind,
-        .implementation =
-            vd_wino_tile(wino) == 2 ? "vd_winograd_2x3:sgemm" : "vd_winograd_4x3:sgemm",
+        .implementation = vd_wino_name(wino),
     };
     g_array_append_val(out, k);
 }

@@ -306,7 +306,7 @@ gboolean conv_init(cpu_state *st, cpu_conv *cv, const float *weight, const float
         if (cv->wino != NULL) {
             vd_wino_ref(cv->wino);
         } else {
-            cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, st->wino_tile, error);
+            cv->wino = vd_wino_new(weight, bias, out_c, in_c, st->cb, st->wino_kind, error);
             if (cv->wino == NULL)
                 goto out_free_pd;
             if (shared != NULL)

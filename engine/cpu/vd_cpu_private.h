@@ -454,9 +454,9 @@ struct cpu_state {
      * every frame run */
     GHashTable *ranges_seen;
     int frames_seen;
-    gboolean winograd;     /* oneDNN's Winograd (2.x on AVX-512) */
-    gboolean own_winograd; /* ours (vd_cpu_winograd.c) where oneDNN has none */
-    int wino_tile;         /* ours: F(4x4, 3x3) (4) or F(2x2, 3x3) (2) */
+    gboolean winograd;      /* oneDNN's Winograd (2.x on AVX-512) */
+    gboolean own_winograd;  /* ours (vd_cpu_winograd.c) where oneDNN has none */
+    vd_wino_kind wino_kind; /* ours: which (vd_cpu_winograd.h) */
     /* ours F(2x2, 3x3) for the float32 3x3 convolutions of the RoI heads over the
      * detections (mask, keypoint: roi_convs_init), in every precision's context */
     gboolean roi_winograd;
@@ -712,7 +712,7 @@ void kernel_add(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const
 void kernel_add_op(GArray *out, GStringChunk *strings, dnnl_primitive_t prim, const vd_xnn_op *op,
                    const char *kind, const char *layer_fmt, ...) G_GNUC_PRINTF(6, 7);
 void conv_kernels(GArray *out, GStringChunk *strings, const cpu_conv *cv, const char *layer);
-/* Our Winograd's entry for @layer (of @kind): "vd_winograd_2x3:sgemm" or "_4x3". */
+/* Our Winograd's entry for @layer (of @kind): vd_wino_name(). */
 void kernel_add_wino(GArray *out, GStringChunk *strings, const vd_wino *wino, const char *kind,
                      const char *layer);
 

@@ -345,8 +345,8 @@ static gboolean roi_layer_init(cpu_state *st, cpu_roi_layer *l, const cpu_roi_la
     if (winograd && roi_layer_winograd(st, spec, dt)) {
         dnnl_dims_t in_dims = {rows, w->in_channels, size, size};
         dnnl_dims_t out_dims = {rows, w->out_channels, osize, osize};
-        l->wino =
-            vd_wino_new(w->weight, w->bias, w->out_channels, w->in_channels, st->cb, 2, error);
+        l->wino = vd_wino_new(w->weight, w->bias, w->out_channels, w->in_channels, st->cb,
+                              VD_WINO_2X3, error);
         if (l->wino == NULL ||
             !vd_layers_memory_new(st->engine, 4, in_dims, dt, st->block_tag, DNNL_MEMORY_NONE,
                                   &l->wino_in, what, error) ||

@@ -23,6 +23,8 @@
 #include <string.h>
 
 #define MAX_ALPHA 6 /* input tile of F(4x4, 3x3); F(2x2, 3x3)'s is 4 */
+/* product matrices per tile: alpha^2, or 46 for VD_WINO_4X3_COMPLEX (below) */
+#define COMPLEX_MATS 46
 /* Input channels per sgemm call: each call sums its block from zero and adds the
  * sum to the product so far, so that a product of C channels accumulates blocks
  * of K_BLOCK rather than C terms one after the other (the float32 error of that
@@ -34,17 +36,19 @@
 struct vd_wino {
     int ref_count;
     int in_c, out_c, cb;
+    vd_wino_kind kind;
     int tile, alpha; /* output and input tile: 4 and 6, or 2 and 4 */
+    int n_mats;      /* product matrices per tile: 36, 16 or 46 */
     int chunk;       /* tiles per chunk */
-    float *u;        /* [alpha^2][in_c][out_c] */
+    float *u;        /* [n_mats][in_c][out_c] */
     float *bias;     /* [out_c] */
 };
 
-/* Tiles per chunk: the chunk's two sets of matrices (alpha^2 x tiles x (in + out)
+/* Tiles per chunk: the chunk's two sets of matrices (n_mats x tiles x (in + out)
  * floats) within about 4 MB, at least 16 tiles. */
-static int chunk_tiles(int in_c, int out_c, int n_points)
+static int chunk_tiles(int in_c, int out_c, int n_mats)
 {
-    size_t per_tile = (size_t)n_points * (size_t)(in_c + out_c) * sizeof(float);
+    size_t per_tile = (size_t)n_mats * (size_t)(in_c + out_c) * sizeof(float);
     size_t n = ((size_t)4 << 20) / per_tile;
     return (int)CLAMP(n, 16, 128) / 8 * 8;
 }
@@ -81,14 +85,42 @@ static const double G2[4][3] = {
     {0, 0, 1},
 };
 
+/* F(4x4, 3x3) on the points 0, 1, -1, i, -i and infinity (VD_WINO_4X3_COMPLEX):
+ * interpolation on Gaussian integers (Meng and Brothers, "Efficient Winograd
+ * convolution via integer arithmetic", 2019). Every coefficient of B and A is 0 or
+ * +-1 (+-i), G's 0, +-1/4, +-1/2 and 1: as well conditioned as F(2x2, 3x3), whose
+ * error it has (2.4e-7 to 3.3e-7 of max |y| on the networks' channel counts,
+ * tests/engine/test_winograd.c) where the real points' F(4x4, 3x3) has 1.9e-6.
+ * With real inputs the values at -i are the conjugates of those at i, so each
+ * transform is real: the rows 0, 1, -1, Re(i), Im(i) and infinity, here G's; the
+ * factor 2 of the conjugate pair's sum (y = ... + 2 Re(a_i m_i)) is in Re(i) and
+ * Im(i)'s rows of G, so that A's are 0 and +-1. The 6x6 products are then 16
+ * real ones (both points in 0, +-1, infinity) and 10 complex ones: (p, i) and
+ * (i, p) for the four real p, (i, i) and (i, -i); each complex one as three real
+ * products (Gauss's: x u, y v and (x + y)(u + v) for (x + i y)(u + i v)): 46
+ * matrices against the real points' 36, for a tile of 16 outputs (F(2x2, 3x3): 64
+ * for 16 outputs; direct: 144, 3.13 times as many). */
+static const double GC[6][3] = {
+    {1.0, 0, 0},          {0.25, 0.25, 0.25}, {0.25, -0.25, 0.25}, {0.5, 0, -0.5} /* Re */,
+    {0, 0.5, 0} /* Im */, {0, 0, 1},
+};
+/* the real points' rows and columns (0, 1, -1, infinity) in the 6x6 transforms */
+static const int REAL_POINTS[4] = {0, 1, 2, 5};
+#define RE_I 3
+#define IM_I 4
+
 /* U[p][i][.] = (G g G^T)[p] of input channel @i for every output channel, in
  * double, vectorised over the output channels (G: @alpha x 3): @work holds
- * (9 + 3 alpha) x out_c. */
-VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i, int alpha,
-                                         const double (*G)[3], double *work, float *u)
+ * (9 + 3 alpha + alpha^2) x out_c. VD_WINO_4X3_COMPLEX: the 6x6 real form of the
+ * transform, then its 46 matrices (complex_pairs()). */
+VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_c, int i,
+                                         const vd_wino *wino, double *work, float *u)
 {
-    double *g = work;                      /* [9][out_c]: the kernels, transposed */
-    double *gg = work + 9 * (size_t)out_c; /* [6][3][out_c]: G g */
+    const int alpha = wino->alpha;
+    const double(*G)[3] = wino->kind == VD_WINO_2X3 ? G2 : wino->kind == VD_WINO_4X3 ? G4 : GC;
+    double *g = work;                            /* [9][out_c]: the kernels, transposed */
+    double *gg = work + 9 * (size_t)out_c;       /* [alpha][3][out_c]: G g */
+    double *ww = gg + (size_t)alpha * 3 * out_c; /* [alpha][alpha][out_c]: G g G^T */
     for (int o = 0; o < out_c; o++)
         for (int k = 0; k < 9; k++)
             g[(size_t)k * out_c + o] = weight[((size_t)o * in_c + i) * 9 + k];
@@ -106,20 +138,57 @@ VD_CPU_HOT static void transform_weights(const float *weight, int in_c, int out_
             const double *r0 = gg + (size_t)(a * 3 + 0) * out_c,
                          *r1 = gg + (size_t)(a * 3 + 1) * out_c,
                          *r2 = gg + (size_t)(a * 3 + 2) * out_c;
-            float *dst = u + ((size_t)(a * alpha + b) * in_c + i) * out_c;
+            double *dst = ww + (size_t)(a * alpha + b) * out_c;
             for (int o = 0; o < out_c; o++)
-                dst[o] = (float)(r0[o] * G[b][0] + r1[o] * G[b][1] + r2[o] * G[b][2]);
+                dst[o] = r0[o] * G[b][0] + r1[o] * G[b][1] + r2[o] * G[b][2];
         }
+#define U_AT(p) (u + ((size_t)(p)*in_c + i) * out_c)
+#define WW(a, b) (ww + (size_t)((a)*alpha + (b)) * out_c)
+    if (wino->kind != VD_WINO_4X3_COMPLEX) {
+        for (int p = 0; p < alpha * alpha; p++)
+            for (int o = 0; o < out_c; o++)
+                U_AT(p)[o] = (float)ww[(size_t)p * out_c + o];
+        return;
+    }
+    int p = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++, p++)
+            for (int o = 0; o < out_c; o++)
+                U_AT(p)[o] = (float)WW(REAL_POINTS[a], REAL_POINTS[b])[o];
+    /* complex_pairs(): x, y and x + y of each complex value, in double */
+    for (int pair = 0; pair < 10; pair++, p += 3)
+        for (int o = 0; o < out_c; o++) {
+            double x, y;
+            if (pair < 4) { /* (real point, i) */
+                x = WW(REAL_POINTS[pair], RE_I)[o];
+                y = WW(REAL_POINTS[pair], IM_I)[o];
+            } else if (pair < 8) { /* (i, real point) */
+                x = WW(RE_I, REAL_POINTS[pair - 4])[o];
+                y = WW(IM_I, REAL_POINTS[pair - 4])[o];
+            } else if (pair == 8) { /* (i, i); halved: G's rows hold the 2 twice */
+                x = 0.5 * (WW(RE_I, RE_I)[o] - WW(IM_I, IM_I)[o]);
+                y = 0.5 * (WW(RE_I, IM_I)[o] + WW(IM_I, RE_I)[o]);
+            } else { /* (i, -i) */
+                x = 0.5 * (WW(RE_I, RE_I)[o] + WW(IM_I, IM_I)[o]);
+                y = 0.5 * (WW(IM_I, RE_I)[o] - WW(RE_I, IM_I)[o]);
+            }
+            U_AT(p)[o] = (float)x;
+            U_AT(p + 1)[o] = (float)y;
+            U_AT(p + 2)[o] = (float)(x + y);
+        }
+#undef U_AT
+#undef WW
 }
 
-vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb, int tile,
-                     GError **error)
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+                     vd_wino_kind kind, GError **error)
 {
-    if ((cb != 8 && cb != 16) || (tile != 2 && tile != 4) || in_c <= 0 || out_c <= 0 ||
-        in_c % cb != 0 || out_c % cb != 0) {
+    if ((cb != 8 && cb != 16) ||
+        (kind != VD_WINO_2X3 && kind != VD_WINO_4X3 && kind != VD_WINO_4X3_COMPLEX) || in_c <= 0 ||
+        out_c <= 0 || in_c % cb != 0 || out_c % cb != 0) {
         g_set_error(error, VD_ERROR, VD_ERROR_INTERNAL,
-                    "Winograd convolution F(%dx%d, 3x3) %d->%d channels in blocks of %d", tile,
-                    tile, in_c, out_c, cb);
+                    "Winograd convolution (kind %d) %d->%d channels in blocks of %d", (int)kind,
+                    in_c, out_c, cb);
         return NULL;
     }
     vd_wino *wino = g_new0(vd_wino, 1);
@@ -127,27 +196,29 @@ vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c
     wino->in_c = in_c;
     wino->out_c = out_c;
     wino->cb = cb;
-    wino->tile = tile;
-    wino->alpha = tile + 2;
-    size_t n_points = (size_t)wino->alpha * wino->alpha;
-    wino->chunk = chunk_tiles(in_c, out_c, (int)n_points);
-    wino->u = g_try_malloc(n_points * in_c * out_c * sizeof(float));
+    wino->kind = kind;
+    wino->tile = kind == VD_WINO_2X3 ? 2 : 4;
+    wino->alpha = wino->tile + 2;
+    wino->n_mats = kind == VD_WINO_4X3_COMPLEX ? COMPLEX_MATS : wino->alpha * wino->alpha;
+    size_t n_mats = (size_t)wino->n_mats;
+    wino->chunk = chunk_tiles(in_c, out_c, (int)n_mats);
+    wino->u = g_try_malloc(n_mats * in_c * out_c * sizeof(float));
     wino->bias = g_try_malloc((size_t)out_c * sizeof(float));
     if (wino->u == NULL || wino->bias == NULL) {
         g_set_error(error, VD_ERROR, VD_ERROR_OUT_OF_MEMORY,
                     "out of memory: %zu bytes of Winograd weights",
-                    n_points * in_c * out_c * sizeof(float));
+                    n_mats * in_c * out_c * sizeof(float));
         vd_wino_unref(wino);
         return NULL;
     }
     memcpy(wino->bias, bias, (size_t)out_c * sizeof(float));
 #pragma omp parallel
     {
-        double *work = g_malloc(sizeof(double) * (9 + MAX_ALPHA * 3) * (size_t)out_c);
+        double *work =
+            g_malloc(sizeof(double) * (9 + MAX_ALPHA * 3 + MAX_ALPHA * MAX_ALPHA) * (size_t)out_c);
 #pragma omp for
         for (int i = 0; i < in_c; i++)
-            transform_weights(weight, in_c, out_c, i, wino->alpha, tile == 4 ? G4 : G2, work,
-                              wino->u);
+            transform_weights(weight, in_c, out_c, i, wino, work, wino->u);
         g_free(work);
     }
     return wino;
@@ -168,15 +239,22 @@ void vd_wino_unref(vd_wino *wino)
     g_free(wino);
 }
 
-int vd_wino_tile(const vd_wino *wino)
+const char *vd_wino_name(const vd_wino *wino)
 {
-    return wino->tile;
+    switch (wino->kind) {
+    case VD_WINO_2X3:
+        return "vd_winograd_2x3:sgemm";
+    case VD_WINO_4X3:
+        return "vd_winograd_4x3:sgemm";
+    default:
+        return "vd_winograd_4x3_complex:sgemm";
+    }
 }
 
 size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads)
 {
-    size_t per_thread = (size_t)wino->alpha * wino->alpha * wino->chunk *
-                        (wino->in_c + wino->out_c) * sizeof(float);
+    size_t per_thread =
+        (size_t)wino->n_mats * wino->chunk * (wino->in_c + wino->out_c) * sizeof(float);
     per_thread = (per_thread + 63) / 64 * 64;
     return per_thread * (size_t)MAX(n_threads, 1);
 }
@@ -204,16 +282,66 @@ size_t vd_wino_workspace_size(const vd_wino *wino, int n_threads)
         r[3][c] = x1 - x3;                                                                         \
     } while (0)
 
-/* The input transform of one ALPHA x ALPHA tile (6: F(4x4, 3x3), 4: F(2x2, 3x3))
- * whose top-left input pixel is (y0, x0) (may be outside: zero padding), for the
- * channel block @blk ([h][w][CB]); V[p] of this tile and block at v + p * p_stride. */
-static inline __attribute__((always_inline)) void input_tile(const float *restrict blk, int h,
-                                                             int w, int y0, int x0,
-                                                             float *restrict v, size_t p_stride,
-                                                             const int CB, const int ALPHA)
+/* The same for the points 0, 1, -1, i (real and imaginary parts) and infinity
+ * (VD_WINO_4X3_COMPLEX): additions alone. */
+#define WINO_BTC6(x, r, c)                                                                         \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
+        r[0][c] = x0 - x4;                                                                         \
+        r[1][c] = (x1 + x2) + (x3 + x4);                                                           \
+        r[2][c] = (x2 + x4) - (x1 + x3);                                                           \
+        r[3][c] = x4 - x2;                                                                         \
+        r[4][c] = x3 - x1;                                                                         \
+        r[5][c] = x5 - x1;                                                                         \
+    } while (0)
+
+/* VD_WINO_4X3_COMPLEX: the 46 matrices of a tile from the real form @V of its
+ * transform ([6][6][CB]), each at v + index * p_stride: the 16 real points' values,
+ * then x, y and x + y of each complex value x + i y: at (p, i) and (i, p) for the
+ * real points p, at (i, i) and at (i, -i) (transform_weights() in the same order). */
+static inline __attribute__((always_inline)) void
+complex_pairs(const float (*restrict V)[6][16], float *restrict v, size_t p_stride, const int CB)
+{
+    int p = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++, p++)
+            memcpy(v + (size_t)p * p_stride, V[REAL_POINTS[a]][REAL_POINTS[b]], sizeof(float) * CB);
+    for (int pair = 0; pair < 10; pair++, p += 3) {
+        float *vx = v + (size_t)p * p_stride, *vy = vx + p_stride, *vs = vy + p_stride;
+#pragma omp simd
+        for (int c = 0; c < CB; c++) {
+            float x, y;
+            if (pair < 4) {
+                x = V[REAL_POINTS[pair]][RE_I][c];
+                y = V[REAL_POINTS[pair]][IM_I][c];
+            } else if (pair < 8) {
+                x = V[RE_I][REAL_POINTS[pair - 4]][c];
+                y = V[IM_I][REAL_POINTS[pair - 4]][c];
+            } else if (pair == 8) {
+                x = V[RE_I][RE_I][c] - V[IM_I][IM_I][c];
+                y = V[RE_I][IM_I][c] + V[IM_I][RE_I][c];
+            } else {
+                x = V[RE_I][RE_I][c] + V[IM_I][IM_I][c];
+                y = V[IM_I][RE_I][c] - V[RE_I][IM_I][c];
+            }
+            vx[c] = x;
+            vy[c] = y;
+            vs[c] = x + y;
+        }
+    }
+}
+
+/* The input transform of one ALPHA x ALPHA tile (6: F(4x4, 3x3), 4: F(2x2, 3x3);
+ * COMPLEX: VD_WINO_4X3_COMPLEX) whose top-left input pixel is (y0, x0) (may be
+ * outside: zero padding), for the channel block @blk ([h][w][CB]); matrix p of this
+ * tile and block at v + p * p_stride. */
+static inline __attribute__((always_inline)) void
+input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restrict v,
+           size_t p_stride, const int CB, const int ALPHA, const gboolean COMPLEX)
 {
     float d[ALPHA][ALPHA][CB]; /* [x][y][c]: columns first */
     float t[ALPHA][ALPHA][CB]; /* B^T d: [y'][x][c] */
+    float V[6][6][16];         /* COMPLEX: B^T d B, [y'][x'][c] */
     for (int j = 0; j < ALPHA; j++) {
         int x = x0 + j;
         for (int i = 0; i < ALPHA; i++) {
@@ -228,7 +356,9 @@ static inline __attribute__((always_inline)) void input_tile(const float *restri
         float r[ALPHA][CB];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
-            if (ALPHA == 6)
+            if (COMPLEX)
+                WINO_BTC6(d[j], r, c);
+            else if (ALPHA == 6)
                 WINO_BT6(d[j], r, c);
             else
                 WINO_BT4(d[j], r, c);
@@ -240,14 +370,19 @@ static inline __attribute__((always_inline)) void input_tile(const float *restri
         float r[ALPHA][CB];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
-            if (ALPHA == 6)
+            if (COMPLEX)
+                WINO_BTC6(t[i], r, c);
+            else if (ALPHA == 6)
                 WINO_BT6(t[i], r, c);
             else
                 WINO_BT4(t[i], r, c);
         }
         for (int j = 0; j < ALPHA; j++)
-            memcpy(v + (size_t)(i * ALPHA + j) * p_stride, r[j], sizeof(float) * CB);
+            memcpy(COMPLEX ? V[i][j] : v + (size_t)(i * ALPHA + j) * p_stride, r[j],
+                   sizeof(float) * CB);
     }
+    if (COMPLEX)
+        complex_pairs((const float(*)[6][16])V, v, p_stride, CB);
 }
 
 /* A^T x for x[0..5], into r[0..3] (F(4x4, 3x3)). */
@@ -269,22 +404,76 @@ static inline __attribute__((always_inline)) void input_tile(const float *restri
         r[1][c] = (x1 - x2) - x3;                                                                  \
     } while (0)
 
-/* The output transform of one TILE x TILE tile (ALPHA = TILE + 2) whose top-left
- * output pixel is (y0, x0), for the output channel block @blk ([h][w][CB]); the
- * ALPHA^2 products of this tile and block at m + p * p_stride. */
+/* The same for the points 0, 1, -1, i (real and imaginary parts) and infinity
+ * (VD_WINO_4X3_COMPLEX). */
+#define WINO_ATC6(x, r, c)                                                                         \
+    do {                                                                                           \
+        float x0 = x[0][c], x1 = x[1][c], x2 = x[2][c], x3 = x[3][c], x4 = x[4][c], x5 = x[5][c];  \
+        float s12 = x1 + x2, d12 = x1 - x2;                                                        \
+        r[0][c] = (x0 + s12) + x3;                                                                 \
+        r[1][c] = d12 - x4;                                                                        \
+        r[2][c] = s12 - x3;                                                                        \
+        r[3][c] = (d12 + x4) + x5;                                                                 \
+    } while (0)
+
+/* VD_WINO_4X3_COMPLEX: the real form @M ([6][6][CB]) of a tile's products from its 46
+ * matrices at m + index * p_stride (complex_pairs()' order): each complex product
+ * is x u - y v + i ((x + y)(u + v) - x u - y v); those at (i, i) and (i, -i), P and
+ * Q, give the four values of the Re(i) and Im(i) rows and columns: P + Q, their
+ * imaginary parts' sum, their difference and Q's real part less P's. */
+static inline __attribute__((always_inline)) void
+complex_products(const float *restrict m, size_t p_stride, float (*restrict M)[6][16], const int CB)
+{
+    int p = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++, p++)
+            memcpy(M[REAL_POINTS[a]][REAL_POINTS[b]], m + (size_t)p * p_stride, sizeof(float) * CB);
+    for (int pair = 0; pair < 8; pair++, p += 3) {
+        const float *t1 = m + (size_t)p * p_stride, *t2 = t1 + p_stride, *t3 = t2 + p_stride;
+        float *re = pair < 4 ? M[REAL_POINTS[pair]][RE_I] : M[RE_I][REAL_POINTS[pair - 4]];
+        float *im = pair < 4 ? M[REAL_POINTS[pair]][IM_I] : M[IM_I][REAL_POINTS[pair - 4]];
+#pragma omp simd
+        for (int c = 0; c < CB; c++) {
+            re[c] = t1[c] - t2[c];
+            im[c] = t3[c] - (t1[c] + t2[c]);
+        }
+    }
+    const float *pm = m + (size_t)p * p_stride, *qm = pm + 3 * p_stride;
+#pragma omp simd
+    for (int c = 0; c < CB; c++) {
+        float p1 = pm[c], p2 = pm[p_stride + c], p3 = pm[2 * p_stride + c];
+        float q1 = qm[c], q2 = qm[p_stride + c], q3 = qm[2 * p_stride + c];
+        float pr = p1 - p2, pi = p3 - (p1 + p2), qr = q1 - q2, qi = q3 - (q1 + q2);
+        M[RE_I][RE_I][c] = pr + qr;
+        M[IM_I][RE_I][c] = pi + qi;
+        M[RE_I][IM_I][c] = pi - qi;
+        M[IM_I][IM_I][c] = qr - pr;
+    }
+}
+
+/* The output transform of one TILE x TILE tile (ALPHA = TILE + 2; COMPLEX:
+ * VD_WINO_4X3_COMPLEX) whose top-left output pixel is (y0, x0), for the output
+ * channel block @blk ([h][w][CB]); the products of this tile and block at m + p *
+ * p_stride. */
 static inline __attribute__((always_inline)) void
 output_tile(const float *restrict m, size_t p_stride, const float *restrict bias,
             float *restrict blk, int h, int w, int y0, int x0, gboolean sum, gboolean relu,
-            const int CB, const int TILE, const int ALPHA)
+            const int CB, const int TILE, const int ALPHA, const gboolean COMPLEX)
 {
     float t[TILE][ALPHA][CB]; /* A^T M: [y][x'][c] */
+    float M[6][6][16];        /* COMPLEX: the products' real form */
+    if (COMPLEX)
+        complex_products(m, p_stride, M, CB);
     for (int j = 0; j < ALPHA; j++) {
         float col[ALPHA][CB], r[TILE][CB];
         for (int i = 0; i < ALPHA; i++)
-            memcpy(col[i], m + (size_t)(i * ALPHA + j) * p_stride, sizeof(float) * CB);
+            memcpy(col[i], COMPLEX ? M[i][j] : m + (size_t)(i * ALPHA + j) * p_stride,
+                   sizeof(float) * CB);
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
-            if (ALPHA == 6)
+            if (COMPLEX)
+                WINO_ATC6(col, r, c);
+            else if (ALPHA == 6)
                 WINO_AT6(col, r, c);
             else
                 WINO_AT4(col, r, c);
@@ -299,7 +488,9 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
         float r[TILE][CB];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
-            if (ALPHA == 6)
+            if (COMPLEX)
+                WINO_ATC6(t[i], r, c);
+            else if (ALPHA == 6)
                 WINO_AT6(t[i], r, c);
             else
                 WINO_AT4(t[i], r, c);
@@ -343,14 +534,18 @@ VD_CPU_HOT static void input_chunk(const vd_wino *wino, const float *src, int h,
         for (int b = 0; b < C / cb; b++) {
             const float *blk = img + (size_t)b * h * w * cb;
             float *at = v + (size_t)k * C + (size_t)b * cb;
-            if (cb == 16 && T == 4)
-                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 6);
+            if (wino->kind == VD_WINO_4X3_COMPLEX && cb == 16)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 6, TRUE);
+            else if (wino->kind == VD_WINO_4X3_COMPLEX)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 6, TRUE);
+            else if (cb == 16 && T == 4)
+                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 6, FALSE);
             else if (cb == 16)
-                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 4);
+                input_tile(blk, h, w, y0, x0, at, p_stride, 16, 4, FALSE);
             else if (T == 4)
-                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 6);
+                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 6, FALSE);
             else
-                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 4);
+                input_tile(blk, h, w, y0, x0, at, p_stride, 8, 4, FALSE);
         }
     }
 }
@@ -370,14 +565,18 @@ VD_CPU_HOT static void output_chunk(const vd_wino *wino, const float *m, float *
             float *blk = img + (size_t)b * h * w * cb;
             const float *at = m + (size_t)k * K + (size_t)b * cb;
             const float *bias = wino->bias + b * cb;
-            if (cb == 16 && T == 4)
-                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 4, 6);
+            if (wino->kind == VD_WINO_4X3_COMPLEX && cb == 16)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 4, 6, TRUE);
+            else if (wino->kind == VD_WINO_4X3_COMPLEX)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 4, 6, TRUE);
+            else if (cb == 16 && T == 4)
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 4, 6, FALSE);
             else if (cb == 16)
-                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 2, 4);
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 16, 2, 4, FALSE);
             else if (T == 4)
-                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 4, 6);
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 4, 6, FALSE);
             else
-                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 2, 4);
+                output_tile(at, p_stride, bias, blk, h, w, y0, x0, sum, relu, 8, 2, 4, FALSE);
         }
     }
 }
@@ -393,7 +592,7 @@ gboolean vd_wino_run_batch(const vd_wino *wino, const float *src, float *dst, in
                            GError **error)
 {
     const int C = wino->in_c, K = wino->out_c, T = wino->tile;
-    const int n_points = wino->alpha * wino->alpha;
+    const int n_points = wino->n_mats;
     int tiles_h = (h + T - 1) / T, tiles_w = (w + T - 1) / T;
     /* the chunks run across images: a small map's few tiles (a RoI head's 14x14:
      * 49 of F(2x2, 3x3)) fill the products' rows with the next image's */

@@ -10,9 +10,11 @@
  * on the same blocked layouts (nChw8c, nChw16c): the input and output transforms
  * here (F(4x4, 3x3): the interpolation points 0, +-1, 1/2, -2 and infinity, better
  * conditioned than the 0, +-1, +-2 of Lavin and Gray's matrices and oneDNN's
- * jit_wino_4x3; F(2x2, 3x3): 0, +-1 and infinity), the 36 (16) products of each
- * chunk of tiles by oneDNN's sgemm, summed in blocks of 64 input channels; bias, the sum with the
- * destination's contents and ReLU are fused into the output transform. Not installed. */
+ * jit_wino_4x3; F(2x2, 3x3): 0, +-1 and infinity; F(4x4, 3x3) on 0, +-1, +-i and
+ * infinity, as accurate as F(2x2, 3x3)), the 36 (16, 46) products of each chunk of
+ * tiles by oneDNN's sgemm, summed in blocks of 64 input channels; bias, the sum with
+ * the destination's contents and ReLU are fused into the output transform. Not
+ * installed. */
 #ifndef VD_CPU_WINOGRAD_H
 #define VD_CPU_WINOGRAD_H
 
@@ -23,16 +25,29 @@ G_BEGIN_DECLS
 
 typedef struct vd_wino vd_wino;
 
+/* The algorithm (the values are the output tile's side where it is the only
+ * difference): */
+typedef enum {
+    /* F(2x2, 3x3): 4x4 input tiles, 4/9 of the direct multiplications, the direct
+     * kernels' accuracy */
+    VD_WINO_2X3 = 2,
+    /* F(4x4, 3x3) on real points: 6x6 input tiles, a quarter of them, the accuracy
+     * of oneDNN 2.x's Winograd (and of its AVX2 direct kernels) */
+    VD_WINO_4X3 = 4,
+    /* F(4x4, 3x3) on the points 0, +-1, +-i: 46/144 of them, F(2x2, 3x3)'s accuracy */
+    VD_WINO_4X3_COMPLEX = 5,
+} vd_wino_kind;
+
 /* Transforms the weights of a 3x3 stride-1 padding-1 convolution (@weight
  * [out_c][in_c][3][3] float32, @bias [out_c]) for activations in channel blocks of
- * @cb (8 or 16; both channel counts multiples of it), for F(@tile x @tile, 3x3):
- * 4 (6x6 input tiles, a quarter of the direct multiplications) or 2 (4x4 input
- * tiles, 4/9 of them, the direct kernels' accuracy). NULL with @error set when out
- * of memory. */
-vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb, int tile,
-                     GError **error);
-/* Its @tile. */
-int vd_wino_tile(const vd_wino *wino);
+ * @cb (8 or 16; both channel counts multiples of it), for @kind. NULL with @error
+ * set when out of memory. */
+vd_wino *vd_wino_new(const float *weight, const float *bias, int out_c, int in_c, int cb,
+                     vd_wino_kind kind, GError **error);
+/* Its implementation's name, as vd_context_kernels() gives it:
+ * "vd_winograd_2x3:sgemm", "vd_winograd_4x3:sgemm" or
+ * "vd_winograd_4x3_complex:sgemm" (static). */
+const char *vd_wino_name(const vd_wino *wino);
 /* Reference counting (not thread-safe: the backend's planning thread only); unref
  * of NULL is a no-op. */
 vd_wino *vd_wino_ref(vd_wino *wino);

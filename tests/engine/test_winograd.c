@@ -23,11 +23,13 @@
  * oneDNN 2.x's Winograd where the ISA has it).
  * /winograd/network-shapes-2x2: the same for F(2x2, 3x3), within 5e-7 (measured at
  * most 2.9e-7, the AVX-512 direct kernels' level, where F(4x4, 3x3) is not).
+ * /winograd/network-shapes-complex: the same for F(4x4, 3x3) on the points 0, +-1,
+ * +-i, within 5e-7 (measured at most 3.3e-7; the real points' F(4x4, 3x3) fails it).
  *
  * /winograd/batch: a batch of images in one call, image by image the same as one
  * call each.
  *
- * /winograd/speed (only with -m perf): ours (both) against oneDNN's direct kernel on
+ * /winograd/speed (only with -m perf): ours (all three) against oneDNN's direct kernel on
  * the full maps of ResNet-50-FPN at 640x480 (the 800x1088 input), run in turns
  * in this process on the backend's blocked layout and thread count (2, or
  * VD_TEST_THREADS): per layer the median of each and their ratio, and the sum over
@@ -145,7 +147,15 @@ static double max_abs_diff(const float *a, const double *ref, size_t n)
  * to max |y| as its result */
 static double last_direct_rel;
 
-static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
+/* the three kinds, in the order the tests run them */
+static const vd_wino_kind KINDS[] = {VD_WINO_4X3, VD_WINO_2X3, VD_WINO_4X3_COMPLEX};
+
+static const char *kind_name(vd_wino_kind kind)
+{
+    return kind == VD_WINO_2X3 ? "F(2x2)" : kind == VD_WINO_4X3 ? "F(4x4)" : "F(4x4) complex";
+}
+
+static double run_case(const wino_case *t, vd_wino_kind kind, gboolean compare_onednn)
 {
     GRand *rand = g_rand_new_with_seed((guint32)(t->c * 131 + t->k * 7 + t->h * 3 + t->w + t->cb));
     size_t n_src = (size_t)t->c * t->h * t->w, n_dst = (size_t)t->k * t->h * t->w;
@@ -197,7 +207,7 @@ static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
     max_ref = MAX(max_ref, 1e-30);
 
     GError *error = NULL;
-    vd_wino *wino = vd_wino_new(weight, bias, t->k, t->c, t->cb, tile, &error);
+    vd_wino *wino = vd_wino_new(weight, bias, t->k, t->c, t->cb, kind, &error);
     g_assert_no_error(error);
     void *ws = NULL;
     g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, t->threads)), ==, 0);
@@ -206,9 +216,9 @@ static double run_case(const wino_case *t, int tile, gboolean compare_onednn)
 
     double rel = max_abs_diff(dst, ref, n_dst) / max_ref;
     last_direct_rel = max_abs_diff(direct_f, ref, n_dst) / max_ref;
-    g_test_message("F(%dx%d) C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max "
+    g_test_message("%s C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max "
                    "|y| %.3g; a sequential float32 direct sum %.3g",
-                   tile, tile, t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel,
+                   kind_name(kind), t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel,
                    max_ref, max_abs_diff(direct_f, ref, n_dst) / max_ref);
     if (compare_onednn) {
         g_assert_false(t->sum || t->relu);
@@ -253,16 +263,16 @@ static void test_against_direct(void)
         {96, 64, 10, 9, 16, TRUE, FALSE, 2}, /* a partial block of 64 channels */
         {512, 512, 9, 11, 8, FALSE, TRUE, 2},
     };
-    for (int tile = 4; tile >= 2; tile -= 2)
+    for (guint k = 0; k < G_N_ELEMENTS(KINDS); k++)
         for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
-            g_assert_cmpfloat(run_case(&cases[i], tile, FALSE), <=, 1.5e-5);
+            g_assert_cmpfloat(run_case(&cases[i], KINDS[k], FALSE), <=, 1.5e-5);
 }
 
 /* The accuracy on the networks' channel counts, both channel blocks: F(4x4, 3x3)
  * (oneDNN's errors printed beside) within 3.5e-6, F(2x2, 3x3) within 5e-7. */
 static void test_network_shapes(gconstpointer data)
 {
-    int tile = GPOINTER_TO_INT(data);
+    vd_wino_kind kind = (vd_wino_kind)GPOINTER_TO_INT(data);
     const wino_case cases[] = {
         {64, 64, 25, 34, 16, FALSE, FALSE, 2},   {128, 128, 17, 18, 16, FALSE, FALSE, 2},
         {256, 256, 12, 18, 16, FALSE, FALSE, 2}, {256, 256, 12, 18, 8, FALSE, FALSE, 2},
@@ -279,8 +289,8 @@ static void test_network_shapes(gconstpointer data)
     for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
         if (small && i != 0 && i != 3) /* 64 channels in blocks of 16, 256 in blocks of 8 */
             continue;
-        double rel = run_case(&cases[i], tile, tile == 4 && !small);
-        double bound = tile == 4 ? 3.5e-6 : 5e-7;
+        double rel = run_case(&cases[i], kind, kind == VD_WINO_4X3 && !small);
+        double bound = kind == VD_WINO_4X3 ? 3.5e-6 : 5e-7;
 #if defined(__aarch64__)
         /* oneDNN's sgemm off x86 (Debian's aarch64 build, without Arm Compute
          * Library) sums the products in another order than x86's JIT kernels: there
@@ -324,7 +334,7 @@ static void test_speed(void)
     vd_cpu_caps caps;
     vd_cpu_caps_get(&caps);
     int cb = caps.channel_block; /* the backend's layout */
-    double total_direct = 0.0, total_4 = 0.0, total_2 = 0.0;
+    double total_direct = 0.0, total_4 = 0.0, total_2 = 0.0, total_c = 0.0;
     for (guint l = 0; l < G_N_ELEMENTS(layers); l++) {
         int c = layers[l].c, h = layers[l].h, w = layers[l].w;
         size_t n = (size_t)c * h * w;
@@ -339,14 +349,16 @@ static void test_speed(void)
         onednn_conv o;
         g_assert_true(onednn_conv_new(&o, engine, stream, FALSE, c, c, h, w, cb, weight, bias));
         memcpy(vd_layers_memory_data(o.src), src, n * sizeof(float));
-        vd_wino *w4 = vd_wino_new(weight, bias, c, c, cb, 4, &error);
-        vd_wino *w2 = vd_wino_new(weight, bias, c, c, cb, 2, &error);
+        vd_wino *w4 = vd_wino_new(weight, bias, c, c, cb, VD_WINO_4X3, &error);
+        vd_wino *w2 = vd_wino_new(weight, bias, c, c, cb, VD_WINO_2X3, &error);
+        vd_wino *wc = vd_wino_new(weight, bias, c, c, cb, VD_WINO_4X3_COMPLEX, &error);
         g_assert_no_error(error);
         void *ws = NULL;
         size_t ws_size =
-            MAX(vd_wino_workspace_size(w4, threads), vd_wino_workspace_size(w2, threads));
+            MAX(MAX(vd_wino_workspace_size(w4, threads), vd_wino_workspace_size(w2, threads)),
+                vd_wino_workspace_size(wc, threads));
         g_assert_cmpint(posix_memalign(&ws, 64, ws_size), ==, 0);
-        double t_direct[16], t_4[16], t_2[16];
+        double t_direct[16], t_4[16], t_2[16], t_c[16];
         for (int r = -1; r < rounds; r++) { /* round -1: warm-up */
             gint64 t0 = g_get_monotonic_time();
             onednn_conv_run(&o, stream);
@@ -355,26 +367,33 @@ static void test_speed(void)
             gint64 t2 = g_get_monotonic_time();
             g_assert_true(vd_wino_run(w2, src, dst, h, w, FALSE, FALSE, ws, threads, &error));
             gint64 t3 = g_get_monotonic_time();
+            g_assert_true(vd_wino_run(wc, src, dst, h, w, FALSE, FALSE, ws, threads, &error));
+            gint64 t4 = g_get_monotonic_time();
             if (r >= 0) {
                 t_direct[r] = (double)(t1 - t0) / 1000.0;
                 t_4[r] = (double)(t2 - t1) / 1000.0;
                 t_2[r] = (double)(t3 - t2) / 1000.0;
+                t_c[r] = (double)(t4 - t3) / 1000.0;
             }
         }
         qsort(t_direct, (size_t)rounds, sizeof(double), cmp_double);
         qsort(t_4, (size_t)rounds, sizeof(double), cmp_double);
         qsort(t_2, (size_t)rounds, sizeof(double), cmp_double);
-        double md = t_direct[rounds / 2], m4 = t_4[rounds / 2], m2 = t_2[rounds / 2];
+        qsort(t_c, (size_t)rounds, sizeof(double), cmp_double);
+        double md = t_direct[rounds / 2], m4 = t_4[rounds / 2], m2 = t_2[rounds / 2],
+               mc = t_c[rounds / 2];
         g_test_message("%-11s %3d ch %3dx%3d x%d: oneDNN %s %8.2f ms, ours F(4x4) %8.2f ms: "
-                       "%.2fx, F(2x2) %8.2f ms: %.2fx",
+                       "%.2fx, F(2x2) %8.2f ms: %.2fx, F(4x4) complex %8.2f ms: %.2fx",
                        layers[l].name, c, h, w, layers[l].count, vd_layers_pd_impl(o.pd), md, m4,
-                       md / m4, m2, md / m2);
+                       md / m4, m2, md / m2, mc, md / mc);
         total_direct += md * layers[l].count;
         total_4 += m4 * layers[l].count;
         total_2 += m2 * layers[l].count;
+        total_c += mc * layers[l].count;
         free(ws);
         vd_wino_unref(w4);
         vd_wino_unref(w2);
+        vd_wino_unref(wc);
         onednn_conv_free(&o);
         g_free(weight);
         g_free(bias);
@@ -382,9 +401,10 @@ static void test_speed(void)
         g_free(dst);
     }
     g_test_message("a frame's %d-thread Winograd layers, blocks of %d: oneDNN direct %.1f ms, "
-                   "ours F(4x4) %.1f ms: %.2fx, F(2x2) %.1f ms: %.2fx",
+                   "ours F(4x4) %.1f ms: %.2fx, F(2x2) %.1f ms: %.2fx, F(4x4) complex %.1f ms: "
+                   "%.2fx",
                    threads, cb, total_direct, total_4, total_direct / total_4, total_2,
-                   total_direct / total_2);
+                   total_direct / total_2, total_c, total_direct / total_c);
     vd_layers_engine_free(engine, stream);
 }
 
@@ -398,7 +418,7 @@ static void test_batch(void)
 {
     static const int sizes[][2] = {{14, 14}, {5, 7}};
     for (int cb = 8; cb <= 16; cb += 8)
-        for (int tile = 2; tile <= 4; tile += 2)
+        for (guint kk = 0; kk < G_N_ELEMENTS(KINDS); kk++)
             for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
                 const int c = 32, k = 48, n_images = 5, threads = 2;
                 int h = sizes[s][0], w = sizes[s][1];
@@ -406,7 +426,8 @@ static void test_batch(void)
                 float *weight = g_new(float, (size_t)k *c * 9), *bias = g_new(float, k);
                 float *src = g_new(float, n_images *in_n), *prior = g_new(float, n_images *out_n);
                 float *batch = g_new(float, n_images *out_n), *one = g_new(float, out_n);
-                GRand *rand = g_rand_new_with_seed((guint32)(cb * 100 + tile * 10 + s));
+                vd_wino_kind kind = KINDS[kk];
+                GRand *rand = g_rand_new_with_seed((guint32)(cb * 100 + kind * 10 + s));
                 for (size_t i = 0; i < (size_t)k * c * 9; i++)
                     weight[i] = (float)(g_rand_double_range(rand, -1.0, 1.0) / sqrt(9.0 * c));
                 for (int i = 0; i < k; i++)
@@ -417,7 +438,7 @@ static void test_batch(void)
                     prior[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
                 g_rand_free(rand);
                 GError *error = NULL;
-                vd_wino *wino = vd_wino_new(weight, bias, k, c, cb, tile, &error);
+                vd_wino *wino = vd_wino_new(weight, bias, k, c, cb, kind, &error);
                 g_assert_no_error(error);
                 void *ws = NULL;
                 g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, threads)), ==,
@@ -435,9 +456,9 @@ static void test_batch(void)
                         max_y = MAX(max_y, fabs((double)one[j]));
                     }
                 }
-                g_test_message("F(%dx%d) cb %d %d images of %dx%d: batch against one by one "
+                g_test_message("%s cb %d %d images of %dx%d: batch against one by one "
                                "%.3g of max |y| %.3g",
-                               tile, tile, cb, n_images, h, w, worst / max_y, max_y);
+                               kind_name(kind), cb, n_images, h, w, worst / max_y, max_y);
                 g_assert_cmpfloat(max_y, >, 0.1);
                 g_assert_cmpfloat(worst, <=, 1e-6 * max_y);
                 free(ws);
@@ -457,16 +478,16 @@ static void test_refuses_partial_blocks(void)
 {
     float weight[24 * 8 * 9] = {0}, bias[24] = {0};
     GError *error = NULL;
-    g_assert_null(vd_wino_new(weight, bias, 12, 8, 8, 4, &error));
+    g_assert_null(vd_wino_new(weight, bias, 12, 8, 8, VD_WINO_4X3, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
-    g_assert_null(vd_wino_new(weight, bias, 16, 8, 16, 2, &error));
+    g_assert_null(vd_wino_new(weight, bias, 16, 8, 16, VD_WINO_2X3, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
-    g_assert_null(vd_wino_new(weight, bias, 8, 8, 4, 4, &error));
+    g_assert_null(vd_wino_new(weight, bias, 8, 8, 4, VD_WINO_4X3_COMPLEX, &error));
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
-    g_assert_null(vd_wino_new(weight, bias, 8, 8, 8, 3, &error)); /* no F(3x3, 3x3) */
+    g_assert_null(vd_wino_new(weight, bias, 8, 8, 8, (vd_wino_kind)3, &error)); /* no such kind */
     g_assert_error(error, VD_ERROR, VD_ERROR_INTERNAL);
     g_clear_error(&error);
 }
@@ -475,8 +496,12 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/winograd/against-direct", test_against_direct);
-    g_test_add_data_func("/winograd/network-shapes", GINT_TO_POINTER(4), test_network_shapes);
-    g_test_add_data_func("/winograd/network-shapes-2x2", GINT_TO_POINTER(2), test_network_shapes);
+    g_test_add_data_func("/winograd/network-shapes", GINT_TO_POINTER(VD_WINO_4X3),
+                         test_network_shapes);
+    g_test_add_data_func("/winograd/network-shapes-2x2", GINT_TO_POINTER(VD_WINO_2X3),
+                         test_network_shapes);
+    g_test_add_data_func("/winograd/network-shapes-complex",
+                         GINT_TO_POINTER(VD_WINO_4X3_COMPLEX), test_network_shapes);
     g_test_add_func("/winograd/batch", test_batch);
     g_test_add_func("/winograd/partial-blocks", test_refuses_partial_blocks);
     if (g_test_perf())
