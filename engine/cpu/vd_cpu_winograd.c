@@ -45,12 +45,15 @@ struct vd_wino {
 };
 
 /* Tiles per chunk: the chunk's two sets of matrices (n_mats x tiles x (in + out)
- * floats) within about 4 MB, at least 16 tiles. */
+ * floats) within about 4 MB, at least 32 tiles: the tiles are the rows of each
+ * sgemm call, which packs its block of weights (K_BLOCK x out_c) every time, and 16
+ * rows (what 4 MB gave 512 channels) made ResNet's last stage 1.35x slower with the
+ * real points' F(4x4, 3x3) and 1.3x with the complex ones (tools/bench/CPU.md). */
 static int chunk_tiles(int in_c, int out_c, int n_mats)
 {
     size_t per_tile = (size_t)n_mats * (size_t)(in_c + out_c) * sizeof(float);
     size_t n = ((size_t)4 << 20) / per_tile;
-    return (int)CLAMP(n, 16, 128) / 8 * 8;
+    return (int)CLAMP(n, 32, 128) / 8 * 8;
 }
 
 /* The interpolation points, in the order of the 36 matrices' rows and columns: 0,
