@@ -309,28 +309,31 @@ complex_pairs(const float (*restrict V)[6][16], float *restrict v, size_t p_stri
     for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++, p++)
             memcpy(v + (size_t)p * p_stride, V[REAL_POINTS[a]][REAL_POINTS[b]], sizeof(float) * CB);
-    for (int pair = 0; pair < 10; pair++, p += 3) {
-        float *vx = v + (size_t)p * p_stride, *vy = vx + p_stride, *vs = vy + p_stride;
+    /* (p, i) and (i, p) for the four real points p */
+    for (int k = 0; k < 8; k++, p += 3) {
+        const float *x = k < 4 ? V[REAL_POINTS[k]][RE_I] : V[RE_I][REAL_POINTS[k - 4]];
+        const float *y = k < 4 ? V[REAL_POINTS[k]][IM_I] : V[IM_I][REAL_POINTS[k - 4]];
+        float *vx = v + (size_t)p * p_stride;
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
-            float x, y;
-            if (pair < 4) {
-                x = V[REAL_POINTS[pair]][RE_I][c];
-                y = V[REAL_POINTS[pair]][IM_I][c];
-            } else if (pair < 8) {
-                x = V[RE_I][REAL_POINTS[pair - 4]][c];
-                y = V[IM_I][REAL_POINTS[pair - 4]][c];
-            } else if (pair == 8) {
-                x = V[RE_I][RE_I][c] - V[IM_I][IM_I][c];
-                y = V[RE_I][IM_I][c] + V[IM_I][RE_I][c];
-            } else {
-                x = V[RE_I][RE_I][c] + V[IM_I][IM_I][c];
-                y = V[IM_I][RE_I][c] - V[RE_I][IM_I][c];
-            }
-            vx[c] = x;
-            vy[c] = y;
-            vs[c] = x + y;
+            vx[c] = x[c];
+            vx[p_stride + c] = y[c];
+            vx[2 * p_stride + c] = x[c] + y[c];
         }
+    }
+    /* (i, i) and (i, -i) */
+    float *vp = v + (size_t)p * p_stride, *vq = vp + 3 * p_stride;
+#pragma omp simd
+    for (int c = 0; c < CB; c++) {
+        float rr = V[RE_I][RE_I][c], ii = V[IM_I][IM_I][c], ri = V[RE_I][IM_I][c],
+              ir = V[IM_I][RE_I][c];
+        float px = rr - ii, py = ri + ir, qx = rr + ii, qy = ir - ri;
+        vp[c] = px;
+        vp[p_stride + c] = py;
+        vp[2 * p_stride + c] = px + py;
+        vq[c] = qx;
+        vq[p_stride + c] = qy;
+        vq[2 * p_stride + c] = qx + qy;
     }
 }
 
@@ -342,9 +345,9 @@ static inline __attribute__((always_inline)) void
 input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restrict v,
            size_t p_stride, const int CB, const int ALPHA, const gboolean COMPLEX)
 {
-    float d[ALPHA][ALPHA][CB]; /* [x][y][c]: columns first */
-    float t[ALPHA][ALPHA][CB]; /* B^T d: [y'][x][c] */
-    float V[6][6][16];         /* COMPLEX: B^T d B, [y'][x'][c] */
+    float d[MAX_ALPHA][MAX_ALPHA][16]; /* [x][y][c]: columns first */
+    float t[MAX_ALPHA][MAX_ALPHA][16]; /* B^T d: [y'][x][c] */
+    float V[6][6][16];                 /* COMPLEX: B^T d B, [y'][x'][c] */
     for (int j = 0; j < ALPHA; j++) {
         int x = x0 + j;
         for (int i = 0; i < ALPHA; i++) {
@@ -356,7 +359,7 @@ input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restr
         }
     }
     for (int j = 0; j < ALPHA; j++) {
-        float r[ALPHA][CB];
+        float r[MAX_ALPHA][16];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
             if (COMPLEX)
@@ -370,7 +373,7 @@ input_tile(const float *restrict blk, int h, int w, int y0, int x0, float *restr
             memcpy(t[i][j], r[i], sizeof(float) * CB);
     }
     for (int i = 0; i < ALPHA; i++) {
-        float r[ALPHA][CB];
+        float r[MAX_ALPHA][16];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
             if (COMPLEX)
@@ -463,12 +466,12 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
             float *restrict blk, int h, int w, int y0, int x0, gboolean sum, gboolean relu,
             const int CB, const int TILE, const int ALPHA, const gboolean COMPLEX)
 {
-    float t[TILE][ALPHA][CB]; /* A^T M: [y][x'][c] */
-    float M[6][6][16];        /* COMPLEX: the products' real form */
+    float t[MAX_ALPHA - 2][MAX_ALPHA][16]; /* A^T M: [y][x'][c] */
+    float M[6][6][16];                     /* COMPLEX: the products' real form */
     if (COMPLEX)
         complex_products(m, p_stride, M, CB);
     for (int j = 0; j < ALPHA; j++) {
-        float col[ALPHA][CB], r[TILE][CB];
+        float col[MAX_ALPHA][16], r[MAX_ALPHA - 2][16];
         for (int i = 0; i < ALPHA; i++)
             memcpy(col[i], COMPLEX ? M[i][j] : m + (size_t)(i * ALPHA + j) * p_stride,
                    sizeof(float) * CB);
@@ -488,7 +491,7 @@ output_tile(const float *restrict m, size_t p_stride, const float *restrict bias
         int y = y0 + i;
         if (y >= h)
             break;
-        float r[TILE][CB];
+        float r[MAX_ALPHA - 2][16];
 #pragma omp simd
         for (int c = 0; c < CB; c++) {
             if (COMPLEX)

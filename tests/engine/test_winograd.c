@@ -140,11 +140,8 @@ static double max_abs_diff(const float *a, const double *ref, size_t n)
     return m;
 }
 
-/* Runs the case: ours against the double reference, the error over max |y|.
- * @compare_onednn: oneDNN's direct kernel and its Winograd (where it has one) on
- * the same data too, their errors printed. */
-/* The error of a sequential float32 direct sum on run_case()'s last case, relative
- * to max |y| as its result */
+/* The error of a sequential float32 direct sum on the last case run, relative to
+ * max |y| as its result */
 static double last_direct_rel;
 
 /* the three kinds, in the order the tests run them */
@@ -155,71 +152,103 @@ static const char *kind_name(vd_wino_kind kind)
     return kind == VD_WINO_2X3 ? "F(2x2)" : kind == VD_WINO_4X3 ? "F(4x4)" : "F(4x4) complex";
 }
 
-static double run_case(const wino_case *t, vd_wino_kind kind, gboolean compare_onednn)
+/* A case's data and its double-precision reference (direct, padding 1), shared by
+ * the kinds that run it. */
+typedef struct {
+    size_t n_src, n_dst;
+    float *src, *prior, *weight, *bias;
+    double *ref, max_ref;
+    double direct_rel; /* a sequential float32 direct sum's error over max |y| */
+} case_data;
+
+static void case_data_init(case_data *d, const wino_case *t)
 {
     GRand *rand = g_rand_new_with_seed((guint32)(t->c * 131 + t->k * 7 + t->h * 3 + t->w + t->cb));
-    size_t n_src = (size_t)t->c * t->h * t->w, n_dst = (size_t)t->k * t->h * t->w;
-    float *src = g_new(float, n_src), *dst = g_new(float, n_dst), *prior = g_new(float, n_dst);
-    float *weight = g_new(float, (size_t)t->k * t->c * 9), *bias = g_new(float, t->k);
-    double *ref = g_new(double, n_dst);
-    float *direct_f = g_new(float, n_dst);
-    for (size_t i = 0; i < n_src; i++)
-        src[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
+    d->n_src = (size_t)t->c * t->h * t->w;
+    d->n_dst = (size_t)t->k * t->h * t->w;
+    d->src = g_new(float, d->n_src);
+    d->prior = g_new(float, d->n_dst);
+    d->weight = g_new(float, (size_t)t->k * t->c * 9);
+    d->bias = g_new(float, t->k);
+    d->ref = g_new(double, d->n_dst);
+    float *direct_f = g_new(float, d->n_dst);
+    for (size_t i = 0; i < d->n_src; i++)
+        d->src[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
     for (size_t i = 0; i < (size_t)t->k * t->c * 9; i++)
-        weight[i] = (float)(g_rand_double_range(rand, -1.0, 1.0) / sqrt(9.0 * t->c));
+        d->weight[i] = (float)(g_rand_double_range(rand, -1.0, 1.0) / sqrt(9.0 * t->c));
     for (int i = 0; i < t->k; i++)
-        bias[i] = (float)g_rand_double_range(rand, -0.5, 0.5);
-    for (size_t i = 0; i < n_dst; i++)
-        prior[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
-    memcpy(dst, prior, n_dst * sizeof(float));
+        d->bias[i] = (float)g_rand_double_range(rand, -0.5, 0.5);
+    for (size_t i = 0; i < d->n_dst; i++)
+        d->prior[i] = (float)g_rand_double_range(rand, -1.0, 1.0);
 
-    /* the reference: direct, padding 1, in double */
     double max_ref = 0.0;
     for (int o = 0; o < t->k; o++)
         for (int y = 0; y < t->h; y++)
             for (int x = 0; x < t->w; x++) {
-                double acc = bias[o];
-                float acc_f = bias[o];
+                double acc = d->bias[o];
+                float acc_f = d->bias[o];
                 for (int i = 0; i < t->c; i++)
                     for (int ky = 0; ky < 3; ky++)
                         for (int kx = 0; kx < 3; kx++) {
                             int sy = y + ky - 1, sx = x + kx - 1;
                             if (sy < 0 || sy >= t->h || sx < 0 || sx >= t->w)
                                 continue;
-                            acc += (double)weight[(((size_t)o * t->c + i) * 3 + ky) * 3 + kx] *
-                                   src[at(i, sy, sx, t->h, t->w, t->cb)];
-                            acc_f += weight[(((size_t)o * t->c + i) * 3 + ky) * 3 + kx] *
-                                     src[at(i, sy, sx, t->h, t->w, t->cb)];
+                            float wv = d->weight[(((size_t)o * t->c + i) * 3 + ky) * 3 + kx];
+                            float sv = d->src[at(i, sy, sx, t->h, t->w, t->cb)];
+                            acc += (double)wv * sv;
+                            acc_f += wv * sv;
                         }
-                size_t d = at(o, y, x, t->h, t->w, t->cb);
+                size_t at_d = at(o, y, x, t->h, t->w, t->cb);
                 if (t->sum) {
-                    acc += prior[d];
-                    acc_f += prior[d];
+                    acc += d->prior[at_d];
+                    acc_f += d->prior[at_d];
                 }
                 if (t->relu && acc_f < 0.0f)
                     acc_f = 0.0f;
-                direct_f[d] = acc_f;
+                direct_f[at_d] = acc_f;
                 if (t->relu && acc < 0.0)
                     acc = 0.0;
-                ref[d] = acc;
+                d->ref[at_d] = acc;
                 max_ref = MAX(max_ref, fabs(acc));
             }
-    max_ref = MAX(max_ref, 1e-30);
+    d->max_ref = MAX(max_ref, 1e-30);
+    d->direct_rel = max_abs_diff(direct_f, d->ref, d->n_dst) / d->max_ref;
+    g_free(direct_f);
+    g_rand_free(rand);
+}
 
+static void case_data_clear(case_data *d)
+{
+    g_free(d->src);
+    g_free(d->prior);
+    g_free(d->weight);
+    g_free(d->bias);
+    g_free(d->ref);
+}
+
+/* Runs @kind on the case: ours against the double reference, the error over max
+ * |y|. @compare_onednn: oneDNN's direct kernel and its Winograd (where it has one)
+ * on the same data too, their errors printed. */
+static double run_kind(const wino_case *t, const case_data *d, vd_wino_kind kind,
+                       gboolean compare_onednn)
+{
+    float *dst = g_new(float, d->n_dst);
+    memcpy(dst, d->prior, d->n_dst * sizeof(float));
     GError *error = NULL;
-    vd_wino *wino = vd_wino_new(weight, bias, t->k, t->c, t->cb, kind, &error);
+    vd_wino *wino = vd_wino_new(d->weight, d->bias, t->k, t->c, t->cb, kind, &error);
     g_assert_no_error(error);
     void *ws = NULL;
     g_assert_cmpint(posix_memalign(&ws, 64, vd_wino_workspace_size(wino, t->threads)), ==, 0);
-    g_assert_true(vd_wino_run(wino, src, dst, t->h, t->w, t->sum, t->relu, ws, t->threads, &error));
+    g_assert_true(
+        vd_wino_run(wino, d->src, dst, t->h, t->w, t->sum, t->relu, ws, t->threads, &error));
     g_assert_no_error(error);
 
-    double rel = max_abs_diff(dst, ref, n_dst) / max_ref;
-    last_direct_rel = max_abs_diff(direct_f, ref, n_dst) / max_ref;
+    double rel = max_abs_diff(dst, d->ref, d->n_dst) / d->max_ref;
+    last_direct_rel = d->direct_rel;
     g_test_message("%s C %d K %d %dx%d cb %d sum %d relu %d threads %d: ours %.3g of max "
                    "|y| %.3g; a sequential float32 direct sum %.3g",
                    kind_name(kind), t->c, t->k, t->h, t->w, t->cb, t->sum, t->relu, t->threads, rel,
-                   max_ref, max_abs_diff(direct_f, ref, n_dst) / max_ref);
+                   d->max_ref, d->direct_rel);
     if (compare_onednn) {
         g_assert_false(t->sum || t->relu);
         dnnl_engine_t engine = NULL;
@@ -228,26 +257,29 @@ static double run_case(const wino_case *t, vd_wino_kind kind, gboolean compare_o
         for (int winograd = 0; winograd <= 1; winograd++) {
             onednn_conv o;
             if (!onednn_conv_new(&o, engine, stream, winograd, t->c, t->k, t->h, t->w, t->cb,
-                                 weight, bias))
+                                 d->weight, d->bias))
                 continue;
-            memcpy(vd_layers_memory_data(o.src), src, n_src * sizeof(float));
+            memcpy(vd_layers_memory_data(o.src), d->src, d->n_src * sizeof(float));
             onednn_conv_run(&o, stream);
             g_test_message("    oneDNN %s: %.3g of max |y|", vd_layers_pd_impl(o.pd),
-                           max_abs_diff(vd_layers_memory_data(o.dst), ref, n_dst) / max_ref);
+                           max_abs_diff(vd_layers_memory_data(o.dst), d->ref, d->n_dst) /
+                               d->max_ref);
             onednn_conv_free(&o);
         }
         vd_layers_engine_free(engine, stream);
     }
     free(ws);
     vd_wino_unref(wino);
-    g_free(src);
     g_free(dst);
-    g_free(prior);
-    g_free(weight);
-    g_free(bias);
-    g_free(ref);
-    g_free(direct_f);
-    g_rand_free(rand);
+    return rel;
+}
+
+static double run_case(const wino_case *t, vd_wino_kind kind, gboolean compare_onednn)
+{
+    case_data d;
+    case_data_init(&d, t);
+    double rel = run_kind(t, &d, kind, compare_onednn);
+    case_data_clear(&d);
     return rel;
 }
 
@@ -263,9 +295,13 @@ static void test_against_direct(void)
         {96, 64, 10, 9, 16, TRUE, FALSE, 2}, /* a partial block of 64 channels */
         {512, 512, 9, 11, 8, FALSE, TRUE, 2},
     };
-    for (guint k = 0; k < G_N_ELEMENTS(KINDS); k++)
-        for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
-            g_assert_cmpfloat(run_case(&cases[i], KINDS[k], FALSE), <=, 1.5e-5);
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        case_data d; /* one reference for the three kinds */
+        case_data_init(&d, &cases[i]);
+        for (guint k = 0; k < G_N_ELEMENTS(KINDS); k++)
+            g_assert_cmpfloat(run_kind(&cases[i], &d, KINDS[k], FALSE), <=, 1.5e-5);
+        case_data_clear(&d);
+    }
 }
 
 /* The accuracy on the networks' channel counts, both channel blocks: F(4x4, 3x3)
