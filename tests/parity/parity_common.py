@@ -1045,18 +1045,7 @@ def compare_keypoints(report, ref, result, dump, pairs, stats):
         with torch.no_grad():
             tv_xy, tv_scores = heatmaps_to_keypoints(torch.from_numpy(maps), torch.from_numpy(rois))
             for n in range(len(dets)):
-                x1, y1, x2, y2 = (torch.tensor(v, dtype=torch.float32) for v in rois[n])
-                w = int(torch.clamp(x2 - x1, min=1).ceil().item())
-                h = int(torch.clamp(y2 - y1, min=1).ceil().item())
-                m = F.interpolate(torch.from_numpy(maps[n])[:, None], size=(h, w), mode="bicubic",
-                                  align_corners=False)[:, 0].numpy()
-                # our point back to the map's pixel (the inverse of (p + 0.5) * w / ceil(w) + x1)
-                px = np.rint((pts[n, :, 0].astype(np.float64) - float(x1)) * w
-                             / max(float(x2 - x1), 1.0) - 0.5).astype(np.int64).clip(0, w - 1)
-                py = np.rint((pts[n, :, 1].astype(np.float64) - float(y1)) * h
-                             / max(float(y2 - y1), 1.0) - 0.5).astype(np.int64).clip(0, h - 1)
-                at = m[np.arange(K), py, px]
-                top = m.reshape(K, -1).max(axis=1)
+                at, top = _bicubic_at(maps[n], rois[n], pts[n])
                 off += int(np.count_nonzero(top - at > KEYPOINT_DECODE_TIE))
                 sd = max(sd, float(np.abs(pts[n, :, 2].astype(np.float64) - at).max()))
         exact = int(np.count_nonzero(np.all(tv_xy[:, :, :2].numpy() == pts[:, :, :2], axis=2)))
@@ -1103,6 +1092,24 @@ def compare_keypoints(report, ref, result, dump, pairs, stats):
     report.check("keypoints", far == 0 and float(dscore_rel.max()) <= KEYPOINT_SCORE_TOL, msg)
 
 
+def _bicubic_at(maps, roi, points):
+    """heatmaps_to_keypoints' bicubic maps of @maps ([K, H, W]) resized to @roi's
+    ceil'd size, read at @points ([K, 2+]: resized-image pixels, each mapped back to
+    the map's pixel, the inverse of (p + 0.5) * w / ceil(w) + x1): (values there [K],
+    each map's maximum [K])."""
+    x1, y1, x2, y2 = (torch.tensor(v, dtype=torch.float32) for v in roi)
+    w = int(torch.clamp(x2 - x1, min=1).ceil().item())
+    h = int(torch.clamp(y2 - y1, min=1).ceil().item())
+    with torch.no_grad():
+        m = F.interpolate(torch.from_numpy(np.ascontiguousarray(maps))[:, None], size=(h, w),
+                          mode="bicubic", align_corners=False)[:, 0].numpy()
+    px = np.rint((points[:, 0].astype(np.float64) - float(x1)) * w
+                 / max(float(x2 - x1), 1.0) - 0.5).astype(np.int64).clip(0, w - 1)
+    py = np.rint((points[:, 1].astype(np.float64) - float(y1)) * h
+                 / max(float(y2 - y1), 1.0) - 0.5).astype(np.int64).clip(0, h - 1)
+    return m[np.arange(len(m)), py, px], m.reshape(len(m), -1).max(axis=1)
+
+
 def _keypoint_ties(ref, ii, jj, pts, far_mask):
     """The keypoints of far_mask ([matched, K]: farther than KEYPOINT_POS_TOL from
     torchvision's) where torchvision's own bicubic map (from its heatmap and RoI) has,
@@ -1119,17 +1126,9 @@ def _keypoint_ties(ref, ii, jj, pts, far_mask):
     ties = []
     for m, k in zip(*np.nonzero(far_mask)):
         i, j = int(ii[m]), int(jj[m])
-        x1, y1, x2, y2 = (torch.tensor(v, dtype=torch.float32) for v in ref["keypoint_rois"][i])
-        w = int(torch.clamp(x2 - x1, min=1).ceil().item())
-        h = int(torch.clamp(y2 - y1, min=1).ceil().item())
-        with torch.no_grad():
-            mk = F.interpolate(torch.from_numpy(ref["keypoint_heatmaps"][i][k][None, None]),
-                               size=(h, w), mode="bicubic", align_corners=False)[0, 0].numpy()
-        px = int(np.clip(np.rint((float(pts[j, k, 0]) - float(x1)) * w
-                                 / max(float(x2 - x1), 1.0) - 0.5), 0, w - 1))
-        py = int(np.clip(np.rint((float(pts[j, k, 1]) - float(y1)) * h
-                                 / max(float(y2 - y1), 1.0) - 0.5), 0, h - 1))
-        top, at = float(mk.max()), float(mk[py, px])
+        at, top = _bicubic_at(ref["keypoint_heatmaps"][i][k:k + 1], ref["keypoint_rois"][i],
+                              pts[j, k:k + 1])
+        at, top = float(at[0]), float(top[0])
         if top - at <= KEYPOINT_SCORE_TOL * max(1.0, abs(top)):
             ties.append((int(m), int(k), top, at))
     return ties
